@@ -1,0 +1,167 @@
+package io.kvrouter.hash;
+
+import com.dynatrace.hash4j.hashing.Hasher64;
+import com.dynatrace.hash4j.hashing.Hashing;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.Map;
+
+/**
+ * Computes the local block hashes of a token sequence: XXH3-64 over each full block of tokens as
+ * 4-byte little-endian values, optionally followed by that block's multimodal hashes.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Immutable and thread-safe. The seed is 1337 plus the salts (DESIGN.md §2); a LoRA name or
+ * namespace changes the seed, never the hashed bytes. Each call serialises one block at a time
+ * into a per-thread scratch buffer and hashes it with hash4j's one-shot XXH3, so the only
+ * allocation is the result array (the scratch buffer grows once per thread and is reused).
+ * </pre>
+ */
+public final class BlockHasher {
+  /** The seed of every local block hash without salt (Dynamo's contract). */
+  public static final long DEFAULT_SEED = 1337L;
+
+  private static final ThreadLocal<byte[]> SCRATCH = ThreadLocal.withInitial(() -> new byte[0]);
+
+  private final int blockSize;
+  private final String loraName;
+  private final String namespace;
+  private final Hasher64 hasher;
+
+  private BlockHasher(int blockSize, String loraName, String namespace) {
+    this.blockSize = blockSize;
+    this.loraName = loraName;
+    this.namespace = namespace;
+    this.hasher = Hashing.xxh3_64(seedFor(loraName, namespace));
+  }
+
+  /** A hasher for blocks of {@code blockSize} tokens, seed 1337 and no salt. */
+  public static BlockHasher of(int blockSize) {
+    if (blockSize < 1) {
+      throw new IllegalArgumentException("blockSize must be >= 1, got " + blockSize);
+    }
+    return new BlockHasher(blockSize, null, null);
+  }
+
+  /** The same hasher salted with a LoRA adapter name; {@code null} or empty means none. */
+  public BlockHasher withLora(String loraName) {
+    return new BlockHasher(blockSize, emptyToNull(loraName), namespace);
+  }
+
+  /** The same hasher salted with a cache namespace; {@code null} or empty means none. */
+  public BlockHasher withNamespace(String namespace) {
+    return new BlockHasher(blockSize, loraName, emptyToNull(namespace));
+  }
+
+  /** Tokens per block. */
+  public int blockSize() {
+    return blockSize;
+  }
+
+  /** The XXH3 seed this hasher uses: 1337 plus the hashes of its salts. */
+  public long seed() {
+    return seedFor(loraName, namespace);
+  }
+
+  /** The local hash of every full block of {@code tokens}; a trailing partial block is dropped. */
+  public long[] localHashes(int[] tokens) {
+    return localHashes(tokens, Map.of());
+  }
+
+  /**
+   * The local hash of every full block of {@code tokens}, where the multimodal hashes of block
+   * {@code i} (if any) are appended, sorted ascending as unsigned values, to that block's bytes.
+   */
+  public long[] localHashes(int[] tokens, Map<Integer, long[]> mmHashesByBlock) {
+    if (tokens == null) {
+      throw new IllegalArgumentException("tokens must not be null");
+    }
+    if (mmHashesByBlock == null) {
+      throw new IllegalArgumentException("mmHashesByBlock must not be null (use Map.of())");
+    }
+    final int size = blockSize;
+    final int blocks = tokens.length / size;
+    final long[] out = new long[blocks];
+    if (blocks == 0) {
+      return out;
+    }
+    int maxExtra = 0;
+    for (Map.Entry<Integer, long[]> e : mmHashesByBlock.entrySet()) {
+      long[] mm = e.getValue();
+      if (e.getKey() == null || mm == null) {
+        throw new IllegalArgumentException("mmHashesByBlock must not hold null keys or values");
+      }
+      maxExtra = Math.max(maxExtra, mm.length);
+    }
+    final byte[] buf = scratch(size * 4 + maxExtra * 8);
+    final Hasher64 h = hasher;
+    for (int b = 0, t = 0; b < blocks; b++) {
+      int pos = 0;
+      for (int end = t + size; t < end; t++) {
+        int v = tokens[t];
+        buf[pos] = (byte) v;
+        buf[pos + 1] = (byte) (v >>> 8);
+        buf[pos + 2] = (byte) (v >>> 16);
+        buf[pos + 3] = (byte) (v >>> 24);
+        pos += 4;
+      }
+      if (!mmHashesByBlock.isEmpty()) {
+        long[] mm = mmHashesByBlock.get(b);
+        if (mm != null && mm.length > 0) {
+          pos = appendSortedUnsigned(buf, pos, mm);
+        }
+      }
+      out[b] = h.hashBytesToLong(buf, 0, pos);
+    }
+    return out;
+  }
+
+  private static int appendSortedUnsigned(byte[] buf, int pos, long[] mm) {
+    long[] sorted = mm.clone();
+    // unsigned order: flip the sign bit, sort signed, flip back
+    for (int i = 0; i < sorted.length; i++) sorted[i] ^= Long.MIN_VALUE;
+    Arrays.sort(sorted);
+    for (long s : sorted) {
+      long v = s ^ Long.MIN_VALUE;
+      for (int k = 0; k < 8; k++) {
+        buf[pos++] = (byte) (v >>> (8 * k));
+      }
+    }
+    return pos;
+  }
+
+  private static byte[] scratch(int length) {
+    byte[] buf = SCRATCH.get();
+    if (buf.length < length) {
+      buf = new byte[Math.max(length, 256)];
+      SCRATCH.set(buf);
+    }
+    return buf;
+  }
+
+  private static long seedFor(String loraName, String namespace) {
+    long seed = DEFAULT_SEED;
+    if (loraName != null && !loraName.isEmpty()) {
+      seed += Hashing.xxh3_64(0L).hashBytesToLong(loraName.getBytes(StandardCharsets.UTF_8));
+    }
+    if (namespace != null && !namespace.isEmpty()) {
+      seed += Hashing.xxh3_64(1L).hashBytesToLong(namespace.getBytes(StandardCharsets.UTF_8));
+    }
+    return seed;
+  }
+
+  private static String emptyToNull(String s) {
+    return s == null || s.isEmpty() ? null : s;
+  }
+
+  @Override
+  public String toString() {
+    return "BlockHasher[blockSize="
+        + blockSize
+        + (loraName != null ? ", lora=" + loraName : "")
+        + (namespace != null ? ", namespace=" + namespace : "")
+        + "]";
+  }
+}
