@@ -1,0 +1,44 @@
+package io.kvrouter.index;
+
+import io.kvrouter.event.RouterEvent;
+import java.util.List;
+
+/**
+ * A global index of which worker rank holds which cached block, fed by cache events and asked how
+ * many leading blocks of a prompt each worker already holds (DESIGN.md §4).
+ *
+ * <p>Scores are exact: a worker's score is the number of leading query blocks it holds without a
+ * gap. Implementations differ in threading; see {@code docs/concurrency.md}.
+ */
+public interface KvIndex extends AutoCloseable {
+
+  /** Applies one cache event; may be asynchronous (see {@link #flush()}). */
+  void apply(RouterEvent event);
+
+  /**
+   * The number of leading blocks of the query, given by local hashes, that each worker holds.
+   *
+   * @param earlyExit stop once a single worker remains; its score is then at least the depth at
+   *     which it became the only one
+   */
+  OverlapScores findMatches(long[] localHashes, boolean earlyExit);
+
+  /** Drops every block of every rank of {@code workerId}; the worker stays known. */
+  void clearWorker(long workerId);
+
+  /** Drops every block of every rank of {@code workerId} and forgets the worker. */
+  void removeWorker(long workerId);
+
+  /** Events that, replayed into an empty index of any kind, give equal {@code findMatches}. */
+  List<RouterEvent> dump();
+
+  /** Returns once every event applied before the call is visible to {@link #findMatches}. */
+  void flush();
+
+  /** Counters of what this index has applied and holds. */
+  IndexStats stats();
+
+  /** Stops background threads, if any, after applying what was queued. */
+  @Override
+  void close();
+}

@@ -1,0 +1,52 @@
+package io.kvrouter.index;
+
+/** Factory of the index kinds (DESIGN.md §4). */
+public final class KvIndexes {
+  private KvIndexes() {}
+
+  /** A block tree for one thread at a time: writes and reads must not overlap across threads. */
+  public static KvIndex radixTree() {
+    return new TreeIndex(false);
+  }
+
+  /**
+   * A block tree that readers query without locks while writers of any workers apply events
+   * (writers take turns on one lock).
+   */
+  public static KvIndex concurrentRadixTree() {
+    return new TreeIndex(true);
+  }
+
+  /**
+   * A position-first index keyed by (position, local hash) that probes {@code jumpSize} positions
+   * ahead and scans back only where workers drop out.
+   */
+  public static KvIndex positional(int jumpSize) {
+    if (jumpSize < 1) {
+      throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
+    }
+    throw new UnsupportedOperationException("positional index: not built yet");
+  }
+
+  /**
+   * Applies events on {@code threads} background threads, every event of one worker id on the same
+   * thread and in order; reads go straight to {@code concurrentIndex} on the caller's thread.
+   *
+   * @throws IllegalArgumentException when the index is not safe for concurrent use
+   */
+  public static KvIndex threadPool(KvIndex concurrentIndex, int threads) {
+    if (concurrentIndex == null) {
+      throw new IllegalArgumentException("concurrentIndex must not be null");
+    }
+    if (threads < 1) {
+      throw new IllegalArgumentException("threads must be >= 1, got " + threads);
+    }
+    if (!(concurrentIndex instanceof TreeIndex t && t.isConcurrent())) {
+      throw new IllegalArgumentException(
+          "threadPool needs a concurrent index (concurrentRadixTree() or positional(j)), got "
+              + concurrentIndex.getClass().getSimpleName()
+              + (concurrentIndex instanceof TreeIndex ? " made by radixTree()" : ""));
+    }
+    throw new UnsupportedOperationException("threadPool: not built yet");
+  }
+}

@@ -1,0 +1,23 @@
+package io.kvrouter.index;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Supplier;
+
+/** Every index kind, for tests that must hold for all of them. */
+final class IndexKinds {
+  private IndexKinds() {}
+
+  static List<Supplier<KvIndex>> suppliers() {
+    List<Supplier<KvIndex>> out = new ArrayList<>();
+    out.add(KvIndexes::radixTree);
+    out.add(KvIndexes::concurrentRadixTree);
+    return out;
+  }
+
+  static List<KvIndex> all() {
+    List<KvIndex> out = new ArrayList<>();
+    for (Supplier<KvIndex> s : suppliers()) out.add(s.get());
+    return out;
+  }
+}

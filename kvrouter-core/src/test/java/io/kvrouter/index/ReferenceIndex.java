@@ -1,0 +1,90 @@
+package io.kvrouter.index;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * The naive reference model of DESIGN.md §4: per worker rank, a map from each held sequence hash to
+ * the full local-hash path of its block; scores by brute force. Slow and obviously right.
+ */
+final class ReferenceIndex {
+  private final Map<Worker, Map<Long, List<Long>>> held = new HashMap<>();
+
+  void apply(RouterEvent e) {
+    Worker w = e.worker();
+    if (e.data() instanceof CacheEvent.Stored s) {
+      Map<Long, List<Long>> mine = held.computeIfAbsent(w, k -> new HashMap<>());
+      List<Long> path;
+      if (s.hasParent()) {
+        List<Long> parent = mine.get(s.parentHash());
+        if (parent == null) return; // rejected whole
+        path = parent;
+      } else {
+        path = List.of();
+      }
+      for (int i = 0; i < s.length(); i++) {
+        List<Long> p = new ArrayList<>(path);
+        p.add(s.tokensHashes()[i]);
+        path = List.copyOf(p);
+        mine.put(s.blockHashes()[i], path);
+      }
+    } else if (e.data() instanceof CacheEvent.Removed r) {
+      Map<Long, List<Long>> mine = held.get(w);
+      if (mine == null) return;
+      for (long h : r.blockHashes()) mine.remove(h);
+    } else {
+      held.computeIfAbsent(w, k -> new HashMap<>()).clear();
+    }
+  }
+
+  void clearWorker(long workerId) {
+    for (Map.Entry<Worker, Map<Long, List<Long>>> e : held.entrySet()) {
+      if (e.getKey().workerId() == workerId) e.getValue().clear();
+    }
+  }
+
+  void removeWorker(long workerId) {
+    held.keySet().removeIf(w -> w.workerId() == workerId);
+  }
+
+  /** Exact scores (DESIGN.md §4 rule 1): workers with score >= 1. */
+  Map<Worker, Integer> scores(long[] query) {
+    Map<Worker, Integer> out = new TreeMap<>();
+    for (Map.Entry<Worker, Map<Long, List<Long>>> e : held.entrySet()) {
+      Set<List<Long>> paths = new HashSet<>(e.getValue().values());
+      int k = 0;
+      List<Long> prefix = new ArrayList<>();
+      while (k < query.length) {
+        prefix.add(query[k]);
+        if (!paths.contains(prefix)) break;
+        k++;
+      }
+      if (k > 0) out.put(e.getKey(), k);
+    }
+    return out;
+  }
+
+  /** Distinct blocks {@code w} holds. */
+  int blockCount(Worker w) {
+    Map<Long, List<Long>> mine = held.get(w);
+    return mine == null ? 0 : new HashSet<>(mine.values()).size();
+  }
+
+  /** Every sequence hash {@code w} holds, with its path. */
+  Map<Long, List<Long>> blocksOf(Worker w) {
+    return held.getOrDefault(w, Map.of());
+  }
+
+  Collection<Worker> workers() {
+    return held.keySet();
+  }
+}
