@@ -47,6 +47,6 @@ public final class KvIndexes {
               + concurrentIndex.getClass().getSimpleName()
               + (concurrentIndex instanceof TreeIndex ? " made by radixTree()" : ""));
     }
-    throw new UnsupportedOperationException("threadPool: not built yet");
+    return new ThreadPoolIndexer(concurrentIndex, threads);
   }
 }

@@ -12,6 +12,7 @@ final class IndexKinds {
     List<Supplier<KvIndex>> out = new ArrayList<>();
     out.add(KvIndexes::radixTree);
     out.add(KvIndexes::concurrentRadixTree);
+    out.add(() -> KvIndexes.threadPool(KvIndexes.concurrentRadixTree(), 2));
     return out;
   }
 

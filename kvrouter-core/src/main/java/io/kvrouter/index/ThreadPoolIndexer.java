@@ -1,0 +1,163 @@
+package io.kvrouter.index;
+
+import io.kvrouter.event.RouterEvent;
+import java.util.List;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * Applies events to a concurrent index on a fixed set of threads, every event of one worker id on
+ * the same thread and in arrival order; queries run on the caller's thread.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * One bounded queue and one daemon thread per lane; lane = mix(workerId) mod lanes, so every rank
+ * of a worker shares a lane and clearWorker/removeWorker queue behind that worker's events. A
+ * full queue blocks the producer (back-pressure; nothing is dropped). Work items are RouterEvents
+ * or Runnables (worker-wide operations and flush barriers). flush() puts a latch behind every
+ * lane's queue and waits for all of them. An exception while applying is logged and counted; the
+ * lane goes on. close() drains every lane, then stops the threads; apply after close throws.
+ * </pre>
+ */
+final class ThreadPoolIndexer implements KvIndex {
+  private static final Logger LOG = Logger.getLogger(ThreadPoolIndexer.class.getName());
+  private static final int QUEUE_CAPACITY = 1 << 16;
+  private static final Object STOP = new Object();
+
+  private final KvIndex index;
+  private final Lane[] lanes;
+  private final AtomicLong failures = new AtomicLong();
+  private volatile boolean closed;
+
+  ThreadPoolIndexer(KvIndex index, int threads) {
+    this.index = index;
+    this.lanes = new Lane[threads];
+    for (int i = 0; i < threads; i++) {
+      lanes[i] = new Lane(i);
+      lanes[i].thread.start();
+    }
+  }
+
+  private Lane laneOf(long workerId) {
+    long h = workerId * 0x9E3779B97F4A7C15L;
+    return lanes[(int) Math.floorMod(h ^ (h >>> 32), (long) lanes.length)];
+  }
+
+  @Override
+  public void apply(RouterEvent event) {
+    laneOf(event.worker().workerId()).put(event);
+  }
+
+  @Override
+  public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
+    return index.findMatches(localHashes, earlyExit);
+  }
+
+  @Override
+  public void clearWorker(long workerId) {
+    laneOf(workerId).put((Runnable) () -> index.clearWorker(workerId));
+  }
+
+  @Override
+  public void removeWorker(long workerId) {
+    laneOf(workerId).put((Runnable) () -> index.removeWorker(workerId));
+  }
+
+  @Override
+  public List<RouterEvent> dump() {
+    flush();
+    return index.dump();
+  }
+
+  @Override
+  public void flush() {
+    CountDownLatch done = new CountDownLatch(lanes.length);
+    for (Lane lane : lanes) lane.put((Runnable) done::countDown);
+    try {
+      done.await();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while flushing", e);
+    }
+  }
+
+  @Override
+  public IndexStats stats() {
+    return index.stats();
+  }
+
+  /** Events whose application threw (logged, skipped). */
+  long failures() {
+    return failures.get();
+  }
+
+  @Override
+  public void close() {
+    if (closed) return;
+    closed = true;
+    for (Lane lane : lanes) lane.putUnchecked(STOP);
+    for (Lane lane : lanes) {
+      try {
+        lane.thread.join();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    index.close();
+  }
+
+  @Override
+  public String toString() {
+    return "threadPool(" + index + ", " + lanes.length + ")";
+  }
+
+  private final class Lane implements Runnable {
+    final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(QUEUE_CAPACITY);
+    final Thread thread;
+
+    Lane(int i) {
+      thread = new Thread(this, "kvrouter-indexer-" + i);
+      thread.setDaemon(true);
+    }
+
+    void put(Object item) {
+      if (closed) throw new IllegalStateException("the indexer is closed");
+      putUnchecked(item);
+    }
+
+    void putUnchecked(Object item) {
+      try {
+        queue.put(item);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while queueing an event", e);
+      }
+    }
+
+    @Override
+    public void run() {
+      while (true) {
+        Object item;
+        try {
+          item = queue.take();
+        } catch (InterruptedException e) {
+          return;
+        }
+        if (item == STOP) return;
+        try {
+          if (item instanceof RouterEvent e) index.apply(e);
+          else ((Runnable) item).run();
+        } catch (RuntimeException ex) {
+          failures.incrementAndGet();
+          LOG.log(Level.WARNING, "failed to apply " + item + "; skipped", ex);
+        }
+      }
+    }
+  }
+}
