@@ -40,6 +40,28 @@ final class TreeIndex implements KvIndex {
   private final ReentrantLock writeLock; // null: single-threaded
   private final boolean concurrent;
 
+  /**
+   * Odd while a writer changes several nodes that must look like one step to readers (making or
+   * filling a hole, clearing a worker); readers retry a walk that overlapped such a change.
+   */
+  @SuppressWarnings("unused") // through VERSION
+  private long version;
+
+  private static final java.lang.invoke.VarHandle VERSION;
+
+  static {
+    try {
+      VERSION =
+          java.lang.invoke.MethodHandles.lookup()
+              .findVarHandle(TreeIndex.class, "version", long.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
+  /** Optimistic walks before a reader falls back to the writers' lock (docs/concurrency.md). */
+  private static final int OPTIMISTIC_ATTEMPTS = 64;
+
   // counters: written under the writer discipline, read racily by stats()
   private volatile long storedEvents;
   private volatile long removedEvents;
@@ -61,6 +83,33 @@ final class TreeIndex implements KvIndex {
 
   @Override
   public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
+    for (int attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
+      long before = (long) VERSION.getAcquire(this);
+      if ((before & 1L) == 0) {
+        OverlapScores s = walk(localHashes, earlyExit);
+        // every node load in walk() is an acquire load, so this load cannot move above them
+        if ((long) VERSION.getAcquire(this) == before) return s;
+      }
+      Thread.onSpinWait();
+    }
+    if (writeLock == null) return walk(localHashes, earlyExit);
+    writeLock.lock();
+    try {
+      return walk(localHashes, earlyExit);
+    } finally {
+      writeLock.unlock();
+    }
+  }
+
+  private void beginStep() {
+    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
+  }
+
+  private void endStep() {
+    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
+  }
+
+  private OverlapScores walk(long[] localHashes, boolean earlyExit) {
     final int len = localHashes.length;
     if (len == 0) return Scores.EMPTY;
     TreeNode node = root.child(localHashes[0]);
@@ -196,8 +245,14 @@ final class TreeIndex implements KvIndex {
     ws.heldBlocks++;
     blocksIndexed++;
     if (parentConnected) {
-      node.addHolder(id);
-      if (ws.detachedCount > 0) reconnectBelow(ws, node);
+      if (ws.detachedCount > 0 && hasDetachedChild(node, id)) {
+        beginStep();
+        node.addHolder(id);
+        reconnectBelow(ws, node);
+        endStep();
+      } else {
+        node.addHolder(id);
+      }
     } else {
       node.addDetached(id);
       ws.detachedCount++;
@@ -219,8 +274,20 @@ final class TreeIndex implements KvIndex {
     ws.heldBlocks--;
     blocksIndexed--;
     if (node.isHolder(id)) {
-      if (node.childCount > 0) detachBelow(ws, node);
-      node.removeHolder(id);
+      List<TreeNode> below = node.childCount > 0 ? heldBelow(node, id) : List.of();
+      if (below.isEmpty()) {
+        node.removeHolder(id);
+      } else {
+        beginStep();
+        node.removeHolder(id);
+        for (int i = below.size() - 1; i >= 0; i--) {
+          TreeNode n = below.get(i);
+          n.removeHolder(id);
+          n.addDetached(id);
+          ws.detachedCount++;
+        }
+        endStep();
+      }
     } else {
       node.removeDetached(id);
       ws.detachedCount--;
@@ -228,9 +295,8 @@ final class TreeIndex implements KvIndex {
     prune(node);
   }
 
-  /** Moves {@code ws}'s held descendants of {@code top} from holders to detached, leaf first. */
-  private void detachBelow(WorkerState ws, TreeNode top) {
-    final int id = ws.id;
+  /** {@code id}'s connected descendants of {@code top}, parents before children. */
+  private static List<TreeNode> heldBelow(TreeNode top, int id) {
     List<TreeNode> order = new ArrayList<>();
     ArrayDeque<TreeNode> stack = new ArrayDeque<>();
     stack.push(top);
@@ -244,12 +310,13 @@ final class TreeIndex implements KvIndex {
             }
           });
     }
-    for (int i = order.size() - 1; i >= 0; i--) {
-      TreeNode n = order.get(i);
-      n.removeHolder(id);
-      n.addDetached(id);
-      ws.detachedCount++;
-    }
+    return order;
+  }
+
+  private static boolean hasDetachedChild(TreeNode node, int id) {
+    boolean[] found = {false};
+    node.forEachChild(c -> found[0] |= c.isDetached(id));
+    return found[0];
   }
 
   /** Moves {@code ws}'s detached descendants of {@code top} back to holders, root first. */
@@ -289,6 +356,7 @@ final class TreeIndex implements KvIndex {
     final int id = ws.id;
     List<TreeNode> nodes = new ArrayList<>(ws.blocks.values());
     nodes.sort(Comparator.comparingInt((TreeNode n) -> n.depth).reversed());
+    beginStep();
     TreeNode last = null;
     for (TreeNode n : nodes) {
       if (n == last) continue; // aliases list a node twice
@@ -296,6 +364,7 @@ final class TreeIndex implements KvIndex {
       if (n.isHolder(id)) n.removeHolder(id);
       else if (n.isDetached(id)) n.removeDetached(id);
     }
+    endStep();
     blocksIndexed -= ws.heldBlocks;
     ws.blocks.clear();
     ws.aliases = null;
