@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
  * worker's score, are linearizable on the concurrent radix tree (docs/concurrency.md). Subclasses
  * run the same scenarios on the other concurrent kinds.
  */
-@Param(name = "worker", gen = IntGen.class, conf = "0:1")
+@Param(name = "worker", gen = IntGen.class, conf = "0:0")
 @Param(name = "pos", gen = IntGen.class, conf = "0:2")
 public class ConcurrentRadixTreeLincheckTest {
   static final long[] PATH = {11, 12, 13};
