@@ -1,0 +1,49 @@
+package io.kvrouter.bench;
+
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.index.KvIndex;
+import java.util.List;
+
+/**
+ * Bytes per (worker, block) pair of an index holding a whole workload: heap after full GC with the
+ * index built, minus the heap after full GC without it, divided by the pairs.
+ *
+ * <pre>
+ * java -cp kvrouter-bench/target/benchmarks.jar io.kvrouter.bench.IndexFootprint B radix concurrent
+ * </pre>
+ */
+public final class IndexFootprint {
+  private IndexFootprint() {}
+
+  public static void main(String[] args) throws InterruptedException {
+    String config = args.length > 0 ? args[0] : "B";
+    IndexWorkload w = IndexWorkload.of(config);
+    List<RouterEvent> stores = w.storeEvents();
+    for (int k = 1; k < Math.max(2, args.length); k++) {
+      String kind = args.length > 1 ? args[k] : "concurrent";
+      long before = usedAfterGc();
+      KvIndex index = IndexWorkload.newIndex(kind);
+      stores.forEach(index::apply);
+      index.flush();
+      long after = usedAfterGc();
+      System.out.printf(
+          "config %s kind %-12s pairs %,d  index %,d bytes  %.1f bytes/pair%n",
+          config, kind, w.pairs(), after - before, (after - before) / (double) w.pairs());
+      if (index.stats().blocksIndexed() != w.pairs()) {
+        throw new IllegalStateException("index holds " + index.stats().blocksIndexed());
+      }
+      index.close();
+    }
+  }
+
+  private static long usedAfterGc() throws InterruptedException {
+    Runtime rt = Runtime.getRuntime();
+    long used = Long.MAX_VALUE;
+    for (int i = 0; i < 5; i++) {
+      System.gc();
+      Thread.sleep(100);
+      used = Math.min(used, rt.totalMemory() - rt.freeMemory());
+    }
+    return used;
+  }
+}
