@@ -91,11 +91,23 @@ final class TreeNode {
   }
 
   void addHolder(int id) {
-    HOLDERS.setRelease(this, insert(holders(), id));
+    HOLDERS.setRelease(this, shared(insert(holders(), id)));
   }
 
   void removeHolder(int id) {
-    HOLDERS.setRelease(this, delete(holders(), id));
+    HOLDERS.setRelease(this, shared(delete(holders(), id)));
+  }
+
+  /**
+   * The parent's array when it has the same workers: chains stored by the same workers then
+   * share one array (less memory, and readers skip the intersection on identical arrays).
+   */
+  private int[] shared(int[] a) {
+    if (parent != null && a.length > 0) {
+      int[] p = parent.holders();
+      if (p != a && Arrays.equals(p, a)) return p;
+    }
+    return a;
   }
 
   void addDetached(int id) {
