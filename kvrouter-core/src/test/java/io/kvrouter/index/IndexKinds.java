@@ -12,6 +12,8 @@ final class IndexKinds {
     List<Supplier<KvIndex>> out = new ArrayList<>();
     out.add(KvIndexes::radixTree);
     out.add(KvIndexes::concurrentRadixTree);
+    out.add(() -> KvIndexes.positional(32));
+    out.add(() -> KvIndexes.positional(1));
     return out;
   }
 
