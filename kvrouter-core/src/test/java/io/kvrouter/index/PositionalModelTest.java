@@ -1,0 +1,223 @@
+package io.kvrouter.index;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.hash.SequenceHasher;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.stream.Stream;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * Seeded random operation streams applied to the positional index and to {@link ReferenceIndex};
+ * every answer must be equal (DESIGN.md §4). Streams mix engines that follow §2 with engines that
+ * do not, holes and their refills, rejected stores, hash reuse, clears and removed workers, on
+ * paths that branch and run past several jump windows. A failure names its seed and step.
+ */
+class PositionalModelTest {
+  private static final int PATH_LENGTH = 80;
+
+  static Stream<Arguments> runs() {
+    List<Arguments> out = new ArrayList<>();
+    for (int jump : new int[] {1, 2, 3, 7, 32}) {
+      for (long seed = 1; seed <= 4; seed++) out.add(Arguments.of(jump, seed * 7919 + jump));
+    }
+    return out.stream();
+  }
+
+  @ParameterizedTest(name = "jump {0}, seed {1}")
+  @MethodSource("runs")
+  void randomStreamsMatchTheReference(int jump, long seed) {
+    new Run(jump, seed).go(1_500);
+  }
+
+  /** One stream: its own random source, index, reference and paths. */
+  private static final class Run {
+    final int jump;
+    final long seed;
+    final SplittableRandom rnd;
+    final KvIndex index;
+    final ReferenceIndex ref = new ReferenceIndex();
+    final long[][] paths;
+    final Worker[] workers = {
+      new Worker(0, 0), new Worker(1, 0), new Worker(1, 1), new Worker(2, 0), new Worker(3, 0)
+    };
+    long eventId;
+    String step = "start";
+
+    Run(int jump, long seed) {
+      this.jump = jump;
+      this.seed = seed;
+      this.rnd = new SplittableRandom(seed);
+      this.index = KvIndexes.positional(jump);
+      // a few paths that share prefixes and branch at random positions
+      paths = new long[6][];
+      paths[0] = randomPath(PATH_LENGTH);
+      for (int i = 1; i < paths.length; i++) {
+        long[] base = paths[rnd.nextInt(i)];
+        int at = rnd.nextInt(PATH_LENGTH);
+        long[] p = base.clone();
+        long[] tail = randomPath(PATH_LENGTH - at);
+        System.arraycopy(tail, 0, p, at, tail.length);
+        paths[i] = p;
+      }
+    }
+
+    private long[] randomPath(int n) {
+      long[] p = new long[n];
+      for (int i = 0; i < n; i++) p[i] = rnd.nextInt(1, 1_000_000);
+      return p;
+    }
+
+    /**
+     * The engine's hash of the block at {@code path[0..len)}: §2 for workers 0 and 1 (both ranks),
+     * a per-worker scramble of it for the others, as an engine with another chain seed would.
+     */
+    long engineHash(Worker w, long[] path, int len) {
+      long s = SequenceHasher.sequenceHashes(Arrays.copyOf(path, len))[len - 1];
+      return w.workerId() <= 1 ? s : Long.rotateLeft(s, 17) ^ (w.workerId() * 0x9E3779B97F4A7C15L);
+    }
+
+    void apply(Worker w, CacheEvent data) {
+      RouterEvent e = new RouterEvent(w, eventId++, data);
+      step = eventId + " " + e;
+      index.apply(e);
+      ref.apply(e);
+    }
+
+    void go(int ops) {
+      try (index) {
+        for (int op = 0; op < ops; op++) {
+          int kind = rnd.nextInt(100);
+          Worker w = workers[rnd.nextInt(workers.length)];
+          if (kind < 40) store(w);
+          else if (kind < 62) removeHeld(w);
+          else if (kind < 65) removeUnknown(w);
+          else if (kind < 68) reuseHash(w);
+          else if (kind < 70) apply(w, CacheEvent.cleared());
+          else if (kind < 71) {
+            step = "clearWorker " + w.workerId();
+            index.clearWorker(w.workerId());
+            ref.clearWorker(w.workerId());
+          } else if (kind < 72) {
+            step = "removeWorker " + w.workerId();
+            index.removeWorker(w.workerId());
+            ref.removeWorker(w.workerId());
+          } else {
+            query();
+          }
+        }
+        checkStats();
+        checkDump();
+      }
+    }
+
+    void store(Worker w) {
+      long[] p = paths[rnd.nextInt(paths.length)];
+      int from = rnd.nextInt(10) == 0 ? 0 : rnd.nextInt(PATH_LENGTH);
+      int n = 1 + rnd.nextInt(Math.min(PATH_LENGTH - from, 3 * jump + 2));
+      long[] hashes = new long[n];
+      long[] locals = Arrays.copyOfRange(p, from, from + n);
+      for (int i = 0; i < n; i++) hashes[i] = engineHash(w, p, from + i + 1);
+      apply(
+          w,
+          from == 0
+              ? CacheEvent.storedAtRoot(hashes, locals)
+              : CacheEvent.stored(engineHash(w, p, from), hashes, locals));
+    }
+
+    void removeHeld(Worker w) {
+      Long[] held = ref.blocksOf(w).keySet().toArray(new Long[0]);
+      if (held.length == 0) return;
+      Arrays.sort(held); // HashMap order is not part of the seed
+      int n = 1 + rnd.nextInt(Math.min(3, held.length));
+      long[] hashes = new long[n];
+      for (int i = 0; i < n; i++) hashes[i] = held[rnd.nextInt(held.length)];
+      apply(w, CacheEvent.removed(hashes));
+    }
+
+    void removeUnknown(Worker w) {
+      long[] p = paths[rnd.nextInt(paths.length)];
+      apply(w, CacheEvent.removed(engineHash(w, p, 1 + rnd.nextInt(PATH_LENGTH)), rnd.nextLong()));
+    }
+
+    /** A store whose engine hashes reuse one the worker already holds (another block's name). */
+    void reuseHash(Worker w) {
+      Long[] held = ref.blocksOf(w).keySet().toArray(new Long[0]);
+      if (held.length == 0) return;
+      Arrays.sort(held);
+      long[] p = paths[rnd.nextInt(paths.length)];
+      int n = 1 + rnd.nextInt(4);
+      long[] hashes = new long[n];
+      long[] locals = Arrays.copyOf(p, n);
+      for (int i = 0; i < n; i++) hashes[i] = engineHash(w, p, i + 1);
+      hashes[rnd.nextInt(n)] = held[rnd.nextInt(held.length)];
+      apply(w, CacheEvent.storedAtRoot(hashes, locals));
+    }
+
+    void query() {
+      long[] p = paths[rnd.nextInt(paths.length)];
+      long[] q = Arrays.copyOf(p, 1 + rnd.nextInt(PATH_LENGTH));
+      if (rnd.nextInt(3) == 0) q[rnd.nextInt(q.length)] = rnd.nextInt(1, 1_000_000);
+      index.flush();
+      Map<Worker, Integer> want = ref.scores(q);
+      OverlapScores got = index.findMatches(q, false);
+      String where = "seed " + seed + ", jump " + jump + ", after " + step;
+      assertThat(got.scores()).as(where).isEqualTo(want);
+      for (Worker w : want.keySet()) {
+        assertThat(got.blockCount(w))
+            .as("blockCount %s, %s", w, where)
+            .isEqualTo(ref.blockCount(w));
+      }
+      // earlyExit: same workers, never more than exact, at most one below exact
+      OverlapScores early = index.findMatches(q, true);
+      assertThat(early.scores().keySet()).as(where).isEqualTo(want.keySet());
+      int below = 0;
+      for (Map.Entry<Worker, Integer> e : early.scores().entrySet()) {
+        int exact = want.get(e.getKey());
+        assertThat(e.getValue())
+            .as("earlyExit %s, %s", e.getKey(), where)
+            .isLessThanOrEqualTo(exact);
+        if (e.getValue() < exact) below++;
+      }
+      assertThat(below).as("earlyExit, %s", where).isLessThanOrEqualTo(1);
+    }
+
+    void checkStats() {
+      index.flush();
+      long held = 0;
+      for (Worker w : ref.workers()) held += ref.blockCount(w);
+      IndexStats s = index.stats();
+      String where = "seed " + seed + ", jump " + jump;
+      assertThat(s.blocksIndexed()).as(where).isEqualTo(held);
+      assertThat(s.workers()).as(where).isEqualTo(ref.workers().size());
+    }
+
+    /** The dump, replayed into every kind, answers every path prefix as this index does. */
+    void checkDump() {
+      List<RouterEvent> dump = index.dump();
+      for (KvIndex other : IndexKinds.all()) {
+        try (other) {
+          dump.forEach(other::apply);
+          other.flush();
+          for (long[] p : paths) {
+            for (int len = 1; len <= PATH_LENGTH; len += 1 + rnd.nextInt(9)) {
+              long[] q = Arrays.copyOf(p, len);
+              assertThat(other.findMatches(q, false).scores())
+                  .as("dump of seed %d jump %d into %s", seed, jump, other)
+                  .isEqualTo(ref.scores(q));
+            }
+          }
+        }
+      }
+    }
+  }
+}
