@@ -62,6 +62,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * p+1 (score <= p+1 at that instant) therefore reports a score the worker had at some instant of
  * the call, even when the two reads straddle writes: no over-count, no torn state.
  *
+ * Tests may pass a Runnable that runs after every single holders change (writer's thread, under
+ * the lock), to read each intermediate state a lock-free reader could see.
+ *
  * Pruning: an entry that nobody holds and that has no children is unlinked from the table and
  * its parent, then its parent is tried. A Stored event defers pruning to its end, so an entry on
  * the chain being stored is never unlinked under it. An unlinked entry is never written again; a
@@ -82,6 +85,7 @@ final class PositionalIndex implements KvIndex {
   }
 
   private final int jumpSize;
+  private final Runnable afterHolderChange; // tests only; null otherwise
   private final PositionalWorkers workers = new PositionalWorkers();
   private final ReentrantLock writeLock = new ReentrantLock();
 
@@ -97,10 +101,24 @@ final class PositionalIndex implements KvIndex {
   private volatile long blocksIndexed;
 
   PositionalIndex(int jumpSize) {
+    this(jumpSize, null);
+  }
+
+  /**
+   * For tests: {@code afterHolderChange} runs on the writer's thread, under the lock, after every
+   * single change of an entry's holders, so a test can read each intermediate state a lock-free
+   * reader could see.
+   */
+  PositionalIndex(int jumpSize, Runnable afterHolderChange) {
     if (jumpSize < 1) {
       throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
     }
     this.jumpSize = jumpSize;
+    this.afterHolderChange = afterHolderChange;
+  }
+
+  private void holdersChanged() {
+    if (afterHolderChange != null) afterHolderChange.run();
   }
 
   int jumpSize() {
@@ -289,6 +307,7 @@ final class PositionalIndex implements KvIndex {
     blocksIndexed++;
     if (parentConnected) {
       e.addHolder(id);
+      holdersChanged();
       if (ws.detachedCount > 0) reconnectBelow(ws, e);
     } else {
       e.addDetached(id);
@@ -313,6 +332,7 @@ final class PositionalIndex implements KvIndex {
     if (e.isHolder(id)) {
       if (e.childCount > 0) detachBelow(ws, e);
       e.removeHolder(id);
+      holdersChanged();
     } else {
       e.removeDetached(id);
       ws.detachedCount--;
@@ -321,7 +341,7 @@ final class PositionalIndex implements KvIndex {
   }
 
   /** Moves {@code ws}'s held descendants of {@code top} from holders to detached, leaf first. */
-  private static void detachBelow(PositionalWorker ws, PositionalEntry top) {
+  private void detachBelow(PositionalWorker ws, PositionalEntry top) {
     final int id = ws.id;
     List<PositionalEntry> order = new ArrayList<>();
     ArrayDeque<PositionalEntry> stack = new ArrayDeque<>();
@@ -341,11 +361,12 @@ final class PositionalIndex implements KvIndex {
       n.removeHolder(id);
       n.addDetached(id);
       ws.detachedCount++;
+      holdersChanged();
     }
   }
 
   /** Moves {@code ws}'s detached descendants of {@code top} back to holders, root first. */
-  private static void reconnectBelow(PositionalWorker ws, PositionalEntry top) {
+  private void reconnectBelow(PositionalWorker ws, PositionalEntry top) {
     final int id = ws.id;
     ArrayDeque<PositionalEntry> stack = new ArrayDeque<>();
     stack.push(top);
@@ -356,6 +377,7 @@ final class PositionalIndex implements KvIndex {
           c.removeDetached(id);
           c.addHolder(id);
           ws.detachedCount--;
+          holdersChanged();
           stack.push(c);
         }
       }
@@ -382,8 +404,12 @@ final class PositionalIndex implements KvIndex {
     entries.sort(Comparator.comparingInt((PositionalEntry e) -> e.position).reversed());
     for (PositionalEntry e : entries) {
       // an aliased entry is listed twice: the second visit finds nothing to do
-      if (e.isHolder(id)) e.removeHolder(id);
-      else if (e.isDetached(id)) e.removeDetached(id);
+      if (e.isHolder(id)) {
+        e.removeHolder(id);
+        holdersChanged();
+      } else if (e.isDetached(id)) {
+        e.removeDetached(id);
+      }
     }
     blocksIndexed -= ws.heldBlocks;
     ws.blocks.clear();
