@@ -143,13 +143,13 @@ class PositionalModelTest {
           if (kind < 45) store(w);
           else if (kind < 64) removeHeld(w);
           else if (kind < 66) removeUnknown(w);
-          else if (kind < 68) reuseHash(w);
-          else if (kind < 69) apply(w, CacheEvent.cleared());
-          else if (kind < 71) {
+          else if (kind < 69) reuseHash(w);
+          else if (kind < 70) apply(w, CacheEvent.cleared());
+          else if (kind < 72) {
             step = "clearWorker " + w.workerId();
             index.clearWorker(w.workerId());
             ref.clearWorker(w.workerId());
-          } else if (kind < 72) {
+          } else if (kind < 73) {
             step = "removeWorker " + w.workerId();
             index.removeWorker(w.workerId());
             ref.removeWorker(w.workerId());
@@ -221,6 +221,13 @@ class PositionalModelTest {
       if (held.length == 0) return;
       Arrays.sort(held);
       long[] p = paths[rnd.nextInt(paths.length)];
+      if (rnd.nextBoolean()) {
+        // the engine names a child with its parent's own hash: the parent stops being held
+        int from = 1 + rnd.nextInt(PATH_LENGTH - 1);
+        long parent = engineHash(w, p, from);
+        apply(w, CacheEvent.stored(parent, new long[] {parent}, new long[] {p[from]}));
+        return;
+      }
       int n = 1 + rnd.nextInt(4);
       long[] hashes = new long[n];
       long[] locals = Arrays.copyOf(p, n);
