@@ -25,7 +25,7 @@ public final class KvIndexes {
     if (jumpSize < 1) {
       throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
     }
-    throw new UnsupportedOperationException("positional index: not built yet");
+    return new PositionalIndex(jumpSize);
   }
 
   /**
@@ -41,7 +41,8 @@ public final class KvIndexes {
     if (threads < 1) {
       throw new IllegalArgumentException("threads must be >= 1, got " + threads);
     }
-    if (!(concurrentIndex instanceof TreeIndex t && t.isConcurrent())) {
+    if (!(concurrentIndex instanceof TreeIndex t && t.isConcurrent()
+        || concurrentIndex instanceof PositionalIndex)) {
       throw new IllegalArgumentException(
           "threadPool needs a concurrent index (concurrentRadixTree() or positional(j)), got "
               + concurrentIndex.getClass().getSimpleName()

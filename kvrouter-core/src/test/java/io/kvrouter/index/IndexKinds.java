@@ -12,7 +12,10 @@ final class IndexKinds {
     List<Supplier<KvIndex>> out = new ArrayList<>();
     out.add(KvIndexes::radixTree);
     out.add(KvIndexes::concurrentRadixTree);
+    out.add(() -> KvIndexes.positional(32));
+    out.add(() -> KvIndexes.positional(1));
     out.add(() -> KvIndexes.threadPool(KvIndexes.concurrentRadixTree(), 2));
+    out.add(() -> KvIndexes.threadPool(KvIndexes.positional(32), 2));
     return out;
   }
 
