@@ -454,6 +454,17 @@ public final class RadixTree<V> {
     return ((long) pos << 32) | unlocked;
   }
 
+  /** The last value of {@code node}'s label, without copying (the root has none). */
+  @SuppressWarnings("unchecked")
+  V lastValue(int node) {
+    checkLive(node);
+    if (node == ROOT) {
+      throw new IllegalArgumentException("the root holds no values");
+    }
+    final Object[] vs = vals[node];
+    return (V) vs[vs.length - 1];
+  }
+
   /** Number of values in unlocked nodes: what repeated eviction could free at most. */
   int evictableValues() {
     return unlockedValues;
