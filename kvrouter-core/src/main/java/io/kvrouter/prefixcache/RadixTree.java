@@ -1,7 +1,6 @@
 package io.kvrouter.prefixcache;
 
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
@@ -182,10 +181,9 @@ public final class RadixTree<V> {
   }
 
   /** The values of {@code node}, one per granule of its label, in label order (unmodifiable). */
-  @SuppressWarnings("unchecked")
   public List<V> values(int node) {
     checkLive(node);
-    return (List<V>) Collections.unmodifiableList(Arrays.asList(vals[node].clone()));
+    return unmodifiable(vals[node].clone());
   }
 
   /** The parent of {@code node}; empty for the root. */
@@ -328,9 +326,7 @@ public final class RadixTree<V> {
     }
     final int present = pos / g;
     final List<V> handedBack =
-        present == 0
-            ? List.of()
-            : Collections.unmodifiableList(new ArrayList<>(values.subList(0, present)));
+        present == 0 ? List.of() : RadixTree.<V>unmodifiable(values.subList(0, present).toArray());
     if (pos == limit) {
       return new Insert<>(node, handedBack);
     }
@@ -570,6 +566,11 @@ public final class RadixTree<V> {
       }
     }
     require(indexed == nodeCount, "child index reaches %d nodes of %d", indexed, nodeCount);
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <V> List<V> unmodifiable(Object[] values) {
+    return (List<V>) Collections.unmodifiableList(Arrays.asList(values));
   }
 
   private static void require(boolean ok, String format, Object... args) {
