@@ -90,6 +90,34 @@ final class PositionalIndex implements KvIndex {
   private final PositionalWorkers workers = new PositionalWorkers();
   private final ReentrantLock writeLock = new ReentrantLock();
 
+  /**
+   * Odd while a writer changes several entries that must look like one step to readers (making or
+   * filling a hole, clearing a worker); readers retry a walk that overlapped such a step.
+   */
+  @SuppressWarnings("unused") // through VERSION
+  private long version;
+
+  private static final VarHandle VERSION;
+
+  static {
+    try {
+      VERSION = MethodHandles.lookup().findVarHandle(PositionalIndex.class, "version", long.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
+  /** Optimistic walks before a reader falls back to the writers' lock (docs/concurrency.md). */
+  private static final int OPTIMISTIC_ATTEMPTS = 64;
+
+  private void beginStep() {
+    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
+  }
+
+  private void endStep() {
+    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
+  }
+
   @SuppressWarnings("unused") // through TABLE
   private PositionalTable table = new PositionalTable();
 
@@ -134,6 +162,24 @@ final class PositionalIndex implements KvIndex {
 
   @Override
   public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
+    for (int attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
+      long before = (long) VERSION.getAcquire(this);
+      if ((before & 1L) == 0) {
+        OverlapScores s = walk(localHashes, earlyExit);
+        // every table and holders load in walk() is an acquire load: this one stays below them
+        if ((long) VERSION.getAcquire(this) == before) return s;
+      }
+      Thread.onSpinWait();
+    }
+    writeLock.lock();
+    try {
+      return walk(localHashes, earlyExit);
+    } finally {
+      writeLock.unlock();
+    }
+  }
+
+  private OverlapScores walk(long[] localHashes, boolean earlyExit) {
     final int len = localHashes.length;
     if (len == 0) return Scores.EMPTY;
     final long first = localHashes[0];
@@ -312,9 +358,16 @@ final class PositionalIndex implements KvIndex {
     ws.heldBlocks++;
     blocksIndexed++;
     if (parentConnected) {
-      e.addHolder(id);
-      holdersChanged();
-      if (ws.detachedCount > 0) reconnectBelow(ws, e);
+      if (ws.detachedCount > 0) {
+        beginStep();
+        e.addHolder(id);
+        holdersChanged();
+        reconnectBelow(ws, e);
+        endStep();
+      } else {
+        e.addHolder(id);
+        holdersChanged();
+      }
     } else {
       e.addDetached(id);
       ws.detachedCount++;
@@ -336,9 +389,16 @@ final class PositionalIndex implements KvIndex {
     ws.heldBlocks--;
     blocksIndexed--;
     if (e.isHolder(id)) {
-      if (e.childCount > 0) detachBelow(ws, e);
-      e.removeHolder(id);
-      holdersChanged();
+      if (e.childCount > 0) {
+        beginStep();
+        detachBelow(ws, e);
+        e.removeHolder(id);
+        holdersChanged();
+        endStep();
+      } else {
+        e.removeHolder(id);
+        holdersChanged();
+      }
     } else {
       e.removeDetached(id);
       ws.detachedCount--;
@@ -408,6 +468,7 @@ final class PositionalIndex implements KvIndex {
     final int id = ws.id;
     List<PositionalEntry> entries = new ArrayList<>(ws.blocks.values());
     entries.sort(Comparator.comparingInt((PositionalEntry e) -> e.position).reversed());
+    beginStep();
     for (PositionalEntry e : entries) {
       // an aliased entry is listed twice: the second visit finds nothing to do
       if (e.isHolder(id)) {
@@ -417,6 +478,7 @@ final class PositionalIndex implements KvIndex {
         e.removeDetached(id);
       }
     }
+    endStep();
     blocksIndexed -= ws.heldBlocks;
     ws.blocks.clear();
     ws.aliases = null;

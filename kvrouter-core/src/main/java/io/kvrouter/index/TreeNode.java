@@ -99,8 +99,8 @@ final class TreeNode {
   }
 
   /**
-   * The parent's array when it has the same workers: chains stored by the same workers then
-   * share one array (less memory, and readers skip the intersection on identical arrays).
+   * The parent's array when it has the same workers: chains stored by the same workers then share
+   * one array (less memory, and readers skip the intersection on identical arrays).
    */
   private int[] shared(int[] a) {
     if (parent != null && a.length > 0) {
