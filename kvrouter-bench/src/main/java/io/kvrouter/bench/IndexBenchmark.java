@@ -40,7 +40,7 @@ import org.openjdk.jmh.annotations.TearDown;
 @BenchmarkMode(Mode.SampleTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
 public class IndexBenchmark {
-  @Param({"radix", "concurrent"})
+  @Param({"radix", "concurrent", "positional32"})
   public String kind;
 
   @Param({"A"})
