@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.index.KvIndex;
+import io.kvrouter.index.KvIndexes;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -27,8 +29,8 @@ import org.junit.jupiter.api.Timeout;
  *     -Dkvrouter.consistency.steps=100000 -Dkvrouter.consistency.seeds=1,2,3
  * </pre>
  *
- * <p>The mirror is {@link NaiveEventMirror}; the index kinds of {@code io.kvrouter.index} plug in
- * through {@link EventMirror} once they exist.
+ * <p>The events feed {@link NaiveEventMirror} (which also checks the publisher's event rules) and
+ * every index kind of {@code io.kvrouter.index}; each must score what the cache looks up.
  */
 @Timeout(value = 600, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class PrefixCacheConsistencyTest {
@@ -65,6 +67,8 @@ class PrefixCacheConsistencyTest {
                 + seed
                 + ")",
             e);
+      } finally {
+        w.indexes.forEach(KvIndex::close);
       }
       System.out.println(w.summary());
       assertThat(w.mirror.violations).as("publisher violations").isZero();
@@ -79,6 +83,17 @@ class PrefixCacheConsistencyTest {
     final int steps;
     final Random rnd;
     final NaiveEventMirror mirror;
+
+    /** Every router-side index kind, fed the same events as the naive mirror. */
+    final List<KvIndex> indexes =
+        List.of(
+            KvIndexes.radixTree(),
+            KvIndexes.concurrentRadixTree(),
+            KvIndexes.positional(32),
+            KvIndexes.positional(1),
+            KvIndexes.threadPool(KvIndexes.concurrentRadixTree(), 2),
+            KvIndexes.threadPool(KvIndexes.positional(8), 2));
+
     final List<PrefixCache> caches = new ArrayList<>();
     final List<List<Long>> active = new ArrayList<>();
     final int[][] systemPrompts;
@@ -111,7 +126,11 @@ class PrefixCacheConsistencyTest {
             PrefixCache.builder(new Worker(100 + i, i % 2), BLOCK, capacities[i])
                 .lora(lora[i])
                 .namespace(namespace[i])
-                .listener(this.mirror::apply)
+                .listener(
+                    e -> {
+                      this.mirror.apply(e);
+                      for (KvIndex index : indexes) index.apply(e);
+                    })
                 .build());
         active.add(new ArrayList<>());
         BlockHasher h = caches.get(i).hasher();
@@ -227,6 +246,7 @@ class PrefixCacheConsistencyTest {
                   + mirror.blockCount(c.worker()));
         }
       }
+      for (KvIndex index : indexes) index.flush();
       for (int q = 0; q < 3; q++) {
         int[] query =
             q == 0 || recent.isEmpty() ? prompt(false) : recent.get(rnd.nextInt(recent.size()));
@@ -245,6 +265,21 @@ class PrefixCacheConsistencyTest {
           int score = mirror.score(c.worker(), local);
           if (score > 0) {
             nonZeroScores++;
+          }
+          for (KvIndex index : indexes) {
+            int indexed = index.findMatches(local, false).score(c.worker());
+            if (indexed != expected) {
+              diverged(
+                  c.worker()
+                      + " looks up "
+                      + expected
+                      + " blocks but "
+                      + index
+                      + " scores "
+                      + indexed
+                      + " for "
+                      + Arrays.toString(query));
+            }
           }
           if (score != expected) {
             diverged(
