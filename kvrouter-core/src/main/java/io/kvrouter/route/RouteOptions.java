@@ -1,5 +1,6 @@
 package io.kvrouter.route;
 
+import java.util.HashSet;
 import java.util.Set;
 
 /**
@@ -39,9 +40,9 @@ public record RouteOptions(String loraName, String namespace, Set<Long> allowedW
 
   /** These options restricted to the given worker ids (all their dp ranks). */
   public RouteOptions withAllowedWorkers(long... workerIds) {
-    Long[] boxed = new Long[workerIds.length];
-    for (int i = 0; i < workerIds.length; i++) boxed[i] = workerIds[i];
-    return new RouteOptions(loraName, namespace, Set.of(boxed));
+    Set<Long> ids = new HashSet<>();
+    for (long id : workerIds) ids.add(id);
+    return new RouteOptions(loraName, namespace, ids);
   }
 
   /** Whether {@code workerId} may receive the request. */

@@ -275,9 +275,22 @@ class KvRouterTest {
   void allowedWorkersRestrictTheChoice() {
     KvRouter router = router(3);
     cache(router, W1, tokens(1, 16));
-    RouteDecision.Routed d = routed(router.route("r", tokens(1, 16), only(2, 3)));
+    RouteDecision.Routed d = routed(router.route("r", tokens(1, 16), only(2, 3, 3)));
     assertThat(d.worker()).isIn(W2, W3);
     assertThat(d.candidates()).extracting(CandidateCost::worker).containsExactly(W2, W3);
+  }
+
+  @Test
+  void routeOptionsNormaliseTheirFields() {
+    RouteOptions o = new RouteOptions("", "", null);
+    assertThat(o).isEqualTo(RouteOptions.defaults());
+    assertThat(o.allows(123)).isTrue();
+    RouteOptions some = o.withLora("a").withNamespace("n").withAllowedWorkers(1, 1, 2);
+    assertThat(some.allowedWorkerIds()).containsExactlyInAnyOrder(1L, 2L);
+    assertThat(some.allows(2)).isTrue();
+    assertThat(some.allows(3)).isFalse();
+    assertThat(some.loraName()).isEqualTo("a");
+    assertThat(some.namespace()).isEqualTo("n");
   }
 
   @Test
