@@ -38,8 +38,14 @@ import java.util.Map;
  * idempotently); a record that only refreshes applies nothing. Expiry and pruning apply one
  * Removed per run of consecutive entries of the same worker.
  *
- * Bound: more than maxEntries entries after a record prunes the oldest-expiring entries down to
- * 80% of maxEntries, so pruning runs once per ~maxEntries/5 new blocks, not on every record.
+ * Bound: more than maxEntries entries after a record starts a pruning phase that removes the
+ * oldest-expiring entries until 80% of maxEntries remain. The work is spread over the records
+ * that follow: each removes at most max(MIN_PRUNE_STEP, 2 × the entries it added), so no single
+ * routing decision pays for ~maxEntries/5 index removals at once (about 210k at the default
+ * bound). A record in the phase removes at least twice what it adds (or down to 80%), so after
+ * every record the size is at most maxEntries, and 80% is reached after about
+ * maxEntries/(5 × new blocks per record) records. Expiry is not spread: every overdue entry is removed before matching, so
+ * an expired prediction is never matched.
  *
  * Threading: not thread-safe; KvRouter calls it under its lock. Lock order: the router's lock,
  * then the index's writer lock (inside apply).
@@ -51,6 +57,9 @@ final class PredictedBlocks {
 
   /** The default bound on (worker, block) predictions: 2^20. */
   static final int DEFAULT_MAX_ENTRIES = 1 << 20;
+
+  /** The least a record removes while a pruning phase is in progress. */
+  static final int MIN_PRUNE_STEP = 64;
 
   private static final class Entry {
     final Worker worker;
@@ -74,6 +83,7 @@ final class PredictedBlocks {
   private Entry head;
   private Entry tail;
   private int size;
+  private boolean pruning; // a pruning phase is in progress: size > pruneTarget
   private long eventId;
   private long expiredEntries;
   private long prunedEntries;
@@ -105,7 +115,7 @@ final class PredictedBlocks {
       byWorker.put(worker, mine);
     }
     final long deadline = nowNanos + ttlNanos;
-    boolean added = false;
+    int added = 0;
     for (int i = n - 1; i >= 0; i--) { // leaf first: see the class comment
       long seq = seqHashes[i];
       Entry e = mine.get(seq);
@@ -113,19 +123,22 @@ final class PredictedBlocks {
         e = new Entry(worker, seq);
         mine.put(seq, e);
         size++;
-        added = true;
+        added++;
       } else {
         unlink(e);
       }
       e.deadline = deadline;
       append(e);
     }
-    if (added) {
+    if (added > 0) {
       index.apply(
           new RouterEvent(worker, eventId++, CacheEvent.storedAtRoot(seqHashes, localHashes)));
     }
-    if (size > maxEntries) {
-      prunedEntries += removeHead(pruneTarget, Long.MIN_VALUE, false);
+    if (size > maxEntries) pruning = true;
+    if (pruning) {
+      int step = Math.max(MIN_PRUNE_STEP, 2 * added);
+      prunedEntries += removeHead(Math.max(pruneTarget, size - step), Long.MIN_VALUE, false);
+      if (size <= pruneTarget) pruning = false;
     }
   }
 

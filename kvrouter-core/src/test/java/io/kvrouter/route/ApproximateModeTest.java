@@ -12,6 +12,8 @@ import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.KvIndexes;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
@@ -106,6 +108,35 @@ class ApproximateModeTest {
     assertThat(matches(router, p1)).as("p1 keeps its root block: no hole").isEqualTo(Map.of(W0, 1));
     assertThat(matches(router, p2)).isEqualTo(Map.of(W0, 4));
     assertThat(matches(router, p3)).isEqualTo(Map.of(W0, 3));
+  }
+
+  @Test
+  void pruningIsSpreadOverTheFollowingDecisionsAndNeverExceedsTheBound() {
+    int max = 1000;
+    KvRouter router = router(4, Duration.ofSeconds(120), max, 1);
+    int records = 0;
+    int peak = 0;
+    boolean reachedTarget = false;
+    List<Integer> sizes = new ArrayList<>();
+    for (int p = 0; p < 120; p++) {
+      routed(router.route("r" + p, tokens(10_000 * (p + 1), 64))); // 16 fresh blocks each
+      router.free("r" + p);
+      records++;
+      int size = router.predictedEntries();
+      sizes.add(size);
+      peak = Math.max(peak, size);
+      assertThat(size).as("after record %d", records).isLessThanOrEqualTo(max);
+      if (size <= 800 && records > 63) reachedTarget = true;
+    }
+    // record 63 crosses the bound (1008): each later record removes 64 and adds 16 → 80% is
+    // reached over several decisions, not in one
+    assertThat(sizes.get(62)).isEqualTo(1008 - 64);
+    assertThat(sizes.get(63)).isEqualTo(1008 - 64 + 16 - 64);
+    assertThat(reachedTarget).isTrue();
+    assertThat(peak).isLessThanOrEqualTo(max);
+    // oldest-expiring first: the first prompts are gone, the last ones whole
+    assertThat(matches(router, tokens(10_000, 64))).isEmpty();
+    assertThat(matches(router, tokens(10_000 * 120, 64))).isEqualTo(Map.of(W0, 16));
   }
 
   @Test
