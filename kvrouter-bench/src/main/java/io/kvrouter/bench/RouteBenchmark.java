@@ -32,7 +32,8 @@ import org.openjdk.jmh.annotations.TearDown;
  * <p>Workload: 64 shared 512-token system prompts, each cached by 3 random workers (event mode:
  * Stored events applied in setup; approximate mode: warmed by routing), followed by 512 random
  * tokens, so every prompt has a 32-block cached prefix somewhere and a 32-block fresh suffix.
- * {@code hash} and {@code overlaps} isolate the first two stages.
+ * {@code route} times the decision alone (the free runs untimed); {@code hash} and {@code overlaps}
+ * isolate the first two stages.
  *
  * <pre>
  * ./mvnw -B -q -pl kvrouter-bench -am package -DskipTests
@@ -118,8 +119,30 @@ public class RouteBenchmark {
   @Benchmark
   public RouteDecision routeAndFree() {
     RouteDecision d = routeOne();
-    router.free(ids[(int) ((next - 1 - window) % ids.length)]);
+    freeOldest();
     return d;
+  }
+
+  /**
+   * The decision alone: {@link #routeAndFree} with the free moved out of the timed region into an
+   * invocation-level teardown (whose timestamps cost a few tens of ns per operation).
+   */
+  @Benchmark
+  public RouteDecision route(FreeAfterEachCall untimed) {
+    return routeOne();
+  }
+
+  /** Frees, untimed, the request routed {@code window} operations before the last one. */
+  @State(Scope.Thread)
+  public static class FreeAfterEachCall {
+    @TearDown(Level.Invocation)
+    public void free(RouteBenchmark b) {
+      b.freeOldest();
+    }
+  }
+
+  void freeOldest() {
+    router.free(ids[(int) ((next - 1 - window) % ids.length)]);
   }
 
   /** Hashing alone: local and sequence hashes of one prompt. */
