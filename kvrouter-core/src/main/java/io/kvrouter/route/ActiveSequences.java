@@ -5,7 +5,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
-import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 
 /**
@@ -30,8 +29,9 @@ import java.util.function.LongSupplier;
  * occurrence count; activePrefillTokens == Σ request.prefillTokens; every live request is on the
  * list exactly once, and the list is sorted by deadline.
  *
- * Expiry is lazy: add() and expire() drop the requests whose deadline has passed, and tell the
- * owner through onExpired (KvRouter forgets the request id). Reads (activeBlocks, potentialLoad)
+ * Expiry is lazy: add() and expire() drop the requests whose deadline has passed. Every request
+ * that leaves, freed or expired, is reported to the owner's Listener (KvRouter forgets an expired
+ * id and keeps its root-block directory in step). Reads (activeBlocks, potentialLoad)
  * do not expire, so a caller that wants fresh loads calls expire(now) first, as KvRouter does.
  * </pre>
  */
@@ -41,6 +41,16 @@ final class ActiveSequences {
 
   /** Blocks and prefill tokens, current or potential. */
   record Load(int blocks, long prefillTokens) {}
+
+  /** Told of every request that leaves, after its blocks and tokens are released. */
+  @FunctionalInterface
+  interface Listener {
+    /**
+     * @param seqHashes the request's hashes, as given to add (do not change them)
+     * @param expired true when dropped by expiry, false when freed
+     */
+    void released(String requestId, long[] seqHashes, boolean expired);
+  }
 
   private static final class Request {
     final String id;
@@ -61,7 +71,7 @@ final class ActiveSequences {
   private final int blockSize;
   private final long expiryNanos;
   private final LongSupplier nanoClock;
-  private final Consumer<String> onExpired;
+  private final Listener listener;
   private final HashMap<String, Request> requests = new HashMap<>();
   private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap();
   private long activePrefillTokens;
@@ -73,10 +83,9 @@ final class ActiveSequences {
    * @param blockSize tokens per block, to turn cached blocks into tokens
    * @param expiry how long a request may stay in flight without being freed
    * @param nanoClock a monotonic clock in nanoseconds ({@code System::nanoTime})
-   * @param onExpired told the id of each request dropped by expiry (may be {@code null})
+   * @param listener told of each request that is freed or expires (may be {@code null})
    */
-  ActiveSequences(
-      int blockSize, Duration expiry, LongSupplier nanoClock, Consumer<String> onExpired) {
+  ActiveSequences(int blockSize, Duration expiry, LongSupplier nanoClock, Listener listener) {
     if (blockSize < 1) {
       throw new IllegalArgumentException("blockSize must be >= 1, got " + blockSize);
     }
@@ -89,7 +98,7 @@ final class ActiveSequences {
     this.blockSize = blockSize;
     this.expiryNanos = saturatedNanos(expiry);
     this.nanoClock = nanoClock;
-    this.onExpired = onExpired;
+    this.listener = listener;
   }
 
   /** Active sequences with the default expiry and the system's monotonic clock. */
@@ -172,6 +181,7 @@ final class ActiveSequences {
     Request r = requests.remove(requestId);
     if (r == null) return false;
     release(r);
+    if (listener != null) listener.released(r.id, r.seqHashes, false);
     return true;
   }
 
@@ -184,7 +194,7 @@ final class ActiveSequences {
       release(r);
       expiredRequests++;
       n++;
-      if (onExpired != null) onExpired.accept(r.id);
+      if (listener != null) listener.released(r.id, r.seqHashes, true);
     }
     return n;
   }

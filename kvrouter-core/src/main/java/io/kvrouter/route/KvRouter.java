@@ -7,6 +7,7 @@ import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.index.OverlapScores;
+import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -39,7 +40,13 @@ import java.util.function.LongSupplier;
  *
  * Data: slots, the registered worker ranks in ascending Worker order (an array replaced on
  * registration changes), each with its ActiveSequences and KV capacity; byWorker finds a slot by
- * Worker; requests maps a request id in flight to its slot. In approximate mode, predictions
+ * Worker; requests maps a request id in flight to its slot. rootHolders maps the sequence hash
+ * of block 0 of every request in flight to the slots holding such requests (with counts): since
+ * active sets are closed under prefixes, only those slots can hold any block of a prompt that
+ * starts with that block, so route() probes their ActiveSequences and takes "all blocks new" for
+ * every other slot without touching its hash table (one lookup instead of one cache miss per
+ * worker). ActiveSequences reports every request that leaves (freed or expired) to a listener
+ * that keeps rootHolders and requests in step. In approximate mode, predictions
  * (PredictedBlocks) models what each worker caches and writes it into the router's own index.
  *
  * route(): hashing (local, then §2 sequence hashes) runs on the caller's thread with no lock.
@@ -66,15 +73,68 @@ public final class KvRouter implements AutoCloseable {
     final Worker worker;
     final long kvBlocks; // capacity per rank; 0 = unknown
     final int dpSize;
-    final ActiveSequences seqs;
+    ActiveSequences seqs; // set once, right after construction
     int overlap; // scratch, under lock
     int cached; // scratch, under lock
+    boolean holdsRoot; // scratch, under lock: has a request in flight with the prompt's block 0
 
-    Slot(Worker worker, int dpSize, long kvBlocks, ActiveSequences seqs) {
+    Slot(Worker worker, int dpSize, long kvBlocks) {
       this.worker = worker;
       this.dpSize = dpSize;
       this.kvBlocks = kvBlocks;
-      this.seqs = seqs;
+    }
+  }
+
+  /**
+   * The slots with requests in flight whose block 0 is one given root block, with how many each
+   * (parallel arrays, linear search: a root is in flight on a handful of workers).
+   */
+  private static final class RootHolders {
+    Slot[] slots = new Slot[2];
+    int[] counts = new int[2];
+    int size;
+
+    void add(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          counts[i]++;
+          return;
+        }
+      }
+      if (size == slots.length) {
+        slots = Arrays.copyOf(slots, size * 2);
+        counts = Arrays.copyOf(counts, size * 2);
+      }
+      slots[size] = s;
+      counts[size++] = 1;
+    }
+
+    /** Returns true when no slot is left. */
+    boolean remove(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          if (--counts[i] == 0) removeAt(i);
+          return size == 0;
+        }
+      }
+      throw new IllegalStateException("root holders lost track of " + s.worker);
+    }
+
+    /** Drops {@code s} whatever its count. */
+    void removeAll(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          removeAt(i);
+          return;
+        }
+      }
+    }
+
+    private void removeAt(int i) {
+      size--;
+      slots[i] = slots[size];
+      counts[i] = counts[size];
+      slots[size] = null;
     }
   }
 
@@ -96,6 +156,7 @@ public final class KvRouter implements AutoCloseable {
   private Slot[] slots = new Slot[0];
   private final HashMap<Worker, Slot> byWorker = new HashMap<>();
   private final HashMap<String, Slot> requests = new HashMap<>();
+  private final Long2ObjectOpenHashMap<RootHolders> rootHolders = new Long2ObjectOpenHashMap<>();
 
   private KvRouter(Builder b) {
     this.blockSize = b.blockSize;
@@ -210,12 +271,16 @@ public final class KvRouter implements AutoCloseable {
       List<Slot> next = new ArrayList<>(Arrays.asList(slots));
       for (int rank = 0; rank < dpSize; rank++) {
         Worker w = new Worker(workerId, rank);
-        Slot s =
-            new Slot(
-                w,
-                dpSize,
-                kvBlocksPerRank,
-                new ActiveSequences(blockSize, requestExpiry, nanoClock, requests::remove));
+        Slot s = new Slot(w, dpSize, kvBlocksPerRank);
+        s.seqs =
+            new ActiveSequences(
+                blockSize,
+                requestExpiry,
+                nanoClock,
+                (id, seq, expired) -> {
+                  if (expired) requests.remove(id);
+                  forgetRoot(s, seq);
+                });
         byWorker.put(w, s);
         next.add(s);
       }
@@ -248,6 +313,14 @@ public final class KvRouter implements AutoCloseable {
       }
       if (!found) return false;
       slots = keep.toArray(new Slot[0]);
+      var it = rootHolders.values().iterator();
+      while (it.hasNext()) {
+        RootHolders h = it.next();
+        for (int i = h.size - 1; i >= 0; i--) {
+          if (h.slots[i].worker.workerId() == workerId) h.removeAll(h.slots[i]);
+        }
+        if (h.size == 0) it.remove();
+      }
       if (predictions != null) predictions.removeWorker(workerId);
       index.removeWorker(workerId);
       return true;
@@ -302,6 +375,7 @@ public final class KvRouter implements AutoCloseable {
         s.seqs.expire(now);
         s.overlap = 0;
         s.cached = 0;
+        s.holdsRoot = false;
       }
       if (requests.containsKey(requestId)) {
         throw new IllegalArgumentException(
@@ -317,6 +391,12 @@ public final class KvRouter implements AutoCloseable {
           s.overlap = scores.scoreAt(i);
           s.cached = scores.blockCountAt(i);
         }
+      }
+      // only slots with a request in flight that starts with this prompt's block 0 can hold any
+      // of its blocks (active sets are closed under prefixes, see ActiveSequences)
+      RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
+      if (roots != null) {
+        for (int i = 0; i < roots.size; i++) roots.slots[i].holdsRoot = true;
       }
       Slot[] eligible = new Slot[all.length];
       Candidate[] cands = new Candidate[all.length];
@@ -334,7 +414,7 @@ public final class KvRouter implements AutoCloseable {
                 s.cached,
                 (prefill + ActiveSequences.prefillTokens(isl, s.overlap, blockSize))
                     / (double) blockSize,
-                active + a.newBlocksOfChain(seq));
+                active + (s.holdsRoot ? a.newBlocksOfChain(seq) : seq.length));
         if (isBusy(s, active, prefill)) {
           if (busy == null) busy = new ArrayList<>();
           busy.add(c);
@@ -357,6 +437,11 @@ public final class KvRouter implements AutoCloseable {
       int overlap = target.overlap;
       target.seqs.add(requestId, seq, ActiveSequences.prefillTokens(isl, overlap, blockSize), now);
       requests.put(requestId, target);
+      if (seq.length > 0) {
+        RootHolders h = rootHolders.get(seq[0]);
+        if (h == null) rootHolders.put(seq[0], h = new RootHolders());
+        h.add(target);
+      }
       if (predictions != null) predictions.record(target.worker, seq, local, now);
 
       CandidateCost[] priced = new CandidateCost[m];
@@ -370,6 +455,23 @@ public final class KvRouter implements AutoCloseable {
       }
       return new RouteDecision.Routed(
           target.worker, overlap, overlap * blockSize, Arrays.asList(priced), busyWorkers);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Keeps rootHolders in step when a request of {@code s} leaves (under lock). */
+  private void forgetRoot(Slot s, long[] seq) {
+    if (seq.length == 0) return;
+    RootHolders h = rootHolders.get(seq[0]);
+    if (h != null && h.remove(s)) rootHolders.remove(seq[0]);
+  }
+
+  /** Distinct root blocks of requests in flight (for tests of the bookkeeping). */
+  int rootBlocksInFlight() {
+    lock.lock();
+    try {
+      return rootHolders.size();
     } finally {
       lock.unlock();
     }
@@ -406,7 +508,9 @@ public final class KvRouter implements AutoCloseable {
     lock.lock();
     try {
       Slot s = requests.get(requestId);
-      return s != null && s.seqs.markPrefillCompleted(requestId);
+      if (s == null) return false;
+      s.seqs.expire(nanoClock.getAsLong()); // past its deadline, a request is expired
+      return s.seqs.markPrefillCompleted(requestId);
     } finally {
       lock.unlock();
     }
@@ -419,8 +523,11 @@ public final class KvRouter implements AutoCloseable {
   public boolean free(String requestId) {
     lock.lock();
     try {
-      Slot s = requests.remove(requestId);
-      return s != null && s.seqs.free(requestId);
+      Slot s = requests.get(requestId);
+      if (s == null) return false;
+      s.seqs.expire(nanoClock.getAsLong()); // past its deadline, a request is expired
+      requests.remove(requestId);
+      return s.seqs.free(requestId);
     } finally {
       lock.unlock();
     }
@@ -484,10 +591,12 @@ public final class KvRouter implements AutoCloseable {
     return new WorkerLoad(s.worker, a.activeBlocks(), a.activePrefillTokens(), a.requestCount());
   }
 
-  /** Requests in flight across all workers. */
+  /** Requests in flight across all workers, after expiring overdue ones. */
   public int inFlight() {
     lock.lock();
     try {
+      long now = nanoClock.getAsLong();
+      for (Slot s : slots) s.seqs.expire(now);
       return requests.size();
     } finally {
       lock.unlock();

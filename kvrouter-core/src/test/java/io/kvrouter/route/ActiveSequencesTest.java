@@ -21,9 +21,17 @@ class ActiveSequencesTest {
 
   private final AtomicLong clock = new AtomicLong(1_000 * SECOND);
   private final List<String> expired = new ArrayList<>();
+  private final List<String> freed = new ArrayList<>();
 
   private ActiveSequences sequences(int blockSize, Duration expiry) {
-    return new ActiveSequences(blockSize, expiry, clock::get, expired::add);
+    return new ActiveSequences(
+        blockSize,
+        expiry,
+        clock::get,
+        (id, seq, byExpiry) -> {
+          if (byExpiry) expired.add(id);
+          else freed.add(id);
+        });
   }
 
   private static void assertLoad(ActiveSequences a, int blocks, long tokens) {
@@ -148,6 +156,7 @@ class ActiveSequencesTest {
     clock.addAndGet(Duration.ofMillis(10).toNanos());
     assertThat(a.expire()).isEqualTo(2);
     assertThat(expired).containsExactly("r1", "r3");
+    assertThat(freed).containsExactly("r2");
     assertLoad(a, 0, 0);
   }
 

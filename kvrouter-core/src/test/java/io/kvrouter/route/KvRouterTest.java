@@ -394,19 +394,35 @@ class KvRouterTest {
   }
 
   @Test
-  void expiryRunsLazilyOnRouteAndOnDemand() {
+  void pastItsDeadlineARequestIsExpiredWhicheverCallComesNext() {
     AtomicLong clock = new AtomicLong();
     KvRouter router =
         KvRouter.builder(BS).requestExpiry(Duration.ofMillis(5)).nanoClock(clock::get).build();
     router.registerWorker(1, 1, BS);
+    long deadline = Duration.ofMillis(5).toNanos();
+
     routed(router.route("a", tokens(1, 8)));
-    clock.addAndGet(Duration.ofMillis(5).toNanos());
-    assertThat(router.inFlight()).as("lazy: nothing ran yet").isEqualTo(1);
-    routed(router.route("b", tokens(100, 8)));
+    clock.addAndGet(deadline);
+    assertThat(router.markPrefillCompleted("a")).isFalse();
+
+    routed(router.route("b", tokens(1, 8)));
+    clock.addAndGet(deadline);
+    assertThat(router.free("b")).isFalse();
+
+    routed(router.route("c", tokens(1, 8)));
+    clock.addAndGet(deadline);
+    RouteDecision.Routed d = routed(router.route("d", tokens(100, 8)));
+    assertThat(d.candidates().get(0).candidate().decodeBlocks())
+        .as("c no longer counts")
+        .isEqualTo(2);
     assertThat(router.inFlight()).isEqualTo(1);
-    clock.addAndGet(Duration.ofMillis(5).toNanos());
+
+    clock.addAndGet(deadline - 1);
     router.expire();
-    assertThat(router.inFlight()).isZero();
+    assertThat(router.load(W1).requests()).isEqualTo(1);
+    clock.addAndGet(1);
+    router.expire();
+    assertThat(router.load(W1).isIdle()).isTrue();
   }
 
   @Test
