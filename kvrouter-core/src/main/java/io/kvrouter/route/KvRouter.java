@@ -60,7 +60,7 @@ import java.util.function.LongSupplier;
  *
  * Lock order: lock, then the index's writer lock (approximate mode and unregisterWorker call
  * the index under lock). applyEvent never takes lock. Nothing is called back under lock except
- * the selector and ActiveSequences' expiry hook (which only edits requests).
+ * the selector and the ActiveSequences listener (which only edits requests and rootHolders).
  *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
  * that are not registered: they are ignored). Overlap and cached-block scratch fields on the
