@@ -2,7 +2,6 @@ package io.kvrouter.bench;
 
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
-import io.kvrouter.index.KvIndexes;
 import io.kvrouter.index.OverlapScores;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -32,8 +31,8 @@ import org.openjdk.jmh.annotations.TearDown;
  * ./mvnw -B -q -pl kvrouter-bench -am package -DskipTests
  * java -jar kvrouter-bench/target/benchmarks.jar 'IndexBenchmark.findMatches' -bm sample -tu us \
  *     -f 1 -wi 3 -i 5 -w 1 -r 1 -p config=A,B -prof gc
- * java -jar kvrouter-bench/target/benchmarks.jar 'IndexBenchmark.(store|remove)' -bm ss -tu ms \
- *     -f 1 -wi 5 -i 10 -p config=A,B
+ * java -jar kvrouter-bench/target/benchmarks.jar 'IndexBenchmark.findMatches' -bm avgt -tu ns \
+ *     -f 1 -wi 2 -i 3 -w 1 -r 1 -p config=A,B -prof gc
  * </pre>
  */
 @State(Scope.Benchmark)
@@ -54,14 +53,11 @@ public class IndexBenchmark {
   private long[][] queries;
   private int next;
   private List<RouterEvent> stores;
-  private List<RouterEvent> removes;
-  private KvIndex scratch;
 
   @Setup(Level.Trial)
   public void setUp() {
     workload = IndexWorkload.of(config);
     stores = workload.storeEvents();
-    removes = workload.removeEvents();
     built = IndexWorkload.newIndex(kind);
     stores.forEach(built::apply);
     built.flush();
@@ -80,38 +76,5 @@ public class IndexBenchmark {
   public OverlapScores findMatches() {
     long[] q = queries[next++ & 255];
     return built.findMatches(q, false);
-  }
-
-  /** A fresh empty index before each store or remove invocation. */
-  @Setup(Level.Invocation)
-  public void freshIndex() {
-    if (scratch != null) scratch.close();
-    scratch = IndexWorkload.newIndex(kind);
-  }
-
-  @Benchmark
-  public KvIndex storeAll() {
-    KvIndex idx = scratch;
-    for (RouterEvent e : stores) idx.apply(e);
-    return idx;
-  }
-
-  @Benchmark
-  public KvIndex storeAllThreadPool2() {
-    KvIndex idx = KvIndexes.threadPool(scratch, 2);
-    for (RouterEvent e : stores) idx.apply(e);
-    idx.flush();
-    scratch = null;
-    idx.close();
-    return idx;
-  }
-
-  @Benchmark
-  public KvIndex removeAll() {
-    // the store is part of the invocation; removeAll - storeAll = the removal time
-    KvIndex idx = scratch;
-    for (RouterEvent e : stores) idx.apply(e);
-    for (RouterEvent e : removes) idx.apply(e);
-    return idx;
   }
 }
