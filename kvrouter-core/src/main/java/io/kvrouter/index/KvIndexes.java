@@ -10,6 +10,17 @@ public final class KvIndexes {
   }
 
   /**
+   * A single-threaded block tree that also tracks recent-use frequencies along each query's matched
+   * path ({@link OverlapScores#frequencies()}) over a sliding {@code window}.
+   */
+  public static KvIndex radixTree(java.time.Duration window) {
+    if (window == null || window.isNegative() || window.isZero()) {
+      throw new IllegalArgumentException("window must be positive, got " + window);
+    }
+    return new TreeIndex(false, window.toNanos(), System::nanoTime);
+  }
+
+  /**
    * A block tree that readers query without locks while writers of any workers apply events
    * (writers take turns on one lock).
    */

@@ -33,6 +33,15 @@ public interface OverlapScores {
   /** The block count of {@link #worker(int) worker(i)}. */
   int blockCountAt(int i);
 
+  /**
+   * Recent-use frequencies along the matched path, root first: entry {@code i} counts the queries
+   * within the tracking window whose match covered block {@code i}. Empty unless the index tracks
+   * them ({@link KvIndexes#radixTree(java.time.Duration)}).
+   */
+  default int[] frequencies() {
+    return new int[0];
+  }
+
   /** The best score of any worker (0 when none). */
   default int maxScore() {
     int max = 0;

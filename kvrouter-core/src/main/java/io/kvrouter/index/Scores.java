@@ -23,12 +23,30 @@ final class Scores implements OverlapScores {
   private final int[] scores;
   private final int[] blockCounts;
   private final int size;
+  private final int[] frequencies;
 
   Scores(Worker[] workers, int[] scores, int[] blockCounts, int size) {
+    this(workers, scores, blockCounts, size, NO_FREQUENCIES);
+  }
+
+  private Scores(Worker[] workers, int[] scores, int[] blockCounts, int size, int[] frequencies) {
     this.workers = workers;
     this.scores = scores;
     this.blockCounts = blockCounts;
     this.size = size;
+    this.frequencies = frequencies;
+  }
+
+  private static final int[] NO_FREQUENCIES = new int[0];
+
+  /** The same scores with recent-use frequencies along the matched path. */
+  Scores withFrequencies(int[] frequencies) {
+    return new Scores(workers, scores, blockCounts, size, frequencies);
+  }
+
+  @Override
+  public int[] frequencies() {
+    return frequencies.clone();
   }
 
   @Override

@@ -70,9 +70,27 @@ final class TreeIndex implements KvIndex {
   private volatile long blocksMissing;
   private volatile long blocksIndexed;
 
+  /** 0 when recent-use frequencies are not tracked (the default). */
+  private final long frequencyWindowNanos;
+
+  private final java.util.function.LongSupplier nanoClock;
+
   TreeIndex(boolean concurrent) {
+    this(concurrent, 0L, System::nanoTime);
+  }
+
+  /**
+   * A single-threaded tree that also counts, for every block on a query's matched path, the queries
+   * within the last {@code frequencyWindowNanos} whose match covered it.
+   */
+  TreeIndex(boolean concurrent, long frequencyWindowNanos, java.util.function.LongSupplier clock) {
+    if (concurrent && frequencyWindowNanos > 0) {
+      throw new IllegalArgumentException("recent-use frequencies need the single-threaded tree");
+    }
     this.concurrent = concurrent;
     this.writeLock = concurrent ? new ReentrantLock() : null;
+    this.frequencyWindowNanos = frequencyWindowNanos;
+    this.nanoClock = clock;
   }
 
   boolean isConcurrent() {
@@ -83,6 +101,10 @@ final class TreeIndex implements KvIndex {
 
   @Override
   public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
+    if (frequencyWindowNanos > 0) {
+      Scores s = (Scores) walk(localHashes, earlyExit);
+      return s.withFrequencies(touchPath(localHashes, s.maxScore()));
+    }
     for (int attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
       long before = (long) VERSION.getAcquire(this);
       if ((before & 1L) == 0) {
@@ -99,6 +121,28 @@ final class TreeIndex implements KvIndex {
     } finally {
       writeLock.unlock();
     }
+  }
+
+  /**
+   * Records a use of the first {@code depth} blocks of the query path and returns, per block, the
+   * uses within the frequency window (this one included). Single-threaded kind only.
+   */
+  private int[] touchPath(long[] localHashes, int depth) {
+    final long now = nanoClock.getAsLong();
+    final long oldest = now - frequencyWindowNanos;
+    final int[] out = new int[depth];
+    TreeNode node = root;
+    for (int i = 0; i < depth; i++) {
+      node = node.child(localHashes[i]);
+      if (node == null) return java.util.Arrays.copyOf(out, i);
+      it.unimi.dsi.fastutil.longs.LongArrayFIFOQueue uses = node.recentUses;
+      if (uses == null)
+        uses = node.recentUses = new it.unimi.dsi.fastutil.longs.LongArrayFIFOQueue(4);
+      while (!uses.isEmpty() && uses.firstLong() < oldest) uses.dequeueLong();
+      uses.enqueue(now);
+      out[i] = uses.size();
+    }
+    return out;
   }
 
   private void beginStep() {

@@ -61,6 +61,9 @@ final class TreeNode {
 
   int childCount; // writer-only
 
+  /** Query times that matched this block; single-threaded kind with frequencies only. */
+  it.unimi.dsi.fastutil.longs.LongArrayFIFOQueue recentUses;
+
   TreeNode(long local, TreeNode parent) {
     this.local = local;
     this.parent = parent;
