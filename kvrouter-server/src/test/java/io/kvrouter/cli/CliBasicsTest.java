@@ -1,0 +1,46 @@
+package io.kvrouter.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
+
+/** The launcher contract: --help and --version succeed, unknown commands are usage errors. */
+class CliBasicsTest {
+  private static String captureOut(Runnable r) {
+    PrintStream old = System.out;
+    ByteArrayOutputStream buf = new ByteArrayOutputStream();
+    System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
+    try {
+      r.run();
+    } finally {
+      System.setOut(old);
+    }
+    return buf.toString(StandardCharsets.UTF_8);
+  }
+
+  @Test
+  void helpAndVersionExitZero() {
+    int[] code = new int[1];
+    String help = captureOut(() -> code[0] = Main.run("--help"));
+    assertThat(code[0]).isZero();
+    assertThat(help).contains("Usage: kvrouter").contains("simulate").contains("serve");
+    String version = captureOut(() -> code[0] = Main.run("--version"));
+    assertThat(code[0]).isZero();
+    assertThat(version).startsWith("kvrouter ");
+  }
+
+  @Test
+  void unknownCommandsAndNoCommandAreUsageErrors() {
+    PrintStream oldErr = System.err;
+    System.setErr(new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
+    try {
+      assertThat(Main.run("bogus")).isEqualTo(2);
+      assertThat(Main.run()).isEqualTo(2);
+    } finally {
+      System.setErr(oldErr);
+    }
+  }
+}
