@@ -90,7 +90,7 @@ final class BatchReader {
   // ---------------------------------------------------------------- batch
 
   private KvEventBatch readBatch() throws IOException {
-    ValueType t = in.getNextFormat().getValueType();
+    ValueType t = nextFormat().getValueType();
     if (t == ValueType.ARRAY) {
       int n = arrayHeader();
       if (n < 2) {
@@ -163,7 +163,7 @@ final class BatchReader {
   }
 
   private double readTs() throws IOException {
-    MessageFormat f = in.getNextFormat();
+    MessageFormat f = nextFormat();
     return switch (f.getValueType()) {
       case FLOAT -> in.unpackDouble();
       case INTEGER ->
@@ -182,7 +182,7 @@ final class BatchReader {
   private record EventList(List<EngineEvent> events, int skipped) {}
 
   private EventList readEvents() throws IOException {
-    if (in.getNextFormat().getValueType() != ValueType.ARRAY) {
+    if (nextFormat().getValueType() != ValueType.ARRAY) {
       throw error("expected an array of events, found " + describeNext());
     }
     int n = arrayHeader();
@@ -205,7 +205,7 @@ final class BatchReader {
 
   /** One event, or {@code null} for an event of an unknown type (skipped whole). */
   private EngineEvent readEvent() throws IOException {
-    ValueType t = in.getNextFormat().getValueType();
+    ValueType t = nextFormat().getValueType();
     if (t == ValueType.ARRAY) {
       int n = arrayHeader();
       if (n == 0) {
@@ -236,7 +236,7 @@ final class BatchReader {
   }
 
   private String readTag() throws IOException {
-    if (in.getNextFormat().getValueType() != ValueType.STRING) {
+    if (nextFormat().getValueType() != ValueType.STRING) {
       throw error("expected the event type (a string), found " + describeNext());
     }
     return in.unpackString();
@@ -453,7 +453,7 @@ final class BatchReader {
   // ---------------------------------------------------------------- fields
 
   private long[] readHashes() throws IOException {
-    if (in.getNextFormat().getValueType() != ValueType.ARRAY) {
+    if (nextFormat().getValueType() != ValueType.ARRAY) {
       throw error("expected an array of block hashes, found " + describeNext());
     }
     int n = arrayHeader();
@@ -477,7 +477,7 @@ final class BatchReader {
   }
 
   private long readHash() throws IOException {
-    MessageFormat f = in.getNextFormat();
+    MessageFormat f = nextFormat();
     switch (f.getValueType()) {
       case INTEGER -> {
         return f == MessageFormat.UINT64 ? in.unpackBigInteger().longValue() : in.unpackLong();
@@ -501,7 +501,7 @@ final class BatchReader {
   }
 
   private int[] readTokens() throws IOException {
-    if (in.getNextFormat().getValueType() != ValueType.ARRAY) {
+    if (nextFormat().getValueType() != ValueType.ARRAY) {
       throw error("expected an array of token ids, found " + describeNext());
     }
     int n = arrayHeader();
@@ -529,7 +529,7 @@ final class BatchReader {
     if (in.tryUnpackNil()) {
       return null;
     }
-    MessageFormat f = in.getNextFormat();
+    MessageFormat f = nextFormat();
     if (f.getValueType() != ValueType.INTEGER) {
       throw error("expected an integer or nil, found " + describeNext());
     }
@@ -540,7 +540,7 @@ final class BatchReader {
     if (in.tryUnpackNil()) {
       return null;
     }
-    if (in.getNextFormat().getValueType() != ValueType.STRING) {
+    if (nextFormat().getValueType() != ValueType.STRING) {
       throw error("expected a string or nil, found " + describeNext());
     }
     return in.unpackString();
@@ -550,7 +550,7 @@ final class BatchReader {
     if (in.tryUnpackNil()) {
       return null;
     }
-    if (in.getNextFormat().getValueType() != ValueType.ARRAY) {
+    if (nextFormat().getValueType() != ValueType.ARRAY) {
       throw error("expected nil or an array with one entry per block, found " + describeNext());
     }
     int n = arrayHeader();
@@ -561,7 +561,7 @@ final class BatchReader {
         out.add(null);
         continue;
       }
-      if (in.getNextFormat().getValueType() != ValueType.ARRAY) {
+      if (nextFormat().getValueType() != ValueType.ARRAY) {
         throw error("expected nil or an array of extra keys, found " + describeNext());
       }
       @SuppressWarnings("unchecked")
@@ -577,7 +577,7 @@ final class BatchReader {
     if (level > MAX_DEPTH) {
       throw error("values nest deeper than " + MAX_DEPTH + " levels");
     }
-    MessageFormat f = in.getNextFormat();
+    MessageFormat f = nextFormat();
     switch (f.getValueType()) {
       case NIL -> {
         in.unpackNil();
@@ -625,7 +625,7 @@ final class BatchReader {
   }
 
   private long readInteger(long min, long max, String what) throws IOException {
-    MessageFormat f = in.getNextFormat();
+    MessageFormat f = nextFormat();
     if (f.getValueType() != ValueType.INTEGER) {
       throw error("expected " + what + ", found " + describeNext());
     }
@@ -645,7 +645,7 @@ final class BatchReader {
   }
 
   private String fieldName() throws IOException {
-    if (in.getNextFormat().getValueType() != ValueType.STRING) {
+    if (nextFormat().getValueType() != ValueType.STRING) {
       throw error("expected a field name (a string), found " + describeNext());
     }
     return in.unpackString();
@@ -682,7 +682,7 @@ final class BatchReader {
 
   /** Consumes the next value and describes it for an error message. */
   private String describeNext() throws IOException {
-    MessageFormat f = in.getNextFormat();
+    MessageFormat f = nextFormat();
     switch (f.getValueType()) {
       case NIL -> {
         in.unpackNil();
@@ -724,6 +724,15 @@ final class BatchReader {
         return "an extension value";
       }
     }
+  }
+
+  /** The format of the next value; the byte 0xc1 is not msgpack at all. */
+  private MessageFormat nextFormat() throws IOException {
+    MessageFormat f = in.getNextFormat();
+    if (f == MessageFormat.NEVER_USED) {
+      throw error("not msgpack: found the byte 0xc1, which msgpack never uses");
+    }
+    return f;
   }
 
   private static String abbreviate(String s) {
