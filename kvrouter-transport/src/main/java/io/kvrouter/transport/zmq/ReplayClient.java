@@ -28,20 +28,7 @@ import org.zeromq.ZMQ;
  * batches by default) and the ROUTER silently drops what does not fit.
  * </pre>
  */
-final class ReplayClient {
-  /** One answer: a batch, the end marker, or a reply of the wrong shape. */
-  record Reply(long seq, byte[] payload, String problem) {
-    static final Reply END = new Reply(-1, new byte[0], null);
-
-    boolean isEnd() {
-      return problem == null && seq == -1;
-    }
-
-    boolean isBad() {
-      return problem != null;
-    }
-  }
-
+final class ReplayClient implements Replay {
   private static final int POLL_SLICE_MS = 50;
 
   private final ZContext ctx;
@@ -61,12 +48,13 @@ final class ReplayClient {
     this.handshakeMs = handshakeMs;
   }
 
-  String endpoint() {
+  @Override
+  public String endpoint() {
     return endpoint;
   }
 
-  /** Asks for every batch from {@code start} on; false when the request could not be queued. */
-  boolean request(long start) {
+  @Override
+  public boolean request(long start) {
     if (dealer == null) {
       dealer = ctx.createSocket(SocketType.DEALER);
       dealer.setLinger(0);
@@ -82,11 +70,8 @@ final class ReplayClient {
     return dealer.send(new byte[0], ZMQ.SNDMORE | ZMQ.DONTWAIT) && dealer.send(seq, ZMQ.DONTWAIT);
   }
 
-  /**
-   * The next answer, or {@code null} when none came within {@code timeoutMs} or {@code running}
-   * turned false.
-   */
-  Reply next(long timeoutMs, BooleanSupplier running) {
+  @Override
+  public Reply next(long timeoutMs, BooleanSupplier running) {
     final long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
     while (running.getAsBoolean()) {
       byte[] first = dealer.recv(ZMQ.DONTWAIT);
@@ -138,7 +123,8 @@ final class ReplayClient {
   }
 
   /** Drops the socket (and with it every answer still on its way). */
-  void reset() {
+  @Override
+  public void reset() {
     if (dealer != null) {
       poller.close();
       ctx.destroySocket(dealer);

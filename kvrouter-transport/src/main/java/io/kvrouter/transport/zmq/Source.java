@@ -53,7 +53,7 @@ final class Source {
   final EngineSpec spec;
   private final String name;
   private final EngineEventConverter converter;
-  private final ReplayClient replay;
+  private final Replay replay;
   private final Counters counters;
   private final IngestSink sink;
   private final long replayTimeoutMs;
@@ -72,7 +72,7 @@ final class Source {
   Source(
       EngineSpec spec,
       EngineEventConverter converter,
-      ReplayClient replay,
+      Replay replay,
       Counters counters,
       IngestSink sink,
       long replayTimeoutMs,
@@ -145,7 +145,7 @@ final class Source {
       boolean first = true;
       String history = null;
       while (true) {
-        ReplayClient.Reply r = replay.next(replayTimeoutMs, running);
+        Replay.Reply r = replay.next(replayTimeoutMs, running);
         if (r == null) {
           if (running.getAsBoolean()) {
             fail("no answer within " + replayTimeoutMs + " ms");
