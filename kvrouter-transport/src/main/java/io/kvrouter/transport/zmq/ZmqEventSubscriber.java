@@ -58,9 +58,10 @@ public final class ZmqEventSubscriber implements AutoCloseable {
    * the counters, each Source's lastApplied, and the running flag's value they wrote.
    *
    * Connection events come from jeromq's event hook, which runs on ZMQ's I/O thread and only
-   * bumps two atomic counters (handshakes, disconnects). A monitor socket is not used: jeromq
-   * 0.6 writes monitor events with a blocking send from the I/O thread, and with one was seen to
-   * stall connections of the context (handshakes never completing) in about one test in ten.
+   * bumps two atomic counters (handshakes, disconnects). No monitor socket: jeromq 0.6 writes
+   * monitor events with a blocking send from the I/O thread. HANDSHAKE_IVL is short (2 s by
+   * default) because jeromq 0.6 sometimes leaves a fresh outgoing connection mute until that
+   * timer fires (zeromq/jeromq#1022); see docs/ingestion.md.
    *
    * Loop: poll the SUB for up to POLL_MS; take in new connection events (a handshake counts a
    * connection, a reconnection if a disconnect came before it, and schedules a catch-up of every
