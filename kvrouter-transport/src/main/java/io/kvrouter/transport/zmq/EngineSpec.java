@@ -8,7 +8,8 @@ import java.util.Objects;
  *
  * @param workerId the worker every event of this publisher is attributed to
  * @param topic the first frame of its messages (vLLM's {@code topic}; {@code ""} by default); in
- *     bind mode it tells the publishers on one socket apart
+ *     bind mode it tells the publishers on one socket apart; in connect mode {@code ""} takes
+ *     whatever topic the engine uses
  * @param blockSize the engine's tokens per block; must be a multiple of the router's
  * @param replayEndpoint the engine's ROUTER replay socket (vLLM's {@code replay_endpoint}, seen
  *     from the router, e.g. {@code tcp://10.0.0.5:5558}), or {@code null} when it has none

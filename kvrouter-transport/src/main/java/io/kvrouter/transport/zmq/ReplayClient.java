@@ -15,10 +15,12 @@ import org.zeromq.ZMQ;
  * <pre>
  * Implementation notes
  *
- * Thread ownership: created, used and closed by the subscriber's thread only (ZMQ sockets are
- * not thread-safe). The DEALER is made on the first request and thrown away (linger 0) after a
- * replay that is abandoned half-way, so that late answers to an old request can never be taken
- * for answers to the next one; the engine's ROUTER drops replies to a peer that is gone.
+ * Thread ownership: the first DEALER is made by start() on the caller's thread (so that a bad
+ * endpoint fails there) and handed to the subscriber's thread with it; from then on only that
+ * thread uses, closes and remakes it (ZMQ sockets are not thread-safe). A DEALER is thrown away
+ * (linger 0) after a replay that is abandoned half-way, so that late answers to an old request
+ * can never be taken for answers to the next one; the engine's ROUTER drops replies to a peer
+ * that is gone.
  *
  * Wire: request [empty, 8-byte big-endian start]; vLLM's ROUTER answers
  * [empty, seq, payload] per buffered batch with seq >= start, then [empty, -1, empty]. The
@@ -53,19 +55,29 @@ final class ReplayClient implements Replay {
     return endpoint;
   }
 
-  @Override
-  public boolean request(long start) {
+  /** Makes the DEALER if there is none; throws for an endpoint ZMQ cannot parse or resolve. */
+  void open() {
     if (dealer == null) {
       dealer = ctx.createSocket(SocketType.DEALER);
-      dealer.setLinger(0);
-      dealer.setRcvHWM(0);
-      dealer.setReconnectIVL(reconnectIvlMs);
-      dealer.setReconnectIVLMax(reconnectIvlMaxMs);
-      dealer.setHandshakeIvl(handshakeMs);
-      dealer.connect(endpoint);
-      poller = ctx.createPoller(1);
-      poller.register(dealer, ZMQ.Poller.POLLIN);
+      try {
+        dealer.setLinger(0);
+        dealer.setRcvHWM(0);
+        dealer.setReconnectIVL(reconnectIvlMs);
+        dealer.setReconnectIVLMax(reconnectIvlMaxMs);
+        dealer.setHandshakeIvl(handshakeMs);
+        dealer.connect(endpoint);
+        poller = ctx.createPoller(1);
+        poller.register(dealer, ZMQ.Poller.POLLIN);
+      } catch (RuntimeException e) {
+        reset();
+        throw e;
+      }
     }
+  }
+
+  @Override
+  public boolean request(long start) {
+    open();
     byte[] seq = ByteBuffer.allocate(8).putLong(start).array();
     return dealer.send(new byte[0], ZMQ.SNDMORE | ZMQ.DONTWAIT) && dealer.send(seq, ZMQ.DONTWAIT);
   }
@@ -125,11 +137,13 @@ final class ReplayClient implements Replay {
   /** Drops the socket (and with it every answer still on its way). */
   @Override
   public void reset() {
-    if (dealer != null) {
+    if (poller != null) {
       poller.close();
+      poller = null;
+    }
+    if (dealer != null) {
       ctx.destroySocket(dealer);
       dealer = null;
-      poller = null;
     }
   }
 }

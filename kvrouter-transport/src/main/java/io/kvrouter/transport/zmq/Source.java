@@ -127,11 +127,27 @@ final class Source {
     }
   }
 
-  /** Replays what this source missed since {@link #lastApplied} (see the notes). */
+  /**
+   * Replays what this source missed since {@link #lastApplied} (see the notes). An unexpected
+   * failure (a replay endpoint ZMQ rejects, say) abandons the replay like a timeout does, so the
+   * live stream goes on.
+   */
   void catchUp() {
     if (replay == null) {
       return;
     }
+    try {
+      replayMissed();
+    } catch (RuntimeException e) {
+      long n = counters.inc(Counters.C.REPLAY_FAILURES);
+      replay.reset();
+      if (shouldLog(n)) {
+        LOG.log(Level.WARNING, name + ": replay from " + replay.endpoint() + " failed", e);
+      }
+    }
+  }
+
+  private void replayMissed() {
     for (int attempt = 0; attempt < 2 && running.getAsBoolean(); attempt++) {
       // ask from the last batch applied, to check it is still the engine's; after a loss there
       // is nothing to check against, so ask from the first one missing

@@ -198,6 +198,10 @@ public final class ZmqEventSubscriber implements AutoCloseable {
 
   private final Counters counters = new Counters();
   private final Map<String, Source> sources;
+
+  /** In connect mode, the engine registered without a topic takes every topic; else null. */
+  private final Source anyTopic;
+
   private final ZContext ctx;
   private final ZMQ.Socket sub;
   private final AtomicLong handshakes = new AtomicLong();
@@ -244,10 +248,11 @@ public final class ZmqEventSubscriber implements AutoCloseable {
           ZMQ.EVENT_HANDSHAKE_PROTOCOL | ZMQ.EVENT_DISCONNECTED);
       for (EngineSpec e : b.engines) {
         sub.subscribe(e.topic().getBytes(StandardCharsets.UTF_8));
-        ReplayClient replay =
-            e.replayEndpoint() == null
-                ? null
-                : new ReplayClient(ctx, e.replayEndpoint(), ivl, ivlMax, handshakeMs);
+        ReplayClient replay = null;
+        if (e.replayEndpoint() != null) {
+          replay = new ReplayClient(ctx, e.replayEndpoint(), ivl, ivlMax, handshakeMs);
+          replay.open(); // here, so that an endpoint ZMQ rejects fails start()
+        }
         EngineEventConverter converter =
             new EngineEventConverter(
                 e.workerId(), e.defaultDpRank(), e.blockSize(), b.routerHasher);
@@ -267,6 +272,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
       throw e;
     }
     sources = Collections.unmodifiableMap(byTopic);
+    anyTopic = b.mode == Mode.CONNECT ? sources.get("") : null;
     thread = new Thread(this::run, "kvrouter-zmq-" + b.endpoint);
     thread.setDaemon(true);
     thread.start();
@@ -413,6 +419,9 @@ public final class ZmqEventSubscriber implements AutoCloseable {
     }
     String topic = new String(frames.get(0), StandardCharsets.UTF_8);
     Source source = sources.get(topic);
+    if (source == null) {
+      source = anyTopic;
+    }
     if (source == null) {
       bad("no registered engine publishes with topic \"" + topic + "\"");
       return;

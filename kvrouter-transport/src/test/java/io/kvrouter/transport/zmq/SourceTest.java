@@ -209,6 +209,19 @@ class SourceTest {
   }
 
   @Test
+  void aReplayThatThrowsIsAbandonedAndTheLiveStreamGoesOn() {
+    Source s = source(true);
+    s.onLive(0, batch(0, 0));
+    replay.broken = true;
+    s.onLive(2, batch(0, 2));
+    s.onLive(3, batch(0, 3));
+    assertThat(applied()).containsExactly(0L, 2L, 3L);
+    assertThat(counters.snapshot().replayFailures()).isEqualTo(1);
+    assertThat(counters.snapshot().lostMessages()).isEqualTo(1);
+    assertThat(replay.resets).isEqualTo(1);
+  }
+
+  @Test
   void replyFramesAreReadWithOrWithoutDelimiterAndTopic() {
     byte[] seq = {0, 0, 0, 0, 0, 0, 0, 9};
     byte[] end = {-1, -1, -1, -1, -1, -1, -1, -1};
@@ -235,6 +248,7 @@ class SourceTest {
     final Deque<List<Reply>> scripts = new ArrayDeque<>();
     final Deque<Reply> answers = new ArrayDeque<>();
     boolean silent;
+    boolean broken;
     int resets;
 
     /** Scripts the answer to one request: pairs of (seq, payload), then END. */
@@ -257,6 +271,7 @@ class SourceTest {
     @Override
     public boolean request(long start) {
       requests.add(start);
+      if (broken) throw new IllegalStateException("no such endpoint");
       if (answers.isEmpty() && !scripts.isEmpty()) answers.addAll(scripts.pollFirst());
       return true;
     }

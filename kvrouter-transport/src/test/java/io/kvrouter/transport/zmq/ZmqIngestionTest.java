@@ -264,18 +264,20 @@ class ZmqIngestionTest {
   @Test
   void withoutAReplayEndpointLossIsCountedAndIngestionGoesOn() {
     pub = FakeVllmPublisher.bound(TOPIC);
-    sub = connect(EngineSpec.of(7, 4).withTopic(TOPIC), 4).start();
+    // registered without a topic: in connect mode that takes the engine's "kv-events"
+    sub = connect(EngineSpec.of(7, 4), 4).start();
     pub.awaitSubscriptions(1, WAIT);
     EngineSim sim = new EngineSim(pub, 4, 64, 10, VllmEncoder.arrayLike(), null);
     sim.run(20);
     pub.dropNext(3);
     sim.run(40);
     long deadline = System.nanoTime() + WAIT.toNanos();
-    while (sub.lastSequence(TOPIC) < pub.lastSeq() && System.nanoTime() < deadline) {
+    while (sub.lastSequence("") < pub.lastSeq() && System.nanoTime() < deadline) {
       FakeVllmPublisher.sleep(10);
     }
     IngestStats s = sub.stats();
-    assertThat(sub.lastSequence(TOPIC)).isEqualTo(pub.lastSeq());
+    assertThat(sub.lastSequence("")).isEqualTo(pub.lastSeq());
+    assertThat(s.badFrames()).isZero();
     assertThat(s.gaps()).isEqualTo(1);
     assertThat(s.lostMessages()).isEqualTo(3);
     assertThat(s.replays()).isZero();
@@ -348,6 +350,21 @@ class ZmqIngestionTest {
                     .routerHasher(BlockHasher.of(4))
                     .sink(IngestSink.deviceIndex(index))
                     .start())
+        .isInstanceOf(ZMQException.class);
+    assertThatThrownBy(
+            () ->
+                ZmqEventSubscriber.connect("tcp://127.0.0.1:1", EngineSpec.of(1, 4))
+                    .reconnectBackoff(Duration.ofSeconds(2), Duration.ofSeconds(1)))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("need 0 < initial <= max");
+    assertThatThrownBy(
+            () ->
+                ZmqEventSubscriber.connect("tcp://127.0.0.1:1", EngineSpec.of(1, 4))
+                    .sink(IngestSink.deviceIndex(index))
+                    .start())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("routerHasher is required");
+    assertThatThrownBy(() -> connect(spec(7, 4).withReplay("bogus://nowhere"), 4).start())
         .isInstanceOf(ZMQException.class);
     assertThatThrownBy(() -> sub.lastSequence("nope"))
         .isInstanceOf(IllegalArgumentException.class)
