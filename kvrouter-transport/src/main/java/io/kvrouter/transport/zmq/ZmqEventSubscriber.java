@@ -180,7 +180,10 @@ public final class ZmqEventSubscriber implements AutoCloseable {
     }
   }
 
-  /** A subscriber connected to the PUB endpoint of one engine. */
+  /**
+   * A subscriber connected to the PUB endpoint of one engine; an engine registered with topic
+   * {@code ""} takes whatever topic it publishes with.
+   */
   public static Builder connect(String endpoint, EngineSpec engine) {
     return new Builder(Mode.CONNECT, endpoint, List.of(Objects.requireNonNull(engine, "engine")));
   }
