@@ -1,0 +1,318 @@
+package io.kvrouter.transport.zmq;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.transport.kvevents.ConvertedBatch;
+import io.kvrouter.transport.kvevents.EngineEventConverter;
+import io.kvrouter.transport.kvevents.KvEventBatch;
+import io.kvrouter.transport.kvevents.KvEventDecodeException;
+import io.kvrouter.transport.kvevents.KvEventDecoder;
+import io.kvrouter.transport.kvevents.StorageTier;
+import io.kvrouter.transport.kvevents.TieredEvent;
+import java.util.Arrays;
+import java.util.function.BooleanSupplier;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/** One engine publisher as the subscriber tracks it: its sequence numbers, replay and converter. */
+final class Source {
+  /*
+   * Implementation notes
+   *
+   * Thread ownership: every method runs on the subscriber's thread; only lastApplied is read
+   * elsewhere (lastSequence()), so it alone is volatile.
+   *
+   * State: lastApplied is the highest sequence number dealt with (applied, rejected as
+   * malformed, or given up as lost), -1 before the first; lastPayload is that message's payload
+   * (null when it was lost); lastLive is the highest sequence number seen on the live socket.
+   * The next message to apply is always lastApplied + 1, so a new source starts at 0: a first
+   * message with a higher number is a gap like any other, which is how a subscriber that joined
+   * late replays from 0 (slow joiner).
+   *
+   * Live message s:
+   *   s <= lastLive            the live stream went back: the engine restarted -> restart()
+   *   s <= lastApplied         already applied through replay -> duplicate
+   *   s >  lastApplied + 1     gap -> catchUp() if the engine has a replay endpoint; whatever
+   *                            is still missing afterwards is counted lost
+   *   then apply(s).
+   *
+   * catchUp() asks for everything from lastApplied (not lastApplied + 1): the first answer must
+   * be the batch we applied last, byte for byte ("anchor"). A different payload there, or an
+   * end marker with nothing at or after it, means the engine's history is not the one we
+   * followed: it restarted, possibly more messages ago than the live stream shows (a restart
+   * while we were disconnected leaves no backwards step on the live socket). Then restart() and
+   * replay from 0. The subscriber calls catchUp() on gaps and after each completed connection
+   * (at once, and once more a moment later, since the subscription may become active after the
+   * first replay was answered).
+   *
+   * restart(): the converter hands back Cleared for every (rank, tier) it published for, those
+   * go to the sink, and the sequence state starts over at -1.
+   */
+
+  private static final Logger LOG = Logger.getLogger(ZmqEventSubscriber.class.getName());
+
+  final EngineSpec spec;
+  private final String name;
+  private final EngineEventConverter converter;
+  private final Replay replay;
+  private final Counters counters;
+  private final IngestSink sink;
+  private final long replayTimeoutMs;
+  private final BooleanSupplier running;
+
+  private volatile long lastApplied = -1;
+  private long lastLive = -1;
+  private byte[] lastPayload;
+
+  /** Catch up at the next turn of the loop. */
+  boolean resyncNow;
+
+  /** Catch up once {@link System#nanoTime()} passes this (0: not scheduled). */
+  long resyncAt;
+
+  Source(
+      EngineSpec spec,
+      EngineEventConverter converter,
+      Replay replay,
+      Counters counters,
+      IngestSink sink,
+      long replayTimeoutMs,
+      BooleanSupplier running) {
+    this.spec = spec;
+    this.name =
+        "engine "
+            + Long.toUnsignedString(spec.workerId())
+            + (spec.topic().isEmpty() ? "" : " (topic \"" + spec.topic() + "\")");
+    this.converter = converter;
+    this.replay = replay;
+    this.counters = counters;
+    this.sink = sink;
+    this.replayTimeoutMs = replayTimeoutMs;
+    this.running = running;
+  }
+
+  boolean hasReplay() {
+    return replay != null;
+  }
+
+  long lastApplied() {
+    return lastApplied;
+  }
+
+  /** A message from the live socket. */
+  void onLive(long s, byte[] payload) {
+    if (lastLive >= 0 && s <= lastLive) {
+      restart("its sequence went back from " + lastLive + " to " + s);
+    }
+    try {
+      if (s <= lastApplied) {
+        counters.inc(Counters.C.DUPLICATES);
+        return;
+      }
+      if (s > lastApplied + 1) {
+        counters.inc(Counters.C.GAPS);
+        if (replay != null) {
+          catchUp();
+          if (s <= lastApplied) {
+            counters.inc(Counters.C.DUPLICATES);
+            return;
+          }
+        }
+        if (s > lastApplied + 1) {
+          lose(lastApplied + 1, s - 1, replay == null ? "no replay endpoint" : "not in the replay");
+        }
+      }
+      apply(s, payload);
+    } finally {
+      lastLive = s;
+    }
+  }
+
+  /**
+   * Replays what this source missed since {@link #lastApplied} (see the notes). An unexpected
+   * failure (a replay endpoint ZMQ rejects, say) abandons the replay like a timeout does, so the
+   * live stream goes on.
+   */
+  void catchUp() {
+    if (replay == null) {
+      return;
+    }
+    try {
+      replayMissed();
+    } catch (RuntimeException e) {
+      long n = counters.inc(Counters.C.REPLAY_FAILURES);
+      replay.reset();
+      if (shouldLog(n)) {
+        LOG.log(Level.WARNING, name + ": replay from " + replay.endpoint() + " failed", e);
+      }
+    }
+  }
+
+  private void replayMissed() {
+    for (int attempt = 0; attempt < 2 && running.getAsBoolean(); attempt++) {
+      // ask from the last batch applied, to check it is still the engine's; after a loss there
+      // is nothing to check against, so ask from the first one missing
+      final boolean anchored = lastApplied >= 0 && lastPayload != null;
+      final long start = anchored ? lastApplied : lastApplied + 1;
+      counters.inc(Counters.C.REPLAYS);
+      if (!replay.request(start)) {
+        fail("the request could not be sent");
+        return;
+      }
+      boolean first = true;
+      String history = null;
+      while (true) {
+        Replay.Reply r = replay.next(replayTimeoutMs, running);
+        if (r == null) {
+          if (running.getAsBoolean()) {
+            fail("no answer within " + replayTimeoutMs + " ms");
+          } else {
+            replay.reset();
+          }
+          return;
+        }
+        if (r.isBad()) {
+          fail(r.problem());
+          return;
+        }
+        if (r.isEnd()) {
+          if (anchored && first) {
+            history = "its replay buffer holds nothing at or after sequence " + start;
+          }
+          break;
+        }
+        if (anchored && first) {
+          first = false;
+          if (r.seq() == start) {
+            if (!Arrays.equals(r.payload(), lastPayload)) {
+              history = "its replay of sequence " + start + " differs from the batch applied";
+              replay.reset(); // drop the rest of this answer
+              break;
+            }
+            continue; // the anchor holds: what follows continues our history
+          }
+        }
+        first = false;
+        if (r.seq() <= lastApplied) {
+          continue;
+        }
+        if (r.seq() > lastApplied + 1) {
+          lose(lastApplied + 1, r.seq() - 1, "not in the replay buffer any more");
+        }
+        counters.inc(Counters.C.REPLAYED);
+        apply(r.seq(), r.payload());
+      }
+      if (history == null) {
+        return;
+      }
+      restart(history);
+    }
+  }
+
+  private void fail(String why) {
+    long n = counters.inc(Counters.C.REPLAY_FAILURES);
+    replay.reset();
+    if (shouldLog(n)) {
+      LOG.warning(name + ": replay from " + replay.endpoint() + " abandoned: " + why);
+    }
+  }
+
+  private void lose(long from, long to, String why) {
+    long n = counters.add(Counters.C.LOST, to - from + 1);
+    lastApplied = to;
+    lastPayload = null;
+    if (shouldLog(counters.get(Counters.C.GAPS)) || shouldLog(n)) {
+      LOG.warning(
+          name
+              + ": lost "
+              + (from == to ? "batch " + from : "batches " + from + ".." + to)
+              + " ("
+              + why
+              + "); the index may miss what they held");
+    }
+  }
+
+  /** The engine restarted: clear what it published and start over at sequence 0. */
+  void restart(String why) {
+    long n = counters.inc(Counters.C.RESTARTS);
+    if (shouldLog(n)) {
+      LOG.warning(name + " restarted: " + why + "; clearing its blocks and starting over");
+    }
+    for (TieredEvent e : converter.reset()) {
+      deliver(e);
+    }
+    lastApplied = -1;
+    lastLive = -1;
+    lastPayload = null;
+  }
+
+  private void apply(long s, byte[] payload) {
+    lastApplied = s;
+    lastPayload = payload;
+    KvEventBatch batch;
+    try {
+      batch = KvEventDecoder.decode(payload);
+    } catch (KvEventDecodeException e) {
+      long n = counters.inc(Counters.C.DECODE_ERRORS);
+      if (shouldLog(n)) {
+        LOG.warning(name + ": batch " + s + " rejected: " + e.getMessage());
+      }
+      return;
+    }
+    counters.inc(Counters.C.BATCHES);
+    ConvertedBatch c = converter.convert(batch);
+    counters.add(Counters.C.SKIPPED, batch.skipped() + c.ignoredEvents());
+    counters.add(Counters.C.PARTIAL_BLOCKS, c.droppedBlocks());
+    if (c.refusedEvents() > 0) {
+      long n = counters.add(Counters.C.REFUSED, c.refusedEvents());
+      if (shouldLog(n)) {
+        LOG.warning(
+            name
+                + ": batch "
+                + s
+                + " stores blocks of another size than the registered "
+                + spec.blockSize()
+                + " tokens; refused");
+      }
+    }
+    if (c.dropped()) {
+      long n = counters.inc(Counters.C.SELF_REFERENCING);
+      if (shouldLog(n)) {
+        LOG.warning(name + ": batch " + s + " dropped: " + c.dropReason());
+      }
+      return;
+    }
+    for (TieredEvent e : c.events()) {
+      deliver(e);
+    }
+  }
+
+  private void deliver(TieredEvent e) {
+    switch (e.event().data()) {
+      case CacheEvent.Stored s -> counters.inc(Counters.C.STORED);
+      case CacheEvent.Removed r -> counters.inc(Counters.C.REMOVED);
+      case CacheEvent.Cleared c -> counters.inc(Counters.C.CLEARED);
+    }
+    if (e.tier() != StorageTier.DEVICE) {
+      counters.inc(Counters.C.OFF_DEVICE);
+    }
+    try {
+      sink.accept(e.tier(), e.event());
+    } catch (RuntimeException ex) {
+      long n = counters.inc(Counters.C.SINK_ERRORS);
+      if (shouldLog(n)) {
+        LOG.log(Level.WARNING, name + ": the sink failed on " + e.event(), ex);
+      }
+    }
+  }
+
+  void close() {
+    if (replay != null) {
+      replay.reset();
+    }
+  }
+
+  /** Log the first ten of a kind, then every thousandth. */
+  static boolean shouldLog(long count) {
+    return count <= 10 || count % 1000 == 0;
+  }
+}

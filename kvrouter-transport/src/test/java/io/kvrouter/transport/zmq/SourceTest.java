@@ -1,0 +1,290 @@
+package io.kvrouter.transport.zmq;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.transport.kvevents.EngineEvent;
+import io.kvrouter.transport.kvevents.EngineEventConverter;
+import io.kvrouter.transport.kvevents.KvEventBatch;
+import io.kvrouter.transport.kvevents.VllmEncoder;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The sequence logic of one engine source, without sockets: live messages in order, gaps, losses,
+ * duplicates, restarts, and catch-ups against a scripted replay service (anchor kept, anchor
+ * changed, anchor gone, anchor evicted, no answer, a malformed answer).
+ */
+class SourceTest {
+  private final Counters counters = new Counters();
+  private final List<RouterEvent> sunk = new ArrayList<>();
+  private final ScriptedReplay replay = new ScriptedReplay();
+
+  /**
+   * Batch {@code seq} of one engine history: it removes the block named {@code 1000 * era + seq}.
+   */
+  private static byte[] batch(int era, long seq) {
+    return VllmEncoder.arrayLike()
+        .encode(
+            new KvEventBatch(
+                seq, null, List.of(EngineEvent.BlockRemoved.of(1000L * era + seq)), 0));
+  }
+
+  private Source source(boolean withReplay) {
+    return new Source(
+        EngineSpec.of(7, 4).withTopic("t"),
+        new EngineEventConverter(7, 0, 4, BlockHasher.of(4)),
+        withReplay ? replay : null,
+        counters,
+        (tier, e) -> sunk.add(e),
+        100,
+        () -> true);
+  }
+
+  /** The block each sunk event removed, or -1 for a Cleared. */
+  private List<Long> applied() {
+    List<Long> out = new ArrayList<>();
+    for (RouterEvent e : sunk) {
+      out.add(e.data() instanceof CacheEvent.Removed r ? r.blockHashes()[0] : -1L);
+    }
+    return out;
+  }
+
+  @Test
+  void inOrderMessagesAreApplied() {
+    Source s = source(false);
+    for (long i = 0; i < 3; i++) s.onLive(i, batch(0, i));
+    assertThat(applied()).containsExactly(0L, 1L, 2L);
+    assertThat(s.lastApplied()).isEqualTo(2);
+    assertThat(counters.snapshot().batches()).isEqualTo(3);
+  }
+
+  @Test
+  void withoutReplayAGapIsCountedLostAndIngestionGoesOn() {
+    Source s = source(false);
+    s.onLive(0, batch(0, 0));
+    s.onLive(3, batch(0, 3));
+    assertThat(applied()).containsExactly(0L, 3L);
+    IngestStats st = counters.snapshot();
+    assertThat(st.gaps()).isEqualTo(1);
+    assertThat(st.lostMessages()).isEqualTo(2);
+    assertThat(st.replays()).isZero();
+  }
+
+  @Test
+  void aMalformedPayloadUsesUpItsSequenceNumber() {
+    Source s = source(false);
+    s.onLive(0, batch(0, 0));
+    s.onLive(1, new byte[] {(byte) 0xc1});
+    s.onLive(2, batch(0, 2));
+    assertThat(applied()).containsExactly(0L, 2L);
+    assertThat(counters.snapshot().decodeErrors()).isEqualTo(1);
+    assertThat(counters.snapshot().gaps()).isZero();
+  }
+
+  @Test
+  void aLiveSequenceThatGoesBackIsARestart() {
+    Source s = source(false);
+    for (long i = 0; i < 4; i++) s.onLive(i, batch(0, i));
+    s.onLive(0, batch(1, 0));
+    s.onLive(1, batch(1, 1));
+    assertThat(applied()).containsExactly(0L, 1L, 2L, 3L, -1L, 1000L, 1001L);
+    assertThat(counters.snapshot().restarts()).isEqualTo(1);
+    assertThat(counters.snapshot().clearedEvents()).isEqualTo(1);
+  }
+
+  @Test
+  void aGapIsFilledFromTheReplayAfterTheAnchorChecksOut() {
+    Source s = source(true);
+    s.onLive(0, batch(0, 0));
+    replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2));
+    s.onLive(3, batch(0, 3));
+    assertThat(replay.requests).containsExactly(0L);
+    assertThat(applied()).containsExactly(0L, 1L, 2L, 3L);
+    IngestStats st = counters.snapshot();
+    assertThat(st.replayedMessages()).isEqualTo(2);
+    assertThat(st.lostMessages()).isZero();
+    assertThat(st.restarts()).isZero();
+  }
+
+  @Test
+  void aReplayThatAlsoHoldsTheLiveMessageMakesItADuplicate() {
+    Source s = source(true);
+    s.onLive(0, batch(0, 0));
+    replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2), 3, batch(0, 3));
+    s.onLive(2, batch(0, 2));
+    s.onLive(3, batch(0, 3));
+    assertThat(applied()).containsExactly(0L, 1L, 2L, 3L);
+    assertThat(counters.snapshot().duplicates()).isEqualTo(2);
+  }
+
+  @Test
+  void aLateJoinerReplaysFromZeroWithoutAnAnchor() {
+    Source s = source(true);
+    replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2));
+    s.onLive(2, batch(0, 2));
+    assertThat(replay.requests).containsExactly(0L);
+    assertThat(applied()).containsExactly(0L, 1L, 2L);
+    assertThat(counters.snapshot().duplicates()).isEqualTo(1);
+  }
+
+  @Test
+  void aDifferentAnchorMeansTheEngineRestartedWhileWeWereAway() {
+    Source s = source(true);
+    for (long i = 0; i < 3; i++) s.onLive(i, batch(0, i));
+    // the new engine has published 0..4 by now; we see 4 live
+    replay.script(2, batch(1, 2), 3, batch(1, 3), 4, batch(1, 4));
+    replay.script(0, batch(1, 0), 1, batch(1, 1), 2, batch(1, 2), 3, batch(1, 3), 4, batch(1, 4));
+    s.onLive(4, batch(1, 4));
+    assertThat(replay.requests).containsExactly(2L, 0L);
+    assertThat(replay.resets)
+        .as("the rest of the first answer is dropped")
+        .isGreaterThanOrEqualTo(1);
+    assertThat(applied()).containsExactly(0L, 1L, 2L, -1L, 1000L, 1001L, 1002L, 1003L, 1004L);
+    assertThat(counters.snapshot().restarts()).isEqualTo(1);
+  }
+
+  @Test
+  void aReplayWithNothingFromTheAnchorOnMeansARestartedEngine() {
+    Source s = source(true);
+    for (long i = 0; i < 3; i++) s.onLive(i, batch(0, i));
+    replay.script(); // the restarted engine has published nothing yet
+    replay.script();
+    s.catchUp(); // as after a reconnection
+    assertThat(replay.requests).containsExactly(2L, 0L);
+    assertThat(applied()).containsExactly(0L, 1L, 2L, -1L);
+    assertThat(s.lastApplied()).isEqualTo(-1);
+    assertThat(counters.snapshot().restarts()).isEqualTo(1);
+  }
+
+  @Test
+  void anUpToDateCatchUpChangesNothing() {
+    Source s = source(true);
+    for (long i = 0; i < 3; i++) s.onLive(i, batch(0, i));
+    replay.script(2, batch(0, 2));
+    s.catchUp();
+    assertThat(applied()).containsExactly(0L, 1L, 2L);
+    assertThat(counters.snapshot().restarts()).isZero();
+    assertThat(counters.snapshot().replayedMessages()).isZero();
+  }
+
+  @Test
+  void anAnchorEvictedFromTheBufferLosesWhatIsMissing() {
+    Source s = source(true);
+    s.onLive(0, batch(0, 0));
+    replay.script(3, batch(0, 3), 4, batch(0, 4));
+    s.onLive(4, batch(0, 4));
+    assertThat(applied()).containsExactly(0L, 3L, 4L);
+    assertThat(counters.snapshot().lostMessages()).isEqualTo(2);
+    assertThat(counters.snapshot().restarts()).isZero();
+  }
+
+  @Test
+  void aReplayWithoutAnswerIsAbandonedAndTheGapLost() {
+    Source s = source(true);
+    s.onLive(0, batch(0, 0));
+    replay.silent = true;
+    s.onLive(3, batch(0, 3));
+    assertThat(applied()).containsExactly(0L, 3L);
+    IngestStats st = counters.snapshot();
+    assertThat(st.replayFailures()).isEqualTo(1);
+    assertThat(st.lostMessages()).isEqualTo(2);
+    assertThat(replay.resets).isEqualTo(1);
+  }
+
+  @Test
+  void aMalformedReplyAbandonsTheReplay() {
+    Source s = source(true);
+    s.onLive(0, batch(0, 0));
+    replay.answers.add(new Replay.Reply(0, null, "the sequence frame has 3 bytes, expected 8"));
+    s.onLive(2, batch(0, 2));
+    assertThat(counters.snapshot().replayFailures()).isEqualTo(1);
+    assertThat(counters.snapshot().lostMessages()).isEqualTo(1);
+  }
+
+  @Test
+  void aReplayThatThrowsIsAbandonedAndTheLiveStreamGoesOn() {
+    Source s = source(true);
+    s.onLive(0, batch(0, 0));
+    replay.broken = true;
+    s.onLive(2, batch(0, 2));
+    s.onLive(3, batch(0, 3));
+    assertThat(applied()).containsExactly(0L, 2L, 3L);
+    assertThat(counters.snapshot().replayFailures()).isEqualTo(1);
+    assertThat(counters.snapshot().lostMessages()).isEqualTo(1);
+    assertThat(replay.resets).isEqualTo(1);
+  }
+
+  @Test
+  void replyFramesAreReadWithOrWithoutDelimiterAndTopic() {
+    byte[] seq = {0, 0, 0, 0, 0, 0, 0, 9};
+    byte[] end = {-1, -1, -1, -1, -1, -1, -1, -1};
+    byte[] p = {1, 2};
+    byte[] empty = {};
+    byte[] topic = {'t'};
+    assertThat(ReplayClient.parse(List.of(empty, seq, p)).seq()).isEqualTo(9);
+    assertThat(ReplayClient.parse(List.of(seq, p)).payload()).isEqualTo(p);
+    assertThat(ReplayClient.parse(List.of(empty, topic, seq, p)).seq()).isEqualTo(9);
+    assertThat(ReplayClient.parse(List.of(topic, seq, p)).seq()).isEqualTo(9);
+    assertThat(ReplayClient.parse(List.of(empty, end, empty)).isEnd()).isTrue();
+    assertThat(ReplayClient.parse(List.of(empty, topic, end, empty)).isEnd()).isTrue();
+    assertThat(ReplayClient.parse(List.of(seq)).problem()).contains("got 1 frames");
+    assertThat(ReplayClient.parse(List.of(empty, new byte[3], p)).problem())
+        .contains("3 bytes, expected 8");
+    assertThat(
+            ReplayClient.parse(List.of(empty, new byte[] {-1, 0, 0, 0, 0, 0, 0, 0}, p)).problem())
+        .contains("negative sequence number");
+  }
+
+  /** A replay service that answers each request with the next scripted list, then END. */
+  private static final class ScriptedReplay implements Replay {
+    final List<Long> requests = new ArrayList<>();
+    final Deque<List<Reply>> scripts = new ArrayDeque<>();
+    final Deque<Reply> answers = new ArrayDeque<>();
+    boolean silent;
+    boolean broken;
+    int resets;
+
+    /** Scripts the answer to one request: pairs of (seq, payload), then END. */
+    void script(Object... seqAndPayload) {
+      List<Reply> r = new ArrayList<>();
+      for (int i = 0; i < seqAndPayload.length; i += 2) {
+        r.add(
+            new Reply(
+                ((Number) seqAndPayload[i]).longValue(), (byte[]) seqAndPayload[i + 1], null));
+      }
+      r.add(Reply.END);
+      scripts.addLast(r);
+    }
+
+    @Override
+    public String endpoint() {
+      return "scripted";
+    }
+
+    @Override
+    public boolean request(long start) {
+      requests.add(start);
+      if (broken) throw new IllegalStateException("no such endpoint");
+      if (answers.isEmpty() && !scripts.isEmpty()) answers.addAll(scripts.pollFirst());
+      return true;
+    }
+
+    @Override
+    public Reply next(long timeoutMs, BooleanSupplier running) {
+      return silent ? null : answers.pollFirst();
+    }
+
+    @Override
+    public void reset() {
+      resets++;
+      answers.clear();
+    }
+  }
+}
