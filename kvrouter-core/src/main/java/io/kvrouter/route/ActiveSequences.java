@@ -1,0 +1,335 @@
+package io.kvrouter.route;
+
+import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.function.LongSupplier;
+
+/**
+ * The requests in flight on one worker rank, with the KV blocks they hold and the prefill tokens
+ * they still owe: the load half of the routing cost (DESIGN.md §6).
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Layout: requests maps a request id to its Request (sequence hashes, prefill tokens still
+ * charged, deadline). The Requests also form an intrusive doubly linked list in registration
+ * order; the expiry is one fixed duration and the clock is monotonic, so that order is deadline
+ * order and lazy expiry pops from the head in O(1) per request, freeing unlinks in O(1).
+ * blockRefs maps every active sequence hash to the number of (request, position) pairs that hold
+ * it, so a block shared by several requests counts once and leaves when the last one is freed;
+ * activeBlocks() is its size. activePrefillTokens is the sum of the live requests' charges.
+ *
+ * Threading: not thread-safe. KvRouter owns one instance per worker rank and calls it only under
+ * its lock (docs/routing.md).
+ *
+ * Invariants: blockRefs holds exactly the union of the live requests' hashes, each with its
+ * occurrence count; activePrefillTokens == Σ request.prefillTokens; every live request is on the
+ * list exactly once, and the list is sorted by deadline.
+ *
+ * Expiry is lazy: add() and expire() drop the requests whose deadline has passed. Every request
+ * that leaves, freed or expired, is reported to the owner's Listener (KvRouter forgets an expired
+ * id and keeps its root-block directory in step). Reads (activeBlocks, potentialLoad)
+ * do not expire, so a caller that wants fresh loads calls expire(now) first, as KvRouter does.
+ * </pre>
+ */
+final class ActiveSequences {
+  /** The default time after which a request that was never freed is dropped. */
+  static final Duration DEFAULT_EXPIRY = Duration.ofSeconds(300);
+
+  /** Blocks and prefill tokens, current or potential. */
+  record Load(int blocks, long prefillTokens) {}
+
+  /** Told of every request that leaves, after its blocks and tokens are released. */
+  @FunctionalInterface
+  interface Listener {
+    /**
+     * @param seqHashes the request's hashes, as given to add (do not change them)
+     * @param expired true when dropped by expiry, false when freed
+     */
+    void released(String requestId, long[] seqHashes, boolean expired);
+  }
+
+  private static final class Request {
+    final String id;
+    final long[] seqHashes;
+    final long deadline;
+    long prefillTokens;
+    Request prev;
+    Request next;
+
+    Request(String id, long[] seqHashes, long prefillTokens, long deadline) {
+      this.id = id;
+      this.seqHashes = seqHashes;
+      this.prefillTokens = prefillTokens;
+      this.deadline = deadline;
+    }
+  }
+
+  private final int blockSize;
+  private final long expiryNanos;
+  private final LongSupplier nanoClock;
+  private final Listener listener;
+  private final HashMap<String, Request> requests = new HashMap<>();
+  private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap();
+  private long activePrefillTokens;
+  private Request head; // oldest deadline
+  private Request tail;
+  private long expiredRequests;
+
+  /**
+   * @param blockSize tokens per block, to turn cached blocks into tokens
+   * @param expiry how long a request may stay in flight without being freed
+   * @param nanoClock a monotonic clock in nanoseconds ({@code System::nanoTime})
+   * @param listener told of each request that is freed or expires (may be {@code null})
+   */
+  ActiveSequences(int blockSize, Duration expiry, LongSupplier nanoClock, Listener listener) {
+    if (blockSize < 1) {
+      throw new IllegalArgumentException("blockSize must be >= 1, got " + blockSize);
+    }
+    if (expiry == null || expiry.isNegative() || expiry.isZero()) {
+      throw new IllegalArgumentException("expiry must be positive, got " + expiry);
+    }
+    if (nanoClock == null) {
+      throw new IllegalArgumentException("nanoClock must not be null");
+    }
+    this.blockSize = blockSize;
+    this.expiryNanos = saturatedNanos(expiry);
+    this.nanoClock = nanoClock;
+    this.listener = listener;
+  }
+
+  /** Active sequences with the default expiry and the system's monotonic clock. */
+  ActiveSequences(int blockSize) {
+    this(blockSize, DEFAULT_EXPIRY, System::nanoTime, null);
+  }
+
+  /**
+   * The prefill tokens a request of {@code isl} tokens costs on a worker that caches its first
+   * {@code overlapBlocks} blocks: {@code isl − overlapBlocks·blockSize}, never negative.
+   */
+  static long prefillTokens(int isl, int overlapBlocks, int blockSize) {
+    return Math.max(0L, (long) isl - (long) overlapBlocks * blockSize);
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  /**
+   * Records a request in flight: it holds the blocks named by {@code seqHashes} and is charged
+   * {@code isl − overlapBlocks·blockSize} prefill tokens (never negative) until {@link
+   * #markPrefillCompleted}. Expires overdue requests first.
+   *
+   * @throws IllegalArgumentException when {@code requestId} is already in flight here
+   */
+  void add(String requestId, long[] seqHashes, int isl, int overlapBlocks) {
+    if (isl < 0 || overlapBlocks < 0) {
+      throw new IllegalArgumentException(
+          "isl and overlapBlocks must be >= 0, got " + isl + " and " + overlapBlocks);
+    }
+    long now = nanoClock.getAsLong();
+    expire(now);
+    add(requestId, seqHashes, prefillTokens(isl, overlapBlocks, blockSize), now);
+  }
+
+  /**
+   * Records a request whose prefill charge is already computed, registered at {@code nowNanos}
+   * (KvRouter's path: it has read the clock and expired once for the whole decision).
+   *
+   * <p>{@code seqHashes} is kept, not copied: the caller must not change it afterwards.
+   */
+  void add(String requestId, long[] seqHashes, long prefillTokens, long nowNanos) {
+    if (requestId == null) {
+      throw new IllegalArgumentException("requestId must not be null");
+    }
+    if (seqHashes == null) {
+      throw new IllegalArgumentException("seqHashes must not be null");
+    }
+    if (requests.containsKey(requestId)) {
+      throw new IllegalArgumentException(
+          "request id '"
+              + requestId
+              + "' is already in flight on this worker; free it before reusing the id");
+    }
+    Request r = new Request(requestId, seqHashes, prefillTokens, nowNanos + expiryNanos);
+    requests.put(requestId, r);
+    final Long2IntOpenHashMap refs = blockRefs;
+    for (long h : seqHashes) refs.addTo(h, 1);
+    activePrefillTokens += prefillTokens;
+    append(r);
+  }
+
+  /**
+   * Stops charging the request's prefill tokens (its prefill is done; its blocks stay until {@link
+   * #free}). Returns false when the request is not in flight here; true otherwise, also when its
+   * prefill was already marked complete.
+   */
+  boolean markPrefillCompleted(String requestId) {
+    Request r = requests.get(requestId);
+    if (r == null) return false;
+    activePrefillTokens -= r.prefillTokens;
+    r.prefillTokens = 0;
+    return true;
+  }
+
+  /**
+   * Releases the request's blocks and any prefill tokens still charged. Returns false when the
+   * request is not in flight here (never added, already freed, or expired).
+   */
+  boolean free(String requestId) {
+    Request r = requests.remove(requestId);
+    if (r == null) return false;
+    release(r);
+    if (listener != null) listener.released(r.id, r.seqHashes, false);
+    return true;
+  }
+
+  /** Drops the requests whose deadline has passed at {@code nowNanos}; returns how many. */
+  int expire(long nowNanos) {
+    int n = 0;
+    Request r;
+    while ((r = head) != null && nowNanos - r.deadline >= 0) {
+      requests.remove(r.id);
+      release(r);
+      expiredRequests++;
+      n++;
+      if (listener != null) listener.released(r.id, r.seqHashes, true);
+    }
+    return n;
+  }
+
+  /** Drops the requests whose deadline has passed now; returns how many. */
+  int expire() {
+    return expire(nanoClock.getAsLong());
+  }
+
+  private void release(Request r) {
+    final Long2IntOpenHashMap refs = blockRefs;
+    for (long h : r.seqHashes) {
+      int left = refs.addTo(h, -1) - 1;
+      if (left == 0) refs.remove(h);
+    }
+    activePrefillTokens -= r.prefillTokens;
+    r.prefillTokens = 0;
+    unlink(r);
+  }
+
+  private void append(Request r) {
+    r.prev = tail;
+    r.next = null;
+    if (tail == null) head = r;
+    else tail.next = r;
+    tail = r;
+  }
+
+  private void unlink(Request r) {
+    Request p = r.prev;
+    Request n = r.next;
+    if (p == null) head = n;
+    else p.next = n;
+    if (n == null) tail = p;
+    else n.prev = p;
+    r.prev = null;
+    r.next = null;
+  }
+
+  // ------------------------------------------------------------------ reads
+
+  /** Distinct blocks held by the requests in flight. */
+  int activeBlocks() {
+    return blockRefs.size();
+  }
+
+  /** Prefill tokens charged to the requests in flight. */
+  long activePrefillTokens() {
+    return activePrefillTokens;
+  }
+
+  /** Requests in flight. */
+  int requestCount() {
+    return requests.size();
+  }
+
+  /** Whether {@code requestId} is in flight here. */
+  boolean contains(String requestId) {
+    return requests.containsKey(requestId);
+  }
+
+  /** Requests dropped by expiry since creation. */
+  long expiredRequests() {
+    return expiredRequests;
+  }
+
+  /** The ids of the requests in flight, oldest first. */
+  List<String> requestIds() {
+    List<String> ids = new ArrayList<>(requests.size());
+    for (Request r = head; r != null; r = r.next) ids.add(r.id);
+    return ids;
+  }
+
+  /**
+   * The load if a request with these hashes, {@code isl} tokens and {@code overlapBlocks} cached
+   * blocks were added: (blocks not already active + active blocks, its prefill tokens + active
+   * prefill tokens). Hashes within one request are assumed distinct, as sequence hashes are.
+   */
+  Load potentialLoad(long[] seqHashes, int isl, int overlapBlocks) {
+    return new Load(
+        newBlocks(seqHashes) + activeBlocks(),
+        prefillTokens(isl, overlapBlocks, blockSize) + activePrefillTokens);
+  }
+
+  /** How many of {@code seqHashes} are not active: checks every one. */
+  int newBlocks(long[] seqHashes) {
+    final Long2IntOpenHashMap refs = blockRefs;
+    if (refs.isEmpty()) return seqHashes.length;
+    int n = 0;
+    for (long h : seqHashes) {
+      if (!refs.containsKey(h)) n++;
+    }
+    return n;
+  }
+
+  /**
+   * {@link #newBlocks} for a chain of §2 sequence hashes from the root, in O(log n) lookups.
+   *
+   * <p>A sequence hash names its whole prefix, and every request in flight holds its chain from the
+   * root, so the active set is closed under prefixes: if block i of the query is active, so are
+   * blocks 0..i-1 (short of a 64-bit hash collision, which the index assumes away as well). The
+   * active blocks of the query are therefore a prefix of it, found by binary search. Equal to
+   * {@code newBlocks} whenever every request was added with a root chain (KvRouter's case).
+   */
+  int newBlocksOfChain(long[] seqHashes) {
+    final Long2IntOpenHashMap refs = blockRefs;
+    final int n = seqHashes.length;
+    if (n == 0 || refs.isEmpty() || !refs.containsKey(seqHashes[0])) return n;
+    // invariant: seqHashes[lo - 1] is active; seqHashes[hi] is not (hi == n: past the end)
+    int lo = 1;
+    int hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) >>> 1;
+      if (refs.containsKey(seqHashes[mid])) lo = mid + 1;
+      else hi = mid;
+    }
+    return n - lo;
+  }
+
+  private static long saturatedNanos(Duration d) {
+    try {
+      return d.toNanos();
+    } catch (ArithmeticException e) {
+      return Long.MAX_VALUE / 4;
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "ActiveSequences[requests="
+        + requests.size()
+        + ", blocks="
+        + blockRefs.size()
+        + ", prefillTokens="
+        + activePrefillTokens
+        + "]";
+  }
+}

@@ -1,0 +1,117 @@
+package io.kvrouter.route;
+
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * The default {@link WorkerSelector}: cost {@code overlapWeight × prefillBlocks + decodeBlocks},
+ * minimum at temperature 0, softmax sampling above.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * State: the parameters and one SplittableRandom (seeded), advanced by tie-breaks with more than
+ * one tied candidate and by every sampled decision. Not thread-safe: KvRouter calls it under
+ * its lock. Candidates arrive in ascending Worker order, so a decision depends only on the
+ * candidates, the seed and the number of earlier random draws, never on hash-map order.
+ *
+ * Temperature > 0: logit_i = −(cost_i − min) / (max − min) / T lies in [−1/T, 0], so exp never
+ * overflows and the cheapest candidate has weight 1; weights are summed, a uniform draw scaled
+ * by the sum picks the bucket. Weights go to a reused scratch array: no allocation once it is
+ * large enough.
+ * </pre>
+ */
+final class CostBasedSelector implements WorkerSelector {
+  private final double overlapWeight;
+  private final double temperature;
+  private final SplittableRandom random;
+  private double[] scratch = new double[16]; // softmax weights, reused
+
+  CostBasedSelector(double overlapWeight, double temperature, long seed) {
+    if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
+      throw new IllegalArgumentException(
+          "overlapWeight must be finite and >= 0, got " + overlapWeight);
+    }
+    if (!(temperature >= 0) || Double.isInfinite(temperature)) {
+      throw new IllegalArgumentException("temperature must be finite and >= 0, got " + temperature);
+    }
+    this.overlapWeight = overlapWeight;
+    this.temperature = temperature;
+    this.random = new SplittableRandom(seed);
+  }
+
+  @Override
+  public int select(List<Candidate> candidates, double[] costs) {
+    final int n = candidates.size();
+    final double w = overlapWeight;
+    for (int i = 0; i < n; i++) {
+      Candidate c = candidates.get(i);
+      costs[i] = w * c.prefillBlocks() + c.decodeBlocks();
+    }
+    if (n == 1) return 0;
+    return temperature == 0 ? cheapest(candidates, costs, n) : sample(costs, n);
+  }
+
+  /** The minimum cost; ties: fewer cached blocks, then a seeded uniform choice. */
+  private int cheapest(List<Candidate> candidates, double[] costs, int n) {
+    double best = Double.POSITIVE_INFINITY;
+    int bestCached = Integer.MAX_VALUE;
+    int ties = 0;
+    for (int i = 0; i < n; i++) {
+      double c = costs[i];
+      int cached = candidates.get(i).cachedBlocks();
+      if (c < best || (c == best && cached < bestCached)) {
+        best = c;
+        bestCached = cached;
+        ties = 1;
+      } else if (c == best && cached == bestCached) {
+        ties++;
+      }
+    }
+    int pick = ties == 1 ? 0 : random.nextInt(ties);
+    for (int i = 0; i < n; i++) {
+      if (costs[i] == best && candidates.get(i).cachedBlocks() == bestCached && pick-- == 0) {
+        return i;
+      }
+    }
+    throw new IllegalStateException("unreachable: no candidate has the minimum cost " + best);
+  }
+
+  /** Softmax over range-normalised negated costs. */
+  private int sample(double[] costs, int n) {
+    double min = Double.POSITIVE_INFINITY;
+    double max = Double.NEGATIVE_INFINITY;
+    for (int i = 0; i < n; i++) {
+      min = Math.min(min, costs[i]);
+      max = Math.max(max, costs[i]);
+    }
+    if (max == min) return random.nextInt(n);
+    double[] weights = scratch;
+    if (weights.length < n) scratch = weights = new double[Math.max(n, 2 * weights.length)];
+    final double scale = 1.0 / ((max - min) * temperature);
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+      double p = Math.exp(-(costs[i] - min) * scale);
+      weights[i] = p;
+      sum += p;
+    }
+    double u = random.nextDouble() * sum;
+    int last = 0;
+    for (int i = 0; i < n; i++) {
+      double p = weights[i];
+      if (p > 0) last = i;
+      u -= p;
+      if (u < 0) return i;
+    }
+    return last; // rounding left u >= 0: the last candidate with any weight
+  }
+
+  @Override
+  public String toString() {
+    return "CostBasedSelector[overlapWeight="
+        + overlapWeight
+        + ", temperature="
+        + temperature
+        + "]";
+  }
+}

@@ -1,0 +1,780 @@
+package io.kvrouter.route;
+
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.index.KvIndex;
+import io.kvrouter.index.KvIndexes;
+import io.kvrouter.index.OverlapScores;
+import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.LongSupplier;
+
+/**
+ * A KV-cache-aware router: given a prompt's tokens, picks the worker rank where cached prefix and
+ * load make it cheapest (DESIGN.md §6), and tracks the request until it is freed. The façade a
+ * gateway embeds; safe to call from many threads at once.
+ *
+ * <pre>{@code
+ * KvRouter router = KvRouter.builder(16).build();
+ * router.registerWorker(1, 1, 16);                 // worker id, dp ranks, block size
+ * router.registerWorker(2, 1, 16);
+ * eventSource.subscribe(router::applyEvent);       // engines' KV events feed the index
+ * if (router.route("req-1", tokens) instanceof RouteDecision.Routed r) {
+ *   send(r.worker(), request);                     // r.overlapTokens() are cached there
+ *   router.markPrefillCompleted("req-1");          // first token came back
+ *   router.free("req-1");                          // response finished
+ * }
+ * }</pre>
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Data: slots, the registered worker ranks in ascending Worker order (an array replaced on
+ * registration changes), each with its ActiveSequences and KV capacity; byWorker finds a slot by
+ * Worker; requests maps a request id in flight to its slot. rootHolders maps the sequence hash
+ * of block 0 of every request in flight to the slots holding such requests (with counts): since
+ * active sets are closed under prefixes, only those slots can hold any block of a prompt that
+ * starts with that block, so route() probes their ActiveSequences and takes "all blocks new" for
+ * every other slot without touching its hash table (one lookup instead of one cache miss per
+ * worker). ActiveSequences reports every request that leaves (freed or expired) to a listener
+ * that keeps rootHolders and requests in step. In approximate mode, predictions
+ * (PredictedBlocks) models what each worker caches and writes it into the router's own index.
+ *
+ * route(): hashing (local, then §2 sequence hashes) runs on the caller's thread with no lock.
+ * In event mode findMatches also runs without a lock (the index's readers never block). Then
+ * one ReentrantLock, lock, is held for the bookkeeping: expire overdue requests (and in
+ * approximate mode overdue predictions, then findMatches, so that an expired prediction is
+ * never matched), build the candidates from the loads, ask the selector, record the request,
+ * record the prediction. Every read and write of slots' loads, requests, predictions and the
+ * selector happens under lock, so two concurrent routes see each other's load and a request id
+ * is admitted once.
+ *
+ * Lock order: lock, then the index's writer lock (approximate mode and unregisterWorker call
+ * the index under lock). applyEvent never takes lock. Nothing is called back under lock except
+ * the selector and the ActiveSequences listener (which only edits requests and rootHolders).
+ *
+ * Scores are matched to slots by the Worker of each index answer (an index may know workers
+ * that are not registered: they are ignored). Overlap and cached-block scratch fields on the
+ * slots are reset and written under lock.
+ * </pre>
+ */
+public final class KvRouter implements AutoCloseable {
+
+  private static final class Slot {
+    final Worker worker;
+    final long kvBlocks; // capacity per rank; 0 = unknown
+    final int dpSize;
+    ActiveSequences seqs; // set once, right after construction
+    int overlap; // scratch, under lock
+    int cached; // scratch, under lock
+    boolean holdsRoot; // scratch, under lock: has a request in flight with the prompt's block 0
+
+    Slot(Worker worker, int dpSize, long kvBlocks) {
+      this.worker = worker;
+      this.dpSize = dpSize;
+      this.kvBlocks = kvBlocks;
+    }
+  }
+
+  /**
+   * The slots with requests in flight whose block 0 is one given root block, with how many each
+   * (parallel arrays, linear search: a root is in flight on a handful of workers).
+   */
+  private static final class RootHolders {
+    Slot[] slots = new Slot[2];
+    int[] counts = new int[2];
+    int size;
+
+    void add(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          counts[i]++;
+          return;
+        }
+      }
+      if (size == slots.length) {
+        slots = Arrays.copyOf(slots, size * 2);
+        counts = Arrays.copyOf(counts, size * 2);
+      }
+      slots[size] = s;
+      counts[size++] = 1;
+    }
+
+    /** Returns true when no slot is left. */
+    boolean remove(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          if (--counts[i] == 0) removeAt(i);
+          return size == 0;
+        }
+      }
+      throw new IllegalStateException("root holders lost track of " + s.worker);
+    }
+
+    /** Drops {@code s} whatever its count. */
+    void removeAll(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          removeAt(i);
+          return;
+        }
+      }
+    }
+
+    private void removeAt(int i) {
+      size--;
+      slots[i] = slots[size];
+      counts[i] = counts[size];
+      slots[size] = null;
+    }
+  }
+
+  private record Salt(String lora, String namespace) {}
+
+  private final int blockSize;
+  private final BlockHasher hasher;
+  private final ConcurrentHashMap<Salt, BlockHasher> saltedHashers = new ConcurrentHashMap<>();
+  private final KvIndex index;
+  private final boolean ownsIndex;
+  private final WorkerSelector selector;
+  private final double busyBlockFraction;
+  private final long busyPrefillTokens;
+  private final Duration requestExpiry;
+  private final LongSupplier nanoClock;
+  private final PredictedBlocks predictions; // null in event mode
+
+  private final ReentrantLock lock = new ReentrantLock();
+  private Slot[] slots = new Slot[0];
+  private final HashMap<Worker, Slot> byWorker = new HashMap<>();
+  private final HashMap<String, Slot> requests = new HashMap<>();
+  private final Long2ObjectOpenHashMap<RootHolders> rootHolders = new Long2ObjectOpenHashMap<>();
+
+  private KvRouter(Builder b) {
+    this.blockSize = b.blockSize;
+    this.hasher = BlockHasher.of(b.blockSize);
+    this.selector =
+        b.selector != null
+            ? b.selector
+            : WorkerSelector.costBased(b.overlapWeight, b.temperature, b.seed);
+    this.busyBlockFraction = b.busyBlockFraction;
+    this.busyPrefillTokens = b.busyPrefillTokens;
+    this.requestExpiry = b.requestExpiry;
+    this.nanoClock = b.nanoClock;
+    if (b.approximate) {
+      this.index = KvIndexes.concurrentRadixTree();
+      this.ownsIndex = true;
+      this.predictions = new PredictedBlocks(index, b.predictionTtl, b.maxPredictions);
+    } else {
+      this.ownsIndex = b.index == null;
+      this.index = b.index != null ? b.index : KvIndexes.concurrentRadixTree();
+      this.predictions = null;
+    }
+  }
+
+  /** A builder for a router whose workers use blocks of {@code blockSize} tokens. */
+  public static Builder builder(int blockSize) {
+    return new Builder(blockSize);
+  }
+
+  // ------------------------------------------------------------------ configuration, workers
+
+  /** Tokens per KV block; every registered worker uses this size. */
+  public int blockSize() {
+    return blockSize;
+  }
+
+  /** Whether the router predicts cache contents from its own decisions instead of events. */
+  public boolean isApproximate() {
+    return predictions != null;
+  }
+
+  /**
+   * The index routing reads. In event mode, feed it (or call {@link #applyEvent}); in approximate
+   * mode it is the router's own and must not be written from outside.
+   */
+  public KvIndex index() {
+    return index;
+  }
+
+  /**
+   * Applies a worker's KV cache event to the index. Does not take the router's lock.
+   *
+   * @throws IllegalStateException in approximate mode, where the router writes the index itself
+   */
+  public void applyEvent(RouterEvent event) {
+    if (predictions != null) {
+      throw new IllegalStateException(
+          "approximate mode: the router predicts cache contents itself and accepts no events");
+    }
+    index.apply(event);
+  }
+
+  /** {@link #registerWorker(long, int, int, long)} with the KV capacity unknown. */
+  public void registerWorker(long workerId, int dpSize, int blockSize) {
+    registerWorker(workerId, dpSize, blockSize, 0);
+  }
+
+  /**
+   * Makes ranks {@code 0..dpSize-1} of {@code workerId} eligible. Registering the same worker again
+   * with the same parameters does nothing.
+   *
+   * @param blockSize the engine's KV block size; must equal the router's, since blocks of another
+   *     size never match
+   * @param kvBlocksPerRank KV blocks each rank can hold, for the busy fraction; 0 when unknown (the
+   *     fraction then never makes it busy)
+   * @throws IllegalArgumentException on a block size other than the router's, or bad values
+   * @throws IllegalStateException when the worker is registered with other parameters
+   */
+  public void registerWorker(long workerId, int dpSize, int blockSize, long kvBlocksPerRank) {
+    if (blockSize != this.blockSize) {
+      throw new IllegalArgumentException(
+          "worker "
+              + Long.toUnsignedString(workerId)
+              + " uses KV blocks of "
+              + blockSize
+              + " tokens but this router hashes blocks of "
+              + this.blockSize
+              + ": no block would ever match; configure both with the same block size");
+    }
+    if (dpSize < 1) {
+      throw new IllegalArgumentException("dpSize must be >= 1, got " + dpSize);
+    }
+    if (kvBlocksPerRank < 0) {
+      throw new IllegalArgumentException("kvBlocksPerRank must be >= 0, got " + kvBlocksPerRank);
+    }
+    lock.lock();
+    try {
+      Slot existing = byWorker.get(new Worker(workerId, 0));
+      if (existing != null) {
+        if (existing.dpSize == dpSize && existing.kvBlocks == kvBlocksPerRank) return;
+        throw new IllegalStateException(
+            "worker "
+                + Long.toUnsignedString(workerId)
+                + " is registered with dpSize "
+                + existing.dpSize
+                + " and "
+                + existing.kvBlocks
+                + " KV blocks per rank; unregister it before registering it with dpSize "
+                + dpSize
+                + " and "
+                + kvBlocksPerRank);
+      }
+      List<Slot> next = new ArrayList<>(Arrays.asList(slots));
+      for (int rank = 0; rank < dpSize; rank++) {
+        Worker w = new Worker(workerId, rank);
+        Slot s = new Slot(w, dpSize, kvBlocksPerRank);
+        s.seqs =
+            new ActiveSequences(
+                blockSize,
+                requestExpiry,
+                nanoClock,
+                (id, seq, expired) -> {
+                  if (expired) requests.remove(id);
+                  forgetRoot(s, seq);
+                });
+        byWorker.put(w, s);
+        next.add(s);
+      }
+      next.sort((a, b) -> a.worker.compareTo(b.worker));
+      slots = next.toArray(new Slot[0]);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Forgets every rank of {@code workerId}: its requests in flight (their later {@link #free}
+   * returns false), its load, and its blocks in the index. Returns false when it was not
+   * registered. In event mode, an event for the worker applied afterwards puts it back into the
+   * index, but it is not routed to until registered again.
+   */
+  public boolean unregisterWorker(long workerId) {
+    lock.lock();
+    try {
+      List<Slot> keep = new ArrayList<>(slots.length);
+      boolean found = false;
+      for (Slot s : slots) {
+        if (s.worker.workerId() != workerId) {
+          keep.add(s);
+          continue;
+        }
+        found = true;
+        byWorker.remove(s.worker);
+        for (String id : s.seqs.requestIds()) requests.remove(id);
+      }
+      if (!found) return false;
+      slots = keep.toArray(new Slot[0]);
+      var it = rootHolders.values().iterator();
+      while (it.hasNext()) {
+        RootHolders h = it.next();
+        for (int i = h.size - 1; i >= 0; i--) {
+          if (h.slots[i].worker.workerId() == workerId) h.removeAll(h.slots[i]);
+        }
+        if (h.size == 0) it.remove();
+      }
+      if (predictions != null) predictions.removeWorker(workerId);
+      index.removeWorker(workerId);
+      return true;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** The registered worker ranks, ascending. */
+  public List<Worker> workers() {
+    lock.lock();
+    try {
+      List<Worker> out = new ArrayList<>(slots.length);
+      for (Slot s : slots) out.add(s.worker);
+      return out;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  // ------------------------------------------------------------------ routing
+
+  /** {@link #route(String, int[], RouteOptions)} with default options. */
+  public RouteDecision route(String requestId, int[] tokens) {
+    return route(requestId, tokens, RouteOptions.defaults());
+  }
+
+  /**
+   * Picks a worker rank for the prompt {@code tokens} and, when one is chosen, tracks the request
+   * (its blocks and prefill tokens count as that worker's load) until {@link #free}.
+   *
+   * @param requestId unique among requests in flight
+   * @throws IllegalArgumentException when {@code requestId} is already in flight
+   */
+  public RouteDecision route(String requestId, int[] tokens, RouteOptions options) {
+    Objects.requireNonNull(requestId, "requestId");
+    Objects.requireNonNull(tokens, "tokens");
+    Objects.requireNonNull(options, "options");
+    final long[] local = hasherFor(options).localHashes(tokens);
+    final long[] seq = SequenceHasher.sequenceHashes(local);
+    final int isl = tokens.length;
+    OverlapScores scores = predictions == null ? index.findMatches(local, false) : null;
+    lock.lock();
+    try {
+      final long now = nanoClock.getAsLong();
+      if (predictions != null) {
+        predictions.expire(now);
+        scores = index.findMatches(local, false);
+      }
+      final Slot[] all = slots;
+      for (Slot s : all) {
+        s.seqs.expire(now);
+        s.overlap = 0;
+        s.cached = 0;
+        s.holdsRoot = false;
+      }
+      if (requests.containsKey(requestId)) {
+        throw new IllegalArgumentException(
+            "request id '"
+                + requestId
+                + "' is already in flight on worker "
+                + requests.get(requestId).worker
+                + "; free it before reusing the id");
+      }
+      for (int i = 0, n = scores.size(); i < n; i++) {
+        Slot s = byWorker.get(scores.worker(i));
+        if (s != null) {
+          s.overlap = scores.scoreAt(i);
+          s.cached = scores.blockCountAt(i);
+        }
+      }
+      // only slots with a request in flight that starts with this prompt's block 0 can hold any
+      // of its blocks (active sets are closed under prefixes, see ActiveSequences)
+      RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
+      if (roots != null) {
+        for (int i = 0; i < roots.size; i++) roots.slots[i].holdsRoot = true;
+      }
+      Slot[] eligible = new Slot[all.length];
+      Candidate[] cands = new Candidate[all.length];
+      List<Candidate> busy = null;
+      int m = 0;
+      for (Slot s : all) {
+        if (!options.allows(s.worker.workerId())) continue;
+        ActiveSequences a = s.seqs;
+        long prefill = a.activePrefillTokens();
+        int active = a.activeBlocks();
+        Candidate c =
+            new Candidate(
+                s.worker,
+                s.overlap,
+                s.cached,
+                (prefill + ActiveSequences.prefillTokens(isl, s.overlap, blockSize))
+                    / (double) blockSize,
+                active + (s.holdsRoot ? a.newBlocksOfChain(seq) : seq.length));
+        if (isBusy(s, active, prefill)) {
+          if (busy == null) busy = new ArrayList<>();
+          busy.add(c);
+        } else {
+          eligible[m] = s;
+          cands[m++] = c;
+        }
+      }
+      if (m == 0) {
+        return busy == null ? new RouteDecision.NoWorkers() : new RouteDecision.AllBusy(busy);
+      }
+      List<Candidate> candidates = Arrays.asList(cands).subList(0, m);
+      double[] costs = new double[m];
+      int chosen = selector.select(candidates, costs);
+      if (chosen < 0 || chosen >= m) {
+        throw new IllegalStateException(
+            "selector " + selector + " returned " + chosen + " for " + m + " candidates");
+      }
+      Slot target = eligible[chosen];
+      int overlap = target.overlap;
+      target.seqs.add(requestId, seq, ActiveSequences.prefillTokens(isl, overlap, blockSize), now);
+      requests.put(requestId, target);
+      if (seq.length > 0) {
+        RootHolders h = rootHolders.get(seq[0]);
+        if (h == null) rootHolders.put(seq[0], h = new RootHolders());
+        h.add(target);
+      }
+      if (predictions != null) predictions.record(target.worker, seq, local, now);
+
+      CandidateCost[] priced = new CandidateCost[m];
+      for (int i = 0; i < m; i++) priced[i] = new CandidateCost(cands[i], costs[i]);
+      List<Worker> busyWorkers;
+      if (busy == null) {
+        busyWorkers = List.of();
+      } else {
+        busyWorkers = new ArrayList<>(busy.size());
+        for (Candidate c : busy) busyWorkers.add(c.worker());
+      }
+      return new RouteDecision.Routed(
+          target.worker, overlap, overlap * blockSize, Arrays.asList(priced), busyWorkers);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Keeps rootHolders in step when a request of {@code s} leaves (under lock). */
+  private void forgetRoot(Slot s, long[] seq) {
+    if (seq.length == 0) return;
+    RootHolders h = rootHolders.get(seq[0]);
+    if (h != null && h.remove(s)) rootHolders.remove(seq[0]);
+  }
+
+  /** Distinct root blocks of requests in flight (for tests of the bookkeeping). */
+  int rootBlocksInFlight() {
+    lock.lock();
+    try {
+      return rootHolders.size();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private boolean isBusy(Slot s, int activeBlocks, long activePrefill) {
+    if (activePrefill > busyPrefillTokens) return true;
+    return s.kvBlocks > 0 && activeBlocks > busyBlockFraction * s.kvBlocks;
+  }
+
+  /**
+   * How many leading blocks of {@code tokens} each worker caches, as routing would see it now;
+   * changes nothing (in approximate mode it does expire overdue predictions first).
+   */
+  public OverlapScores overlaps(int[] tokens, RouteOptions options) {
+    Objects.requireNonNull(tokens, "tokens");
+    Objects.requireNonNull(options, "options");
+    long[] local = hasherFor(options).localHashes(tokens);
+    if (predictions == null) return index.findMatches(local, false);
+    lock.lock();
+    try {
+      predictions.expire(nanoClock.getAsLong());
+      return index.findMatches(local, false);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Stops charging the request's prefill tokens to its worker (call when its first token is out).
+   * Returns false when the request is not in flight (unknown, freed, or expired).
+   */
+  public boolean markPrefillCompleted(String requestId) {
+    lock.lock();
+    try {
+      Slot s = requests.get(requestId);
+      if (s == null) return false;
+      s.seqs.expire(nanoClock.getAsLong()); // past its deadline, a request is expired
+      return s.seqs.markPrefillCompleted(requestId);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Releases the request's blocks and prefill tokens (call when its response is finished or
+   * cancelled). Returns false when the request is not in flight (unknown, freed, or expired).
+   */
+  public boolean free(String requestId) {
+    lock.lock();
+    try {
+      Slot s = requests.get(requestId);
+      if (s == null) return false;
+      s.seqs.expire(nanoClock.getAsLong()); // past its deadline, a request is expired
+      requests.remove(requestId);
+      return s.seqs.free(requestId);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Runs the lazy expiry now: drops requests in flight longer than the request expiry and, in
+   * approximate mode, predictions older than their TTL. Routing does this on every call; a gateway
+   * with long idle periods may call it from a timer.
+   */
+  public void expire() {
+    lock.lock();
+    try {
+      long now = nanoClock.getAsLong();
+      if (predictions != null) predictions.expire(now);
+      for (Slot s : slots) s.seqs.expire(now);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  // ------------------------------------------------------------------ observability
+
+  /** The load of every registered worker rank, ascending, after expiring overdue requests. */
+  public List<WorkerLoad> loads() {
+    lock.lock();
+    try {
+      long now = nanoClock.getAsLong();
+      List<WorkerLoad> out = new ArrayList<>(slots.length);
+      for (Slot s : slots) {
+        s.seqs.expire(now);
+        out.add(load(s));
+      }
+      return out;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * The load of one registered worker rank, after expiring its overdue requests.
+   *
+   * @throws IllegalArgumentException when the rank is not registered
+   */
+  public WorkerLoad load(Worker worker) {
+    lock.lock();
+    try {
+      Slot s = byWorker.get(worker);
+      if (s == null) {
+        throw new IllegalArgumentException("worker " + worker + " is not registered");
+      }
+      s.seqs.expire(nanoClock.getAsLong());
+      return load(s);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private static WorkerLoad load(Slot s) {
+    ActiveSequences a = s.seqs;
+    return new WorkerLoad(s.worker, a.activeBlocks(), a.activePrefillTokens(), a.requestCount());
+  }
+
+  /** Requests in flight across all workers, after expiring overdue ones. */
+  public int inFlight() {
+    lock.lock();
+    try {
+      long now = nanoClock.getAsLong();
+      for (Slot s : slots) s.seqs.expire(now);
+      return requests.size();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Predicted (worker rank, block) entries held in approximate mode; 0 in event mode. */
+  int predictedEntries() {
+    lock.lock();
+    try {
+      return predictions == null ? 0 : predictions.size();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Closes the index when the router created it. */
+  @Override
+  public void close() {
+    if (ownsIndex) index.close();
+  }
+
+  private BlockHasher hasherFor(RouteOptions options) {
+    if (!options.hasSalt()) return hasher;
+    return saltedHashers.computeIfAbsent(
+        new Salt(options.loraName(), options.namespace()),
+        k -> hasher.withLora(k.lora()).withNamespace(k.namespace()));
+  }
+
+  @Override
+  public String toString() {
+    return "KvRouter[blockSize="
+        + blockSize
+        + (predictions != null ? ", approximate" : "")
+        + ", selector="
+        + selector
+        + "]";
+  }
+
+  // ------------------------------------------------------------------ builder
+
+  /** Configures a {@link KvRouter}; every setting has a default. Not thread-safe. */
+  public static final class Builder {
+    private final int blockSize;
+    private double overlapWeight = 1.0;
+    private double temperature = 0.0;
+    private long seed = 0L;
+    private WorkerSelector selector;
+    private double busyBlockFraction = Double.POSITIVE_INFINITY;
+    private long busyPrefillTokens = Long.MAX_VALUE;
+    private Duration requestExpiry = ActiveSequences.DEFAULT_EXPIRY;
+    private boolean approximate;
+    private Duration predictionTtl = PredictedBlocks.DEFAULT_TTL;
+    private int maxPredictions = PredictedBlocks.DEFAULT_MAX_ENTRIES;
+    private KvIndex index;
+    private LongSupplier nanoClock = System::nanoTime;
+
+    private Builder(int blockSize) {
+      if (blockSize < 1) {
+        throw new IllegalArgumentException("blockSize must be >= 1, got " + blockSize);
+      }
+      this.blockSize = blockSize;
+    }
+
+    /** Weight of prefill work in the default cost; default 1.0, 0 ignores cached prefixes. */
+    public Builder overlapWeight(double overlapWeight) {
+      if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
+        throw new IllegalArgumentException(
+            "overlapWeight must be finite and >= 0, got " + overlapWeight);
+      }
+      this.overlapWeight = overlapWeight;
+      return this;
+    }
+
+    /** Softmax temperature of the default selector; default 0 (take the cheapest). */
+    public Builder temperature(double temperature) {
+      if (!(temperature >= 0) || Double.isInfinite(temperature)) {
+        throw new IllegalArgumentException(
+            "temperature must be finite and >= 0, got " + temperature);
+      }
+      this.temperature = temperature;
+      return this;
+    }
+
+    /** Seed of the default selector's tie-breaks and sampling; default 0. */
+    public Builder seed(long seed) {
+      this.seed = seed;
+      return this;
+    }
+
+    /** A selector of your own; replaces overlapWeight, temperature and seed. */
+    public Builder selector(WorkerSelector selector) {
+      this.selector = Objects.requireNonNull(selector, "selector");
+      return this;
+    }
+
+    /**
+     * A worker rank whose active blocks exceed this fraction of its KV capacity (given at
+     * registration) is busy and not routed to; default: never busy by blocks.
+     */
+    public Builder busyBlockFraction(double fraction) {
+      if (!(fraction > 0)) {
+        throw new IllegalArgumentException("busyBlockFraction must be > 0, got " + fraction);
+      }
+      this.busyBlockFraction = fraction;
+      return this;
+    }
+
+    /**
+     * A worker rank whose prefill tokens in flight exceed this limit is busy and not routed to;
+     * default: never busy by tokens.
+     */
+    public Builder busyPrefillTokens(long limit) {
+      if (limit < 0) {
+        throw new IllegalArgumentException("busyPrefillTokens must be >= 0, got " + limit);
+      }
+      this.busyPrefillTokens = limit;
+      return this;
+    }
+
+    /** How long a request may stay in flight without {@link #free}; default 300 s. */
+    public Builder requestExpiry(Duration expiry) {
+      if (expiry == null || expiry.isNegative() || expiry.isZero()) {
+        throw new IllegalArgumentException("requestExpiry must be positive, got " + expiry);
+      }
+      this.requestExpiry = expiry;
+      return this;
+    }
+
+    /** Approximate mode with the default TTL (120 s) and bound (2^20 entries). */
+    public Builder approximate() {
+      return approximate(PredictedBlocks.DEFAULT_TTL, PredictedBlocks.DEFAULT_MAX_ENTRIES);
+    }
+
+    /**
+     * Approximate mode, for engines that publish no KV events: each decision is taken as the chosen
+     * worker caching the prompt's blocks for {@code ttl}; past {@code maxEntries} (worker, block)
+     * predictions the oldest-expiring are pruned down to 80%.
+     */
+    public Builder approximate(Duration ttl, int maxEntries) {
+      if (ttl == null || ttl.isNegative() || ttl.isZero()) {
+        throw new IllegalArgumentException("ttl must be positive, got " + ttl);
+      }
+      if (maxEntries < 1) {
+        throw new IllegalArgumentException("maxEntries must be >= 1, got " + maxEntries);
+      }
+      this.approximate = true;
+      this.predictionTtl = ttl;
+      this.maxPredictions = maxEntries;
+      return this;
+    }
+
+    /**
+     * The index to route from in event mode (the caller feeds it and closes it); default: a new
+     * {@link KvIndexes#concurrentRadixTree()} that the router closes.
+     */
+    public Builder index(KvIndex index) {
+      this.index = Objects.requireNonNull(index, "index");
+      return this;
+    }
+
+    /** A monotonic clock in nanoseconds for expiry and TTLs; default {@code System::nanoTime}. */
+    public Builder nanoClock(LongSupplier nanoClock) {
+      this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
+      return this;
+    }
+
+    /**
+     * The router.
+     *
+     * @throws IllegalStateException when both approximate mode and an index are set
+     */
+    public KvRouter build() {
+      if (approximate && index != null) {
+        throw new IllegalStateException(
+            "approximate mode uses the router's own index; do not set index(...) as well");
+      }
+      return new KvRouter(this);
+    }
+  }
+}

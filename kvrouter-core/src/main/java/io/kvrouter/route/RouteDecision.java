@@ -1,0 +1,57 @@
+package io.kvrouter.route;
+
+import io.kvrouter.event.Worker;
+import java.util.List;
+
+/**
+ * What {@link KvRouter#route} decided: the request went to a worker, or every allowed worker was
+ * busy, or there was no worker to consider. Only {@link Routed} records the request in flight.
+ */
+public sealed interface RouteDecision {
+
+  /**
+   * The request was sent to {@code worker} and is tracked until freed.
+   *
+   * @param worker the chosen worker rank
+   * @param overlapBlocks leading blocks of the prompt the worker caches
+   * @param overlapTokens {@code overlapBlocks × blockSize}
+   * @param candidates every worker rank that was eligible, with its load terms and cost, in
+   *     ascending {@link Worker} order
+   * @param busy worker ranks that were allowed but excluded as busy, in ascending order
+   */
+  record Routed(
+      Worker worker,
+      int overlapBlocks,
+      int overlapTokens,
+      List<CandidateCost> candidates,
+      List<Worker> busy)
+      implements RouteDecision {
+    public Routed {
+      candidates = List.copyOf(candidates);
+      busy = List.copyOf(busy);
+    }
+
+    /** The cost of the chosen worker. */
+    public double cost() {
+      for (CandidateCost c : candidates) {
+        if (c.worker().equals(worker)) return c.cost();
+      }
+      throw new IllegalStateException("chosen worker " + worker + " is not among the candidates");
+    }
+  }
+
+  /**
+   * Every allowed worker rank is over a busy threshold; nothing was recorded. The gateway may queue
+   * the request, shed it, or retry.
+   *
+   * @param candidates the busy worker ranks with the load terms they had, ascending
+   */
+  record AllBusy(List<Candidate> candidates) implements RouteDecision {
+    public AllBusy {
+      candidates = List.copyOf(candidates);
+    }
+  }
+
+  /** No worker is registered, or none of the registered ones is allowed by the options. */
+  record NoWorkers() implements RouteDecision {}
+}

@@ -1,0 +1,38 @@
+package io.kvrouter.route;
+
+import java.util.List;
+
+/**
+ * Turns the candidates of one request into costs and picks one: the policy half of routing.
+ *
+ * <p>{@link KvRouter} calls {@code select} under its lock, one call at a time, so an implementation
+ * need not be thread-safe when it is used by a single router. The default is {@link #costBased};
+ * plug another through {@link KvRouter.Builder#selector}.
+ */
+@FunctionalInterface
+public interface WorkerSelector {
+
+  /**
+   * Writes the cost of {@code candidates.get(i)} to {@code costs[i]} (lower is better; reported in
+   * the decision) and returns the index of the chosen candidate.
+   *
+   * @param candidates eligible (not busy) candidates, at least one, in ascending worker order
+   * @param costs as long as {@code candidates}; to fill
+   */
+  int select(List<Candidate> candidates, double[] costs);
+
+  /**
+   * DESIGN.md §6: cost {@code overlapWeight × prefillBlocks + decodeBlocks}. At temperature 0 the
+   * cheapest candidate wins; ties go to fewer cached blocks, then to a choice drawn from a random
+   * generator seeded with {@code seed}. Above 0 the choice is sampled with probability proportional
+   * to {@code exp(−(cost − min) / (max − min) / temperature)} (uniform when all costs are equal).
+   * Not thread-safe (see the class comment).
+   *
+   * @param overlapWeight weight of prefill work; 0 ignores cached prefixes (pure load balance)
+   * @param temperature 0 for the minimum, above for softmax sampling
+   * @param seed seeds tie-breaks and sampling
+   */
+  static WorkerSelector costBased(double overlapWeight, double temperature, long seed) {
+    return new CostBasedSelector(overlapWeight, temperature, seed);
+  }
+}

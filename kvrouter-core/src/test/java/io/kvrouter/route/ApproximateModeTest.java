@@ -1,0 +1,208 @@
+package io.kvrouter.route;
+
+import static io.kvrouter.route.KvRouterTest.routed;
+import static io.kvrouter.route.KvRouterTest.tokens;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.index.KvIndexes;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+
+/** Approximate mode: the router's own decisions as predicted cache contents with a TTL. */
+class ApproximateModeTest {
+  private static final long MS = 1_000_000L;
+  private static final Worker W0 = Worker.of(0);
+  private static final Worker W1 = Worker.of(1);
+
+  private final AtomicLong clock = new AtomicLong(7_000 * MS);
+
+  private KvRouter router(int blockSize, Duration ttl, int maxEntries, int workers) {
+    KvRouter r =
+        KvRouter.builder(blockSize).approximate(ttl, maxEntries).nanoClock(clock::get).build();
+    for (int i = 0; i < workers; i++) r.registerWorker(i, 1, blockSize);
+    return r;
+  }
+
+  private static Map<Worker, Integer> matches(KvRouter router, int[] tokens) {
+    return router.overlaps(tokens, RouteOptions.defaults()).scores();
+  }
+
+  @Test
+  void goldenPredictionLivesForTheTtl() {
+    KvRouter router = router(4, Duration.ofMillis(200), 1 << 20, 1);
+    int[] prompt = {1, 2, 3, 4};
+    assertThat(matches(router, prompt)).isEmpty();
+    RouteDecision.Routed d = routed(router.route("r", prompt));
+    assertThat(d.worker()).isEqualTo(W0);
+    assertThat(d.overlapBlocks()).isZero();
+    assertThat(matches(router, prompt)).isEqualTo(Map.of(W0, 1));
+    clock.addAndGet(199 * MS);
+    assertThat(matches(router, prompt)).isEqualTo(Map.of(W0, 1));
+    clock.addAndGet(1 * MS);
+    assertThat(matches(router, prompt)).isEmpty();
+    assertThat(router.predictedEntries()).isZero();
+  }
+
+  @Test
+  void predictionsAttractTheSamePrefixWithinTheTtl() {
+    KvRouter router = router(4, Duration.ofSeconds(120), 1 << 20, 2);
+    int[] prompt = tokens(1, 32);
+    Worker first = routed(router.route("a", prompt)).worker();
+    router.free("a");
+    RouteDecision.Routed again = routed(router.route("b", prompt));
+    assertThat(again.worker()).isEqualTo(first);
+    assertThat(again.overlapBlocks()).isEqualTo(8);
+    assertThat(again.overlapTokens()).isEqualTo(32);
+  }
+
+  @Test
+  void aRepeatedPredictionRefreshesTheTtlInsteadOfExpiringAtTheOldDeadline() {
+    KvRouter router = router(4, Duration.ofMillis(200), 1 << 20, 1);
+    int[] prompt = tokens(1, 8);
+    routed(router.route("a", prompt)); // t = 0
+    clock.addAndGet(150 * MS);
+    routed(router.route("b", prompt)); // t = 150: deadline moves to 350
+    clock.addAndGet(100 * MS); // t = 250: past the first deadline
+    assertThat(matches(router, prompt)).isEqualTo(Map.of(W0, 2));
+    clock.addAndGet(99 * MS); // t = 349
+    assertThat(matches(router, prompt)).isEqualTo(Map.of(W0, 2));
+    clock.addAndGet(1 * MS); // t = 350
+    assertThat(matches(router, prompt)).isEmpty();
+  }
+
+  @Test
+  void aLongerPromptRefreshesItsSharedPrefixOnly() {
+    KvRouter router = router(4, Duration.ofMillis(200), 1 << 20, 1);
+    routed(router.route("a", tokens(1, 16))); // blocks A B C D at t = 0
+    clock.addAndGet(100 * MS);
+    routed(router.route("b", tokens(1, 8))); // A B again at t = 100
+    assertThat(router.predictedEntries()).isEqualTo(4);
+    clock.addAndGet(100 * MS); // t = 200: C, D expire; A, B live until 300
+    assertThat(matches(router, tokens(1, 16))).isEqualTo(Map.of(W0, 2));
+    assertThat(router.predictedEntries()).isEqualTo(2);
+  }
+
+  @Test
+  void theBoundPrunesTheOldestExpiringEntriesDownToEightyPercentLeavesFirst() {
+    KvRouter router = router(4, Duration.ofSeconds(120), 10, 1);
+    int[] p1 = tokens(100, 16); // 4 blocks each
+    int[] p2 = tokens(200, 16);
+    int[] p3 = tokens(300, 12); // 3 blocks
+    routed(router.route("1", p1));
+    clock.addAndGet(MS);
+    routed(router.route("2", p2));
+    clock.addAndGet(MS);
+    assertThat(router.predictedEntries()).isEqualTo(8);
+    routed(router.route("3", p3)); // 11 > 10: prune 3 oldest-expiring, p1's leaves first
+    assertThat(router.predictedEntries()).isEqualTo(8);
+    assertThat(matches(router, p1)).as("p1 keeps its root block: no hole").isEqualTo(Map.of(W0, 1));
+    assertThat(matches(router, p2)).isEqualTo(Map.of(W0, 4));
+    assertThat(matches(router, p3)).isEqualTo(Map.of(W0, 3));
+  }
+
+  @Test
+  void pruningIsSpreadOverTheFollowingDecisionsAndNeverExceedsTheBound() {
+    int max = 1000;
+    KvRouter router = router(4, Duration.ofSeconds(120), max, 1);
+    int records = 0;
+    int peak = 0;
+    boolean reachedTarget = false;
+    List<Integer> sizes = new ArrayList<>();
+    for (int p = 0; p < 120; p++) {
+      routed(router.route("r" + p, tokens(10_000 * (p + 1), 64))); // 16 fresh blocks each
+      router.free("r" + p);
+      records++;
+      int size = router.predictedEntries();
+      sizes.add(size);
+      peak = Math.max(peak, size);
+      assertThat(size).as("after record %d", records).isLessThanOrEqualTo(max);
+      if (size <= 800 && records > 63) reachedTarget = true;
+    }
+    // record 63 crosses the bound (1008): each later record removes 64 and adds 16 → 80% is
+    // reached over several decisions, not in one
+    assertThat(sizes.get(62)).isEqualTo(1008 - 64);
+    assertThat(sizes.get(63)).isEqualTo(1008 - 64 + 16 - 64);
+    assertThat(reachedTarget).isTrue();
+    assertThat(peak).isLessThanOrEqualTo(max);
+    // oldest-expiring first: the first prompts are gone, the last ones whole
+    assertThat(matches(router, tokens(10_000, 64))).isEmpty();
+    assertThat(matches(router, tokens(10_000 * 120, 64))).isEqualTo(Map.of(W0, 16));
+  }
+
+  @Test
+  void theDefaultBoundIsTwoToTheTwentiethAndTheDefaultTtl120Seconds() {
+    assertThat(PredictedBlocks.DEFAULT_MAX_ENTRIES).isEqualTo(1 << 20);
+    assertThat(PredictedBlocks.DEFAULT_TTL).isEqualTo(Duration.ofSeconds(120));
+    KvRouter router =
+        KvRouter.builder(4).approximate().nanoClock(clock::get).build(); // the defaults
+    router.registerWorker(0, 1, 4);
+    routed(router.route("r", tokens(1, 4)));
+    clock.addAndGet(Duration.ofSeconds(120).toNanos() - 1);
+    assertThat(matches(router, tokens(1, 4))).isEqualTo(Map.of(W0, 1));
+    clock.addAndGet(1);
+    assertThat(matches(router, tokens(1, 4))).isEmpty();
+  }
+
+  @Test
+  void sharedPrefixesArePredictedOncePerWorker() {
+    KvRouter router = router(4, Duration.ofSeconds(1), 1 << 20, 1);
+    routed(router.route("a", tokens(1, 16)));
+    int[] branch = tokens(1, 16);
+    branch[12] = 999; // same first 3 blocks, different 4th
+    routed(router.route("b", branch));
+    assertThat(router.predictedEntries()).isEqualTo(5);
+  }
+
+  @Test
+  void unregisteringDropsTheWorkersPredictions() {
+    KvRouter router = router(4, Duration.ofSeconds(120), 1 << 20, 2);
+    Worker w = routed(router.route("a", tokens(1, 16))).worker();
+    assertThat(router.predictedEntries()).isEqualTo(4);
+    router.unregisterWorker(w.workerId());
+    assertThat(router.predictedEntries()).isZero();
+    assertThat(matches(router, tokens(1, 16))).isEmpty();
+    Worker other = w.equals(W0) ? W1 : W0;
+    RouteDecision.Routed d = routed(router.route("b", tokens(1, 16)));
+    assertThat(d.worker()).isEqualTo(other);
+    assertThat(d.overlapBlocks()).isZero();
+  }
+
+  @Test
+  void expireDropsOverduePredictionsOnDemand() {
+    KvRouter router = router(4, Duration.ofMillis(10), 1 << 20, 1);
+    routed(router.route("a", tokens(1, 16)));
+    clock.addAndGet(10 * MS);
+    assertThat(router.predictedEntries()).isEqualTo(4);
+    router.expire();
+    assertThat(router.predictedEntries()).isZero();
+    assertThat(router.index().stats().blocksIndexed()).isZero();
+  }
+
+  @Test
+  void eventsAreRejectedInApproximateMode() {
+    KvRouter router = router(4, Duration.ofSeconds(1), 16, 1);
+    assertThat(router.isApproximate()).isTrue();
+    long[] local = BlockHasher.of(4).localHashes(tokens(1, 4));
+    RouterEvent e =
+        new RouterEvent(
+            W0, 0, CacheEvent.storedAtRoot(SequenceHasher.sequenceHashes(local), local));
+    assertThatThrownBy(() -> router.applyEvent(e)).isInstanceOf(IllegalStateException.class);
+    assertThatThrownBy(() -> KvRouter.builder(4).approximate(Duration.ZERO, 1))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> KvRouter.builder(4).approximate(Duration.ofSeconds(1), 0))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(
+            () -> KvRouter.builder(4).index(KvIndexes.concurrentRadixTree()).approximate().build())
+        .isInstanceOf(IllegalStateException.class);
+  }
+}
