@@ -1,5 +1,7 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.sim.SimulateCommand;
+import java.io.PrintWriter;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -10,7 +12,7 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     versionProvider = Main.Version.class,
     description = "KV-cache-aware request router for LLM inference fleets.",
-    subcommands = {Main.Simulate.class, Main.Serve.class, Main.Bench.class})
+    subcommands = {SimulateCommand.class, Main.Serve.class, Main.Bench.class})
 public final class Main implements Callable<Integer> {
 
   /** Runs the CLI and exits with its code. */
@@ -21,6 +23,11 @@ public final class Main implements Callable<Integer> {
   /** Runs the CLI and returns its exit code (0 ok, 1 failure, 2 usage error). */
   public static int run(String... args) {
     return new CommandLine(new Main()).execute(args);
+  }
+
+  /** Runs the CLI with its output and error streams redirected (for tests). */
+  public static int run(PrintWriter out, PrintWriter err, String... args) {
+    return new CommandLine(new Main()).setOut(out).setErr(err).execute(args);
   }
 
   @Override
@@ -35,19 +42,6 @@ public final class Main implements Callable<Integer> {
     public String[] getVersion() {
       String v = Main.class.getPackage().getImplementationVersion();
       return new String[] {"kvrouter " + (v == null ? "(development build)" : v)};
-    }
-  }
-
-  @Command(
-      name = "simulate",
-      mixinStandardHelpOptions = true,
-      description =
-          "Replay a real request trace through simulated engines under several routing policies.")
-  static final class Simulate implements Callable<Integer> {
-    @Override
-    public Integer call() {
-      System.err.println("kvrouter simulate: not built yet (see issue 6).");
-      return 1;
     }
   }
 
