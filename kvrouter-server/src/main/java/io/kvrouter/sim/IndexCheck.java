@@ -65,7 +65,7 @@ final class IndexCheck {
         add(
             problems,
             "rank "
-                + c.worker()
+                + name(c.worker())
                 + ": the cache holds "
                 + held.length
                 + " blocks; the index lacks "
@@ -78,7 +78,7 @@ final class IndexCheck {
     indexed.forEach(
         (w, set) -> {
           if (!set.isEmpty()) {
-            add(problems, "rank " + w + " has no cache but holds " + set.size() + " blocks");
+            add(problems, "rank " + name(w) + " has no cache but holds " + set.size() + " blocks");
           }
         });
     IndexStats stats = index.stats();
@@ -116,7 +116,7 @@ final class IndexCheck {
                 "prompt of trace line "
                     + trace.get(i).line()
                     + ": rank "
-                    + c.worker()
+                    + name(c.worker())
                     + " caches "
                     + expected
                     + " leading blocks, the index says "
@@ -127,6 +127,10 @@ final class IndexCheck {
       }
     }
     return new Verification(problems.isEmpty(), caches.size(), total, prompts, problems);
+  }
+
+  private static String name(Worker w) {
+    return "w" + Long.toUnsignedString(w.workerId()) + "." + w.dpRank();
   }
 
   private static void add(List<String> problems, String p) {
