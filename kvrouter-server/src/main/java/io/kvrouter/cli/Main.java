@@ -1,5 +1,6 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.sim.BenchTraceCommand;
 import io.kvrouter.sim.SimulateCommand;
 import java.io.PrintWriter;
 import java.util.concurrent.Callable;
@@ -60,12 +61,13 @@ public final class Main implements Callable<Integer> {
   @Command(
       name = "bench",
       mixinStandardHelpOptions = true,
-      description = "Benchmarks: trace replay stress against an index.")
+      description = "Benchmarks: trace replay stress against an index.",
+      subcommands = {BenchTraceCommand.class})
   static final class Bench implements Callable<Integer> {
     @Override
     public Integer call() {
-      System.err.println("kvrouter bench: not built yet (see issue 6).");
-      return 1;
+      System.err.println("kvrouter bench: name a benchmark, e.g. kvrouter bench trace --help");
+      return 2;
     }
   }
 }
