@@ -234,9 +234,10 @@ public final class BenchTraceCommand implements Callable<Integer> {
         eventThreads);
     out.printf(
         Locale.ROOT,
-        "%-22s %9s %12s %12s %12s %9s %9s %9s %8s %6s%n",
+        "%-22s %9s %9s %12s %12s %12s %9s %9s %9s %8s %6s%n",
         "index",
         "duration",
+        "wall",
         "offered/s",
         "achieved/s",
         "blocks/s",
@@ -278,9 +279,10 @@ public final class BenchTraceCommand implements Callable<Integer> {
         consistent &= v.ok();
         out.printf(
             Locale.ROOT,
-            "%-22s %7d ms %12s %12s %12s %9.1f %9.1f %9.1f %8s %6s%n",
+            "%-22s %6d ms %6.1f ms %12s %12s %12s %9.2f %9.2f %9.1f %8s %6s%n",
             kind.cliName(),
             d,
+            shown.wallNanos() / 1e6,
             d == 0 ? "max" : rate(shown.offeredOps()),
             rate(shown.achievedOps()),
             rate(shown.achievedBlockOps()),
