@@ -234,13 +234,14 @@ public final class BenchTraceCommand implements Callable<Integer> {
         eventThreads);
     out.printf(
         Locale.ROOT,
-        "%-22s %9s %9s %12s %12s %12s %9s %9s %9s %8s %6s%n",
+        "%-22s %9s %9s %11s %11s %11s %11s %8s %8s %9s %8s %6s%n",
         "index",
         "duration",
         "wall",
         "offered/s",
         "achieved/s",
         "blocks/s",
+        "per CPU-s",
         "p50 µs",
         "p99 µs",
         "p99.9 µs",
@@ -270,6 +271,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
                 median.blockOps(),
                 median.requests(),
                 median.wallNanos(),
+                median.cpuNanos(),
                 median.p50Us(),
                 median.p99Us(),
                 median.p999Us(),
@@ -279,13 +281,14 @@ public final class BenchTraceCommand implements Callable<Integer> {
         consistent &= v.ok();
         out.printf(
             Locale.ROOT,
-            "%-22s %6d ms %6.1f ms %12s %12s %12s %9.2f %9.2f %9.1f %8s %6s%n",
+            "%-22s %6d ms %6.1f ms %11s %11s %11s %11s %8.2f %8.2f %9.1f %8s %6s%n",
             kind.cliName(),
             d,
             shown.wallNanos() / 1e6,
             d == 0 ? "max" : rate(shown.offeredOps()),
             rate(shown.achievedOps()),
             rate(shown.achievedBlockOps()),
+            rate(shown.opsPerCpuSecond()),
             shown.p50Us(),
             shown.p99Us(),
             shown.p999Us(),
@@ -300,8 +303,9 @@ public final class BenchTraceCommand implements Callable<Integer> {
     out.println();
     out.println(
         "ops = findMatches + events; block ops = blocks looked up + blocks stored (Dynamo's"
-            + " counting); latency = findMatches on the worker's thread; kept up = achieved >= 95%"
-            + " of offered; check = the index equals the recorded caches after the replay.");
+            + " counting); per CPU-s = ops per second of the process's CPU time; latency ="
+            + " findMatches on the worker's thread; kept up = achieved >= 95% of offered; check ="
+            + " the index equals the recorded caches after the replay.");
     try {
       Files.writeString(output, BenchTraceReport.json(loaded.name(), this, tl, results));
       out.println("results: " + output.toAbsolutePath());

@@ -63,6 +63,8 @@ final class BenchTraceReport {
           g.writeNumberField("find_matches_p999_us", r.p999Us());
           g.writeNumberField("find_matches_max_us", r.maxUs());
           g.writeNumberField("wall_ms", r.wallNanos() / 1e6);
+          g.writeNumberField("cpu_ms", r.cpuNanos() / 1e6);
+          g.writeNumberField("ops_per_cpu_s", r.opsPerCpuSecond());
           if (r.durationMs() > 0) g.writeBooleanField("kept_up", r.keptUp());
           g.writeBooleanField("index_equals_caches", r.verification().ok());
           g.writeEndObject();

@@ -30,7 +30,9 @@ import java.util.concurrent.locks.LockSupport;
  * of 0 makes every entry due at once: the index's saturated throughput.
  *
  * Latencies go to one long[] per thread (no sharing), merged and sorted at the end; percentiles
- * are nearest-rank. A run then checks, when asked, that the index equals the recorded final
+ * are nearest-rank. The process CPU time over the same interval (every thread of the JVM:
+ * replay threads, lanes, GC and JIT) gives operations per CPU-second, which other processes on
+ * a shared machine disturb far less than wall-clock throughput. A run then checks, when asked, that the index equals the recorded final
  * caches (IndexCheck).
  * </pre>
  */
@@ -48,6 +50,7 @@ final class TraceReplay {
       long blockOps,
       long requests,
       long wallNanos,
+      long cpuNanos,
       double p50Us,
       double p99Us,
       double p999Us,
@@ -68,6 +71,11 @@ final class TraceReplay {
 
     double achievedBlockOps() {
       return blockOps * 1e9 / wallNanos;
+    }
+
+    /** Operations per second of process CPU time (all threads: replay, lanes, GC, JIT). */
+    double opsPerCpuSecond() {
+      return cpuNanos <= 0 ? Double.NaN : ops * 1e9 / cpuNanos;
     }
 
     /** Whether achieved throughput reached 95% of offered (a duration of 0 never does). */
@@ -145,11 +153,13 @@ final class TraceReplay {
       }
       for (Thread t : threads) t.start();
       ready.await();
+      final long cpu0 = processCpuNanos();
       startAt[0] = System.nanoTime();
       go.countDown();
       for (Thread t : threads) t.join();
       index.flush();
       long wall = System.nanoTime() - startAt[0];
+      long cpu = processCpuNanos() - cpu0;
       if (failure[0] != null) {
         throw new IllegalStateException("replay failed on " + kind.cliName(), failure[0]);
       }
@@ -171,6 +181,7 @@ final class TraceReplay {
           tl.blockOps(),
           total,
           wall,
+          cpu,
           pct(all, 50),
           pct(all, 99),
           pct(all, 99.9),
@@ -180,6 +191,15 @@ final class TraceReplay {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("interrupted", e);
     }
+  }
+
+  /** CPU time of the whole process in nanoseconds, or -1 when the JVM does not say. */
+  static long processCpuNanos() {
+    if (java.lang.management.ManagementFactory.getOperatingSystemMXBean()
+        instanceof com.sun.management.OperatingSystemMXBean os) {
+      return os.getProcessCpuTime();
+    }
+    return -1;
   }
 
   private static double pct(long[] sorted, double p) {
