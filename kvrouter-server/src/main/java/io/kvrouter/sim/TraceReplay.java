@@ -18,10 +18,11 @@ import java.util.concurrent.locks.LockSupport;
  * One virtual thread per worker (Dynamo gives each worker its own tokio task). All threads wait
  * on a latch, then share one start instant. Entry i of a timeline is due at
  * start + time[i] * duration / span; a thread runs every entry due within the next tick
- * (100 µs), then parks until the next one is due (LockSupport.parkNanos), so a thread that
- * falls behind runs back to back and never sleeps. The tick bounds the parks (each costs a
- * virtual-thread unmount and a timed unpark) to one per 100 µs per worker; an entry runs at most
- * that early (Dynamo's tokio timers have 1 ms granularity). A request is timed with System.nanoTime around findMatches(hashes, false) on the
+ * (--tick-us, default 1 ms), then parks until the next one is due (LockSupport.parkNanos), so a
+ * thread that falls behind runs back to back and never sleeps. The tick bounds the parks (each
+ * costs a virtual-thread unmount and a timed unpark through the JDK's timer thread) to one per
+ * tick per worker; an entry runs at most one tick early. Dynamo's replay sleeps on tokio timers,
+ * which have 1 ms granularity. A request is timed with System.nanoTime around findMatches(hashes, false) on the
  * worker's own thread; an event is index.apply(event), which for a thread-pool index only
  * queues it to its lane (sticky per worker, so each worker's events stay in order).
  *
@@ -37,9 +38,6 @@ import java.util.concurrent.locks.LockSupport;
  * </pre>
  */
 final class TraceReplay {
-  /** Entries due within this much of now run at once instead of parking for each one. */
-  static final long TICK_NANOS = 100_000;
-
   private TraceReplay() {}
 
   /** What one replay measured. */
@@ -90,6 +88,7 @@ final class TraceReplay {
       int eventThreads,
       int jumpSize,
       long durationMs,
+      long tickNanos,
       List<TraceRequest> trace,
       int verifyPrompts) {
     final int workers = tl.workers();
@@ -129,7 +128,7 @@ final class TraceReplay {
                         while (i < n) {
                           long due = start + (long) (times[i] * scale);
                           long now = System.nanoTime();
-                          if (due > now + TICK_NANOS) {
+                          if (due > now + tickNanos) {
                             LockSupport.parkNanos(due - now);
                             continue;
                           }
