@@ -204,6 +204,26 @@ public final class PrefixCache {
   }
 
   /**
+   * The engine block hash (DESIGN.md §2 sequence hash, as published in {@code Stored}) of every
+   * cached block, in no particular order: what a router index fed with this cache's events must
+   * hold for {@link #worker()}. Read-only; O(capacity).
+   */
+  public long[] blockHashes() {
+    final boolean[] free = new boolean[capacity];
+    for (int i = 0; i < freeTop; i++) {
+      free[freeBlocks[i]] = true;
+    }
+    final long[] out = new long[capacity - freeTop];
+    int n = 0;
+    for (int id = 0; id < capacity; id++) {
+      if (!free[id]) {
+        out[n++] = seqHash[id];
+      }
+    }
+    return out;
+  }
+
+  /**
    * How many leading full blocks of {@code tokens} this cache holds. Read-only: it neither
    * refreshes LRU stamps nor splits edges.
    */

@@ -1,5 +1,8 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.sim.BenchTraceCommand;
+import io.kvrouter.sim.SimulateCommand;
+import java.io.PrintWriter;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -10,7 +13,7 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     versionProvider = Main.Version.class,
     description = "KV-cache-aware request router for LLM inference fleets.",
-    subcommands = {Main.Simulate.class, Main.Serve.class, Main.Bench.class})
+    subcommands = {SimulateCommand.class, Main.Serve.class, Main.Bench.class})
 public final class Main implements Callable<Integer> {
 
   /** Runs the CLI and exits with its code. */
@@ -21,6 +24,11 @@ public final class Main implements Callable<Integer> {
   /** Runs the CLI and returns its exit code (0 ok, 1 failure, 2 usage error). */
   public static int run(String... args) {
     return new CommandLine(new Main()).execute(args);
+  }
+
+  /** Runs the CLI with its output and error streams redirected (for tests). */
+  public static int run(PrintWriter out, PrintWriter err, String... args) {
+    return new CommandLine(new Main()).setOut(out).setErr(err).execute(args);
   }
 
   @Override
@@ -39,19 +47,6 @@ public final class Main implements Callable<Integer> {
   }
 
   @Command(
-      name = "simulate",
-      mixinStandardHelpOptions = true,
-      description =
-          "Replay a real request trace through simulated engines under several routing policies.")
-  static final class Simulate implements Callable<Integer> {
-    @Override
-    public Integer call() {
-      System.err.println("kvrouter simulate: not built yet (see issue 6).");
-      return 1;
-    }
-  }
-
-  @Command(
       name = "serve",
       mixinStandardHelpOptions = true,
       description = "Run the router as an HTTP service.")
@@ -66,12 +61,13 @@ public final class Main implements Callable<Integer> {
   @Command(
       name = "bench",
       mixinStandardHelpOptions = true,
-      description = "Benchmarks: trace replay stress against an index.")
+      description = "Benchmarks: trace replay stress against an index.",
+      subcommands = {BenchTraceCommand.class})
   static final class Bench implements Callable<Integer> {
     @Override
     public Integer call() {
-      System.err.println("kvrouter bench: not built yet (see issue 6).");
-      return 1;
+      System.err.println("kvrouter bench: name a benchmark, e.g. kvrouter bench trace --help");
+      return 2;
     }
   }
 }

@@ -1,0 +1,302 @@
+package io.kvrouter.sim;
+
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.index.KvIndex;
+import io.kvrouter.index.KvIndexes;
+import io.kvrouter.prefixcache.PrefixCache;
+import io.kvrouter.route.Candidate;
+import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.RouteDecision;
+import io.kvrouter.route.WorkerSelector;
+import io.kvrouter.transport.json.RouterEventJson;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.function.Consumer;
+import java.util.function.Predicate;
+
+/**
+ * Replays a trace against a fresh fleet of {@link MockEngine}s under one routing policy, in
+ * simulated time, and measures hit rate, TTFT and load; at the end checks that the index fed by the
+ * engines' events equals their caches.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * One EventLoop drives everything on the calling thread. Every request's arrival is scheduled at
+ * (timestamp - first timestamp) / speedup. On arrival the request is hashed and routed by a
+ * KvRouter whose clock is the simulated clock (so its expiry and approximate-mode TTLs run in
+ * simulated time; request expiry is set to ten years, since a simulated overload may keep a
+ * request queued for longer than the default 300 s and it must still be freed, not expired),
+ * then handed to the chosen engine rank. The engine calls back at first token
+ * (markPrefillCompleted) and at the end (free).
+ *
+ * Every policy is a KvRouter: kv is the default cost; least-loaded is the cost with overlap
+ * weight 0; round-robin and random are WorkerSelectors. All of them see the candidates in
+ * ascending Worker order, which is the engines' rank order (no busy thresholds are set, so every
+ * registered rank is a candidate). approx is KvRouter.approximate(), which takes no events; its
+ * engines' events go to a separate shadow index, only to verify that they were right.
+ *
+ * KV events: each engine's PrefixCache publishes into publish(), at the simulated time of the
+ * store or eviction. With no delay the event is applied at once, inside the engine's call, as
+ * an in-process subscriber of a real engine would; with a delay it is applied that much later
+ * in simulated time (per-rank order is kept: equal delays, FIFO ties). With jsonEvents every
+ * event is encoded to Dynamo's JSON wire form and decoded again before it is applied. The
+ * eventFilter exists for tests that drop an event on purpose.
+ *
+ * Loads are sampled on a fixed simulated period that divides the arrival span into loadSamples
+ * steps, for as long as requests are in flight.
+ * </pre>
+ */
+final class FleetSimulation {
+  private final List<TraceRequest> trace;
+  private final SimConfig cfg;
+  private final Policy policy;
+  private final Runnable progress;
+  private final Predicate<RouterEvent> eventFilter;
+
+  private final EventLoop loop = new EventLoop();
+  private final KvIndex index;
+  private final KvRouter router;
+  private final Consumer<RouterEvent> sink;
+  private final MockEngine[] engines;
+  private final MockEngine.Rank[] ranks;
+
+  private long eventsPublished;
+  private long eventsApplied;
+  private int done;
+  private long lastFinish;
+  private final double[] ttftMs;
+  private int ttftCount;
+  private long promptTokens;
+  private long cachedTokens;
+  private long routedOverlap;
+  private long outputTokens;
+  private int completed;
+  private int rejected;
+  private final List<Double> sampleTimes = new ArrayList<>();
+  private final List<int[]> samples = new ArrayList<>();
+
+  FleetSimulation(
+      List<TraceRequest> trace,
+      SimConfig cfg,
+      Policy policy,
+      Runnable progress,
+      Predicate<RouterEvent> eventFilter) {
+    this.trace = trace;
+    this.cfg = cfg;
+    this.policy = policy;
+    this.progress = progress;
+    this.eventFilter = eventFilter;
+    this.ttftMs = new double[trace.size()];
+
+    KvRouter.Builder b =
+        KvRouter.builder(cfg.blockSize())
+            .nanoClock(loop::now)
+            .requestExpiry(Duration.ofDays(3650))
+            .seed(cfg.seed());
+    if (policy == Policy.APPROX) {
+      index = KvIndexes.concurrentRadixTree(); // shadow: verified, never routed from
+      router = b.overlapWeight(cfg.overlapWeight()).approximate().build();
+      sink = index::apply;
+    } else {
+      index = KvIndexes.concurrentRadixTree();
+      b.index(index);
+      switch (policy) {
+        case KV -> b.overlapWeight(cfg.overlapWeight());
+        case ROUND_ROBIN -> b.selector(roundRobin());
+        case RANDOM -> b.selector(random(cfg.seed()));
+        case LEAST_LOADED -> b.selector(WorkerSelector.costBased(0.0, 0.0, cfg.seed()));
+        case APPROX -> {}
+      }
+      router = b.build();
+      sink = router::applyEvent;
+    }
+
+    MockEngine.Listener listener =
+        new MockEngine.Listener() {
+          @Override
+          public void firstToken(SimRequest r) {
+            router.markPrefillCompleted(r.routerId);
+            ttftMs[ttftCount++] = r.ttftNanos() / 1e6;
+          }
+
+          @Override
+          public void finished(SimRequest r) {
+            router.free(r.routerId);
+            completed++;
+            promptTokens += r.trace.inputLength();
+            cachedTokens += r.cachedTokens;
+            routedOverlap += Math.min(r.routedOverlapTokens, r.trace.inputLength());
+            outputTokens += r.trace.outputLength();
+            lastFinish = Math.max(lastFinish, loop.now());
+            oneDone();
+          }
+
+          @Override
+          public void rejected(SimRequest r) {
+            router.free(r.routerId);
+            rejected++;
+            oneDone();
+          }
+        };
+    engines = new MockEngine[cfg.workers()];
+    ranks = new MockEngine.Rank[cfg.ranks()];
+    for (int w = 0; w < cfg.workers(); w++) {
+      engines[w] =
+          new MockEngine(
+              w,
+              cfg.dpSize(),
+              cfg.blockSize(),
+              cfg.gpuBlocks(),
+              cfg.timing(),
+              loop,
+              this::publish,
+              listener);
+      for (int r = 0; r < cfg.dpSize(); r++) ranks[w * cfg.dpSize() + r] = engines[w].rank(r);
+      router.registerWorker(w, cfg.dpSize(), cfg.blockSize(), cfg.gpuBlocks());
+    }
+  }
+
+  /** Runs the whole trace and the final check. */
+  PolicyResult run() {
+    final long start = System.nanoTime();
+    final double t0 = trace.get(0).timestampMs();
+    long id = 0;
+    long lastArrival = 0;
+    for (TraceRequest t : trace) {
+      long at = Math.round((t.timestampMs() - t0) * 1e6 / cfg.speedup());
+      SimRequest r = new SimRequest(id++, t, at);
+      loop.at(at, () -> arrive(r));
+      lastArrival = at;
+    }
+    long period = Math.max(1, lastArrival / Math.max(1, cfg.loadSamples()));
+    loop.at(0, () -> sample(period));
+    loop.run();
+
+    List<PrefixCache> caches = new ArrayList<>(ranks.length);
+    for (MockEngine.Rank r : ranks) caches.add(r.cache);
+    Verification v = IndexCheck.verify(index, caches, trace, cfg.verifyPrompts());
+    router.close();
+    index.close();
+
+    long end = Math.max(lastFinish, 1);
+    double makespanSec = end / 1e9;
+    double[] meanLoad = new double[ranks.length];
+    double[] util = new double[ranks.length];
+    for (int i = 0; i < ranks.length; i++) {
+      meanLoad[i] = ranks[i].loadIntegral(end) / end;
+      util[i] = Math.min(1.0, ranks[i].prefillBusyNanos() / (double) end);
+    }
+    double[] sorted = Arrays.copyOf(ttftMs, ttftCount);
+    Arrays.sort(sorted);
+    List<String> names = new ArrayList<>(ranks.length);
+    for (MockEngine.Rank r : ranks) names.add(rankName(r.worker, cfg.dpSize()));
+    double[] times = new double[sampleTimes.size()];
+    for (int i = 0; i < times.length; i++) times[i] = sampleTimes.get(i);
+    return new PolicyResult(
+        policy,
+        trace.size(),
+        completed,
+        rejected,
+        promptTokens,
+        cachedTokens,
+        routedOverlap,
+        outputTokens,
+        sorted,
+        makespanSec,
+        meanLoad,
+        util,
+        new LoadSeries(names, times, samples.toArray(new int[0][])),
+        eventsPublished,
+        eventsApplied,
+        v,
+        System.nanoTime() - start);
+  }
+
+  static String rankName(Worker w, int dpSize) {
+    return dpSize == 1 ? "w" + w.workerId() : "w" + w.workerId() + "." + w.dpRank();
+  }
+
+  private void arrive(SimRequest r) {
+    int[] tokens = TraceTokens.tokens(r.trace);
+    RouteDecision d = router.route(r.routerId, tokens);
+    if (!(d instanceof RouteDecision.Routed routed)) {
+      throw new IllegalStateException("the router did not route request " + r.id + ": " + d);
+    }
+    r.routedOverlapTokens = routed.overlapTokens();
+    Worker w = routed.worker();
+    engines[(int) w.workerId()].submit(r, w.dpRank());
+  }
+
+  private void publish(RouterEvent e) {
+    eventsPublished++;
+    if (!eventFilter.test(e)) return;
+    long delay = Math.round(cfg.eventDelayMs() * 1e6);
+    if (delay == 0) {
+      deliver(e);
+    } else {
+      loop.after(delay, () -> deliver(e));
+    }
+  }
+
+  private void deliver(RouterEvent e) {
+    RouterEvent applied =
+        cfg.jsonEvents() ? RouterEventJson.readEvent(RouterEventJson.writeEvent(e)) : e;
+    sink.accept(applied);
+    eventsApplied++;
+  }
+
+  private void oneDone() {
+    done++;
+    progress.run();
+  }
+
+  private void sample(long period) {
+    int[] s = new int[ranks.length];
+    for (int i = 0; i < ranks.length; i++) s[i] = ranks[i].inFlight();
+    sampleTimes.add(loop.now() / 1e9);
+    samples.add(s);
+    if (done < trace.size()) loop.after(period, () -> sample(period));
+  }
+
+  private static WorkerSelector roundRobin() {
+    return new WorkerSelector() {
+      private long next;
+
+      @Override
+      public int select(List<Candidate> candidates, double[] costs) {
+        int chosen = (int) (next++ % candidates.size());
+        Arrays.fill(costs, 1.0);
+        costs[chosen] = 0.0;
+        return chosen;
+      }
+
+      @Override
+      public String toString() {
+        return "round-robin";
+      }
+    };
+  }
+
+  private static WorkerSelector random(long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    return new WorkerSelector() {
+      @Override
+      public int select(List<Candidate> candidates, double[] costs) {
+        int chosen = rnd.nextInt(candidates.size());
+        Arrays.fill(costs, 1.0);
+        costs[chosen] = 0.0;
+        return chosen;
+      }
+
+      @Override
+      public String toString() {
+        return "random";
+      }
+    };
+  }
+}

@@ -1,0 +1,139 @@
+package io.kvrouter.sim;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.index.IndexStats;
+import io.kvrouter.index.KvIndex;
+import io.kvrouter.index.OverlapScores;
+import io.kvrouter.prefixcache.PrefixCache;
+import it.unimi.dsi.fastutil.longs.LongOpenHashSet;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Checks that a router index equals the engines' caches, exactly (DESIGN.md §4): the same blocks
+ * per rank, and the same score for every checked prompt on every rank.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Three checks, after index.flush():
+ *  1. Content. index.dump() lists every block a rank holds connected to the root as one Stored
+ *     event; the set of their block hashes per rank must equal PrefixCache.blockHashes() of that
+ *     rank, and no other rank may hold blocks. A dump leaves out blocks detached behind a hole,
+ *     so the index's own count of (rank, block) pairs must also equal the caches' total.
+ *  2. Publisher discipline: the index counted no Stored with an unknown parent and no Removed of
+ *     an unknown block (a correct engine never causes either).
+ *  3. Scores: for up to maxPrompts trace prompts (evenly spread, the last one included),
+ *     findMatches(localHashes, exact) gives every rank the number of leading blocks its cache's
+ *     lookup() reports. This is the property routing relies on; 1 and 2 make sure it holds for
+ *     any prompt, not only the checked ones.
+ * Only the first ten problems are kept.
+ * </pre>
+ */
+final class IndexCheck {
+  private static final int MAX_PROBLEMS = 10;
+
+  private IndexCheck() {}
+
+  static Verification verify(
+      KvIndex index, List<PrefixCache> caches, List<TraceRequest> trace, int maxPrompts) {
+    index.flush();
+    List<String> problems = new ArrayList<>();
+    Map<Worker, LongOpenHashSet> indexed = new HashMap<>();
+    for (RouterEvent e : index.dump()) {
+      if (e.data() instanceof CacheEvent.Stored s) {
+        LongOpenHashSet set = indexed.computeIfAbsent(e.worker(), w -> new LongOpenHashSet());
+        for (long h : s.blockHashes()) set.add(h);
+      }
+    }
+    long total = 0;
+    for (PrefixCache c : caches) {
+      long[] held = c.blockHashes();
+      total += held.length;
+      LongOpenHashSet inIndex = indexed.remove(c.worker());
+      if (inIndex == null) inIndex = new LongOpenHashSet();
+      int missing = 0;
+      for (long h : held) {
+        if (!inIndex.remove(h)) missing++;
+      }
+      if (missing > 0 || !inIndex.isEmpty()) {
+        add(
+            problems,
+            "rank "
+                + name(c.worker())
+                + ": the cache holds "
+                + held.length
+                + " blocks; the index lacks "
+                + missing
+                + " of them and holds "
+                + inIndex.size()
+                + " others");
+      }
+    }
+    indexed.forEach(
+        (w, set) -> {
+          if (!set.isEmpty()) {
+            add(problems, "rank " + name(w) + " has no cache but holds " + set.size() + " blocks");
+          }
+        });
+    IndexStats stats = index.stats();
+    if (stats.blocksIndexed() != total) {
+      add(
+          problems,
+          "the index holds " + stats.blocksIndexed() + " (rank, block) pairs, the caches " + total);
+    }
+    if (stats.parentMissing() != 0 || stats.blocksMissing() != 0) {
+      add(
+          problems,
+          "the index rejected "
+              + stats.parentMissing()
+              + " stores with an unknown parent and skipped "
+              + stats.blocksMissing()
+              + " removals of unknown blocks");
+    }
+
+    int prompts = 0;
+    if (!caches.isEmpty() && maxPrompts > 0) {
+      BlockHasher hasher = caches.get(0).hasher();
+      int n = trace.size();
+      int count = Math.min(maxPrompts, n);
+      for (int k = 0; k < count; k++) {
+        // evenly spread, ending with the last request (the most recent caches)
+        int i = (int) ((long) (k + 1) * n / count) - 1;
+        int[] tokens = TraceTokens.tokens(trace.get(i));
+        OverlapScores scores = index.findMatches(hasher.localHashes(tokens), false);
+        for (PrefixCache c : caches) {
+          int expected = c.lookup(tokens);
+          int got = scores.score(c.worker());
+          if (got != expected) {
+            add(
+                problems,
+                "prompt of trace line "
+                    + trace.get(i).line()
+                    + ": rank "
+                    + name(c.worker())
+                    + " caches "
+                    + expected
+                    + " leading blocks, the index says "
+                    + got);
+          }
+        }
+        prompts++;
+      }
+    }
+    return new Verification(problems.isEmpty(), caches.size(), total, prompts, problems);
+  }
+
+  private static String name(Worker w) {
+    return "w" + Long.toUnsignedString(w.workerId()) + "." + w.dpRank();
+  }
+
+  private static void add(List<String> problems, String p) {
+    if (problems.size() < MAX_PROBLEMS) problems.add(p);
+  }
+}

@@ -1,0 +1,57 @@
+package io.kvrouter.sim;
+
+import io.kvrouter.index.KvIndex;
+import io.kvrouter.index.KvIndexes;
+import java.util.Arrays;
+import java.util.stream.Collectors;
+
+/** The index kinds {@code bench trace} replays against, by command-line name. */
+enum IndexKind {
+  /** {@code KvIndexes.radixTree()} behind one lock (single-threaded). */
+  RADIX_TREE("radix-tree"),
+  /** {@code KvIndexes.concurrentRadixTree()}, events through {@code threadPool} lanes. */
+  CONCURRENT_RADIX_TREE("concurrent-radix-tree"),
+  /** {@code KvIndexes.positional(jump)}, events through {@code threadPool} lanes. */
+  POSITIONAL("positional");
+
+  private final String cliName;
+
+  IndexKind(String cliName) {
+    this.cliName = cliName;
+  }
+
+  String cliName() {
+    return cliName;
+  }
+
+  boolean concurrent() {
+    return this != RADIX_TREE;
+  }
+
+  /**
+   * A fresh index of this kind; concurrent kinds get {@code eventThreads} thread-pool lanes (0:
+   * events applied on the caller's thread).
+   */
+  KvIndex create(int eventThreads, int jumpSize) {
+    return switch (this) {
+      case RADIX_TREE -> new LockedIndex(KvIndexes.radixTree());
+      case CONCURRENT_RADIX_TREE -> pooled(KvIndexes.concurrentRadixTree(), eventThreads);
+      case POSITIONAL -> pooled(KvIndexes.positional(jumpSize), eventThreads);
+    };
+  }
+
+  private static KvIndex pooled(KvIndex inner, int threads) {
+    return threads > 0 ? KvIndexes.threadPool(inner, threads) : inner;
+  }
+
+  static String known() {
+    return Arrays.stream(values()).map(IndexKind::cliName).collect(Collectors.joining(", "));
+  }
+
+  static IndexKind parse(String name) {
+    for (IndexKind k : values()) {
+      if (k.cliName.equals(name.trim())) return k;
+    }
+    throw new IllegalArgumentException("unknown index '" + name + "'; known indexes: " + known());
+  }
+}

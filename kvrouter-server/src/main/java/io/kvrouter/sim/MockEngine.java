@@ -1,0 +1,185 @@
+package io.kvrouter.sim;
+
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.prefixcache.PrefixCache;
+import java.util.ArrayDeque;
+import java.util.function.Consumer;
+
+/**
+ * A simulated inference engine: one worker with one or more data-parallel ranks, each holding a
+ * {@link PrefixCache} of a fixed number of KV blocks, a FIFO queue and the {@link TimingModel},
+ * publishing the cache's KV events as a real engine does.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Everything runs on the EventLoop's thread, in simulated time. Per rank: waiting is the FIFO
+ * queue of submitted requests not yet admitted; running counts admitted requests (prefilling or
+ * decoding); prefillFreeAt is when the rank's prefill lane is next idle.
+ *
+ * Life of a request on a rank:
+ *   submit     -> waiting (or rejected at once when its full blocks exceed the whole pool:
+ *                 it could never be admitted and would block the queue forever)
+ *   admit      -> when it is at the head, running < maxBatch and PrefixCache.admit succeeds:
+ *                 the cache locks the cached prefix, evicts LRU blocks if short (Removed event),
+ *                 stores the new full blocks (Stored event) and holds them. The hit is
+ *                 cachedBlocks * blockSize tokens. Its prefill is queued on the prefill lane.
+ *                 When admit fails (the pool is full of blocks locked by running requests) the
+ *                 head waits, and the queue behind it, until a release (head-of-line FIFO).
+ *   prefill end -> first token (listener.firstToken), decode starts
+ *   decode end  -> PrefixCache.release (blocks stay cached, evictable), listener.finished,
+ *                 then the queue is tried again.
+ * Blocks are stored and published at admission, when the engine schedules the prefill that
+ * computes them (vLLM v1 registers full blocks in its prefix cache when it schedules them), not
+ * when the prefill ends.
+ *
+ * Load accounting per rank: inFlight (waiting + running) and its time integral, for the mean
+ * load; prefillBusy, the nanoseconds the prefill lane worked, for utilisation.
+ * </pre>
+ */
+final class MockEngine {
+
+  /** What the fleet learns from an engine. */
+  interface Listener {
+    /** The prefill of {@code r} ended; its first token is out. */
+    void firstToken(SimRequest r);
+
+    /** {@code r} finished and released its blocks. */
+    void finished(SimRequest r);
+
+    /** {@code r} can never be admitted (its blocks exceed the pool) and was dropped. */
+    void rejected(SimRequest r);
+  }
+
+  /** One data-parallel rank: its cache, queue, prefill lane and load counters. */
+  final class Rank {
+    final Worker worker;
+    final PrefixCache cache;
+    private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
+    private int running;
+    private long prefillFreeAt;
+    private int inFlight;
+    private long lastChange;
+    private double loadIntegral; // request-nanoseconds
+    private long prefillBusy;
+
+    Rank(Worker worker, Consumer<RouterEvent> events) {
+      this.worker = worker;
+      this.cache = new PrefixCache(worker, blockSize, gpuBlocks, events);
+    }
+
+    /** Requests waiting or running on this rank now. */
+    int inFlight() {
+      return inFlight;
+    }
+
+    /** Time integral of {@link #inFlight()} up to {@code now}, in request-nanoseconds. */
+    double loadIntegral(long now) {
+      return loadIntegral + (double) inFlight * (now - lastChange);
+    }
+
+    /** Nanoseconds the prefill lane has worked (including prefills scheduled ahead of now). */
+    long prefillBusyNanos() {
+      return prefillBusy;
+    }
+
+    private void changeInFlight(int delta) {
+      final long now = loop.now();
+      loadIntegral += (double) inFlight * (now - lastChange);
+      lastChange = now;
+      inFlight += delta;
+    }
+
+    private void submit(SimRequest r) {
+      if (r.trace.inputLength() / blockSize > gpuBlocks) {
+        r.rejected = true;
+        listener.rejected(r);
+        return;
+      }
+      changeInFlight(1);
+      waiting.add(r);
+      tryAdmit();
+    }
+
+    private void tryAdmit() {
+      while (!waiting.isEmpty() && running < timing.maxBatch()) {
+        final SimRequest r = waiting.peek();
+        final PrefixCache.Admission a = cache.admit(r.id, TraceTokens.tokens(r.trace));
+        if (!a.admitted()) {
+          return; // the pool is full of locked blocks: wait for a release
+        }
+        waiting.poll();
+        running++;
+        final long now = loop.now();
+        r.admitted = now;
+        r.cachedTokens = a.cachedBlocks() * blockSize;
+        final long start = Math.max(now, prefillFreeAt);
+        final long end = start + timing.prefillNanos(r.trace.inputLength() - r.cachedTokens);
+        prefillBusy += end - start;
+        prefillFreeAt = end;
+        loop.at(end, () -> prefillDone(r));
+      }
+    }
+
+    private void prefillDone(SimRequest r) {
+      r.firstToken = loop.now();
+      listener.firstToken(r);
+      loop.after(timing.decodeNanos(r.trace.outputLength()), () -> finish(r));
+    }
+
+    private void finish(SimRequest r) {
+      r.finished = loop.now();
+      cache.release(r.id);
+      running--;
+      changeInFlight(-1);
+      listener.finished(r);
+      tryAdmit();
+    }
+  }
+
+  private final int blockSize;
+  private final int gpuBlocks;
+  private final TimingModel timing;
+  private final EventLoop loop;
+  private final Listener listener;
+  private final Rank[] ranks;
+
+  /**
+   * An engine for worker {@code workerId} with ranks {@code 0..dpSize-1}, each caching up to {@code
+   * gpuBlocks} blocks of {@code blockSize} tokens; every KV event goes to {@code events} at the
+   * simulated time it happens.
+   */
+  MockEngine(
+      long workerId,
+      int dpSize,
+      int blockSize,
+      int gpuBlocks,
+      TimingModel timing,
+      EventLoop loop,
+      Consumer<RouterEvent> events,
+      Listener listener) {
+    this.blockSize = blockSize;
+    this.gpuBlocks = gpuBlocks;
+    this.timing = timing;
+    this.loop = loop;
+    this.listener = listener;
+    this.ranks = new Rank[dpSize];
+    for (int i = 0; i < dpSize; i++) ranks[i] = new Rank(new Worker(workerId, i), events);
+  }
+
+  /** The rank {@code dpRank}. */
+  Rank rank(int dpRank) {
+    return ranks[dpRank];
+  }
+
+  /** Number of data-parallel ranks. */
+  int dpSize() {
+    return ranks.length;
+  }
+
+  /** Hands {@code r} to rank {@code dpRank} now (simulated time). */
+  void submit(SimRequest r, int dpRank) {
+    ranks[dpRank].submit(r);
+  }
+}

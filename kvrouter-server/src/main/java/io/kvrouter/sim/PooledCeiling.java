@@ -1,0 +1,45 @@
+package io.kvrouter.sim;
+
+import io.kvrouter.event.Worker;
+import io.kvrouter.prefixcache.PrefixCache;
+import java.util.List;
+
+/**
+ * The hit rate of one cache holding the whole fleet's capacity, serving every request in arrival
+ * order: the ceiling a router that splits the requests over separate caches aims for.
+ *
+ * <p>Each request is admitted (its cached prefix counted, its new blocks stored with LRU eviction)
+ * and released at once, so the pool is a pure LRU prefix cache of {@code capacityBlocks} blocks
+ * with no blocks pinned by requests in flight.
+ *
+ * @param capacityBlocks blocks in the pooled cache
+ * @param promptTokens prompt tokens of the requests it could hold
+ * @param cachedTokens of those, tokens found in the cache
+ * @param rejected requests larger than the whole pool
+ */
+record PooledCeiling(long capacityBlocks, long promptTokens, long cachedTokens, int rejected) {
+
+  /** Tokens served from cache / prompt tokens. */
+  double hitRate() {
+    return promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens;
+  }
+
+  static PooledCeiling run(List<TraceRequest> trace, int capacityBlocks, int blockSize) {
+    PrefixCache pool = new PrefixCache(new Worker(0, 0), blockSize, capacityBlocks, e -> {});
+    long prompt = 0;
+    long cached = 0;
+    int rejected = 0;
+    long id = 0;
+    for (TraceRequest r : trace) {
+      PrefixCache.Admission a = pool.admit(id, TraceTokens.tokens(r));
+      if (!a.admitted()) {
+        rejected++;
+        continue;
+      }
+      pool.release(id++);
+      prompt += r.inputLength();
+      cached += (long) a.cachedBlocks() * blockSize;
+    }
+    return new PooledCeiling(capacityBlocks, prompt, cached, rejected);
+  }
+}

@@ -1,0 +1,61 @@
+package io.kvrouter.sim;
+
+/**
+ * What a simulation runs: the fleet, the clock, the event path and the checks.
+ *
+ * @param workers engines (worker ids 0..workers-1)
+ * @param dpSize data-parallel ranks per engine, each with its own cache and queue
+ * @param gpuBlocks KV blocks per rank
+ * @param blockSize tokens per KV block, for engines and router alike
+ * @param speedup trace time is divided by this (2 = twice the request rate)
+ * @param timing the engines' timing model
+ * @param eventDelayMs simulated delay between an engine's event and its application to the index
+ * @param jsonEvents whether events travel as Dynamo JSON (encoded, then decoded) rather than as
+ *     objects
+ * @param overlapWeight the kv policy's overlap weight (DESIGN.md §6; default 1)
+ * @param seed seeds the random policy and KvRouter's tie-breaks
+ * @param verifyPrompts at most this many trace prompts are scored against every cache at the end
+ * @param loadSamples about this many samples of per-rank load over the arrival period
+ */
+record SimConfig(
+    int workers,
+    int dpSize,
+    int gpuBlocks,
+    int blockSize,
+    double speedup,
+    TimingModel timing,
+    double eventDelayMs,
+    boolean jsonEvents,
+    double overlapWeight,
+    long seed,
+    int verifyPrompts,
+    int loadSamples) {
+
+  SimConfig {
+    if (workers < 1) throw new IllegalArgumentException("workers must be >= 1, got " + workers);
+    if (dpSize < 1) throw new IllegalArgumentException("dp size must be >= 1, got " + dpSize);
+    if (gpuBlocks < 1) {
+      throw new IllegalArgumentException("gpu blocks must be >= 1, got " + gpuBlocks);
+    }
+    if (blockSize < 1) {
+      throw new IllegalArgumentException("block size must be >= 1, got " + blockSize);
+    }
+    if (!(speedup > 0) || Double.isInfinite(speedup)) {
+      throw new IllegalArgumentException("speedup must be > 0, got " + speedup);
+    }
+    if (!(eventDelayMs >= 0) || Double.isInfinite(eventDelayMs)) {
+      throw new IllegalArgumentException("event delay must be >= 0 ms, got " + eventDelayMs);
+    }
+    if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
+      throw new IllegalArgumentException("overlap weight must be >= 0, got " + overlapWeight);
+    }
+    if (verifyPrompts < 0) {
+      throw new IllegalArgumentException("verify prompts must be >= 0, got " + verifyPrompts);
+    }
+  }
+
+  /** Worker ranks in the fleet. */
+  int ranks() {
+    return workers * dpSize;
+  }
+}

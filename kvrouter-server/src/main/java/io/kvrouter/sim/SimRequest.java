@@ -1,0 +1,28 @@
+package io.kvrouter.sim;
+
+/** One trace request on its way through a simulated fleet, with what happened to it. */
+final class SimRequest {
+  final long id;
+  final String routerId;
+  final TraceRequest trace;
+  final long arrival;
+
+  int routedOverlapTokens; // what the router expected the chosen rank to hold
+  int cachedTokens; // what the rank's cache held at admission
+  long admitted = -1;
+  long firstToken = -1;
+  long finished = -1;
+  boolean rejected;
+
+  SimRequest(long id, TraceRequest trace, long arrival) {
+    this.id = id;
+    this.routerId = Long.toString(id);
+    this.trace = trace;
+    this.arrival = arrival;
+  }
+
+  /** Time to first token in nanoseconds; only after the prefill ended. */
+  long ttftNanos() {
+    return firstToken - arrival;
+  }
+}

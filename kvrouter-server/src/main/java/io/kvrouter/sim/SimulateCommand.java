@@ -1,0 +1,263 @@
+package io.kvrouter.sim;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/** {@code kvrouter simulate}: replays a trace through simulated engines under several policies. */
+@Command(
+    name = "simulate",
+    mixinStandardHelpOptions = true,
+    sortOptions = false,
+    description = {
+      "Replay a real request trace through a simulated fleet of engines under several routing"
+          + " policies, each on a fresh fleet, and compare prefix-cache hit rate, TTFT and load.",
+      "",
+      "Engines run in simulated time (nothing sleeps): each rank holds a prefix cache of"
+          + " --gpu-blocks KV blocks and publishes KV events into the router's index; it admits"
+          + " requests FIFO up to --max-batch, prefills one at a time (prefill = --prefill-base-ms"
+          + " + --prefill-ms-per-1k-tokens per 1,000 tokens its cache did not hold), then decodes"
+          + " (--decode-ms-per-token per output token). TTFT = prefill end - arrival.",
+      "At the end every router index is checked against the engines' caches; a mismatch exits"
+          + " with 1. Bad input exits with 2.",
+      ""
+    })
+public final class SimulateCommand implements Callable<Integer> {
+  @Spec CommandSpec spec;
+
+  @Option(
+      names = "--trace",
+      paramLabel = "FILE",
+      description =
+          "Mooncake-format JSONL trace, plain or gzip (default: the bundled conversation trace,"
+              + " data/conversation_trace.jsonl.gz).")
+  Path trace;
+
+  @Option(
+      names = "--requests",
+      paramLabel = "N",
+      description = "Replay only the first N requests (default: all).")
+  Integer requests;
+
+  @Option(
+      names = "--policies",
+      split = ",",
+      paramLabel = "LIST",
+      description =
+          "Policies to compare, comma-separated (default: all): kv, round-robin, random,"
+              + " least-loaded, approx.")
+  List<String> policies;
+
+  @Option(
+      names = "--workers",
+      paramLabel = "N",
+      defaultValue = "8",
+      description = "Engines (default: ${DEFAULT-VALUE}).")
+  int workers;
+
+  @Option(
+      names = "--dp-size",
+      paramLabel = "N",
+      defaultValue = "1",
+      description = "Data-parallel ranks per engine (default: ${DEFAULT-VALUE}).")
+  int dpSize;
+
+  @Option(
+      names = "--gpu-blocks",
+      paramLabel = "N",
+      defaultValue = "16384",
+      description = "KV blocks per rank (default: ${DEFAULT-VALUE}).")
+  int gpuBlocks;
+
+  @Option(
+      names = "--block-size",
+      paramLabel = "TOKENS",
+      defaultValue = "64",
+      description = "Tokens per KV block, engines and router (default: ${DEFAULT-VALUE}).")
+  int blockSize;
+
+  @Option(
+      names = "--speedup",
+      paramLabel = "X",
+      defaultValue = "4",
+      description =
+          "Divide the trace's arrival times by X: X times the request rate (default:"
+              + " ${DEFAULT-VALUE}). The run's wall time does not depend on it.")
+  double speedup;
+
+  @Option(
+      names = "--prefill-base-ms",
+      paramLabel = "MS",
+      defaultValue = "5",
+      description = "Fixed cost of every prefill (default: ${DEFAULT-VALUE}).")
+  double prefillBaseMs;
+
+  @Option(
+      names = "--prefill-ms-per-1k-tokens",
+      paramLabel = "MS",
+      defaultValue = "50",
+      description = "Prefill cost per 1,000 uncached prompt tokens (default: ${DEFAULT-VALUE}).")
+  double prefillMsPer1k;
+
+  @Option(
+      names = "--decode-ms-per-token",
+      paramLabel = "MS",
+      defaultValue = "20",
+      description = "Time per output token after the first (default: ${DEFAULT-VALUE}).")
+  double decodeMsPerToken;
+
+  @Option(
+      names = "--max-batch",
+      paramLabel = "N",
+      defaultValue = "64",
+      description = "Requests admitted at once per rank (default: ${DEFAULT-VALUE}).")
+  int maxBatch;
+
+  @Option(
+      names = "--event-delay-ms",
+      paramLabel = "MS",
+      defaultValue = "0",
+      description =
+          "Simulated delay from an engine's KV event to its application to the index"
+              + " (default: ${DEFAULT-VALUE}).")
+  double eventDelayMs;
+
+  @Option(
+      names = "--events-as-json",
+      description =
+          "Send every KV event through Dynamo's JSON wire form (encode, decode) instead of"
+              + " in-process objects.")
+  boolean eventsAsJson;
+
+  @Option(
+      names = "--overlap-weight",
+      paramLabel = "W",
+      defaultValue = "1",
+      description =
+          "Overlap weight of the kv and approx policies' cost, DESIGN.md §6 (default:"
+              + " ${DEFAULT-VALUE}; 0 ignores cached prefixes).")
+  double overlapWeight;
+
+  @Option(
+      names = "--seed",
+      paramLabel = "N",
+      defaultValue = "0",
+      description =
+          "Seeds the random policy and KvRouter's tie-breaks (default: ${DEFAULT-VALUE}).")
+  long seed;
+
+  @Option(
+      names = "--verify-prompts",
+      paramLabel = "N",
+      defaultValue = "2000",
+      description =
+          "Trace prompts scored against every cache in the final check (default:"
+              + " ${DEFAULT-VALUE}; the block-by-block comparison always covers everything).")
+  int verifyPrompts;
+
+  @Option(
+      names = "--report",
+      paramLabel = "FILE",
+      defaultValue = "kvrouter-report.html",
+      description = "Self-contained HTML report with plots (default: ${DEFAULT-VALUE}).")
+  Path report;
+
+  @Option(names = "--no-report", description = "Write no HTML report.")
+  boolean noReport;
+
+  @Option(names = "--json", description = "Print the results as JSON on stdout instead of a table.")
+  boolean json;
+
+  @Option(
+      names = {"-q", "--quiet"},
+      description = "No progress bar (it is shown only when stderr is a terminal anyway).")
+  boolean quiet;
+
+  @Override
+  public Integer call() {
+    PrintWriter out = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
+    List<Policy> chosen;
+    SimConfig cfg;
+    try {
+      chosen = policies();
+      cfg =
+          new SimConfig(
+              workers,
+              dpSize,
+              gpuBlocks,
+              blockSize,
+              speedup,
+              new TimingModel(prefillBaseMs, prefillMsPer1k, decodeMsPerToken, maxBatch),
+              eventDelayMs,
+              eventsAsJson,
+              overlapWeight,
+              seed,
+              verifyPrompts,
+              200);
+      if (requests != null && requests < 1) {
+        throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    TraceSource.Loaded loaded;
+    try {
+      loaded = TraceSource.load(trace, requests == null ? Integer.MAX_VALUE : requests);
+    } catch (TraceFormatException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+
+    SimulationResult result;
+    try (Progress progress = Progress.onStderr(System.err, quiet)) {
+      result = SimulationResult.run(loaded.name(), loaded.requests(), cfg, chosen, progress);
+    }
+
+    if (json) {
+      out.println(JsonReport.write(result));
+    } else {
+      TextReport.print(result, out);
+    }
+    if (!noReport) {
+      try {
+        Path target = report.toAbsolutePath();
+        Files.writeString(target, HtmlReport.render(result));
+        (json ? err : out).println("report: " + target);
+      } catch (IOException e) {
+        err.println("kvrouter simulate: cannot write the report " + report + ": " + e);
+        return 1;
+      }
+    }
+    out.flush();
+    if (!result.verified()) {
+      err.println(
+          "kvrouter simulate: a router index does not equal the engines' caches (details above"
+              + (json ? " in \"verification\"" : "")
+              + ").");
+      return 1;
+    }
+    return 0;
+  }
+
+  private List<Policy> policies() {
+    if (policies == null || policies.isEmpty()) return List.of(Policy.values());
+    EnumSet<Policy> seen = EnumSet.noneOf(Policy.class);
+    List<Policy> out = new ArrayList<>();
+    for (String name : policies) {
+      Policy p = Policy.parse(name);
+      if (seen.add(p)) out.add(p);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,122 @@
+package io.kvrouter.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.kvrouter.cli.Main;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code bench trace}: timelines, the concurrent replay, and the command's outputs. */
+class BenchTraceTest {
+  @TempDir Path tmp;
+
+  private final List<TraceRequest> trace = SyntheticTrace.conversations(40, 5, 1_000);
+
+  private WorkerTimelines timelines() {
+    return WorkerTimelines.record(trace, 6, 96, 64, new TimingModel(5, 50, 20, 8), 42, () -> {});
+  }
+
+  @Test
+  void timelinesHoldEveryRequestAndEventInTimeOrder() {
+    WorkerTimelines tl = timelines();
+    assertThat(tl.requests).isEqualTo(trace.size());
+    assertThat(tl.events).isPositive();
+    assertThat(tl.removedBlocks).as("the caches are under pressure").isPositive();
+    assertThat(tl.ops()).isEqualTo(tl.requests + tl.events);
+    assertThat(tl.blockOps()).isEqualTo(tl.requestBlocks + tl.storedBlocks);
+    for (long[] times : tl.times) assertThat(times).isSorted();
+  }
+
+  @Test
+  void everyKindEndsEqualToTheCachesAfterAConcurrentReplay() {
+    WorkerTimelines tl = timelines();
+    for (IndexKind kind : IndexKind.values()) {
+      for (long durationMs : new long[] {0, 20}) {
+        TraceReplay.Result r = TraceReplay.run(tl, kind, 2, 4, durationMs, 100_000, trace, 50);
+        assertThat(r.verification().problems()).as(kind + " " + durationMs).isEmpty();
+        assertThat(r.requests()).isEqualTo(trace.size());
+        assertThat(r.p50Us()).isPositive().isLessThanOrEqualTo(r.p99Us());
+        assertThat(r.achievedOps()).isPositive();
+      }
+    }
+    // no thread pool: events applied on the worker threads
+    TraceReplay.Result direct =
+        TraceReplay.run(tl, IndexKind.CONCURRENT_RADIX_TREE, 0, 4, 10, 0, trace, 50);
+    assertThat(direct.verification().ok()).isTrue();
+  }
+
+  @Test
+  void sweepDurationsAreLogSpacedFromLongToShort() {
+    assertThat(BenchTraceCommand.sweepDurations(1, 1000, 4)).containsExactly(1000L, 100L, 10L, 1L);
+    assertThat(BenchTraceCommand.sweepDurations(5, 5, 3)).containsExactly(5L);
+  }
+
+  @Test
+  void theCommandWritesJsonAndAPlot() throws IOException {
+    StringWriter out = new StringWriter();
+    StringWriter err = new StringWriter();
+    Path json = tmp.resolve("b.json");
+    Path svg = tmp.resolve("b.svg");
+    int code =
+        Main.run(
+            new PrintWriter(out, true),
+            new PrintWriter(err, true),
+            "bench",
+            "trace",
+            "--requests",
+            "400",
+            "--workers",
+            "4",
+            "--gpu-blocks",
+            "256",
+            "--index",
+            "radix-tree,positional",
+            "--sweep",
+            "--sweep-min-ms",
+            "2",
+            "--sweep-max-ms",
+            "20",
+            "--sweep-steps",
+            "2",
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--quiet",
+            "--output",
+            json.toString(),
+            "--plot",
+            svg.toString());
+    assertThat(code).as(err.toString()).isZero();
+    assertThat(out.toString())
+        .containsPattern("(?m)^radix-tree +20 ms +[0-9.]+ ms")
+        .contains("positional");
+    String j = Files.readString(json);
+    assertThat(j).contains("\"radix-tree\"").contains("\"find_matches_p99_us\"");
+    assertThat(j).doesNotContain("\"index_equals_caches\" : false");
+    assertThat(Files.readString(svg)).startsWith("<svg").contains("<polyline");
+  }
+
+  @Test
+  void anUnknownIndexListsTheKnownOnes() {
+    StringWriter err = new StringWriter();
+    int code =
+        Main.run(
+            new PrintWriter(new StringWriter()),
+            new PrintWriter(err, true),
+            "bench",
+            "trace",
+            "--index",
+            "btree");
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString())
+        .contains(
+            "unknown index 'btree'; known indexes: radix-tree, concurrent-radix-tree, positional");
+  }
+}
