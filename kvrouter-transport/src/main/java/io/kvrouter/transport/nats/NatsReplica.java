@@ -5,6 +5,7 @@ import io.kvrouter.index.KvIndex;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.nats.ReplicaCounters.C;
 import io.nats.client.Connection;
+import io.nats.client.ConnectionListener;
 import io.nats.client.ConsumeOptions;
 import io.nats.client.IterableConsumer;
 import io.nats.client.JetStreamApiException;
@@ -97,6 +98,11 @@ public final class NatsReplica implements AutoCloseable {
    * single-thread executor), which serialises dumps, writes the object and purges the stream.
    * Thread.start() publishes what start() set up. Other threads read lastApplied, ready,
    * restoredSequence and consumerName (volatile) and the counters.
+   *
+   * jnats' connection thread runs connectionListener, which only sets the reconnected flag: after
+   * a reconnection the iterator's pull request is gone with the old connection (jnats would only
+   * notice at the next missed heartbeat, up to tens of seconds later), so the replica thread
+   * drops the iterator and pulls again on its next turn.
    *
    * The loop (one turn at most POLL_MS of waiting, so close() is seen quickly):
    *   prepare()      if no iterator is open: check whether the consumer still exists, create a
@@ -292,6 +298,11 @@ public final class NatsReplica implements AutoCloseable {
       new ConcurrentLinkedQueue<>();
   private final AtomicBoolean snapshotInFlight = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
+  private final AtomicBoolean reconnected = new AtomicBoolean();
+  private final ConnectionListener connectionListener =
+      (conn, event) -> {
+        if (event == ConnectionListener.Events.RECONNECTED) reconnected.set(true);
+      };
   private final ExecutorService snapshotter;
   private final Thread thread;
 
@@ -367,6 +378,7 @@ public final class NatsReplica implements AutoCloseable {
             });
     this.thread = new Thread(this::run, "kvrouter-nats-" + replicaId);
     thread.setDaemon(true);
+    nc.addConnectionListener(connectionListener);
     thread.start();
   }
 
@@ -476,6 +488,7 @@ public final class NatsReplica implements AutoCloseable {
       Thread.currentThread().interrupt();
     }
     failRequests(new IllegalStateException("replica " + replicaId + " is closed"));
+    nc.removeConnectionListener(connectionListener);
     String name = consumerName;
     if (name != null && nc.getStatus() == Connection.Status.CONNECTED) {
       deleteQuietly(name);
@@ -616,6 +629,11 @@ public final class NatsReplica implements AutoCloseable {
   private void run() {
     try {
       while (running) {
+        if (reconnected.getAndSet(false) && it != null) {
+          // the pull request died with the old connection: pull again on the new one
+          closeIterator();
+          needCheck = true;
+        }
         if (!prepare()) {
           Thread.sleep(POLL_MS);
           continue;
@@ -761,35 +779,60 @@ public final class NatsReplica implements AutoCloseable {
     needCheck = true;
   }
 
+  /** What a delivery is, by its consumer and stream sequences. */
+  enum Delivery {
+    /** Deliveries before it never arrived: resubscribe after the last applied sequence. */
+    GAP,
+    /** A redelivery of a message at or before the last applied sequence: ack and skip. */
+    DUPLICATE,
+    /** The next message to apply. */
+    NEW
+  }
+
+  /**
+   * Classifies a delivery: the consumer sequence counts every delivery (redeliveries included), so
+   * one beyond the expected next means lost deliveries; a stream sequence not beyond the last
+   * applied one means the message (or a later one) was applied already.
+   */
+  static Delivery classify(
+      long expectedConsumerSeq, long lastApplied, long consumerSeq, long streamSeq) {
+    if (consumerSeq > expectedConsumerSeq) return Delivery.GAP;
+    if (streamSeq <= lastApplied) return Delivery.DUPLICATE;
+    return Delivery.NEW;
+  }
+
   private void onMessage(Message m) {
     counters.inc(C.MESSAGES);
     NatsJetStreamMetaData md = m.metaData();
     long cseq = md.consumerSequence();
     long sseq = md.streamSequence();
-    if (cseq > expectedConsumerSeq) {
-      long n = counters.inc(C.GAPS);
-      if (ReplicaCounters.shouldLog(n)) {
-        LOG.warning(
-            "NATS replica "
-                + replicaId
-                + ": deliveries "
-                + expectedConsumerSeq
-                + ".."
-                + (cseq - 1)
-                + " of "
-                + consumerName
-                + " never arrived; resubscribing after stream sequence "
-                + lastApplied);
+    switch (classify(expectedConsumerSeq, lastApplied, cseq, sseq)) {
+      case GAP -> {
+        long n = counters.inc(C.GAPS);
+        if (ReplicaCounters.shouldLog(n)) {
+          LOG.warning(
+              "NATS replica "
+                  + replicaId
+                  + ": deliveries "
+                  + expectedConsumerSeq
+                  + ".."
+                  + (cseq - 1)
+                  + " of "
+                  + consumerName
+                  + " never arrived; resubscribing after stream sequence "
+                  + lastApplied);
+        }
+        closeIterator();
+        needResubscribe = true;
+        return;
       }
-      closeIterator();
-      needResubscribe = true;
-      return;
-    }
-    expectedConsumerSeq = cseq + 1;
-    if (sseq <= lastApplied) {
-      counters.inc(C.DUPLICATES);
-      ack(m);
-      return;
+      case DUPLICATE -> {
+        expectedConsumerSeq = Math.max(expectedConsumerSeq, cseq + 1);
+        counters.inc(C.DUPLICATES);
+        ack(m);
+        return;
+      }
+      case NEW -> expectedConsumerSeq = Math.max(expectedConsumerSeq, cseq + 1);
     }
     RouterEvent event;
     try {

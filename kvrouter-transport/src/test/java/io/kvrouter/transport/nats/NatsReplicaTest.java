@@ -524,6 +524,39 @@ class NatsReplicaTest {
     fleet.assertSameAnswers(indexA, indexB);
   }
 
+  @Test
+  void replicasReconnectAfterTheServerRestartsAndCatchUp() throws Exception {
+    NatsEventStream stream = NatsEventStream.forModel("restart-server");
+    NatsEventPublisher pub = NatsEventPublisher.create(nc, stream);
+    KvIndex indexA = index();
+    KvIndex indexB = index();
+    NatsReplica a = start(replica("a", indexA, stream));
+    NatsReplica b = start(replica("b", indexB, stream));
+    EngineFleet fleet = new EngineFleet(14, pub);
+    fleet.run(100);
+    awaitApplied(a, pub.lastSequence());
+    awaitApplied(b, pub.lastSequence());
+
+    server.restart();
+    eventually("the publisher reconnected", () -> nc.getStatus() == Connection.Status.CONNECTED);
+    eventually(
+        "JetStream answers again",
+        () -> {
+          try {
+            return jsm.getStreamInfo(stream.stream()).getStreamState().getLastSequence() > 0;
+          } catch (Exception e) {
+            return false;
+          }
+        });
+    fleet.run(100);
+    awaitApplied(a, pub.lastSequence());
+    awaitApplied(b, pub.lastSequence());
+    fleet.assertIndexMatches("replica a after the server restart", indexA);
+    fleet.assertIndexMatches("replica b after the server restart", indexB);
+    assertThat(a.stats().applied()).isEqualTo(pub.published());
+    assertThat(b.stats().applied()).isEqualTo(pub.published());
+  }
+
   // ------------------------------------------------------------------ test support
 
   /** An index whose writes can be held up: after hold(), the next apply waits until release(). */

@@ -30,14 +30,17 @@ import java.util.stream.Stream;
 final class NatsServer implements AutoCloseable {
   private static final Duration START_TIMEOUT = Duration.ofSeconds(10);
 
-  private final Process process;
+  private final String binary;
   private final Path storeDir;
+  private final Path store;
   private final Path log;
   private final int port;
+  private Process process;
 
-  private NatsServer(Process process, Path storeDir, Path log, int port) {
-    this.process = process;
+  private NatsServer(String binary, Path storeDir, Path store, Path log, int port) {
+    this.binary = binary;
     this.storeDir = storeDir;
+    this.store = store;
     this.log = log;
     this.port = port;
   }
@@ -49,26 +52,42 @@ final class NatsServer implements AutoCloseable {
       Path dir = Files.createTempDirectory("kvrouter-nats-");
       Path store = Files.createDirectory(dir.resolve("store"));
       Path log = dir.resolve("server.log");
-      int port = freePort();
-      Process p =
-          new ProcessBuilder(
-                  binary,
-                  "-a",
-                  "127.0.0.1",
-                  "-p",
-                  Integer.toString(port),
-                  "-js",
-                  "-sd",
-                  store.toString())
-              .redirectErrorStream(true)
-              .redirectOutput(log.toFile())
-              .start();
-      NatsServer server = new NatsServer(p, dir, log, port);
-      server.awaitListening();
+      NatsServer server = new NatsServer(binary, dir, store, log, freePort());
+      server.launch();
       return server;
     } catch (IOException e) {
       throw new UncheckedIOException("could not start " + binary, e);
     }
+  }
+
+  /**
+   * Stops the server and starts it again on the same port with the same store (JetStream state
+   * survives), waiting until it accepts connections; clients reconnect by themselves.
+   */
+  void restart() {
+    stop();
+    try {
+      launch();
+    } catch (IOException e) {
+      throw new UncheckedIOException("could not restart " + binary, e);
+    }
+  }
+
+  private void launch() throws IOException {
+    process =
+        new ProcessBuilder(
+                binary,
+                "-a",
+                "127.0.0.1",
+                "-p",
+                Integer.toString(port),
+                "-js",
+                "-sd",
+                store.toString())
+            .redirectErrorStream(true)
+            .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
+            .start();
+    awaitListening();
   }
 
   /** The client URL. */
@@ -96,6 +115,17 @@ final class NatsServer implements AutoCloseable {
 
   @Override
   public void close() {
+    stop();
+    try (Stream<Path> files = Files.walk(storeDir)) {
+      for (Path f : files.sorted(Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(f);
+      }
+    } catch (IOException e) {
+      // a temp directory left behind is not a test failure
+    }
+  }
+
+  private void stop() {
     process.destroy();
     try {
       if (!process.waitFor(5, TimeUnit.SECONDS)) {
@@ -104,13 +134,6 @@ final class NatsServer implements AutoCloseable {
     } catch (InterruptedException e) {
       process.destroyForcibly();
       Thread.currentThread().interrupt();
-    }
-    try (Stream<Path> files = Files.walk(storeDir)) {
-      for (Path f : files.sorted(Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(f);
-      }
-    } catch (IOException e) {
-      // a temp directory left behind is not a test failure
     }
   }
 
@@ -133,7 +156,7 @@ final class NatsServer implements AutoCloseable {
         }
       }
     }
-    close();
+    stop();
     throw new IllegalStateException(
         "nats-server did not listen on port " + port + " within " + START_TIMEOUT);
   }
