@@ -741,10 +741,11 @@ public final class NatsReplica implements AutoCloseable {
     if (old != null) deleteQuietly(old);
     counters.inc(C.RESUBSCRIBES);
     if (consumerLost) {
-      needLossCheck = true;
+      needLossCheck = true; // ready waits for the loss check (and a resync, if one is needed)
       consumerLost = false;
+    } else if (ci.getNumPending() == 0) {
+      ready = true;
     }
-    if (ci.getNumPending() == 0) ready = true;
   }
 
   /** Rebuilds the index from the newest snapshot and consumes after it. */
@@ -919,8 +920,17 @@ public final class NatsReplica implements AutoCloseable {
     for (CompletableFuture<SnapshotInfo> f; (f = snapshotRequests.poll()) != null; ) {
       waiting.add(f);
     }
-    index.flush();
-    List<RouterEvent> dump = index.dump();
+    List<RouterEvent> dump;
+    try {
+      index.flush();
+      dump = index.dump();
+    } catch (RuntimeException e) {
+      LOG.log(Level.WARNING, "NATS replica " + replicaId + ": the index could not be dumped", e);
+      for (CompletableFuture<SnapshotInfo> f : waiting) f.completeExceptionally(e);
+      sinceSnapshot = 0; // try again on the normal schedule, not on every turn
+      lastSnapshotNanos = now;
+      return;
+    }
     long seq = lastApplied;
     String own = consumerName;
     sinceSnapshot = 0;
