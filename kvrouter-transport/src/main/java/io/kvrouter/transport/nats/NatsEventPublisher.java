@@ -1,0 +1,170 @@
+package io.kvrouter.transport.nats;
+
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.transport.json.RouterEventJson;
+import io.nats.client.Connection;
+import io.nats.client.JetStream;
+import io.nats.client.JetStreamApiException;
+import io.nats.client.NUID;
+import io.nats.client.PublishOptions;
+import io.nats.client.api.PublishAck;
+import io.nats.client.impl.Headers;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+
+/**
+ * Publishes router events to a JetStream stream, one event per message in NVIDIA Dynamo's JSON wire
+ * form ({@link RouterEventJson}), and waits for the stream to store each one.
+ *
+ * <pre>{@code
+ * Connection nc = Nats.connect("nats://127.0.0.1:4222");
+ * NatsEventPublisher pub = NatsEventPublisher.create(nc, NatsEventStream.forModel("llama"));
+ * PrefixCache engine = new PrefixCache(Worker.of(1), 16, 4096, pub);   // a Consumer<RouterEvent>
+ * }</pre>
+ *
+ * <p>{@link #publish} returns once the stream has stored the event (or throws): the order in which
+ * one thread publishes is the order in the stream. Each message carries a {@code Nats-Msg-Id}
+ * unique to this publisher, so a publish retried after a lost acknowledgement is stored once
+ * (within the stream's duplicate window). Thread-safe; the events of one worker should come from
+ * one thread, so that their order is defined. The connection belongs to the caller.
+ */
+public final class NatsEventPublisher implements Consumer<RouterEvent> {
+  /*
+   * Implementation notes
+   *
+   * Synchronous publishing: one round trip per event (JetStream's PubAck). Asynchronous
+   * publishing with a window would be faster, but a failed publish in the middle of a window
+   * leaves a gap that a retry can only fill out of order, and the index needs each worker's
+   * events in order. The message id is <publisher NUID>-<counter>: unique per publisher
+   * instance, so an engine that restarts with event ids from 1 again is never mistaken for a
+   * duplicate; a retry reuses the id, so the server drops the copy when the first attempt was
+   * stored after all. The counters are AtomicLongs, the only mutable state.
+   */
+
+  private static final int DEFAULT_ATTEMPTS = 3;
+
+  private final JetStream js;
+  private final NatsEventStream stream;
+  private final String idPrefix = NUID.nextGlobal() + "-";
+  private final AtomicLong counter = new AtomicLong();
+  private final AtomicLong published = new AtomicLong();
+  private final int attempts;
+  private final AtomicLong lastSequence = new AtomicLong();
+
+  private NatsEventPublisher(Connection nc, NatsEventStream stream, int attempts)
+      throws IOException {
+    this.js = nc.jetStream();
+    this.stream = stream;
+    this.attempts = attempts;
+  }
+
+  /**
+   * A publisher to {@code stream}'s subject; creates the stream when it does not exist.
+   *
+   * @throws IllegalStateException when the stream exists but does not capture the subject, or
+   *     JetStream refuses the request
+   * @throws UncheckedIOException when the server cannot be reached
+   */
+  public static NatsEventPublisher create(Connection nc, NatsEventStream stream) {
+    Objects.requireNonNull(nc, "connection");
+    Objects.requireNonNull(stream, "stream");
+    try {
+      stream.ensure(nc.jetStreamManagement());
+      return new NatsEventPublisher(nc, stream, DEFAULT_ATTEMPTS);
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot set up stream " + stream.stream(), e);
+    } catch (JetStreamApiException e) {
+      throw new IllegalStateException(
+          "cannot set up stream " + stream.stream() + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * A publisher to {@code stream}'s subject that assumes the stream exists (for publishers without
+   * the right to manage streams); a publish fails when no stream captures the subject.
+   */
+  public static NatsEventPublisher existing(Connection nc, NatsEventStream stream) {
+    Objects.requireNonNull(nc, "connection");
+    Objects.requireNonNull(stream, "stream");
+    try {
+      return new NatsEventPublisher(nc, stream, DEFAULT_ATTEMPTS);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** Where events go. */
+  public NatsEventStream stream() {
+    return stream;
+  }
+
+  /**
+   * Publishes one event and waits until the stream stored it; retries twice on a timeout with the
+   * same message id.
+   *
+   * @return the stream's acknowledgement (its {@code getSeqno()} is the event's stream sequence)
+   * @throws IOException when the stream did not acknowledge any attempt (timeout, no stream)
+   * @throws JetStreamApiException when the stream refused the message
+   */
+  public PublishAck publish(RouterEvent event) throws IOException, JetStreamApiException {
+    Objects.requireNonNull(event, "event");
+    byte[] payload = RouterEventJson.writeEventBytes(event);
+    PublishOptions opts =
+        PublishOptions.builder()
+            .expectedStream(stream.stream())
+            .messageId(idPrefix + counter.incrementAndGet())
+            .build();
+    IOException last = null;
+    for (int i = 0; i < attempts; i++) {
+      try {
+        PublishAck ack = js.publish(stream.subject(), (Headers) null, payload, opts);
+        published.incrementAndGet();
+        lastSequence.accumulateAndGet(ack.getSeqno(), Math::max);
+        return ack;
+      } catch (IOException e) {
+        last = e;
+      }
+    }
+    throw new IOException(
+        "event not stored on stream "
+            + stream.stream()
+            + " (subject "
+            + stream.subject()
+            + ") after "
+            + attempts
+            + " attempts: "
+            + last.getMessage(),
+        last);
+  }
+
+  /**
+   * {@link #publish} for use as an engine's event listener.
+   *
+   * @throws UncheckedIOException when the stream did not acknowledge the event
+   * @throws IllegalStateException when the stream refused it
+   */
+  @Override
+  public void accept(RouterEvent event) {
+    try {
+      publish(event);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (JetStreamApiException e) {
+      throw new IllegalStateException(
+          "stream " + stream.stream() + " refused an event: " + e.getMessage(), e);
+    }
+  }
+
+  /** Events stored so far. */
+  public long published() {
+    return published.get();
+  }
+
+  /** The highest stream sequence this publisher got back, 0 before the first publish. */
+  public long lastSequence() {
+    return lastSequence.get();
+  }
+}
