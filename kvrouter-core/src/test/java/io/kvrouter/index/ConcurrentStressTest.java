@@ -166,10 +166,13 @@ class ConcurrentStressTest {
                 }));
       }
       long[] reads = new long[1];
+      java.util.concurrent.CountDownLatch readerStarted =
+          new java.util.concurrent.CountDownLatch(1);
       Thread reader =
           new Thread(
               () -> {
-                while (done.get(0) < EVENTS || done.get(1) < EVENTS || done.get(2) < EVENTS) {
+                do {
+                  readerStarted.countDown();
                   int[] c1 = new int[WORKERS];
                   for (int i = 0; i < WORKERS; i++) c1[i] = done.get(i);
                   OverlapScores s = index.findMatches(PATH, false);
@@ -199,9 +202,10 @@ class ConcurrentStressTest {
                     }
                   }
                   reads[0]++;
-                }
+                } while (done.get(0) < EVENTS || done.get(1) < EVENTS || done.get(2) < EVENTS);
               });
       reader.start();
+      readerStarted.await(); // the writers race a reader that is already reading
       threads.forEach(Thread::start);
       for (Thread t : threads) t.join();
       reader.join();

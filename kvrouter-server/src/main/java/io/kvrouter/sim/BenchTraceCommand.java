@@ -103,10 +103,10 @@ public final class BenchTraceCommand implements Callable<Integer> {
   @Option(
       names = "--tick-us",
       paramLabel = "US",
-      defaultValue = "1000",
+      defaultValue = "100",
       description =
           "A worker thread runs every entry due within this many µs, then parks until the next"
-              + " (default: ${DEFAULT-VALUE}, the granularity of Dynamo's tokio timers).")
+              + " (default: ${DEFAULT-VALUE}; Dynamo's tokio timers tick in 1000).")
   long tickUs;
 
   @Option(names = "--sweep", description = "Run several durations, log-spaced (see below).")

@@ -85,7 +85,7 @@ final class BenchTraceReport {
     return m;
   }
 
-  /** Achieved vs offered block ops/s, log-log, with the identity line; one series per kind. */
+  /** Achieved vs offered ops/s, log-log, with the identity line; one series per kind. */
   static String svg(List<TraceReplay.Result> results) {
     final int w = 820;
     final int h = 600;
@@ -97,8 +97,8 @@ final class BenchTraceReport {
     double hi = 0;
     for (TraceReplay.Result r : results) {
       if (r.durationMs() == 0) continue;
-      lo = Math.min(lo, Math.min(r.offeredBlockOps(), r.achievedBlockOps()));
-      hi = Math.max(hi, Math.max(r.offeredBlockOps(), r.achievedBlockOps()));
+      lo = Math.min(lo, Math.min(r.offeredOps(), r.achievedOps()));
+      hi = Math.max(hi, Math.max(r.offeredOps(), r.achievedOps()));
     }
     if (hi == 0) {
       lo = 1;
@@ -147,11 +147,11 @@ final class BenchTraceReport {
           s.append(
               f(
                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
-                  x.applyAsDouble(v), h - bottom + 16, BenchTraceCommand.rate(v)));
+                  x.applyAsDouble(v), h - bottom + 16, axisRate(v)));
           s.append(
               f(
                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-                  left - 6, y.applyAsDouble(v) + 4, BenchTraceCommand.rate(v)));
+                  left - 6, y.applyAsDouble(v) + 4, axisRate(v)));
         }
       }
     }
@@ -162,12 +162,12 @@ final class BenchTraceReport {
             x.applyAsDouble(a), y.applyAsDouble(a), x.applyAsDouble(b), y.applyAsDouble(b)));
     s.append(
         f(
-            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">offered block ops/s</text>\n",
+            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">offered ops/s (findMatches + events)</text>\n",
             (left + w - right) / 2, h - 20));
     s.append(
         f(
             "<text x=\"20\" y=\"%d\" transform=\"rotate(-90 20 %d)\" text-anchor=\"middle\">"
-                + "achieved block ops/s</text>\n",
+                + "achieved ops/s</text>\n",
             (top + h - bottom) / 2, (top + h - bottom) / 2));
     int i = 0;
     for (Map.Entry<IndexKind, List<TraceReplay.Result>> e : byKind(results).entrySet()) {
@@ -175,8 +175,8 @@ final class BenchTraceReport {
       StringBuilder pts = new StringBuilder();
       for (TraceReplay.Result r : e.getValue()) {
         if (r.durationMs() == 0) continue;
-        double px = x.applyAsDouble(r.offeredBlockOps());
-        double py = y.applyAsDouble(r.achievedBlockOps());
+        double px = x.applyAsDouble(r.offeredOps());
+        double py = y.applyAsDouble(r.achievedOps());
         pts.append(f("%.1f,%.1f ", px, py));
         s.append(f("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n", px, py, col));
       }
@@ -200,6 +200,18 @@ final class BenchTraceReport {
       i++;
     }
     return s.append("</svg>\n").toString();
+  }
+
+  /** A round axis label: 10 k, 1 M, 100 M, 1 G. */
+  static String axisRate(double v) {
+    if (v >= 1e9) return round3(v / 1e9) + " G";
+    if (v >= 1e6) return round3(v / 1e6) + " M";
+    if (v >= 1e3) return round3(v / 1e3) + " k";
+    return round3(v);
+  }
+
+  private static String round3(double v) {
+    return TextReport.num(Math.round(v * 1000) / 1000.0);
   }
 
   private static String f(String fmt, Object... args) {

@@ -18,7 +18,7 @@ import java.util.concurrent.locks.LockSupport;
  * One virtual thread per worker (Dynamo gives each worker its own tokio task). All threads wait
  * on a latch, then share one start instant. Entry i of a timeline is due at
  * start + time[i] * duration / span; a thread runs every entry due within the next tick
- * (--tick-us, default 1 ms), then parks until the next one is due (LockSupport.parkNanos), so a
+ * (--tick-us, default 100 µs), then parks until the next one is due (LockSupport.parkNanos), so a
  * thread that falls behind runs back to back and never sleeps. The tick bounds the parks (each
  * costs a virtual-thread unmount and a timed unpark through the JDK's timer thread) to one per
  * tick per worker; an entry runs at most one tick early. Dynamo's replay sleeps on tokio timers,
