@@ -10,7 +10,7 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     versionProvider = Main.Version.class,
     description = "KV-cache-aware request router for LLM inference fleets.",
-    subcommands = {Main.Simulate.class, Main.Serve.class, Main.Bench.class})
+    subcommands = {Main.Simulate.class, ServeCommand.class, Main.Bench.class})
 public final class Main implements Callable<Integer> {
 
   /** Runs the CLI and exits with its code. */
@@ -47,18 +47,6 @@ public final class Main implements Callable<Integer> {
     @Override
     public Integer call() {
       System.err.println("kvrouter simulate: not built yet (see issue 6).");
-      return 1;
-    }
-  }
-
-  @Command(
-      name = "serve",
-      mixinStandardHelpOptions = true,
-      description = "Run the router as an HTTP service.")
-  static final class Serve implements Callable<Integer> {
-    @Override
-    public Integer call() {
-      System.err.println("kvrouter serve: not built yet (see issue 7).");
       return 1;
     }
   }
