@@ -196,7 +196,16 @@ public final class ServeCommand implements Callable<Integer> {
       }
       args.add("--" + key + "=" + props.getProperty(key).trim());
     }
-    args.addAll(spec.commandLine().getParseResult().originalArgs());
+    // then the command line's own flags (not the parent's arguments), so that they win
+    for (OptionSpec o : spec.commandLine().getParseResult().matchedOptions()) {
+      if (o.longestName().equals("--config")) continue;
+      List<String> values = o.originalStringValues();
+      if (values.isEmpty()) {
+        args.add(o.longestName());
+      } else {
+        for (String v : values) args.add(o.longestName() + "=" + v);
+      }
+    }
     ServeCommand fresh = new ServeCommand();
     CommandLine cl = new CommandLine(fresh);
     cl.setOverwrittenOptionsAllowed(true);
