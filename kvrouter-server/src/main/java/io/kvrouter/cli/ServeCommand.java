@@ -149,6 +149,13 @@ public final class ServeCommand implements Callable<Integer> {
   long requestExpirySeconds = 300;
 
   @Option(
+      names = "--ingest-threads",
+      paramLabel = "N",
+      description =
+          "Platform threads that decode and apply /events batches (default: ${DEFAULT-VALUE}).")
+  int ingestThreads = 1;
+
+  @Option(
       names = "--config",
       paramLabel = "FILE",
       description =
@@ -238,6 +245,7 @@ public final class ServeCommand implements Callable<Integer> {
               .busyPrefillTokens(busyPrefillTokens)
               .busyBlockFraction(busyBlockFraction)
               .requestExpiry(Duration.ofSeconds(requestExpirySeconds))
+              .ingestThreads(ingestThreads)
               .build();
     } catch (IllegalArgumentException e) {
       System.err.println("kvrouter serve: " + e.getMessage());

@@ -27,6 +27,11 @@ import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -45,7 +50,8 @@ import java.util.function.BooleanSupplier;
  * Bodies are read whole (Helidon has already refused a declared length over the limit with 413;
  * a chunked body that grows past it fails while being read, which is answered with 413 here),
  * then parsed by JsonBody or RouterEventJson before anything changes, so a bad request changes
- * nothing. Handlers hold no state of their own: everything shared lives in the Registry, its
+ * nothing. /events batches are decoded and applied on an ingest thread (a platform thread the
+ * server owns), not on the request's virtual thread: see onIngestThread. Handlers hold no state of their own: everything shared lives in the Registry, its
  * ModelIndex objects and ServerMetrics.
  * </pre>
  */
@@ -65,6 +71,7 @@ final class Api {
   private final boolean acceptUnregistered;
   private final long maxBodyBytes;
   private final BooleanSupplier ready;
+  private final ExecutorService ingest;
 
   Api(
       Registry registry,
@@ -72,7 +79,9 @@ final class Api {
       BearerAuth auth,
       boolean acceptUnregistered,
       long maxBodyBytes,
-      BooleanSupplier ready) {
+      BooleanSupplier ready,
+      ExecutorService ingest) {
+    this.ingest = ingest;
     this.registry = registry;
     this.metrics = metrics;
     this.auth = auth;
@@ -359,6 +368,7 @@ final class Api {
   private static QueryFields readQuery(byte[] body, String kind) {
     return JsonBody.parse(
         body,
+        !kind.equals("hash"),
         b -> {
           QueryFields q = new QueryFields();
           while (b.nextField()) {
@@ -597,6 +607,19 @@ final class Api {
       throw ApiException.badRequest(
           "the request body is empty; expected a JSON array of Dynamo RouterEvents");
     }
+    int applied = onIngestThread(() -> decodeAndApply(model, group, body));
+    return sendJson(
+        res,
+        200,
+        g -> {
+          g.writeStartObject();
+          g.writeNumberField("applied", applied);
+          g.writeEndObject();
+        });
+  }
+
+  /** Decodes a batch, checks it and applies it whole; runs on an ingest thread. */
+  private int decodeAndApply(String model, String group, byte[] body) {
     List<RouterEvent> events;
     try {
       events = RouterEventJson.readEvents(body);
@@ -621,14 +644,30 @@ final class Api {
       throw e;
     }
     metrics.eventsReceived(events.size());
-    return sendJson(
-        res,
-        200,
-        g -> {
-          g.writeStartObject();
-          g.writeNumberField("applied", events.size());
-          g.writeEndObject();
-        });
+    return events.size();
+  }
+
+  /**
+   * Runs {@code work} on an ingest (platform) thread and waits for it; the request's virtual thread
+   * unmounts meanwhile, so a large batch does not hold one of the few carrier threads that serve
+   * queries (virtual threads are not preempted; platform threads are, by the OS).
+   */
+  private int onIngestThread(Callable<Integer> work) {
+    Future<Integer> f;
+    try {
+      f = ingest.submit(work);
+    } catch (RejectedExecutionException e) {
+      throw new ApiException(503, "the server is stopping; nothing was applied");
+    }
+    try {
+      return f.get();
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof RuntimeException r) throw r;
+      throw new IllegalStateException(e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while events were applied", e);
+    }
   }
 
   /**

@@ -11,6 +11,10 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * kvrouter as an HTTP service: one KV-aware router and index per {@code (model_name,
@@ -31,7 +35,8 @@ import java.util.Objects;
  * (Helidon SE 4). Helidon's own shutdown hook is off; the owner (the serve command's hook, or a
  * test) calls stop(), which marks the server not ready, stops the webserver (it stops accepting,
  * lets requests in flight finish within the shutdown grace period, then closes connections) and
- * then closes every index. stop() is idempotent and thread-safe (synchronized, called once or
+ * then stops the ingest threads (which apply /events batches) and closes every index. stop() is
+ * idempotent and thread-safe (synchronized, called once or
  * twice in a process's life). Helidon answers protocol-level failures (a declared body over
  * the limit: 413; an unparsable request line: 400) itself, through the direct handlers installed
  * here, which give the same {"error": ...} JSON as the endpoints.
@@ -41,6 +46,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final Config config;
   private final Registry registry;
   private final WebServer webServer;
+  private final ExecutorService ingest;
   private volatile boolean ready;
   private boolean stopped;
 
@@ -49,6 +55,15 @@ public final class KvRouterServer implements AutoCloseable {
     this.registry = new Registry(config::newRouter);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
     registry.metrics(metrics);
+    AtomicInteger ingestThreads = new AtomicInteger();
+    this.ingest =
+        Executors.newFixedThreadPool(
+            config.ingestThreads(),
+            r -> {
+              Thread t = new Thread(r, "kvrouter-ingest-" + ingestThreads.incrementAndGet());
+              t.setDaemon(true);
+              return t;
+            });
     Api api =
         new Api(
             registry,
@@ -56,7 +71,8 @@ public final class KvRouterServer implements AutoCloseable {
             new BearerAuth(config.authToken()),
             config.acceptUnregistered(),
             config.maxBodyBytes(),
-            () -> ready);
+            () -> ready,
+            ingest);
     DirectHandlers.Builder direct = DirectHandlers.builder();
     for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
       direct.addHandler(t, new JsonDirectHandler(api));
@@ -122,6 +138,15 @@ public final class KvRouterServer implements AutoCloseable {
     stopped = true;
     ready = false;
     webServer.stop();
+    ingest.shutdown();
+    try {
+      if (!ingest.awaitTermination(
+          config.shutdownGrace().toMillis() + 1000, TimeUnit.MILLISECONDS)) {
+        ingest.shutdownNow();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
     registry.close();
   }
 
@@ -176,6 +201,7 @@ public final class KvRouterServer implements AutoCloseable {
    * @param busyBlockFraction a rank with more active blocks than this fraction of its {@code
    *     kv_blocks} is busy; 0: never
    * @param requestExpiry routed requests never freed are dropped after this; default 300 s
+   * @param ingestThreads platform threads that decode and apply {@code /events} batches; default 1
    */
   public record Config(
       String host,
@@ -189,7 +215,8 @@ public final class KvRouterServer implements AutoCloseable {
       long seed,
       long busyPrefillTokens,
       double busyBlockFraction,
-      Duration requestExpiry) {
+      Duration requestExpiry,
+      int ingestThreads) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -231,6 +258,9 @@ public final class KvRouterServer implements AutoCloseable {
       if (requestExpiry.isNegative() || requestExpiry.isZero()) {
         throw new IllegalArgumentException("requestExpiry must be positive, got " + requestExpiry);
       }
+      if (ingestThreads < 1) {
+        throw new IllegalArgumentException("ingestThreads must be >= 1, got " + ingestThreads);
+      }
     }
 
     /** A builder holding the defaults. */
@@ -257,6 +287,7 @@ public final class KvRouterServer implements AutoCloseable {
           "busy-block-fraction",
           busyBlockFraction == 0 ? "(never)" : Double.toString(busyBlockFraction));
       m.put("request-expiry-seconds", Long.toString(requestExpiry.toSeconds()));
+      m.put("ingest-threads", Integer.toString(ingestThreads));
       return m;
     }
 
@@ -292,6 +323,7 @@ public final class KvRouterServer implements AutoCloseable {
       private long busyPrefillTokens = -1;
       private double busyBlockFraction;
       private Duration requestExpiry = Duration.ofSeconds(300);
+      private int ingestThreads = 1;
 
       private Builder() {}
 
@@ -355,6 +387,11 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      public Builder ingestThreads(int ingestThreads) {
+        this.ingestThreads = ingestThreads;
+        return this;
+      }
+
       public Config build() {
         return new Config(
             host,
@@ -368,7 +405,8 @@ public final class KvRouterServer implements AutoCloseable {
             seed,
             busyPrefillTokens,
             busyBlockFraction,
-            requestExpiry);
+            requestExpiry,
+            ingestThreads);
       }
     }
   }
