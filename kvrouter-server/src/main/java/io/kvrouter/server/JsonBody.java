@@ -38,9 +38,10 @@ import java.util.Set;
  *
  * Fast path: Jackson spends most of a /query in token_ids (a 1,024-token prompt is ~6 KB of
  * digits: per number a text buffer copy, a type check and a conversion). prescanTokenIds reads a
- * well-formed top-level token_ids array straight from the bytes and blanks it, before Jackson
- * runs; it only ever accepts input Jackson would accept with the same values, and gives up
- * (changing nothing) on anything else, so errors still come from the ordinary path.
+ * well-formed top-level token_ids array straight from the bytes; Jackson then parses a copy of
+ * the body with the array cut out to "[]". The scanner only accepts arrays Jackson would read as
+ * the same values and gives up on anything else; and if the cut body fails in any way, the whole
+ * body is parsed the ordinary way, so every error message and location is the ordinary one.
  * JsonBodyTest checks both paths against each other on random and adversarial bodies.
  * </pre>
  */
@@ -80,14 +81,33 @@ final class JsonBody {
 
   /**
    * Like {@link #parse(byte[], Reader)}; with {@code tokenIds}, a top-level {@code token_ids} array
-   * of plain decimal token ids is first read by a fast scanner (see {@link #prescanTokenIds}) and
-   * blanked out in {@code body}, which is changed.
+   * of plain decimal token ids is read by a fast scanner ({@link #prescanTokenIds}) and Jackson
+   * parses the rest of the body with that array cut out. If that fails, the whole body is parsed
+   * again the ordinary way, so that errors are exactly the ordinary ones: {@code reader} may run
+   * twice and must have no side effects.
    */
   static <T> T parse(byte[] body, boolean tokenIds, Reader<T> reader) {
     if (body.length == 0) {
       throw ApiException.badRequest("the request body is empty; expected a JSON object");
     }
-    int[] prescanned = tokenIds ? prescanTokenIds(body) : null;
+    Prescan pre = tokenIds ? prescanTokenIds(body) : null;
+    if (pre != null) {
+      int tail = body.length - pre.close() - 1;
+      byte[] rest = new byte[pre.open() + 2 + tail];
+      System.arraycopy(body, 0, rest, 0, pre.open());
+      rest[pre.open()] = '[';
+      rest[pre.open() + 1] = ']';
+      System.arraycopy(body, pre.close() + 1, rest, pre.open() + 2, tail);
+      try {
+        return parse(rest, pre.values(), reader);
+      } catch (ApiException e) {
+        // fall through: the ordinary path gives the error with the body's own locations
+      }
+    }
+    return parse(body, null, reader);
+  }
+
+  private static <T> T parse(byte[] body, int[] prescanned, Reader<T> reader) {
     try (JsonParser p = FACTORY.createParser(body)) {
       JsonBody b = new JsonBody(p);
       b.prescannedTokenIds = prescanned;
@@ -209,7 +229,7 @@ final class JsonBody {
     if (pre != null && field.equals("token_ids")) {
       prescannedTokenIds = null;
       if (p.nextToken() != JsonToken.END_ARRAY) {
-        throw new IllegalStateException("token_ids was prescanned but is not blank");
+        throw new IllegalStateException("token_ids was prescanned but is not cut out");
       }
       return pre;
     }
@@ -241,17 +261,18 @@ final class JsonBody {
     return Arrays.copyOf(out, n);
   }
 
+  /** A token_ids array read by {@link #prescanTokenIds}: its values and its brackets' offsets. */
+  record Prescan(int[] values, int open, int close) {}
+
   /**
    * The fast path for the one large field of {@code /query} and {@code /route}: finds the top-level
    * field {@code "token_ids"} by a byte scan that follows strings (with escapes) and nesting, and
    * if its value is an array of plain decimal integers in {@code 0..2^32-1} (no sign, fraction,
-   * exponent or leading zero) separated by commas and JSON whitespace, returns them and overwrites
-   * their digits and commas with spaces, so that Jackson then sees an empty array. Anything else —
-   * no such field, another shape, a value out of range, malformed JSON — returns null and leaves
-   * {@code body} untouched, so the ordinary parser reads it and reports any error exactly as it
-   * would have. Newlines are kept, so error locations do not move.
+   * exponent or leading zero) separated by commas and JSON whitespace, returns them with the
+   * offsets of its brackets. Anything else (no such field, another shape, a value out of range,
+   * malformed JSON) returns null. Never changes {@code b}.
    */
-  static int[] prescanTokenIds(byte[] b) {
+  static Prescan prescanTokenIds(byte[] b) {
     final int n = b.length;
     int i = skipWs(b, 0);
     if (i >= n || b[i] != '{') return null;
@@ -293,12 +314,12 @@ final class JsonBody {
   }
 
   /** Reads the u32 array whose '[' is at {@code open}; see {@link #prescanTokenIds}. */
-  private static int[] prescanArray(byte[] b, int open) {
+  private static Prescan prescanArray(byte[] b, int open) {
     final int n = b.length;
-    int[] out = new int[Math.max(16, Math.min(1 << 16, (n - open) / 2))];
+    int[] out = new int[Math.max(16, Math.min(1 << 16, (n - open) / 4))];
     int count = 0;
     int i = skipWs(b, open + 1);
-    if (i < n && b[i] == ']') return blank(b, open, i, out, 0);
+    if (i < n && b[i] == ']') return new Prescan(new int[0], open, i);
     while (true) {
       if (i >= n) return null;
       int d = b[i] - '0';
@@ -317,18 +338,10 @@ final class JsonBody {
       out[count++] = (int) v;
       i = skipWs(b, i);
       if (i >= n) return null;
-      if (b[i] == ']') return blank(b, open, i, out, count);
+      if (b[i] == ']') return new Prescan(Arrays.copyOf(out, count), open, i);
       if (b[i] != ',') return null;
       i = skipWs(b, i + 1);
     }
-  }
-
-  private static int[] blank(byte[] b, int open, int close, int[] values, int count) {
-    for (int k = open + 1; k < close; k++) {
-      byte c = b[k];
-      if (c != '\n' && c != '\r' && c != '\t') b[k] = ' ';
-    }
-    return Arrays.copyOf(values, count);
   }
 
   private static int skipWs(byte[] b, int i) {
