@@ -15,7 +15,7 @@ kvrouter_find_jdk
 port="${KVROUTER_BENCH_PORT:-18090}"
 log="$(mktemp)"
 KVROUTER_JAVA_OPTS="${KVROUTER_JAVA_OPTS:--Xms2g -Xmx2g}" ./kvrouter serve --port "$port" >"$log" 2>&1 &
-server=$!
+server=$!   # the launcher execs java, so this is the server JVM
 trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
@@ -23,4 +23,4 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://127.0.0.1:$port/ready" >/dev/null || { cat "$log"; exit 1; }
 "$JAVA_HOME/bin/java" -Xmx1g -cp kvrouter-server/target/kvrouter.jar io.kvrouter.cli.ServeLoad \
-  --url "http://127.0.0.1:$port" --lua kvrouter-server/bench/query.lua "$@"
+  --url "http://127.0.0.1:$port" --lua kvrouter-server/bench/query.lua --server-pid "$server" "$@"

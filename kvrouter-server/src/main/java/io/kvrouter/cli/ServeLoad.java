@@ -107,7 +107,9 @@ public final class ServeLoad implements Callable<Integer> {
   @Option(names = "--wrk-threads", description = "wrk threads (default: ${DEFAULT-VALUE}).")
   int wrkThreads = 1;
 
-  @Option(names = "--wrk-connections", description = "wrk connections (default: ${DEFAULT-VALUE}).")
+  @Option(
+      names = "--wrk-connections",
+      description = "wrk connections; 0: no queries, events only (default: ${DEFAULT-VALUE}).")
   int wrkConnections = 16;
 
   @Option(names = "--lua", description = "wrk script (default: ${DEFAULT-VALUE}).")
@@ -115,6 +117,11 @@ public final class ServeLoad implements Callable<Integer> {
 
   @Option(names = "--seed", description = "Seed (default: ${DEFAULT-VALUE}).")
   long seed = 42;
+
+  @Option(
+      names = "--server-pid",
+      description = "The server's process id, to report its CPU time (default: none).")
+  long serverPid = -1;
 
   private final HttpClient client =
       HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
@@ -246,6 +253,10 @@ public final class ServeLoad implements Callable<Integer> {
     double fmCount0 = metric("kvrouter_find_matches_duration_seconds_count{");
     double fmSum0 = metric("kvrouter_find_matches_duration_seconds_sum{");
     long blocks0 = (long) metric("kvrouter_blocks_indexed{");
+    double gcCount0 = metric("jvm_gc_collection_seconds_count{");
+    double gcSum0 = metric("jvm_gc_collection_seconds_sum{");
+    String load0 = loadAverage();
+    double cpu0 = serverCpuSeconds();
     AtomicLong sent = new AtomicLong();
     AtomicLong failed = new AtomicLong();
     long deadline = System.nanoTime() + seconds * 1_000_000_000L;
@@ -281,26 +292,29 @@ public final class ServeLoad implements Callable<Integer> {
       }
     }
     long wall0 = System.nanoTime();
-    Process wrk =
-        new ProcessBuilder(
-                "wrk",
-                "-t" + wrkThreads,
-                "-c" + wrkConnections,
-                "-d" + seconds + "s",
-                "--latency",
-                "-s",
-                lua.toString(),
-                url,
-                "--",
-                bodies.toString())
-            .redirectErrorStream(true)
-            .start();
     StringBuilder out = new StringBuilder();
-    try (BufferedReader r =
-        new BufferedReader(new InputStreamReader(wrk.getInputStream(), StandardCharsets.UTF_8))) {
-      for (String line; (line = r.readLine()) != null; ) out.append(line).append('\n');
+    int wrkExit = 0;
+    if (wrkConnections > 0) {
+      Process wrk =
+          new ProcessBuilder(
+                  "wrk",
+                  "-t" + wrkThreads,
+                  "-c" + wrkConnections,
+                  "-d" + seconds + "s",
+                  "--latency",
+                  "-s",
+                  lua.toString(),
+                  url,
+                  "--",
+                  bodies.toString())
+              .redirectErrorStream(true)
+              .start();
+      try (BufferedReader r =
+          new BufferedReader(new InputStreamReader(wrk.getInputStream(), StandardCharsets.UTF_8))) {
+        for (String line; (line = r.readLine()) != null; ) out.append(line).append('\n');
+      }
+      wrkExit = wrk.waitFor();
     }
-    int wrkExit = wrk.waitFor();
     for (Thread th : threads) th.join();
     double wall = (System.nanoTime() - wall0) / 1e9;
     if (!report) return;
@@ -308,6 +322,9 @@ public final class ServeLoad implements Callable<Integer> {
     double fmCount = metric("kvrouter_find_matches_duration_seconds_count{") - fmCount0;
     double fmSum = metric("kvrouter_find_matches_duration_seconds_sum{") - fmSum0;
     long blocks1 = (long) metric("kvrouter_blocks_indexed{");
+    double cpu = serverCpuSeconds() - cpu0;
+    double gcCount = metric("jvm_gc_collection_seconds_count{") - gcCount0;
+    double gcSum = metric("jvm_gc_collection_seconds_sum{") - gcSum0;
     System.out.print(out);
     if (wrkExit != 0) System.out.println("wrk exited with " + wrkExit);
     System.out.printf(
@@ -328,9 +345,41 @@ public final class ServeLoad implements Callable<Integer> {
         blocks1,
         fmCount == 0 ? 0 : fmSum / fmCount * 1e6,
         fmCount);
+    System.out.printf(
+        Locale.ROOT,
+        "server GC: %.0f collections, %.0f ms in total; load average before %s, after %s%n",
+        gcCount,
+        gcSum * 1000,
+        load0,
+        loadAverage());
     Matcher m = Pattern.compile("Requests/sec:\\s+([0-9.]+)").matcher(out);
     if (m.find()) {
       System.out.printf(Locale.ROOT, "queries: %s /s%n", m.group(1));
+    }
+    if (serverPid > 0) {
+      System.out.printf(
+          Locale.ROOT, "server CPU: %.1f s in %.1f s = %.2f cores%n", cpu, wall, cpu / wall);
+    }
+  }
+
+  /** User + system CPU seconds of the server process (Linux /proc), or 0. */
+  private double serverCpuSeconds() {
+    if (serverPid <= 0) return 0;
+    try {
+      String stat = Files.readString(Path.of("/proc/" + serverPid + "/stat"));
+      String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+      return (Long.parseLong(f[11]) + Long.parseLong(f[12])) / 100.0; // utime, stime in ticks
+    } catch (IOException | RuntimeException e) {
+      return 0;
+    }
+  }
+
+  private static String loadAverage() {
+    try {
+      String[] f = Files.readString(Path.of("/proc/loadavg")).trim().split(" ");
+      return f[0] + " " + f[1] + " " + f[2];
+    } catch (IOException | RuntimeException e) {
+      return "(unknown)";
     }
   }
 
