@@ -771,7 +771,12 @@ final class Api {
   private static byte[] body(ServerRequest req) throws IOException {
     if (!req.content().hasEntity()) return new byte[0];
     try (InputStream in = req.content().inputStream()) {
-      return in.readAllBytes();
+      long declared = req.headers().contentLength().orElse(-1);
+      if (declared < 0 || declared > Integer.MAX_VALUE - 16) return in.readAllBytes();
+      // one array of the declared size (Helidon has checked it against the limit), not chunks
+      byte[] b = new byte[(int) declared];
+      int n = in.readNBytes(b, 0, b.length);
+      return n == b.length ? b : java.util.Arrays.copyOf(b, n);
     }
   }
 

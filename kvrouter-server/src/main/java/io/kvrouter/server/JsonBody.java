@@ -316,7 +316,15 @@ final class JsonBody {
   /** Reads the u32 array whose '[' is at {@code open}; see {@link #prescanTokenIds}. */
   private static Prescan prescanArray(byte[] b, int open) {
     final int n = b.length;
-    int[] out = new int[Math.max(16, Math.min(1 << 16, (n - open) / 4))];
+    // the number of values if the array is well-formed: one more than its commas (sized exactly,
+    // since a prompt's token array is most of a request's allocation)
+    int commas = 0;
+    int close = open + 1;
+    while (close < n && b[close] != ']') {
+      if (b[close] == ',') commas++;
+      close++;
+    }
+    int[] out = new int[commas + 1];
     int count = 0;
     int i = skipWs(b, open + 1);
     if (i < n && b[i] == ']') return new Prescan(new int[0], open, i);
@@ -333,12 +341,13 @@ final class JsonBody {
         v = v * 10 + d;
         i++;
       }
-      if (v > U32_MAX) return null;
-      if (count == out.length) out = Arrays.copyOf(out, count * 2);
+      if (v > U32_MAX || count == out.length) return null;
       out[count++] = (int) v;
       i = skipWs(b, i);
       if (i >= n) return null;
-      if (b[i] == ']') return new Prescan(Arrays.copyOf(out, count), open, i);
+      if (b[i] == ']') {
+        return new Prescan(count == out.length ? out : Arrays.copyOf(out, count), open, i);
+      }
       if (b[i] != ',') return null;
       i = skipWs(b, i + 1);
     }
