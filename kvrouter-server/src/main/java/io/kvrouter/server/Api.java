@@ -58,6 +58,7 @@ import java.util.function.BooleanSupplier;
 final class Api {
   private static final System.Logger LOG = System.getLogger(Api.class.getName());
   private static final String JSON = "application/json";
+  private static final int MAX_REQUEST_ID = 512;
 
   /** One endpoint's work; sends its own success answer and returns its status. */
   @FunctionalInterface
@@ -401,7 +402,13 @@ final class Api {
               default -> b.skip();
             }
           }
-          if (kind.equals("route")) JsonBody.require(q.requestId, "request_id");
+          if (kind.equals("route")) {
+            JsonBody.require(q.requestId, "request_id");
+            if (q.requestId.length() > MAX_REQUEST_ID) {
+              throw ApiException.badRequest(
+                  "request_id: longer than " + MAX_REQUEST_ID + " characters");
+            }
+          }
           if (kind.equals("hash")) JsonBody.require(q.hashes, "block_hashes");
           else JsonBody.require(q.tokens, "token_ids");
           JsonBody.require(q.model, "model_name");
@@ -640,7 +647,7 @@ final class Api {
     try {
       m.applyEvents(events, acceptUnregistered);
     } catch (ApiException e) {
-      metrics.eventBatchRejected("unregistered_worker");
+      metrics.eventBatchRejected(m.closed ? "unknown_model" : "unregistered_worker");
       throw e;
     }
     metrics.eventsReceived(events.size());

@@ -124,6 +124,12 @@ class ServiceErrorsTest {
         http.post("/route", "{\"model_name\":\"m\",\"token_ids\":[1]}"),
         400,
         "request_id: missing required field");
+    assertError(
+        http.post(
+            "/route",
+            "{\"request_id\":\"" + "x".repeat(513) + "\",\"model_name\":\"m\",\"token_ids\":[1]}"),
+        400,
+        "request_id: longer than 512 characters");
     // nothing was registered by any of these
     assertThat(http.get("/workers").body()).isEqualTo("[]");
   }
