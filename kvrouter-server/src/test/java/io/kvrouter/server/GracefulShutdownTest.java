@@ -43,9 +43,9 @@ class GracefulShutdownTest {
               .getBytes(StandardCharsets.US_ASCII));
       out.write(body, 0, half);
       out.flush();
-      Thread.sleep(300); // the handler is now reading the body
+      Thread.sleep(1000); // the handler is now reading the body (generous: CI machines are shared)
       CompletableFuture<Void> stopping = CompletableFuture.runAsync(http.server::stop);
-      Thread.sleep(300);
+      Thread.sleep(500);
       assertThat(stopping).isNotDone(); // waiting for the request in flight
       assertThat(http.server.isReady()).isFalse();
       out.write(body, half, body.length - half);
