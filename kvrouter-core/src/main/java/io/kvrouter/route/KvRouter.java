@@ -1,5 +1,6 @@
 package io.kvrouter.route;
 
+import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
@@ -39,7 +40,8 @@ import java.util.function.LongSupplier;
  * Implementation notes
  *
  * Data: slots, the registered worker ranks in ascending Worker order (an array replaced on
- * registration changes), each with its ActiveSequences and KV capacity; byWorker finds a slot by
+ * registration changes), each with its ActiveSequences, KV capacity and the dpSize it was
+ * registered with (0 for a rank registered on its own by registerRank); byWorker finds a slot by
  * Worker; requests maps a request id in flight to its slot. rootHolders maps the sequence hash
  * of block 0 of every request in flight to the slots holding such requests (with counts): since
  * active sets are closed under prefixes, only those slots can hold any block of a prompt that
@@ -72,7 +74,7 @@ public final class KvRouter implements AutoCloseable {
   private static final class Slot {
     final Worker worker;
     final long kvBlocks; // capacity per rank; 0 = unknown
-    final int dpSize;
+    final int dpSize; // 0: registered on its own (registerRank)
     ActiveSequences seqs; // set once, right after construction
     int overlap; // scratch, under lock
     int cached; // scratch, under lock
@@ -253,7 +255,15 @@ public final class KvRouter implements AutoCloseable {
     }
     lock.lock();
     try {
-      Slot existing = byWorker.get(new Worker(workerId, 0));
+      Slot existing = anyRankOf(workerId);
+      if (existing != null && existing.dpSize == 0) {
+        throw new IllegalStateException(
+            "worker "
+                + Long.toUnsignedString(workerId)
+                + " has ranks registered one by one (registerRank); unregister them before"
+                + " registering it with dpSize "
+                + dpSize);
+      }
       if (existing != null) {
         if (existing.dpSize == dpSize && existing.kvBlocks == kvBlocksPerRank) return;
         throw new IllegalStateException(
@@ -270,25 +280,126 @@ public final class KvRouter implements AutoCloseable {
       }
       List<Slot> next = new ArrayList<>(Arrays.asList(slots));
       for (int rank = 0; rank < dpSize; rank++) {
-        Worker w = new Worker(workerId, rank);
-        Slot s = new Slot(w, dpSize, kvBlocksPerRank);
-        s.seqs =
-            new ActiveSequences(
-                blockSize,
-                requestExpiry,
-                nanoClock,
-                (id, seq, expired) -> {
-                  if (expired) requests.remove(id);
-                  forgetRoot(s, seq);
-                });
-        byWorker.put(w, s);
-        next.add(s);
+        next.add(newSlot(new Worker(workerId, rank), dpSize, kvBlocksPerRank));
       }
       next.sort((a, b) -> a.worker.compareTo(b.worker));
       slots = next.toArray(new Slot[0]);
     } finally {
       lock.unlock();
     }
+  }
+
+  /**
+   * Makes one rank of a worker eligible on its own, for data-parallel engines whose ranks come and
+   * go one by one (a registry such as the HTTP service's). Ranks registered this way are
+   * independent of each other and need not be contiguous; mixing them with {@link
+   * #registerWorker(long, int, int, long)} for the same worker id is refused.
+   *
+   * @param blockSize the engine's KV block size; must equal the router's
+   * @param kvBlocks KV blocks this rank can hold, for the busy fraction; 0 when unknown
+   * @return false when that rank is already registered (nothing changes)
+   * @throws IllegalArgumentException on a block size other than the router's, or bad values
+   * @throws IllegalStateException when the worker id is registered with {@code registerWorker}
+   */
+  public boolean registerRank(Worker rank, int blockSize, long kvBlocks) {
+    Objects.requireNonNull(rank, "rank");
+    if (blockSize != this.blockSize) {
+      throw new IllegalArgumentException(
+          "worker "
+              + rank
+              + " uses KV blocks of "
+              + blockSize
+              + " tokens but this router hashes blocks of "
+              + this.blockSize
+              + ": no block would ever match; configure both with the same block size");
+    }
+    if (kvBlocks < 0) {
+      throw new IllegalArgumentException("kvBlocks must be >= 0, got " + kvBlocks);
+    }
+    lock.lock();
+    try {
+      if (byWorker.containsKey(rank)) return false;
+      Slot other = anyRankOf(rank.workerId());
+      if (other != null && other.dpSize != 0) {
+        throw new IllegalStateException(
+            "worker "
+                + Long.toUnsignedString(rank.workerId())
+                + " is registered with dpSize "
+                + other.dpSize
+                + " (registerWorker); unregister it before registering ranks one by one");
+      }
+      Slot s = newSlot(rank, 0, kvBlocks);
+      List<Slot> next = new ArrayList<>(Arrays.asList(slots));
+      next.add(s);
+      next.sort((a, b) -> a.worker.compareTo(b.worker));
+      slots = next.toArray(new Slot[0]);
+      return true;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Forgets one rank: its requests in flight (their later {@link #free} returns false), its load,
+   * and its blocks in the index (the index clears that rank, and forgets the worker id once no rank
+   * of it is registered any more). Returns false when the rank was not registered.
+   */
+  public boolean unregisterRank(Worker rank) {
+    Objects.requireNonNull(rank, "rank");
+    lock.lock();
+    try {
+      Slot gone = byWorker.remove(rank);
+      if (gone == null) return false;
+      for (String id : gone.seqs.requestIds()) requests.remove(id);
+      List<Slot> keep = new ArrayList<>(slots.length);
+      boolean otherRanks = false;
+      for (Slot s : slots) {
+        if (s == gone) continue;
+        keep.add(s);
+        otherRanks |= s.worker.workerId() == rank.workerId();
+      }
+      slots = keep.toArray(new Slot[0]);
+      var it = rootHolders.values().iterator();
+      while (it.hasNext()) {
+        RootHolders h = it.next();
+        h.removeAll(gone);
+        if (h.size == 0) it.remove();
+      }
+      if (otherRanks) {
+        if (predictions != null) predictions.removeRank(rank);
+        index.apply(new RouterEvent(rank, 0, CacheEvent.cleared()));
+      } else {
+        if (predictions != null) predictions.removeWorker(rank.workerId());
+        index.removeWorker(rank.workerId());
+      }
+      return true;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Some registered rank of {@code workerId}, or null (under lock). */
+  private Slot anyRankOf(long workerId) {
+    for (Slot s : slots) {
+      if (s.worker.workerId() == workerId) return s;
+    }
+    return null;
+  }
+
+  /** A slot whose ActiveSequences reports leaving requests to the bookkeeping (under lock). */
+  private Slot newSlot(Worker w, int dpSize, long kvBlocks) {
+    Slot s = new Slot(w, dpSize, kvBlocks);
+    s.seqs =
+        new ActiveSequences(
+            blockSize,
+            requestExpiry,
+            nanoClock,
+            (id, seq, expired) -> {
+              if (expired) requests.remove(id);
+              forgetRoot(s, seq);
+            });
+    byWorker.put(w, s);
+    return s;
   }
 
   /**

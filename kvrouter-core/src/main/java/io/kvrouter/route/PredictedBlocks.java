@@ -196,6 +196,16 @@ final class PredictedBlocks {
     }
   }
 
+  /** Forgets every prediction for one rank (the caller clears the index). */
+  void removeRank(Worker rank) {
+    Long2ObjectOpenHashMap<Entry> entries = byWorker.remove(rank);
+    if (entries == null) return;
+    for (Entry e : entries.values()) {
+      unlink(e);
+      size--;
+    }
+  }
+
   private void append(Entry e) {
     e.prev = tail;
     e.next = null;

@@ -54,6 +54,27 @@ class ApproximateModeTest {
   }
 
   @Test
+  void unregisteringOneRankDropsItsPredictionsOnly() {
+    KvRouter router =
+        KvRouter.builder(4)
+            .approximate(Duration.ofSeconds(120), 1 << 20)
+            .nanoClock(clock::get)
+            .build();
+    Worker r0 = new Worker(5, 0);
+    Worker r1 = new Worker(5, 1);
+    router.registerRank(r0, 4, 0);
+    router.registerRank(r1, 4, 0);
+    Worker first = routed(router.route("a", tokens(1, 8))).worker();
+    Worker second = routed(router.route("b", tokens(100, 8))).worker();
+    assertThat(second).isNotEqualTo(first);
+    assertThat(router.predictedEntries()).isEqualTo(4);
+    router.unregisterRank(first);
+    assertThat(router.predictedEntries()).isEqualTo(2);
+    assertThat(matches(router, tokens(1, 8))).isEmpty();
+    assertThat(matches(router, tokens(100, 8))).isEqualTo(Map.of(second, 2));
+  }
+
+  @Test
   void predictionsAttractTheSamePrefixWithinTheTtl() {
     KvRouter router = router(4, Duration.ofSeconds(120), 1 << 20, 2);
     int[] prompt = tokens(1, 32);

@@ -369,6 +369,65 @@ class KvRouterTest {
   }
 
   @Test
+  void ranksRegisteredOneByOneComeAndGoIndependently() {
+    KvRouter router = KvRouter.builder(BS).build();
+    Worker r0 = new Worker(7, 0);
+    Worker r2 = new Worker(7, 2);
+    assertThat(router.registerRank(r2, BS, 0)).isTrue();
+    assertThat(router.registerRank(r0, BS, 0)).isTrue();
+    assertThat(router.registerRank(r0, BS, 0)).isFalse();
+    assertThat(router.workers()).containsExactly(r0, r2);
+    cache(router, r0, tokens(1, 8));
+    cache(router, r2, tokens(1, 16));
+    RouteDecision.Routed d = routed(router.route("a", tokens(1, 16)));
+    assertThat(d.worker()).isEqualTo(r2);
+
+    // dropping one rank clears its blocks and requests, and keeps the other rank's
+    assertThat(router.unregisterRank(r2)).isTrue();
+    assertThat(router.unregisterRank(r2)).isFalse();
+    assertThat(router.workers()).containsExactly(r0);
+    assertThat(router.free("a")).isFalse();
+    assertThat(router.overlaps(tokens(1, 16), RouteOptions.defaults()).scores())
+        .containsExactly(Map.entry(r0, 2));
+    assertThat(routed(router.route("b", tokens(1, 16))).worker()).isEqualTo(r0);
+
+    // dropping the last rank forgets the worker in the index
+    assertThat(router.unregisterRank(r0)).isTrue();
+    assertThat(router.workers()).isEmpty();
+    assertThat(router.inFlight()).isZero();
+    assertThat(router.index().stats().workers()).isZero();
+    assertThat(router.route("c", tokens(1, 16))).isInstanceOf(RouteDecision.NoWorkers.class);
+  }
+
+  @Test
+  void ranksOneByOneAndWholeWorkersDoNotMix() {
+    KvRouter router = KvRouter.builder(BS).build();
+    router.registerWorker(1, 2, BS);
+    assertThat(router.registerRank(new Worker(1, 1), BS, 0)).isFalse();
+    assertThatThrownBy(() -> router.registerRank(new Worker(1, 2), BS, 0))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("dpSize 2");
+    router.registerRank(new Worker(2, 1), BS, 0);
+    assertThatThrownBy(() -> router.registerWorker(2, 2, BS))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("one by one");
+    assertThatThrownBy(() -> router.registerRank(new Worker(3, 0), 2 * BS, 0))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("blocks of " + BS);
+    // unregisterWorker drops ranks registered either way
+    assertThat(router.unregisterWorker(2)).isTrue();
+    assertThat(router.workers()).containsExactly(new Worker(1, 0), new Worker(1, 1));
+  }
+
+  @Test
+  void aRankWithAKvCapacityBecomesBusy() {
+    KvRouter router = KvRouter.builder(BS).busyBlockFraction(0.5).build();
+    router.registerRank(new Worker(1, 0), BS, 4);
+    routed(router.route("a", tokens(1, 12))); // 3 of 4 blocks active
+    assertThat(router.route("b", tokens(100, 4))).isInstanceOf(RouteDecision.AllBusy.class);
+  }
+
+  @Test
   void scoresOfUnregisteredWorkersAreIgnored() {
     KvRouter router = router(1);
     cache(router, Worker.of(99), tokens(1, 16));

@@ -13,7 +13,7 @@ import picocli.CommandLine.Command;
     mixinStandardHelpOptions = true,
     versionProvider = Main.Version.class,
     description = "KV-cache-aware request router for LLM inference fleets.",
-    subcommands = {SimulateCommand.class, Main.Serve.class, Main.Bench.class})
+    subcommands = {SimulateCommand.class, ServeCommand.class, Main.Bench.class})
 public final class Main implements Callable<Integer> {
 
   /** Runs the CLI and exits with its code. */
@@ -43,18 +43,6 @@ public final class Main implements Callable<Integer> {
     public String[] getVersion() {
       String v = Main.class.getPackage().getImplementationVersion();
       return new String[] {"kvrouter " + (v == null ? "(development build)" : v)};
-    }
-  }
-
-  @Command(
-      name = "serve",
-      mixinStandardHelpOptions = true,
-      description = "Run the router as an HTTP service.")
-  static final class Serve implements Callable<Integer> {
-    @Override
-    public Integer call() {
-      System.err.println("kvrouter serve: not built yet (see issue 7).");
-      return 1;
     }
   }
 

@@ -1,0 +1,331 @@
+package io.kvrouter.cli;
+
+import io.kvrouter.server.KvRouterServer;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.Reader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeSet;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Model.OptionSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code kvrouter serve}: runs the router as an HTTP service until SIGTERM or Ctrl-C.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Flags are picocli options. --config names a properties file whose keys are the long flag
+ * names without dashes (port=8091, auth-token=...); its values are turned into --key=value
+ * arguments placed before the command line's own and the whole is parsed again into a fresh
+ * instance, so a flag on the command line overrides the file and both go through the same
+ * validation. The effective configuration is printed at start-up with the token masked.
+ *
+ * The command blocks its thread until the JVM shuts down; a shutdown hook (SIGTERM, SIGINT)
+ * stops the server gracefully (KvRouterServer.stop: stop accepting, finish requests in flight,
+ * close the indexes) and prints that it did. Helidon's own INFO logging is turned down to
+ * WARNING so the banner stays readable; --verbose keeps it.
+ * </pre>
+ */
+@Command(
+    name = "serve",
+    mixinStandardHelpOptions = true,
+    sortOptions = false,
+    description = {
+      "Run the router as an HTTP service (Dynamo-style API: /register, /events, /query, /route,"
+          + " /dump, /metrics ...).",
+      "With no arguments: an empty router on 127.0.0.1:8090."
+    })
+public final class ServeCommand implements Callable<Integer> {
+  /** Environment variable that supplies the bearer token when --auth-token is not given. */
+  static final String TOKEN_ENV = "KVROUTER_AUTH_TOKEN";
+
+  /** Held strongly: java.util.logging keeps loggers weakly, and a collected one loses its level. */
+  private static final Logger HELIDON_LOG = Logger.getLogger("io.helidon");
+
+  @Spec CommandSpec spec;
+
+  @Option(
+      names = "--host",
+      paramLabel = "ADDR",
+      description = "Address to bind (default: ${DEFAULT-VALUE}; loopback only).")
+  String host = "127.0.0.1";
+
+  @Option(
+      names = "--port",
+      paramLabel = "PORT",
+      description = "TCP port, 0 for any free one (default: ${DEFAULT-VALUE}).")
+  int port = KvRouterServer.Config.DEFAULT_PORT;
+
+  @Option(
+      names = "--max-body-size",
+      paramLabel = "SIZE",
+      converter = SizeConverter.class,
+      description =
+          "Largest request body; larger ones get 413. Bytes, or with KiB/MiB/GiB"
+              + " (default: 8MiB).")
+  long maxBodyBytes = KvRouterServer.Config.DEFAULT_MAX_BODY_BYTES;
+
+  @Option(
+      names = "--auth-token",
+      paramLabel = "TOKEN",
+      description =
+          "Bearer token required on every mutating endpoint (default: $"
+              + TOKEN_ENV
+              + " if set, else none).")
+  String authToken;
+
+  @Option(
+      names = "--accept-unregistered",
+      arity = "0..1",
+      paramLabel = "BOOL",
+      description =
+          "Apply /events of worker ranks that are not registered instead of refusing the batch"
+              + " with 404.")
+  boolean acceptUnregistered;
+
+  @Option(
+      names = "--shutdown-grace-seconds",
+      paramLabel = "S",
+      description =
+          "On SIGTERM, how long requests in flight may take to finish (default:"
+              + " ${DEFAULT-VALUE}).")
+  long shutdownGraceSeconds = 10;
+
+  @Option(
+      names = "--overlap-weight",
+      paramLabel = "W",
+      description = "Routing: weight of prefill work in the cost (default: ${DEFAULT-VALUE}).")
+  double overlapWeight = 1.0;
+
+  @Option(
+      names = "--temperature",
+      paramLabel = "T",
+      description =
+          "Routing: softmax temperature, 0 takes the cheapest (default: ${DEFAULT-VALUE}).")
+  double temperature = 0;
+
+  @Option(
+      names = "--seed",
+      paramLabel = "N",
+      description = "Routing: seed of tie-breaks and sampling (default: ${DEFAULT-VALUE}).")
+  long seed = 0;
+
+  @Option(
+      names = "--busy-prefill-tokens",
+      paramLabel = "N",
+      description = "Routing: a rank with more prefill tokens in flight is busy (default: never).")
+  long busyPrefillTokens = -1;
+
+  @Option(
+      names = "--busy-block-fraction",
+      paramLabel = "F",
+      description =
+          "Routing: a rank with more active blocks than this fraction of its kv_blocks is busy"
+              + " (default: never).")
+  double busyBlockFraction = 0;
+
+  @Option(
+      names = "--request-expiry-seconds",
+      paramLabel = "S",
+      description =
+          "Routed requests never freed are dropped after this (default: ${DEFAULT-VALUE}).")
+  long requestExpirySeconds = 300;
+
+  @Option(
+      names = "--ingest-threads",
+      paramLabel = "N",
+      description =
+          "Platform threads that decode and apply /events batches (default: ${DEFAULT-VALUE}).")
+  int ingestThreads = 1;
+
+  @Option(
+      names = "--config",
+      paramLabel = "FILE",
+      description =
+          "Properties file whose keys are these flags' long names without dashes (port=8091);"
+              + " flags on the command line win.")
+  Path config;
+
+  @Option(names = "--verbose", description = "Keep Helidon's INFO log lines.")
+  boolean verbose;
+
+  @Override
+  public Integer call() throws Exception {
+    PrintStream out = System.out;
+    ServeCommand effective = this;
+    if (config != null) {
+      effective = withConfigFile(spec, config);
+      if (effective == null) return 2;
+    }
+    return effective.run(out);
+  }
+
+  /**
+   * Parses the config file's settings followed by the original arguments into a fresh command; null
+   * (after printing why) when the file is unreadable or names an unknown flag.
+   */
+  private static ServeCommand withConfigFile(CommandSpec spec, Path file) {
+    Properties props = new Properties();
+    try (Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+      props.load(r);
+    } catch (IOException e) {
+      System.err.println("kvrouter serve: cannot read --config " + file + ": " + e);
+      return null;
+    }
+    List<String> args = new ArrayList<>();
+    for (String key : new TreeSet<>(props.stringPropertyNames())) {
+      OptionSpec o = spec.findOption("--" + key);
+      if (o == null || key.equals("config") || o.usageHelp() || o.versionHelp()) {
+        System.err.println(
+            "kvrouter serve: --config "
+                + file
+                + ": unknown key '"
+                + key
+                + "'; keys are the long flag names without dashes, e.g. port=8091");
+        return null;
+      }
+      args.add("--" + key + "=" + props.getProperty(key).trim());
+    }
+    // then the command line's own flags (not the parent's arguments), so that they win
+    for (OptionSpec o : spec.commandLine().getParseResult().matchedOptions()) {
+      if (o.longestName().equals("--config")) continue;
+      List<String> values = o.originalStringValues();
+      if (values.isEmpty()) {
+        args.add(o.longestName());
+      } else {
+        for (String v : values) args.add(o.longestName() + "=" + v);
+      }
+    }
+    ServeCommand fresh = new ServeCommand();
+    CommandLine cl = new CommandLine(fresh);
+    cl.setOverwrittenOptionsAllowed(true);
+    try {
+      cl.parseArgs(args.toArray(new String[0]));
+    } catch (CommandLine.ParameterException e) {
+      System.err.println("kvrouter serve: --config " + file + ": " + e.getMessage());
+      return null;
+    }
+    fresh.config = null;
+    return fresh;
+  }
+
+  private int run(PrintStream out) throws InterruptedException {
+    if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
+    String token = authToken != null ? authToken : System.getenv(TOKEN_ENV);
+    KvRouterServer.Config cfg;
+    try {
+      cfg =
+          KvRouterServer.Config.builder()
+              .host(host)
+              .port(port)
+              .maxBodyBytes(maxBodyBytes)
+              .authToken(token)
+              .acceptUnregistered(acceptUnregistered)
+              .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
+              .overlapWeight(overlapWeight)
+              .temperature(temperature)
+              .seed(seed)
+              .busyPrefillTokens(busyPrefillTokens)
+              .busyBlockFraction(busyBlockFraction)
+              .requestExpiry(Duration.ofSeconds(requestExpirySeconds))
+              .ingestThreads(ingestThreads)
+              .build();
+    } catch (IllegalArgumentException e) {
+      System.err.println("kvrouter serve: " + e.getMessage());
+      return 2;
+    }
+    out.println("kvrouter serve: configuration");
+    for (Map.Entry<String, String> e : cfg.describe().entrySet()) {
+      out.printf(Locale.ROOT, "  %-24s %s%n", e.getKey(), e.getValue());
+    }
+    KvRouterServer server;
+    try {
+      server = KvRouterServer.start(cfg);
+    } catch (RuntimeException e) {
+      System.err.println(
+          "kvrouter serve: cannot listen on " + host + ":" + port + ": " + rootMessage(e));
+      return 1;
+    }
+    CountDownLatch stopped = new CountDownLatch(1);
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  out.println("kvrouter serve: stopping (finishing requests in flight)...");
+                  server.stop();
+                  out.println("kvrouter serve: stopped");
+                  out.flush();
+                  stopped.countDown();
+                },
+                "kvrouter-shutdown"));
+    String url = server.url();
+    String auth = cfg.authToken() == null ? "" : " -H \"Authorization: Bearer $TOKEN\"";
+    out.println("kvrouter serve: listening on " + url);
+    out.println("No worker is registered yet. Register one (block size = the engine's):");
+    out.println(
+        "  curl -X POST "
+            + url
+            + "/register"
+            + auth
+            + " -H 'Content-Type: application/json' -d '{\"instance_id\": 1, \"model_name\":"
+            + " \"my-model\", \"block_size\": 16}'");
+    out.println(
+        "then post its KV events (a JSON array of Dynamo RouterEvents) to "
+            + url
+            + "/events?model_name=my-model and ask POST /query or /route.");
+    out.println("Ctrl-C or SIGTERM stops it gracefully.");
+    out.flush();
+    stopped.await(); // returns only if something else stopped the JVM's hooks early
+    return 0;
+  }
+
+  private static String rootMessage(Throwable e) {
+    Throwable t = e;
+    while (t.getCause() != null) t = t.getCause();
+    return t.getMessage() == null ? t.toString() : t.getMessage();
+  }
+
+  /** Parses sizes such as {@code 8388608}, {@code 512KiB}, {@code 8MiB}, {@code 1GiB}. */
+  static final class SizeConverter implements CommandLine.ITypeConverter<Long> {
+    @Override
+    public Long convert(String value) {
+      String v = value.trim();
+      long unit = 1;
+      String lower = v.toLowerCase(Locale.ROOT);
+      for (String[] s :
+          new String[][] {{"kib", "1024"}, {"mib", "1048576"}, {"gib", "1073741824"}}) {
+        if (lower.endsWith(s[0])) {
+          unit = Long.parseLong(s[1]);
+          v = v.substring(0, v.length() - 3).trim();
+          break;
+        }
+      }
+      if (lower.endsWith("b") && unit == 1) v = v.substring(0, v.length() - 1).trim();
+      try {
+        long n = Long.parseLong(v);
+        if (n < 1) throw new CommandLine.TypeConversionException("must be >= 1: " + value);
+        return Math.multiplyExact(n, unit);
+      } catch (NumberFormatException | ArithmeticException e) {
+        throw new CommandLine.TypeConversionException(
+            "not a size: '" + value + "' (bytes, or a number with KiB, MiB or GiB)");
+      }
+    }
+  }
+}

@@ -1,0 +1,800 @@
+package io.kvrouter.server;
+
+import com.fasterxml.jackson.core.JsonEncoding;
+import com.fasterxml.jackson.core.JsonGenerator;
+import io.helidon.http.HeaderNames;
+import io.helidon.http.Method;
+import io.helidon.http.RequestException;
+import io.helidon.http.Status;
+import io.helidon.webserver.http.Handler;
+import io.helidon.webserver.http.HttpRouting;
+import io.helidon.webserver.http.ServerRequest;
+import io.helidon.webserver.http.ServerResponse;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.index.OverlapScores;
+import io.kvrouter.route.Candidate;
+import io.kvrouter.route.CandidateCost;
+import io.kvrouter.route.RouteDecision;
+import io.kvrouter.route.RouteOptions;
+import io.kvrouter.transport.json.EventDecodeException;
+import io.kvrouter.transport.json.RouterEventJson;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.function.BooleanSupplier;
+
+/**
+ * The HTTP endpoints: request parsing, the calls into the {@link Registry} and the routers, and the
+ * JSON answers (see {@code docs/service.md} for the API).
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Helidon runs every request's handler on its own virtual thread. Every endpoint goes through
+ * endpoint(), which checks the bearer token of mutating endpoints, runs the handler, turns an
+ * ApiException into {"error": ...} with its status (and anything unexpected into a logged 500),
+ * and records the request in the metrics under the endpoint's path pattern (never the raw path,
+ * to bound label cardinality). Handlers send their own success answer and return its status.
+ *
+ * Bodies are read whole (Helidon has already refused a declared length over the limit with 413;
+ * a chunked body that grows past it fails while being read, which is answered with 413 here),
+ * then parsed by JsonBody or RouterEventJson before anything changes, so a bad request changes
+ * nothing. /events batches are decoded and applied on an ingest thread (a platform thread the
+ * server owns), not on the request's virtual thread: see onIngestThread. Handlers hold no state of their own: everything shared lives in the Registry, its
+ * ModelIndex objects and ServerMetrics.
+ * </pre>
+ */
+final class Api {
+  private static final System.Logger LOG = System.getLogger(Api.class.getName());
+  private static final String JSON = "application/json";
+  private static final int MAX_REQUEST_ID = 512;
+
+  /** One endpoint's work; sends its own success answer and returns its status. */
+  @FunctionalInterface
+  private interface Endpoint {
+    int handle(ServerRequest req, ServerResponse res) throws Exception;
+  }
+
+  private final Registry registry;
+  private final ServerMetrics metrics;
+  private final BearerAuth auth;
+  private final boolean acceptUnregistered;
+  private final long maxBodyBytes;
+  private final BooleanSupplier ready;
+  private final ExecutorService ingest;
+
+  Api(
+      Registry registry,
+      ServerMetrics metrics,
+      BearerAuth auth,
+      boolean acceptUnregistered,
+      long maxBodyBytes,
+      BooleanSupplier ready,
+      ExecutorService ingest) {
+    this.ingest = ingest;
+    this.registry = registry;
+    this.metrics = metrics;
+    this.auth = auth;
+    this.acceptUnregistered = acceptUnregistered;
+    this.maxBodyBytes = maxBodyBytes;
+    this.ready = ready;
+  }
+
+  /** Adds every endpoint, 405 for a known path with another method, and 404 for the rest. */
+  void routing(HttpRouting.Builder r) {
+    add(r, Method.POST, "/register", true, this::register);
+    add(r, Method.POST, "/unregister", true, this::unregister);
+    add(r, Method.GET, "/workers", false, this::workers);
+    add(r, Method.POST, "/query", false, this::query);
+    add(r, Method.POST, "/query_by_hash", false, this::queryByHash);
+    add(r, Method.POST, "/route", true, this::route);
+    add(r, Method.POST, "/requests/{id}/prefill_complete", true, this::prefillComplete);
+    add(r, Method.POST, "/requests/{id}/free", true, this::free);
+    add(r, Method.POST, "/events", true, this::events);
+    add(r, Method.GET, "/dump", false, this::dump);
+    add(r, Method.GET, "/health", false, this::health);
+    add(r, Method.GET, "/ready", false, this::ready);
+    add(r, Method.GET, "/metrics", false, this::metrics);
+    r.any(
+        endpoint(
+            "unmatched",
+            false,
+            (req, res) -> {
+              throw ApiException.notFound(
+                  "no endpoint "
+                      + req.prologue().method().text()
+                      + " "
+                      + req.path().path()
+                      + " (endpoints: /register, /unregister, /workers, /query, /query_by_hash,"
+                      + " /route, /requests/{id}/prefill_complete, /requests/{id}/free,"
+                      + " /events, /dump, /health, /ready, /metrics)");
+            }));
+  }
+
+  private void add(
+      HttpRouting.Builder r, Method method, String path, boolean mutating, Endpoint e) {
+    r.route(method, path, endpoint(path, mutating, e));
+    r.any(
+        path,
+        endpoint(
+            path,
+            false,
+            (req, res) -> {
+              res.header(HeaderNames.ALLOW, method.text());
+              throw new ApiException(
+                  405,
+                  req.prologue().method().text()
+                      + " is not allowed on "
+                      + path
+                      + "; use "
+                      + method.text());
+            }));
+  }
+
+  private Handler endpoint(String name, boolean mutating, Endpoint e) {
+    return (req, res) -> {
+      long t0 = System.nanoTime();
+      int status;
+      try {
+        if (mutating
+            && !auth.permits(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null))) {
+          res.header(HeaderNames.WWW_AUTHENTICATE, "Bearer realm=\"kvrouter\"");
+          throw new ApiException(
+              401,
+              "this endpoint needs the header 'Authorization: Bearer <token>' with the server's"
+                  + " token (--auth-token)");
+        }
+        status = e.handle(req, res);
+      } catch (ApiException x) {
+        status = x.status();
+        send(res, status, JsonOut.error(x.getMessage()));
+      } catch (RequestException x) {
+        status = x.status().code();
+        if (status != 413 || res.isSent()) throw x;
+        res.header(HeaderNames.CONNECTION, "close");
+        send(res, 413, JsonOut.error(tooLarge()));
+      } catch (RuntimeException x) {
+        if (res.isSent()) throw x;
+        LOG.log(System.Logger.Level.WARNING, "internal error on " + name, x);
+        status = 500;
+        send(res, 500, JsonOut.error("internal error: " + x));
+      }
+      metrics.http(name, status, System.nanoTime() - t0);
+    };
+  }
+
+  String tooLarge() {
+    return "the request body is larger than the limit of "
+        + maxBodyBytes
+        + " bytes (--max-body-size)";
+  }
+
+  // ------------------------------------------------------------------ registration
+
+  private record RegisterRequest(
+      long instanceId,
+      String endpoint,
+      String replayEndpoint,
+      String modelName,
+      int blockSize,
+      int dpRank,
+      String routingGroup,
+      long kvBlocks) {}
+
+  private int register(ServerRequest req, ServerResponse res) throws IOException {
+    RegisterRequest r =
+        JsonBody.parse(
+            body(req),
+            b -> {
+              Long instance = null;
+              String endpoint = null;
+              String replay = null;
+              String model = null;
+              Long blockSize = null;
+              long dpRank = 0;
+              long kvBlocks = 0;
+              Group group = new Group();
+              while (b.nextField()) {
+                switch (b.name()) {
+                  case "instance_id" -> instance = b.u64();
+                  case "endpoint" -> endpoint = b.optString();
+                  case "replay_endpoint" -> replay = b.optString();
+                  case "model_name" -> model = b.string();
+                  case "block_size" -> blockSize = b.integer(1, 1 << 20);
+                  case "dp_rank" -> dpRank = b.optInteger(0, Integer.MAX_VALUE, 0);
+                  case "kv_blocks" -> kvBlocks = b.optInteger(0, Long.MAX_VALUE, 0);
+                  case "routing_group", "tenant_id" -> group.read(b);
+                  default -> b.skip();
+                }
+              }
+              return new RegisterRequest(
+                  JsonBody.require(instance, "instance_id"),
+                  endpoint,
+                  replay,
+                  JsonBody.require(model, "model_name"),
+                  JsonBody.require(blockSize, "block_size").intValue(),
+                  (int) dpRank,
+                  group.value,
+                  kvBlocks);
+            });
+    ModelKey key = new ModelKey(r.modelName(), r.routingGroup());
+    Worker w = new Worker(r.instanceId(), r.dpRank());
+    Registration reg = new Registration(w, r.endpoint(), r.replayEndpoint(), r.kvBlocks());
+    ModelIndex m = registry.register(key, r.blockSize(), reg);
+    return sendJson(
+        res,
+        201,
+        g -> {
+          g.writeStartObject();
+          writeRegistration(g, m, reg);
+          g.writeEndObject();
+        });
+  }
+
+  private static void writeRegistration(JsonGenerator g, ModelIndex m, Registration reg)
+      throws IOException {
+    JsonOut.u64Field(g, "instance_id", reg.worker().workerId());
+    g.writeNumberField("dp_rank", reg.worker().dpRank());
+    g.writeStringField("model_name", m.key.modelName());
+    g.writeStringField("routing_group", m.key.routingGroup());
+    g.writeNumberField("block_size", m.blockSize);
+    JsonOut.stringOrNull(g, "endpoint", reg.endpoint());
+    JsonOut.stringOrNull(g, "replay_endpoint", reg.replayEndpoint());
+    g.writeNumberField("kv_blocks", reg.kvBlocks());
+    g.writeStringField("ingestion", reg.ingestion());
+  }
+
+  private int unregister(ServerRequest req, ServerResponse res) throws IOException {
+    long[] instance = {0};
+    String[] model = {null};
+    Group group = new Group();
+    long[] dpRank = {-1};
+    JsonBody.parse(
+        body(req),
+        b -> {
+          boolean hasInstance = false;
+          while (b.nextField()) {
+            switch (b.name()) {
+              case "instance_id" -> {
+                instance[0] = b.u64();
+                hasInstance = true;
+              }
+              case "model_name" -> model[0] = b.string();
+              case "routing_group", "tenant_id" -> group.read(b);
+              case "dp_rank" -> dpRank[0] = b.optInteger(0, Integer.MAX_VALUE, -1);
+              default -> b.skip();
+            }
+          }
+          JsonBody.require(hasInstance ? Boolean.TRUE : null, "instance_id");
+          return JsonBody.require(model[0], "model_name");
+        });
+    List<Registry.Removed> removed =
+        registry.unregister(model[0], group.value, instance[0], (int) dpRank[0]);
+    return sendJson(
+        res,
+        200,
+        g -> {
+          g.writeStartObject();
+          g.writeArrayFieldStart("removed");
+          for (Registry.Removed r : removed) {
+            g.writeStartObject();
+            JsonOut.u64Field(g, "instance_id", r.worker().workerId());
+            g.writeNumberField("dp_rank", r.worker().dpRank());
+            g.writeStringField("model_name", r.key().modelName());
+            g.writeStringField("routing_group", r.key().routingGroup());
+            g.writeEndObject();
+          }
+          g.writeEndArray();
+          g.writeEndObject();
+        });
+  }
+
+  private int workers(ServerRequest req, ServerResponse res) {
+    String model = req.query().first("model_name").orElse(null);
+    String group = req.query().first("routing_group").orElse(null);
+    return sendJson(
+        res,
+        200,
+        g -> {
+          g.writeStartArray();
+          for (ModelIndex m : registry.indexes()) {
+            if (model != null && !m.key.modelName().equals(model)) continue;
+            if (group != null && !m.key.routingGroup().equals(group)) continue;
+            List<Registration> regs = new ArrayList<>(m.registrations.values());
+            for (int i = 0; i < regs.size(); ) {
+              long id = regs.get(i).worker().workerId();
+              int j = i;
+              while (j < regs.size() && regs.get(j).worker().workerId() == id) j++;
+              List<Registration> ranks = regs.subList(i, j);
+              g.writeStartObject();
+              JsonOut.u64Field(g, "instance_id", id);
+              g.writeStringField("model_name", m.key.modelName());
+              g.writeStringField("routing_group", m.key.routingGroup());
+              g.writeNumberField("block_size", m.blockSize);
+              g.writeObjectFieldStart("endpoints");
+              for (Registration r : ranks) {
+                if (r.endpoint() != null) {
+                  g.writeStringField(Integer.toString(r.worker().dpRank()), r.endpoint());
+                }
+              }
+              g.writeEndObject();
+              g.writeArrayFieldStart("ranks");
+              for (Registration r : ranks) {
+                g.writeStartObject();
+                g.writeNumberField("dp_rank", r.worker().dpRank());
+                JsonOut.stringOrNull(g, "endpoint", r.endpoint());
+                JsonOut.stringOrNull(g, "replay_endpoint", r.replayEndpoint());
+                g.writeNumberField("kv_blocks", r.kvBlocks());
+                g.writeStringField("ingestion", r.ingestion());
+                g.writeEndObject();
+              }
+              g.writeEndArray();
+              g.writeEndObject();
+              i = j;
+            }
+          }
+          g.writeEndArray();
+        });
+  }
+
+  // ------------------------------------------------------------------ queries
+
+  /** The fields /query, /query_by_hash and /route share. */
+  private static final class QueryFields {
+    String requestId;
+    int[] tokens;
+    long[] hashes;
+    String model;
+    final Group group = new Group();
+    String lora;
+    String cacheSalt;
+    Set<Long> allowed;
+
+    ModelKey key() {
+      return new ModelKey(model, group.value);
+    }
+  }
+
+  private static QueryFields readQuery(byte[] body, String kind) {
+    return JsonBody.parse(
+        body,
+        !kind.equals("hash"),
+        b -> {
+          QueryFields q = new QueryFields();
+          while (b.nextField()) {
+            switch (b.name()) {
+              case "token_ids" -> {
+                if (kind.equals("hash")) b.skip();
+                else q.tokens = b.tokenIds();
+              }
+              case "block_hashes" -> {
+                if (kind.equals("hash")) q.hashes = b.u64Array();
+                else b.skip();
+              }
+              case "request_id" -> {
+                if (kind.equals("route")) q.requestId = b.string();
+                else b.skip();
+              }
+              case "allowed_instances" -> {
+                if (kind.equals("route")) {
+                  long[] ids = b.u64Array();
+                  q.allowed = new HashSet<>();
+                  for (long id : ids) q.allowed.add(id);
+                } else {
+                  b.skip();
+                }
+              }
+              case "model_name" -> q.model = b.string();
+              case "routing_group", "tenant_id" -> q.group.read(b);
+              case "lora_name" -> q.lora = b.optString();
+              case "cache_salt" -> q.cacheSalt = b.optString();
+              default -> b.skip();
+            }
+          }
+          if (kind.equals("route")) {
+            JsonBody.require(q.requestId, "request_id");
+            if (q.requestId.length() > MAX_REQUEST_ID) {
+              throw ApiException.badRequest(
+                  "request_id: longer than " + MAX_REQUEST_ID + " characters");
+            }
+          }
+          if (kind.equals("hash")) JsonBody.require(q.hashes, "block_hashes");
+          else JsonBody.require(q.tokens, "token_ids");
+          JsonBody.require(q.model, "model_name");
+          return q;
+        });
+  }
+
+  private int query(ServerRequest req, ServerResponse res) throws IOException {
+    QueryFields q = readQuery(body(req), "tokens");
+    ModelIndex m = registry.require(q.key());
+    OverlapScores s = m.findMatches(m.localHashes(q.tokens, q.lora, q.cacheSalt));
+    return sendScores(res, m, s);
+  }
+
+  private int queryByHash(ServerRequest req, ServerResponse res) throws IOException {
+    QueryFields q = readQuery(body(req), "hash");
+    ModelIndex m = registry.require(q.key());
+    return sendScores(res, m, m.findMatches(q.hashes));
+  }
+
+  /**
+   * {@code {"scores": {"<instance>": {"<dp_rank>": tokens}}, "blocks": {...}, "tree_sizes": {...},
+   * "block_size": n}}: matched tokens (blocks × block size, as Dynamo reports them), matched blocks
+   * and blocks held, for every worker rank with at least one matched block.
+   */
+  private int sendScores(ServerResponse res, ModelIndex m, OverlapScores s) {
+    final int n = s.size();
+    Worker[] workers = new Worker[n];
+    int[] score = new int[n];
+    int[] held = new int[n];
+    Integer[] order = new Integer[n];
+    for (int i = 0; i < n; i++) {
+      workers[i] = s.worker(i);
+      score[i] = s.scoreAt(i);
+      held[i] = s.blockCountAt(i);
+      order[i] = i;
+    }
+    Arrays.sort(order, (a, b) -> workers[a].compareTo(workers[b]));
+    final int bs = m.blockSize;
+    return sendJson(
+        res,
+        200,
+        g -> {
+          g.writeStartObject();
+          writeNested(g, "scores", workers, order, score, bs);
+          writeNested(g, "blocks", workers, order, score, 1);
+          writeNested(g, "tree_sizes", workers, order, held, 1);
+          g.writeNumberField("block_size", bs);
+          g.writeEndObject();
+        });
+  }
+
+  private static void writeNested(
+      JsonGenerator g, String name, Worker[] workers, Integer[] order, int[] values, int factor)
+      throws IOException {
+    g.writeObjectFieldStart(name);
+    long open = 0;
+    boolean any = false;
+    for (Integer i : order) {
+      Worker w = workers[i];
+      if (!any || w.workerId() != open) {
+        if (any) g.writeEndObject();
+        g.writeObjectFieldStart(Long.toUnsignedString(w.workerId()));
+        open = w.workerId();
+        any = true;
+      }
+      g.writeNumberField(Integer.toString(w.dpRank()), (long) values[i] * factor);
+    }
+    if (any) g.writeEndObject();
+    g.writeEndObject();
+  }
+
+  // ------------------------------------------------------------------ routing
+
+  private int route(ServerRequest req, ServerResponse res) throws IOException {
+    QueryFields q = readQuery(body(req), "route");
+    ModelIndex m = registry.require(q.key());
+    RouteOptions options = new RouteOptions(q.lora, q.cacheSalt, q.allowed);
+    RouteDecision d;
+    try {
+      d = m.router.route(q.requestId, q.tokens, options);
+    } catch (IllegalArgumentException e) {
+      throw ApiException.conflict(e.getMessage());
+    }
+    switch (d) {
+      case RouteDecision.Routed r -> {
+        metrics.routed(m.key, r.worker().workerId(), r.worker().dpRank());
+        return sendJson(
+            res,
+            200,
+            g -> {
+              g.writeStartObject();
+              g.writeStringField("request_id", q.requestId);
+              JsonOut.u64Field(g, "instance_id", r.worker().workerId());
+              g.writeNumberField("dp_rank", r.worker().dpRank());
+              g.writeNumberField("overlap_blocks", r.overlapBlocks());
+              g.writeNumberField("overlap_tokens", r.overlapTokens());
+              g.writeNumberField("cost", r.cost());
+              g.writeArrayFieldStart("candidates");
+              for (CandidateCost c : r.candidates()) writeCandidate(g, c.candidate(), c.cost());
+              g.writeEndArray();
+              g.writeArrayFieldStart("busy");
+              for (Worker w : r.busy()) {
+                g.writeStartObject();
+                JsonOut.u64Field(g, "instance_id", w.workerId());
+                g.writeNumberField("dp_rank", w.dpRank());
+                g.writeEndObject();
+              }
+              g.writeEndArray();
+              g.writeEndObject();
+            });
+      }
+      case RouteDecision.AllBusy b -> {
+        metrics.routeRejected(m.key, "all_busy");
+        return sendJson(
+            res,
+            503,
+            g -> {
+              g.writeStartObject();
+              g.writeStringField(
+                  "error",
+                  "every allowed worker of " + m.key.describe() + " is busy; nothing recorded");
+              g.writeArrayFieldStart("candidates");
+              for (Candidate c : b.candidates()) writeCandidate(g, c, Double.NaN);
+              g.writeEndArray();
+              g.writeEndObject();
+            });
+      }
+      case RouteDecision.NoWorkers n -> {
+        metrics.routeRejected(m.key, "no_workers");
+        throw new ApiException(
+            503,
+            "no registered worker of "
+                + m.key.describe()
+                + " is allowed by allowed_instances; nothing recorded");
+      }
+    }
+  }
+
+  private static void writeCandidate(JsonGenerator g, Candidate c, double cost) throws IOException {
+    g.writeStartObject();
+    JsonOut.u64Field(g, "instance_id", c.worker().workerId());
+    g.writeNumberField("dp_rank", c.worker().dpRank());
+    g.writeNumberField("overlap_blocks", c.overlapBlocks());
+    g.writeNumberField("cached_blocks", c.cachedBlocks());
+    g.writeNumberField("prefill_blocks", c.prefillBlocks());
+    g.writeNumberField("decode_blocks", c.decodeBlocks());
+    if (!Double.isNaN(cost)) g.writeNumberField("cost", cost);
+    g.writeEndObject();
+  }
+
+  private int prefillComplete(ServerRequest req, ServerResponse res) {
+    return requestLifecycle(req, res, true);
+  }
+
+  private int free(ServerRequest req, ServerResponse res) {
+    return requestLifecycle(req, res, false);
+  }
+
+  /**
+   * Marks prefill complete or frees a request in every index that has it in flight (request ids are
+   * the gateway's; optional {@code model_name} and {@code routing_group} query parameters restrict
+   * the search).
+   */
+  private int requestLifecycle(ServerRequest req, ServerResponse res, boolean prefill) {
+    String id = req.path().pathParameters().get("id");
+    String model = req.query().first("model_name").orElse(null);
+    String group = req.query().first("routing_group").orElse(null);
+    boolean found = false;
+    for (ModelIndex m : registry.indexes()) {
+      if (model != null && !m.key.modelName().equals(model)) continue;
+      if (group != null && !m.key.routingGroup().equals(group)) continue;
+      found |= prefill ? m.router.markPrefillCompleted(id) : m.router.free(id);
+    }
+    if (!found) {
+      throw ApiException.notFound(
+          "request '" + id + "' is not in flight (never routed, already freed, or expired)");
+    }
+    return sendJson(
+        res,
+        200,
+        g -> {
+          g.writeStartObject();
+          g.writeStringField("request_id", id);
+          g.writeStringField("state", prefill ? "decoding" : "freed");
+          g.writeEndObject();
+        });
+  }
+
+  // ------------------------------------------------------------------ events, dump
+
+  private int events(ServerRequest req, ServerResponse res) throws IOException {
+    String model = req.query().first("model_name").orElse(null);
+    String group = req.query().first("routing_group").orElse(null);
+    if (model == null || model.isEmpty()) {
+      metrics.eventBatchRejected("bad_request");
+      throw ApiException.badRequest(
+          "model_name: missing query parameter (POST /events?model_name=...&routing_group=...)");
+    }
+    byte[] body = body(req);
+    if (body.length == 0) {
+      metrics.eventBatchRejected("bad_request");
+      throw ApiException.badRequest(
+          "the request body is empty; expected a JSON array of Dynamo RouterEvents");
+    }
+    int applied = onIngestThread(() -> decodeAndApply(model, group, body));
+    return sendJson(
+        res,
+        200,
+        g -> {
+          g.writeStartObject();
+          g.writeNumberField("applied", applied);
+          g.writeEndObject();
+        });
+  }
+
+  /** Decodes a batch, checks it and applies it whole; runs on an ingest thread. */
+  private int decodeAndApply(String model, String group, byte[] body) {
+    List<RouterEvent> events;
+    try {
+      events = RouterEventJson.readEvents(body);
+    } catch (EventDecodeException e) {
+      metrics.decodeError();
+      metrics.eventBatchRejected("decode_error");
+      throw ApiException.badRequest("events: " + e.getMessage() + "; nothing was applied");
+    }
+    ModelIndex m = registry.get(new ModelKey(model, group));
+    if (m == null) {
+      metrics.eventBatchRejected("unknown_model");
+      throw ApiException.notFound(
+          "unknown "
+              + new ModelKey(model, group).describe()
+              + ": no worker is registered for it (POST /register creates it); nothing was"
+              + " applied");
+    }
+    try {
+      m.applyEvents(events, acceptUnregistered);
+    } catch (ApiException e) {
+      metrics.eventBatchRejected(m.closed ? "unknown_model" : "unregistered_worker");
+      throw e;
+    }
+    metrics.eventsReceived(events.size());
+    return events.size();
+  }
+
+  /**
+   * Runs {@code work} on an ingest (platform) thread and waits for it; the request's virtual thread
+   * unmounts meanwhile, so a large batch does not hold one of the few carrier threads that serve
+   * queries (virtual threads are not preempted; platform threads are, by the OS).
+   */
+  private int onIngestThread(Callable<Integer> work) {
+    Future<Integer> f;
+    try {
+      f = ingest.submit(work);
+    } catch (RejectedExecutionException e) {
+      throw new ApiException(503, "the server is stopping; nothing was applied");
+    }
+    try {
+      return f.get();
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof RuntimeException r) throw r;
+      throw new IllegalStateException(e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while events were applied", e);
+    }
+  }
+
+  /**
+   * Every index with its block size, registrations and events: {@code {"indexes": [{model_name,
+   * routing_group, block_size, workers: [registration...], events: [RouterEvent...]}]}}. Replaying
+   * it (register each worker, then POST the events) into an empty server gives equal answers.
+   */
+  private int dump(ServerRequest req, ServerResponse res) throws IOException {
+    res.status(Status.OK_200);
+    res.header(HeaderNames.CONTENT_TYPE, JSON);
+    try (OutputStream out = res.outputStream();
+        JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
+      g.writeStartObject();
+      g.writeArrayFieldStart("indexes");
+      for (ModelIndex m : registry.indexes()) {
+        List<Registration> regs = new ArrayList<>(m.registrations.values());
+        List<RouterEvent> events = m.router.index().dump();
+        g.writeStartObject();
+        g.writeStringField("model_name", m.key.modelName());
+        g.writeStringField("routing_group", m.key.routingGroup());
+        g.writeNumberField("block_size", m.blockSize);
+        g.writeArrayFieldStart("workers");
+        for (Registration r : regs) {
+          g.writeStartObject();
+          writeRegistration(g, m, r);
+          g.writeEndObject();
+        }
+        g.writeEndArray();
+        g.writeArrayFieldStart("events");
+        for (RouterEvent e : events) g.writeRawValue(RouterEventJson.writeEvent(e));
+        g.writeEndArray();
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+      g.writeEndObject();
+    }
+    return 200;
+  }
+
+  // ------------------------------------------------------------------ operations
+
+  private int health(ServerRequest req, ServerResponse res) {
+    return sendJson(
+        res,
+        200,
+        g -> {
+          g.writeStartObject();
+          g.writeStringField("status", "ok");
+          g.writeEndObject();
+        });
+  }
+
+  private int ready(ServerRequest req, ServerResponse res) {
+    boolean ok = ready.getAsBoolean();
+    return sendJson(
+        res,
+        ok ? 200 : 503,
+        g -> {
+          g.writeStartObject();
+          g.writeBooleanField("ready", ok);
+          g.writeNumberField("indexes", registry.indexes().size());
+          // ZMQ listeners arrive with the transport issue; until then there is none to wait for
+          g.writeNumberField("listeners", 0);
+          if (!ok) g.writeStringField("reason", "shutting down");
+          g.writeEndObject();
+        });
+  }
+
+  private int metrics(ServerRequest req, ServerResponse res) throws IOException {
+    res.status(Status.OK_200);
+    res.header(HeaderNames.CONTENT_TYPE, metrics.contentType());
+    try (OutputStream out = res.outputStream()) {
+      metrics.write(out);
+    }
+    return 200;
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  /** {@code routing_group}, or Dynamo's {@code tenant_id} for it; both must agree. */
+  private static final class Group {
+    String value;
+
+    void read(JsonBody b) throws IOException {
+      String field = b.name();
+      String v = b.optString();
+      if (v == null) return;
+      if (value != null && !value.equals(v)) {
+        throw b.error(
+            field,
+            "routing_group and tenant_id (its Dynamo name) disagree: '"
+                + value
+                + "' vs '"
+                + v
+                + "'");
+      }
+      value = v;
+    }
+  }
+
+  private static byte[] body(ServerRequest req) throws IOException {
+    if (!req.content().hasEntity()) return new byte[0];
+    try (InputStream in = req.content().inputStream()) {
+      long declared = req.headers().contentLength().orElse(-1);
+      if (declared < 0 || declared > Integer.MAX_VALUE - 16) return in.readAllBytes();
+      // one array of the declared size (Helidon has checked it against the limit), not chunks
+      byte[] b = new byte[(int) declared];
+      int n = in.readNBytes(b, 0, b.length);
+      return n == b.length ? b : java.util.Arrays.copyOf(b, n);
+    }
+  }
+
+  private static int sendJson(ServerResponse res, int status, JsonOut.Body body) {
+    return send(res, status, JsonOut.bytes(body));
+  }
+
+  private static int send(ServerResponse res, int status, byte[] json) {
+    res.status(Status.create(status));
+    res.header(HeaderNames.CONTENT_TYPE, JSON);
+    res.send(json);
+    return status;
+  }
+}

@@ -1,0 +1,119 @@
+package io.kvrouter.server;
+
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.index.OverlapScores;
+import io.kvrouter.route.KvRouter;
+import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+/**
+ * The state of one {@code (model_name, routing_group)}: its router (which owns the concurrent
+ * index), the block size its first registration fixed, and its registered worker ranks.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Shared by every request thread. router and its index are thread-safe on their own (see
+ * docs/concurrency.md). registrations is a concurrent sorted map: /workers and /dump iterate it
+ * without a lock, /events looks workers up in it.
+ *
+ * lock orders event application against membership changes: /events holds the read lock while
+ * it checks that every event's worker is registered and applies the batch, so an unregister
+ * (which takes the write lock, under Registry's membership lock) cannot slip between the check
+ * and the apply and leave a forgotten worker's blocks behind in the index. Many /events batches
+ * hold the read lock at once; the index's own writer lock serialises their writes. Queries and
+ * routing take neither: the index's readers never block.
+ *
+ * closed is set under the write lock when the last rank unregisters and the Registry drops this
+ * index; an /events batch that got the object before that sees closed under the read lock and
+ * answers 404, like a request that arrives after.
+ * </pre>
+ */
+final class ModelIndex {
+  private record Salt(String lora, String cacheSalt) {}
+
+  final ModelKey key;
+  final int blockSize;
+  final KvRouter router;
+  private final BlockHasher hasher;
+  private final ConcurrentHashMap<Salt, BlockHasher> salted = new ConcurrentHashMap<>();
+  final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+  final ConcurrentSkipListMap<Worker, Registration> registrations = new ConcurrentSkipListMap<>();
+  private final DistributionDataPoint findMatchesSeconds;
+  volatile boolean closed;
+
+  ModelIndex(ModelKey key, int blockSize, KvRouter router, DistributionDataPoint findMatches) {
+    this.key = key;
+    this.blockSize = blockSize;
+    this.router = router;
+    this.hasher = BlockHasher.of(blockSize);
+    this.findMatchesSeconds = findMatches;
+  }
+
+  /**
+   * The local block hashes of {@code tokens} (full blocks only), salted by the LoRA name and the
+   * cache salt (which salts the seed like a namespace, DESIGN.md §2).
+   */
+  long[] localHashes(int[] tokens, String loraName, String cacheSalt) {
+    BlockHasher h = hasher;
+    if (loraName != null || cacheSalt != null) {
+      h =
+          salted.computeIfAbsent(
+              new Salt(loraName, cacheSalt),
+              s -> hasher.withLora(s.lora()).withNamespace(s.cacheSalt()));
+    }
+    return h.localHashes(tokens);
+  }
+
+  /** Exact scores of every worker the index knows, timed into the findMatches histogram. */
+  OverlapScores findMatches(long[] localHashes) {
+    long t0 = System.nanoTime();
+    OverlapScores s = router.index().findMatches(localHashes, false);
+    findMatchesSeconds.observe((System.nanoTime() - t0) / 1e9);
+    return s;
+  }
+
+  /**
+   * Applies a decoded batch whole: first every event's worker is checked (unless {@code
+   * acceptUnregistered}), then every event is applied in order. Nothing is applied when a check
+   * fails.
+   *
+   * @throws ApiException 404 naming the first unregistered worker, or the model when it was dropped
+   *     meanwhile
+   */
+  void applyEvents(List<RouterEvent> events, boolean acceptUnregistered) {
+    lock.readLock().lock();
+    try {
+      if (closed) {
+        throw ApiException.notFound(
+            "unknown " + key.describe() + ": its last worker was unregistered");
+      }
+      if (!acceptUnregistered) {
+        for (int i = 0, n = events.size(); i < n; i++) {
+          Worker w = events.get(i).worker();
+          if (!registrations.containsKey(w)) {
+            throw ApiException.notFound(
+                "event ["
+                    + i
+                    + "]: instance "
+                    + Long.toUnsignedString(w.workerId())
+                    + " dp_rank "
+                    + w.dpRank()
+                    + " is not registered for "
+                    + key.describe()
+                    + "; register it first (or start the server with --accept-unregistered);"
+                    + " nothing was applied");
+          }
+        }
+      }
+      for (RouterEvent e : events) router.applyEvent(e);
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+}
