@@ -2,7 +2,6 @@ package io.kvrouter.index;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
-import java.util.Arrays;
 
 /**
  * One slot of the positional index: the block at {@code position} reached from the root by the path
@@ -35,8 +34,6 @@ import java.util.Arrays;
  * </pre>
  */
 final class PositionalEntry {
-  static final int[] NO_WORKERS = new int[0];
-
   private static final VarHandle HOLDERS;
 
   static {
@@ -53,7 +50,7 @@ final class PositionalEntry {
   final PositionalEntry parent; // null at position 0
 
   @SuppressWarnings("unused") // through HOLDERS
-  private int[] holders = NO_WORKERS;
+  private int[] holders = SortedIds.NONE;
 
   int[] detached;
 
@@ -84,27 +81,27 @@ final class PositionalEntry {
   // ---- writer side ----
 
   boolean isHolder(int id) {
-    return Arrays.binarySearch(holders(), id) >= 0;
+    return SortedIds.contains(holders(), id);
   }
 
   boolean isDetached(int id) {
-    return detached != null && Arrays.binarySearch(detached, id) >= 0;
+    return detached != null && SortedIds.contains(detached, id);
   }
 
   void addHolder(int id) {
-    HOLDERS.setRelease(this, insert(holders(), id));
+    HOLDERS.setRelease(this, SortedIds.with(holders(), id));
   }
 
   void removeHolder(int id) {
-    HOLDERS.setRelease(this, delete(holders(), id));
+    HOLDERS.setRelease(this, SortedIds.without(holders(), id));
   }
 
   void addDetached(int id) {
-    detached = insert(detached == null ? NO_WORKERS : detached, id);
+    detached = SortedIds.with(detached == null ? SortedIds.NONE : detached, id);
   }
 
   void removeDetached(int id) {
-    int[] d = delete(detached, id);
+    int[] d = SortedIds.without(detached, id);
     detached = d.length == 0 ? null : d;
   }
 
@@ -127,26 +124,5 @@ final class PositionalEntry {
     c.prevSibling = null;
     c.nextSibling = null;
     childCount--;
-  }
-
-  private static int[] insert(int[] a, int id) {
-    int pos = Arrays.binarySearch(a, id);
-    if (pos >= 0) return a;
-    pos = -pos - 1;
-    int[] b = new int[a.length + 1];
-    System.arraycopy(a, 0, b, 0, pos);
-    b[pos] = id;
-    System.arraycopy(a, pos, b, pos + 1, a.length - pos);
-    return b;
-  }
-
-  private static int[] delete(int[] a, int id) {
-    int pos = Arrays.binarySearch(a, id);
-    if (pos < 0) return a;
-    if (a.length == 1) return NO_WORKERS;
-    int[] b = new int[a.length - 1];
-    System.arraycopy(a, 0, b, 0, pos);
-    System.arraycopy(a, pos + 1, b, pos, a.length - pos - 1);
-    return b;
   }
 }

@@ -204,7 +204,7 @@ final class PositionalIndex implements KvIndex {
         long seq = curSeq;
         for (int p = cur + 1; p <= probe; p++) seq = SequenceHasher.next(seq, localHashes[p]);
         final PositionalEntry e = lookup(seq, probe, localHashes[probe]);
-        final int[] h = e == null ? PositionalEntry.NO_WORKERS : e.holders();
+        final int[] h = e == null ? SortedIds.NONE : e.holders();
         // no one dropped out: the usual case, one vectorised compare instead of a search per id
         final int kept =
             h.length == alive && Arrays.equals(ids, 0, alive, h, 0, alive)
@@ -266,7 +266,7 @@ final class PositionalIndex implements KvIndex {
     long seq = loSeq;
     for (int p = lo + 1; p <= mid; p++) seq = SequenceHasher.next(seq, localHashes[p]);
     final PositionalEntry e = lookup(seq, mid, localHashes[mid]);
-    final int[] h = e == null ? PositionalEntry.NO_WORKERS : e.holders();
+    final int[] h = e == null ? SortedIds.NONE : e.holders();
     final int k = partition(ids, from, to, h);
     if (k < to) resolve(localHashes, ids, scores, k, to, lo, loSeq, mid);
     if (k > from) resolve(localHashes, ids, scores, from, k, mid, seq, hi);

@@ -27,8 +27,6 @@ import java.util.Arrays;
  * </pre>
  */
 final class TreeNode {
-  static final int[] NO_WORKERS = new int[0];
-
   private static final VarHandle HOLDERS;
   private static final VarHandle ONLY_CHILD;
   private static final VarHandle TABLE;
@@ -49,7 +47,7 @@ final class TreeNode {
   final int depth; // root 0, first block 1
 
   @SuppressWarnings("unused") // through HOLDERS
-  private int[] holders = NO_WORKERS;
+  private int[] holders = SortedIds.NONE;
 
   int[] detached;
 
@@ -86,19 +84,19 @@ final class TreeNode {
   // ---- writer side ----
 
   boolean isHolder(int id) {
-    return Arrays.binarySearch(holders(), id) >= 0;
+    return SortedIds.contains(holders(), id);
   }
 
   boolean isDetached(int id) {
-    return detached != null && Arrays.binarySearch(detached, id) >= 0;
+    return detached != null && SortedIds.contains(detached, id);
   }
 
   void addHolder(int id) {
-    HOLDERS.setRelease(this, shared(insert(holders(), id)));
+    HOLDERS.setRelease(this, shared(SortedIds.with(holders(), id)));
   }
 
   void removeHolder(int id) {
-    HOLDERS.setRelease(this, shared(delete(holders(), id)));
+    HOLDERS.setRelease(this, shared(SortedIds.without(holders(), id)));
   }
 
   /**
@@ -114,11 +112,11 @@ final class TreeNode {
   }
 
   void addDetached(int id) {
-    detached = insert(detached == null ? NO_WORKERS : detached, id);
+    detached = SortedIds.with(detached == null ? SortedIds.NONE : detached, id);
   }
 
   void removeDetached(int id) {
-    int[] d = delete(detached, id);
+    int[] d = SortedIds.without(detached, id);
     detached = d.length == 0 ? null : d;
   }
 
@@ -162,26 +160,5 @@ final class TreeNode {
     if (only != null) sink.accept(only);
     ChildTable t = (ChildTable) TABLE.getAcquire(this);
     if (t != null) t.forEach(sink);
-  }
-
-  private static int[] insert(int[] a, int id) {
-    int pos = Arrays.binarySearch(a, id);
-    if (pos >= 0) return a;
-    pos = -pos - 1;
-    int[] b = new int[a.length + 1];
-    System.arraycopy(a, 0, b, 0, pos);
-    b[pos] = id;
-    System.arraycopy(a, pos, b, pos + 1, a.length - pos);
-    return b;
-  }
-
-  private static int[] delete(int[] a, int id) {
-    int pos = Arrays.binarySearch(a, id);
-    if (pos < 0) return a;
-    if (a.length == 1) return NO_WORKERS;
-    int[] b = new int[a.length - 1];
-    System.arraycopy(a, 0, b, 0, pos);
-    System.arraycopy(a, pos + 1, b, pos, a.length - pos - 1);
-    return b;
   }
 }
