@@ -260,6 +260,7 @@ final class TreeIndex implements KvIndex {
     final long[] locals = s.tokensHashes();
     final int id = ws.id;
     boolean connected = parent == root || parent.isHolder(id);
+    List<TreeNode> pruneLater = null;
     for (int i = 0; i < seqs.length; i++) {
       TreeNode child = parent.child(locals[i]);
       if (child == null) child = parent.addChild(locals[i]);
@@ -267,14 +268,20 @@ final class TreeIndex implements KvIndex {
       TreeNode previous = ws.blocks.get(seq);
       if (previous != child) {
         if (previous != null) {
-          // the same sequence hash named another position: the newer store wins
+          // the same sequence hash named another position: the newer store wins. Pruning waits
+          // for the end of the store, so no node of this chain is unlinked under it.
           unname(ws, seq, previous);
+          if (pruneLater == null) pruneLater = new ArrayList<>();
+          pruneLater.add(previous);
         }
         name(ws, seq, child, connected);
       }
       parent = child;
     }
     storedEvents++;
+    if (pruneLater != null) {
+      for (TreeNode n : pruneLater) prune(n);
+    }
   }
 
   /** Records that {@code ws} holds {@code node} under {@code seq}. */
@@ -303,7 +310,7 @@ final class TreeIndex implements KvIndex {
     }
   }
 
-  /** Undoes {@link #name} for {@code seq}, which named {@code node}. */
+  /** Undoes {@link #name} for {@code seq}, which named {@code node}; does not prune. */
   private void unname(WorkerState ws, long seq, TreeNode node) {
     ws.blocks.remove(seq);
     final int id = ws.id;
@@ -336,7 +343,6 @@ final class TreeIndex implements KvIndex {
       node.removeDetached(id);
       ws.detachedCount--;
     }
-    prune(node);
   }
 
   /** {@code id}'s connected descendants of {@code top}, parents before children. */
@@ -390,6 +396,7 @@ final class TreeIndex implements KvIndex {
         continue;
       }
       unname(ws, seq, node);
+      prune(node);
     }
     removedEvents++;
   }
