@@ -6,6 +6,7 @@ import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2ObjectMap;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
+import it.unimi.dsi.fastutil.objects.Object2ObjectOpenHashMap;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
@@ -31,8 +32,8 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * Writers: every mutation (apply, clearWorker, removeWorker, dump) runs under writeLock when there
  * is one, and on the caller's thread otherwise (radixTree(): one thread at a time, documented as
- * single-threaded). The writer owns WorkerTable, every WorkerBlocks, every node's detached set and
- * the counters. Readers: findMatches takes no lock; the subclass's walk reads each node's holders
+ * single-threaded). The writer owns WorkerTable, every WorkerBlocks, the detached map and the
+ * counters. Readers: findMatches takes no lock; the subclass's walk reads each node's holders
  * with acquire loads.
  *
  * Holes (DESIGN.md §4 rules 1 and 4): removing a block a worker still holds descendants of moves
@@ -48,6 +49,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * When one of the worker's hashes named another block before, the newer store wins: the old block
  * is un-named at once, but pruned only at the end of the store, so no node of the chain being
  * stored is unlinked under it.
+ *
+ * Detached: for each node some worker holds while missing an ancestor (below a hole), the sorted
+ * ids of those workers, in a side map keyed by node (identity). Holes are rare, so nodes carry no
+ * field for it; a worker with no detached block (WorkerBlocks.detachedCount == 0) never looks.
  *
  * Pruning: a node nobody holds (connected or detached) and that has no children is unlinked, then
  * its parent is tried. An unlinked node is never written again; a reader that still holds it sees
@@ -84,6 +89,9 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
    */
   @SuppressWarnings("unused") // through VERSION
   private long version;
+
+  /** Node → sorted ids of the workers that hold it detached; writer-only. */
+  private final Object2ObjectOpenHashMap<N, int[]> detached = new Object2ObjectOpenHashMap<>();
 
   // counters: written under the writer discipline, read racily by stats()
   private volatile long storedEvents;
@@ -242,7 +250,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private void name(WorkerBlocks<N> ws, long seq, N node, boolean parentConnected) {
     ws.blocks.put(seq, node);
     final int id = ws.id;
-    if (node.isHolder(id) || node.isDetached(id)) {
+    if (node.isHolder(id) || isDetached(node, ws)) {
       if (ws.aliases == null) ws.aliases = new Object2IntOpenHashMap<>();
       ws.aliases.addTo(node, 1);
       return;
@@ -250,11 +258,10 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     ws.heldBlocks++;
     blocksIndexed++;
     if (!parentConnected) {
-      node.addDetached(id);
-      ws.detachedCount++;
+      addDetached(node, ws);
       return;
     }
-    List<N> reconnect = ws.detachedCount > 0 ? detachedChildren(node, id) : List.of();
+    List<N> reconnect = ws.detachedCount > 0 ? detachedChildren(node, ws) : List.of();
     if (reconnect.isEmpty()) {
       node.addHolder(id);
       holdersChanged();
@@ -282,8 +289,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     ws.heldBlocks--;
     blocksIndexed--;
     if (!node.isHolder(id)) {
-      node.removeDetached(id);
-      ws.detachedCount--;
+      removeDetached(node, ws);
       return;
     }
     List<N> below = hasChildren(node) ? heldBelow(node, id) : List.of();
@@ -296,14 +302,32 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       for (int i = below.size() - 1; i >= 0; i--) {
         N n = below.get(i);
         n.removeHolder(id);
-        n.addDetached(id);
-        ws.detachedCount++;
+        addDetached(n, ws);
         holdersChanged();
       }
       node.removeHolder(id);
       holdersChanged();
       endStep();
     }
+  }
+
+  private boolean isDetached(N node, WorkerBlocks<N> ws) {
+    if (ws.detachedCount == 0) return false;
+    int[] d = detached.get(node);
+    return d != null && SortedIds.contains(d, ws.id);
+  }
+
+  private void addDetached(N node, WorkerBlocks<N> ws) {
+    int[] d = detached.get(node);
+    detached.put(node, SortedIds.with(d == null ? SortedIds.NONE : d, ws.id));
+    ws.detachedCount++;
+  }
+
+  private void removeDetached(N node, WorkerBlocks<N> ws) {
+    int[] d = SortedIds.without(detached.get(node), ws.id);
+    if (d.length == 0) detached.remove(node);
+    else detached.put(node, d);
+    ws.detachedCount--;
   }
 
   /** {@code id}'s connected descendants of {@code top}, parents before children. */
@@ -326,15 +350,15 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     return order;
   }
 
-  /** The children of {@code node} that {@code id} holds detached. */
-  private List<N> detachedChildren(N node, int id) {
+  /** The children of {@code node} that {@code ws} holds detached. */
+  private List<N> detachedChildren(N node, WorkerBlocks<N> ws) {
     if (!hasChildren(node)) return List.of();
     List<N> children = new ArrayList<>();
     addChildren(node, children);
     int kept = 0;
     for (int i = 0; i < children.size(); i++) {
       N c = children.get(i);
-      if (c.isDetached(id)) children.set(kept++, c);
+      if (isDetached(c, ws)) children.set(kept++, c);
     }
     return children.subList(0, kept);
   }
@@ -350,16 +374,15 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     List<N> children = new ArrayList<>();
     while (!stack.isEmpty()) {
       N n = stack.pop();
-      n.removeDetached(id);
+      removeDetached(n, ws);
       n.addHolder(id);
-      ws.detachedCount--;
       holdersChanged();
       if (ws.detachedCount == 0) return;
       children.clear();
       addChildren(n, children);
       for (int i = 0; i < children.size(); i++) {
         N c = children.get(i);
-        if (c.isDetached(id)) stack.push(c);
+        if (isDetached(c, ws)) stack.push(c);
       }
     }
   }
@@ -388,8 +411,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       if (n.isHolder(id)) {
         n.removeHolder(id);
         holdersChanged();
-      } else if (n.isDetached(id)) {
-        n.removeDetached(id);
+      } else if (isDetached(n, ws)) {
+        removeDetached(n, ws);
       }
     }
     endStep();
@@ -421,7 +444,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     while (node != root
         && node != null
         && node.holders().length == 0
-        && node.detached == null
+        && (detached.isEmpty() || !detached.containsKey(node))
         && !hasChildren(node)
         && isLinked(node)) {
       unlink(node);

@@ -18,8 +18,9 @@ import java.util.Arrays;
  *           acquire load. A node whose set equals its parent's uses the parent's array: chains
  *           stored by the same workers then share one array (less memory, and readers skip
  *           the intersection on identical arrays).
- * detached  sorted ids of workers that hold this block while missing an ancestor (a hole above
- *           it, DESIGN.md §4 rule 4). Writer-only; null when none.
+ *
+ * Who holds the block while missing an ancestor (detached, DESIGN.md §4 rule 4) is not kept here
+ * but in the index's side map (BlockIndex): holes are rare, and most nodes never need the field.
  *
  * Written by one writer at a time (the index's writer thread or lock holder); readers touch only
  * the final hashes and holders.
@@ -41,8 +42,6 @@ abstract class IndexNode<N extends IndexNode<N>> {
 
   @SuppressWarnings("unused") // through HOLDERS
   private int[] holders = SortedIds.NONE;
-
-  int[] detached;
 
   IndexNode(long local, N parent) {
     this.local = local;
@@ -67,19 +66,6 @@ abstract class IndexNode<N extends IndexNode<N>> {
 
   final void removeHolder(int id) {
     publish(SortedIds.without(holders(), id));
-  }
-
-  final boolean isDetached(int id) {
-    return detached != null && SortedIds.contains(detached, id);
-  }
-
-  final void addDetached(int id) {
-    detached = SortedIds.with(detached == null ? SortedIds.NONE : detached, id);
-  }
-
-  final void removeDetached(int id) {
-    int[] d = SortedIds.without(detached, id);
-    detached = d.length == 0 ? null : d;
   }
 
   private void publish(int[] a) {
