@@ -34,7 +34,6 @@ final class PositionalEntry extends IndexNode<PositionalEntry> {
   PositionalEntry firstChild;
   PositionalEntry nextSibling;
   PositionalEntry prevSibling;
-  int childCount;
   boolean linked;
 
   PositionalEntry(long seq, int position, long local, PositionalEntry parent) {
@@ -48,7 +47,6 @@ final class PositionalEntry extends IndexNode<PositionalEntry> {
     c.nextSibling = firstChild;
     if (firstChild != null) firstChild.prevSibling = c;
     firstChild = c;
-    childCount++;
   }
 
   void unlinkChild(PositionalEntry c) {
@@ -57,6 +55,5 @@ final class PositionalEntry extends IndexNode<PositionalEntry> {
     if (c.nextSibling != null) c.nextSibling.prevSibling = c.prevSibling;
     c.prevSibling = null;
     c.nextSibling = null;
-    childCount--;
   }
 }

@@ -208,7 +208,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
 
   @Override
   boolean hasChildren(PositionalEntry e) {
-    return e.childCount > 0;
+    return e.firstChild != null;
   }
 
   @Override

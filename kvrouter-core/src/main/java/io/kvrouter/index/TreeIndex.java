@@ -1,6 +1,7 @@
 package io.kvrouter.index;
 
 import it.unimi.dsi.fastutil.longs.LongArrayFIFOQueue;
+import it.unimi.dsi.fastutil.objects.Object2ObjectOpenHashMap;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
@@ -32,6 +33,12 @@ final class TreeIndex extends BlockIndex<TreeNode> {
 
   private final LongSupplier nanoClock;
 
+  /**
+   * Per block, the times of the queries within the window that matched it; null unless recent-use
+   * frequencies are tracked. A side map, so that nodes of the other kinds do not pay for it.
+   */
+  private final Object2ObjectOpenHashMap<TreeNode, LongArrayFIFOQueue> recentUses;
+
   TreeIndex(boolean concurrent) {
     this(concurrent, 0L, System::nanoTime);
   }
@@ -45,6 +52,7 @@ final class TreeIndex extends BlockIndex<TreeNode> {
     this.concurrent = concurrent;
     this.frequencyWindowNanos = frequencyWindowNanos;
     this.nanoClock = clock;
+    this.recentUses = frequencyWindowNanos > 0 ? new Object2ObjectOpenHashMap<>() : null;
   }
 
   private static ReentrantLock lockFor(boolean concurrent, long frequencyWindowNanos) {
@@ -81,8 +89,8 @@ final class TreeIndex extends BlockIndex<TreeNode> {
     for (int i = 0; i < depth; i++) {
       node = node.child(localHashes[i]);
       if (node == null) return Arrays.copyOf(out, i);
-      LongArrayFIFOQueue uses = node.recentUses;
-      if (uses == null) uses = node.recentUses = new LongArrayFIFOQueue(4);
+      LongArrayFIFOQueue uses = recentUses.get(node);
+      if (uses == null) recentUses.put(node, uses = new LongArrayFIFOQueue(4));
       while (!uses.isEmpty() && uses.firstLong() < oldest) uses.dequeueLong();
       uses.enqueue(now);
       out[i] = uses.size();
@@ -155,7 +163,7 @@ final class TreeIndex extends BlockIndex<TreeNode> {
 
   @Override
   boolean hasChildren(TreeNode node) {
-    return node.childCount > 0;
+    return node.hasChildren();
   }
 
   @Override
@@ -171,6 +179,7 @@ final class TreeIndex extends BlockIndex<TreeNode> {
   @Override
   void unlink(TreeNode node) {
     node.parent.removeChild(node);
+    if (recentUses != null) recentUses.remove(node);
   }
 
   @Override

@@ -17,7 +17,8 @@ import java.util.List;
  * children  at most one child in (onlyChild), the others in a ChildTable; a child stays in the
  *           place it was put until it is removed, so a reader finds it in exactly one place.
  *           Both are published with release stores and read with acquire loads.
- * childCount, depth  writer-only.
+ * depth     writer-only. Whether a node has children is whether either place is set (an emptied
+ *           ChildTable is dropped), so no count is kept.
  *
  * Invariant: every worker's connected set is prefix-closed, and writers change it one block at a
  * time (leaf-first when shrinking, root-first when growing). A lock-free walk therefore reports
@@ -45,11 +46,6 @@ final class TreeNode extends IndexNode<TreeNode> {
 
   @SuppressWarnings("unused") // through TABLE
   private ChildTable table;
-
-  int childCount; // writer-only
-
-  /** Query times that matched this block; single-threaded kind with frequencies only. */
-  it.unimi.dsi.fastutil.longs.LongArrayFIFOQueue recentUses;
 
   TreeNode(long local, TreeNode parent) {
     super(local, parent);
@@ -80,7 +76,6 @@ final class TreeNode extends IndexNode<TreeNode> {
         if (grown != t) TABLE.setRelease(this, grown);
       }
     }
-    childCount++;
     return c;
   }
 
@@ -94,7 +89,11 @@ final class TreeNode extends IndexNode<TreeNode> {
       }
       if (t.isEmpty()) TABLE.setRelease(this, null);
     }
-    childCount--;
+  }
+
+  /** Writer-side. */
+  boolean hasChildren() {
+    return ONLY_CHILD.get(this) != null || TABLE.get(this) != null;
   }
 
   /** Appends every child to {@code out}; writer-side (or a quiescent tree). */
