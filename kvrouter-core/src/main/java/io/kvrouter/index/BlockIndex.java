@@ -6,13 +6,11 @@ import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2ObjectMap;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
-import it.unimi.dsi.fastutil.objects.Object2ObjectOpenHashMap;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collection;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -32,9 +30,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * Writers: every mutation (apply, clearWorker, removeWorker, dump) runs under writeLock when there
  * is one, and on the caller's thread otherwise (radixTree(): one thread at a time, documented as
- * single-threaded). The writer owns WorkerTable, every WorkerBlocks, the detached map and the
- * counters. Readers: findMatches takes no lock; the subclass's walk reads each node's holders
- * with acquire loads.
+ * single-threaded). The writer owns WorkerTable, every WorkerBlocks and the counters.
+ * Readers: findMatches takes no lock; the subclass's walk reads each node's holders with acquire
+ * loads.
  *
  * Holes (DESIGN.md §4 rules 1 and 4): removing a block a worker still holds descendants of moves
  * the worker's held descendants, leaf first, from holders to detached, and then the block itself
@@ -50,9 +48,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * is un-named at once, but pruned only at the end of the store, so no node of the chain being
  * stored is unlinked under it.
  *
- * Detached: for each node some worker holds while missing an ancestor (below a hole), the sorted
- * ids of those workers, in a side map keyed by node (identity). Holes are rare, so nodes carry no
- * field for it; a worker with no detached block (WorkerBlocks.detachedCount == 0) never looks.
+ * Detached workers are kept in the node's holders array as ~id (IndexNode), where readers skip
+ * them; a worker with no detached block (WorkerBlocks.detachedCount == 0) never looks for one.
  *
  * Pruning: a node nobody holds (connected or detached) and that has no children is unlinked, then
  * its parent is tried. An unlinked node is never written again; a reader that still holds it sees
@@ -90,9 +87,6 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   @SuppressWarnings("unused") // through VERSION
   private long version;
 
-  /** Node → sorted ids of the workers that hold it detached; writer-only. */
-  private final Object2ObjectOpenHashMap<N, int[]> detached = new Object2ObjectOpenHashMap<>();
-
   // counters: written under the writer discipline, read racily by stats()
   private volatile long storedEvents;
   private volatile long removedEvents;
@@ -117,14 +111,14 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   /** Appends every child of {@code node} to {@code out}. Writer-side. */
   abstract void addChildren(N node, List<N> out);
 
+  /** How far below the root {@code node} is; only the order matters. */
+  abstract int depth(N node);
+
   /** Whether {@code node} is still in the structure (not pruned). */
   abstract boolean isLinked(N node);
 
   /** Takes the unused, childless {@code node} out of the structure for good. */
   abstract void unlink(N node);
-
-  /** How far below the root {@code node} is; only the order matters. */
-  abstract int depth(N node);
 
   // ------------------------------------------------------------------ reads
 
@@ -227,16 +221,16 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     for (int i = 0; i < seqs.length; i++) {
       final long seq = seqs[i];
       final N child = childFor(parent, locals[i], seq);
-      final N previous = ws.blocks.get(seq);
+      final N previous = ws.blocks.put(seq, child);
       if (previous != child) {
         if (previous != null) {
           // the same hash named another block: the newer store wins
-          unname(ws, seq, previous);
+          release(ws, previous);
           if (pruneLater == null) pruneLater = new ArrayList<>();
           pruneLater.add(previous);
         }
-        // asked after unname: the parent may just have lost its last name
-        name(ws, seq, child, parent == root || parent.isHolder(id));
+        // asked after release: the parent may just have lost its last name
+        hold(ws, child, parent == root || parent.isHolder(id));
       }
       parent = child;
     }
@@ -246,9 +240,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
-  /** Records that {@code ws} holds {@code node} under {@code seq}. */
-  private void name(WorkerBlocks<N> ws, long seq, N node, boolean parentConnected) {
-    ws.blocks.put(seq, node);
+  /** Records that {@code ws} holds {@code node} under one more name (already in its blocks). */
+  private void hold(WorkerBlocks<N> ws, N node, boolean parentConnected) {
     final int id = ws.id;
     if (node.isHolder(id) || isDetached(node, ws)) {
       if (ws.aliases == null) ws.aliases = new Object2IntOpenHashMap<>();
@@ -258,7 +251,9 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     ws.heldBlocks++;
     blocksIndexed++;
     if (!parentConnected) {
-      addDetached(node, ws);
+      node.addDetached(id);
+      ws.detachedCount++;
+      holdersChanged();
       return;
     }
     List<N> reconnect = ws.detachedCount > 0 ? detachedChildren(node, ws) : List.of();
@@ -274,9 +269,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
-  /** Undoes {@link #name} for {@code seq}, which named {@code node}; does not prune. */
-  private void unname(WorkerBlocks<N> ws, long seq, N node) {
-    ws.blocks.remove(seq);
+  /** Undoes {@link #hold} for a name of {@code node} just dropped from its blocks; no pruning. */
+  private void release(WorkerBlocks<N> ws, N node) {
     final int id = ws.id;
     if (ws.aliases != null) {
       int extra = ws.aliases.getInt(node);
@@ -289,7 +283,9 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     ws.heldBlocks--;
     blocksIndexed--;
     if (!node.isHolder(id)) {
-      removeDetached(node, ws);
+      node.removeDetached(id);
+      ws.detachedCount--;
+      holdersChanged();
       return;
     }
     List<N> below = hasChildren(node) ? heldBelow(node, id) : List.of();
@@ -300,9 +296,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       beginStep();
       // reverse pre-order: every node after all of its descendants, the block itself last
       for (int i = below.size() - 1; i >= 0; i--) {
-        N n = below.get(i);
-        n.removeHolder(id);
-        addDetached(n, ws);
+        below.get(i).detach(id);
+        ws.detachedCount++;
         holdersChanged();
       }
       node.removeHolder(id);
@@ -311,23 +306,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
-  private boolean isDetached(N node, WorkerBlocks<N> ws) {
-    if (ws.detachedCount == 0) return false;
-    int[] d = detached.get(node);
-    return d != null && SortedIds.contains(d, ws.id);
-  }
-
-  private void addDetached(N node, WorkerBlocks<N> ws) {
-    int[] d = detached.get(node);
-    detached.put(node, SortedIds.with(d == null ? SortedIds.NONE : d, ws.id));
-    ws.detachedCount++;
-  }
-
-  private void removeDetached(N node, WorkerBlocks<N> ws) {
-    int[] d = SortedIds.without(detached.get(node), ws.id);
-    if (d.length == 0) detached.remove(node);
-    else detached.put(node, d);
-    ws.detachedCount--;
+  private static boolean isDetached(IndexNode<?> node, WorkerBlocks<?> ws) {
+    return ws.detachedCount > 0 && node.isDetached(ws.id);
   }
 
   /** {@code id}'s connected descendants of {@code top}, parents before children. */
@@ -374,8 +354,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     List<N> children = new ArrayList<>();
     while (!stack.isEmpty()) {
       N n = stack.pop();
-      removeDetached(n, ws);
-      n.addHolder(id);
+      n.reconnect(id);
+      ws.detachedCount--;
       holdersChanged();
       if (ws.detachedCount == 0) return;
       children.clear();
@@ -389,12 +369,12 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
 
   private void remove(WorkerBlocks<N> ws, CacheEvent.Removed r) {
     for (long seq : r.blockHashes()) {
-      N node = ws == null ? null : ws.blocks.get(seq);
+      N node = ws == null ? null : ws.blocks.remove(seq);
       if (node == null) {
         blocksMissing++;
         continue;
       }
-      unname(ws, seq, node);
+      release(ws, node);
       prune(node);
     }
     removedEvents++;
@@ -404,7 +384,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private void clear(WorkerBlocks<N> ws) {
     if (ws.blocks.isEmpty()) return;
     final int id = ws.id;
-    List<N> nodes = byDepth(ws.blocks.values(), true);
+    List<N> nodes = byDepth(new ArrayList<>(ws.blocks.values()), true);
     beginStep();
     for (N n : nodes) {
       // an aliased node is listed twice: the second visit finds nothing to do
@@ -412,7 +392,9 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
         n.removeHolder(id);
         holdersChanged();
       } else if (isDetached(n, ws)) {
-        removeDetached(n, ws);
+        n.removeDetached(id);
+        ws.detachedCount--;
+        holdersChanged();
       }
     }
     endStep();
@@ -424,9 +406,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     for (N n : nodes) prune(n);
   }
 
-  /** {@code nodes} sorted by depth: deepest first, or shallowest first. */
-  private List<N> byDepth(Collection<N> nodes, boolean deepestFirst) {
-    List<N> list = new ArrayList<>(nodes);
+  /** {@code list} sorted by depth: deepest first, or shallowest first. */
+  private List<N> byDepth(List<N> list, boolean deepestFirst) {
     final int n = list.size();
     final long[] keys = new long[n];
     for (int i = 0; i < n; i++) {
@@ -443,8 +424,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private void prune(N node) {
     while (node != root
         && node != null
-        && node.holders().length == 0
-        && (detached.isEmpty() || !detached.containsKey(node))
+        && node.isUnheld()
         && !hasChildren(node)
         && isLinked(node)) {
       unlink(node);

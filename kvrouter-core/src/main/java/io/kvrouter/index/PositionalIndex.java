@@ -107,11 +107,14 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     final PositionalEntry e0 = lookup(first, 0, first);
     if (e0 == null) return Scores.EMPTY;
     final int[] holders0 = e0.holders();
-    final int m = holders0.length;
+    // a first block has no ancestor to miss, so no detached (negative) ids: from is 0
+    final int from = IndexNode.connectedFrom(holders0);
+    final int m = holders0.length - from;
     if (m == 0) return Scores.EMPTY;
     // alive ids in ids[0..alive), sorted (partition keeps the kept ones in order); dropped ids
-    // after them with their final scores
-    final int[] ids = holders0.clone();
+    // after them with their final scores. Later holders may hold detached ids (negative): no
+    // alive id ever matches one.
+    final int[] ids = Arrays.copyOfRange(holders0, from, holders0.length);
     final int[] scores = new int[m];
     final int jump = jumpSize;
     final int last = len - 1;

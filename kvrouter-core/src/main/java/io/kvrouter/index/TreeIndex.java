@@ -105,10 +105,12 @@ final class TreeIndex extends BlockIndex<TreeNode> {
     TreeNode node = root.child(localHashes[0]);
     if (node == null) return Scores.EMPTY;
     int[] prev = node.holders();
-    final int m = prev.length;
+    // a first block has no ancestor to miss, so no detached (negative) ids: from is 0
+    final int from = IndexNode.connectedFrom(prev);
+    final int m = prev.length - from;
     if (m == 0) return Scores.EMPTY;
     // alive ids in ids[0..alive), sorted; dropped ids after them with their final scores
-    final int[] ids = prev.clone();
+    final int[] ids = Arrays.copyOfRange(prev, from, prev.length);
     final int[] scores = new int[m];
     int alive = m;
     int depth = 1;
