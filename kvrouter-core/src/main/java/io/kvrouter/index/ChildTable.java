@@ -2,7 +2,7 @@ package io.kvrouter.index;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
-import java.util.function.Consumer;
+import java.util.List;
 
 /**
  * An open-addressing table of child nodes keyed by their local hash, written by one writer and read
@@ -103,10 +103,11 @@ final class ChildTable {
     return live == 0;
   }
 
-  void forEach(Consumer<TreeNode> sink) {
+  /** Appends every child to {@code out}. */
+  void addTo(List<TreeNode> out) {
     for (int i = 0; i < slots.length; i++) {
       TreeNode n = (TreeNode) SLOT.getAcquire(slots, i);
-      if (n != null && n != TOMBSTONE) sink.accept(n);
+      if (n != null && n != TOMBSTONE) out.add(n);
     }
   }
 }

@@ -1,12 +1,9 @@
 package io.kvrouter.index;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-import java.util.Arrays;
-
 /**
  * One slot of the positional index: the block at {@code position} reached from the root by the path
- * of local hashes whose §2 sequence hash is {@code seq}, with the workers that hold it.
+ * of local hashes whose §2 sequence hash is {@code seq}, with the workers that hold it (see {@link
+ * IndexNode}).
  *
  * <pre>
  * Implementation notes
@@ -19,11 +16,7 @@ import java.util.Arrays;
  * Written by one writer at a time (the index's lock holder); readers touch only the final key
  * fields and holders.
  *
- * holders   sorted worker ids that hold this block AND every ancestor (connected): what readers
- *           score. Copy-on-write; published with a release store, read with an acquire load.
- * detached  sorted ids of workers that hold this block while missing an ancestor (a hole above
- *           it, DESIGN.md §4 rule 4). Writer-only; null when none.
- * parent, firstChild / nextSibling / prevSibling
+ * firstChild / nextSibling / prevSibling
  *           the block tree on the writer side: an intrusive doubly linked list of the children,
  *           so adding and unlinking a child is O(1) and walking below a block (detach,
  *           reconnect) needs no other index. Writer-only (parent is final).
@@ -31,85 +24,22 @@ import java.util.Arrays;
  *           unlinked an entry is never linked or written again (a new entry takes its key).
  *
  * Invariant: every worker's connected set is prefix-closed; writers change it one entry at a
- * time, leaf first when shrinking, root first when growing (see PositionalIndex).
+ * time, leaf first when shrinking, root first when growing (see BlockIndex).
  * </pre>
  */
-final class PositionalEntry {
-  static final int[] NO_WORKERS = new int[0];
-
-  private static final VarHandle HOLDERS;
-
-  static {
-    try {
-      HOLDERS = MethodHandles.lookup().findVarHandle(PositionalEntry.class, "holders", int[].class);
-    } catch (ReflectiveOperationException e) {
-      throw new ExceptionInInitializerError(e);
-    }
-  }
-
+final class PositionalEntry extends IndexNode<PositionalEntry> {
   final long seq;
   final int position;
-  final long local;
-  final PositionalEntry parent; // null at position 0
-
-  @SuppressWarnings("unused") // through HOLDERS
-  private int[] holders = NO_WORKERS;
-
-  int[] detached;
 
   PositionalEntry firstChild;
   PositionalEntry nextSibling;
   PositionalEntry prevSibling;
-  int childCount;
   boolean linked;
 
   PositionalEntry(long seq, int position, long local, PositionalEntry parent) {
+    super(local, parent);
     this.seq = seq;
     this.position = position;
-    this.local = local;
-    this.parent = parent;
-  }
-
-  /** Whether this entry names the block at {@code position} with these hashes. */
-  boolean is(long seq, int position, long local) {
-    return this.seq == seq && this.position == position && this.local == local;
-  }
-
-  // ---- reader side ----
-
-  int[] holders() {
-    return (int[]) HOLDERS.getAcquire(this);
-  }
-
-  // ---- writer side ----
-
-  boolean isHolder(int id) {
-    return Arrays.binarySearch(holders(), id) >= 0;
-  }
-
-  boolean isDetached(int id) {
-    return detached != null && Arrays.binarySearch(detached, id) >= 0;
-  }
-
-  void addHolder(int id) {
-    HOLDERS.setRelease(this, insert(holders(), id));
-  }
-
-  void removeHolder(int id) {
-    HOLDERS.setRelease(this, delete(holders(), id));
-  }
-
-  void addDetached(int id) {
-    detached = insert(detached == null ? NO_WORKERS : detached, id);
-  }
-
-  void removeDetached(int id) {
-    int[] d = delete(detached, id);
-    detached = d.length == 0 ? null : d;
-  }
-
-  boolean isUnused() {
-    return holders().length == 0 && detached == null && childCount == 0;
   }
 
   void linkChild(PositionalEntry c) {
@@ -117,7 +47,6 @@ final class PositionalEntry {
     c.nextSibling = firstChild;
     if (firstChild != null) firstChild.prevSibling = c;
     firstChild = c;
-    childCount++;
   }
 
   void unlinkChild(PositionalEntry c) {
@@ -126,27 +55,5 @@ final class PositionalEntry {
     if (c.nextSibling != null) c.nextSibling.prevSibling = c.prevSibling;
     c.prevSibling = null;
     c.nextSibling = null;
-    childCount--;
-  }
-
-  private static int[] insert(int[] a, int id) {
-    int pos = Arrays.binarySearch(a, id);
-    if (pos >= 0) return a;
-    pos = -pos - 1;
-    int[] b = new int[a.length + 1];
-    System.arraycopy(a, 0, b, 0, pos);
-    b[pos] = id;
-    System.arraycopy(a, pos, b, pos + 1, a.length - pos);
-    return b;
-  }
-
-  private static int[] delete(int[] a, int id) {
-    int pos = Arrays.binarySearch(a, id);
-    if (pos < 0) return a;
-    if (a.length == 1) return NO_WORKERS;
-    int[] b = new int[a.length - 1];
-    System.arraycopy(a, 0, b, 0, pos);
-    System.arraycopy(a, pos + 1, b, pos, a.length - pos - 1);
-    return b;
   }
 }

@@ -2,11 +2,11 @@ package io.kvrouter.index;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
-import java.util.Arrays;
+import java.util.List;
 
 /**
  * One block position of the block tree: the block reached from the root by a path of local hashes,
- * with the workers that hold it.
+ * with the workers that hold it (see {@link IndexNode}) and its children.
  *
  * <pre>
  * Implementation notes
@@ -14,29 +14,24 @@ import java.util.Arrays;
  * Written by one writer at a time (the index's writer thread or lock holder); read by any number
  * of readers without locks.
  *
- * holders   sorted worker ids that hold this block AND every ancestor (connected): what readers
- *           score. Copy-on-write; published with a release store, read with an acquire load.
- * detached  sorted ids of workers that hold this block while missing an ancestor (a hole above
- *           it, DESIGN.md §4 rule 4). Writer-only; null when none.
  * children  at most one child in (onlyChild), the others in a ChildTable; a child stays in the
  *           place it was put until it is removed, so a reader finds it in exactly one place.
+ *           Both are published with release stores and read with acquire loads.
+ * depth     writer-only. Whether a node has children is whether either place is set (an emptied
+ *           ChildTable is dropped), so no count is kept.
  *
  * Invariant: every worker's connected set is prefix-closed, and writers change it one block at a
  * time (leaf-first when shrinking, root-first when growing). A lock-free walk therefore reports
  * a score the worker had at some instant of the walk (docs/concurrency.md).
  * </pre>
  */
-final class TreeNode {
-  static final int[] NO_WORKERS = new int[0];
-
-  private static final VarHandle HOLDERS;
+final class TreeNode extends IndexNode<TreeNode> {
   private static final VarHandle ONLY_CHILD;
   private static final VarHandle TABLE;
 
   static {
     try {
       MethodHandles.Lookup l = MethodHandles.lookup();
-      HOLDERS = l.findVarHandle(TreeNode.class, "holders", int[].class);
       ONLY_CHILD = l.findVarHandle(TreeNode.class, "onlyChild", TreeNode.class);
       TABLE = l.findVarHandle(TreeNode.class, "table", ChildTable.class);
     } catch (ReflectiveOperationException e) {
@@ -44,14 +39,7 @@ final class TreeNode {
     }
   }
 
-  final long local;
-  final TreeNode parent;
   final int depth; // root 0, first block 1
-
-  @SuppressWarnings("unused") // through HOLDERS
-  private int[] holders = NO_WORKERS;
-
-  int[] detached;
 
   @SuppressWarnings("unused") // through ONLY_CHILD
   private TreeNode onlyChild;
@@ -59,22 +47,12 @@ final class TreeNode {
   @SuppressWarnings("unused") // through TABLE
   private ChildTable table;
 
-  int childCount; // writer-only
-
-  /** Query times that matched this block; single-threaded kind with frequencies only. */
-  it.unimi.dsi.fastutil.longs.LongArrayFIFOQueue recentUses;
-
   TreeNode(long local, TreeNode parent) {
-    this.local = local;
-    this.parent = parent;
+    super(local, parent);
     this.depth = parent == null ? 0 : parent.depth + 1;
   }
 
   // ---- reader side ----
-
-  int[] holders() {
-    return (int[]) HOLDERS.getAcquire(this);
-  }
 
   TreeNode child(long localHash) {
     TreeNode only = (TreeNode) ONLY_CHILD.getAcquire(this);
@@ -84,47 +62,6 @@ final class TreeNode {
   }
 
   // ---- writer side ----
-
-  boolean isHolder(int id) {
-    return Arrays.binarySearch(holders(), id) >= 0;
-  }
-
-  boolean isDetached(int id) {
-    return detached != null && Arrays.binarySearch(detached, id) >= 0;
-  }
-
-  void addHolder(int id) {
-    HOLDERS.setRelease(this, shared(insert(holders(), id)));
-  }
-
-  void removeHolder(int id) {
-    HOLDERS.setRelease(this, shared(delete(holders(), id)));
-  }
-
-  /**
-   * The parent's array when it has the same workers: chains stored by the same workers then share
-   * one array (less memory, and readers skip the intersection on identical arrays).
-   */
-  private int[] shared(int[] a) {
-    if (parent != null && a.length > 0) {
-      int[] p = parent.holders();
-      if (p != a && Arrays.equals(p, a)) return p;
-    }
-    return a;
-  }
-
-  void addDetached(int id) {
-    detached = insert(detached == null ? NO_WORKERS : detached, id);
-  }
-
-  void removeDetached(int id) {
-    int[] d = delete(detached, id);
-    detached = d.length == 0 ? null : d;
-  }
-
-  boolean isUnused() {
-    return holders().length == 0 && detached == null && childCount == 0;
-  }
 
   TreeNode addChild(long localHash) {
     TreeNode c = new TreeNode(localHash, this);
@@ -139,7 +76,6 @@ final class TreeNode {
         if (grown != t) TABLE.setRelease(this, grown);
       }
     }
-    childCount++;
     return c;
   }
 
@@ -153,35 +89,18 @@ final class TreeNode {
       }
       if (t.isEmpty()) TABLE.setRelease(this, null);
     }
-    childCount--;
   }
 
-  /** Calls {@code sink} on every child; writer-side (or a quiescent tree). */
-  void forEachChild(java.util.function.Consumer<TreeNode> sink) {
+  /** Writer-side. */
+  boolean hasChildren() {
+    return ONLY_CHILD.get(this) != null || TABLE.get(this) != null;
+  }
+
+  /** Appends every child to {@code out}; writer-side (or a quiescent tree). */
+  void addChildrenTo(List<TreeNode> out) {
     TreeNode only = (TreeNode) ONLY_CHILD.getAcquire(this);
-    if (only != null) sink.accept(only);
+    if (only != null) out.add(only);
     ChildTable t = (ChildTable) TABLE.getAcquire(this);
-    if (t != null) t.forEach(sink);
-  }
-
-  private static int[] insert(int[] a, int id) {
-    int pos = Arrays.binarySearch(a, id);
-    if (pos >= 0) return a;
-    pos = -pos - 1;
-    int[] b = new int[a.length + 1];
-    System.arraycopy(a, 0, b, 0, pos);
-    b[pos] = id;
-    System.arraycopy(a, pos, b, pos + 1, a.length - pos);
-    return b;
-  }
-
-  private static int[] delete(int[] a, int id) {
-    int pos = Arrays.binarySearch(a, id);
-    if (pos < 0) return a;
-    if (a.length == 1) return NO_WORKERS;
-    int[] b = new int[a.length - 1];
-    System.arraycopy(a, 0, b, 0, pos);
-    System.arraycopy(a, pos + 1, b, pos, a.length - pos - 1);
-    return b;
+    if (t != null) t.addTo(out);
   }
 }

@@ -5,10 +5,11 @@ import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /**
- * Interns worker ranks to dense {@code int} ids for one index.
+ * Interns worker ranks to dense {@code int} ids for one index, each with its {@link WorkerBlocks}.
  *
  * <pre>
  * Implementation notes
@@ -19,12 +20,12 @@ import java.util.List;
  * byId (acquire) always finds it.
  * </pre>
  */
-final class WorkerTable {
+final class WorkerTable<N extends IndexNode<N>> {
   private static final VarHandle BY_ID;
 
   static {
     try {
-      BY_ID = MethodHandles.lookup().findVarHandle(WorkerTable.class, "byId", WorkerState[].class);
+      BY_ID = MethodHandles.lookup().findVarHandle(WorkerTable.class, "byId", WorkerBlocks[].class);
     } catch (ReflectiveOperationException e) {
       throw new ExceptionInInitializerError(e);
     }
@@ -33,7 +34,7 @@ final class WorkerTable {
   private final Object2IntOpenHashMap<Worker> ids = new Object2IntOpenHashMap<>();
 
   @SuppressWarnings("unused") // through BY_ID
-  private WorkerState[] byId = new WorkerState[8];
+  private WorkerBlocks<N>[] byId = newArray(8);
 
   private int next;
 
@@ -41,16 +42,21 @@ final class WorkerTable {
     ids.defaultReturnValue(-1);
   }
 
+  @SuppressWarnings("unchecked")
+  private static <N extends IndexNode<N>> WorkerBlocks<N>[] newArray(int n) {
+    return (WorkerBlocks<N>[]) new WorkerBlocks<?>[n];
+  }
+
   /** The state of {@code worker}, registering it on first sight. Writer-only. */
-  WorkerState intern(Worker worker) {
+  WorkerBlocks<N> intern(Worker worker) {
     int id = ids.getInt(worker);
-    WorkerState[] table = (WorkerState[]) BY_ID.get(this);
+    WorkerBlocks<N>[] table = (WorkerBlocks<N>[]) BY_ID.get(this);
     if (id >= 0) return table[id];
     id = next++;
     if (id == table.length) {
-      table = java.util.Arrays.copyOf(table, table.length * 2);
+      table = Arrays.copyOf(table, table.length * 2);
     }
-    WorkerState ws = new WorkerState(worker, id);
+    WorkerBlocks<N> ws = new WorkerBlocks<>(worker, id);
     table[id] = ws;
     BY_ID.setRelease(this, table);
     ids.put(worker, id);
@@ -58,30 +64,30 @@ final class WorkerTable {
   }
 
   /** The state of {@code worker}, or null. Writer-only. */
-  WorkerState find(Worker worker) {
+  WorkerBlocks<N> find(Worker worker) {
     int id = ids.getInt(worker);
-    return id < 0 ? null : ((WorkerState[]) BY_ID.get(this))[id];
+    return id < 0 ? null : ((WorkerBlocks<N>[]) BY_ID.get(this))[id];
   }
 
   /** Every rank of {@code workerId}. Writer-only. */
-  List<WorkerState> ranksOf(long workerId) {
-    List<WorkerState> out = new ArrayList<>();
-    for (WorkerState ws : live()) {
+  List<WorkerBlocks<N>> ranksOf(long workerId) {
+    List<WorkerBlocks<N>> out = new ArrayList<>();
+    for (WorkerBlocks<N> ws : live()) {
       if (ws.worker.workerId() == workerId) out.add(ws);
     }
     return out;
   }
 
   /** Forgets {@code ws}; its id is not reused. Writer-only. */
-  void forget(WorkerState ws) {
+  void forget(WorkerBlocks<N> ws) {
     ids.removeInt(ws.worker);
     ws.forgotten = true;
   }
 
   /** Every known worker state, in id order. Writer-only. */
-  List<WorkerState> live() {
-    WorkerState[] table = (WorkerState[]) BY_ID.get(this);
-    List<WorkerState> out = new ArrayList<>(ids.size());
+  List<WorkerBlocks<N>> live() {
+    WorkerBlocks<N>[] table = (WorkerBlocks<N>[]) BY_ID.get(this);
+    List<WorkerBlocks<N>> out = new ArrayList<>(ids.size());
     for (int i = 0; i < next; i++) {
       if (!table[i].forgotten) out.add(table[i]);
     }
@@ -93,7 +99,7 @@ final class WorkerTable {
   }
 
   /** The id → state table as readers see it. */
-  WorkerState[] readerView() {
-    return (WorkerState[]) BY_ID.getAcquire(this);
+  WorkerBlocks<N>[] readerView() {
+    return (WorkerBlocks<N>[]) BY_ID.getAcquire(this);
   }
 }
