@@ -3,7 +3,6 @@ package io.kvrouter.index;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
-import it.unimi.dsi.fastutil.longs.Long2ObjectMap;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
 import java.lang.invoke.MethodHandles;
@@ -24,7 +23,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * Layout: blocks are nodes of type N (IndexNode) under a root (a node of the tree, or null for
  * the positional index, whose first blocks have no parent); per worker rank a WorkerBlocks maps
- * its sequence hashes to nodes. Workers are dense int ids (WorkerTable). The subclass says how a
+ * its sequence hashes to nodes (NameTable). Workers are dense int ids (WorkerTable). The subclass says how a
  * block is found under its parent (childFor), how its children are listed and how a node leaves
  * the structure (unlink); this class does the rest of every write.
  *
@@ -34,9 +33,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * Readers: findMatches takes no lock; the subclass's walk reads each node's holders with acquire
  * loads.
  *
- * Holes (DESIGN.md §4 rules 1 and 4): removing a block a worker still holds descendants of moves
- * the worker's held descendants, leaf first, from holders to detached, and then the block itself
- * out of holders; a later store that makes the block held again moves them back, root first;
+ * Holes (DESIGN.md §4 rules 1 and 4): removing a block a worker still holds descendants of turns
+ * the worker's held descendants, leaf first, from connected to detached, and then takes the block
+ * itself out of holders; a later store that makes the block held again moves them back, root first;
  * clearing drops a worker's blocks deepest first. So holders only ever names workers that hold
  * the whole path, scores stay exact, and each single holders change moves a worker's score on any
  * query path by at most one block. A change of several nodes (making or filling a hole, clearing
@@ -44,9 +43,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * that overlapped one (docs/concurrency.md); after OPTIMISTIC_ATTEMPTS tries it takes writeLock.
  *
  * Stores: a block is found under its parent (the worker's hash names it, but does not find it).
- * When one of the worker's hashes named another block before, the newer store wins: the old block
- * is un-named at once, but pruned only at the end of the store, so no node of the chain being
- * stored is unlinked under it.
+ * Each name costs one NameTable put, which also returns the block the hash named before. When
+ * that was another block, the newer store wins: the old block is released at once, but pruned
+ * only at the end of the store, so no node of the chain being stored is unlinked under it.
  *
  * Detached workers are kept in the node's holders array as ~id (IndexNode), where readers skip
  * them; a worker with no detached block (WorkerBlocks.detachedCount == 0) never looks for one.
@@ -103,16 +102,16 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
 
   // ------------------------------------------------------------------ the node structure
 
-  /** The child of {@code parent} (the root when {@code root}) with this local hash, made if new. */
+  /**
+   * The child of {@code parent} (the root when {@code root}) with this local hash, made if new; a
+   * new tree node is keyed by {@code seq}, a new positional entry by the router's own hash.
+   */
   abstract N childFor(N parent, long local, long seq);
 
   abstract boolean hasChildren(N node);
 
   /** Appends every child of {@code node} to {@code out}. Writer-side. */
   abstract void addChildren(N node, List<N> out);
-
-  /** How far below the root {@code node} is; only the order matters. */
-  abstract int depth(N node);
 
   /** Whether {@code node} is still in the structure (not pruned). */
   abstract boolean isLinked(N node);
@@ -384,7 +383,9 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private void clear(WorkerBlocks<N> ws) {
     if (ws.blocks.isEmpty()) return;
     final int id = ws.id;
-    List<N> nodes = byDepth(new ArrayList<>(ws.blocks.values()), true);
+    List<N> named = new ArrayList<>(ws.blocks.size());
+    ws.blocks.addBlocksTo(named);
+    List<N> nodes = byDepth(named, true);
     beginStep();
     for (N n : nodes) {
       // an aliased node is listed twice: the second visit finds nothing to do
@@ -410,9 +411,25 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private List<N> byDepth(List<N> list, boolean deepestFirst) {
     final int n = list.size();
     final long[] keys = new long[n];
+    // nodes keep no depth: measure along parent links, each walk stopping at a measured node
+    final Object2IntOpenHashMap<N> depthOf = new Object2IntOpenHashMap<>();
+    depthOf.defaultReturnValue(-1);
+    final List<N> path = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      long d = depth(list.get(i));
-      keys[i] = (deepestFirst ? -d : d) << 32 | i;
+      path.clear();
+      N a = list.get(i);
+      int d = 0;
+      while (a != root && a != null) {
+        int known = depthOf.getInt(a);
+        if (known >= 0) {
+          d = known;
+          break;
+        }
+        path.add(a);
+        a = a.parent;
+      }
+      for (int k = path.size() - 1; k >= 0; k--) depthOf.put(path.get(k), ++d);
+      keys[i] = (long) (deepestFirst ? -d : d) << 32 | i;
     }
     Arrays.sort(keys);
     List<N> out = new ArrayList<>(n);
@@ -478,9 +495,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     final Worker worker = ws.worker;
     final int id = ws.id;
     Object2LongOpenHashMap<N> seqOf = new Object2LongOpenHashMap<>();
-    for (Long2ObjectMap.Entry<N> e : ws.blocks.long2ObjectEntrySet()) {
-      seqOf.put(e.getValue(), e.getLongKey());
-    }
+    ws.blocks.addNamesTo(seqOf);
     List<N> connected = new ArrayList<>();
     for (N n : seqOf.keySet()) {
       if (n.isHolder(id)) connected.add(n);

@@ -21,7 +21,7 @@ import java.util.List;
  */
 final class ChildTable {
   private static final VarHandle SLOT = MethodHandles.arrayElementVarHandle(TreeNode[].class);
-  private static final TreeNode TOMBSTONE = new TreeNode(0L, null);
+  private static final TreeNode TOMBSTONE = new TreeNode(0L, 0L, null);
 
   private final TreeNode[] slots;
   private final int mask;
@@ -33,9 +33,10 @@ final class ChildTable {
     mask = capacity - 1;
   }
 
-  static ChildTable with(TreeNode first) {
+  static ChildTable of(TreeNode first, TreeNode second) {
     ChildTable t = new ChildTable(4);
     t.insert(first);
+    t.insert(second);
     return t;
   }
 

@@ -11,6 +11,9 @@ import java.util.Arrays;
  * <pre>
  * Implementation notes
  *
+ * seq       the sequence hash the block is keyed by: for a tree node the hash it was first stored
+ *           under, for a positional entry the router's own §2 hash of its path. A worker that
+ *           names the block by this hash keeps no key of its own for the name (NameTable). Final.
  * local     the block's local hash. Final; read by lock-free readers.
  * parent    the block before it on its path; null at the top. Final; writer-side.
  * holders   sorted ids (SortedIds) of the workers that hold this block. An id >= 0 holds it AND
@@ -24,6 +27,8 @@ import java.util.Arrays;
  *           stored by the same workers then share one array (less memory, and readers skip the
  *           intersection on identical arrays).
  *
+ * equals is identity; hashCode mixes the final hashes, so maps keyed by nodes (aliases, the
+ * writer's scratch maps) need no identity hash in the object header.
  *
  * Written by one writer at a time (the index's writer thread or lock holder); readers touch only
  * the final hashes and holders.
@@ -40,13 +45,15 @@ abstract class IndexNode<N extends IndexNode<N>> {
     }
   }
 
+  final long seq;
   final long local;
   final N parent;
 
   @SuppressWarnings("unused") // through HOLDERS
   private int[] holders = SortedIds.NONE;
 
-  IndexNode(long local, N parent) {
+  IndexNode(long seq, long local, N parent) {
+    this.seq = seq;
     this.local = local;
     this.parent = parent;
   }
@@ -114,5 +121,16 @@ abstract class IndexNode<N extends IndexNode<N>> {
       if (ph != a && Arrays.equals(ph, a)) a = ph;
     }
     HOLDERS.setRelease(this, a);
+  }
+
+  @Override
+  public final boolean equals(Object o) {
+    return this == o;
+  }
+
+  @Override
+  public final int hashCode() {
+    long h = (seq ^ Long.rotateLeft(local, 32)) * 0x9E3779B97F4A7C15L;
+    return (int) (h >>> 32);
   }
 }

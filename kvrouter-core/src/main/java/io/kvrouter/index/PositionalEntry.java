@@ -8,7 +8,7 @@ package io.kvrouter.index;
  * <pre>
  * Implementation notes
  *
- * Key (final): seq, the router's own §2 sequence hash of the path (seq = local at position 0,
+ * Key (final): seq (IndexNode's), the router's own §2 sequence hash of the path (seq = local at position 0,
  * else SequenceHasher.next(parent.seq, local)), plus position and local. Lookups compare all
  * three, so the slot names (position, whole path) and a reader can check it against the query's
  * own sequence hash at that position (DESIGN.md §4 rule 8).
@@ -28,7 +28,6 @@ package io.kvrouter.index;
  * </pre>
  */
 final class PositionalEntry extends IndexNode<PositionalEntry> {
-  final long seq;
   final int position;
 
   PositionalEntry firstChild;
@@ -37,8 +36,7 @@ final class PositionalEntry extends IndexNode<PositionalEntry> {
   boolean linked;
 
   PositionalEntry(long seq, int position, long local, PositionalEntry parent) {
-    super(local, parent);
-    this.seq = seq;
+    super(seq, local, parent);
     this.position = position;
   }
 

@@ -231,11 +231,6 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     e.linked = false;
   }
 
-  @Override
-  int depth(PositionalEntry e) {
-    return e.position;
-  }
-
   /** Entries in the table now; for tests. Writer-side (takes the lock). */
   int entryCount() {
     writeLock.lock();

@@ -48,7 +48,7 @@ final class TreeIndex extends BlockIndex<TreeNode> {
    * within the last {@code frequencyWindowNanos} whose match covered it.
    */
   TreeIndex(boolean concurrent, long frequencyWindowNanos, LongSupplier clock) {
-    super(new TreeNode(0L, null), lockFor(concurrent, frequencyWindowNanos), null);
+    super(new TreeNode(0L, 0L, null), lockFor(concurrent, frequencyWindowNanos), null);
     this.concurrent = concurrent;
     this.frequencyWindowNanos = frequencyWindowNanos;
     this.nanoClock = clock;
@@ -160,7 +160,7 @@ final class TreeIndex extends BlockIndex<TreeNode> {
   @Override
   TreeNode childFor(TreeNode parent, long local, long seq) {
     TreeNode c = parent.child(local);
-    return c != null ? c : parent.addChild(local);
+    return c != null ? c : parent.addChild(local, seq);
   }
 
   @Override
@@ -182,10 +182,5 @@ final class TreeIndex extends BlockIndex<TreeNode> {
   void unlink(TreeNode node) {
     node.parent.removeChild(node);
     if (recentUses != null) recentUses.remove(node);
-  }
-
-  @Override
-  int depth(TreeNode node) {
-    return node.depth;
   }
 }

@@ -14,11 +14,14 @@ import java.util.List;
  * Written by one writer at a time (the index's writer thread or lock holder); read by any number
  * of readers without locks.
  *
- * children  at most one child in (onlyChild), the others in a ChildTable; a child stays in the
- *           place it was put until it is removed, so a reader finds it in exactly one place.
- *           Both are published with release stores and read with acquire loads.
- * depth     writer-only. Whether a node has children is whether either place is set (an emptied
- *           ChildTable is dropped), so no count is kept.
+ * children  null, the only child (a TreeNode), or a ChildTable of two or more (it may empty out
+ *           again, and is dropped when it does). Published with a release store, read with an
+ *           acquire load: a reader sees either a node or a table that was complete when
+ *           published, so it finds a child in exactly one place. A second child replaces the
+ *           only child with a new table holding both.
+ *
+ * With IndexNode's fields a node is 40 bytes (12-byte header, compressed references); there is
+ * no depth or child count: whether a node has children is whether children is set.
  *
  * Invariant: every worker's connected set is prefix-closed, and writers change it one block at a
  * time (leaf-first when shrinking, root-first when growing). A lock-free walk therefore reports
@@ -26,81 +29,68 @@ import java.util.List;
  * </pre>
  */
 final class TreeNode extends IndexNode<TreeNode> {
-  private static final VarHandle ONLY_CHILD;
-  private static final VarHandle TABLE;
+  private static final VarHandle CHILDREN;
 
   static {
     try {
-      MethodHandles.Lookup l = MethodHandles.lookup();
-      ONLY_CHILD = l.findVarHandle(TreeNode.class, "onlyChild", TreeNode.class);
-      TABLE = l.findVarHandle(TreeNode.class, "table", ChildTable.class);
+      CHILDREN = MethodHandles.lookup().findVarHandle(TreeNode.class, "children", Object.class);
     } catch (ReflectiveOperationException e) {
       throw new ExceptionInInitializerError(e);
     }
   }
 
-  final int depth; // root 0, first block 1
+  @SuppressWarnings("unused") // through CHILDREN
+  private Object children;
 
-  @SuppressWarnings("unused") // through ONLY_CHILD
-  private TreeNode onlyChild;
-
-  @SuppressWarnings("unused") // through TABLE
-  private ChildTable table;
-
-  TreeNode(long local, TreeNode parent) {
-    super(local, parent);
-    this.depth = parent == null ? 0 : parent.depth + 1;
+  TreeNode(long seq, long local, TreeNode parent) {
+    super(seq, local, parent);
   }
 
   // ---- reader side ----
 
   TreeNode child(long localHash) {
-    TreeNode only = (TreeNode) ONLY_CHILD.getAcquire(this);
-    if (only != null && only.local == localHash) return only;
-    ChildTable t = (ChildTable) TABLE.getAcquire(this);
-    return t == null ? null : t.get(localHash);
+    Object c = CHILDREN.getAcquire(this);
+    if (c instanceof TreeNode only) return only.local == localHash ? only : null;
+    return c == null ? null : ((ChildTable) c).get(localHash);
   }
 
   // ---- writer side ----
 
-  TreeNode addChild(long localHash) {
-    TreeNode c = new TreeNode(localHash, this);
-    if (ONLY_CHILD.get(this) == null) {
-      ONLY_CHILD.setRelease(this, c);
+  /** A new child with this local hash, first stored under {@code seq}. */
+  TreeNode addChild(long localHash, long seq) {
+    TreeNode c = new TreeNode(seq, localHash, this);
+    Object cur = CHILDREN.get(this);
+    if (cur == null) {
+      CHILDREN.setRelease(this, c);
+    } else if (cur instanceof TreeNode only) {
+      CHILDREN.setRelease(this, ChildTable.of(only, c));
     } else {
-      ChildTable t = (ChildTable) TABLE.get(this);
-      if (t == null) {
-        TABLE.setRelease(this, ChildTable.with(c));
-      } else {
-        ChildTable grown = t.put(c);
-        if (grown != t) TABLE.setRelease(this, grown);
-      }
+      ChildTable t = (ChildTable) cur;
+      ChildTable grown = t.put(c);
+      if (grown != t) CHILDREN.setRelease(this, grown);
     }
     return c;
   }
 
   void removeChild(TreeNode c) {
-    if (ONLY_CHILD.get(this) == c) {
-      ONLY_CHILD.setRelease(this, null);
+    Object cur = CHILDREN.get(this);
+    if (cur == c) {
+      CHILDREN.setRelease(this, null);
+    } else if (cur instanceof ChildTable t && t.remove(c)) {
+      if (t.isEmpty()) CHILDREN.setRelease(this, null);
     } else {
-      ChildTable t = (ChildTable) TABLE.get(this);
-      if (t == null || !t.remove(c)) {
-        throw new IllegalStateException("not a child");
-      }
-      if (t.isEmpty()) TABLE.setRelease(this, null);
+      throw new IllegalStateException("not a child");
     }
   }
 
-  /** Writer-side. */
   boolean hasChildren() {
-    return ONLY_CHILD.get(this) != null || TABLE.get(this) != null;
+    return CHILDREN.get(this) != null;
   }
 
   /** Appends every child to {@code out}; writer-side (or a quiescent tree). */
   void addChildrenTo(List<TreeNode> out) {
-    TreeNode only = (TreeNode) ONLY_CHILD.getAcquire(this);
-    if (only != null) out.add(only);
-    ChildTable t = (ChildTable) TABLE.getAcquire(this);
-    if (t != null) t.addTo(out);
+    Object c = CHILDREN.getAcquire(this);
+    if (c instanceof TreeNode only) out.add(only);
+    else if (c != null) ((ChildTable) c).addTo(out);
   }
 }

@@ -1,7 +1,6 @@
 package io.kvrouter.index;
 
 import io.kvrouter.event.Worker;
-import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 
 /**
@@ -12,9 +11,9 @@ import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
  * Implementation notes
  *
  * Writer-only except heldBlocks, which readers load (volatile int) for tie-breaks.
- * blocks maps each sequence hash the worker stored to its block. The hash is only the worker's
- * name for the block: the block itself is found from its parent and local hash, so an engine
- * whose hashes differ from §2 still lands on the right block. A block named by two of the
+ * blocks maps each sequence hash the worker stored to its block (NameTable). The hash is only
+ * the worker's name for the block: the block itself is found from its parent and local hash, so
+ * an engine whose hashes differ from §2 still lands on the right block. A block named by two of the
  * worker's hashes (the same content stored twice under different hashes) keeps one count per
  * extra name in aliases, so removing one name keeps the block held.
  * heldBlocks counts distinct blocks held (connected or detached); detachedCount those detached.
@@ -23,7 +22,7 @@ import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 final class WorkerBlocks<N extends IndexNode<N>> {
   final Worker worker;
   final int id;
-  final Long2ObjectOpenHashMap<N> blocks = new Long2ObjectOpenHashMap<>();
+  final NameTable<N> blocks = new NameTable<>();
   Object2IntOpenHashMap<N> aliases; // rare; lazily made
   volatile int heldBlocks;
   int detachedCount;
