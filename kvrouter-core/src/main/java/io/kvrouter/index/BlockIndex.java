@@ -21,11 +21,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * <pre>
  * Implementation notes
  *
- * Layout: blocks are nodes of type N (IndexNode) under a root (a node of the tree, or null for
- * the positional index, whose first blocks have no parent); per worker rank a WorkerBlocks maps
- * its sequence hashes to nodes (NameTable). Workers are dense int ids (WorkerTable). The subclass says how a
- * block is found under its parent (childFor), how its children are listed and how a node leaves
- * the structure (unlink); this class does the rest of every write.
+ * Layout: blocks are nodes of type N (IndexNode) under a root (a node of the tree, or null for the
+ * positional index, whose first blocks have no parent); per worker rank a WorkerBlocks maps its
+ * sequence hashes to nodes (NameTable). Workers are dense int ids (WorkerTable). The subclass says
+ * how a block is found under its parent (childFor), how its children are listed and how a node
+ * leaves the structure (unlink); this class does the rest of every write.
  *
  * Writers: every mutation (apply, clearWorker, removeWorker, dump) runs under writeLock when there
  * is one, and on the caller's thread otherwise (radixTree(): one thread at a time, documented as

@@ -8,10 +8,10 @@ package io.kvrouter.index;
  * <pre>
  * Implementation notes
  *
- * Key (final): seq (IndexNode's), the router's own §2 sequence hash of the path (seq = local at position 0,
- * else SequenceHasher.next(parent.seq, local)), plus position and local. Lookups compare all
- * three, so the slot names (position, whole path) and a reader can check it against the query's
- * own sequence hash at that position (DESIGN.md §4 rule 8).
+ * Key (final): seq (IndexNode's), the router's own §2 sequence hash of the path (seq = local at
+ * position 0, else SequenceHasher.next(parent.seq, local)), plus position and local. Lookups
+ * compare all three, so the slot names (position, whole path) and a reader can check it against the
+ * query's own sequence hash at that position (DESIGN.md §4 rule 8).
  *
  * Written by one writer at a time (the index's lock holder); readers touch only the final key
  * fields and holders.

@@ -17,9 +17,10 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * Layout: a PositionalTable (see there) of PositionalEntry slots, one per distinct block path,
  * keyed by the router's own §2 sequence hash of the path together with position and local hash;
- * per worker rank a WorkerBlocks mapping its engine's sequence hashes to entries. Workers are
- * dense int ids (WorkerTable). On the writer side the entries also form a block tree
- * (parent and child links), used only to detach and reconnect below a hole and to prune.
+ * per worker rank a WorkerBlocks mapping its engine's sequence hashes to entries (a hash equal
+ * to the entry's key costs its NameTable no key). Workers are dense int ids (WorkerTable). On
+ * the writer side the entries also form a block tree (parent and child links), used only to
+ * detach and reconnect below a hole and to prune.
  *
  * Sequence hashes (DESIGN.md §4 rule 8): a Stored block's entry is found by the router's hash
  * next(parent entry's hash, local), never by the engine's hash, which only names the block for
@@ -45,13 +46,13 @@ import java.util.concurrent.locks.ReentrantLock;
  * Readers: findMatches takes no lock; it loads the table with acquire, each slot with acquire,
  * and each entry's holders with acquire.
  *
- * Holes (DESIGN.md §4 rules 1 and 4), pruning and the reader's retry are BlockIndex's: holders
- * only ever names workers that hold the whole path, and each single holders change moves a
- * worker's score on any query path by at most one block. A reader that saw a worker in holders
- * at position p (score >= p+1 at that instant) and out of holders at p+1 (score <= p+1 at that
- * instant) therefore reports a score the worker had at some instant of the call, even when the
- * two reads straddle writes: no over-count, no torn state. Pruning an entry also takes it out of
- * the table.
+ * Holes (DESIGN.md §4 rules 1 and 4), pruning and the reader's retry are BlockIndex's: the ids >= 0
+ * in holders are exactly the workers that hold the whole path, and each single holders change moves
+ * a worker's score on any query path by at most one block. A reader that saw a worker in holders at
+ * position p (score >= p+1 at that instant) and out of holders at p+1 (score <= p+1 at that
+ * instant) therefore reports a score the worker had at some instant of the call, even when the two
+ * reads straddle writes: no over-count, no torn state. Pruning an entry also takes it out of the
+ * table.
  * </pre>
  */
 final class PositionalIndex extends BlockIndex<PositionalEntry> {

@@ -14,11 +14,11 @@ import java.util.List;
  * Written by one writer at a time (the index's writer thread or lock holder); read by any number
  * of readers without locks.
  *
- * children  null, the only child (a TreeNode), or a ChildTable of two or more (it may empty out
- *           again, and is dropped when it does). Published with a release store, read with an
- *           acquire load: a reader sees either a node or a table that was complete when
- *           published, so it finds a child in exactly one place. A second child replaces the
- *           only child with a new table holding both.
+ * children  null, the only child (a TreeNode), or a ChildTable once there were two (children may
+ *           leave it again; it is dropped when the last one does). Published with a release
+ *           store, read with an acquire load: a reader sees either a node or a table that was
+ *           complete when published, so it finds a child in exactly one place. A second child
+ *           replaces the only child with a new table holding both.
  *
  * With IndexNode's fields a node is 40 bytes (12-byte header, compressed references); there is
  * no depth or child count: whether a node has children is whether children is set.
