@@ -156,6 +156,30 @@ public final class ServeCommand implements Callable<Integer> {
   int ingestThreads = 1;
 
   @Option(
+      names = "--zmq-connect-timeout-ms",
+      paramLabel = "MS",
+      description =
+          "POST /register with an endpoint waits this long for the engine's ZMQ connection and"
+              + " refuses with 400 without it; 0 registers at once (default: ${DEFAULT-VALUE}).")
+  long zmqConnectTimeoutMs = 5000;
+
+  @Option(
+      names = "--ready-grace-seconds",
+      paramLabel = "S",
+      description =
+          "/ready waits at most this long for a ZMQ listener's first connection"
+              + " (default: ${DEFAULT-VALUE}).")
+  long readyGraceSeconds = 30;
+
+  @Option(
+      names = "--peer",
+      paramLabel = "URL",
+      description =
+          "Warm start: load GET /dump (registrations and indexes) of the kvrouter serve at URL"
+              + " (http://host:port) before serving; exit 1 if it fails.")
+  String peer;
+
+  @Option(
       names = "--config",
       paramLabel = "FILE",
       description =
@@ -246,6 +270,9 @@ public final class ServeCommand implements Callable<Integer> {
               .busyBlockFraction(busyBlockFraction)
               .requestExpiry(Duration.ofSeconds(requestExpirySeconds))
               .ingestThreads(ingestThreads)
+              .zmqConnectTimeout(Duration.ofMillis(zmqConnectTimeoutMs))
+              .readyGrace(Duration.ofSeconds(readyGraceSeconds))
+              .peer(peer)
               .build();
     } catch (IllegalArgumentException e) {
       System.err.println("kvrouter serve: " + e.getMessage());
@@ -258,10 +285,16 @@ public final class ServeCommand implements Callable<Integer> {
     KvRouterServer server;
     try {
       server = KvRouterServer.start(cfg);
+    } catch (KvRouterServer.WarmStartException e) {
+      System.err.println("kvrouter serve: " + e.getMessage());
+      return 1;
     } catch (RuntimeException e) {
       System.err.println(
           "kvrouter serve: cannot listen on " + host + ":" + port + ": " + rootMessage(e));
       return 1;
+    }
+    if (cfg.peer() != null) {
+      out.println("kvrouter serve: warm start from " + cfg.peer() + " done");
     }
     CountDownLatch stopped = new CountDownLatch(1);
     Runtime.getRuntime()

@@ -47,8 +47,23 @@ public final class KvRouterServer implements AutoCloseable {
   private final Registry registry;
   private final WebServer webServer;
   private final ExecutorService ingest;
+  private final Api api;
   private volatile boolean ready;
+  private volatile boolean serving;
+  private volatile String warmStartState = "not started";
   private boolean stopped;
+
+  /**
+   * What {@code GET /ready} reports.
+   *
+   * @param ready whether to take traffic
+   * @param reason why not, or null when ready
+   * @param listeners registered ranks with a ZMQ endpoint
+   * @param connecting of those, listeners that never connected and are still within the grace
+   *     period ({@link Config#readyGrace()}): they hold readiness back
+   * @param givenUp listeners that never connected within the grace period: no longer waited for
+   */
+  record Readiness(boolean ready, String reason, int listeners, int connecting, int givenUp) {}
 
   private KvRouterServer(Config config) {
     this.config = config;
@@ -71,8 +86,11 @@ public final class KvRouterServer implements AutoCloseable {
             new BearerAuth(config.authToken()),
             config.acceptUnregistered(),
             config.maxBodyBytes(),
-            () -> ready,
+            this::readiness,
+            () -> serving,
+            config.zmqConnectTimeout(),
             ingest);
+    this.api = api;
     DirectHandlers.Builder direct = DirectHandlers.builder();
     for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
       direct.addHandler(t, new JsonDirectHandler(api));
@@ -90,17 +108,74 @@ public final class KvRouterServer implements AutoCloseable {
             .build();
   }
 
+  /** The warm start from {@link Config#peer()} failed; the server was stopped. */
+  public static final class WarmStartException extends RuntimeException {
+    WarmStartException(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
   /**
-   * Starts a server.
+   * Starts a server; with {@link Config#peer()}, loads the peer's dump before it serves.
    *
    * @throws java.io.UncheckedIOException when the address cannot be bound
+   * @throws WarmStartException when the peer cannot be reached or its answer is not a dump
    */
   public static KvRouterServer start(Config config) {
     Objects.requireNonNull(config, "config");
     KvRouterServer s = new KvRouterServer(config);
     s.webServer.start();
     s.ready = true;
+    if (config.peer() != null) {
+      s.warmStartState = "warm start from " + config.peer() + " in progress";
+      try {
+        PeerWarmStart.load(config.peer(), s.api, s.registry);
+      } catch (RuntimeException e) {
+        s.stop();
+        throw new WarmStartException(e.getMessage(), e);
+      }
+    }
+    s.serving = true;
     return s;
+  }
+
+  /** Whether to take traffic, and why not; see {@link Readiness}. */
+  Readiness readiness() {
+    int listeners = 0;
+    int connecting = 0;
+    int givenUp = 0;
+    long grace = config.readyGrace().toNanos();
+    StringBuilder waiting = new StringBuilder();
+    for (ModelIndex m : registry.indexes()) {
+      for (Registration r : m.registrations.values()) {
+        ZmqListener l = r.listener();
+        if (l == null) continue;
+        listeners++;
+        if (l.connectedOnce()) continue;
+        if (l.ageNanos() >= grace) {
+          givenUp++;
+        } else {
+          if (connecting++ < 3) waiting.append(waiting.isEmpty() ? "" : ", ").append(l.endpoint());
+        }
+      }
+    }
+    String reason = null;
+    if (!ready) {
+      reason = "shutting down";
+    } else if (!serving) {
+      reason = warmStartState;
+    } else if (connecting > 0) {
+      reason =
+          "waiting for the first connection of "
+              + connecting
+              + " ZMQ listener(s): "
+              + waiting
+              + (connecting > 3 ? ", ..." : "")
+              + " (each is waited for at most "
+              + config.readyGrace().toSeconds()
+              + " s, --ready-grace-seconds)";
+    }
+    return new Readiness(reason == null, reason, listeners, connecting, givenUp);
   }
 
   /** The port the server listens on (the chosen one when the configuration asked for 0). */
@@ -202,6 +277,13 @@ public final class KvRouterServer implements AutoCloseable {
    *     kv_blocks} is busy; 0: never
    * @param requestExpiry routed requests never freed are dropped after this; default 300 s
    * @param ingestThreads platform threads that decode and apply {@code /events} batches; default 1
+   * @param zmqConnectTimeout how long {@code POST /register} with an {@code endpoint} waits for the
+   *     first connection to the engine before refusing with 400; zero: it does not wait (the rank
+   *     is registered at once and {@code /ready} waits for it); default 5 s
+   * @param readyGrace how long {@code /ready} waits for a ZMQ listener's first connection before it
+   *     stops holding readiness back (it is then reported as given up); default 30 s
+   * @param peer base URL of a running kvrouter whose {@code GET /dump} is loaded before serving
+   *     (warm start), or null
    */
   public record Config(
       String host,
@@ -216,7 +298,10 @@ public final class KvRouterServer implements AutoCloseable {
       long busyPrefillTokens,
       double busyBlockFraction,
       Duration requestExpiry,
-      int ingestThreads) {
+      int ingestThreads,
+      Duration zmqConnectTimeout,
+      Duration readyGrace,
+      String peer) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -261,6 +346,16 @@ public final class KvRouterServer implements AutoCloseable {
       if (ingestThreads < 1) {
         throw new IllegalArgumentException("ingestThreads must be >= 1, got " + ingestThreads);
       }
+      Objects.requireNonNull(zmqConnectTimeout, "zmqConnectTimeout");
+      if (zmqConnectTimeout.isNegative()) {
+        throw new IllegalArgumentException(
+            "zmqConnectTimeout must be >= 0, got " + zmqConnectTimeout);
+      }
+      Objects.requireNonNull(readyGrace, "readyGrace");
+      if (readyGrace.isNegative()) {
+        throw new IllegalArgumentException("readyGrace must be >= 0, got " + readyGrace);
+      }
+      peer = peer == null || peer.isBlank() ? null : PeerWarmStart.checkUrl(peer);
     }
 
     /** A builder holding the defaults. */
@@ -288,6 +383,9 @@ public final class KvRouterServer implements AutoCloseable {
           busyBlockFraction == 0 ? "(never)" : Double.toString(busyBlockFraction));
       m.put("request-expiry-seconds", Long.toString(requestExpiry.toSeconds()));
       m.put("ingest-threads", Integer.toString(ingestThreads));
+      m.put("zmq-connect-timeout-ms", Long.toString(zmqConnectTimeout.toMillis()));
+      m.put("ready-grace-seconds", Long.toString(readyGrace.toSeconds()));
+      m.put("peer", peer == null ? "(none)" : peer);
       return m;
     }
 
@@ -324,8 +422,26 @@ public final class KvRouterServer implements AutoCloseable {
       private double busyBlockFraction;
       private Duration requestExpiry = Duration.ofSeconds(300);
       private int ingestThreads = 1;
+      private Duration zmqConnectTimeout = Duration.ofSeconds(5);
+      private Duration readyGrace = Duration.ofSeconds(30);
+      private String peer;
 
       private Builder() {}
+
+      public Builder zmqConnectTimeout(Duration zmqConnectTimeout) {
+        this.zmqConnectTimeout = zmqConnectTimeout;
+        return this;
+      }
+
+      public Builder readyGrace(Duration readyGrace) {
+        this.readyGrace = readyGrace;
+        return this;
+      }
+
+      public Builder peer(String peer) {
+        this.peer = peer;
+        return this;
+      }
 
       public Builder host(String host) {
         this.host = host;
@@ -406,7 +522,10 @@ public final class KvRouterServer implements AutoCloseable {
             busyPrefillTokens,
             busyBlockFraction,
             requestExpiry,
-            ingestThreads);
+            ingestThreads,
+            zmqConnectTimeout,
+            readyGrace,
+            peer);
       }
     }
   }

@@ -79,6 +79,23 @@ final class ModelIndex {
   }
 
   /**
+   * Applies one event of a ZMQ listener, under the read lock, only while {@code r} is still the
+   * registration of its rank.
+   *
+   * @return false (nothing applied) when the rank was unregistered or the index dropped meanwhile
+   */
+  boolean applyFrom(Registration r, RouterEvent e) {
+    lock.readLock().lock();
+    try {
+      if (closed || registrations.get(r.worker()) != r) return false;
+      router.applyEvent(e);
+      return true;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /**
    * Applies a decoded batch whole: first every event's worker is checked (unless {@code
    * acceptUnregistered}), then every event is applied in order. Nothing is applied when a check
    * fails.

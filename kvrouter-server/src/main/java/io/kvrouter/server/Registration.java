@@ -8,16 +8,25 @@ import io.kvrouter.event.Worker;
  * @param worker the instance id and dp rank
  * @param endpoint the ZMQ address its KV events are published on, or null
  * @param replayEndpoint the address that replays missed events, or null
+ * @param topic the ZMQ topic its engine publishes with ({@code ""}: any), or null without endpoint
  * @param kvBlocks KV blocks the rank can hold (for the busy fraction), 0 when unknown
+ * @param listener the ZMQ subscriber that feeds this rank's events into the index, or null when its
+ *     events come through {@code POST /events}
  */
-record Registration(Worker worker, String endpoint, String replayEndpoint, long kvBlocks) {
+record Registration(
+    Worker worker,
+    String endpoint,
+    String replayEndpoint,
+    String topic,
+    long kvBlocks,
+    ZmqListener listener) {
 
   /**
    * How this rank's events reach the index: {@code "http"} when it has no endpoint (a publisher
-   * posts them to {@code /events}); {@code "not_connected"} when an endpoint is stored but this
-   * build has no ZMQ ingestion to connect to it yet.
+   * posts them to {@code /events}); else the state of its ZMQ subscriber ({@code "connecting"},
+   * {@code "connected"}, {@code "disconnected"}).
    */
   String ingestion() {
-    return endpoint == null ? "http" : "not_connected";
+    return listener == null ? "http" : listener.state();
   }
 }

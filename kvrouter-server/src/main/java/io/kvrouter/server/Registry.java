@@ -26,6 +26,11 @@ import java.util.function.IntFunction;
  *
  * Lock order: membership, then a ModelIndex's lock, then the router's lock, then the index's
  * writer lock. Request paths other than register/unregister never take membership.
+ *
+ * A registration with a ZMQ endpoint carries its started ZmqListener; register() attaches it
+ * under membership once the rank is in the index, unregister() closes it after releasing the
+ * index's write lock (its thread may be waiting for the read lock to apply an event, which is
+ * then dropped because the registration is gone) and keeps its counters in the metrics.
  * </pre>
  */
 final class Registry implements AutoCloseable {
@@ -77,6 +82,38 @@ final class Registry implements AutoCloseable {
   ModelIndex register(ModelKey key, int blockSize, Registration r) {
     membership.lock();
     try {
+      ModelIndex m = check(key, blockSize, r.worker());
+      if (m == null) {
+        m = new ModelIndex(key, blockSize, routers.apply(blockSize), metrics.findMatches(key));
+        indexes.put(key, m);
+      }
+      m.router.registerRank(r.worker(), blockSize, r.kvBlocks());
+      m.registrations.put(r.worker(), r);
+      if (r.listener() != null) r.listener().attach(m, r);
+      return m;
+    } finally {
+      membership.unlock();
+    }
+  }
+
+  /**
+   * Checks that {@code worker} could be registered now, so that a registration that will fail does
+   * not first wait for its engine's connection.
+   *
+   * @throws ApiException 409 as {@link #register} would
+   */
+  void precheck(ModelKey key, int blockSize, Worker worker) {
+    membership.lock();
+    try {
+      check(key, blockSize, worker);
+    } finally {
+      membership.unlock();
+    }
+  }
+
+  /** The existing index of {@code key} (null: none yet) after the checks; under membership. */
+  private ModelIndex check(ModelKey key, int blockSize, Worker worker) {
+    {
       ModelIndex m = indexes.get(key);
       if (m != null && m.blockSize != blockSize) {
         throw ApiException.conflict(
@@ -87,25 +124,17 @@ final class Registry implements AutoCloseable {
                 + blockSize
                 + ": blocks of another size never match");
       }
-      if (m != null && m.registrations.containsKey(r.worker())) {
+      if (m != null && m.registrations.containsKey(worker)) {
         throw ApiException.conflict(
             "instance "
-                + Long.toUnsignedString(r.worker().workerId())
+                + Long.toUnsignedString(worker.workerId())
                 + " dp_rank "
-                + r.worker().dpRank()
+                + worker.dpRank()
                 + " is already registered for "
                 + key.describe()
                 + "; unregister it first");
       }
-      if (m == null) {
-        m = new ModelIndex(key, blockSize, routers.apply(blockSize), metrics.findMatches(key));
-        indexes.put(key, m);
-      }
-      m.router.registerRank(r.worker(), blockSize, r.kvBlocks());
-      m.registrations.put(r.worker(), r);
       return m;
-    } finally {
-      membership.unlock();
     }
   }
 
@@ -128,11 +157,13 @@ final class Registry implements AutoCloseable {
           if (w.workerId() == instanceId && (dpRank < 0 || w.dpRank() == dpRank)) ranks.add(w);
         }
         if (ranks.isEmpty()) continue;
+        List<ZmqListener> stopped = new ArrayList<>();
         m.lock.writeLock().lock();
         try {
           for (Worker w : ranks) {
             m.router.unregisterRank(w);
-            m.registrations.remove(w);
+            Registration gone = m.registrations.remove(w);
+            if (gone != null && gone.listener() != null) stopped.add(gone.listener());
             out.add(new Removed(m.key, w));
           }
           if (m.registrations.isEmpty()) {
@@ -143,6 +174,12 @@ final class Registry implements AutoCloseable {
           }
         } finally {
           m.lock.writeLock().unlock();
+        }
+        // outside the write lock: the listener's thread may be waiting for the read lock, and
+        // close() joins it; what it applies now is dropped (no longer the registration)
+        for (ZmqListener l : stopped) {
+          l.close();
+          metrics.retire(m.key, l);
         }
       }
       if (out.isEmpty()) {
@@ -161,11 +198,16 @@ final class Registry implements AutoCloseable {
     }
   }
 
-  /** Closes every index. */
+  /** Stops every ZMQ listener, then closes every index. */
   @Override
   public void close() {
     membership.lock();
     try {
+      for (ModelIndex m : indexes.values()) {
+        for (Registration r : m.registrations.values()) {
+          if (r.listener() != null) r.listener().close();
+        }
+      }
       for (ModelIndex m : indexes.values()) {
         m.lock.writeLock().lock();
         try {
