@@ -19,6 +19,7 @@ import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.EngineEventConverter;
 import io.kvrouter.transport.zmq.IngestStats;
 import java.io.IOException;
 import java.io.InputStream;
@@ -223,7 +224,8 @@ final class Api {
       int dpRank,
       String routingGroup,
       long kvBlocks,
-      String topic) {}
+      String topic,
+      Integer engineBlockSize) {}
 
   private int register(ServerRequest req, ServerResponse res) throws IOException {
     RegisterRequest r =
@@ -236,6 +238,7 @@ final class Api {
               String topic = null;
               String model = null;
               Long blockSize = null;
+              Long engineBlockSize = null;
               long dpRank = 0;
               long kvBlocks = 0;
               Group group = new Group();
@@ -247,6 +250,7 @@ final class Api {
                   case "topic" -> topic = b.optStringOrEmpty();
                   case "model_name" -> model = b.string();
                   case "block_size" -> blockSize = b.integer(1, 1 << 20);
+                  case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
                   case "dp_rank" -> dpRank = b.optInteger(0, Integer.MAX_VALUE, 0);
                   case "kv_blocks" -> kvBlocks = b.optInteger(0, Long.MAX_VALUE, 0);
                   case "routing_group", "tenant_id" -> group.read(b);
@@ -259,6 +263,12 @@ final class Api {
               if (endpoint == null && topic != null) {
                 throw b.error("topic", "given without endpoint");
               }
+              if (endpoint == null && engineBlockSize != null) {
+                throw b.error(
+                    "engine_block_size",
+                    "given without endpoint (events posted to /events are in the index's"
+                        + " block size)");
+              }
               return new RegisterRequest(
                   JsonBody.require(instance, "instance_id"),
                   endpoint,
@@ -268,7 +278,8 @@ final class Api {
                   (int) dpRank,
                   group.value,
                   kvBlocks,
-                  topic);
+                  topic,
+                  engineBlockSize == null ? null : engineBlockSize.intValue());
             });
     ModelKey key = new ModelKey(r.modelName(), r.routingGroup());
     Worker w = new Worker(r.instanceId(), r.dpRank());
@@ -280,6 +291,7 @@ final class Api {
             r.endpoint(),
             r.replayEndpoint(),
             r.topic(),
+            r.engineBlockSize() == null ? r.blockSize() : r.engineBlockSize(),
             r.kvBlocks(),
             zmqConnectTimeout);
     Registration reg = m.registrations.get(w);
@@ -297,8 +309,11 @@ final class Api {
    * Registers one rank; with an endpoint, first starts its ZMQ listener and waits up to {@code
    * connectWait} (zero: not at all) for its first connection. Nothing is registered when it fails.
    *
-   * @throws ApiException 400 for an endpoint the router cannot use or cannot connect to in time,
-   *     409 as {@link Registry#register}
+   * @param engineBlockSize the tokens per block of the rank's events: {@code blockSize} or a
+   *     multiple of it (each engine block is split into router blocks)
+   * @throws ApiException 400 for an endpoint the router cannot use or cannot connect to in time, or
+   *     an engine block size that is not a multiple of {@code blockSize}; 409 as {@link
+   *     Registry#register}
    */
   ModelIndex register(
       ModelKey key,
@@ -307,8 +322,14 @@ final class Api {
       String endpoint,
       String replay,
       String topic,
+      int engineBlockSize,
       long kvBlocks,
       java.time.Duration connectWait) {
+    try {
+      EngineEventConverter.checkBlockSizes(engineBlockSize, blockSize);
+    } catch (IllegalArgumentException e) {
+      throw ApiException.badRequest("engine_block_size: " + e.getMessage());
+    }
     registry.precheck(key, blockSize, w);
     ZmqListener listener = null;
     if (endpoint != null) {
@@ -318,6 +339,7 @@ final class Api {
               endpoint,
               replay,
               topic == null ? "" : topic,
+              engineBlockSize,
               blockSize,
               metrics.zmqEventsReceived());
       boolean connected;
@@ -345,6 +367,7 @@ final class Api {
             endpoint,
             replay,
             endpoint == null ? null : (topic == null ? "" : topic),
+            engineBlockSize,
             kvBlocks,
             listener);
     try {
@@ -365,6 +388,7 @@ final class Api {
     JsonOut.stringOrNull(g, "endpoint", reg.endpoint());
     JsonOut.stringOrNull(g, "replay_endpoint", reg.replayEndpoint());
     if (reg.topic() != null) g.writeStringField("topic", reg.topic());
+    if (reg.endpoint() != null) g.writeNumberField("engine_block_size", reg.engineBlockSize());
     g.writeNumberField("kv_blocks", reg.kvBlocks());
     g.writeStringField("ingestion", reg.ingestion());
   }
@@ -476,6 +500,9 @@ final class Api {
                 JsonOut.stringOrNull(g, "endpoint", r.endpoint());
                 JsonOut.stringOrNull(g, "replay_endpoint", r.replayEndpoint());
                 if (r.topic() != null) g.writeStringField("topic", r.topic());
+                if (r.endpoint() != null) {
+                  g.writeNumberField("engine_block_size", r.engineBlockSize());
+                }
                 g.writeNumberField("kv_blocks", r.kvBlocks());
                 g.writeStringField("ingestion", r.ingestion());
                 if (r.listener() != null) writeZmq(g, r.listener());

@@ -206,6 +206,7 @@ final class PeerWarmStart {
             w.endpoint(),
             w.replay(),
             w.topic(),
+            w.engineBlockSize() > 0 ? w.engineBlockSize() : blockSize,
             w.kvBlocks(),
             Duration.ZERO);
       } catch (ApiException e) {
@@ -247,7 +248,12 @@ final class PeerWarmStart {
   }
 
   private record DumpedWorker(
-      Worker worker, String endpoint, String replay, String topic, long kvBlocks) {}
+      Worker worker,
+      String endpoint,
+      String replay,
+      String topic,
+      int engineBlockSize,
+      long kvBlocks) {}
 
   private static DumpedWorker worker(JsonParser p, String peer, String where) throws IOException {
     expect(p, p.currentToken(), JsonToken.START_OBJECT, peer, where);
@@ -257,6 +263,7 @@ final class PeerWarmStart {
     String replay = null;
     String topic = null;
     long kvBlocks = 0;
+    int engineBlockSize = 0;
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String f = p.currentName();
       JsonToken t = p.nextToken();
@@ -272,6 +279,10 @@ final class PeerWarmStart {
         case "endpoint" -> endpoint = optText(p, t, peer, where + ".endpoint");
         case "replay_endpoint" -> replay = optText(p, t, peer, where + ".replay_endpoint");
         case "topic" -> topic = optText(p, t, peer, where + ".topic");
+        case "engine_block_size" -> {
+          expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".engine_block_size");
+          engineBlockSize = p.getIntValue();
+        }
         case "kv_blocks" -> {
           expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".kv_blocks");
           kvBlocks = p.getLongValue();
@@ -283,7 +294,8 @@ final class PeerWarmStart {
       throw new IllegalStateException(
           "warm start: " + where + " of " + peer + "/dump has no instance_id: not a dump");
     }
-    return new DumpedWorker(new Worker(instance, rank), endpoint, replay, topic, kvBlocks);
+    return new DumpedWorker(
+        new Worker(instance, rank), endpoint, replay, topic, engineBlockSize, kvBlocks);
   }
 
   private static String text(JsonParser p, JsonToken t, String peer, String where)

@@ -9,7 +9,10 @@ import io.kvrouter.event.Worker;
  * @param endpoint the ZMQ address its KV events are published on, or null
  * @param replayEndpoint the address that replays missed events, or null
  * @param topic the ZMQ topic its engine publishes with ({@code ""}: any), or null without endpoint
- * @param kvBlocks KV blocks the rank can hold (for the busy fraction), 0 when unknown
+ * @param engineBlockSize tokens per block of the rank's events: the index's block size, or with an
+ *     endpoint a multiple of it (the engine's blocks are split into router blocks)
+ * @param kvBlocks KV blocks of {@code engineBlockSize} tokens the rank can hold (for the busy
+ *     fraction), 0 when unknown
  * @param listener the ZMQ subscriber that feeds this rank's events into the index, or null when its
  *     events come through {@code POST /events}
  */
@@ -18,6 +21,7 @@ record Registration(
     String endpoint,
     String replayEndpoint,
     String topic,
+    int engineBlockSize,
     long kvBlocks,
     ZmqListener listener) {
 

@@ -87,13 +87,19 @@ final class Registry implements AutoCloseable {
         m = new ModelIndex(key, blockSize, routers.apply(blockSize), metrics.findMatches(key));
         indexes.put(key, m);
       }
-      m.router.registerRank(r.worker(), blockSize, r.kvBlocks());
+      m.router.registerRank(r.worker(), blockSize, routerBlocks(r, blockSize));
       m.registrations.put(r.worker(), r);
       if (r.listener() != null) r.listener().attach(m, r);
       return m;
     } finally {
       membership.unlock();
     }
+  }
+
+  /** The rank's capacity in the index's blocks (an engine block of k router blocks counts k). */
+  private static long routerBlocks(Registration r, int blockSize) {
+    long split = r.engineBlockSize() / blockSize;
+    return r.kvBlocks() > Long.MAX_VALUE / split ? Long.MAX_VALUE : r.kvBlocks() * split;
   }
 
   /**
@@ -113,29 +119,36 @@ final class Registry implements AutoCloseable {
 
   /** The existing index of {@code key} (null: none yet) after the checks; under membership. */
   private ModelIndex check(ModelKey key, int blockSize, Worker worker) {
-    {
-      ModelIndex m = indexes.get(key);
-      if (m != null && m.blockSize != blockSize) {
-        throw ApiException.conflict(
-            key.describe()
-                + " uses block_size "
-                + m.blockSize
-                + " (fixed by its first registration); this registration asks for "
-                + blockSize
-                + ": blocks of another size never match");
-      }
-      if (m != null && m.registrations.containsKey(worker)) {
-        throw ApiException.conflict(
-            "instance "
-                + Long.toUnsignedString(worker.workerId())
-                + " dp_rank "
-                + worker.dpRank()
-                + " is already registered for "
-                + key.describe()
-                + "; unregister it first");
-      }
-      return m;
+    ModelIndex m = indexes.get(key);
+    if (m != null && m.blockSize != blockSize) {
+      throw ApiException.conflict(
+          key.describe()
+              + " uses block_size "
+              + m.blockSize
+              + " (fixed by its first registration); this registration asks for "
+              + blockSize
+              + ": blocks of another size never match"
+              + (blockSize % m.blockSize == 0
+                  ? " (an engine with "
+                      + blockSize
+                      + "-token blocks publishing over ZMQ can register with block_size "
+                      + m.blockSize
+                      + ", engine_block_size "
+                      + blockSize
+                      + " and its endpoint: its blocks are split)"
+                  : ""));
     }
+    if (m != null && m.registrations.containsKey(worker)) {
+      throw ApiException.conflict(
+          "instance "
+              + Long.toUnsignedString(worker.workerId())
+              + " dp_rank "
+              + worker.dpRank()
+              + " is already registered for "
+              + key.describe()
+              + "; unregister it first");
+    }
+    return m;
   }
 
   /**

@@ -66,16 +66,18 @@ final class ZmqListener implements AutoCloseable {
       String endpoint,
       String replay,
       String topic,
-      int blockSize,
+      int engineBlockSize,
+      int routerBlockSize,
       CounterDataPoint received) {
     this.worker = worker;
     this.endpoint = endpoint;
     this.topic = topic;
     this.received = received;
-    EngineSpec spec = new EngineSpec(worker.workerId(), topic, blockSize, replay, worker.dpRank());
+    EngineSpec spec =
+        new EngineSpec(worker.workerId(), topic, engineBlockSize, replay, worker.dpRank());
     this.subscriber =
         ZmqEventSubscriber.connect(endpoint, spec)
-            .routerHasher(BlockHasher.of(blockSize))
+            .routerHasher(BlockHasher.of(routerBlockSize))
             .sink(this::accept)
             .start();
   }
@@ -83,6 +85,8 @@ final class ZmqListener implements AutoCloseable {
   /**
    * Validates the endpoints and starts the subscriber.
    *
+   * @param engineBlockSize the engine's tokens per block, a multiple of {@code routerBlockSize}
+   * @param routerBlockSize the index's tokens per block
    * @param received the {@code kvrouter_events_received_total{source="zmq"}} counter
    * @throws ApiException 400 naming the field when an endpoint is not one the router can connect to
    */
@@ -91,12 +95,14 @@ final class ZmqListener implements AutoCloseable {
       String endpoint,
       String replay,
       String topic,
-      int blockSize,
+      int engineBlockSize,
+      int routerBlockSize,
       CounterDataPoint received) {
     checkEndpoint("endpoint", endpoint);
     if (replay != null) checkEndpoint("replay_endpoint", replay);
     try {
-      return new ZmqListener(worker, endpoint, replay, topic, blockSize, received);
+      return new ZmqListener(
+          worker, endpoint, replay, topic, engineBlockSize, routerBlockSize, received);
     } catch (RuntimeException e) {
       throw ApiException.badRequest(
           "endpoint: ZMQ cannot connect to '"

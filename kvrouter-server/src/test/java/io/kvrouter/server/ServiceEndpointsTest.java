@@ -39,7 +39,7 @@ class ServiceEndpointsTest {
             "{\"instance_id\":18446744073709551615,\"dp_rank\":1,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"kv_blocks\":0,\"ingestion\":\"connecting\"}");
+                + "\"topic\":\"\",\"engine_block_size\":4,\"kv_blocks\":0,\"ingestion\":\"connecting\"}");
     assertThat(http.register(7, 0, "m", BS).status()).isEqualTo(201);
     assertThat(http.register(7, 2, "m", BS).status()).isEqualTo(201);
     assertThat(
@@ -66,7 +66,7 @@ class ServiceEndpointsTest {
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoints\":{\"1\":\"tcp://127.0.0.1:5557\"},\"ranks\":["
                 + "{\"dp_rank\":1,\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"kv_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
+                + "\"topic\":\"\",\"engine_block_size\":4,\"kv_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
                 + "{\"state\":\"connecting\",\"connected_once\":false,\"last_sequence\":-1,"
                 + "\"messages\":0,\"batches\":0,\"events_applied\":0,\"decode_errors\":0,"
                 + "\"bad_frames\":0,\"duplicates\":0,\"gaps\":0,\"lost_messages\":0,"

@@ -154,6 +154,64 @@ class ZmqRegistrationTest {
   }
 
   @Test
+  void engineBlocksTwiceTheIndexBlockSizeAreSplitIntoIndexBlocks() {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher pub = FakeVllmPublisher.bound("")) {
+      String body =
+          "{\"instance_id\":9,\"model_name\":\"m\",\"block_size\":4,\"engine_block_size\":8,"
+              + "\"kv_blocks\":100,\"endpoint\":\""
+              + pub.pubEndpoint()
+              + "\"}";
+      HttpFixture.Reply reg = http.post("/register", body);
+      assertThat(reg.status()).as(reg.body()).isEqualTo(201);
+      assertThat(reg.body()).contains("\"block_size\":4,", "\"engine_block_size\":8,");
+      pub.awaitSubscriptions(1, WAIT);
+      // two engine blocks of 8 tokens each
+      int[] tokens = range(1, 16);
+      long[] engineHashes = SequenceHasher.sequenceHashes(BlockHasher.of(8).localHashes(tokens));
+      pub.publish(
+          ENCODER.encode(
+              new KvEventBatch(
+                  1.7e9,
+                  0,
+                  List.of(EngineEvent.BlockStored.of(engineHashes, null, tokens, 8)),
+                  0)));
+      // the index's 4-token blocks: 4 of them match, so 16 tokens; a prompt diverging in the
+      // second router block of the first engine block matches one router block (4 tokens)
+      await(() -> http.query("m", range(1, 20)), b -> b.contains("\"9\":{\"0\":16}"));
+      int[] diverging = range(1, 16);
+      diverging[5] = 999;
+      assertThat(http.query("m", diverging).body()).startsWith("{\"scores\":{\"9\":{\"0\":4}}");
+      assertThat(http.get("/workers").body()).contains("\"engine_block_size\":8,");
+    }
+  }
+
+  @Test
+  void anEngineBlockSizeThatIsNotAMultipleIsRefusedAtRegistration() throws IOException {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher pub = FakeVllmPublisher.bound("")) {
+      String base = "{\"instance_id\":9,\"model_name\":\"m\",\"block_size\":4,";
+      assertError(
+          http.post(
+              "/register",
+              base + "\"engine_block_size\":6,\"endpoint\":\"" + pub.pubEndpoint() + "\"}"),
+          "engine_block_size: engine block size 6 is not a multiple of the router block size 4");
+      assertError(
+          http.post("/register", base + "\"engine_block_size\":8}"),
+          "engine_block_size: given without endpoint");
+      assertThat(http.get("/workers").body()).isEqualTo("[]");
+      // the index's block size stays the first registration's: another one is 409
+      assertThat(http.register(1, 0, "m", 4).status()).isEqualTo(201);
+      HttpFixture.Reply other = http.register(2, 0, "m", 8);
+      assertThat(other.status()).isEqualTo(409);
+      assertThat(other.body())
+          .contains(
+              "uses block_size 4 (fixed by its first registration); this registration asks for 8",
+              "can register with block_size 4, engine_block_size 8 and its endpoint");
+    }
+  }
+
+  @Test
   void endpointsTheRouterCannotUseAre400AndRegisterNothing() throws IOException {
     KvRouterServer.Config.Builder quick =
         KvRouterServer.Config.builder().zmqConnectTimeout(Duration.ofMillis(300));
