@@ -53,9 +53,10 @@ final class PeerWarmStart {
     try {
       uri = URI.create(u);
     } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("peer: '" + url + "' is not a URL: " + e.getMessage());
+      uri = null;
     }
-    if (!"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme())
+    if (uri == null
+        || !"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme())
         || uri.getHost() == null) {
       throw new IllegalArgumentException(
           "peer: '" + url + "' is not an http://host:port URL of a running kvrouter serve");
@@ -98,7 +99,12 @@ final class PeerWarmStart {
               HttpResponse.BodyHandlers.ofByteArray());
     } catch (IOException e) {
       throw new IllegalStateException(
-          "warm start: cannot reach the peer " + peer + " (GET /dump): " + e, e);
+          "warm start: cannot reach the peer "
+              + peer
+              + " (GET /dump): "
+              + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage())
+              + "; is a kvrouter serve listening there?",
+          e);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("warm start: interrupted while loading " + peer, e);
