@@ -180,6 +180,24 @@ public final class ServeCommand implements Callable<Integer> {
   String peer;
 
   @Option(
+      names = "--events",
+      paramLabel = "URL",
+      description =
+          "nats://host:port: every index follows its subject kvrouter.events.<model>.<group> on"
+              + " the JetStream stream KVROUTER_EVENTS (snapshot, then stream) and POST /events"
+              + " publishes there, so servers on one NATS hold the same indexes; default:"
+              + " in-process.")
+  String events;
+
+  @Option(
+      names = "--replica-id",
+      paramLabel = "ID",
+      description =
+          "With --events: this server's name for its NATS consumers and snapshots; keep it"
+              + " stable across restarts (default: serve-<port>).")
+  String replicaId;
+
+  @Option(
       names = "--config",
       paramLabel = "FILE",
       description =
@@ -273,6 +291,8 @@ public final class ServeCommand implements Callable<Integer> {
               .zmqConnectTimeout(Duration.ofMillis(zmqConnectTimeoutMs))
               .readyGrace(Duration.ofSeconds(readyGraceSeconds))
               .peer(peer)
+              .events(events)
+              .replicaId(replicaId)
               .build();
     } catch (IllegalArgumentException e) {
       System.err.println("kvrouter serve: " + e.getMessage());
@@ -285,7 +305,7 @@ public final class ServeCommand implements Callable<Integer> {
     KvRouterServer server;
     try {
       server = KvRouterServer.start(cfg);
-    } catch (KvRouterServer.WarmStartException e) {
+    } catch (KvRouterServer.StartException e) {
       System.err.println("kvrouter serve: " + e.getMessage());
       return 1;
     } catch (RuntimeException e) {
@@ -295,6 +315,13 @@ public final class ServeCommand implements Callable<Integer> {
     }
     if (cfg.peer() != null) {
       out.println("kvrouter serve: warm start from " + cfg.peer() + " done");
+    }
+    if (cfg.events() != null) {
+      out.println(
+          "kvrouter serve: connected to NATS at "
+              + cfg.events()
+              + "; each index follows kvrouter.events.<model>.<routing group> on stream"
+              + " KVROUTER_EVENTS once a worker is registered");
     }
     CountDownLatch stopped = new CountDownLatch(1);
     Runtime.getRuntime()

@@ -79,6 +79,10 @@ final class Api {
   private final ExecutorService ingest;
   private final java.time.Duration zmqConnectTimeout;
 
+  /** How long /events in NATS mode waits for this server's replica to apply what it published. */
+  private static final java.time.Duration NATS_APPLY_WAIT =
+      java.time.Duration.ofMillis(Long.getLong("kvrouter.natsApplyWaitMs", 10_000));
+
   Api(
       Registry registry,
       ServerMetrics metrics,
@@ -329,6 +333,13 @@ final class Api {
       EngineEventConverter.checkBlockSizes(engineBlockSize, blockSize);
     } catch (IllegalArgumentException e) {
       throw ApiException.badRequest("engine_block_size: " + e.getMessage());
+    }
+    if (endpoint != null && registry.natsMode()) {
+      throw ApiException.badRequest(
+          "endpoint: this server takes its events from NATS (--events); a ZMQ endpoint here"
+              + " would feed this replica alone. Register the rank without an endpoint and"
+              + " publish its events to the stream (POST /events to any replica); nothing was"
+              + " registered");
     }
     registry.precheck(key, blockSize, w);
     ZmqListener listener = null;
@@ -814,10 +825,18 @@ final class Api {
               + " applied");
     }
     try {
-      m.applyEvents(events, acceptUnregistered);
+      if (m.nats == null) {
+        m.applyEvents(events, acceptUnregistered);
+      } else {
+        m.checkWorkers(events, acceptUnregistered);
+      }
     } catch (ApiException e) {
       metrics.eventBatchRejected(m.closed ? "unknown_model" : "unregistered_worker");
       throw e;
+    }
+    if (m.nats != null) {
+      // every replica of the subject applies them, this one included, before the answer
+      NatsEvents.publish(m.nats, events, NATS_APPLY_WAIT);
     }
     metrics.eventsReceived(events.size());
     return events.size();

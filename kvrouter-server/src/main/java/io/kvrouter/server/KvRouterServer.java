@@ -40,6 +40,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * twice in a process's life). Helidon answers protocol-level failures (a declared body over
  * the limit: 413; an unparsable request line: 400) itself, through the direct handlers installed
  * here, which give the same {"error": ...} JSON as the endpoints.
+ *
+ * Between the webserver's start and the end of start(), serving is false: start() connects to
+ * NATS (--events) or loads the peer's dump (--peer) on the caller's thread, and Api answers 503
+ * on everything but /health, /ready and /metrics. A failure there stops the server and throws
+ * StartException. nats is written by start() before serving turns true (a volatile write that
+ * publishes it) and read by stop().
  * </pre>
  */
 public final class KvRouterServer implements AutoCloseable {
@@ -48,6 +54,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final WebServer webServer;
   private final ExecutorService ingest;
   private final Api api;
+  private NatsEvents nats;
   private volatile boolean ready;
   private volatile boolean serving;
   private volatile String warmStartState = "not started";
@@ -108,9 +115,12 @@ public final class KvRouterServer implements AutoCloseable {
             .build();
   }
 
-  /** The warm start from {@link Config#peer()} failed; the server was stopped. */
-  public static final class WarmStartException extends RuntimeException {
-    WarmStartException(String message, Throwable cause) {
+  /**
+   * The start failed after the port was bound: the warm start from {@link Config#peer()}, or the
+   * connection to {@link Config#events()}. The server was stopped; the message says what failed.
+   */
+  public static final class StartException extends RuntimeException {
+    StartException(String message, Throwable cause) {
       super(message, cause);
     }
   }
@@ -119,20 +129,32 @@ public final class KvRouterServer implements AutoCloseable {
    * Starts a server; with {@link Config#peer()}, loads the peer's dump before it serves.
    *
    * @throws java.io.UncheckedIOException when the address cannot be bound
-   * @throws WarmStartException when the peer cannot be reached or its answer is not a dump
+   * @throws StartException when the peer cannot be reached or its answer is not a dump, or the NATS
+   *     server of {@link Config#events()} cannot be reached
    */
   public static KvRouterServer start(Config config) {
     Objects.requireNonNull(config, "config");
     KvRouterServer s = new KvRouterServer(config);
     s.webServer.start();
     s.ready = true;
+    if (config.events() != null) {
+      String id = config.replicaId() != null ? config.replicaId() : "serve-" + s.port();
+      s.warmStartState = "connecting to NATS at " + config.events();
+      try {
+        s.nats = NatsEvents.connect(config.events(), id);
+      } catch (RuntimeException e) {
+        s.stop();
+        throw new StartException(e.getMessage(), e);
+      }
+      s.registry.nats(s.nats);
+    }
     if (config.peer() != null) {
       s.warmStartState = "warm start from " + config.peer() + " in progress";
       try {
         PeerWarmStart.load(config.peer(), s.api, s.registry);
       } catch (RuntimeException e) {
         s.stop();
-        throw new WarmStartException(e.getMessage(), e);
+        throw new StartException(e.getMessage(), e);
       }
     }
     s.serving = true;
@@ -159,6 +181,14 @@ public final class KvRouterServer implements AutoCloseable {
         }
       }
     }
+    int catchingUp = 0;
+    String firstSubject = null;
+    for (ModelIndex m : registry.indexes()) {
+      NatsEvents.Feed f = m.nats;
+      if (f != null && !f.replica().ready()) {
+        if (catchingUp++ == 0) firstSubject = f.stream().subject();
+      }
+    }
     String reason = null;
     if (!ready) {
       reason = "shutting down";
@@ -174,6 +204,14 @@ public final class KvRouterServer implements AutoCloseable {
               + " (each is waited for at most "
               + config.readyGrace().toSeconds()
               + " s, --ready-grace-seconds)";
+    } else if (catchingUp > 0) {
+      reason =
+          "catching up with NATS: "
+              + catchingUp
+              + " index(es) still applying their snapshot and stream backlog (subject "
+              + firstSubject
+              + (catchingUp > 1 ? ", ..." : "")
+              + ")";
     }
     return new Readiness(reason == null, reason, listeners, connecting, givenUp);
   }
@@ -223,6 +261,7 @@ public final class KvRouterServer implements AutoCloseable {
       Thread.currentThread().interrupt();
     }
     registry.close();
+    if (nats != null) nats.close();
   }
 
   /** {@link #stop()}. */
@@ -284,6 +323,11 @@ public final class KvRouterServer implements AutoCloseable {
    *     stops holding readiness back (it is then reported as given up); default 30 s
    * @param peer base URL of a running kvrouter whose {@code GET /dump} is loaded before serving
    *     (warm start), or null
+   * @param events {@code nats://host:port}: every index follows its NATS JetStream subject and
+   *     {@code POST /events} publishes there (several servers then hold the same indexes); null:
+   *     events are applied in-process
+   * @param replicaId with {@code events}: the name of this server's snapshots and consumers; null:
+   *     {@code serve-<port>}
    */
   public record Config(
       String host,
@@ -301,7 +345,9 @@ public final class KvRouterServer implements AutoCloseable {
       int ingestThreads,
       Duration zmqConnectTimeout,
       Duration readyGrace,
-      String peer) {
+      String peer,
+      String events,
+      String replicaId) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -356,6 +402,14 @@ public final class KvRouterServer implements AutoCloseable {
         throw new IllegalArgumentException("readyGrace must be >= 0, got " + readyGrace);
       }
       peer = peer == null || peer.isBlank() ? null : PeerWarmStart.checkUrl(peer);
+      events = events == null || events.isBlank() ? null : NatsEvents.checkUrl(events);
+      replicaId =
+          replicaId == null || replicaId.isBlank() ? null : NatsEvents.checkReplicaId(replicaId);
+      if (peer != null && events != null) {
+        throw new IllegalArgumentException(
+            "peer and events: choose one; with --events nats://... a starting replica loads the"
+                + " newest NATS snapshot and the stream, which is its warm start");
+      }
     }
 
     /** A builder holding the defaults. */
@@ -386,6 +440,10 @@ public final class KvRouterServer implements AutoCloseable {
       m.put("zmq-connect-timeout-ms", Long.toString(zmqConnectTimeout.toMillis()));
       m.put("ready-grace-seconds", Long.toString(readyGrace.toSeconds()));
       m.put("peer", peer == null ? "(none)" : peer);
+      m.put("events", events == null ? "(in-process: POST /events, ZMQ endpoints)" : events);
+      if (events != null) {
+        m.put("replica-id", replicaId == null ? "(serve-<port>)" : replicaId);
+      }
       return m;
     }
 
@@ -425,8 +483,20 @@ public final class KvRouterServer implements AutoCloseable {
       private Duration zmqConnectTimeout = Duration.ofSeconds(5);
       private Duration readyGrace = Duration.ofSeconds(30);
       private String peer;
+      private String events;
+      private String replicaId;
 
       private Builder() {}
+
+      public Builder events(String events) {
+        this.events = events;
+        return this;
+      }
+
+      public Builder replicaId(String replicaId) {
+        this.replicaId = replicaId;
+        return this;
+      }
 
       public Builder zmqConnectTimeout(Duration zmqConnectTimeout) {
         this.zmqConnectTimeout = zmqConnectTimeout;
@@ -525,7 +595,9 @@ public final class KvRouterServer implements AutoCloseable {
             ingestThreads,
             zmqConnectTimeout,
             readyGrace,
-            peer);
+            peer,
+            events,
+            replicaId);
       }
     }
   }

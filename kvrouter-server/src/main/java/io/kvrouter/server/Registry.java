@@ -31,6 +31,11 @@ import java.util.function.IntFunction;
  * under membership once the rank is in the index, unregister() closes it after releasing the
  * index's write lock (its thread may be waiting for the read lock to apply an event, which is
  * then dropped because the registration is gone) and keeps its counters in the metrics.
+ *
+ * With NATS (serve --events nats://...), register() starts the new index's NatsEvents.Feed
+ * (snapshot restore and consumer creation: network round trips under membership, which only
+ * registrations wait for) before the index is published in the map; the feed is closed before
+ * the index's router when the index is dropped or the registry closes.
  * </pre>
  */
 final class Registry implements AutoCloseable {
@@ -41,6 +46,7 @@ final class Registry implements AutoCloseable {
   private final ReentrantLock membership = new ReentrantLock();
   private final IntFunction<KvRouter> routers;
   private ServerMetrics metrics;
+  private NatsEvents nats;
 
   /** {@code routers} builds the router of a new index from its block size. */
   Registry(IntFunction<KvRouter> routers) {
@@ -50,6 +56,16 @@ final class Registry implements AutoCloseable {
   /** Connects the metrics (they read this registry, so they are made after it). */
   void metrics(ServerMetrics metrics) {
     this.metrics = metrics;
+  }
+
+  /** With {@code serve --events nats://...}: every new index follows its NATS subject. */
+  void nats(NatsEvents nats) {
+    this.nats = nats;
+  }
+
+  /** Whether indexes are fed from NATS (then /events publishes and ZMQ endpoints are refused). */
+  boolean natsMode() {
+    return nats != null;
   }
 
   /** The live indexes, ordered by key. */
@@ -85,6 +101,14 @@ final class Registry implements AutoCloseable {
       ModelIndex m = check(key, blockSize, r.worker());
       if (m == null) {
         m = new ModelIndex(key, blockSize, routers.apply(blockSize), metrics.findMatches(key));
+        if (nats != null) {
+          try {
+            m.nats = nats.follow(key, m.router.index());
+          } catch (RuntimeException e) {
+            m.router.close();
+            throw e;
+          }
+        }
         indexes.put(key, m);
       }
       m.router.registerRank(r.worker(), blockSize, routerBlocks(r, blockSize));
@@ -182,6 +206,9 @@ final class Registry implements AutoCloseable {
           if (m.registrations.isEmpty()) {
             m.closed = true;
             indexes.remove(m.key);
+            // the replica's thread writes the index without this lock: stop it (and delete its
+            // consumer) before the index closes
+            if (m.nats != null) m.nats.close();
             metrics.retire(m);
             m.router.close();
           }
@@ -211,7 +238,7 @@ final class Registry implements AutoCloseable {
     }
   }
 
-  /** Stops every ZMQ listener, then closes every index. */
+  /** Stops every ZMQ listener and NATS replica, then closes every index. */
   @Override
   public void close() {
     membership.lock();
@@ -220,6 +247,7 @@ final class Registry implements AutoCloseable {
         for (Registration r : m.registrations.values()) {
           if (r.listener() != null) r.listener().close();
         }
+        if (m.nats != null) m.nats.close();
       }
       for (ModelIndex m : indexes.values()) {
         m.lock.writeLock().lock();

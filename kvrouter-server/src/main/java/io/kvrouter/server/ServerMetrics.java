@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.kvrouter.index.IndexStats;
+import io.kvrouter.transport.nats.NatsReplicaStats;
 import io.prometheus.metrics.core.datapoints.CounterDataPoint;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import io.prometheus.metrics.core.metrics.Counter;
@@ -207,6 +208,7 @@ final class ServerMetrics {
     zmqEventsReceived = eventsReceived.labelValues("zmq");
     decodeErrors.labelValues("http");
     registerZmqFamilies();
+    registerNatsFamilies();
     CounterWithCallback.builder()
         .name("kvrouter_events_applied_total")
         .help(
@@ -382,6 +384,89 @@ final class ServerMetrics {
   /** Remembers the counters of an index that is being dropped. */
   void retire(ModelIndex m) {
     retired.merge(m.key, m.router.index().stats(), IndexStats::plus);
+    if (m.nats != null) retiredNats.merge(m.key, readNats(m.nats), ServerMetrics::sum);
+  }
+
+  /** One exported counter of an index's NATS replica. */
+  private record NatsField(String family, String help, ToLongFunction<NatsReplicaStats> value) {}
+
+  private static final List<NatsField> NATS_FIELDS =
+      List.of(
+          new NatsField(
+              "kvrouter_nats_messages_total",
+              "Messages delivered by the index's NATS consumer",
+              NatsReplicaStats::messages),
+          new NatsField(
+              "kvrouter_nats_events_applied_total",
+              "Events from the NATS stream applied to the index",
+              NatsReplicaStats::applied),
+          new NatsField(
+              "kvrouter_nats_duplicates_total",
+              "Redeliveries skipped by stream sequence",
+              NatsReplicaStats::duplicates),
+          new NatsField(
+              "kvrouter_nats_decode_errors_total",
+              "Messages that are not one router event (terminated, skipped)",
+              NatsReplicaStats::malformed),
+          new NatsField(
+              "kvrouter_nats_gaps_total",
+              "Lost deliveries detected (the consumer was recreated at the last applied + 1)",
+              NatsReplicaStats::gaps),
+          new NatsField(
+              "kvrouter_nats_resyncs_total",
+              "Rebuilds of the index from the newest snapshot (the stream was purged past it)",
+              NatsReplicaStats::resyncs),
+          new NatsField(
+              "kvrouter_nats_consumer_errors_total",
+              "Failed consumer operations (retried with backoff)",
+              NatsReplicaStats::consumerErrors),
+          new NatsField(
+              "kvrouter_nats_snapshots_restored_total",
+              "Snapshots loaded (at start and in resyncs)",
+              NatsReplicaStats::snapshotsRestored),
+          new NatsField(
+              "kvrouter_nats_snapshots_written_total",
+              "Snapshots this server wrote",
+              NatsReplicaStats::snapshotsWritten),
+          new NatsField(
+              "kvrouter_nats_snapshot_failures_total",
+              "Snapshots that could not be written",
+              NatsReplicaStats::snapshotFailures),
+          new NatsField(
+              "kvrouter_nats_purged_messages_total",
+              "Stream messages purged after this server's snapshots",
+              NatsReplicaStats::purgedMessages));
+
+  /** Counters of NATS replicas of dropped indexes, in NATS_FIELDS order. */
+  private final Map<ModelKey, long[]> retiredNats = new ConcurrentHashMap<>();
+
+  private static long[] readNats(NatsEvents.Feed f) {
+    NatsReplicaStats st = f.replica().stats();
+    long[] v = new long[NATS_FIELDS.size()];
+    for (int i = 0; i < v.length; i++) v[i] = NATS_FIELDS.get(i).value().applyAsLong(st);
+    return v;
+  }
+
+  private void registerNatsFamilies() {
+    for (int i = 0; i < NATS_FIELDS.size(); i++) {
+      int field = i;
+      NatsField f = NATS_FIELDS.get(i);
+      CounterWithCallback.builder()
+          .name(f.family())
+          .help(f.help() + ", per index (serve --events nats://...)")
+          .labelNames("model_name", "routing_group")
+          .callback(
+              cb -> {
+                Map<ModelKey, long[]> all = new java.util.TreeMap<>(retiredNats);
+                for (ModelIndex m : indexes.get()) {
+                  if (m.nats != null) all.merge(m.key, readNats(m.nats), ServerMetrics::sum);
+                }
+                for (Map.Entry<ModelKey, long[]> e : all.entrySet()) {
+                  cb.call(e.getValue()[field], e.getKey().modelName(), e.getKey().routingGroup());
+                }
+              })
+          .register(registry);
+    }
   }
 
   /** The findMatches timer of one index. */

@@ -218,7 +218,7 @@ class PeerWarmStartTest {
             .peer("http://127.0.0.1:" + nobody)
             .build();
     assertThatThrownBy(() -> KvRouterServer.start(unreachable))
-        .isInstanceOf(KvRouterServer.WarmStartException.class)
+        .isInstanceOf(KvRouterServer.StartException.class)
         .hasMessageStartingWith(
             "warm start: cannot reach the peer http://127.0.0.1:" + nobody + " (GET /dump)");
     try (ServerSocket again = new ServerSocket(port)) { // the failed server let its port go
@@ -242,7 +242,7 @@ class PeerWarmStartTest {
       String peer = "http://127.0.0.1:" + notADump.getAddress().getPort();
       assertThatThrownBy(
               () -> KvRouterServer.start(config().host("127.0.0.1").port(0).peer(peer).build()))
-          .isInstanceOf(KvRouterServer.WarmStartException.class)
+          .isInstanceOf(KvRouterServer.StartException.class)
           .hasMessage(
               "warm start: the answer of " + peer + "/dump has no \"indexes\" field: not a dump");
     } finally {
