@@ -401,7 +401,7 @@ final class Api {
     if (reg.topic() != null) g.writeStringField("topic", reg.topic());
     if (reg.endpoint() != null) g.writeNumberField("engine_block_size", reg.engineBlockSize());
     g.writeNumberField("kv_blocks", reg.kvBlocks());
-    g.writeStringField("ingestion", reg.ingestion());
+    g.writeStringField("ingestion", m.nats != null ? "nats" : reg.ingestion());
   }
 
   /** The state and counters of a rank's ZMQ listener, for /workers. */
@@ -515,7 +515,7 @@ final class Api {
                   g.writeNumberField("engine_block_size", r.engineBlockSize());
                 }
                 g.writeNumberField("kv_blocks", r.kvBlocks());
-                g.writeStringField("ingestion", r.ingestion());
+                g.writeStringField("ingestion", m.nats != null ? "nats" : r.ingestion());
                 if (r.listener() != null) writeZmq(g, r.listener());
                 g.writeEndObject();
               }

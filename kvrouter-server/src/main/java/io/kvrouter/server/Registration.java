@@ -28,7 +28,8 @@ record Registration(
   /**
    * How this rank's events reach the index: {@code "http"} when it has no endpoint (a publisher
    * posts them to {@code /events}); else the state of its ZMQ subscriber ({@code "connecting"},
-   * {@code "connected"}, {@code "disconnected"}).
+   * {@code "connected"}, {@code "disconnected"}). Api reports {@code "nats"} instead when the index
+   * follows a NATS subject.
    */
   String ingestion() {
     return listener == null ? "http" : listener.state();

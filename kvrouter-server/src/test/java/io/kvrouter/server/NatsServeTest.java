@@ -33,7 +33,9 @@ class NatsServeTest {
   }
 
   private static void registerFleet(HttpFixture f) {
-    assertThat(f.register(1, 0, "m", BS).status()).isEqualTo(201);
+    HttpFixture.Reply first = f.register(1, 0, "m", BS);
+    assertThat(first.status()).isEqualTo(201);
+    assertThat(first.body()).contains("\"ingestion\":\"nats\"");
     assertThat(f.register(2, 0, "m", BS).status()).isEqualTo(201);
     assertThat(f.register(2, 1, "m", BS).status()).isEqualTo(201);
   }
