@@ -27,6 +27,7 @@ import org.junit.jupiter.api.Test;
  */
 class SimulateNatsTest {
   private static final Pattern BLOCKS = Pattern.compile("\"blocks\" : (\\d+)");
+  private static final Pattern PUBLISHED = Pattern.compile("\"events_published\" : (\\d+)");
 
   private static final String[] BASE = {
     "simulate",
@@ -85,6 +86,9 @@ class SimulateNatsTest {
     assertThat(m.find()).isTrue();
     long kvBlocks = Long.parseLong(m.group(1)); // the kv policy comes first
     assertThat(kvBlocks).isPositive();
+    Matcher p = PUBLISHED.matcher(inProcess);
+    assertThat(p.find()).isTrue();
+    long kvEvents = Long.parseLong(p.group(1));
 
     try (NatsServer nats = NatsServer.start();
         KvRouterServer follower =
@@ -107,13 +111,18 @@ class SimulateNatsTest {
             "kvrouter_blocks_indexed{model_name=\"simulate-kv\",routing_group=\"default\"} "
                 + kvBlocks
                 + ".0";
+        // each run: a Cleared per rank (2), then the engines' events
+        String applied =
+            "kvrouter_nats_events_applied_total{model_name=\"simulate-kv\",routing_group=\"default\"} "
+                + (run + 1) * (kvEvents + 2)
+                + ".0";
         long deadline = System.nanoTime() + 15_000_000_000L;
         String metrics = get(follower.url() + "/metrics");
-        while (!metrics.contains(gauge) && System.nanoTime() < deadline) {
+        while (!metrics.contains(applied) && System.nanoTime() < deadline) {
           Thread.sleep(50);
           metrics = get(follower.url() + "/metrics");
         }
-        assertThat(metrics).as("run " + run).contains(gauge);
+        assertThat(metrics).as("run " + run).contains(applied, gauge);
       }
     }
   }
