@@ -156,6 +156,48 @@ public final class ServeCommand implements Callable<Integer> {
   int ingestThreads = 1;
 
   @Option(
+      names = "--zmq-connect-timeout-ms",
+      paramLabel = "MS",
+      description =
+          "POST /register with an endpoint waits this long for the engine's ZMQ connection and"
+              + " refuses with 400 without it; 0 registers at once (default: ${DEFAULT-VALUE}).")
+  long zmqConnectTimeoutMs = 5000;
+
+  @Option(
+      names = "--ready-grace-seconds",
+      paramLabel = "S",
+      description =
+          "/ready waits at most this long for a ZMQ listener's first connection"
+              + " (default: ${DEFAULT-VALUE}).")
+  long readyGraceSeconds = 30;
+
+  @Option(
+      names = "--peer",
+      paramLabel = "URL",
+      description =
+          "Warm start: load GET /dump (registrations and indexes) of the kvrouter serve at URL"
+              + " (http://host:port) before serving; exit 1 if it fails.")
+  String peer;
+
+  @Option(
+      names = "--events",
+      paramLabel = "URL",
+      description =
+          "nats://host:port: every index follows its subject kvrouter.events.<model>.<group> on"
+              + " the JetStream stream KVROUTER_EVENTS (snapshot, then stream) and POST /events"
+              + " publishes there, so servers on one NATS hold the same indexes; default:"
+              + " in-process.")
+  String events;
+
+  @Option(
+      names = "--replica-id",
+      paramLabel = "ID",
+      description =
+          "With --events: this server's name for its NATS consumers and snapshots; keep it"
+              + " stable across restarts (default: serve-<port>).")
+  String replicaId;
+
+  @Option(
       names = "--config",
       paramLabel = "FILE",
       description =
@@ -246,6 +288,11 @@ public final class ServeCommand implements Callable<Integer> {
               .busyBlockFraction(busyBlockFraction)
               .requestExpiry(Duration.ofSeconds(requestExpirySeconds))
               .ingestThreads(ingestThreads)
+              .zmqConnectTimeout(Duration.ofMillis(zmqConnectTimeoutMs))
+              .readyGrace(Duration.ofSeconds(readyGraceSeconds))
+              .peer(peer)
+              .events(events)
+              .replicaId(replicaId)
               .build();
     } catch (IllegalArgumentException e) {
       System.err.println("kvrouter serve: " + e.getMessage());
@@ -258,10 +305,23 @@ public final class ServeCommand implements Callable<Integer> {
     KvRouterServer server;
     try {
       server = KvRouterServer.start(cfg);
+    } catch (KvRouterServer.StartException e) {
+      System.err.println("kvrouter serve: " + e.getMessage());
+      return 1;
     } catch (RuntimeException e) {
       System.err.println(
           "kvrouter serve: cannot listen on " + host + ":" + port + ": " + rootMessage(e));
       return 1;
+    }
+    if (cfg.peer() != null) {
+      out.println("kvrouter serve: warm start from " + cfg.peer() + " done");
+    }
+    if (cfg.events() != null) {
+      out.println(
+          "kvrouter serve: connected to NATS at "
+              + cfg.events()
+              + "; each index follows kvrouter.events.<model>.<routing group> on stream"
+              + " KVROUTER_EVENTS once a worker is registered");
     }
     CountDownLatch stopped = new CountDownLatch(1);
     Runtime.getRuntime()

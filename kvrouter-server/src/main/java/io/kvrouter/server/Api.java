@@ -19,6 +19,8 @@ import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.EngineEventConverter;
+import io.kvrouter.transport.zmq.IngestStats;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -33,6 +35,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Future;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 
 /**
  * The HTTP endpoints: request parsing, the calls into the {@link Registry} and the routers, and the
@@ -71,8 +74,14 @@ final class Api {
   private final BearerAuth auth;
   private final boolean acceptUnregistered;
   private final long maxBodyBytes;
-  private final BooleanSupplier ready;
+  private final Supplier<KvRouterServer.Readiness> ready;
+  private final BooleanSupplier serving;
   private final ExecutorService ingest;
+  private final java.time.Duration zmqConnectTimeout;
+
+  /** How long /events in NATS mode waits for this server's replica to apply what it published. */
+  private static final java.time.Duration NATS_APPLY_WAIT =
+      java.time.Duration.ofMillis(Long.getLong("kvrouter.natsApplyWaitMs", 10_000));
 
   Api(
       Registry registry,
@@ -80,9 +89,13 @@ final class Api {
       BearerAuth auth,
       boolean acceptUnregistered,
       long maxBodyBytes,
-      BooleanSupplier ready,
+      Supplier<KvRouterServer.Readiness> ready,
+      BooleanSupplier serving,
+      java.time.Duration zmqConnectTimeout,
       ExecutorService ingest) {
     this.ingest = ingest;
+    this.serving = serving;
+    this.zmqConnectTimeout = zmqConnectTimeout;
     this.registry = registry;
     this.metrics = metrics;
     this.auth = auth;
@@ -103,9 +116,9 @@ final class Api {
     add(r, Method.POST, "/requests/{id}/free", true, this::free);
     add(r, Method.POST, "/events", true, this::events);
     add(r, Method.GET, "/dump", false, this::dump);
-    add(r, Method.GET, "/health", false, this::health);
-    add(r, Method.GET, "/ready", false, this::ready);
-    add(r, Method.GET, "/metrics", false, this::metrics);
+    add(r, Method.GET, "/health", false, this::health, true);
+    add(r, Method.GET, "/ready", false, this::ready, true);
+    add(r, Method.GET, "/metrics", false, this::metrics, true);
     r.any(
         endpoint(
             "unmatched",
@@ -124,7 +137,31 @@ final class Api {
 
   private void add(
       HttpRouting.Builder r, Method method, String path, boolean mutating, Endpoint e) {
-    r.route(method, path, endpoint(path, mutating, e));
+    add(r, method, path, mutating, e, false);
+  }
+
+  /** {@code always}: answered during a warm start too (the operations endpoints). */
+  private void add(
+      HttpRouting.Builder r,
+      Method method,
+      String path,
+      boolean mutating,
+      Endpoint e,
+      boolean always) {
+    Endpoint gated =
+        always
+            ? e
+            : (req, res) -> {
+              if (!serving.getAsBoolean()) {
+                throw new ApiException(
+                    503,
+                    "the server is not serving yet: "
+                        + ready.get().reason()
+                        + " (GET /ready turns 200 when it is)");
+              }
+              return e.handle(req, res);
+            };
+    r.route(method, path, endpoint(path, mutating, gated));
     r.any(
         path,
         endpoint(
@@ -190,7 +227,9 @@ final class Api {
       int blockSize,
       int dpRank,
       String routingGroup,
-      long kvBlocks) {}
+      long kvBlocks,
+      String topic,
+      Integer engineBlockSize) {}
 
   private int register(ServerRequest req, ServerResponse res) throws IOException {
     RegisterRequest r =
@@ -200,8 +239,10 @@ final class Api {
               Long instance = null;
               String endpoint = null;
               String replay = null;
+              String topic = null;
               String model = null;
               Long blockSize = null;
+              Long engineBlockSize = null;
               long dpRank = 0;
               long kvBlocks = 0;
               Group group = new Group();
@@ -210,13 +251,27 @@ final class Api {
                   case "instance_id" -> instance = b.u64();
                   case "endpoint" -> endpoint = b.optString();
                   case "replay_endpoint" -> replay = b.optString();
+                  case "topic" -> topic = b.optStringOrEmpty();
                   case "model_name" -> model = b.string();
                   case "block_size" -> blockSize = b.integer(1, 1 << 20);
+                  case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
                   case "dp_rank" -> dpRank = b.optInteger(0, Integer.MAX_VALUE, 0);
                   case "kv_blocks" -> kvBlocks = b.optInteger(0, Long.MAX_VALUE, 0);
                   case "routing_group", "tenant_id" -> group.read(b);
                   default -> b.skip();
                 }
+              }
+              if (endpoint == null && replay != null) {
+                throw b.error("replay_endpoint", "given without endpoint");
+              }
+              if (endpoint == null && topic != null) {
+                throw b.error("topic", "given without endpoint");
+              }
+              if (endpoint == null && engineBlockSize != null) {
+                throw b.error(
+                    "engine_block_size",
+                    "given without endpoint (events posted to /events are in the index's"
+                        + " block size)");
               }
               return new RegisterRequest(
                   JsonBody.require(instance, "instance_id"),
@@ -226,12 +281,24 @@ final class Api {
                   JsonBody.require(blockSize, "block_size").intValue(),
                   (int) dpRank,
                   group.value,
-                  kvBlocks);
+                  kvBlocks,
+                  topic,
+                  engineBlockSize == null ? null : engineBlockSize.intValue());
             });
     ModelKey key = new ModelKey(r.modelName(), r.routingGroup());
     Worker w = new Worker(r.instanceId(), r.dpRank());
-    Registration reg = new Registration(w, r.endpoint(), r.replayEndpoint(), r.kvBlocks());
-    ModelIndex m = registry.register(key, r.blockSize(), reg);
+    ModelIndex m =
+        register(
+            key,
+            r.blockSize(),
+            w,
+            r.endpoint(),
+            r.replayEndpoint(),
+            r.topic(),
+            r.engineBlockSize() == null ? r.blockSize() : r.engineBlockSize(),
+            r.kvBlocks(),
+            zmqConnectTimeout);
+    Registration reg = m.registrations.get(w);
     return sendJson(
         res,
         201,
@@ -240,6 +307,86 @@ final class Api {
           writeRegistration(g, m, reg);
           g.writeEndObject();
         });
+  }
+
+  /**
+   * Registers one rank; with an endpoint, first starts its ZMQ listener and waits up to {@code
+   * connectWait} (zero: not at all) for its first connection. Nothing is registered when it fails.
+   *
+   * @param engineBlockSize the tokens per block of the rank's events: {@code blockSize} or a
+   *     multiple of it (each engine block is split into router blocks)
+   * @throws ApiException 400 for an endpoint the router cannot use or cannot connect to in time, or
+   *     an engine block size that is not a multiple of {@code blockSize}; 409 as {@link
+   *     Registry#register}
+   */
+  ModelIndex register(
+      ModelKey key,
+      int blockSize,
+      Worker w,
+      String endpoint,
+      String replay,
+      String topic,
+      int engineBlockSize,
+      long kvBlocks,
+      java.time.Duration connectWait) {
+    try {
+      EngineEventConverter.checkBlockSizes(engineBlockSize, blockSize);
+    } catch (IllegalArgumentException e) {
+      throw ApiException.badRequest("engine_block_size: " + e.getMessage());
+    }
+    if (endpoint != null && registry.natsMode()) {
+      throw ApiException.badRequest(
+          "endpoint: this server takes its events from NATS (--events); a ZMQ endpoint here"
+              + " would feed this replica alone. Register the rank without an endpoint and"
+              + " publish its events to the stream (POST /events to any replica); nothing was"
+              + " registered");
+    }
+    registry.precheck(key, blockSize, w);
+    ZmqListener listener = null;
+    if (endpoint != null) {
+      listener =
+          ZmqListener.start(
+              w,
+              endpoint,
+              replay,
+              topic == null ? "" : topic,
+              engineBlockSize,
+              blockSize,
+              metrics.zmqEventsReceived());
+      boolean connected;
+      try {
+        connected = connectWait.isZero() || listener.awaitConnected(connectWait);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        connected = false;
+      }
+      if (!connected) {
+        listener.cancel();
+        throw ApiException.badRequest(
+            "endpoint: no connection to '"
+                + endpoint
+                + "' within "
+                + connectWait.toMillis()
+                + " ms (is the engine running and publishing its KV events there? vLLM: "
+                + "--kv-events-config '{\"enable_kv_cache_events\": true, \"publisher\":"
+                + " \"zmq\", \"endpoint\": \"tcp://*:PORT\"}'); nothing was registered");
+      }
+    }
+    Registration reg =
+        new Registration(
+            w,
+            endpoint,
+            replay,
+            endpoint == null ? null : (topic == null ? "" : topic),
+            engineBlockSize,
+            kvBlocks,
+            listener);
+    try {
+      return registry.register(key, blockSize, reg);
+    } catch (RuntimeException e) {
+      if (listener != null) listener.cancel();
+      throw e;
+    }
   }
 
   private static void writeRegistration(JsonGenerator g, ModelIndex m, Registration reg)
@@ -251,8 +398,36 @@ final class Api {
     g.writeNumberField("block_size", m.blockSize);
     JsonOut.stringOrNull(g, "endpoint", reg.endpoint());
     JsonOut.stringOrNull(g, "replay_endpoint", reg.replayEndpoint());
+    if (reg.topic() != null) g.writeStringField("topic", reg.topic());
+    if (reg.endpoint() != null) g.writeNumberField("engine_block_size", reg.engineBlockSize());
     g.writeNumberField("kv_blocks", reg.kvBlocks());
-    g.writeStringField("ingestion", reg.ingestion());
+    g.writeStringField("ingestion", m.nats != null ? "nats" : reg.ingestion());
+  }
+
+  /** The state and counters of a rank's ZMQ listener, for /workers. */
+  private static void writeZmq(JsonGenerator g, ZmqListener l) throws IOException {
+    IngestStats s = l.stats();
+    g.writeObjectFieldStart("zmq");
+    g.writeStringField("state", l.state());
+    g.writeBooleanField("connected_once", l.connectedOnce());
+    g.writeNumberField("last_sequence", l.lastSequence());
+    g.writeNumberField("messages", s.messages());
+    g.writeNumberField("batches", s.batches());
+    g.writeNumberField("events_applied", l.applied());
+    g.writeNumberField("decode_errors", s.decodeErrors());
+    g.writeNumberField("bad_frames", s.badFrames());
+    g.writeNumberField("duplicates", s.duplicates());
+    g.writeNumberField("gaps", s.gaps());
+    g.writeNumberField("lost_messages", s.lostMessages());
+    g.writeNumberField("replays", s.replays());
+    g.writeNumberField("replay_failures", s.replayFailures());
+    g.writeNumberField("restarts", s.restarts());
+    g.writeNumberField("connections", s.connections());
+    g.writeNumberField("reconnects", s.reconnects());
+    g.writeNumberField("disconnects", s.disconnects());
+    g.writeNumberField("dropped_foreign_rank", l.droppedForeignRank());
+    g.writeNumberField("dropped_unregistered", l.droppedUnregistered());
+    g.writeEndObject();
   }
 
   private int unregister(ServerRequest req, ServerResponse res) throws IOException {
@@ -335,8 +510,13 @@ final class Api {
                 g.writeNumberField("dp_rank", r.worker().dpRank());
                 JsonOut.stringOrNull(g, "endpoint", r.endpoint());
                 JsonOut.stringOrNull(g, "replay_endpoint", r.replayEndpoint());
+                if (r.topic() != null) g.writeStringField("topic", r.topic());
+                if (r.endpoint() != null) {
+                  g.writeNumberField("engine_block_size", r.engineBlockSize());
+                }
                 g.writeNumberField("kv_blocks", r.kvBlocks());
-                g.writeStringField("ingestion", r.ingestion());
+                g.writeStringField("ingestion", m.nats != null ? "nats" : r.ingestion());
+                if (r.listener() != null) writeZmq(g, r.listener());
                 g.writeEndObject();
               }
               g.writeEndArray();
@@ -645,10 +825,18 @@ final class Api {
               + " applied");
     }
     try {
-      m.applyEvents(events, acceptUnregistered);
+      if (m.nats == null) {
+        m.applyEvents(events, acceptUnregistered);
+      } else {
+        m.checkWorkers(events, acceptUnregistered);
+      }
     } catch (ApiException e) {
       metrics.eventBatchRejected(m.closed ? "unknown_model" : "unregistered_worker");
       throw e;
+    }
+    if (m.nats != null) {
+      // every replica of the subject applies them, this one included, before the answer
+      NatsEvents.publish(m.nats, events, NATS_APPLY_WAIT);
     }
     metrics.eventsReceived(events.size());
     return events.size();
@@ -728,17 +916,18 @@ final class Api {
   }
 
   private int ready(ServerRequest req, ServerResponse res) {
-    boolean ok = ready.getAsBoolean();
+    KvRouterServer.Readiness r = ready.get();
     return sendJson(
         res,
-        ok ? 200 : 503,
+        r.ready() ? 200 : 503,
         g -> {
           g.writeStartObject();
-          g.writeBooleanField("ready", ok);
+          g.writeBooleanField("ready", r.ready());
           g.writeNumberField("indexes", registry.indexes().size());
-          // ZMQ listeners arrive with the transport issue; until then there is none to wait for
-          g.writeNumberField("listeners", 0);
-          if (!ok) g.writeStringField("reason", "shutting down");
+          g.writeNumberField("listeners", r.listeners());
+          g.writeNumberField("listeners_connecting", r.connecting());
+          g.writeNumberField("listeners_given_up", r.givenUp());
+          if (!r.ready()) g.writeStringField("reason", r.reason());
           g.writeEndObject();
         });
   }

@@ -189,6 +189,17 @@ final class JsonBody {
     return string();
   }
 
+  /** A string that may be empty (a ZMQ topic: "" subscribes to every topic), or null. */
+  String optStringOrEmpty() throws IOException {
+    once();
+    JsonToken t = p.currentToken();
+    if (t == JsonToken.VALUE_NULL) return null;
+    if (t != JsonToken.VALUE_STRING) {
+      throw error(field, "expected a string, found " + describe(t));
+    }
+    return p.getText();
+  }
+
   /** An unsigned 64-bit value (or a negative signed one) as its 64-bit pattern. */
   long u64() throws IOException {
     once();

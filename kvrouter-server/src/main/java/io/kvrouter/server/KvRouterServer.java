@@ -40,6 +40,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * twice in a process's life). Helidon answers protocol-level failures (a declared body over
  * the limit: 413; an unparsable request line: 400) itself, through the direct handlers installed
  * here, which give the same {"error": ...} JSON as the endpoints.
+ *
+ * Between the webserver's start and the end of start(), serving is false: start() connects to
+ * NATS (--events) or loads the peer's dump (--peer) on the caller's thread, and Api answers 503
+ * on everything but /health, /ready and /metrics. A failure there stops the server and throws
+ * StartException. nats is written by start() before serving turns true (a volatile write that
+ * publishes it) and read by stop().
  * </pre>
  */
 public final class KvRouterServer implements AutoCloseable {
@@ -47,8 +53,24 @@ public final class KvRouterServer implements AutoCloseable {
   private final Registry registry;
   private final WebServer webServer;
   private final ExecutorService ingest;
+  private final Api api;
+  private NatsEvents nats;
   private volatile boolean ready;
+  private volatile boolean serving;
+  private volatile String warmStartState = "not started";
   private boolean stopped;
+
+  /**
+   * What {@code GET /ready} reports.
+   *
+   * @param ready whether to take traffic
+   * @param reason why not, or null when ready
+   * @param listeners registered ranks with a ZMQ endpoint
+   * @param connecting of those, listeners that never connected and are still within the grace
+   *     period ({@link Config#readyGrace()}): they hold readiness back
+   * @param givenUp listeners that never connected within the grace period: no longer waited for
+   */
+  record Readiness(boolean ready, String reason, int listeners, int connecting, int givenUp) {}
 
   private KvRouterServer(Config config) {
     this.config = config;
@@ -71,8 +93,11 @@ public final class KvRouterServer implements AutoCloseable {
             new BearerAuth(config.authToken()),
             config.acceptUnregistered(),
             config.maxBodyBytes(),
-            () -> ready,
+            this::readiness,
+            () -> serving,
+            config.zmqConnectTimeout(),
             ingest);
+    this.api = api;
     DirectHandlers.Builder direct = DirectHandlers.builder();
     for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
       direct.addHandler(t, new JsonDirectHandler(api));
@@ -91,16 +116,115 @@ public final class KvRouterServer implements AutoCloseable {
   }
 
   /**
-   * Starts a server.
+   * The start failed after the port was bound: the warm start from {@link Config#peer()}, or the
+   * connection to {@link Config#events()}. The server was stopped; the message says what failed.
+   */
+  public static final class StartException extends RuntimeException {
+    StartException(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
+  /**
+   * Starts a server; with {@link Config#peer()}, loads the peer's dump before it serves.
    *
    * @throws java.io.UncheckedIOException when the address cannot be bound
+   * @throws StartException when the peer cannot be reached or its answer is not a dump, or the NATS
+   *     server of {@link Config#events()} cannot be reached
    */
   public static KvRouterServer start(Config config) {
     Objects.requireNonNull(config, "config");
     KvRouterServer s = new KvRouterServer(config);
     s.webServer.start();
     s.ready = true;
+    if (config.events() != null) {
+      String id = config.replicaId() != null ? config.replicaId() : "serve-" + s.port();
+      s.warmStartState = "connecting to NATS at " + config.events();
+      try {
+        s.nats = NatsEvents.connect(config.events(), id);
+      } catch (RuntimeException e) {
+        s.stop();
+        throw new StartException(e.getMessage(), e);
+      }
+      s.registry.nats(s.nats);
+    }
+    if (config.peer() != null) {
+      s.warmStartState = "warm start from " + config.peer() + " in progress";
+      try {
+        PeerWarmStart.load(config.peer(), s.api, s.registry);
+      } catch (RuntimeException e) {
+        s.stop();
+        throw new StartException(e.getMessage(), e);
+      }
+    }
+    s.serving = true;
     return s;
+  }
+
+  /**
+   * The NATS JetStream stream and subject an index follows with {@code --events}: subject {@code
+   * kvrouter.events.<model>.<routing group>} on stream {@code KVROUTER_EVENTS}, with {@code .},
+   * {@code *}, {@code >} and whitespace in the names replaced by {@code _}. For publishers that
+   * feed a server's index (e.g. {@code simulate --events}).
+   */
+  public static io.kvrouter.transport.nats.NatsEventStream natsStream(
+      String modelName, String routingGroup) {
+    return NatsEvents.streamOf(new ModelKey(modelName, routingGroup));
+  }
+
+  /** Whether to take traffic, and why not; see {@link Readiness}. */
+  Readiness readiness() {
+    int listeners = 0;
+    int connecting = 0;
+    int givenUp = 0;
+    long grace = config.readyGrace().toNanos();
+    StringBuilder waiting = new StringBuilder();
+    for (ModelIndex m : registry.indexes()) {
+      for (Registration r : m.registrations.values()) {
+        ZmqListener l = r.listener();
+        if (l == null) continue;
+        listeners++;
+        if (l.connectedOnce()) continue;
+        if (l.ageNanos() >= grace) {
+          givenUp++;
+        } else {
+          if (connecting++ < 3) waiting.append(waiting.isEmpty() ? "" : ", ").append(l.endpoint());
+        }
+      }
+    }
+    int catchingUp = 0;
+    String firstSubject = null;
+    for (ModelIndex m : registry.indexes()) {
+      NatsEvents.Feed f = m.nats;
+      if (f != null && !f.replica().ready()) {
+        if (catchingUp++ == 0) firstSubject = f.stream().subject();
+      }
+    }
+    String reason = null;
+    if (!ready) {
+      reason = "shutting down";
+    } else if (!serving) {
+      reason = warmStartState;
+    } else if (connecting > 0) {
+      reason =
+          "waiting for the first connection of "
+              + connecting
+              + " ZMQ listener(s): "
+              + waiting
+              + (connecting > 3 ? ", ..." : "")
+              + " (each is waited for at most "
+              + config.readyGrace().toSeconds()
+              + " s, --ready-grace-seconds)";
+    } else if (catchingUp > 0) {
+      reason =
+          "catching up with NATS: "
+              + catchingUp
+              + " index(es) still applying their snapshot and stream backlog (subject "
+              + firstSubject
+              + (catchingUp > 1 ? ", ..." : "")
+              + ")";
+    }
+    return new Readiness(reason == null, reason, listeners, connecting, givenUp);
   }
 
   /** The port the server listens on (the chosen one when the configuration asked for 0). */
@@ -148,6 +272,7 @@ public final class KvRouterServer implements AutoCloseable {
       Thread.currentThread().interrupt();
     }
     registry.close();
+    if (nats != null) nats.close();
   }
 
   /** {@link #stop()}. */
@@ -202,6 +327,18 @@ public final class KvRouterServer implements AutoCloseable {
    *     kv_blocks} is busy; 0: never
    * @param requestExpiry routed requests never freed are dropped after this; default 300 s
    * @param ingestThreads platform threads that decode and apply {@code /events} batches; default 1
+   * @param zmqConnectTimeout how long {@code POST /register} with an {@code endpoint} waits for the
+   *     first connection to the engine before refusing with 400; zero: it does not wait (the rank
+   *     is registered at once and {@code /ready} waits for it); default 5 s
+   * @param readyGrace how long {@code /ready} waits for a ZMQ listener's first connection before it
+   *     stops holding readiness back (it is then reported as given up); default 30 s
+   * @param peer base URL of a running kvrouter whose {@code GET /dump} is loaded before serving
+   *     (warm start), or null
+   * @param events {@code nats://host:port}: every index follows its NATS JetStream subject and
+   *     {@code POST /events} publishes there (several servers then hold the same indexes); null:
+   *     events are applied in-process
+   * @param replicaId with {@code events}: the name of this server's snapshots and consumers; null:
+   *     {@code serve-<port>}
    */
   public record Config(
       String host,
@@ -216,7 +353,12 @@ public final class KvRouterServer implements AutoCloseable {
       long busyPrefillTokens,
       double busyBlockFraction,
       Duration requestExpiry,
-      int ingestThreads) {
+      int ingestThreads,
+      Duration zmqConnectTimeout,
+      Duration readyGrace,
+      String peer,
+      String events,
+      String replicaId) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -261,6 +403,24 @@ public final class KvRouterServer implements AutoCloseable {
       if (ingestThreads < 1) {
         throw new IllegalArgumentException("ingestThreads must be >= 1, got " + ingestThreads);
       }
+      Objects.requireNonNull(zmqConnectTimeout, "zmqConnectTimeout");
+      if (zmqConnectTimeout.isNegative()) {
+        throw new IllegalArgumentException(
+            "zmqConnectTimeout must be >= 0, got " + zmqConnectTimeout);
+      }
+      Objects.requireNonNull(readyGrace, "readyGrace");
+      if (readyGrace.isNegative()) {
+        throw new IllegalArgumentException("readyGrace must be >= 0, got " + readyGrace);
+      }
+      peer = peer == null || peer.isBlank() ? null : PeerWarmStart.checkUrl(peer);
+      events = events == null || events.isBlank() ? null : NatsEvents.checkUrl(events);
+      replicaId =
+          replicaId == null || replicaId.isBlank() ? null : NatsEvents.checkReplicaId(replicaId);
+      if (peer != null && events != null) {
+        throw new IllegalArgumentException(
+            "peer and events: choose one; with --events nats://... a starting replica loads the"
+                + " newest NATS snapshot and the stream, which is its warm start");
+      }
     }
 
     /** A builder holding the defaults. */
@@ -288,6 +448,13 @@ public final class KvRouterServer implements AutoCloseable {
           busyBlockFraction == 0 ? "(never)" : Double.toString(busyBlockFraction));
       m.put("request-expiry-seconds", Long.toString(requestExpiry.toSeconds()));
       m.put("ingest-threads", Integer.toString(ingestThreads));
+      m.put("zmq-connect-timeout-ms", Long.toString(zmqConnectTimeout.toMillis()));
+      m.put("ready-grace-seconds", Long.toString(readyGrace.toSeconds()));
+      m.put("peer", peer == null ? "(none)" : peer);
+      m.put("events", events == null ? "(in-process: POST /events, ZMQ endpoints)" : events);
+      if (events != null) {
+        m.put("replica-id", replicaId == null ? "(serve-<port>)" : replicaId);
+      }
       return m;
     }
 
@@ -324,8 +491,38 @@ public final class KvRouterServer implements AutoCloseable {
       private double busyBlockFraction;
       private Duration requestExpiry = Duration.ofSeconds(300);
       private int ingestThreads = 1;
+      private Duration zmqConnectTimeout = Duration.ofSeconds(5);
+      private Duration readyGrace = Duration.ofSeconds(30);
+      private String peer;
+      private String events;
+      private String replicaId;
 
       private Builder() {}
+
+      public Builder events(String events) {
+        this.events = events;
+        return this;
+      }
+
+      public Builder replicaId(String replicaId) {
+        this.replicaId = replicaId;
+        return this;
+      }
+
+      public Builder zmqConnectTimeout(Duration zmqConnectTimeout) {
+        this.zmqConnectTimeout = zmqConnectTimeout;
+        return this;
+      }
+
+      public Builder readyGrace(Duration readyGrace) {
+        this.readyGrace = readyGrace;
+        return this;
+      }
+
+      public Builder peer(String peer) {
+        this.peer = peer;
+        return this;
+      }
 
       public Builder host(String host) {
         this.host = host;
@@ -406,7 +603,12 @@ public final class KvRouterServer implements AutoCloseable {
             busyPrefillTokens,
             busyBlockFraction,
             requestExpiry,
-            ingestThreads);
+            ingestThreads,
+            zmqConnectTimeout,
+            readyGrace,
+            peer,
+            events,
+            replicaId);
       }
     }
   }

@@ -32,6 +32,10 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * closed is set under the write lock when the last rank unregisters and the Registry drops this
  * index; an /events batch that got the object before that sees closed under the read lock and
  * answers 404, like a request that arrives after.
+ *
+ * With NATS, the index has one more writer, the replica's thread (NatsEvents), which applies
+ * the subject's events without this lock: in that mode /events publishes rather than applies
+ * and no ZMQ listener exists, so nothing else checks registrations against its events.
  * </pre>
  */
 final class ModelIndex {
@@ -46,6 +50,12 @@ final class ModelIndex {
   final ConcurrentSkipListMap<Worker, Registration> registrations = new ConcurrentSkipListMap<>();
   private final DistributionDataPoint findMatchesSeconds;
   volatile boolean closed;
+
+  /**
+   * With {@code serve --events nats://...}: the NATS replica writing this index and the publisher
+   * of {@code /events}; set once before the index is visible to other threads, null otherwise.
+   */
+  NatsEvents.Feed nats;
 
   ModelIndex(ModelKey key, int blockSize, KvRouter router, DistributionDataPoint findMatches) {
     this.key = key;
@@ -79,6 +89,36 @@ final class ModelIndex {
   }
 
   /**
+   * Applies one event of a ZMQ listener, under the read lock, only while {@code r} is still the
+   * registration of its rank.
+   *
+   * @return false (nothing applied) when the rank was unregistered or the index dropped meanwhile
+   */
+  boolean applyFrom(Registration r, RouterEvent e) {
+    lock.readLock().lock();
+    try {
+      if (closed || registrations.get(r.worker()) != r) return false;
+      router.applyEvent(e);
+      return true;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /**
+   * Checks that every event's worker is registered (unless {@code acceptUnregistered}), as {@link
+   * #applyEvents} does, without applying anything.
+   */
+  void checkWorkers(List<RouterEvent> events, boolean acceptUnregistered) {
+    lock.readLock().lock();
+    try {
+      check(events, acceptUnregistered);
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /**
    * Applies a decoded batch whole: first every event's worker is checked (unless {@code
    * acceptUnregistered}), then every event is applied in order. Nothing is applied when a check
    * fails.
@@ -89,31 +129,36 @@ final class ModelIndex {
   void applyEvents(List<RouterEvent> events, boolean acceptUnregistered) {
     lock.readLock().lock();
     try {
-      if (closed) {
-        throw ApiException.notFound(
-            "unknown " + key.describe() + ": its last worker was unregistered");
-      }
-      if (!acceptUnregistered) {
-        for (int i = 0, n = events.size(); i < n; i++) {
-          Worker w = events.get(i).worker();
-          if (!registrations.containsKey(w)) {
-            throw ApiException.notFound(
-                "event ["
-                    + i
-                    + "]: instance "
-                    + Long.toUnsignedString(w.workerId())
-                    + " dp_rank "
-                    + w.dpRank()
-                    + " is not registered for "
-                    + key.describe()
-                    + "; register it first (or start the server with --accept-unregistered);"
-                    + " nothing was applied");
-          }
-        }
-      }
+      check(events, acceptUnregistered);
       for (RouterEvent e : events) router.applyEvent(e);
     } finally {
       lock.readLock().unlock();
+    }
+  }
+
+  /** The checks of applyEvents; under the read lock. */
+  private void check(List<RouterEvent> events, boolean acceptUnregistered) {
+    if (closed) {
+      throw ApiException.notFound(
+          "unknown " + key.describe() + ": its last worker was unregistered");
+    }
+    if (!acceptUnregistered) {
+      for (int i = 0, n = events.size(); i < n; i++) {
+        Worker w = events.get(i).worker();
+        if (!registrations.containsKey(w)) {
+          throw ApiException.notFound(
+              "event ["
+                  + i
+                  + "]: instance "
+                  + Long.toUnsignedString(w.workerId())
+                  + " dp_rank "
+                  + w.dpRank()
+                  + " is not registered for "
+                  + key.describe()
+                  + "; register it first (or start the server with --accept-unregistered);"
+                  + " nothing was applied");
+        }
+      }
     }
   }
 }

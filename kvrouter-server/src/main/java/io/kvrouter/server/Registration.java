@@ -8,16 +8,30 @@ import io.kvrouter.event.Worker;
  * @param worker the instance id and dp rank
  * @param endpoint the ZMQ address its KV events are published on, or null
  * @param replayEndpoint the address that replays missed events, or null
- * @param kvBlocks KV blocks the rank can hold (for the busy fraction), 0 when unknown
+ * @param topic the ZMQ topic its engine publishes with ({@code ""}: any), or null without endpoint
+ * @param engineBlockSize tokens per block of the rank's events: the index's block size, or with an
+ *     endpoint a multiple of it (the engine's blocks are split into router blocks)
+ * @param kvBlocks KV blocks of {@code engineBlockSize} tokens the rank can hold (for the busy
+ *     fraction), 0 when unknown
+ * @param listener the ZMQ subscriber that feeds this rank's events into the index, or null when its
+ *     events come through {@code POST /events}
  */
-record Registration(Worker worker, String endpoint, String replayEndpoint, long kvBlocks) {
+record Registration(
+    Worker worker,
+    String endpoint,
+    String replayEndpoint,
+    String topic,
+    int engineBlockSize,
+    long kvBlocks,
+    ZmqListener listener) {
 
   /**
    * How this rank's events reach the index: {@code "http"} when it has no endpoint (a publisher
-   * posts them to {@code /events}); {@code "not_connected"} when an endpoint is stored but this
-   * build has no ZMQ ingestion to connect to it yet.
+   * posts them to {@code /events}); else the state of its ZMQ subscriber ({@code "connecting"},
+   * {@code "connected"}, {@code "disconnected"}). Api reports {@code "nats"} instead when the index
+   * follows a NATS subject.
    */
   String ingestion() {
-    return endpoint == null ? "http" : "not_connected";
+    return listener == null ? "http" : listener.state();
   }
 }

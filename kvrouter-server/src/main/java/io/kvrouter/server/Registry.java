@@ -26,6 +26,16 @@ import java.util.function.IntFunction;
  *
  * Lock order: membership, then a ModelIndex's lock, then the router's lock, then the index's
  * writer lock. Request paths other than register/unregister never take membership.
+ *
+ * A registration with a ZMQ endpoint carries its started ZmqListener; register() attaches it
+ * under membership once the rank is in the index, unregister() closes it after releasing the
+ * index's write lock (its thread may be waiting for the read lock to apply an event, which is
+ * then dropped because the registration is gone) and keeps its counters in the metrics.
+ *
+ * With NATS (serve --events nats://...), register() starts the new index's NatsEvents.Feed
+ * (snapshot restore and consumer creation: network round trips under membership, which only
+ * registrations wait for) before the index is published in the map; the feed is closed before
+ * the index's router when the index is dropped or the registry closes.
  * </pre>
  */
 final class Registry implements AutoCloseable {
@@ -36,6 +46,7 @@ final class Registry implements AutoCloseable {
   private final ReentrantLock membership = new ReentrantLock();
   private final IntFunction<KvRouter> routers;
   private ServerMetrics metrics;
+  private NatsEvents nats;
 
   /** {@code routers} builds the router of a new index from its block size. */
   Registry(IntFunction<KvRouter> routers) {
@@ -45,6 +56,16 @@ final class Registry implements AutoCloseable {
   /** Connects the metrics (they read this registry, so they are made after it). */
   void metrics(ServerMetrics metrics) {
     this.metrics = metrics;
+  }
+
+  /** With {@code serve --events nats://...}: every new index follows its NATS subject. */
+  void nats(NatsEvents nats) {
+    this.nats = nats;
+  }
+
+  /** Whether indexes are fed from NATS (then /events publishes and ZMQ endpoints are refused). */
+  boolean natsMode() {
+    return nats != null;
   }
 
   /** The live indexes, ordered by key. */
@@ -77,36 +98,81 @@ final class Registry implements AutoCloseable {
   ModelIndex register(ModelKey key, int blockSize, Registration r) {
     membership.lock();
     try {
-      ModelIndex m = indexes.get(key);
-      if (m != null && m.blockSize != blockSize) {
-        throw ApiException.conflict(
-            key.describe()
-                + " uses block_size "
-                + m.blockSize
-                + " (fixed by its first registration); this registration asks for "
-                + blockSize
-                + ": blocks of another size never match");
-      }
-      if (m != null && m.registrations.containsKey(r.worker())) {
-        throw ApiException.conflict(
-            "instance "
-                + Long.toUnsignedString(r.worker().workerId())
-                + " dp_rank "
-                + r.worker().dpRank()
-                + " is already registered for "
-                + key.describe()
-                + "; unregister it first");
-      }
+      ModelIndex m = check(key, blockSize, r.worker());
       if (m == null) {
         m = new ModelIndex(key, blockSize, routers.apply(blockSize), metrics.findMatches(key));
+        if (nats != null) {
+          try {
+            m.nats = nats.follow(key, m.router.index());
+          } catch (RuntimeException e) {
+            m.router.close();
+            throw e;
+          }
+        }
         indexes.put(key, m);
       }
-      m.router.registerRank(r.worker(), blockSize, r.kvBlocks());
+      m.router.registerRank(r.worker(), blockSize, routerBlocks(r, blockSize));
       m.registrations.put(r.worker(), r);
+      if (r.listener() != null) r.listener().attach(m, r);
       return m;
     } finally {
       membership.unlock();
     }
+  }
+
+  /** The rank's capacity in the index's blocks (an engine block of k router blocks counts k). */
+  private static long routerBlocks(Registration r, int blockSize) {
+    long split = r.engineBlockSize() / blockSize;
+    return r.kvBlocks() > Long.MAX_VALUE / split ? Long.MAX_VALUE : r.kvBlocks() * split;
+  }
+
+  /**
+   * Checks that {@code worker} could be registered now, so that a registration that will fail does
+   * not first wait for its engine's connection.
+   *
+   * @throws ApiException 409 as {@link #register} would
+   */
+  void precheck(ModelKey key, int blockSize, Worker worker) {
+    membership.lock();
+    try {
+      check(key, blockSize, worker);
+    } finally {
+      membership.unlock();
+    }
+  }
+
+  /** The existing index of {@code key} (null: none yet) after the checks; under membership. */
+  private ModelIndex check(ModelKey key, int blockSize, Worker worker) {
+    ModelIndex m = indexes.get(key);
+    if (m != null && m.blockSize != blockSize) {
+      throw ApiException.conflict(
+          key.describe()
+              + " uses block_size "
+              + m.blockSize
+              + " (fixed by its first registration); this registration asks for "
+              + blockSize
+              + ": blocks of another size never match"
+              + (blockSize % m.blockSize == 0
+                  ? " (an engine with "
+                      + blockSize
+                      + "-token blocks publishing over ZMQ can register with block_size "
+                      + m.blockSize
+                      + ", engine_block_size "
+                      + blockSize
+                      + " and its endpoint: its blocks are split)"
+                  : ""));
+    }
+    if (m != null && m.registrations.containsKey(worker)) {
+      throw ApiException.conflict(
+          "instance "
+              + Long.toUnsignedString(worker.workerId())
+              + " dp_rank "
+              + worker.dpRank()
+              + " is already registered for "
+              + key.describe()
+              + "; unregister it first");
+    }
+    return m;
   }
 
   /**
@@ -128,21 +194,32 @@ final class Registry implements AutoCloseable {
           if (w.workerId() == instanceId && (dpRank < 0 || w.dpRank() == dpRank)) ranks.add(w);
         }
         if (ranks.isEmpty()) continue;
+        List<ZmqListener> stopped = new ArrayList<>();
         m.lock.writeLock().lock();
         try {
           for (Worker w : ranks) {
             m.router.unregisterRank(w);
-            m.registrations.remove(w);
+            Registration gone = m.registrations.remove(w);
+            if (gone != null && gone.listener() != null) stopped.add(gone.listener());
             out.add(new Removed(m.key, w));
           }
           if (m.registrations.isEmpty()) {
             m.closed = true;
             indexes.remove(m.key);
+            // the replica's thread writes the index without this lock: stop it (and delete its
+            // consumer) before the index closes
+            if (m.nats != null) m.nats.close();
             metrics.retire(m);
             m.router.close();
           }
         } finally {
           m.lock.writeLock().unlock();
+        }
+        // outside the write lock: the listener's thread may be waiting for the read lock, and
+        // close() joins it; what it applies now is dropped (no longer the registration)
+        for (ZmqListener l : stopped) {
+          l.close();
+          metrics.retire(m.key, l);
         }
       }
       if (out.isEmpty()) {
@@ -161,11 +238,17 @@ final class Registry implements AutoCloseable {
     }
   }
 
-  /** Closes every index. */
+  /** Stops every ZMQ listener and NATS replica, then closes every index. */
   @Override
   public void close() {
     membership.lock();
     try {
+      for (ModelIndex m : indexes.values()) {
+        for (Registration r : m.registrations.values()) {
+          if (r.listener() != null) r.listener().close();
+        }
+        if (m.nats != null) m.nats.close();
+      }
       for (ModelIndex m : indexes.values()) {
         m.lock.writeLock().lock();
         try {

@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.kvrouter.index.IndexStats;
+import io.kvrouter.transport.nats.NatsReplicaStats;
 import io.prometheus.metrics.core.datapoints.CounterDataPoint;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import io.prometheus.metrics.core.metrics.Counter;
@@ -12,10 +13,13 @@ import io.prometheus.metrics.instrumentation.jvm.JvmMetrics;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.util.ArrayList;
 import java.util.Collection;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
+import java.util.function.ToLongFunction;
 
 /**
  * The service's Prometheus metrics ({@code kvrouter_*}, base units, counters ending in {@code
@@ -100,10 +104,111 @@ final class ServerMetrics {
   private final Map<String, DistributionDataPoint[]> httpTimes = new ConcurrentHashMap<>();
   private final Map<ModelKey, IndexStats> retired = new ConcurrentHashMap<>();
   private final CounterDataPoint httpEventsReceived;
+  private final CounterDataPoint zmqEventsReceived;
+
+  /** One exported counter of a ZMQ listener: its family, an extra label value or null, a reader. */
+  private record ZmqField(String family, String extra, ToLongFunction<ZmqListener> value) {}
+
+  private static final String[] ZMQ_LABELS = {
+    "model_name", "routing_group", "instance_id", "dp_rank"
+  };
+
+  private static final List<ZmqField> ZMQ_FIELDS =
+      List.of(
+          new ZmqField("kvrouter_zmq_messages_total", null, l -> l.stats().messages()),
+          new ZmqField("kvrouter_zmq_batches_total", null, l -> l.stats().batches()),
+          new ZmqField("kvrouter_zmq_decode_errors_total", null, l -> l.stats().decodeErrors()),
+          new ZmqField("kvrouter_zmq_bad_frames_total", null, l -> l.stats().badFrames()),
+          new ZmqField("kvrouter_zmq_duplicates_total", null, l -> l.stats().duplicates()),
+          new ZmqField("kvrouter_zmq_gaps_total", null, l -> l.stats().gaps()),
+          new ZmqField("kvrouter_zmq_lost_messages_total", null, l -> l.stats().lostMessages()),
+          new ZmqField("kvrouter_zmq_replays_total", null, l -> l.stats().replays()),
+          new ZmqField(
+              "kvrouter_zmq_replayed_messages_total", null, l -> l.stats().replayedMessages()),
+          new ZmqField("kvrouter_zmq_replay_failures_total", null, l -> l.stats().replayFailures()),
+          new ZmqField("kvrouter_zmq_restarts_total", null, l -> l.stats().restarts()),
+          new ZmqField(
+              "kvrouter_zmq_connection_events_total", "connected", l -> l.stats().connections()),
+          new ZmqField(
+              "kvrouter_zmq_connection_events_total", "reconnected", l -> l.stats().reconnects()),
+          new ZmqField(
+              "kvrouter_zmq_connection_events_total", "disconnected", l -> l.stats().disconnects()),
+          new ZmqField("kvrouter_zmq_events_applied_total", null, ZmqListener::applied),
+          new ZmqField(
+              "kvrouter_zmq_events_dropped_total", "foreign_rank", ZmqListener::droppedForeignRank),
+          new ZmqField(
+              "kvrouter_zmq_events_dropped_total",
+              "unregistered",
+              ZmqListener::droppedUnregistered),
+          new ZmqField(
+              "kvrouter_zmq_events_dropped_total", "refused", l -> l.stats().refusedEvents()),
+          new ZmqField(
+              "kvrouter_zmq_events_dropped_total", "skipped", l -> l.stats().skippedEvents()),
+          new ZmqField(
+              "kvrouter_zmq_events_dropped_total", "sink_error", l -> l.stats().sinkErrors()));
+
+  private static final Map<String, String[]> ZMQ_HELP =
+      Map.ofEntries(
+          Map.entry("kvrouter_zmq_messages_total", new String[] {"Live ZMQ messages received"}),
+          Map.entry(
+              "kvrouter_zmq_batches_total",
+              new String[] {"KV event batches decoded and applied (live and replayed)"}),
+          Map.entry(
+              "kvrouter_zmq_decode_errors_total",
+              new String[] {"Batches rejected whole as malformed msgpack"}),
+          Map.entry(
+              "kvrouter_zmq_bad_frames_total",
+              new String[] {"Live messages skipped for their frame shape or an unknown topic"}),
+          Map.entry(
+              "kvrouter_zmq_duplicates_total",
+              new String[] {"Messages skipped because their sequence number was already applied"}),
+          Map.entry(
+              "kvrouter_zmq_gaps_total", new String[] {"Sequence gaps seen on the live socket"}),
+          Map.entry(
+              "kvrouter_zmq_lost_messages_total",
+              new String[] {"Sequence numbers never applied (no replay, or not in the replay)"}),
+          Map.entry("kvrouter_zmq_replays_total", new String[] {"Replay requests sent"}),
+          Map.entry(
+              "kvrouter_zmq_replayed_messages_total",
+              new String[] {"Batches received through replay and applied"}),
+          Map.entry(
+              "kvrouter_zmq_replay_failures_total",
+              new String[] {"Replays abandoned (no answer in time, malformed answer)"}),
+          Map.entry(
+              "kvrouter_zmq_restarts_total",
+              new String[] {"Engine restarts detected (the rank's blocks were cleared)"}),
+          Map.entry(
+              "kvrouter_zmq_connection_events_total",
+              new String[] {
+                "Connections of the live socket: completed (connected), of those made again"
+                    + " after a loss (reconnected), and lost (disconnected)",
+                "event"
+              }),
+          Map.entry(
+              "kvrouter_zmq_events_applied_total",
+              new String[] {"Router events applied to the index"}),
+          Map.entry(
+              "kvrouter_zmq_events_dropped_total",
+              new String[] {
+                "Events not applied: another rank than the registered one (foreign_rank), rank"
+                    + " unregistered meanwhile, block size other than the registered one"
+                    + " (refused), unknown type or secondary KV cache group (skipped), sink"
+                    + " failure",
+                "reason"
+              }));
+
+  /** Counters of listeners that were stopped, by label values, in ZMQ_FIELDS order. */
+  private final Map<List<String>, long[]> retiredZmq = new ConcurrentHashMap<>();
+
+  private final Supplier<Collection<ModelIndex>> indexes;
 
   ServerMetrics(Supplier<Collection<ModelIndex>> indexes) {
+    this.indexes = indexes;
     httpEventsReceived = eventsReceived.labelValues("http");
+    zmqEventsReceived = eventsReceived.labelValues("zmq");
     decodeErrors.labelValues("http");
+    registerZmqFamilies();
+    registerNatsFamilies();
     CounterWithCallback.builder()
         .name("kvrouter_events_applied_total")
         .help(
@@ -177,6 +282,99 @@ final class ServerMetrics {
     JvmMetrics.builder().register(registry);
   }
 
+  private void registerZmqFamilies() {
+    Map<String, List<Integer>> byFamily = new java.util.LinkedHashMap<>();
+    for (int i = 0; i < ZMQ_FIELDS.size(); i++) {
+      byFamily.computeIfAbsent(ZMQ_FIELDS.get(i).family(), f -> new ArrayList<>()).add(i);
+    }
+    for (Map.Entry<String, List<Integer>> f : byFamily.entrySet()) {
+      String[] help = ZMQ_HELP.get(f.getKey());
+      String[] labels =
+          help.length == 1
+              ? ZMQ_LABELS
+              : java.util.Arrays.copyOf(ZMQ_LABELS, ZMQ_LABELS.length + 1);
+      if (help.length > 1) labels[ZMQ_LABELS.length] = help[1];
+      List<Integer> fields = f.getValue();
+      CounterWithCallback.builder()
+          .name(f.getKey())
+          .help(help[0] + ", per ZMQ listener (registered rank with an endpoint)")
+          .labelNames(labels)
+          .callback(
+              cb -> {
+                for (Map.Entry<List<String>, long[]> e : zmqValues().entrySet()) {
+                  List<String> l = e.getKey();
+                  for (int i : fields) {
+                    String extra = ZMQ_FIELDS.get(i).extra();
+                    if (extra == null) {
+                      cb.call(e.getValue()[i], l.get(0), l.get(1), l.get(2), l.get(3));
+                    } else {
+                      cb.call(e.getValue()[i], l.get(0), l.get(1), l.get(2), l.get(3), extra);
+                    }
+                  }
+                }
+              })
+          .register(registry);
+    }
+    GaugeWithCallback.builder()
+        .name("kvrouter_zmq_last_sequence")
+        .help("Sequence number of the last batch dealt with per ZMQ listener (-1: none yet)")
+        .labelNames(ZMQ_LABELS)
+        .callback(
+            cb -> {
+              for (ModelIndex m : indexes.get()) {
+                for (Registration r : m.registrations.values()) {
+                  if (r.listener() == null) continue;
+                  List<String> l = zmqLabels(m.key, r.listener());
+                  cb.call(r.listener().lastSequence(), l.get(0), l.get(1), l.get(2), l.get(3));
+                }
+              }
+            })
+        .register(registry);
+  }
+
+  private static List<String> zmqLabels(ModelKey key, ZmqListener l) {
+    return List.of(
+        key.modelName(),
+        key.routingGroup(),
+        Long.toUnsignedString(l.worker().workerId()),
+        Integer.toString(l.worker().dpRank()));
+  }
+
+  private static long[] read(ZmqListener l) {
+    long[] v = new long[ZMQ_FIELDS.size()];
+    for (int i = 0; i < v.length; i++) v[i] = ZMQ_FIELDS.get(i).value().applyAsLong(l);
+    return v;
+  }
+
+  private static long[] sum(long[] a, long[] b) {
+    long[] v = a.clone();
+    for (int i = 0; i < v.length; i++) v[i] += b[i];
+    return v;
+  }
+
+  /** Live listeners' counters plus the retired ones, by label values. */
+  private Map<List<String>, long[]> zmqValues() {
+    Map<List<String>, long[]> out = new java.util.HashMap<>(retiredZmq);
+    for (ModelIndex m : indexes.get()) {
+      for (Registration r : m.registrations.values()) {
+        if (r.listener() != null) {
+          out.merge(zmqLabels(m.key, r.listener()), read(r.listener()), ServerMetrics::sum);
+        }
+      }
+    }
+    return out;
+  }
+
+  /** Keeps the counters of a listener that was stopped, so the counters stay monotonic. */
+  void retire(ModelKey key, ZmqListener l) {
+    retiredZmq.merge(zmqLabels(key, l), read(l), ServerMetrics::sum);
+  }
+
+  /** {@code kvrouter_events_received_total{source="zmq"}}. */
+  CounterDataPoint zmqEventsReceived() {
+    return zmqEventsReceived;
+  }
+
   private Map<ModelKey, IndexStats> statsByKey(Collection<ModelIndex> live) {
     Map<ModelKey, IndexStats> out = new java.util.TreeMap<>(retired);
     for (ModelIndex m : live) out.merge(m.key, m.router.index().stats(), IndexStats::plus);
@@ -186,6 +384,89 @@ final class ServerMetrics {
   /** Remembers the counters of an index that is being dropped. */
   void retire(ModelIndex m) {
     retired.merge(m.key, m.router.index().stats(), IndexStats::plus);
+    if (m.nats != null) retiredNats.merge(m.key, readNats(m.nats), ServerMetrics::sum);
+  }
+
+  /** One exported counter of an index's NATS replica. */
+  private record NatsField(String family, String help, ToLongFunction<NatsReplicaStats> value) {}
+
+  private static final List<NatsField> NATS_FIELDS =
+      List.of(
+          new NatsField(
+              "kvrouter_nats_messages_total",
+              "Messages delivered by the index's NATS consumer",
+              NatsReplicaStats::messages),
+          new NatsField(
+              "kvrouter_nats_events_applied_total",
+              "Events from the NATS stream applied to the index",
+              NatsReplicaStats::applied),
+          new NatsField(
+              "kvrouter_nats_duplicates_total",
+              "Redeliveries skipped by stream sequence",
+              NatsReplicaStats::duplicates),
+          new NatsField(
+              "kvrouter_nats_decode_errors_total",
+              "Messages that are not one router event (terminated, skipped)",
+              NatsReplicaStats::malformed),
+          new NatsField(
+              "kvrouter_nats_gaps_total",
+              "Lost deliveries detected (the consumer was recreated at the last applied + 1)",
+              NatsReplicaStats::gaps),
+          new NatsField(
+              "kvrouter_nats_resyncs_total",
+              "Rebuilds of the index from the newest snapshot (the stream was purged past it)",
+              NatsReplicaStats::resyncs),
+          new NatsField(
+              "kvrouter_nats_consumer_errors_total",
+              "Failed consumer operations (retried with backoff)",
+              NatsReplicaStats::consumerErrors),
+          new NatsField(
+              "kvrouter_nats_snapshots_restored_total",
+              "Snapshots loaded (at start and in resyncs)",
+              NatsReplicaStats::snapshotsRestored),
+          new NatsField(
+              "kvrouter_nats_snapshots_written_total",
+              "Snapshots this server wrote",
+              NatsReplicaStats::snapshotsWritten),
+          new NatsField(
+              "kvrouter_nats_snapshot_failures_total",
+              "Snapshots that could not be written",
+              NatsReplicaStats::snapshotFailures),
+          new NatsField(
+              "kvrouter_nats_purged_messages_total",
+              "Stream messages purged after this server's snapshots",
+              NatsReplicaStats::purgedMessages));
+
+  /** Counters of NATS replicas of dropped indexes, in NATS_FIELDS order. */
+  private final Map<ModelKey, long[]> retiredNats = new ConcurrentHashMap<>();
+
+  private static long[] readNats(NatsEvents.Feed f) {
+    NatsReplicaStats st = f.replica().stats();
+    long[] v = new long[NATS_FIELDS.size()];
+    for (int i = 0; i < v.length; i++) v[i] = NATS_FIELDS.get(i).value().applyAsLong(st);
+    return v;
+  }
+
+  private void registerNatsFamilies() {
+    for (int i = 0; i < NATS_FIELDS.size(); i++) {
+      int field = i;
+      NatsField f = NATS_FIELDS.get(i);
+      CounterWithCallback.builder()
+          .name(f.family())
+          .help(f.help() + ", per index (serve --events nats://...)")
+          .labelNames("model_name", "routing_group")
+          .callback(
+              cb -> {
+                Map<ModelKey, long[]> all = new java.util.TreeMap<>(retiredNats);
+                for (ModelIndex m : indexes.get()) {
+                  if (m.nats != null) all.merge(m.key, readNats(m.nats), ServerMetrics::sum);
+                }
+                for (Map.Entry<ModelKey, long[]> e : all.entrySet()) {
+                  cb.call(e.getValue()[field], e.getKey().modelName(), e.getKey().routingGroup());
+                }
+              })
+          .register(registry);
+    }
   }
 
   /** The findMatches timer of one index. */

@@ -45,7 +45,9 @@ import java.util.function.Predicate;
  * an in-process subscriber of a real engine would; with a delay it is applied that much later
  * in simulated time (per-rank order is kept: equal delays, FIFO ties). With jsonEvents every
  * event is encoded to Dynamo's JSON wire form and decoded again before it is applied. The
- * eventFilter exists for tests that drop an event on purpose.
+ * eventFilter exists for tests that drop an event on purpose. With SimNats (simulate --events
+ * nats://...) the sink publishes to NATS and waits until the index, a replica of the run's
+ * subject, applied the event (SimNats); the results equal an in-process run's.
  *
  * Loads are sampled on a fixed simulated period that divides the arrival span into loadSamples
  * steps, for as long as requests are in flight.
@@ -62,6 +64,7 @@ final class FleetSimulation {
   private final KvIndex index;
   private final KvRouter router;
   private final Consumer<RouterEvent> sink;
+  private final SimNats.Feed feed;
   private final MockEngine[] engines;
   private final MockEngine.Rank[] ranks;
 
@@ -86,6 +89,20 @@ final class FleetSimulation {
       Policy policy,
       Runnable progress,
       Predicate<RouterEvent> eventFilter) {
+    this(trace, cfg, policy, progress, eventFilter, null);
+  }
+
+  /**
+   * With {@code nats}: the engines' events go through NATS JetStream (publish, then the index
+   * applies them as a replica of the run's subject) instead of in-process.
+   */
+  FleetSimulation(
+      List<TraceRequest> trace,
+      SimConfig cfg,
+      Policy policy,
+      Runnable progress,
+      Predicate<RouterEvent> eventFilter,
+      SimNats nats) {
     this.trace = trace;
     this.cfg = cfg;
     this.policy = policy;
@@ -101,7 +118,8 @@ final class FleetSimulation {
     if (policy == Policy.APPROX) {
       index = KvIndexes.concurrentRadixTree(); // shadow: verified, never routed from
       router = b.overlapWeight(cfg.overlapWeight()).approximate().build();
-      sink = index::apply;
+      feed = nats == null ? null : nats.attach(policy, index, fleet(cfg));
+      sink = feed != null ? feed : index::apply;
     } else {
       index = KvIndexes.concurrentRadixTree();
       b.index(index);
@@ -113,7 +131,8 @@ final class FleetSimulation {
         case APPROX -> {}
       }
       router = b.build();
-      sink = router::applyEvent;
+      feed = nats == null ? null : nats.attach(policy, index, fleet(cfg));
+      sink = feed != null ? feed : router::applyEvent;
     }
 
     MockEngine.Listener listener =
@@ -180,6 +199,7 @@ final class FleetSimulation {
     List<PrefixCache> caches = new ArrayList<>(ranks.length);
     for (MockEngine.Rank r : ranks) caches.add(r.cache);
     Verification v = IndexCheck.verify(index, caches, trace, cfg.verifyPrompts());
+    if (feed != null) feed.close(); // its thread writes the index
     router.close();
     index.close();
 
@@ -215,6 +235,15 @@ final class FleetSimulation {
         eventsApplied,
         v,
         System.nanoTime() - start);
+  }
+
+  /** Every rank of the fleet. */
+  private static List<Worker> fleet(SimConfig cfg) {
+    List<Worker> out = new ArrayList<>(cfg.ranks());
+    for (int w = 0; w < cfg.workers(); w++) {
+      for (int r = 0; r < cfg.dpSize(); r++) out.add(new Worker(w, r));
+    }
+    return out;
   }
 
   static String rankName(Worker w, int dpSize) {

@@ -139,6 +139,17 @@ public final class SimulateCommand implements Callable<Integer> {
   boolean eventsAsJson;
 
   @Option(
+      names = "--events",
+      paramLabel = "URL",
+      description =
+          "nats://host:port: the engines publish their KV events to NATS JetStream (subject"
+              + " kvrouter.events.simulate-<policy>.default of stream KVROUTER_EVENTS) and the"
+              + " router's index follows it, so kvrouter serve --events replicas can follow the"
+              + " simulated fleet (register model simulate-<policy>); a few hundred microseconds"
+              + " per event: use with --requests (default: in-process).")
+  String events;
+
+  @Option(
       names = "--overlap-weight",
       paramLabel = "W",
       defaultValue = "1",
@@ -219,9 +230,27 @@ public final class SimulateCommand implements Callable<Integer> {
       return 2;
     }
 
+    SimNats nats = null;
+    if (events != null) {
+      try {
+        nats = SimNats.connect(events);
+      } catch (IllegalArgumentException e) {
+        err.println("kvrouter simulate: " + e.getMessage());
+        return 2;
+      } catch (IllegalStateException e) {
+        err.println("kvrouter simulate: " + e.getMessage());
+        return 1;
+      }
+    }
     SimulationResult result;
     try (Progress progress = Progress.onStderr(System.err, quiet)) {
-      result = SimulationResult.run(loaded.name(), loaded.requests(), cfg, chosen, progress);
+      result = SimulationResult.run(loaded.name(), loaded.requests(), cfg, chosen, progress, nats);
+    } catch (RuntimeException e) {
+      if (nats == null) throw e;
+      err.println("kvrouter simulate: NATS (" + events + "): " + e.getMessage());
+      return 1;
+    } finally {
+      if (nats != null) nats.close();
     }
 
     if (json) {

@@ -42,6 +42,17 @@ record SimulationResult(
       SimConfig cfg,
       List<Policy> policies,
       Progress progress) {
+    return run(traceName, trace, cfg, policies, progress, null);
+  }
+
+  /** As above; with {@code nats}, every run's events go through NATS JetStream. */
+  static SimulationResult run(
+      String traceName,
+      List<TraceRequest> trace,
+      SimConfig cfg,
+      List<Policy> policies,
+      Progress progress,
+      SimNats nats) {
     long start = System.nanoTime();
     progress.total((long) trace.size() * (policies.size() + 1));
     progress.phase("pooled ceiling");
@@ -50,7 +61,7 @@ record SimulationResult(
     List<PolicyResult> results = new java.util.ArrayList<>();
     for (Policy p : policies) {
       progress.phase(p.cliName());
-      results.add(new FleetSimulation(trace, cfg, p, progress::advance, e -> true).run());
+      results.add(new FleetSimulation(trace, cfg, p, progress::advance, e -> true, nats).run());
     }
     double span =
         (trace.get(trace.size() - 1).timestampMs() - trace.get(0).timestampMs())

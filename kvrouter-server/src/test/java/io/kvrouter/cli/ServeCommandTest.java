@@ -119,6 +119,30 @@ class ServeCommandTest {
   }
 
   @Test
+  void anUnreachablePeerExitsWithOneAndSaysWhy() throws IOException {
+    int nobody;
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      nobody = s.getLocalPort();
+    }
+    PrintStream oldErr = System.err;
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+    try {
+      assertThat(Main.run("serve", "--port", "0", "--peer", "http://127.0.0.1:" + nobody))
+          .isEqualTo(1);
+      assertThat(Main.run("serve", "--port", "0", "--peer", "127.0.0.1:" + nobody)).isEqualTo(2);
+    } finally {
+      System.setErr(oldErr);
+    }
+    assertThat(err.toString(StandardCharsets.UTF_8))
+        .contains(
+            "kvrouter serve: warm start: cannot reach the peer http://127.0.0.1:"
+                + nobody
+                + " (GET /dump): ConnectException; is a kvrouter serve listening there?")
+        .contains("is not an http://host:port URL of a running kvrouter serve");
+  }
+
+  @Test
   void sizesTakeBinaryUnits() {
     ServeCommand.SizeConverter c = new ServeCommand.SizeConverter();
     assertThat(c.convert("8MiB")).isEqualTo(8L << 20);

@@ -17,7 +17,9 @@ import org.junit.jupiter.api.Test;
 /** Every endpoint's success path against a real server on a random port. */
 class ServiceEndpointsTest {
   private static final int BS = 4;
-  private final HttpFixture http = new HttpFixture();
+  // registrations with an endpoint that no engine serves are made without waiting for it
+  private final HttpFixture http =
+      new HttpFixture(KvRouterServer.Config.builder().zmqConnectTimeout(java.time.Duration.ZERO));
 
   @AfterEach
   void stop() {
@@ -37,7 +39,7 @@ class ServiceEndpointsTest {
             "{\"instance_id\":18446744073709551615,\"dp_rank\":1,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"kv_blocks\":0,\"ingestion\":\"not_connected\"}");
+                + "\"topic\":\"\",\"engine_block_size\":4,\"kv_blocks\":0,\"ingestion\":\"connecting\"}");
     assertThat(http.register(7, 0, "m", BS).status()).isEqualTo(201);
     assertThat(http.register(7, 2, "m", BS).status()).isEqualTo(201);
     assertThat(
@@ -64,7 +66,13 @@ class ServiceEndpointsTest {
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoints\":{\"1\":\"tcp://127.0.0.1:5557\"},\"ranks\":["
                 + "{\"dp_rank\":1,\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"kv_blocks\":0,\"ingestion\":\"not_connected\"}]},"
+                + "\"topic\":\"\",\"engine_block_size\":4,\"kv_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
+                + "{\"state\":\"connecting\",\"connected_once\":false,\"last_sequence\":-1,"
+                + "\"messages\":0,\"batches\":0,\"events_applied\":0,\"decode_errors\":0,"
+                + "\"bad_frames\":0,\"duplicates\":0,\"gaps\":0,\"lost_messages\":0,"
+                + "\"replays\":0,\"replay_failures\":0,\"restarts\":0,\"connections\":0,"
+                + "\"reconnects\":0,\"disconnects\":0,\"dropped_foreign_rank\":0,"
+                + "\"dropped_unregistered\":0}}]},"
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\","
                 + "\"block_size\":8,\"endpoints\":{},\"ranks\":["
                 + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"kv_blocks\":0,"
@@ -293,7 +301,9 @@ class ServiceEndpointsTest {
   void healthReadyAndMetricsAnswer() {
     assertThat(http.get("/health").body()).isEqualTo("{\"status\":\"ok\"}");
     assertThat(http.get("/ready").body())
-        .isEqualTo("{\"ready\":true,\"indexes\":0,\"listeners\":0}");
+        .isEqualTo(
+            "{\"ready\":true,\"indexes\":0,\"listeners\":0,\"listeners_connecting\":0,"
+                + "\"listeners_given_up\":0}");
     http.register(1, 0, "m", BS);
     http.register(2, 0, "m", BS);
     http.events("m", list(stored(new Worker(1, 0), 0, range(0, 8), BS)));

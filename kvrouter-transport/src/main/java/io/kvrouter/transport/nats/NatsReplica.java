@@ -2,6 +2,7 @@ package io.kvrouter.transport.nats;
 
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
+import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.nats.ReplicaCounters.C;
 import io.nats.client.Connection;
@@ -293,7 +294,7 @@ public final class NatsReplica implements AutoCloseable {
   private final long snapshotIntervalNanos;
   private final long snapshotThreshold;
   private final int restoreAttempts;
-  private final ReplicaCounters counters = new ReplicaCounters();
+  private final SingleWriterCounters<C> counters = ReplicaCounters.create();
   private final Queue<CompletableFuture<SnapshotInfo>> snapshotRequests =
       new ConcurrentLinkedQueue<>();
   private final AtomicBoolean snapshotInFlight = new AtomicBoolean();
@@ -449,7 +450,7 @@ public final class NatsReplica implements AutoCloseable {
 
   /** Counters since start. */
   public NatsReplicaStats stats() {
-    return counters.snapshot();
+    return ReplicaCounters.snapshot(counters);
   }
 
   /**
@@ -701,7 +702,7 @@ public final class NatsReplica implements AutoCloseable {
       return true;
     } catch (IOException | JetStreamApiException | RuntimeException e) {
       long n = counters.inc(C.CONSUMER_ERRORS);
-      if (ReplicaCounters.shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.warning(
             "NATS replica "
                 + replicaId
@@ -773,7 +774,7 @@ public final class NatsReplica implements AutoCloseable {
 
   private void trouble(String what, Exception e) {
     long n = counters.inc(C.CONSUMER_ERRORS);
-    if (ReplicaCounters.shouldLog(n)) {
+    if (SingleWriterCounters.shouldLog(n)) {
       LOG.warning("NATS replica " + replicaId + ": " + what + " on " + consumerName + ": " + e);
     }
     closeIterator();
@@ -810,7 +811,7 @@ public final class NatsReplica implements AutoCloseable {
     switch (classify(expectedConsumerSeq, lastApplied, cseq, sseq)) {
       case GAP -> {
         long n = counters.inc(C.GAPS);
-        if (ReplicaCounters.shouldLog(n)) {
+        if (SingleWriterCounters.shouldLog(n)) {
           LOG.warning(
               "NATS replica "
                   + replicaId
@@ -841,7 +842,7 @@ public final class NatsReplica implements AutoCloseable {
       event = RouterEventJson.readEvent(data == null ? new byte[0] : data);
     } catch (RuntimeException e) {
       long n = counters.inc(C.MALFORMED);
-      if (ReplicaCounters.shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.warning(
             "NATS replica "
                 + replicaId
@@ -866,7 +867,7 @@ public final class NatsReplica implements AutoCloseable {
       counters.inc(C.APPLIED);
     } catch (RuntimeException e) {
       long n = counters.inc(C.APPLY_ERRORS);
-      if (ReplicaCounters.shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.log(Level.WARNING, "NATS replica " + replicaId + ": the index refused " + event, e);
       }
     }
@@ -969,7 +970,7 @@ public final class NatsReplica implements AutoCloseable {
       for (CompletableFuture<SnapshotInfo> f : waiting) f.complete(info);
     } catch (IOException | JetStreamApiException | NoSuchAlgorithmException | RuntimeException e) {
       long n = counters.inc(C.SNAPSHOT_FAILURES);
-      if (ReplicaCounters.shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.warning("NATS replica " + replicaId + ": snapshot through " + seq + " failed: " + e);
       }
       for (CompletableFuture<SnapshotInfo> f : waiting) f.completeExceptionally(e);

@@ -1,6 +1,7 @@
 package io.kvrouter.transport.zmq;
 
 import io.kvrouter.event.CacheEvent;
+import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.kvevents.ConvertedBatch;
 import io.kvrouter.transport.kvevents.EngineEventConverter;
 import io.kvrouter.transport.kvevents.KvEventBatch;
@@ -54,7 +55,7 @@ final class Source {
   private final String name;
   private final EngineEventConverter converter;
   private final Replay replay;
-  private final Counters counters;
+  private final SingleWriterCounters<Counters.C> counters;
   private final IngestSink sink;
   private final long replayTimeoutMs;
   private final BooleanSupplier running;
@@ -73,7 +74,7 @@ final class Source {
       EngineSpec spec,
       EngineEventConverter converter,
       Replay replay,
-      Counters counters,
+      SingleWriterCounters<Counters.C> counters,
       IngestSink sink,
       long replayTimeoutMs,
       BooleanSupplier running) {
@@ -141,7 +142,7 @@ final class Source {
     } catch (RuntimeException e) {
       long n = counters.inc(Counters.C.REPLAY_FAILURES);
       replay.reset();
-      if (shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.log(Level.WARNING, name + ": replay from " + replay.endpoint() + " failed", e);
       }
     }
@@ -211,7 +212,7 @@ final class Source {
   private void fail(String why) {
     long n = counters.inc(Counters.C.REPLAY_FAILURES);
     replay.reset();
-    if (shouldLog(n)) {
+    if (SingleWriterCounters.shouldLog(n)) {
       LOG.warning(name + ": replay from " + replay.endpoint() + " abandoned: " + why);
     }
   }
@@ -220,7 +221,8 @@ final class Source {
     long n = counters.add(Counters.C.LOST, to - from + 1);
     lastApplied = to;
     lastPayload = null;
-    if (shouldLog(counters.get(Counters.C.GAPS)) || shouldLog(n)) {
+    if (SingleWriterCounters.shouldLog(counters.get(Counters.C.GAPS))
+        || SingleWriterCounters.shouldLog(n)) {
       LOG.warning(
           name
               + ": lost "
@@ -234,7 +236,7 @@ final class Source {
   /** The engine restarted: clear what it published and start over at sequence 0. */
   void restart(String why) {
     long n = counters.inc(Counters.C.RESTARTS);
-    if (shouldLog(n)) {
+    if (SingleWriterCounters.shouldLog(n)) {
       LOG.warning(name + " restarted: " + why + "; clearing its blocks and starting over");
     }
     for (TieredEvent e : converter.reset()) {
@@ -253,7 +255,7 @@ final class Source {
       batch = KvEventDecoder.decode(payload);
     } catch (KvEventDecodeException e) {
       long n = counters.inc(Counters.C.DECODE_ERRORS);
-      if (shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.warning(name + ": batch " + s + " rejected: " + e.getMessage());
       }
       return;
@@ -264,7 +266,7 @@ final class Source {
     counters.add(Counters.C.PARTIAL_BLOCKS, c.droppedBlocks());
     if (c.refusedEvents() > 0) {
       long n = counters.add(Counters.C.REFUSED, c.refusedEvents());
-      if (shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.warning(
             name
                 + ": batch "
@@ -276,7 +278,7 @@ final class Source {
     }
     if (c.dropped()) {
       long n = counters.inc(Counters.C.SELF_REFERENCING);
-      if (shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.warning(name + ": batch " + s + " dropped: " + c.dropReason());
       }
       return;
@@ -299,7 +301,7 @@ final class Source {
       sink.accept(e.tier(), e.event());
     } catch (RuntimeException ex) {
       long n = counters.inc(Counters.C.SINK_ERRORS);
-      if (shouldLog(n)) {
+      if (SingleWriterCounters.shouldLog(n)) {
         LOG.log(Level.WARNING, name + ": the sink failed on " + e.event(), ex);
       }
     }
@@ -309,10 +311,5 @@ final class Source {
     if (replay != null) {
       replay.reset();
     }
-  }
-
-  /** Log the first ten of a kind, then every thousandth. */
-  static boolean shouldLog(long count) {
-    return count <= 10 || count % 1000 == 0;
   }
 }

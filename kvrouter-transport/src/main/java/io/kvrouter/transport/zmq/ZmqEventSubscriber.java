@@ -1,6 +1,7 @@
 package io.kvrouter.transport.zmq;
 
 import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.kvevents.EngineEventConverter;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -199,7 +200,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
     return new Builder(Mode.BIND, endpoint, engines);
   }
 
-  private final Counters counters = new Counters();
+  private final SingleWriterCounters<Counters.C> counters = Counters.create();
   private final Map<String, Source> sources;
 
   /** In connect mode, the engine registered without a topic takes every topic; else null. */
@@ -283,7 +284,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
 
   /** Counters since start, summed over the engines. */
   public IngestStats stats() {
-    return counters.snapshot();
+    return Counters.snapshot(counters);
   }
 
   /**
@@ -439,7 +440,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
 
   private void bad(String why) {
     long n = counters.inc(Counters.C.BAD_FRAMES);
-    if (Source.shouldLog(n)) {
+    if (SingleWriterCounters.shouldLog(n)) {
       LOG.warning("ZMQ subscriber " + boundEndpoint + ": message skipped: " + why);
     }
   }

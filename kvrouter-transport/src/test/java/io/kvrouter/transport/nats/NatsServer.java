@@ -26,8 +26,10 @@ import java.util.stream.Stream;
  * <p>The binary is looked up on {@code PATH}, then in {@code /usr/sbin}, {@code /usr/bin} and
  * {@code /usr/local/bin}. Without it the test fails (it does not skip): CI installs it ({@code
  * .ci/run}), locally run {@code apt-get install -y nats-server}.
+ *
+ * <p>Public for kvrouter-server's tests (through this module's test jar).
  */
-final class NatsServer implements AutoCloseable {
+public final class NatsServer implements AutoCloseable {
   private static final Duration START_TIMEOUT = Duration.ofSeconds(10);
 
   private final String binary;
@@ -46,7 +48,7 @@ final class NatsServer implements AutoCloseable {
   }
 
   /** Starts a server and waits (up to 10 s) until it accepts connections. */
-  static NatsServer start() {
+  public static NatsServer start() {
     String binary = binary();
     try {
       Path dir = Files.createTempDirectory("kvrouter-nats-");
@@ -64,7 +66,7 @@ final class NatsServer implements AutoCloseable {
    * Stops the server and starts it again on the same port with the same store (JetStream state
    * survives), waiting until it accepts connections; clients reconnect by themselves.
    */
-  void restart() {
+  public void restart() {
     stop();
     try {
       launch();
@@ -91,12 +93,12 @@ final class NatsServer implements AutoCloseable {
   }
 
   /** The client URL. */
-  String url() {
+  public String url() {
     return "nats://127.0.0.1:" + port;
   }
 
   /** A new connection (the caller closes it). */
-  Connection connect() {
+  public Connection connect() {
     try {
       return Nats.connect(
           new Options.Builder()

@@ -26,10 +26,12 @@ import org.zeromq.ZMQ;
  * send raw frames, restart (new sockets on the same ports, sequence from 0, empty buffer), answer
  * replays with a topic frame, or not at all.
  *
+ * <p>Public for kvrouter-server's tests (through this module's test jar).
+ *
  * <p>The PUB is an XPUB so the test can wait until a subscriber's subscription has arrived; on the
  * wire it is a PUB. One thread owns the sockets; test threads queue commands.
  */
-final class FakeVllmPublisher implements AutoCloseable {
+public final class FakeVllmPublisher implements AutoCloseable {
   private static final byte[] EMPTY = new byte[0];
   private static final byte[] END = ByteBuffer.allocate(8).putLong(-1).array();
 
@@ -58,7 +60,7 @@ final class FakeVllmPublisher implements AutoCloseable {
   private volatile int replayPort;
 
   /** A publisher whose PUB and ROUTER bind free loopback ports. */
-  static FakeVllmPublisher bound(String topic) {
+  public static FakeVllmPublisher bound(String topic) {
     return new FakeVllmPublisher(topic, 10_000, null);
   }
 
@@ -66,12 +68,12 @@ final class FakeVllmPublisher implements AutoCloseable {
    * A publisher whose PUB will connect to a router in bind mode ({@link #connectPub}); its ROUTER
    * binds a free loopback port.
    */
-  static FakeVllmPublisher connecting(String topic) {
+  public static FakeVllmPublisher connecting(String topic) {
     return new FakeVllmPublisher(topic, 10_000, "");
   }
 
   /** Connects the PUB socket of a {@link #connecting} publisher. */
-  void connectPub(String endpoint) {
+  public void connectPub(String endpoint) {
     run(() -> pub.connect(endpoint));
   }
 
@@ -192,7 +194,7 @@ final class FakeVllmPublisher implements AutoCloseable {
   }
 
   /** Publishes one batch payload; returns its sequence number. */
-  long publish(byte[] payload) {
+  public long publish(byte[] payload) {
     long seq = nextSeq.getAndIncrement();
     run(
         () -> {
@@ -210,12 +212,12 @@ final class FakeVllmPublisher implements AutoCloseable {
   }
 
   /** The next {@code n} batches are buffered for replay but never reach the live socket. */
-  void dropNext(int n) {
+  public void dropNext(int n) {
     run(() -> dropNext += n);
   }
 
   /** Sends raw frames on the live socket (no sequence number is used up). */
-  void sendRaw(byte[]... frames) {
+  public void sendRaw(byte[]... frames) {
     run(
         () -> {
           for (int i = 0; i < frames.length - 1; i++) pub.sendMore(frames[i]);
@@ -224,7 +226,7 @@ final class FakeVllmPublisher implements AutoCloseable {
   }
 
   /** The engine process restarts: new sockets on the same ports, sequence from 0, empty buffer. */
-  void restart() {
+  public void restart() {
     run(
         () -> {
           closeSockets();
@@ -235,37 +237,37 @@ final class FakeVllmPublisher implements AutoCloseable {
         });
   }
 
-  void replyWithTopic(boolean on) {
+  public void replyWithTopic(boolean on) {
     replyWithTopic = on;
   }
 
-  void answerReplays(boolean on) {
+  public void answerReplays(boolean on) {
     answerReplays = on;
   }
 
-  String topic() {
+  public String topic() {
     return topic;
   }
 
   /** The sequence number of the last batch published, -1 before the first. */
-  long lastSeq() {
+  public long lastSeq() {
     return nextSeq.get() - 1;
   }
 
-  String pubEndpoint() {
+  public String pubEndpoint() {
     return "tcp://127.0.0.1:" + pubPort;
   }
 
-  String replayEndpoint() {
+  public String replayEndpoint() {
     return "tcp://127.0.0.1:" + replayPort;
   }
 
-  int replayRequests() {
+  public int replayRequests() {
     return replayRequests.get();
   }
 
   /** Waits until {@code n} subscriptions in all have reached the PUB socket. */
-  void awaitSubscriptions(int n, Duration timeout) {
+  public void awaitSubscriptions(int n, Duration timeout) {
     long deadline = System.nanoTime() + timeout.toNanos();
     while (subscriptions.get() < n) {
       if (System.nanoTime() > deadline) {
@@ -276,11 +278,11 @@ final class FakeVllmPublisher implements AutoCloseable {
     }
   }
 
-  int subscriptions() {
+  public int subscriptions() {
     return subscriptions.get();
   }
 
-  static void sleep(long ms) {
+  public static void sleep(long ms) {
     try {
       Thread.sleep(ms);
     } catch (InterruptedException e) {

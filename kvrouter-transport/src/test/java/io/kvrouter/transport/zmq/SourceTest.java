@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.kvevents.EngineEvent;
 import io.kvrouter.transport.kvevents.EngineEventConverter;
 import io.kvrouter.transport.kvevents.KvEventBatch;
@@ -22,7 +23,7 @@ import org.junit.jupiter.api.Test;
  * changed, anchor gone, anchor evicted, no answer, a malformed answer).
  */
 class SourceTest {
-  private final Counters counters = new Counters();
+  private final SingleWriterCounters<Counters.C> counters = Counters.create();
   private final List<RouterEvent> sunk = new ArrayList<>();
   private final ScriptedReplay replay = new ScriptedReplay();
 
@@ -62,7 +63,7 @@ class SourceTest {
     for (long i = 0; i < 3; i++) s.onLive(i, batch(0, i));
     assertThat(applied()).containsExactly(0L, 1L, 2L);
     assertThat(s.lastApplied()).isEqualTo(2);
-    assertThat(counters.snapshot().batches()).isEqualTo(3);
+    assertThat(Counters.snapshot(counters).batches()).isEqualTo(3);
   }
 
   @Test
@@ -71,7 +72,7 @@ class SourceTest {
     s.onLive(0, batch(0, 0));
     s.onLive(3, batch(0, 3));
     assertThat(applied()).containsExactly(0L, 3L);
-    IngestStats st = counters.snapshot();
+    IngestStats st = Counters.snapshot(counters);
     assertThat(st.gaps()).isEqualTo(1);
     assertThat(st.lostMessages()).isEqualTo(2);
     assertThat(st.replays()).isZero();
@@ -84,8 +85,8 @@ class SourceTest {
     s.onLive(1, new byte[] {(byte) 0xc1});
     s.onLive(2, batch(0, 2));
     assertThat(applied()).containsExactly(0L, 2L);
-    assertThat(counters.snapshot().decodeErrors()).isEqualTo(1);
-    assertThat(counters.snapshot().gaps()).isZero();
+    assertThat(Counters.snapshot(counters).decodeErrors()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).gaps()).isZero();
   }
 
   @Test
@@ -95,8 +96,8 @@ class SourceTest {
     s.onLive(0, batch(1, 0));
     s.onLive(1, batch(1, 1));
     assertThat(applied()).containsExactly(0L, 1L, 2L, 3L, -1L, 1000L, 1001L);
-    assertThat(counters.snapshot().restarts()).isEqualTo(1);
-    assertThat(counters.snapshot().clearedEvents()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).restarts()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).clearedEvents()).isEqualTo(1);
   }
 
   @Test
@@ -107,7 +108,7 @@ class SourceTest {
     s.onLive(3, batch(0, 3));
     assertThat(replay.requests).containsExactly(0L);
     assertThat(applied()).containsExactly(0L, 1L, 2L, 3L);
-    IngestStats st = counters.snapshot();
+    IngestStats st = Counters.snapshot(counters);
     assertThat(st.replayedMessages()).isEqualTo(2);
     assertThat(st.lostMessages()).isZero();
     assertThat(st.restarts()).isZero();
@@ -121,7 +122,7 @@ class SourceTest {
     s.onLive(2, batch(0, 2));
     s.onLive(3, batch(0, 3));
     assertThat(applied()).containsExactly(0L, 1L, 2L, 3L);
-    assertThat(counters.snapshot().duplicates()).isEqualTo(2);
+    assertThat(Counters.snapshot(counters).duplicates()).isEqualTo(2);
   }
 
   @Test
@@ -131,7 +132,7 @@ class SourceTest {
     s.onLive(2, batch(0, 2));
     assertThat(replay.requests).containsExactly(0L);
     assertThat(applied()).containsExactly(0L, 1L, 2L);
-    assertThat(counters.snapshot().duplicates()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).duplicates()).isEqualTo(1);
   }
 
   @Test
@@ -147,7 +148,7 @@ class SourceTest {
         .as("the rest of the first answer is dropped")
         .isGreaterThanOrEqualTo(1);
     assertThat(applied()).containsExactly(0L, 1L, 2L, -1L, 1000L, 1001L, 1002L, 1003L, 1004L);
-    assertThat(counters.snapshot().restarts()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).restarts()).isEqualTo(1);
   }
 
   @Test
@@ -160,7 +161,7 @@ class SourceTest {
     assertThat(replay.requests).containsExactly(2L, 0L);
     assertThat(applied()).containsExactly(0L, 1L, 2L, -1L);
     assertThat(s.lastApplied()).isEqualTo(-1);
-    assertThat(counters.snapshot().restarts()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).restarts()).isEqualTo(1);
   }
 
   @Test
@@ -170,8 +171,8 @@ class SourceTest {
     replay.script(2, batch(0, 2));
     s.catchUp();
     assertThat(applied()).containsExactly(0L, 1L, 2L);
-    assertThat(counters.snapshot().restarts()).isZero();
-    assertThat(counters.snapshot().replayedMessages()).isZero();
+    assertThat(Counters.snapshot(counters).restarts()).isZero();
+    assertThat(Counters.snapshot(counters).replayedMessages()).isZero();
   }
 
   @Test
@@ -181,8 +182,8 @@ class SourceTest {
     replay.script(3, batch(0, 3), 4, batch(0, 4));
     s.onLive(4, batch(0, 4));
     assertThat(applied()).containsExactly(0L, 3L, 4L);
-    assertThat(counters.snapshot().lostMessages()).isEqualTo(2);
-    assertThat(counters.snapshot().restarts()).isZero();
+    assertThat(Counters.snapshot(counters).lostMessages()).isEqualTo(2);
+    assertThat(Counters.snapshot(counters).restarts()).isZero();
   }
 
   @Test
@@ -192,7 +193,7 @@ class SourceTest {
     replay.silent = true;
     s.onLive(3, batch(0, 3));
     assertThat(applied()).containsExactly(0L, 3L);
-    IngestStats st = counters.snapshot();
+    IngestStats st = Counters.snapshot(counters);
     assertThat(st.replayFailures()).isEqualTo(1);
     assertThat(st.lostMessages()).isEqualTo(2);
     assertThat(replay.resets).isEqualTo(1);
@@ -204,8 +205,8 @@ class SourceTest {
     s.onLive(0, batch(0, 0));
     replay.answers.add(new Replay.Reply(0, null, "the sequence frame has 3 bytes, expected 8"));
     s.onLive(2, batch(0, 2));
-    assertThat(counters.snapshot().replayFailures()).isEqualTo(1);
-    assertThat(counters.snapshot().lostMessages()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).replayFailures()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).lostMessages()).isEqualTo(1);
   }
 
   @Test
@@ -216,8 +217,8 @@ class SourceTest {
     s.onLive(2, batch(0, 2));
     s.onLive(3, batch(0, 3));
     assertThat(applied()).containsExactly(0L, 2L, 3L);
-    assertThat(counters.snapshot().replayFailures()).isEqualTo(1);
-    assertThat(counters.snapshot().lostMessages()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).replayFailures()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).lostMessages()).isEqualTo(1);
     assertThat(replay.resets).isEqualTo(1);
   }
 

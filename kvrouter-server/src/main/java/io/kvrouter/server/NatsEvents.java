@@ -1,0 +1,220 @@
+package io.kvrouter.server;
+
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.index.KvIndex;
+import io.kvrouter.transport.nats.NatsEventPublisher;
+import io.kvrouter.transport.nats.NatsEventStream;
+import io.kvrouter.transport.nats.NatsReplica;
+import io.nats.client.Connection;
+import io.nats.client.JetStreamApiException;
+import io.nats.client.Nats;
+import io.nats.client.Options;
+import java.io.IOException;
+import java.net.URI;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+import java.util.regex.Pattern;
+
+/**
+ * {@code serve --events nats://host:port}: every index is a replica of a NATS JetStream subject,
+ * and {@code POST /events} publishes to that subject instead of applying in-process, so several
+ * servers on one stream hold the same indexes (docs/ingestion.md §9-§14 for the replica itself).
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * One jnats connection per server (made in connect(), before the server serves; it reconnects
+ * by itself, forever). Registry.register() calls follow() under its membership lock when it
+ * creates an index: that starts a NatsReplica (snapshot restore, durable consumer, the replica's
+ * own thread, which from then on is a writer of the index next to nothing else: /events does
+ * not apply locally in this mode and ZMQ endpoints are refused at registration) and a publisher
+ * for the index's subject. The Feed is stored in ModelIndex.nats before the index is visible.
+ * When the index is dropped (last rank unregistered) or the server stops, Registry closes the
+ * feed outside the index's write lock (close() joins the replica's thread, which may be applying).
+ *
+ * Subjects: kvrouter.events.<model>.<routing group>, each part with the characters a subject
+ * token cannot hold ('.', '*', '>', whitespace) replaced by '_'. The replica id (snapshot object
+ * and consumer names) is the server's --replica-id.
+ * </pre>
+ */
+final class NatsEvents implements AutoCloseable {
+  private static final Pattern NOT_IN_TOKEN = Pattern.compile("[.*>\\s]");
+  private static final Pattern REPLICA_ID = Pattern.compile("[A-Za-z0-9_-]+");
+  private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(5);
+
+  /** The replica and publisher of one index. */
+  record Feed(NatsEventStream stream, NatsReplica replica, NatsEventPublisher publisher)
+      implements AutoCloseable {
+    @Override
+    public void close() {
+      replica.close();
+    }
+  }
+
+  private final String url;
+  private final String replicaId;
+  private final Connection nc;
+
+  private NatsEvents(String url, String replicaId, Connection nc) {
+    this.url = url;
+    this.replicaId = replicaId;
+    this.nc = nc;
+  }
+
+  /** Checks {@code --events}: {@code nats://host:port} (or several, comma-separated). */
+  static String checkUrl(String events) {
+    String v = events.trim();
+    for (String u : v.split(",")) {
+      URI uri;
+      try {
+        uri = URI.create(u.trim());
+      } catch (IllegalArgumentException e) {
+        uri = null;
+      }
+      if (uri == null
+          || !List.of("nats", "tls").contains(uri.getScheme())
+          || uri.getHost() == null) {
+        throw new IllegalArgumentException(
+            "events: '"
+                + events
+                + "' is not a NATS server URL; expected nats://host:port (e.g."
+                + " nats://127.0.0.1:4222)");
+      }
+    }
+    return v;
+  }
+
+  /** Checks {@code --replica-id}: letters, digits, '-' and '_' (it names NATS objects). */
+  static String checkReplicaId(String id) {
+    if (!REPLICA_ID.matcher(id).matches()) {
+      throw new IllegalArgumentException(
+          "replica-id: '" + id + "' may hold only letters, digits, '-' and '_'");
+    }
+    return id;
+  }
+
+  /**
+   * Connects to the NATS server(s) at {@code url}.
+   *
+   * @throws IllegalStateException naming the URL when no server answers within 5 s
+   */
+  static NatsEvents connect(String url, String replicaId) {
+    Options.Builder o =
+        new Options.Builder()
+            .connectionTimeout(CONNECT_TIMEOUT)
+            .maxReconnects(-1)
+            .reconnectWait(Duration.ofMillis(250))
+            .connectionName("kvrouter-" + replicaId);
+    for (String u : url.split(",")) o.server(u.trim());
+    try {
+      return new NatsEvents(url, replicaId, Nats.connect(o.build()));
+    } catch (IOException e) {
+      throw new IllegalStateException(
+          "events: cannot connect to NATS at "
+              + url
+              + ": "
+              + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage())
+              + " (is nats-server running there with JetStream, -js?)",
+          e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("events: interrupted while connecting to " + url, e);
+    }
+  }
+
+  /** The subject of an index's events. */
+  static NatsEventStream streamOf(ModelKey key) {
+    return NatsEventStream.forModel(token(key.modelName()) + "." + token(key.routingGroup()));
+  }
+
+  private static String token(String s) {
+    return NOT_IN_TOKEN.matcher(s).replaceAll("_");
+  }
+
+  /**
+   * Starts following {@code key}'s subject into {@code index}: restores the newest snapshot,
+   * creates the durable consumer, starts the replica's thread (which reports ready once the backlog
+   * is applied).
+   *
+   * @throws ApiException 503 when NATS refuses or cannot be reached
+   */
+  Feed follow(ModelKey key, KvIndex index) {
+    NatsEventStream stream = streamOf(key);
+    try {
+      NatsReplica replica = NatsReplica.builder(nc, stream, index).replicaId(replicaId).start();
+      return new Feed(stream, replica, NatsEventPublisher.existing(nc, stream));
+    } catch (RuntimeException e) {
+      throw new ApiException(
+          503,
+          "cannot follow "
+              + key.describe()
+              + " on NATS ("
+              + url
+              + ", stream "
+              + stream.stream()
+              + ", subject "
+              + stream.subject()
+              + "): "
+              + e.getMessage()
+              + "; nothing was registered");
+    }
+  }
+
+  /**
+   * Publishes {@code events} in order to the feed's subject and waits (up to {@code wait}) until
+   * this server's replica applied them, so that a /query sent after the answer sees them.
+   *
+   * @return the stream sequence of the last event
+   * @throws ApiException 503 when an event was not stored (the ones before it were) or not applied
+   *     in time
+   */
+  static long publish(Feed feed, List<RouterEvent> events, Duration wait) {
+    long last = 0;
+    for (int i = 0; i < events.size(); i++) {
+      try {
+        last = feed.publisher().publish(events.get(i)).getSeqno();
+      } catch (IOException | JetStreamApiException | RuntimeException e) {
+        throw new ApiException(
+            503,
+            "NATS did not store event ["
+                + i
+                + "] on subject "
+                + feed.stream().subject()
+                + ": "
+                + e.getMessage()
+                + (i == 0 ? "; nothing was published" : "; events [0, " + i + ") were published"));
+      }
+    }
+    if (last > 0 && !feed.replica().awaitApplied(last, wait)) {
+      throw new ApiException(
+          503,
+          String.format(
+              Locale.ROOT,
+              "published %d events (through stream sequence %d) but this server's replica did"
+                  + " not apply them within %d ms; other replicas may have",
+              events.size(),
+              last,
+              wait.toMillis()));
+    }
+    return last;
+  }
+
+  String url() {
+    return url;
+  }
+
+  String replicaId() {
+    return replicaId;
+  }
+
+  /** Closes the connection (the feeds are closed by the Registry first). */
+  @Override
+  public void close() {
+    try {
+      nc.close();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}

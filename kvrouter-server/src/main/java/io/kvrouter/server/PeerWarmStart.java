@@ -1,0 +1,338 @@
+package io.kvrouter.server;
+
+import com.fasterxml.jackson.core.JsonEncoding;
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonParseException;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.transport.json.EventDecodeException;
+import io.kvrouter.transport.json.RouterEventJson;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The warm start of {@code serve --peer URL}: loads a running replica's {@code GET /dump} (its
+ * registrations and every index's events) into this server before it serves, so that {@code /query}
+ * answers as the peer does.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Runs once, on the thread of KvRouterServer.start(), after the webserver is listening but
+ * before the server serves (Api answers 503 on everything but /health, /ready and /metrics
+ * meanwhile), so nothing else registers or applies events concurrently. The dump is read whole
+ * into memory (it was built whole by the peer), parsed with Jackson's streaming parser: each
+ * index's registrations go through the same path as POST /register (ZMQ listeners of ranks with
+ * an endpoint are started without waiting for their connection; /ready waits for them within
+ * the grace period), then its events are applied as one batch with unregistered ranks accepted,
+ * so the index equals the peer's even when the peer runs with --accept-unregistered. Any failure
+ * (unreachable, non-200, malformed JSON, a registration the peer's own dump contradicts) is an
+ * IllegalStateException naming the peer and the place; the caller stops the server.
+ * </pre>
+ */
+final class PeerWarmStart {
+  private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(5);
+  private static final Duration REQUEST_TIMEOUT = Duration.ofSeconds(120);
+
+  private PeerWarmStart() {}
+
+  /** Normalises {@code url} ({@code http://host:port}, no trailing slash) or throws IAE. */
+  static String checkUrl(String url) {
+    String u = url.trim();
+    while (u.endsWith("/")) u = u.substring(0, u.length() - 1);
+    URI uri;
+    try {
+      uri = URI.create(u);
+    } catch (IllegalArgumentException e) {
+      uri = null;
+    }
+    if (uri == null
+        || !"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme())
+        || uri.getHost() == null) {
+      throw new IllegalArgumentException(
+          "peer: '" + url + "' is not an http://host:port URL of a running kvrouter serve");
+    }
+    return u;
+  }
+
+  /** What the warm start loaded. */
+  record Loaded(int indexes, int workers, int events) {}
+
+  /**
+   * Loads the peer's dump into {@code registry} through {@code api}'s registration path.
+   *
+   * @throws IllegalStateException when the peer cannot be reached or its answer is not a dump
+   */
+  static Loaded load(String peer, Api api, Registry registry) {
+    byte[] body = fetch(peer);
+    try {
+      return apply(peer, body, api, registry);
+    } catch (JsonParseException e) {
+      throw new IllegalStateException(
+          "warm start: the answer of " + peer + "/dump is not JSON: " + e.getOriginalMessage(), e);
+    } catch (IOException e) {
+      throw new IllegalStateException(
+          "warm start: cannot read the answer of " + peer + "/dump: " + e, e);
+    }
+  }
+
+  private static byte[] fetch(String peer) {
+    HttpClient client =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(CONNECT_TIMEOUT)
+            .build();
+    HttpResponse<byte[]> r;
+    try {
+      r =
+          client.send(
+              HttpRequest.newBuilder(URI.create(peer + "/dump")).timeout(REQUEST_TIMEOUT).build(),
+              HttpResponse.BodyHandlers.ofByteArray());
+    } catch (IOException e) {
+      throw new IllegalStateException(
+          "warm start: cannot reach the peer "
+              + peer
+              + " (GET /dump): "
+              + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage())
+              + "; is a kvrouter serve listening there?",
+          e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("warm start: interrupted while loading " + peer, e);
+    } finally {
+      client.close();
+    }
+    if (r.statusCode() != 200) {
+      String text = new String(r.body(), java.nio.charset.StandardCharsets.UTF_8);
+      if (text.length() > 200) text = text.substring(0, 200) + "...";
+      throw new IllegalStateException(
+          "warm start: the peer "
+              + peer
+              + " answered GET /dump with "
+              + r.statusCode()
+              + ": "
+              + text);
+    }
+    return r.body();
+  }
+
+  private static Loaded apply(String peer, byte[] body, Api api, Registry registry)
+      throws IOException {
+    int indexes = 0;
+    int workers = 0;
+    int events = 0;
+    try (JsonParser p = JsonBody.FACTORY.createParser(body)) {
+      expect(p, p.nextToken(), JsonToken.START_OBJECT, peer, "the dump");
+      boolean sawIndexes = false;
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String field = p.currentName();
+        JsonToken t = p.nextToken();
+        if (!field.equals("indexes")) {
+          p.skipChildren();
+          continue;
+        }
+        sawIndexes = true;
+        expect(p, t, JsonToken.START_ARRAY, peer, "indexes");
+        while (p.nextToken() != JsonToken.END_ARRAY) {
+          String where = "indexes[" + indexes + "]";
+          expect(p, p.currentToken(), JsonToken.START_OBJECT, peer, where);
+          int[] counts = index(p, peer, where, api, registry);
+          workers += counts[0];
+          events += counts[1];
+          indexes++;
+        }
+      }
+      if (!sawIndexes) {
+        throw new IllegalStateException(
+            "warm start: the answer of " + peer + "/dump has no \"indexes\" field: not a dump");
+      }
+    }
+    return new Loaded(indexes, workers, events);
+  }
+
+  /** One index: returns {workers, events}. */
+  private static int[] index(JsonParser p, String peer, String where, Api api, Registry registry)
+      throws IOException {
+    String model = null;
+    String group = null;
+    int blockSize = -1;
+    List<DumpedWorker> workers = new ArrayList<>();
+    byte[] events = null;
+    while (p.nextToken() == JsonToken.FIELD_NAME) {
+      String f = p.currentName();
+      JsonToken t = p.nextToken();
+      switch (f) {
+        case "model_name" -> model = text(p, t, peer, where + ".model_name");
+        case "routing_group" -> group = text(p, t, peer, where + ".routing_group");
+        case "block_size" -> {
+          expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".block_size");
+          blockSize = p.getIntValue();
+        }
+        case "workers" -> {
+          expect(p, t, JsonToken.START_ARRAY, peer, where + ".workers");
+          while (p.nextToken() != JsonToken.END_ARRAY) {
+            workers.add(worker(p, peer, where + ".workers[" + workers.size() + "]"));
+          }
+        }
+        case "events" -> {
+          expect(p, t, JsonToken.START_ARRAY, peer, where + ".events");
+          ByteArrayOutputStream out = new ByteArrayOutputStream();
+          try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
+            g.copyCurrentStructure(p);
+          }
+          events = out.toByteArray();
+        }
+        default -> p.skipChildren();
+      }
+    }
+    if (model == null || blockSize < 1 || events == null) {
+      throw new IllegalStateException(
+          "warm start: "
+              + where
+              + " of "
+              + peer
+              + "/dump lacks model_name, block_size or events: not a dump");
+    }
+    ModelKey key = new ModelKey(model, group);
+    for (DumpedWorker w : workers) {
+      try {
+        api.register(
+            key,
+            blockSize,
+            w.worker(),
+            w.endpoint(),
+            w.replay(),
+            w.topic(),
+            w.engineBlockSize() > 0 ? w.engineBlockSize() : blockSize,
+            w.kvBlocks(),
+            Duration.ZERO);
+      } catch (ApiException e) {
+        throw new IllegalStateException(
+            "warm start: cannot register instance "
+                + Long.toUnsignedString(w.worker().workerId())
+                + " dp_rank "
+                + w.worker().dpRank()
+                + " of "
+                + key.describe()
+                + " from "
+                + peer
+                + ": "
+                + e.getMessage(),
+            e);
+      }
+    }
+    List<RouterEvent> decoded;
+    try {
+      decoded = RouterEventJson.readEvents(events);
+    } catch (EventDecodeException e) {
+      throw new IllegalStateException(
+          "warm start: " + where + ".events of " + peer + "/dump: " + e.getMessage(), e);
+    }
+    if (!decoded.isEmpty()) {
+      ModelIndex m = registry.get(key);
+      if (m == null) {
+        throw new IllegalStateException(
+            "warm start: "
+                + where
+                + " of "
+                + peer
+                + "/dump has events but no registered worker: not a kvrouter dump");
+      }
+      m.applyEvents(decoded, true);
+      m.router.index().flush();
+    }
+    return new int[] {workers.size(), decoded.size()};
+  }
+
+  private record DumpedWorker(
+      Worker worker,
+      String endpoint,
+      String replay,
+      String topic,
+      int engineBlockSize,
+      long kvBlocks) {}
+
+  private static DumpedWorker worker(JsonParser p, String peer, String where) throws IOException {
+    expect(p, p.currentToken(), JsonToken.START_OBJECT, peer, where);
+    Long instance = null;
+    int rank = 0;
+    String endpoint = null;
+    String replay = null;
+    String topic = null;
+    long kvBlocks = 0;
+    int engineBlockSize = 0;
+    while (p.nextToken() == JsonToken.FIELD_NAME) {
+      String f = p.currentName();
+      JsonToken t = p.nextToken();
+      switch (f) {
+        case "instance_id" -> {
+          expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".instance_id");
+          instance = p.getBigIntegerValue().longValue(); // unsigned u64: keep the bits
+        }
+        case "dp_rank" -> {
+          expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".dp_rank");
+          rank = p.getIntValue();
+        }
+        case "endpoint" -> endpoint = optText(p, t, peer, where + ".endpoint");
+        case "replay_endpoint" -> replay = optText(p, t, peer, where + ".replay_endpoint");
+        case "topic" -> topic = optText(p, t, peer, where + ".topic");
+        case "engine_block_size" -> {
+          expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".engine_block_size");
+          engineBlockSize = p.getIntValue();
+        }
+        case "kv_blocks" -> {
+          expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".kv_blocks");
+          kvBlocks = p.getLongValue();
+        }
+        default -> p.skipChildren();
+      }
+    }
+    if (instance == null) {
+      throw new IllegalStateException(
+          "warm start: " + where + " of " + peer + "/dump has no instance_id: not a dump");
+    }
+    return new DumpedWorker(
+        new Worker(instance, rank), endpoint, replay, topic, engineBlockSize, kvBlocks);
+  }
+
+  private static String text(JsonParser p, JsonToken t, String peer, String where)
+      throws IOException {
+    expect(p, t, JsonToken.VALUE_STRING, peer, where);
+    return p.getText();
+  }
+
+  private static String optText(JsonParser p, JsonToken t, String peer, String where)
+      throws IOException {
+    return t == JsonToken.VALUE_NULL ? null : text(p, t, peer, where);
+  }
+
+  private static void expect(JsonParser p, JsonToken t, JsonToken want, String peer, String where) {
+    if (t != want) {
+      throw new IllegalStateException(
+          "warm start: "
+              + where
+              + " of "
+              + peer
+              + "/dump: expected "
+              + want.asString()
+              + " ("
+              + want
+              + "), found "
+              + t
+              + " at line "
+              + p.currentLocation().getLineNr()
+              + ", column "
+              + p.currentLocation().getColumnNr()
+              + ": not a kvrouter dump");
+    }
+  }
+}

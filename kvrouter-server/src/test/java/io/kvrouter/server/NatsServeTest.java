@@ -1,0 +1,207 @@
+package io.kvrouter.server;
+
+import static io.kvrouter.server.HttpFixture.list;
+import static io.kvrouter.server.HttpFixture.range;
+import static io.kvrouter.server.HttpFixture.stored;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.transport.nats.NatsServer;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.time.Duration;
+import java.util.function.Supplier;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code serve --events nats://...} against a real {@code nats-server -js} (started by the test on
+ * a free port; {@code .ci/run} installs it): {@code POST /events} to either of two servers reaches
+ * both indexes through the stream, a server started later catches up from the stream, and what the
+ * server refuses in this mode is refused.
+ */
+class NatsServeTest {
+  private static final int BS = 4;
+  private static final Duration WAIT = Duration.ofSeconds(15);
+
+  private static KvRouterServer.Config.Builder replica(NatsServer nats, String id) {
+    return KvRouterServer.Config.builder().events(nats.url()).replicaId(id);
+  }
+
+  private static void registerFleet(HttpFixture f) {
+    HttpFixture.Reply first = f.register(1, 0, "m", BS);
+    assertThat(first.status()).isEqualTo(201);
+    assertThat(first.body()).contains("\"ingestion\":\"nats\"");
+    assertThat(f.register(2, 0, "m", BS).status()).isEqualTo(201);
+    assertThat(f.register(2, 1, "m", BS).status()).isEqualTo(201);
+  }
+
+  private static String awaitBody(Supplier<HttpFixture.Reply> call, String prefix) {
+    long deadline = System.nanoTime() + WAIT.toNanos();
+    HttpFixture.Reply r = call.get();
+    while (!r.body().startsWith(prefix)) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("still " + r + " after " + WAIT + "; expected " + prefix);
+      }
+      sleep(20);
+      r = call.get();
+    }
+    return r.body();
+  }
+
+  private static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Test
+  void eventsPostedToEitherServerReachBothAndALateServerCatchesUp() {
+    try (NatsServer nats = NatsServer.start();
+        HttpFixture a = new HttpFixture(replica(nats, "a"));
+        HttpFixture b = new HttpFixture(replica(nats, "b"))) {
+      registerFleet(a);
+      registerFleet(b);
+      assertThat(a.get("/ready").status()).isEqualTo(200);
+
+      HttpFixture.Reply viaA = a.events("m", list(stored(new Worker(1, 0), 0, range(0, 16), BS)));
+      assertThat(viaA.status()).as(viaA.body()).isEqualTo(200);
+      assertThat(viaA.body()).isEqualTo("{\"applied\":1}");
+      HttpFixture.Reply viaB =
+          b.events(
+              "m",
+              list(
+                  stored(new Worker(2, 1), 0, range(0, 8), BS),
+                  stored(new Worker(2, 0), 0, range(100, 12), BS)));
+      assertThat(viaB.status()).as(viaB.body()).isEqualTo(200);
+
+      // B answered after its own replica applied B's events; A's are in the stream before them
+      String both = "{\"scores\":{\"1\":{\"0\":16},\"2\":{\"1\":8}}";
+      assertThat(b.query("m", range(0, 16)).body()).startsWith(both);
+      awaitBody(() -> a.query("m", range(0, 16)), both);
+      awaitBody(() -> a.query("m", range(100, 12)), "{\"scores\":{\"2\":{\"0\":12}}");
+
+      // a removal through A: blocks 2 and 3 of worker 1 go on both
+      long[] seq = SequenceHasher.sequenceHashes(BlockHasher.of(BS).localHashes(range(0, 16)));
+      RouterEvent removal =
+          new RouterEvent(new Worker(1, 0), 1, CacheEvent.removed(seq[2], seq[3]));
+      assertThat(a.events("m", list(removal)).status()).isEqualTo(200);
+      String after = "{\"scores\":{\"1\":{\"0\":8},\"2\":{\"1\":8}}";
+      assertThat(a.query("m", range(0, 16)).body()).startsWith(after);
+      awaitBody(() -> b.query("m", range(0, 16)), after);
+
+      // a third server started now follows the stream from its start (no snapshot yet)
+      try (HttpFixture c = new HttpFixture(replica(nats, "c"))) {
+        registerFleet(c);
+        awaitBody(() -> c.get("/ready"), "{\"ready\":true");
+        assertThat(c.query("m", range(0, 16)).body()).startsWith(after);
+        assertThat(c.query("m", range(100, 12)).body())
+            .startsWith("{\"scores\":{\"2\":{\"0\":12}}");
+      }
+
+      String labels = "{model_name=\"m\",routing_group=\"default\"}";
+      assertThat(a.get("/metrics").body())
+          .contains(
+              "kvrouter_nats_messages_total" + labels + " 4.0",
+              "kvrouter_nats_events_applied_total" + labels + " 4.0",
+              "kvrouter_nats_decode_errors_total" + labels + " 0.0",
+              "kvrouter_nats_gaps_total" + labels + " 0.0",
+              "kvrouter_events_received_total{source=\"http\"} 2.0");
+    }
+  }
+
+  @Test
+  void whatTheNatsModeRefusesIsRefusedAndNothingIsPublished() {
+    try (NatsServer nats = NatsServer.start();
+        HttpFixture a = new HttpFixture(replica(nats, "a"));
+        HttpFixture b = new HttpFixture(replica(nats, "b"))) {
+      registerFleet(a);
+      registerFleet(b);
+      HttpFixture.Reply zmq =
+          a.post(
+              "/register",
+              "{\"instance_id\":5,\"model_name\":\"m\",\"block_size\":4,"
+                  + "\"endpoint\":\"tcp://127.0.0.1:5557\"}");
+      assertThat(zmq.status()).isEqualTo(400);
+      assertThat(zmq.body())
+          .contains("endpoint: this server takes its events from NATS (--events)");
+      // a batch with an unregistered rank is refused whole: nothing reaches the stream
+      HttpFixture.Reply refused =
+          a.events(
+              "m",
+              list(
+                  stored(new Worker(1, 0), 0, range(0, 8), BS),
+                  stored(new Worker(9, 0), 0, range(0, 8), BS)));
+      assertThat(refused.status()).isEqualTo(404);
+      assertThat(refused.body()).contains("event [1]: instance 9 dp_rank 0 is not registered");
+      assertThat(a.events("m", list(stored(new Worker(2, 0), 0, range(50, 4), BS))).status())
+          .isEqualTo(200);
+      awaitBody(() -> b.query("m", range(50, 4)), "{\"scores\":{\"2\":{\"0\":4}}");
+      assertThat(b.query("m", range(0, 8)).body()).startsWith("{\"scores\":{}");
+      assertThat(b.get("/metrics").body())
+          .contains(
+              "kvrouter_nats_events_applied_total{model_name=\"m\",routing_group=\"default\"}"
+                  + " 1.0");
+    }
+  }
+
+  @Test
+  void anUnreachableNatsStopsTheStartWithAMessage() throws IOException {
+    int nobody;
+    try (ServerSocket s = new ServerSocket(0)) {
+      nobody = s.getLocalPort();
+    }
+    KvRouterServer.Config cfg =
+        KvRouterServer.Config.builder()
+            .host("127.0.0.1")
+            .port(0)
+            .events("nats://127.0.0.1:" + nobody)
+            .build();
+    assertThatThrownBy(() -> KvRouterServer.start(cfg))
+        .isInstanceOf(KvRouterServer.StartException.class)
+        .hasMessageStartingWith("events: cannot connect to NATS at nats://127.0.0.1:" + nobody);
+    assertThatThrownBy(() -> KvRouterServer.Config.builder().events("127.0.0.1:4222").build())
+        .hasMessageContaining("is not a NATS server URL; expected nats://host:port");
+    assertThatThrownBy(
+            () ->
+                KvRouterServer.Config.builder()
+                    .events("nats://127.0.0.1:4222")
+                    .peer("http://127.0.0.1:8090")
+                    .build())
+        .hasMessageStartingWith("peer and events: choose one");
+    assertThatThrownBy(
+            () -> KvRouterServer.Config.builder().events("nats://h:1").replicaId("a.b").build())
+        .hasMessageContaining("replica-id: 'a.b' may hold only");
+  }
+
+  @Test
+  void aRestartedServerWithTheSameIdRecoversFromTheStream() {
+    try (NatsServer nats = NatsServer.start()) {
+      String expected;
+      try (HttpFixture a = new HttpFixture(replica(nats, "a"))) {
+        registerFleet(a);
+        for (int i = 0; i < 20; i++) {
+          assertThat(
+                  a.events("m", list(stored(new Worker(1 + i % 2, 0), i, range(i * 100, 8), BS)))
+                      .status())
+              .isEqualTo(200);
+        }
+        expected = a.query("m", range(300, 8)).body();
+        assertThat(expected).startsWith("{\"scores\":{\"2\":{\"0\":8}}");
+      }
+      try (HttpFixture again = new HttpFixture(replica(nats, "a"))) {
+        registerFleet(again);
+        awaitBody(() -> again.get("/ready"), "{\"ready\":true");
+        assertThat(again.query("m", range(300, 8)).body()).isEqualTo(expected);
+        assertThat(again.query("m", range(1900, 8)).body())
+            .startsWith("{\"scores\":{\"2\":{\"0\":8}}");
+      }
+    }
+  }
+}

@@ -1,0 +1,308 @@
+package io.kvrouter.server;
+
+import static io.kvrouter.server.HttpFixture.range;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.transport.kvevents.EngineEvent;
+import io.kvrouter.transport.kvevents.KvEventBatch;
+import io.kvrouter.transport.kvevents.VllmEncoder;
+import io.kvrouter.transport.zmq.FakeVllmPublisher;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.time.Duration;
+import java.util.List;
+import java.util.function.Predicate;
+import org.junit.jupiter.api.Test;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
+
+/**
+ * {@code POST /register} with an {@code endpoint}: a vLLM-like publisher (real jeromq PUB and
+ * ROUTER replay sockets, vLLM's framing and msgpack) registered over HTTP feeds the index, its
+ * counters show in {@code /workers} and {@code /metrics}, unregistering stops it, bad endpoints are
+ * refused, and {@code /ready} waits for first connections.
+ */
+class ZmqRegistrationTest {
+  private static final int BS = 4;
+  private static final Duration WAIT = Duration.ofSeconds(10);
+  private static final VllmEncoder ENCODER = VllmEncoder.arrayLike();
+
+  /** A vLLM batch of rank {@code rank} storing the full blocks of {@code tokens} from the root. */
+  private static byte[] storedBatch(int[] tokens, int rank) {
+    long[] seq = SequenceHasher.sequenceHashes(BlockHasher.of(BS).localHashes(tokens));
+    EngineEvent e = EngineEvent.BlockStored.of(seq, null, tokens, BS);
+    return ENCODER.encode(new KvEventBatch(1.7e9, rank, List.of(e), 0));
+  }
+
+  private static String registerBody(long id, int rank, FakeVllmPublisher pub, String topic) {
+    return "{\"instance_id\":"
+        + id
+        + ",\"dp_rank\":"
+        + rank
+        + ",\"model_name\":\"m\",\"block_size\":"
+        + BS
+        + ",\"endpoint\":\""
+        + pub.pubEndpoint()
+        + "\",\"replay_endpoint\":\""
+        + pub.replayEndpoint()
+        + "\",\"topic\":\""
+        + topic
+        + "\"}";
+  }
+
+  private static HttpFixture.Reply await(
+      java.util.function.Supplier<HttpFixture.Reply> call, Predicate<String> until) {
+    long deadline = System.nanoTime() + WAIT.toNanos();
+    HttpFixture.Reply r = call.get();
+    while (!until.test(r.body())) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("still " + r + " after " + WAIT);
+      }
+      FakeVllmPublisher.sleep(20);
+      r = call.get();
+    }
+    return r;
+  }
+
+  private static int freePort() throws IOException {
+    try (ServerSocket s = new ServerSocket(0)) {
+      return s.getLocalPort();
+    }
+  }
+
+  @Test
+  void aRegisteredEngineFeedsTheIndexUntilItIsUnregistered() {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher pub = FakeVllmPublisher.bound("kv-events")) {
+      assertThat(http.register(1, 0, "m", BS).status()).isEqualTo(201); // keeps the index alive
+      HttpFixture.Reply reg = http.post("/register", registerBody(7, 0, pub, "kv-events"));
+      assertThat(reg.status()).as(reg.body()).isEqualTo(201);
+      assertThat(reg.body()).contains("\"topic\":\"kv-events\"", "\"ingestion\":\"connected\"");
+      pub.awaitSubscriptions(1, WAIT);
+
+      pub.publish(storedBatch(range(1, 8), 0));
+      HttpFixture.Reply q =
+          await(() -> http.query("m", range(1, 10)), b -> b.contains("\"7\":{\"0\":8}"));
+      assertThat(q.body()).startsWith("{\"scores\":{\"7\":{\"0\":8}}");
+
+      // a dropped live message is replayed; a malformed payload is counted and skipped
+      pub.dropNext(1);
+      pub.publish(storedBatch(range(100, 4), 0));
+      pub.publish(new byte[] {(byte) 0xc1, 1, 2});
+      pub.publish(storedBatch(range(200, 4), 0));
+      await(() -> http.query("m", range(200, 4)), b -> b.contains("\"7\":{\"0\":4}"));
+      assertThat(http.query("m", range(100, 4)).body()).contains("\"7\":{\"0\":4}");
+      HttpFixture.Reply workers =
+          await(() -> http.get("/workers"), b -> b.contains("\"last_sequence\":3"));
+      assertThat(workers.body())
+          .contains(
+              "\"ingestion\":\"connected\",\"zmq\":{\"state\":\"connected\","
+                  + "\"connected_once\":true,\"last_sequence\":3,",
+              "\"batches\":3,\"events_applied\":3,\"decode_errors\":1,",
+              "\"gaps\":1,\"lost_messages\":0,")
+          .containsPattern("\"replays\":[1-9]");
+
+      String labels = "{dp_rank=\"0\",instance_id=\"7\",model_name=\"m\",routing_group=\"default\"";
+      String metrics = http.get("/metrics").body();
+      assertThat(metrics)
+          .contains(
+              "kvrouter_zmq_batches_total" + labels + "} 3.0",
+              "kvrouter_zmq_decode_errors_total" + labels + "} 1.0",
+              "kvrouter_zmq_gaps_total" + labels + "} 1.0",
+              "kvrouter_zmq_lost_messages_total" + labels + "} 0.0",
+              "kvrouter_zmq_bad_frames_total" + labels + "} 0.0",
+              "kvrouter_zmq_restarts_total" + labels + "} 0.0",
+              "kvrouter_zmq_replay_failures_total" + labels + "} 0.0",
+              "kvrouter_zmq_connection_events_total"
+                  + "{dp_rank=\"0\",event=\"connected\",instance_id=\"7\"",
+              "kvrouter_zmq_last_sequence" + labels + "} 3.0",
+              "kvrouter_events_received_total{source=\"zmq\"} 3.0")
+          .containsPattern("kvrouter_zmq_replays_total\\Q" + labels + "}\\E [1-9]");
+
+      HttpFixture.Reply un =
+          http.post("/unregister", "{\"instance_id\":7,\"model_name\":\"m\",\"dp_rank\":0}");
+      assertThat(un.status()).isEqualTo(200);
+      assertThat(http.query("m", range(1, 8)).body()).doesNotContain("\"7\"");
+      pub.publish(storedBatch(range(300, 8), 0));
+      FakeVllmPublisher.sleep(300);
+      assertThat(http.query("m", range(300, 8)).body()).doesNotContain("\"7\"");
+      assertThat(http.get("/workers").body()).doesNotContain("\"instance_id\":7");
+      // the stopped listener's counters are kept and did not move: it received nothing more
+      assertThat(http.get("/metrics").body())
+          .contains(
+              "kvrouter_zmq_messages_total" + labels + "} 3.0", // the dropped one never came live
+              "kvrouter_zmq_batches_total" + labels + "} 3.0");
+    }
+  }
+
+  @Test
+  void eventsOfAnotherRankThanTheRegisteredOneAreDroppedAndCounted() {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher pub = FakeVllmPublisher.bound("")) {
+      HttpFixture.Reply reg = http.post("/register", registerBody(5, 0, pub, ""));
+      assertThat(reg.status()).as(reg.body()).isEqualTo(201);
+      pub.awaitSubscriptions(1, WAIT);
+      pub.publish(storedBatch(range(1, 4), 1)); // the batch says data_parallel_rank 1
+      pub.publish(storedBatch(range(50, 4), 0));
+      await(() -> http.query("m", range(50, 4)), b -> b.contains("\"5\":{\"0\":4}"));
+      assertThat(http.query("m", range(1, 4)).body()).doesNotContain("\"5\"");
+      assertThat(http.get("/workers").body()).contains("\"dropped_foreign_rank\":1");
+    }
+  }
+
+  @Test
+  void engineBlocksTwiceTheIndexBlockSizeAreSplitIntoIndexBlocks() {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher pub = FakeVllmPublisher.bound("")) {
+      String body =
+          "{\"instance_id\":9,\"model_name\":\"m\",\"block_size\":4,\"engine_block_size\":8,"
+              + "\"kv_blocks\":100,\"endpoint\":\""
+              + pub.pubEndpoint()
+              + "\"}";
+      HttpFixture.Reply reg = http.post("/register", body);
+      assertThat(reg.status()).as(reg.body()).isEqualTo(201);
+      assertThat(reg.body()).contains("\"block_size\":4,", "\"engine_block_size\":8,");
+      pub.awaitSubscriptions(1, WAIT);
+      // two engine blocks of 8 tokens each
+      int[] tokens = range(1, 16);
+      long[] engineHashes = SequenceHasher.sequenceHashes(BlockHasher.of(8).localHashes(tokens));
+      pub.publish(
+          ENCODER.encode(
+              new KvEventBatch(
+                  1.7e9,
+                  0,
+                  List.of(EngineEvent.BlockStored.of(engineHashes, null, tokens, 8)),
+                  0)));
+      // the index's 4-token blocks: 4 of them match, so 16 tokens; a prompt diverging in the
+      // second router block of the first engine block matches one router block (4 tokens)
+      await(() -> http.query("m", range(1, 20)), b -> b.contains("\"9\":{\"0\":16}"));
+      int[] diverging = range(1, 16);
+      diverging[5] = 999;
+      assertThat(http.query("m", diverging).body()).startsWith("{\"scores\":{\"9\":{\"0\":4}}");
+      assertThat(http.get("/workers").body()).contains("\"engine_block_size\":8,");
+    }
+  }
+
+  @Test
+  void anEngineBlockSizeThatIsNotAMultipleIsRefusedAtRegistration() throws IOException {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher pub = FakeVllmPublisher.bound("")) {
+      String base = "{\"instance_id\":9,\"model_name\":\"m\",\"block_size\":4,";
+      assertError(
+          http.post(
+              "/register",
+              base + "\"engine_block_size\":6,\"endpoint\":\"" + pub.pubEndpoint() + "\"}"),
+          "engine_block_size: engine block size 6 is not a multiple of the router block size 4");
+      assertError(
+          http.post("/register", base + "\"engine_block_size\":8}"),
+          "engine_block_size: given without endpoint");
+      assertThat(http.get("/workers").body()).isEqualTo("[]");
+      // the index's block size stays the first registration's: another one is 409
+      assertThat(http.register(1, 0, "m", 4).status()).isEqualTo(201);
+      HttpFixture.Reply other = http.register(2, 0, "m", 8);
+      assertThat(other.status()).isEqualTo(409);
+      assertThat(other.body())
+          .contains(
+              "uses block_size 4 (fixed by its first registration); this registration asks for 8",
+              "can register with block_size 4, engine_block_size 8 and its endpoint");
+    }
+  }
+
+  @Test
+  void endpointsTheRouterCannotUseAre400AndRegisterNothing() throws IOException {
+    KvRouterServer.Config.Builder quick =
+        KvRouterServer.Config.builder().zmqConnectTimeout(Duration.ofMillis(300));
+    try (HttpFixture http = new HttpFixture(quick)) {
+      String base = "{\"instance_id\":1,\"model_name\":\"m\",\"block_size\":4,";
+      assertError(
+          http.post("/register", base + "\"endpoint\":\"localhost:5557\"}"),
+          "endpoint: 'localhost:5557' is not a ZMQ address the router can connect to");
+      assertError(
+          http.post("/register", base + "\"endpoint\":\"tcp://*:5557\"}"),
+          "endpoint: 'tcp://*:5557' is the engine's bind address");
+      assertError(
+          http.post("/register", base + "\"endpoint\":\"tcp://10.0.0.5:99999\"}"),
+          "endpoint: 'tcp://10.0.0.5:99999' has port '99999'");
+      assertError(
+          http.post(
+              "/register",
+              base + "\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":\"tcp://h\"}"),
+          "replay_endpoint: 'tcp://h' needs a host and a port");
+      assertError(
+          http.post("/register", base + "\"topic\":\"kv\"}"), "topic: given without endpoint");
+      int port = freePort();
+      assertError(
+          http.post("/register", base + "\"endpoint\":\"tcp://127.0.0.1:" + port + "\"}"),
+          "endpoint: no connection to 'tcp://127.0.0.1:" + port + "' within 300 ms");
+      assertThat(http.get("/workers").body()).isEqualTo("[]");
+      assertThat(http.get("/ready").status()).isEqualTo(200);
+      assertThat(http.register(1, 0, "m", BS).status()).isEqualTo(201);
+    }
+  }
+
+  private static void assertError(HttpFixture.Reply r, String message) {
+    assertThat(r.status()).as(r.body()).isEqualTo(400);
+    assertThat(r.body()).startsWith("{\"error\":\"").contains(message);
+  }
+
+  @Test
+  void readyWaitsForTheFirstConnectionOfEveryListener() throws IOException {
+    KvRouterServer.Config.Builder noWait =
+        KvRouterServer.Config.builder()
+            .zmqConnectTimeout(Duration.ZERO)
+            .readyGrace(Duration.ofSeconds(30));
+    int port = freePort();
+    try (HttpFixture http = new HttpFixture(noWait);
+        ZContext ctx = new ZContext()) {
+      String endpoint = "tcp://127.0.0.1:" + port;
+      HttpFixture.Reply reg =
+          http.post(
+              "/register",
+              "{\"instance_id\":3,\"model_name\":\"m\",\"block_size\":4,\"endpoint\":\""
+                  + endpoint
+                  + "\"}");
+      assertThat(reg.body()).contains("\"ingestion\":\"connecting\"");
+      HttpFixture.Reply ready = http.get("/ready");
+      assertThat(ready.status()).isEqualTo(503);
+      assertThat(ready.body())
+          .contains(
+              "\"ready\":false,\"indexes\":1,\"listeners\":1,\"listeners_connecting\":1,",
+              "waiting for the first connection of 1 ZMQ listener(s): " + endpoint);
+      assertThat(http.get("/health").status()).isEqualTo(200);
+
+      ZMQ.Socket engine = ctx.createSocket(SocketType.PUB); // the engine comes up
+      engine.bind(endpoint);
+      HttpFixture.Reply now = await(() -> http.get("/ready"), b -> b.contains("\"ready\":true"));
+      assertThat(now.status()).isEqualTo(200);
+      assertThat(now.body())
+          .isEqualTo(
+              "{\"ready\":true,\"indexes\":1,\"listeners\":1,\"listeners_connecting\":0,"
+                  + "\"listeners_given_up\":0}");
+    }
+  }
+
+  @Test
+  void readyStopsWaitingForAListenerAfterTheGracePeriod() throws IOException {
+    KvRouterServer.Config.Builder shortGrace =
+        KvRouterServer.Config.builder()
+            .zmqConnectTimeout(Duration.ZERO)
+            .readyGrace(Duration.ofMillis(800));
+    try (HttpFixture http = new HttpFixture(shortGrace)) {
+      http.post(
+          "/register",
+          "{\"instance_id\":3,\"model_name\":\"m\",\"block_size\":4,\"endpoint\":\"tcp://127.0.0.1:"
+              + freePort()
+              + "\"}");
+      assertThat(http.get("/ready").status()).isEqualTo(503);
+      HttpFixture.Reply now = await(() -> http.get("/ready"), b -> b.contains("\"ready\":true"));
+      assertThat(now.body())
+          .isEqualTo(
+              "{\"ready\":true,\"indexes\":1,\"listeners\":1,\"listeners_connecting\":0,"
+                  + "\"listeners_given_up\":1}");
+      assertThat(http.get("/workers").body()).contains("\"ingestion\":\"connecting\"");
+    }
+  }
+}
