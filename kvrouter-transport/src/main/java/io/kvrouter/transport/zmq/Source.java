@@ -64,12 +64,19 @@ final class Source {
    * already reflects converges to the engine's state, because an engine evicts a block only
    * after its descendants and every event is a set insert or delete.
    *
+   * A long answer can arrive with holes: the engine's ROUTER drops replies when its send queue to
+   * us is full (ZMQ's high-water mark, 1,000 by default), end marker included. An engine's buffer
+   * holds consecutive batches, so a jump after the first reply, or a silence after some replies,
+   * means replies were dropped on the way: the catch-up asks again from the last batch applied
+   * (up to MAX_RESUMES times per catch-up; each one makes progress) instead of counting a loss.
+   *
    * restart(): the converter hands back Cleared for every (rank, tier) it published for, those
    * go to the sink, and the sequence state starts over at -1.
    */
 
   private static final Logger LOG = Logger.getLogger(ZmqEventSubscriber.class.getName());
   private static final long STALE_RECHECK_NANOS = 100_000_000L;
+  private static final int MAX_RESUMES = 16;
 
   final EngineSpec spec;
   private final String name;
@@ -218,7 +225,9 @@ final class Source {
   }
 
   private void replayMissed() {
-    for (int attempt = 0; attempt < 2 && running.getAsBoolean(); attempt++) {
+    int attempts = 0;
+    int resumes = 0;
+    while (attempts < 2 && running.getAsBoolean()) {
       // ask from the last batch applied, to check it is still the engine's; after a loss there
       // is nothing to check against, so ask from the first one missing
       final boolean anchored = lastApplied >= 0 && lastPayload != null;
@@ -229,15 +238,22 @@ final class Source {
         return;
       }
       boolean first = true;
+      boolean answered = false; // a reply of this replay was taken in
+      boolean resume = false; // the answer lost messages on the way: ask again from where it broke
       String history = null;
       while (true) {
         Replay.Reply r = replay.next(replayTimeoutMs, running);
         if (r == null) {
-          if (running.getAsBoolean()) {
-            fail("no answer within " + replayTimeoutMs + " ms");
-          } else {
+          if (!running.getAsBoolean()) {
             replay.reset();
+            return;
           }
+          if (answered && resumes < MAX_RESUMES) {
+            resume = true; // the tail of a long answer, end marker included, did not come
+            replay.reset();
+            break;
+          }
+          fail("no answer within " + replayTimeoutMs + " ms");
           return;
         }
         if (r.isBad()) {
@@ -253,6 +269,7 @@ final class Source {
         if (anchored && first) {
           first = false;
           if (r.seq() == start) {
+            answered = true;
             if (!Arrays.equals(r.payload(), lastPayload)) {
               history = "its replay of sequence " + start + " differs from the batch applied";
               replay.reset(); // drop the rest of this answer
@@ -263,18 +280,32 @@ final class Source {
         }
         first = false;
         if (r.seq() <= lastApplied) {
+          answered = true;
           continue;
         }
         if (r.seq() > lastApplied + 1) {
+          if (answered && resumes < MAX_RESUMES) {
+            // an engine's buffer holds consecutive batches, so a jump inside an answer means
+            // the engine's socket dropped replies (its send queue was full)
+            resume = true;
+            replay.reset();
+            break;
+          }
           lose(lastApplied + 1, r.seq() - 1, "not in the replay buffer any more");
         }
+        answered = true;
         counters.inc(Counters.C.REPLAYED);
         apply(r.seq(), r.payload());
+      }
+      if (resume) {
+        resumes++;
+        continue;
       }
       if (history == null) {
         return;
       }
       restart(history);
+      attempts++;
     }
   }
 

@@ -170,6 +170,35 @@ class SourceTest {
   }
 
   @Test
+  void aJumpInsideAReplayAnswerIsAskedForAgainNotLost() {
+    Source s = source(true);
+    for (long i = 0; i < 2; i++) s.onLive(i, batch(0, i));
+    // the engine's ROUTER dropped 3 and 4 on the way (its send queue was full)
+    replay.script(1, batch(0, 1), 2, batch(0, 2), 5, batch(0, 5));
+    replay.script(2, batch(0, 2), 3, batch(0, 3), 4, batch(0, 4), 5, batch(0, 5));
+    s.onLive(5, batch(0, 5));
+    assertThat(replay.requests).containsExactly(1L, 2L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, 3L, 4L, 5L);
+    IngestStats st = counters.snapshot();
+    assertThat(st.lostMessages()).isZero();
+    assertThat(st.replayFailures()).isZero();
+    assertThat(st.restarts()).isZero();
+  }
+
+  @Test
+  void aReplayAnswerWhoseTailNeverComesIsAskedForAgain() {
+    Source s = source(true);
+    for (long i = 0; i < 2; i++) s.onLive(i, batch(0, i));
+    replay.scriptWithoutEnd(1, batch(0, 1), 2, batch(0, 2));
+    replay.script(2, batch(0, 2), 3, batch(0, 3), 4, batch(0, 4));
+    s.onLive(4, batch(0, 4));
+    assertThat(replay.requests).containsExactly(1L, 2L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, 3L, 4L);
+    assertThat(counters.snapshot().lostMessages()).isZero();
+    assertThat(counters.snapshot().replayFailures()).isZero();
+  }
+
+  @Test
   void aLateJoinerReplaysFromZeroWithoutAnAnchor() {
     Source s = source(true);
     replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2));
@@ -300,13 +329,22 @@ class SourceTest {
 
     /** Scripts the answer to one request: pairs of (seq, payload), then END. */
     void script(Object... seqAndPayload) {
+      scriptAnswer(true, seqAndPayload);
+    }
+
+    /** Scripts an answer whose end marker never comes (then: silence, as a timeout). */
+    void scriptWithoutEnd(Object... seqAndPayload) {
+      scriptAnswer(false, seqAndPayload);
+    }
+
+    private void scriptAnswer(boolean withEnd, Object... seqAndPayload) {
       List<Reply> r = new ArrayList<>();
       for (int i = 0; i < seqAndPayload.length; i += 2) {
         r.add(
             new Reply(
                 ((Number) seqAndPayload[i]).longValue(), (byte[]) seqAndPayload[i + 1], null));
       }
-      r.add(Reply.END);
+      if (withEnd) r.add(Reply.END);
       scripts.addLast(r);
     }
 
