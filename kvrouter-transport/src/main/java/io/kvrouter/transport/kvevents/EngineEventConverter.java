@@ -195,6 +195,16 @@ public final class EngineEventConverter {
     return out;
   }
 
+  /**
+   * Forgets what was learned about {@code rank}'s device blocks and returns a {@code Cleared} event
+   * for them: for a subscriber about to rebuild the rank from the engine's whole history.
+   */
+  public TieredEvent clearRank(int rank) {
+    Worker w = new Worker(workerId, rank);
+    states.remove(new Key(rank, StorageTier.DEVICE));
+    return emit(w, StorageTier.DEVICE, CacheEvent.cleared());
+  }
+
   /** The id of the last event made, 0 before the first. */
   public long lastEventId() {
     return lastEventId;

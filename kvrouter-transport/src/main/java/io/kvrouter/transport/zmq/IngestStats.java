@@ -17,7 +17,9 @@ package io.kvrouter.transport.zmq;
  * @param refusedEvents {@code BlockStored} events with a block size other than the registered one
  * @param partialBlocks engine blocks not indexed because their tokens were incomplete
  * @param selfReferencing batches dropped because a block named itself as its ancestor
- * @param duplicates messages skipped because their sequence number was already applied
+ * @param duplicates messages skipped because their sequence number was already applied, or because
+ *     the engine's replay shows they are not part of its history (late messages from before a
+ *     restart)
  * @param gaps sequence gaps detected on the live socket
  * @param lostMessages sequence numbers never applied (no replay, or missing from the replay)
  * @param replays replay requests sent

@@ -10,6 +10,8 @@ import io.kvrouter.transport.kvevents.KvEventDecoder;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.kvevents.TieredEvent;
 import java.util.Arrays;
+import java.util.HashSet;
+import java.util.Set;
 import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -30,10 +32,18 @@ final class Source {
    * late replays from 0 (slow joiner).
    *
    * Live message s:
-   *   s <= lastLive            the live stream went back: the engine restarted -> restart()
+   *   s <= lastLive            the live stream went back: a duplicate or a late message (a
+   *                            proxy between engine and router may repeat or reorder), or the
+   *                            engine restarted. isRepeat() tells them apart: the last batch
+   *                            applied byte for byte, or a catch-up whose anchor still holds,
+   *                            means a repeat; a changed history restarts (in catchUp()); with
+   *                            no replay endpoint a restart is assumed -> restart()
    *   s <= lastApplied         already applied through replay -> duplicate
-   *   s >  lastApplied + 1     gap -> catchUp() if the engine has a replay endpoint; whatever
-   *                            is still missing afterwards is counted lost
+   *   s >  lastApplied + 1     gap -> catchUp() if the engine has a replay endpoint; when the
+   *                            replay worked and still ends before s, s is not in the engine's
+   *                            history (a message from before a restart, held up on the way)
+   *                            and is skipped; without replay, or when the replay failed, what
+   *                            is still missing is counted lost
    *   then apply(s).
    *
    * catchUp() asks for everything from lastApplied (not lastApplied + 1): the first answer must
@@ -45,11 +55,29 @@ final class Source {
    * (at once, and once more a moment later, since the subscription may become active after the
    * first replay was answered).
    *
+   * Rebuild from 0: when the source applies sequence 0 with nothing applied before (a new
+   * subscriber, live or through replay), it follows the engine's whole history, so each rank the
+   * history names gets a Cleared before its first batch (ranksCleared; restart() has cleared the
+   * ranks it knew already). A subscriber that starts on an index warm-started from a peer's dump
+   * thus drops what the dump held of that engine and rebuilds it exactly, even if the engine
+   * restarted after the dump was taken. When the buffer
+   * no longer starts at 0, the suffix is applied over the dump: replaying batches the dump
+   * already reflects converges to the engine's state, because an engine evicts a block only
+   * after its descendants and every event is a set insert or delete.
+   *
+   * A long answer can arrive with holes: the engine's ROUTER drops replies when its send queue to
+   * us is full (ZMQ's high-water mark, 1,000 by default), end marker included. An engine's buffer
+   * holds consecutive batches, so a jump after the first reply, or a silence after some replies,
+   * means replies were dropped on the way: the catch-up asks again from the last batch applied
+   * (up to MAX_RESUMES times per catch-up; each one makes progress) instead of counting a loss.
+   *
    * restart(): the converter hands back Cleared for every (rank, tier) it published for, those
    * go to the sink, and the sequence state starts over at -1.
    */
 
   private static final Logger LOG = Logger.getLogger(ZmqEventSubscriber.class.getName());
+  private static final long STALE_RECHECK_NANOS = 100_000_000L;
+  private static final int MAX_RESUMES = 16;
 
   final EngineSpec spec;
   private final String name;
@@ -59,6 +87,18 @@ final class Source {
   private final IngestSink sink;
   private final long replayTimeoutMs;
   private final BooleanSupplier running;
+
+  /**
+   * Whether the history followed now was applied from its sequence 0: then each rank it names is
+   * cleared before its first batch, unless restart() just cleared it (see the notes).
+   */
+  private boolean fromZero;
+
+  /** The ranks cleared in the history followed now. */
+  private final Set<Integer> ranksCleared = new HashSet<>();
+
+  private int lastRank;
+  private boolean hasLastRank;
 
   private volatile long lastApplied = -1;
   private long lastLive = -1;
@@ -101,7 +141,7 @@ final class Source {
 
   /** A message from the live socket. */
   void onLive(long s, byte[] payload) {
-    if (lastLive >= 0 && s <= lastLive) {
+    if (lastLive >= 0 && s <= lastLive && !isRepeat(s, payload)) {
       restart("its sequence went back from " + lastLive + " to " + s);
     }
     try {
@@ -112,9 +152,21 @@ final class Source {
       if (s > lastApplied + 1) {
         counters.inc(Counters.C.GAPS);
         if (replay != null) {
+          long failures = counters.get(Counters.C.REPLAY_FAILURES);
           catchUp();
           if (s <= lastApplied) {
             counters.inc(Counters.C.DUPLICATES);
+            return;
+          }
+          if (counters.get(Counters.C.REPLAY_FAILURES) == failures) {
+            // the engine replayed its history up to its newest batch and s was not in it: a late
+            // message from before the engine restarted, not part of the history followed now.
+            // Ask again a moment later, in case the engine buffers a batch only after sending it.
+            resyncAt = System.nanoTime() + STALE_RECHECK_NANOS;
+            long n = counters.inc(Counters.C.DUPLICATES);
+            if (SingleWriterCounters.shouldLog(n)) {
+              LOG.info(name + ": batch " + s + " is not in the engine's history; skipped as stale");
+            }
             return;
           }
         }
@@ -126,6 +178,31 @@ final class Source {
     } finally {
       lastLive = s;
     }
+  }
+
+  /**
+   * Whether live message {@code s}, at or below the highest sequence number seen live, is one this
+   * source already dealt with (a duplicate, or a late message that replay already applied) rather
+   * than the first sign of a restart. The last batch applied, byte for byte, is a repeat. Otherwise
+   * only the engine can tell: a catch-up checks the anchor and restarts the source itself when the
+   * history changed; when it holds, the message is a repeat. Without a replay endpoint there is no
+   * way to tell, and a restart is assumed (clearing only costs cache misses).
+   */
+  private boolean isRepeat(long s, byte[] payload) {
+    if (s == lastApplied && lastPayload != null && Arrays.equals(payload, lastPayload)) {
+      return true;
+    }
+    if (replay == null) {
+      return false;
+    }
+    boolean anchored = lastApplied >= 0 && lastPayload != null; // else the history is unchecked
+    long restartsBefore = counters.get(Counters.C.RESTARTS);
+    long failuresBefore = counters.get(Counters.C.REPLAY_FAILURES);
+    catchUp();
+    if (counters.get(Counters.C.RESTARTS) != restartsBefore) {
+      return true; // catchUp() restarted the source and replayed the new history already
+    }
+    return anchored && counters.get(Counters.C.REPLAY_FAILURES) == failuresBefore;
   }
 
   /**
@@ -149,7 +226,9 @@ final class Source {
   }
 
   private void replayMissed() {
-    for (int attempt = 0; attempt < 2 && running.getAsBoolean(); attempt++) {
+    int attempts = 0;
+    int resumes = 0;
+    while (attempts < 2 && running.getAsBoolean()) {
       // ask from the last batch applied, to check it is still the engine's; after a loss there
       // is nothing to check against, so ask from the first one missing
       final boolean anchored = lastApplied >= 0 && lastPayload != null;
@@ -160,15 +239,22 @@ final class Source {
         return;
       }
       boolean first = true;
+      boolean answered = false; // a reply of this replay was taken in
+      boolean resume = false; // the answer lost messages on the way: ask again from where it broke
       String history = null;
       while (true) {
         Replay.Reply r = replay.next(replayTimeoutMs, running);
         if (r == null) {
-          if (running.getAsBoolean()) {
-            fail("no answer within " + replayTimeoutMs + " ms");
-          } else {
+          if (!running.getAsBoolean()) {
             replay.reset();
+            return;
           }
+          if (answered && resumes < MAX_RESUMES) {
+            resume = true; // the tail of a long answer, end marker included, did not come
+            replay.reset();
+            break;
+          }
+          fail("no answer within " + replayTimeoutMs + " ms");
           return;
         }
         if (r.isBad()) {
@@ -184,6 +270,7 @@ final class Source {
         if (anchored && first) {
           first = false;
           if (r.seq() == start) {
+            answered = true;
             if (!Arrays.equals(r.payload(), lastPayload)) {
               history = "its replay of sequence " + start + " differs from the batch applied";
               replay.reset(); // drop the rest of this answer
@@ -194,18 +281,32 @@ final class Source {
         }
         first = false;
         if (r.seq() <= lastApplied) {
+          answered = true;
           continue;
         }
         if (r.seq() > lastApplied + 1) {
+          if (answered && resumes < MAX_RESUMES) {
+            // an engine's buffer holds consecutive batches, so a jump inside an answer means
+            // the engine's socket dropped replies (its send queue was full)
+            resume = true;
+            replay.reset();
+            break;
+          }
           lose(lastApplied + 1, r.seq() - 1, "not in the replay buffer any more");
         }
+        answered = true;
         counters.inc(Counters.C.REPLAYED);
         apply(r.seq(), r.payload());
+      }
+      if (resume) {
+        resumes++;
+        continue;
       }
       if (history == null) {
         return;
       }
       restart(history);
+      attempts++;
     }
   }
 
@@ -239,15 +340,23 @@ final class Source {
     if (SingleWriterCounters.shouldLog(n)) {
       LOG.warning(name + " restarted: " + why + "; clearing its blocks and starting over");
     }
+    ranksCleared.clear();
     for (TieredEvent e : converter.reset()) {
       deliver(e);
+      ranksCleared.add(e.event().worker().dpRank());
     }
+    fromZero = false;
+    hasLastRank = false;
     lastApplied = -1;
     lastLive = -1;
     lastPayload = null;
   }
 
   private void apply(long s, byte[] payload) {
+    if (s == 0 && lastApplied == -1) {
+      fromZero = true;
+      hasLastRank = false;
+    }
     lastApplied = s;
     lastPayload = payload;
     KvEventBatch batch;
@@ -261,6 +370,16 @@ final class Source {
       return;
     }
     counters.inc(Counters.C.BATCHES);
+    if (fromZero) {
+      int rank = converter.workerOf(batch).dpRank();
+      if (!hasLastRank || rank != lastRank) {
+        if (ranksCleared.add(rank)) {
+          deliver(converter.clearRank(rank));
+        }
+        lastRank = rank;
+        hasLastRank = true;
+      }
+    }
     ConvertedBatch c = converter.convert(batch);
     counters.add(Counters.C.SKIPPED, batch.skipped() + c.ignoredEvents());
     counters.add(Counters.C.PARTIAL_BLOCKS, c.droppedBlocks());

@@ -21,6 +21,9 @@ final class EngineSim {
   private final Integer dpRank;
   private FakeEngine engine;
   private double ts = 1_700_000_000.0;
+  private boolean async;
+  private long eventsPublished;
+  private long batchesPublished;
 
   EngineSim(
       FakeVllmPublisher pub,
@@ -36,6 +39,22 @@ final class EngineSim {
     this.dpRank = dpRank;
     this.workload = new Workload(seed, blockSize, true);
     this.engine = new FakeEngine(blockSize, capacity);
+  }
+
+  /** From now on batches are queued for the publisher thread instead of waited for. */
+  EngineSim async() {
+    this.async = true;
+    return this;
+  }
+
+  /** Engine events published so far (a batch holds one or more). */
+  long eventsPublished() {
+    return eventsPublished;
+  }
+
+  /** Batches published so far, across restarts. */
+  long batchesPublished() {
+    return batchesPublished;
   }
 
   FakeEngine engine() {
@@ -59,7 +78,10 @@ final class EngineSim {
       return -1;
     }
     ts += 0.01;
-    return pub.publish(encoder.encode(new KvEventBatch(ts, dpRank, events, 0)));
+    eventsPublished += events.size();
+    batchesPublished++;
+    byte[] payload = encoder.encode(new KvEventBatch(ts, dpRank, events, 0));
+    return async ? pub.publishAsync(payload) : pub.publish(payload);
   }
 
   /** The engine process restarts: an empty cache, a publisher that counts from 0 again. */

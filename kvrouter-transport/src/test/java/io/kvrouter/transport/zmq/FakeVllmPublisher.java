@@ -64,6 +64,11 @@ public final class FakeVllmPublisher implements AutoCloseable {
     return new FakeVllmPublisher(topic, 10_000, null);
   }
 
+  /** A publisher whose PUB and ROUTER bind free loopback ports, keeping {@code bufferSteps}. */
+  static FakeVllmPublisher bound(String topic, int bufferSteps) {
+    return new FakeVllmPublisher(topic, bufferSteps, null);
+  }
+
   /**
    * A publisher whose PUB will connect to a router in bind mode ({@link #connectPub}); its ROUTER
    * binds a free loopback port.
@@ -138,7 +143,7 @@ public final class FakeVllmPublisher implements AutoCloseable {
       while (running) {
         Runnable c;
         while ((c = commands.poll()) != null) c.run();
-        poller.poll(5);
+        poller.poll(1);
         while (true) {
           byte[] sub = pub.recv(ZMQ.DONTWAIT);
           if (sub == null) break;
@@ -196,24 +201,59 @@ public final class FakeVllmPublisher implements AutoCloseable {
   /** Publishes one batch payload; returns its sequence number. */
   public long publish(byte[] payload) {
     long seq = nextSeq.getAndIncrement();
-    run(
-        () -> {
-          if (dropNext > 0) {
-            dropNext--;
-          } else {
-            pub.sendMore(topicBytes);
-            pub.sendMore(ByteBuffer.allocate(8).putLong(seq).array());
-            pub.send(payload);
-          }
-          buffer.addLast(new Object[] {seq, payload});
-          if (buffer.size() > bufferSteps) buffer.removeFirst();
-        });
+    run(send(seq, payload));
     return seq;
+  }
+
+  /**
+   * Queues one batch payload for the publisher thread without waiting for it to go out (batches
+   * leave in call order); returns its sequence number.
+   */
+  long publishAsync(byte[] payload) {
+    long seq = nextSeq.getAndIncrement();
+    commands.add(send(seq, payload));
+    return seq;
+  }
+
+  private Runnable send(long seq, byte[] payload) {
+    return () -> {
+      if (dropNext > 0) {
+        dropNext--;
+      } else {
+        pub.sendMore(topicBytes);
+        pub.sendMore(ByteBuffer.allocate(8).putLong(seq).array());
+        pub.send(payload);
+      }
+      buffer.addLast(new Object[] {seq, payload});
+      if (buffer.size() > bufferSteps) buffer.removeFirst();
+    };
   }
 
   /** The next {@code n} batches are buffered for replay but never reach the live socket. */
   public void dropNext(int n) {
     run(() -> dropNext += n);
+  }
+
+  /** Sends buffered batch {@code seq} on the live socket once more (a repeat, or a late copy). */
+  void resend(long seq) {
+    byte[] payload = payload(seq);
+    sendRaw(topicBytes, ByteBuffer.allocate(8).putLong(seq).array(), payload);
+  }
+
+  /** The payload of buffered batch {@code seq}. */
+  byte[] payload(long seq) {
+    CompletableFuture<byte[]> found = new CompletableFuture<>();
+    run(
+        () -> {
+          for (Object[] entry : buffer) {
+            if ((Long) entry[0] == seq) {
+              found.complete((byte[]) entry[1]);
+              return;
+            }
+          }
+          found.completeExceptionally(new AssertionError("batch " + seq + " is not buffered"));
+        });
+    return found.join();
   }
 
   /** Sends raw frames on the live socket (no sequence number is used up). */

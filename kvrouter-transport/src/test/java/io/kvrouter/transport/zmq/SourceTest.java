@@ -61,7 +61,7 @@ class SourceTest {
   void inOrderMessagesAreApplied() {
     Source s = source(false);
     for (long i = 0; i < 3; i++) s.onLive(i, batch(0, i));
-    assertThat(applied()).containsExactly(0L, 1L, 2L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L);
     assertThat(s.lastApplied()).isEqualTo(2);
     assertThat(Counters.snapshot(counters).batches()).isEqualTo(3);
   }
@@ -71,7 +71,7 @@ class SourceTest {
     Source s = source(false);
     s.onLive(0, batch(0, 0));
     s.onLive(3, batch(0, 3));
-    assertThat(applied()).containsExactly(0L, 3L);
+    assertThat(applied()).containsExactly(-1L, 0L, 3L);
     IngestStats st = Counters.snapshot(counters);
     assertThat(st.gaps()).isEqualTo(1);
     assertThat(st.lostMessages()).isEqualTo(2);
@@ -84,7 +84,7 @@ class SourceTest {
     s.onLive(0, batch(0, 0));
     s.onLive(1, new byte[] {(byte) 0xc1});
     s.onLive(2, batch(0, 2));
-    assertThat(applied()).containsExactly(0L, 2L);
+    assertThat(applied()).containsExactly(-1L, 0L, 2L);
     assertThat(Counters.snapshot(counters).decodeErrors()).isEqualTo(1);
     assertThat(Counters.snapshot(counters).gaps()).isZero();
   }
@@ -95,23 +95,68 @@ class SourceTest {
     for (long i = 0; i < 4; i++) s.onLive(i, batch(0, i));
     s.onLive(0, batch(1, 0));
     s.onLive(1, batch(1, 1));
-    assertThat(applied()).containsExactly(0L, 1L, 2L, 3L, -1L, 1000L, 1001L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, 3L, -1L, 1000L, 1001L);
     assertThat(Counters.snapshot(counters).restarts()).isEqualTo(1);
-    assertThat(Counters.snapshot(counters).clearedEvents()).isEqualTo(1);
+    // one as the first history is followed from 0, one for the restart; the second history's 0
+    // needs none, the restart cleared that rank already
+    assertThat(Counters.snapshot(counters).clearedEvents()).isEqualTo(2);
   }
 
   @Test
   void aGapIsFilledFromTheReplayAfterTheAnchorChecksOut() {
     Source s = source(true);
     s.onLive(0, batch(0, 0));
-    replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2));
+    // an engine buffers what it has sent before it answers a replay, so 3 is there too
+    replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2), 3, batch(0, 3));
     s.onLive(3, batch(0, 3));
     assertThat(replay.requests).containsExactly(0L);
-    assertThat(applied()).containsExactly(0L, 1L, 2L, 3L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, 3L);
     IngestStats st = Counters.snapshot(counters);
-    assertThat(st.replayedMessages()).isEqualTo(2);
+    assertThat(st.replayedMessages()).isEqualTo(3);
     assertThat(st.lostMessages()).isZero();
     assertThat(st.restarts()).isZero();
+  }
+
+  @Test
+  void aLiveMessageTheEnginesReplayDoesNotHoldIsSkippedAsStale() {
+    Source s = source(true);
+    for (long i = 0; i < 3; i++) s.onLive(i, batch(1, i));
+    // 9 of an earlier engine life, held up on the way; the engine's history ends at 2
+    replay.script(2, batch(1, 2));
+    s.onLive(9, batch(0, 9));
+    assertThat(applied()).containsExactly(-1L, 1000L, 1001L, 1002L);
+    assertThat(s.lastApplied()).isEqualTo(2);
+    IngestStats st = Counters.snapshot(counters);
+    assertThat(st.duplicates()).isEqualTo(1);
+    assertThat(st.lostMessages()).isZero();
+    assertThat(st.restarts()).isZero();
+    assertThat(s.resyncAt).as("asks again soon").isNotZero();
+    s.onLive(3, batch(1, 3)); // the history goes on
+    assertThat(applied()).endsWith(1003L);
+  }
+
+  @Test
+  void aRepeatOfTheLastBatchIsADuplicateNotARestart() {
+    Source s = source(false);
+    for (long i = 0; i < 3; i++) s.onLive(i, batch(0, i));
+    s.onLive(2, batch(0, 2));
+    s.onLive(3, batch(0, 3));
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, 3L);
+    assertThat(Counters.snapshot(counters).duplicates()).isEqualTo(1);
+    assertThat(Counters.snapshot(counters).restarts()).isZero();
+  }
+
+  @Test
+  void aLateMessageWhoseAnchorStillHoldsIsNotARestart() {
+    Source s = source(true);
+    s.onLive(0, batch(0, 0));
+    replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2));
+    s.onLive(2, batch(0, 2)); // 1 is late: replay brings it
+    replay.script(2, batch(0, 2));
+    s.onLive(1, batch(0, 1)); // and here it is
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L);
+    assertThat(Counters.snapshot(counters).restarts()).isZero();
+    assertThat(Counters.snapshot(counters).duplicates()).isEqualTo(2);
   }
 
   @Test
@@ -121,8 +166,37 @@ class SourceTest {
     replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2), 3, batch(0, 3));
     s.onLive(2, batch(0, 2));
     s.onLive(3, batch(0, 3));
-    assertThat(applied()).containsExactly(0L, 1L, 2L, 3L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, 3L);
     assertThat(Counters.snapshot(counters).duplicates()).isEqualTo(2);
+  }
+
+  @Test
+  void aJumpInsideAReplayAnswerIsAskedForAgainNotLost() {
+    Source s = source(true);
+    for (long i = 0; i < 2; i++) s.onLive(i, batch(0, i));
+    // the engine's ROUTER dropped 3 and 4 on the way (its send queue was full)
+    replay.script(1, batch(0, 1), 2, batch(0, 2), 5, batch(0, 5));
+    replay.script(2, batch(0, 2), 3, batch(0, 3), 4, batch(0, 4), 5, batch(0, 5));
+    s.onLive(5, batch(0, 5));
+    assertThat(replay.requests).containsExactly(1L, 2L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, 3L, 4L, 5L);
+    IngestStats st = Counters.snapshot(counters);
+    assertThat(st.lostMessages()).isZero();
+    assertThat(st.replayFailures()).isZero();
+    assertThat(st.restarts()).isZero();
+  }
+
+  @Test
+  void aReplayAnswerWhoseTailNeverComesIsAskedForAgain() {
+    Source s = source(true);
+    for (long i = 0; i < 2; i++) s.onLive(i, batch(0, i));
+    replay.scriptWithoutEnd(1, batch(0, 1), 2, batch(0, 2));
+    replay.script(2, batch(0, 2), 3, batch(0, 3), 4, batch(0, 4));
+    s.onLive(4, batch(0, 4));
+    assertThat(replay.requests).containsExactly(1L, 2L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, 3L, 4L);
+    assertThat(Counters.snapshot(counters).lostMessages()).isZero();
+    assertThat(Counters.snapshot(counters).replayFailures()).isZero();
   }
 
   @Test
@@ -131,7 +205,9 @@ class SourceTest {
     replay.script(0, batch(0, 0), 1, batch(0, 1), 2, batch(0, 2));
     s.onLive(2, batch(0, 2));
     assertThat(replay.requests).containsExactly(0L);
-    assertThat(applied()).containsExactly(0L, 1L, 2L);
+    // following the history from 0, the rank is cleared first: an index warm-started from a
+    // peer may hold blocks of an earlier life of this engine
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L);
     assertThat(Counters.snapshot(counters).duplicates()).isEqualTo(1);
   }
 
@@ -147,7 +223,7 @@ class SourceTest {
     assertThat(replay.resets)
         .as("the rest of the first answer is dropped")
         .isGreaterThanOrEqualTo(1);
-    assertThat(applied()).containsExactly(0L, 1L, 2L, -1L, 1000L, 1001L, 1002L, 1003L, 1004L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, -1L, 1000L, 1001L, 1002L, 1003L, 1004L);
     assertThat(Counters.snapshot(counters).restarts()).isEqualTo(1);
   }
 
@@ -159,7 +235,7 @@ class SourceTest {
     replay.script();
     s.catchUp(); // as after a reconnection
     assertThat(replay.requests).containsExactly(2L, 0L);
-    assertThat(applied()).containsExactly(0L, 1L, 2L, -1L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L, -1L);
     assertThat(s.lastApplied()).isEqualTo(-1);
     assertThat(Counters.snapshot(counters).restarts()).isEqualTo(1);
   }
@@ -170,7 +246,7 @@ class SourceTest {
     for (long i = 0; i < 3; i++) s.onLive(i, batch(0, i));
     replay.script(2, batch(0, 2));
     s.catchUp();
-    assertThat(applied()).containsExactly(0L, 1L, 2L);
+    assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L);
     assertThat(Counters.snapshot(counters).restarts()).isZero();
     assertThat(Counters.snapshot(counters).replayedMessages()).isZero();
   }
@@ -181,7 +257,7 @@ class SourceTest {
     s.onLive(0, batch(0, 0));
     replay.script(3, batch(0, 3), 4, batch(0, 4));
     s.onLive(4, batch(0, 4));
-    assertThat(applied()).containsExactly(0L, 3L, 4L);
+    assertThat(applied()).containsExactly(-1L, 0L, 3L, 4L);
     assertThat(Counters.snapshot(counters).lostMessages()).isEqualTo(2);
     assertThat(Counters.snapshot(counters).restarts()).isZero();
   }
@@ -192,7 +268,7 @@ class SourceTest {
     s.onLive(0, batch(0, 0));
     replay.silent = true;
     s.onLive(3, batch(0, 3));
-    assertThat(applied()).containsExactly(0L, 3L);
+    assertThat(applied()).containsExactly(-1L, 0L, 3L);
     IngestStats st = Counters.snapshot(counters);
     assertThat(st.replayFailures()).isEqualTo(1);
     assertThat(st.lostMessages()).isEqualTo(2);
@@ -216,7 +292,7 @@ class SourceTest {
     replay.broken = true;
     s.onLive(2, batch(0, 2));
     s.onLive(3, batch(0, 3));
-    assertThat(applied()).containsExactly(0L, 2L, 3L);
+    assertThat(applied()).containsExactly(-1L, 0L, 2L, 3L);
     assertThat(Counters.snapshot(counters).replayFailures()).isEqualTo(1);
     assertThat(Counters.snapshot(counters).lostMessages()).isEqualTo(1);
     assertThat(replay.resets).isEqualTo(1);
@@ -254,13 +330,22 @@ class SourceTest {
 
     /** Scripts the answer to one request: pairs of (seq, payload), then END. */
     void script(Object... seqAndPayload) {
+      scriptAnswer(true, seqAndPayload);
+    }
+
+    /** Scripts an answer whose end marker never comes (then: silence, as a timeout). */
+    void scriptWithoutEnd(Object... seqAndPayload) {
+      scriptAnswer(false, seqAndPayload);
+    }
+
+    private void scriptAnswer(boolean withEnd, Object... seqAndPayload) {
       List<Reply> r = new ArrayList<>();
       for (int i = 0; i < seqAndPayload.length; i += 2) {
         r.add(
             new Reply(
                 ((Number) seqAndPayload[i]).longValue(), (byte[]) seqAndPayload[i + 1], null));
       }
-      r.add(Reply.END);
+      if (withEnd) r.add(Reply.END);
       scripts.addLast(r);
     }
 

@@ -207,6 +207,83 @@ class ZmqIngestionTest {
   }
 
   @Test
+  void repeatedAndLateMessagesAreNotTakenForRestarts() {
+    pub = FakeVllmPublisher.bound(TOPIC);
+    sub = connect(spec(7, 4), 4).start();
+    pub.awaitSubscriptions(1, WAIT);
+    EngineSim sim = new EngineSim(pub, 4, 64, 11, VllmEncoder.tagged(), null);
+    int repeats = 0;
+    for (int round = 0; round < 6; round++) {
+      sim.run(10);
+      pub.resend(pub.lastSeq()); // the same message twice in a row
+      pub.dropNext(1);
+      sim.run(3); // the dropped batch comes back through replay...
+      pub.resend(pub.lastSeq() - 2); // ...and then arrives late on the live socket
+      pub.resend(pub.lastSeq() - 8); // an older one, long applied
+      repeats += 3;
+    }
+    sim.run(5);
+
+    SyncCheck.awaitInSync(sub, index, BlockHasher.of(4), SyncCheck.of(sim, 7));
+    IngestStats s = sub.stats();
+    assertThat(s.restarts()).as("restarts").isZero();
+    // replays may also bring batches before their live copies arrive
+    assertThat(s.duplicates()).isGreaterThanOrEqualTo(repeats);
+    assertThat(s.lostMessages()).isZero();
+    assertThat(s.batches()).isEqualTo(pub.lastSeq() + 1);
+  }
+
+  @Test
+  void aLateMessageFromBeforeARestartIsSkipped() {
+    pub = FakeVllmPublisher.bound(TOPIC);
+    sub = connect(spec(7, 4), 4).start();
+    pub.awaitSubscriptions(1, WAIT);
+    EngineSim sim = new EngineSim(pub, 4, 64, 12, VllmEncoder.tagged(), null);
+    sim.run(60);
+    SyncCheck.awaitInSync(sub, index, BlockHasher.of(4), SyncCheck.of(sim, 7));
+    long oldSeq = pub.lastSeq();
+    byte[] oldPayload = pub.payload(oldSeq);
+
+    int subscriptions = pub.subscriptions();
+    sim.restart();
+    pub.awaitSubscriptions(subscriptions + 1, WAIT);
+    sim.run(10);
+    SyncCheck.awaitInSync(sub, index, BlockHasher.of(4), SyncCheck.of(sim, 7));
+    long restarts = sub.stats().restarts();
+    assertThat(pub.lastSeq()).isLessThan(oldSeq - 1);
+
+    // a message of the old engine, held up somewhere, arrives with a sequence number ahead
+    pub.sendRaw(
+        TOPIC.getBytes(StandardCharsets.UTF_8),
+        ByteBuffer.allocate(8).putLong(oldSeq).array(),
+        oldPayload);
+    sim.run(10);
+    SyncCheck.awaitInSync(sub, index, BlockHasher.of(4), SyncCheck.of(sim, 7));
+    assertThat(sub.stats().restarts()).as("no second restart").isEqualTo(restarts);
+    assertThat(sub.stats().lostMessages()).isZero();
+  }
+
+  @Test
+  void aNewSubscriberOnAWarmIndexRebuildsTheEngineFromZero() {
+    pub = FakeVllmPublisher.bound(TOPIC);
+    EngineSim sim = new EngineSim(pub, 4, 64, 13, VllmEncoder.arrayLike(), null);
+    sim.run(40);
+    // what a peer's dump said of this worker before the engine restarted: blocks it no longer has
+    long[] stale = {0x1111L, 0x2222L, 0x3333L};
+    index.apply(
+        new io.kvrouter.event.RouterEvent(
+            io.kvrouter.event.Worker.of(7),
+            1,
+            io.kvrouter.event.CacheEvent.storedAtRoot(stale, new long[] {1, 2, 3})));
+    assertThat(index.stats().blocksIndexed()).isEqualTo(3);
+
+    sub = connect(spec(7, 4), 4).start(); // replays the engine's whole history from 0
+    SyncCheck.awaitInSync(sub, index, BlockHasher.of(4), SyncCheck.of(sim, 7));
+    assertThat(index.stats().blocksIndexed()).isEqualTo(sim.engine().cachedBlocks());
+    assertThat(index.findMatches(new long[] {1, 2, 3}, false).scores()).isEmpty();
+  }
+
+  @Test
   void engineBlocksTwiceTheRoutersAreSplit() {
     pub = FakeVllmPublisher.bound(TOPIC);
     pub.replyWithTopic(true); // replies as [empty, topic, seq, payload]
