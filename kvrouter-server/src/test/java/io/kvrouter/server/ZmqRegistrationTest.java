@@ -101,7 +101,8 @@ class ZmqRegistrationTest {
           .contains(
               "\"ingestion\":\"connected\",\"zmq\":{\"state\":\"connected\","
                   + "\"connected_once\":true,\"last_sequence\":3,",
-              "\"batches\":3,\"events_applied\":3,\"decode_errors\":1,",
+              // the stores and the Cleared that starts a history followed from sequence 0
+              "\"batches\":3,\"events_applied\":4,\"decode_errors\":1,",
               "\"gaps\":1,\"lost_messages\":0,")
           .containsPattern("\"replays\":[1-9]");
 
@@ -119,7 +120,7 @@ class ZmqRegistrationTest {
               "kvrouter_zmq_connection_events_total"
                   + "{dp_rank=\"0\",event=\"connected\",instance_id=\"7\"",
               "kvrouter_zmq_last_sequence" + labels + "} 3.0",
-              "kvrouter_events_received_total{source=\"zmq\"} 3.0")
+              "kvrouter_events_received_total{source=\"zmq\"} 4.0") // with the Cleared
           .containsPattern("kvrouter_zmq_replays_total\\Q" + labels + "}\\E [1-9]");
 
       HttpFixture.Reply un =
@@ -149,7 +150,8 @@ class ZmqRegistrationTest {
       pub.publish(storedBatch(range(50, 4), 0));
       await(() -> http.query("m", range(50, 4)), b -> b.contains("\"5\":{\"0\":4}"));
       assertThat(http.query("m", range(1, 4)).body()).doesNotContain("\"5\"");
-      assertThat(http.get("/workers").body()).contains("\"dropped_foreign_rank\":1");
+      // rank 1's store, and the Cleared for rank 1 that starts the history followed from 0
+      assertThat(http.get("/workers").body()).contains("\"dropped_foreign_rank\":2");
     }
   }
 
