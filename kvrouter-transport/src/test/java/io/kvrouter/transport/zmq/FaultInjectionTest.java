@@ -56,15 +56,19 @@ class FaultInjectionTest {
   /** One router replica: its index, and per engine a link and a subscriber. */
   private final class Replica {
     final String name;
+    final String kindName;
     final Supplier<KvIndex> indexKind;
     final List<FaultyLink> links = new ArrayList<>();
     final List<ZmqEventSubscriber> subs = new ArrayList<>();
     KvIndex index;
     int restarts;
-    long lostBeforeRestarts;
 
-    Replica(String name, Supplier<KvIndex> indexKind, long seed) {
+    /** Per counter, the sum over the subscribers of earlier lives of this replica. */
+    final long[] earlier = new long[6];
+
+    Replica(String name, String kindName, Supplier<KvIndex> indexKind, long seed) {
       this.name = name;
+      this.kindName = kindName;
       this.indexKind = indexKind;
       this.index = indexKind.get();
       for (int e = 0; e < ENGINES; e++) {
@@ -99,14 +103,25 @@ class FaultInjectionTest {
     /** The replica process dies and comes back, warm-started from {@code peer}'s dump. */
     void restartFrom(Replica peer) {
       for (ZmqEventSubscriber s : subs) {
-        lostBeforeRestarts += s.stats().lostMessages();
         s.close();
+        long[] c = counters(s.stats());
+        for (int i = 0; i < c.length; i++) earlier[i] += c[i];
       }
       index.close();
       index = indexKind.get();
       for (RouterEvent ev : peer.index.dump()) index.apply(ev);
       subscribeAll();
       restarts++;
+    }
+
+    /** gaps, repeats skipped, replays, batches replayed, restarts seen, batches lost: all lives. */
+    long[] totals() {
+      long[] t = earlier.clone();
+      for (ZmqEventSubscriber s : subs) {
+        long[] c = counters(s.stats());
+        for (int i = 0; i < c.length; i++) t[i] += c[i];
+      }
+      return t;
     }
 
     void faults(boolean on) {
@@ -118,6 +133,12 @@ class FaultInjectionTest {
       for (FaultyLink l : links) l.close();
       index.close();
     }
+  }
+
+  private static long[] counters(IngestStats s) {
+    return new long[] {
+      s.gaps(), s.duplicates(), s.replays(), s.replayedMessages(), s.restarts(), s.lostMessages()
+    };
   }
 
   private EngineSpec spec(int engine) {
@@ -149,8 +170,8 @@ class FaultInjectionTest {
           new EngineSim(pub, BLOCK_SIZE, CAPACITY, SEED * 1000 + e, VllmEncoder.tagged(), null)
               .async());
     }
-    replicas.add(new Replica("A", KvIndexes::concurrentRadixTree, SEED));
-    replicas.add(new Replica("B", () -> KvIndexes.positional(4), SEED + 1));
+    replicas.add(new Replica("A", "concurrentRadixTree()", KvIndexes::concurrentRadixTree, SEED));
+    replicas.add(new Replica("B", "positional(4)", () -> KvIndexes.positional(4), SEED + 1));
 
     int engineRestarts = 0;
     for (int round = 0; round < ROUNDS; round++) {
@@ -167,6 +188,11 @@ class FaultInjectionTest {
         replicas.get(victim).restartFrom(replicas.get(1 - victim));
       }
       pace();
+      if (ROUNDS >= 200 && (round + 1) % (ROUNDS / 20) == 0) {
+        long events = engines.stream().mapToLong(EngineSim::eventsPublished).sum();
+        System.out.printf(
+            "fault injection: round %d of %d, %d events%n", round + 1, ROUNDS, events);
+      }
     }
 
     for (Replica r : replicas) r.faults(false);
@@ -205,28 +231,14 @@ class FaultInjectionTest {
             engineRestarts,
             routerRestarts));
     for (Replica r : replicas) {
-      long gaps = 0;
-      long repeats = 0;
-      long replays = 0;
-      long replayed = 0;
-      long lost = 0;
-      long restartsSeen = 0;
-      for (ZmqEventSubscriber sub : r.subs) {
-        IngestStats s = sub.stats();
-        gaps += s.gaps();
-        repeats += s.duplicates();
-        replays += s.replays();
-        replayed += s.replayedMessages();
-        lost += s.lostMessages();
-        restartsSeen += s.restarts();
-      }
+      long[] t = r.totals();
       report.append(
           String.format(
-              "  replica %s (%d restarts, warm-started from the other): since its last start "
-                  + "%d gaps, %d repeats skipped, %d replays (%d batches), %d engine restarts "
-                  + "seen, %d batches lost (older than the replay buffer, covered by the warm "
-                  + "start)%n",
-              r.name, r.restarts, gaps, repeats, replays, replayed, restartsSeen, lost));
+              "  replica %s (%s, %d restarts warm-started from the other): %d gaps, %d repeats or "
+                  + "stale messages skipped, %d replays (%d batches), %d engine restarts seen, "
+                  + "%d batches not in a replay buffer when a restarted replica's subscriber "
+                  + "asked from 0 (the warm start holds them)%n",
+              r.name, r.kindName, r.restarts, t[0], t[1], t[2], t[3], t[4], t[5]));
     }
     System.out.print(report);
 
