@@ -2,15 +2,13 @@ package io.kvrouter.server;
 
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
+import io.kvrouter.transport.nats.NatsConnections;
 import io.kvrouter.transport.nats.NatsEventPublisher;
 import io.kvrouter.transport.nats.NatsEventStream;
 import io.kvrouter.transport.nats.NatsReplica;
 import io.nats.client.Connection;
 import io.nats.client.JetStreamApiException;
-import io.nats.client.Nats;
-import io.nats.client.Options;
 import java.io.IOException;
-import java.net.URI;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
@@ -64,25 +62,7 @@ final class NatsEvents implements AutoCloseable {
 
   /** Checks {@code --events}: {@code nats://host:port} (or several, comma-separated). */
   static String checkUrl(String events) {
-    String v = events.trim();
-    for (String u : v.split(",")) {
-      URI uri;
-      try {
-        uri = URI.create(u.trim());
-      } catch (IllegalArgumentException e) {
-        uri = null;
-      }
-      if (uri == null
-          || !List.of("nats", "tls").contains(uri.getScheme())
-          || uri.getHost() == null) {
-        throw new IllegalArgumentException(
-            "events: '"
-                + events
-                + "' is not a NATS server URL; expected nats://host:port (e.g."
-                + " nats://127.0.0.1:4222)");
-      }
-    }
-    return v;
+    return NatsConnections.checkUrl("events", events);
   }
 
   /** Checks {@code --replica-id}: letters, digits, '-' and '_' (it names NATS objects). */
@@ -100,27 +80,8 @@ final class NatsEvents implements AutoCloseable {
    * @throws IllegalStateException naming the URL when no server answers within 5 s
    */
   static NatsEvents connect(String url, String replicaId) {
-    Options.Builder o =
-        new Options.Builder()
-            .connectionTimeout(CONNECT_TIMEOUT)
-            .maxReconnects(-1)
-            .reconnectWait(Duration.ofMillis(250))
-            .connectionName("kvrouter-" + replicaId);
-    for (String u : url.split(",")) o.server(u.trim());
-    try {
-      return new NatsEvents(url, replicaId, Nats.connect(o.build()));
-    } catch (IOException e) {
-      throw new IllegalStateException(
-          "events: cannot connect to NATS at "
-              + url
-              + ": "
-              + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage())
-              + " (is nats-server running there with JetStream, -js?)",
-          e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("events: interrupted while connecting to " + url, e);
-    }
+    return new NatsEvents(
+        url, replicaId, NatsConnections.connect("events", url, "kvrouter-" + replicaId));
   }
 
   /** The subject of an index's events. */

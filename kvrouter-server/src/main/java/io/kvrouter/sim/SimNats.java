@@ -5,13 +5,12 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.server.KvRouterServer;
+import io.kvrouter.transport.nats.NatsConnections;
 import io.kvrouter.transport.nats.NatsEventPublisher;
 import io.kvrouter.transport.nats.NatsEventStream;
 import io.kvrouter.transport.nats.NatsReplica;
 import io.nats.client.Connection;
 import io.nats.client.JetStreamApiException;
-import io.nats.client.Nats;
-import io.nats.client.Options;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Duration;
@@ -58,31 +57,7 @@ final class SimNats implements AutoCloseable {
    * @throws IllegalStateException when no server answers
    */
   static SimNats connect(String url) {
-    if (!url.startsWith("nats://") && !url.startsWith("tls://")) {
-      throw new IllegalArgumentException(
-          "--events: '" + url + "' is not a NATS server URL; expected nats://host:port");
-    }
-    try {
-      Options o =
-          new Options.Builder()
-              .server(url)
-              .connectionTimeout(Duration.ofSeconds(5))
-              .maxReconnects(-1)
-              .connectionName("kvrouter-simulate")
-              .build();
-      return new SimNats(url, Nats.connect(o));
-    } catch (IOException e) {
-      throw new IllegalStateException(
-          "--events: cannot connect to NATS at "
-              + url
-              + ": "
-              + (e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage())
-              + " (is nats-server running there with JetStream, -js?)",
-          e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("--events: interrupted while connecting to " + url, e);
-    }
+    return new SimNats(url, NatsConnections.connect("--events", url, "kvrouter-simulate"));
   }
 
   /** The subject of a policy run, as {@code kvrouter serve --events} names model {@code model}. */
