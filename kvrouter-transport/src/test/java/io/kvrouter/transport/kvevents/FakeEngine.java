@@ -17,7 +17,7 @@ import java.util.List;
  * vLLM's block hashes. The token ids of a store are the request's tokens for the newly stored
  * blocks: the cache always stores the trailing full blocks of the request being admitted.
  */
-public final class FakeEngine {
+public final class FakeEngine implements Workload.Engine {
   private final int blockSize;
   private final String lora;
   private final String medium;
@@ -69,6 +69,7 @@ public final class FakeEngine {
   }
 
   /** Admits a request (see {@link PrefixCache#admit}). */
+  @Override
   public PrefixCache.Admission admit(long requestId, int[] tokens) {
     admitting = tokens;
     try {
@@ -78,14 +79,17 @@ public final class FakeEngine {
     }
   }
 
+  @Override
   public boolean release(long requestId) {
     return cache.release(requestId);
   }
 
+  @Override
   public int evict(int blocks) {
     return cache.evict(blocks);
   }
 
+  @Override
   public void clear() {
     cache.clear();
   }

@@ -9,9 +9,8 @@ import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.OverlapScores;
 import io.kvrouter.prefixcache.PrefixCache;
-import java.util.ArrayDeque;
+import io.kvrouter.transport.kvevents.Workload;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
 import java.util.function.Consumer;
@@ -28,12 +27,10 @@ final class EngineFleet {
   static final BlockHasher HASHER = BlockHasher.of(BLOCK_SIZE);
 
   private final Random rnd;
+  private final Workload.Prompts prompts;
   private final List<PrefixCache> engines = new ArrayList<>();
-  private final List<ArrayDeque<Long>> active = new ArrayList<>();
-  private final List<int[]> systemPrompts = new ArrayList<>();
-  private final List<int[]> issued = new ArrayList<>();
+  private final List<Workload> workloads = new ArrayList<>();
   private final List<RouterEvent> history = new ArrayList<>();
-  private long nextRequest = 1;
   private int stored;
   private int removed;
   private int cleared;
@@ -41,6 +38,7 @@ final class EngineFleet {
   /** Engines for workers 1, 2 (ranks 0 and 1) and 3, publishing to {@code sink}. */
   EngineFleet(long seed, Consumer<RouterEvent> sink) {
     this.rnd = new Random(seed);
+    this.prompts = new Workload.Prompts(rnd, BLOCK_SIZE, 5, 2, 6, 4, 100);
     Consumer<RouterEvent> listener =
         e -> {
           history.add(e);
@@ -54,10 +52,7 @@ final class EngineFleet {
     for (Worker w :
         List.of(new Worker(1, 0), new Worker(2, 0), new Worker(2, 1), new Worker(3, 0))) {
       engines.add(new PrefixCache(w, BLOCK_SIZE, 40, listener));
-      active.add(new ArrayDeque<>());
-    }
-    for (int i = 0; i < 5; i++) {
-      systemPrompts.add(tokens(BLOCK_SIZE * (2 + rnd.nextInt(5)) + rnd.nextInt(BLOCK_SIZE)));
+      workloads.add(new Workload(rnd, prompts, true));
     }
   }
 
@@ -74,45 +69,7 @@ final class EngineFleet {
 
   private void step() {
     int e = rnd.nextInt(engines.size());
-    PrefixCache engine = engines.get(e);
-    ArrayDeque<Long> held = active.get(e);
-    int r = rnd.nextInt(100);
-    if (r == 0) {
-      engine.clear();
-      held.clear();
-      return;
-    }
-    if (r < 8) {
-      engine.evict(1 + rnd.nextInt(4));
-    }
-    int[] p =
-        rnd.nextInt(3) == 0 && !issued.isEmpty()
-            ? issued.get(rnd.nextInt(issued.size()))
-            : prompt();
-    long id = nextRequest++;
-    if (engine.admit(id, p).admitted()) {
-      held.addLast(id);
-      issued.add(p);
-      if (issued.size() > 100) issued.remove(0);
-    }
-    while (held.size() > 3 || (!held.isEmpty() && rnd.nextBoolean())) {
-      engine.release(held.pollFirst());
-    }
-  }
-
-  private int[] tokens(int n) {
-    int[] t = new int[n];
-    for (int i = 0; i < n; i++) t[i] = rnd.nextInt(50_000);
-    return t;
-  }
-
-  private int[] prompt() {
-    int[] sys = systemPrompts.get(rnd.nextInt(systemPrompts.size()));
-    int keep = rnd.nextInt(4) == 0 ? rnd.nextInt(sys.length + 1) : sys.length;
-    int[] suffix = tokens(rnd.nextInt(4 * BLOCK_SIZE + 1));
-    int[] p = Arrays.copyOf(sys, keep + suffix.length);
-    System.arraycopy(suffix, 0, p, keep, suffix.length);
-    return p;
+    workloads.get(e).step(Workload.Engine.of(engines.get(e)));
   }
 
   /** Every event the engines published so far, in order. */
@@ -134,13 +91,7 @@ final class EngineFleet {
 
   /** Prompts to compare on: recent ones, the system prompts, their halves and fresh ones. */
   List<int[]> probes() {
-    List<int[]> out = new ArrayList<>(issued);
-    for (int[] s : systemPrompts) {
-      out.add(s);
-      out.add(Arrays.copyOf(s, s.length / 2));
-    }
-    for (int i = 0; i < 20; i++) out.add(prompt());
-    return out;
+    return prompts.probes();
   }
 
   /** Asserts that {@code index} scores every engine's worker as the engine's own lookup. */
