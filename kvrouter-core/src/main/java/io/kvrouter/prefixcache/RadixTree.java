@@ -253,12 +253,8 @@ public final class RadixTree<V> {
       if (c == NIL) {
         break;
       }
-      final int[] lab = label[c];
-      final int len = lab.length;
-      final int n = Math.min(len, limit - pos);
-      final int m = Arrays.mismatch(lab, 0, n, key, pos, pos + n);
-      int same = m < 0 ? n : m;
-      same -= same % g;
+      final int len = label[c].length;
+      final int same = sharedTokens(c, key, pos, limit);
       if (same < len) {
         c = split(c, same);
       }
@@ -308,12 +304,8 @@ public final class RadixTree<V> {
       if (c == NIL) {
         break;
       }
-      final int[] lab = label[c];
-      final int len = lab.length;
-      final int n = Math.min(len, limit - pos);
-      final int m = Arrays.mismatch(lab, 0, n, key, pos, pos + n);
-      int same = m < 0 ? n : m;
-      same -= same % g;
+      final int len = label[c].length;
+      final int same = sharedTokens(c, key, pos, limit);
       if (same < len) {
         c = split(c, same);
       }
@@ -418,6 +410,18 @@ public final class RadixTree<V> {
   // ---------------------------------------------------------------- package-private helpers
 
   /**
+   * How many tokens of node {@code c}'s label, in whole granules, equal {@code key[pos..limit)}
+   * from its start.
+   */
+  private int sharedTokens(int c, int[] key, int pos, int limit) {
+    final int[] lab = label[c];
+    final int n = Math.min(lab.length, limit - pos);
+    final int m = Arrays.mismatch(lab, 0, n, key, pos, pos + n);
+    final int same = m < 0 ? n : m;
+    return same - same % granule;
+  }
+
+  /**
    * The read-only walk: like {@link #matchPrefix} over {@code key[0..limit)} but without stamping
    * or splitting. Returns {@code matchedTokens << 32 | unlockedMatchedValues}, the second being how
    * many of the matched values sit in nodes with lock count 0.
@@ -432,12 +436,8 @@ public final class RadixTree<V> {
       if (c == NIL) {
         break;
       }
-      final int[] lab = label[c];
-      final int len = lab.length;
-      final int n = Math.min(len, limit - pos);
-      final int m = Arrays.mismatch(lab, 0, n, key, pos, pos + n);
-      int same = m < 0 ? n : m;
-      same -= same % g;
+      final int len = label[c].length;
+      final int same = sharedTokens(c, key, pos, limit);
       if (lockCount[c] == 0) {
         unlocked += same / g;
       }
