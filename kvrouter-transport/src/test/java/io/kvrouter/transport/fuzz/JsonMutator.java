@@ -156,7 +156,8 @@ public final class JsonMutator {
         }
       }
       case 7 -> {
-        int depth = rnd.nextInt(4) == 0 ? 1 + rnd.nextInt(100_000) : 1 + rnd.nextInt(1100);
+        // mostly around Jackson's nesting limit (1,000), sometimes up to 100,000 levels
+        int depth = rnd.nextInt(32) == 0 ? 1 + rnd.nextInt(100_000) : 1 + rnd.nextInt(1100);
         String open = rnd.nextBoolean() ? "[" : "{\"a\":";
         int at = rnd.nextInt(n + 1);
         String nest = open.repeat(depth);
@@ -168,11 +169,12 @@ public final class JsonMutator {
         }
       }
       case 8 -> {
-        // an array of 1,000..100,000 small integers (or objects) in place of an array
+        // many small integers (or block objects) at the start of an array
         int open = n == 0 ? -1 : sb.indexOf("[", rnd.nextInt(n));
         if (open < 0) open = sb.indexOf("[");
         if (open >= 0) {
-          int count = 1000 + rnd.nextInt(99_000);
+          // mostly up to 1,000 elements, sometimes up to 100,000 (a few MB)
+          int count = rnd.nextInt(32) == 0 ? 1000 + rnd.nextInt(99_000) : 1 + rnd.nextInt(1000);
           StringBuilder arr = new StringBuilder(count * 4);
           String item = rnd.nextBoolean() ? "7" : "{\"block_hash\":1,\"tokens_hash\":2}";
           for (int i = 0; i < count; i++) arr.append(i == 0 ? "" : ",").append(item);
