@@ -158,7 +158,16 @@ final class Api {
         status = e.handle(req, res);
       } catch (ApiException x) {
         status = x.status();
-        send(res, status, JsonOut.error(x.getMessage()));
+        if (!x.connectionLost()) {
+          send(res, status, JsonOut.error(x.getMessage()));
+        } else {
+          res.header(HeaderNames.CONNECTION, "close");
+          try {
+            send(res, status, JsonOut.error(x.getMessage()));
+          } catch (RuntimeException gone) {
+            // the client is gone: nothing to answer, nothing to log
+          }
+        }
       } catch (RequestException x) {
         status = x.status().code();
         if (status != 413 || res.isSent()) throw x;
@@ -172,6 +181,11 @@ final class Api {
       }
       metrics.http(name, status, System.nanoTime() - t0);
     };
+  }
+
+  /** Counts an answer Helidon gave before routing (a declared body over the limit, say). */
+  void unrouted(int status) {
+    metrics.http("unrouted", status, 0);
   }
 
   String tooLarge() {
@@ -775,8 +789,52 @@ final class Api {
     }
   }
 
+  /**
+   * The whole body. A Content-Type other than JSON is a 415 (none at all is taken as JSON); a body
+   * that does not arrive within the read timeout is a 408, one cut short by the client a 400, both
+   * on a connection that is already closed.
+   */
   private static byte[] body(ServerRequest req) throws IOException {
     if (!req.content().hasEntity()) return new byte[0];
+    String type = req.headers().first(HeaderNames.CONTENT_TYPE).orElse(null);
+    if (type != null && !isJson(type)) {
+      // refused unread: Helidon drains the body after the answer, still under the read deadline
+      throw new ApiException(
+          415,
+          "the request body must be JSON (Content-Type: application/json), got Content-Type: "
+              + (type.length() <= 60 ? type : type.substring(0, 57) + "..."));
+    }
+    try {
+      byte[] b = readBody(req);
+      ReadDeadline.received();
+      return b;
+    } catch (RequestException e) {
+      if (ReadDeadline.received()) {
+        throw ApiException.connectionLost(
+            408, "the request body did not arrive within the read timeout");
+      }
+      throw e; // a chunked body over the limit (413 in endpoint()), a malformed chunk
+    } catch (RuntimeException | IOException e) {
+      if (ReadDeadline.received()) {
+        throw ApiException.connectionLost(
+            408, "the request body did not arrive within the read timeout");
+      }
+      // the client closed the connection (or it broke) before sending the declared body
+      throw ApiException.connectionLost(
+          400, "the request body ended before its end (the connection was closed): " + e);
+    }
+  }
+
+  /** {@code application/json} or {@code application/*+json}, with any parameters. */
+  static boolean isJson(String contentType) {
+    int semi = contentType.indexOf(';');
+    String t = (semi < 0 ? contentType : contentType.substring(0, semi)).trim();
+    return t.equalsIgnoreCase(JSON)
+        || (t.regionMatches(true, 0, "application/", 0, 12)
+            && t.regionMatches(true, t.length() - 5, "+json", 0, 5));
+  }
+
+  private static byte[] readBody(ServerRequest req) throws IOException {
     try (InputStream in = req.content().inputStream()) {
       long declared = req.headers().contentLength().orElse(-1);
       if (declared < 0 || declared > Integer.MAX_VALUE - 16) return in.readAllBytes();
