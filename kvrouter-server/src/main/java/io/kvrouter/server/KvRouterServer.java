@@ -84,7 +84,7 @@ public final class KvRouterServer implements AutoCloseable {
         WebServer.builder()
             .host(config.host())
             .port(config.port())
-            .maxPayloadSize(config.maxBodyBytes())
+            .maxPayloadSize(Api.helidonPayloadLimit(config.maxBodyBytes()))
             // slow clients: see ReadDeadline (docs/service.md, "Security and limits")
             .idleConnectionTimeout(readTimeout)
             .idleConnectionPeriod(ReadDeadline.idleCheckPeriod(readTimeout))

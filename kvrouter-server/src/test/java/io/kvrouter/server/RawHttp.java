@@ -22,6 +22,7 @@ final class RawHttp implements AutoCloseable {
   private Socket socket;
   private InputStream in;
   private OutputStream out;
+  private int connections;
 
   RawHttp(String host, int port) {
     this.host = host;
@@ -101,7 +102,13 @@ final class RawHttp implements AutoCloseable {
     return sb.toString();
   }
 
+  /** Connections opened so far (1 while the server keeps the first one alive). */
+  int connections() {
+    return connections;
+  }
+
   private void connect() throws IOException {
+    connections++;
     socket = new Socket(host, port);
     socket.setTcpNoDelay(true);
     socket.setSoTimeout(30_000);

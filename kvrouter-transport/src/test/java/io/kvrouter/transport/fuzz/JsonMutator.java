@@ -18,7 +18,7 @@ public final class JsonMutator {
    *
    * Text-level on purpose: the decoders must cope with documents a JSON library would never
    * write. A mutation is a pure function of (seeds, Random). The same class is copied in
-   * kvrouter-server's tests (no test jar between modules); keep the two alike.
+   * kvrouter-server's tests as io.kvrouter.server.JsonMutator (no test jar between modules); keep the two alike.
    */
 
   /** Tokens that break types, ranges, nesting or encoding. */
