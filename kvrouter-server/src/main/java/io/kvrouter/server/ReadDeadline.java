@@ -80,7 +80,10 @@ final class ReadDeadline implements Http1ConnectionListener {
     return Duration.ofMillis(ms);
   }
 
-  /** Connections closed by a deadline since the JVM started (all servers). */
+  /**
+   * Deadlines that fired since the JVM started (all servers): connections cut off, plus those whose
+   * client had already gone mid-request (their Watch stays armed until its deadline).
+   */
   static long closedConnections() {
     return CLOSED.get();
   }
