@@ -50,10 +50,14 @@ import java.util.function.Supplier;
  * and records the request in the metrics under the endpoint's path pattern (never the raw path,
  * to bound label cardinality). Handlers send their own success answer and return its status.
  *
- * Bodies are read whole (Helidon has already refused a declared length over the limit with 413;
- * a chunked body that grows past it fails while being read, which is answered with 413 here),
- * then parsed by JsonBody or RouterEventJson before anything changes, so a bad request changes
- * nothing. /events batches are decoded and applied on an ingest thread (a platform thread the
+ * Bodies are read whole, then parsed (a body over the limit is a 413: declared lengths beyond the
+ * limit plus SWALLOW_BYTES are refused by Helidon, which closes the connection; smaller ones, and
+ * chunked bodies that grow past the limit, by body(), after which Helidon drains what is left so
+ * the client reads the 413 instead of a reset), then parsed by JsonBody or RouterEventJson before anything changes, so a bad request changes
+ * nothing. body() refuses a Content-Type that is not JSON (415), and a body read that fails
+ * because the client hung up (400) or ReadDeadline cut it off (408) becomes an ApiException
+ * marked connectionLost: counted, never a 500, answered only if the socket still takes it.
+ * /events batches are decoded and applied on an ingest thread (a platform thread the
  * server owns), not on the request's virtual thread: see onIngestThread. Handlers hold no state of their own: everything shared lives in the Registry, its
  * ModelIndex objects and ServerMetrics.
  * </pre>
@@ -195,7 +199,16 @@ final class Api {
         status = e.handle(req, res);
       } catch (ApiException x) {
         status = x.status();
-        send(res, status, JsonOut.error(x.getMessage()));
+        if (!x.connectionLost()) {
+          send(res, status, JsonOut.error(x.getMessage()));
+        } else {
+          res.header(HeaderNames.CONNECTION, "close");
+          try {
+            send(res, status, JsonOut.error(x.getMessage()));
+          } catch (RuntimeException gone) {
+            // the client is gone: nothing to answer, nothing to log
+          }
+        }
       } catch (RequestException x) {
         status = x.status().code();
         if (status != 413 || res.isSent()) throw x;
@@ -209,6 +222,25 @@ final class Api {
       }
       metrics.http(name, status, System.nanoTime() - t0);
     };
+  }
+
+  /** Counts an answer Helidon gave before routing (a declared body over the limit, say). */
+  void unrouted(int status) {
+    metrics.http("unrouted", status, 0);
+  }
+
+  /**
+   * How much of a body over the limit the server reads and drops before it answers 413, so that a
+   * client still sending gets the answer rather than a reset connection (as Tomcat's
+   * maxSwallowSize). Beyond the limit plus this, Helidon answers 413 at once and closes.
+   */
+  static final long SWALLOW_BYTES = 2L << 20;
+
+  /** The payload limit to give Helidon for a body limit of {@code maxBodyBytes}. */
+  static long helidonPayloadLimit(long maxBodyBytes) {
+    return maxBodyBytes > Long.MAX_VALUE - SWALLOW_BYTES
+        ? Long.MAX_VALUE
+        : maxBodyBytes + SWALLOW_BYTES;
   }
 
   String tooLarge() {
@@ -964,11 +996,67 @@ final class Api {
     }
   }
 
-  private static byte[] body(ServerRequest req) throws IOException {
+  /**
+   * The whole body. A Content-Type other than JSON is a 415 (none at all is taken as JSON); a body
+   * that does not arrive within the read timeout is a 408, one cut short by the client a 400, both
+   * on a connection that is already closed.
+   */
+  private byte[] body(ServerRequest req) throws IOException {
     if (!req.content().hasEntity()) return new byte[0];
+    if (req.headers().contentLength().orElse(-1) > maxBodyBytes) {
+      // unread: Helidon drains it (at most SWALLOW_BYTES over the limit, see helidonPayloadLimit)
+      // so that the client, still sending, gets this answer instead of a reset connection
+      throw new ApiException(413, tooLarge());
+    }
+    String type = req.headers().first(HeaderNames.CONTENT_TYPE).orElse(null);
+    if (type != null && !isJson(type)) {
+      // refused unread: Helidon drains the body after the answer, still under the read deadline
+      throw new ApiException(
+          415,
+          "the request body must be JSON (Content-Type: application/json), got Content-Type: "
+              + (type.length() <= 60 ? type : type.substring(0, 57) + "..."));
+    }
+    try {
+      byte[] b = readBody(req, maxBodyBytes);
+      ReadDeadline.received();
+      if (b == null) throw new ApiException(413, tooLarge()); // chunked, over the limit
+      return b;
+    } catch (ApiException e) {
+      throw e;
+    } catch (RequestException e) {
+      if (ReadDeadline.received()) {
+        throw ApiException.connectionLost(
+            408, "the request body did not arrive within the read timeout");
+      }
+      throw e; // a chunked body over the limit (413 in endpoint()), a malformed chunk
+    } catch (RuntimeException | IOException e) {
+      if (ReadDeadline.received()) {
+        throw ApiException.connectionLost(
+            408, "the request body did not arrive within the read timeout");
+      }
+      // the client closed the connection (or it broke) before sending the declared body
+      throw ApiException.connectionLost(
+          400, "the connection closed before the whole request body arrived: " + e);
+    }
+  }
+
+  /** {@code application/json} or {@code application/*+json}, with any parameters. */
+  static boolean isJson(String contentType) {
+    int semi = contentType.indexOf(';');
+    String t = (semi < 0 ? contentType : contentType.substring(0, semi)).trim();
+    return t.equalsIgnoreCase(JSON)
+        || (t.regionMatches(true, 0, "application/", 0, 12)
+            && t.regionMatches(true, t.length() - 5, "+json", 0, 5));
+  }
+
+  /** The body, or null when it has no declared length and turns out longer than {@code limit}. */
+  private static byte[] readBody(ServerRequest req, long limit) throws IOException {
     try (InputStream in = req.content().inputStream()) {
       long declared = req.headers().contentLength().orElse(-1);
-      if (declared < 0 || declared > Integer.MAX_VALUE - 16) return in.readAllBytes();
+      if (declared < 0 || declared > Integer.MAX_VALUE - 16) {
+        byte[] b = in.readNBytes((int) Math.min(limit + 1, Integer.MAX_VALUE - 16));
+        return b.length > limit ? null : b;
+      }
       // one array of the declared size (Helidon has checked it against the limit), not chunks
       byte[] b = new byte[(int) declared];
       int n = in.readNBytes(b, 0, b.length);

@@ -9,10 +9,29 @@ final class ApiException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
   private final int status;
+  private final boolean connectionLost;
 
   ApiException(int status, String message) {
+    this(status, message, false);
+  }
+
+  private ApiException(int status, String message, boolean connectionLost) {
     super(message, null, false, false);
     this.status = status;
+    this.connectionLost = connectionLost;
+  }
+
+  /**
+   * The client went away or was cut off while sending its body: the answer is counted under {@code
+   * status} but may not reach it, and the connection is closed.
+   */
+  static ApiException connectionLost(int status, String message) {
+    return new ApiException(status, message, true);
+  }
+
+  /** Whether the connection is (about to be) gone; see {@link #connectionLost}. */
+  boolean connectionLost() {
+    return connectionLost;
   }
 
   /** The HTTP status code. */

@@ -6,9 +6,9 @@ import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import io.kvrouter.transport.json.JsonU64;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.HashSet;
@@ -28,10 +28,10 @@ import java.util.Set;
  * token must be an object; after its END_OBJECT, end() checks that nothing follows. A known field
  * given twice is an error (the caller cannot tell which one the client meant).
  *
- * Numbers: Jackson classifies integer tokens as INT, LONG or BIG_INTEGER. u64 values accept
- * 0..2^64-1 (kept as their 64-bit pattern) and negative values down to -2^63 (signed bits, as the
- * event codec does); token ids accept 0..2^32-1 and are kept as int bits (DESIGN.md §2). Floats,
- * strings and anything beyond range are errors, never silently truncated.
+ * Numbers: u64 values accept 0..2^64-1 (kept as their 64-bit pattern) and negative values down
+ * to -2^63 (signed bits), read by the event codec's JsonU64 so both accept the same numbers. Token
+ * ids accept 0..2^32-1 (Jackson's INT or LONG token types) and are kept as int bits (DESIGN.md
+ * §2). Floats, strings and anything beyond range are errors, never silently truncated.
  *
  * Jackson's own syntax errors (truncated input, bad tokens, nesting beyond the limit) surface as
  * JacksonException from any call; parse() turns them into the same 400 with the location.
@@ -52,7 +52,6 @@ final class JsonBody {
           .build();
 
   private static final long U32_MAX = 0xFFFF_FFFFL;
-  private static final BigInteger TWO_64 = BigInteger.ONE.shiftLeft(64);
 
   /** Reads a whole body into a value. */
   @FunctionalInterface
@@ -391,18 +390,13 @@ final class JsonBody {
     if (t != JsonToken.VALUE_NUMBER_INT) {
       throw error(path, "expected an unsigned 64-bit integer, found " + describe(t));
     }
-    if (p.getNumberType() != JsonParser.NumberType.BIG_INTEGER) {
-      return p.getLongValue();
-    }
-    BigInteger v = p.getBigIntegerValue();
-    if (v.signum() < 0 || v.compareTo(TWO_64) >= 0) {
+    try {
+      return JsonU64.read(p);
+    } catch (JsonU64.OutOfRangeException e) {
       throw error(
           path,
-          "integer "
-              + abbreviate(p.getText())
-              + " is outside the 64-bit range [-9223372036854775808, 18446744073709551615]");
+          "integer " + abbreviate(p.getText()) + " is outside the 64-bit range " + JsonU64.RANGE);
     }
-    return v.longValue();
   }
 
   /** Checks that the top-level object is followed by nothing. */

@@ -6,6 +6,7 @@ import io.helidon.http.ServerResponseHeaders;
 import io.helidon.http.Status;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.DirectHandlers;
+import io.helidon.webserver.http1.Http1Config;
 import io.kvrouter.route.KvRouter;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -39,7 +40,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * idempotent and thread-safe (synchronized, called once or
  * twice in a process's life). Helidon answers protocol-level failures (a declared body over
  * the limit: 413; an unparsable request line: 400) itself, through the direct handlers installed
- * here, which give the same {"error": ...} JSON as the endpoints.
+ * here, which give the same {"error": ...} JSON as the endpoints and count the answer under
+ * endpoint "unrouted". Slow clients are cut off by ReadDeadline and Helidon's idle timeout.
  *
  * Between the webserver's start and the end of start(), serving is false: start() connects to
  * NATS (--events) or loads the peer's dump (--peer) on the caller's thread, and Api answers 503
@@ -102,11 +104,20 @@ public final class KvRouterServer implements AutoCloseable {
     for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
       direct.addHandler(t, new JsonDirectHandler(api));
     }
+    Duration readTimeout = ReadDeadline.configured();
     this.webServer =
         WebServer.builder()
             .host(config.host())
             .port(config.port())
-            .maxPayloadSize(config.maxBodyBytes())
+            .maxPayloadSize(Api.helidonPayloadLimit(config.maxBodyBytes()))
+            // slow clients: see ReadDeadline (docs/service.md, "Security and limits")
+            .idleConnectionTimeout(readTimeout)
+            .idleConnectionPeriod(ReadDeadline.idleCheckPeriod(readTimeout))
+            // only this HTTP/1 configuration: with a discovered one next to it, Helidon would wait
+            // for a new connection's first bytes to choose between the two, outside its idle timer
+            .protocolsDiscoverServices(false)
+            .addProtocol(
+                Http1Config.builder().addReceiveListener(new ReadDeadline(readTimeout)).build())
             .shutdownGracePeriod(config.shutdownGrace())
             .shutdownHook(false)
             .featuresDiscoverServices(false)
@@ -296,12 +307,18 @@ public final class KvRouterServer implements AutoCloseable {
         Status defaultStatus,
         ServerResponseHeaders responseHeaders,
         String message) {
+      // a connection cut off by its read deadline fails inside Helidon (an "internal error"):
+      // it is the client's fault, and the answer cannot reach it anyway
+      Status status = ReadDeadline.timedOut() ? Status.REQUEST_TIMEOUT_408 : defaultStatus;
+      api.unrouted(status.code());
       String text =
-          defaultStatus.code() == 413
+          status.code() == 413
               ? api.tooLarge()
-              : (message == null || message.isEmpty() ? defaultStatus.reasonPhrase() : message);
+              : status.code() == 408
+                  ? "the request did not arrive within the read timeout"
+                  : (message == null || message.isEmpty() ? status.reasonPhrase() : message);
       return TransportResponse.builder()
-          .status(defaultStatus)
+          .status(status)
           .headers(responseHeaders)
           .header(HeaderNames.CONTENT_TYPE, "application/json")
           .entity(JsonOut.error(text))

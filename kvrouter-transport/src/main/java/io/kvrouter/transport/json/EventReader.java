@@ -31,8 +31,9 @@ final class EventReader {
    * mm_extra_info, which the router does not need because its own local hashes already include
    * the multimodal hashes (DESIGN.md §2). A known field given twice is an error.
    *
-   * u64 values are parsed from the token's characters (no String, no BigInteger): "-" and digits
-   * in [-2^63, 2^64) are accepted and kept as 64-bit patterns, anything beyond is an error.
+   * u64 values are read by JsonU64 (shared with the server's request bodies) from the token's
+   * characters: "-" and digits in [-2^63, 2^64) are kept as 64-bit patterns, anything beyond is an
+   * error.
    *
    * Error paths come from Jackson's parsing context, which already tracks field names and array
    * indexes; they are only built when something is wrong. After END_OBJECT Jackson has popped the
@@ -55,8 +56,6 @@ final class EventReader {
   private static final int STORED_BLOCKS = 2;
   private static final int BLOCK_HASH = 1;
   private static final int BLOCK_TOKENS_HASH = 2;
-
-  private static final long U64_MAX_DIV_10 = Long.divideUnsigned(-1L, 10);
 
   private final JsonParser p;
 
@@ -380,44 +379,17 @@ final class EventReader {
     if (t != JsonToken.VALUE_NUMBER_INT) {
       throw typeError(t, "an unsigned 64-bit integer");
     }
-    final char[] cs = p.getTextCharacters();
-    int i = p.getTextOffset();
-    final int end = i + p.getTextLength();
-    boolean negative = cs[i] == '-';
-    if (negative) {
-      i++;
+    try {
+      return JsonU64.read(p);
+    } catch (JsonU64.OutOfRangeException e) {
+      throw outOfRange();
     }
-    long v = 0;
-    if (negative) {
-      for (; i < end; i++) {
-        int d = cs[i] - '0';
-        if (v < Long.MIN_VALUE / 10 || (v *= 10) < Long.MIN_VALUE + d) {
-          throw outOfRange();
-        }
-        v -= d;
-      }
-    } else {
-      for (; i < end; i++) {
-        int d = cs[i] - '0';
-        if (Long.compareUnsigned(v, U64_MAX_DIV_10) > 0) {
-          throw outOfRange();
-        }
-        long next = v * 10 + d;
-        if (Long.compareUnsigned(next, v * 10) < 0) {
-          throw outOfRange();
-        }
-        v = next;
-      }
-    }
-    return v;
   }
 
   private EventDecodeException outOfRange() throws IOException {
     return error(
         path(),
-        "integer "
-            + abbreviate(p.getText())
-            + " is outside the 64-bit range [-9223372036854775808, 18446744073709551615]",
+        "integer " + abbreviate(p.getText()) + " is outside the 64-bit range " + JsonU64.RANGE,
         p.currentTokenLocation(),
         null);
   }

@@ -40,7 +40,9 @@ final class BatchReader {
    * Where we are is kept in a small path stack (names[], indexes[], depth) that only becomes a
    * string when something is wrong. Array and map headers are checked against the bytes left
    * (every msgpack value takes at least one byte) before anything is allocated for them, so a
-   * forged header cannot make us allocate more than the payload's size. Generic values (extra
+   * forged header cannot make us allocate more than the payload's size. Values we ignore are
+   * skipped by skip(), which checks container headers the same way (msgpack-core's own
+   * skipValue(int) overflows its int count on forged headers; found by KvEventDecoderFuzzTest). Generic values (extra
    * keys, ignored fields) nest at most MAX_DEPTH levels.
    *
    * msgpack-core's own exceptions are translated at the top: running out of bytes is
@@ -109,7 +111,7 @@ final class BatchReader {
         dp = readDpRank();
       }
       pop();
-      in.skipValue(n - Math.min(n, 3));
+      skip(n - Math.min(n, 3));
       return new KvEventBatch(ts, dp, events.events, events.skipped);
     }
     if (t == ValueType.MAP) {
@@ -151,7 +153,7 @@ final class BatchReader {
             if (r != null) dp = r;
             dpField = key;
           }
-          default -> in.skipValue();
+          default -> skip(1);
         }
       }
       pop();
@@ -218,11 +220,11 @@ final class BatchReader {
         case "BlockStored" -> readStoredArray(n - 1);
         case "BlockRemoved" -> readRemovedArray(n - 1);
         case "AllBlocksCleared" -> {
-          in.skipValue(n - 1);
+          skip(n - 1);
           yield new EngineEvent.AllBlocksCleared();
         }
         default -> {
-          in.skipValue(n - 1);
+          skip(n - 1);
           yield null;
         }
       };
@@ -290,7 +292,7 @@ final class BatchReader {
       read++;
     }
     pop();
-    in.skipValue(fields - read); // kv_cache_spec_sliding_window and anything newer
+    skip(fields - read); // kv_cache_spec_sliding_window and anything newer
     return f.stored();
   }
 
@@ -318,7 +320,7 @@ final class BatchReader {
       read++;
     }
     pop();
-    in.skipValue(fields - read);
+    skip(fields - read);
     return f.removed();
   }
 
@@ -334,14 +336,14 @@ final class BatchReader {
         tag = readTag();
         if (i == 0 && !isKnownType(tag)) {
           // msgspec writes the tag first: skip an unknown event without looking into it
-          in.skipValue(2 * (n - 1));
+          skip(2 * (n - 1));
           pop();
           return null;
         }
         continue;
       }
       if (!f.readField(key)) {
-        in.skipValue();
+        skip(1);
       }
     }
     if (tag == null) {
@@ -663,6 +665,25 @@ final class BatchReader {
     return n;
   }
 
+  /**
+   * Skips {@code count} values whatever their shape. Not msgpack-core's {@code skipValue(int)}: it
+   * adds each container's declared size to an int, so a forged header such as an array of 2^31-1
+   * elements overflows that count and ends the skip early, after which the rest of the value is
+   * read as if it were the next field (a truncated payload could even decode). Here every container
+   * header is checked against the bytes left, and the count is a long.
+   */
+  private void skip(long count) throws IOException {
+    while (count > 0) {
+      MessageFormat f = nextFormat();
+      switch (f.getValueType()) {
+        case ARRAY -> count += arrayHeader();
+        case MAP -> count += 2L * mapHeader();
+        default -> in.skipValue(); // one scalar: skipValue() adds nothing to its count
+      }
+      count--;
+    }
+  }
+
   /** Every value takes at least one byte: a header that promises more is a truncated payload. */
   private void checkRemaining(int n, int bytesPerItem, String items) {
     long left = length - in.getTotalReadBytes();
@@ -711,12 +732,12 @@ final class BatchReader {
       }
       case ARRAY -> {
         int n = arrayHeader();
-        in.skipValue(n);
+        skip(n);
         return "an array of " + n + (n == 1 ? " element" : " elements");
       }
       case MAP -> {
         int n = mapHeader();
-        in.skipValue(2 * n);
+        skip(2 * n);
         return "a map of " + n + (n == 1 ? " entry" : " entries");
       }
       default -> {

@@ -521,4 +521,33 @@ class KvEventDecoderTest {
       }
     }
   }
+
+  /**
+   * Regression (found by KvEventDecoderFuzzTest): an ignored value that declares a container far
+   * larger than the payload used to end msgpack-core's skipValue early (its int count overflowed),
+   * so the bytes after the forged header were read as the next field and a truncated payload
+   * decoded. Each of these must be rejected as truncated, wherever the ignored value sits.
+   */
+  @Test
+  void aForgedHugeLengthInAnIgnoredValueIsATruncatedPayload() {
+    String ts = "a27473cb3ff0000000000000"; // "ts": 1.0
+    String events = "a66576656e747390"; // "events": []
+    String[] payloads = {
+      // {"x": [array32 of 2^31-1], "ts": 1.0, "events": []}
+      "83a1789" + "1dd7fffffff" + ts + events,
+      // {"x": [map32 of 2^30], ...}: the map's two values per entry overflow the count
+      "83a1789" + "1df40000000" + ts + events,
+      // [1.0, [], nil, [array32 of 2^31-1], nil]: ignored trailing batch elements
+      "95cb3ff000000000000090c091dd7fffffffc0",
+      // [1.0, [["Unknown", [array32 of 2^31-1], 1]]]: an unknown event's fields
+      "92cb3ff00000000000009193a7556e6b6e6f776e91dd7fffffff01",
+    };
+    for (String hex : payloads) {
+      byte[] payload = java.util.HexFormat.of().parseHex(hex);
+      KvEventDecodeException e =
+          catchThrowableOfType(KvEventDecodeException.class, () -> KvEventDecoder.decode(payload));
+      assertThat(e).as(hex).isNotNull();
+      assertThat(e.getMessage()).as(hex).contains("(truncated): it declares");
+    }
+  }
 }

@@ -1,0 +1,178 @@
+package io.kvrouter.server;
+
+import io.helidon.http.HeaderNames;
+import io.helidon.http.Headers;
+import io.helidon.http.HttpPrologue;
+import io.helidon.webserver.ConnectionContext;
+import io.helidon.webserver.http1.Http1ConnectionListener;
+import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Closes the connection of a client that does not send its whole request (headers and body) within
+ * the read timeout of its request line. Together with Helidon's idle-connection timeout (set to the
+ * same value by {@link KvRouterServer}), which closes connections that send no request line, a slow
+ * or stalled client holds a connection for about the read timeout at most.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Why: Helidon 4.3 applies no socket read timeout to accepted connections (the listener's
+ * connection options' readTimeout is never set on the socket), and its idle timer only interrupts
+ * a connection that is waiting for a request line. A client that sends a request line and then
+ * stalls in its headers or body would hold its connection, socket and virtual thread forever.
+ *
+ * How: Helidon runs each HTTP/1 connection on one virtual thread, which also runs the handlers.
+ * As a receive listener this class sees the request line (prologue) and the headers on that
+ * thread. A per-thread Watch is armed at the request line and disarmed once the request is in:
+ * at the headers when there is no entity, else by Api.body() once the body is read. A daemon
+ * sweeper thread (one per JVM) interrupts every thread whose deadline passed while armed.
+ * Interrupting a virtual thread blocked in a socket read closes the socket (java.net.Socket is
+ * interruptible on virtual threads), so the blocked read fails and the connection ends; the client
+ * sees it closed.
+ *
+ * Invariants: a Watch is in ARMED only while it is in the armed set; arm, disarm and fire are
+ * synchronized on the Watch, so a thread is only interrupted while armed (never after it went on
+ * to handle its request), and disarm() clears an interrupt that came too late to matter. Handlers
+ * that never read an entity (refusals, GETs) leave the Watch armed while Helidon drains the body
+ * after them, so a client that stalls there is closed too; the next request line re-arms.
+ * </pre>
+ */
+final class ReadDeadline implements Http1ConnectionListener {
+  /** The default read timeout: a request must be in within 30 s of its request line. */
+  static final Duration DEFAULT = Duration.ofSeconds(30);
+
+  /** The JVM system property that overrides {@link #DEFAULT}, in milliseconds. */
+  static final String PROPERTY = "kvrouter.http.readTimeoutMillis";
+
+  private static final long SWEEP_MILLIS = 100;
+
+  private static final ThreadLocal<Watch> CURRENT = new ThreadLocal<>();
+  private static final Set<Watch> ARMED = ConcurrentHashMap.newKeySet();
+  private static final AtomicLong CLOSED = new AtomicLong();
+
+  static {
+    Thread sweeper = new Thread(ReadDeadline::sweep, "kvrouter-read-deadline");
+    sweeper.setDaemon(true);
+    sweeper.start();
+  }
+
+  private final long timeoutNanos;
+
+  ReadDeadline(Duration timeout) {
+    if (timeout.isNegative() || timeout.isZero()) {
+      throw new IllegalArgumentException("read timeout must be > 0, got " + timeout);
+    }
+    this.timeoutNanos = timeout.toNanos();
+  }
+
+  /** The read timeout: {@link #PROPERTY} when set, else {@link #DEFAULT}. */
+  static Duration configured() {
+    Long ms = Long.getLong(PROPERTY);
+    return ms == null ? DEFAULT : Duration.ofMillis(ms);
+  }
+
+  /** How often Helidon should look for idle connections to close with this timeout. */
+  static Duration idleCheckPeriod(Duration timeout) {
+    long ms = Math.max(250, Math.min(timeout.toMillis() / 4, 30_000));
+    return Duration.ofMillis(ms);
+  }
+
+  /**
+   * Deadlines that fired since the JVM started (all servers): connections cut off, plus those whose
+   * client had already gone mid-request (their Watch stays armed until its deadline).
+   */
+  static long closedConnections() {
+    return CLOSED.get();
+  }
+
+  @Override
+  public void prologue(ConnectionContext ctx, HttpPrologue prologue) {
+    Watch w = CURRENT.get();
+    if (w == null) {
+      w = new Watch(Thread.currentThread());
+      CURRENT.set(w);
+    }
+    w.arm(System.nanoTime() + timeoutNanos);
+  }
+
+  @Override
+  public void headers(ConnectionContext ctx, Headers headers) {
+    boolean entity =
+        headers.contains(HeaderNames.TRANSFER_ENCODING) || headers.contentLength().orElse(0) > 0;
+    if (!entity) received();
+  }
+
+  /**
+   * The request of the current thread is in: stop its deadline. Returns whether the deadline had
+   * already passed (the connection is then closed or about to be; the interrupt is cleared).
+   */
+  static boolean received() {
+    Watch w = CURRENT.get();
+    return w != null && w.disarm();
+  }
+
+  /** Whether the current thread's request was cut off by its deadline (and not re-armed since). */
+  static boolean timedOut() {
+    Watch w = CURRENT.get();
+    return w != null && w.fired();
+  }
+
+  private static void sweep() {
+    while (true) {
+      try {
+        Thread.sleep(SWEEP_MILLIS);
+      } catch (InterruptedException e) {
+        return;
+      }
+      if (ARMED.isEmpty()) continue;
+      long now = System.nanoTime();
+      for (Watch w : ARMED) w.fireIfDue(now);
+    }
+  }
+
+  /** The deadline of one connection thread. */
+  private static final class Watch {
+    private static final int IDLE = 0;
+    private static final int ARMED_STATE = 1;
+    private static final int FIRED = 2;
+
+    private final Thread thread;
+    private int state;
+    private long deadline;
+
+    Watch(Thread thread) {
+      this.thread = thread;
+    }
+
+    synchronized void arm(long deadline) {
+      if (state == FIRED) Thread.interrupted(); // a late interrupt of the previous request
+      this.deadline = deadline;
+      state = ARMED_STATE;
+      ARMED.add(this);
+    }
+
+    synchronized boolean disarm() {
+      boolean fired = state == FIRED;
+      if (state == ARMED_STATE) ARMED.remove(this);
+      if (fired) Thread.interrupted();
+      state = IDLE;
+      return fired;
+    }
+
+    synchronized boolean fired() {
+      return state == FIRED;
+    }
+
+    synchronized void fireIfDue(long now) {
+      if (state == ARMED_STATE && now - deadline >= 0) {
+        state = FIRED;
+        ARMED.remove(this);
+        CLOSED.incrementAndGet();
+        thread.interrupt();
+      }
+    }
+  }
+}
