@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import it.unimi.dsi.fastutil.longs.Long2ObjectMap;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
+import it.unimi.dsi.fastutil.longs.LongArrayList;
 import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
 import java.util.List;
 
@@ -189,6 +190,26 @@ final class NameTable<N extends IndexNode<N>> {
     for (IndexNode<?> n : old) {
       if (n != null) insert(keys[k++], n);
     }
+  }
+
+  /**
+   * Removes every name of {@code node} kept in the map of other names (not its own {@link
+   * IndexNode#seq}) and returns them; null when there is none. Scans that map: it is rare and
+   * small.
+   */
+  LongArrayList removeOtherNamesOf(N node) {
+    if (others == null) return null;
+    LongArrayList out = null;
+    for (Long2ObjectMap.Entry<N> e : others.long2ObjectEntrySet()) {
+      if (e.getValue() == node) {
+        if (out == null) out = new LongArrayList(2);
+        out.add(e.getLongKey());
+      }
+    }
+    if (out != null) {
+      for (int i = 0; i < out.size(); i++) others.remove(out.getLong(i));
+    }
+    return out;
   }
 
   int size() {

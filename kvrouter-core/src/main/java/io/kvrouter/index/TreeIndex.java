@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import it.unimi.dsi.fastutil.longs.LongArrayFIFOQueue;
 import it.unimi.dsi.fastutil.objects.Object2ObjectOpenHashMap;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
@@ -40,7 +41,12 @@ final class TreeIndex extends BlockIndex<TreeNode> {
   private final Object2ObjectOpenHashMap<TreeNode, LongArrayFIFOQueue> recentUses;
 
   TreeIndex(boolean concurrent) {
-    this(concurrent, 0L, System::nanoTime);
+    this(concurrent, 0L, System::nanoTime, Long.MAX_VALUE);
+  }
+
+  /** A tree that holds at most {@code maxBlocks} (worker, block) pairs (BlockIndex notes). */
+  TreeIndex(boolean concurrent, long maxBlocks) {
+    this(concurrent, 0L, System::nanoTime, maxBlocks);
   }
 
   /**
@@ -48,7 +54,18 @@ final class TreeIndex extends BlockIndex<TreeNode> {
    * within the last {@code frequencyWindowNanos} whose match covered it.
    */
   TreeIndex(boolean concurrent, long frequencyWindowNanos, LongSupplier clock) {
-    super(new TreeNode(0L, 0L, null), lockFor(concurrent, frequencyWindowNanos), null);
+    this(concurrent, frequencyWindowNanos, clock, Long.MAX_VALUE);
+  }
+
+  private TreeIndex(
+      boolean concurrent, long frequencyWindowNanos, LongSupplier clock, long maxBlocks) {
+    super(
+        maxBlocks == Long.MAX_VALUE
+            ? new TreeNode(0L, 0L, null)
+            : new BoundedTreeNode(0L, 0L, null),
+        lockFor(concurrent, frequencyWindowNanos),
+        null,
+        maxBlocks);
     this.concurrent = concurrent;
     this.frequencyWindowNanos = frequencyWindowNanos;
     this.nanoClock = clock;
@@ -109,6 +126,8 @@ final class TreeIndex extends BlockIndex<TreeNode> {
     final int from = IndexNode.connectedFrom(prev);
     final int m = prev.length - from;
     if (m == 0) return Scores.EMPTY;
+    final boolean mark = bounded;
+    if (mark) node.markUsed();
     // alive ids in ids[0..alive), sorted; dropped ids after them with their final scores
     final int[] ids = Arrays.copyOfRange(prev, from, prev.length);
     final int[] scores = new int[m];
@@ -124,6 +143,7 @@ final class TreeIndex extends BlockIndex<TreeNode> {
           prev = h;
           if (alive == 0) break;
         }
+        if (mark) node.markUsed();
         if (earlyExit && alive == 1) {
           depth++;
           break;
@@ -160,7 +180,28 @@ final class TreeIndex extends BlockIndex<TreeNode> {
   @Override
   TreeNode childFor(TreeNode parent, long local, long seq) {
     TreeNode c = parent.child(local);
-    return c != null ? c : parent.addChild(local, seq);
+    if (c != null) return c;
+    c = parent.addChild(local, seq);
+    nodeCreated(c);
+    return c;
+  }
+
+  @Override
+  TreeNode findChild(TreeNode parent, long local) {
+    return parent.child(local);
+  }
+
+  @Override
+  int countNodes() {
+    int n = 0;
+    ArrayList<TreeNode> stack = new ArrayList<>();
+    root.addChildrenTo(stack);
+    while (!stack.isEmpty()) {
+      TreeNode t = stack.remove(stack.size() - 1);
+      n++;
+      t.addChildrenTo(stack);
+    }
+    return n;
   }
 
   @Override

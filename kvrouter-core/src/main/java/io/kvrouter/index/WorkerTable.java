@@ -69,6 +69,11 @@ final class WorkerTable<N extends IndexNode<N>> {
     return id < 0 ? null : ((WorkerBlocks<N>[]) BY_ID.get(this))[id];
   }
 
+  /** The state of the worker with this id (one named by a node's holders). Writer-only. */
+  WorkerBlocks<N> byId(int id) {
+    return ((WorkerBlocks<N>[]) BY_ID.get(this))[id];
+  }
+
   /** Every rank of {@code workerId}. Writer-only. */
   List<WorkerBlocks<N>> ranksOf(long workerId) {
     List<WorkerBlocks<N>> out = new ArrayList<>();
