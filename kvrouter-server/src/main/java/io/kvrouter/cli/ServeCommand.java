@@ -156,6 +156,15 @@ public final class ServeCommand implements Callable<Integer> {
   int ingestThreads = 1;
 
   @Option(
+      names = "--max-blocks",
+      paramLabel = "N",
+      description =
+          "Bound each model's index to N (worker rank, block) pairs, dropping the least recently"
+              + " used past it (counted in kvrouter_index_evicted_blocks_total; default: no"
+              + " bound).")
+  Long maxBlocks;
+
+  @Option(
       names = "--config",
       paramLabel = "FILE",
       description =
@@ -226,6 +235,13 @@ public final class ServeCommand implements Callable<Integer> {
     return fresh;
   }
 
+  private static long checkMaxBlocks(long maxBlocks) {
+    if (maxBlocks < 1) {
+      throw new IllegalArgumentException("--max-blocks must be >= 1, got " + maxBlocks);
+    }
+    return maxBlocks;
+  }
+
   private int run(PrintStream out) throws InterruptedException {
     if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
     String token = authToken != null ? authToken : System.getenv(TOKEN_ENV);
@@ -246,6 +262,7 @@ public final class ServeCommand implements Callable<Integer> {
               .busyBlockFraction(busyBlockFraction)
               .requestExpiry(Duration.ofSeconds(requestExpirySeconds))
               .ingestThreads(ingestThreads)
+              .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks))
               .build();
     } catch (IllegalArgumentException e) {
       System.err.println("kvrouter serve: " + e.getMessage());

@@ -6,6 +6,7 @@ import io.helidon.http.ServerResponseHeaders;
 import io.helidon.http.Status;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.DirectHandlers;
+import io.kvrouter.index.KvIndexes;
 import io.kvrouter.route.KvRouter;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -202,6 +203,9 @@ public final class KvRouterServer implements AutoCloseable {
    *     kv_blocks} is busy; 0: never
    * @param requestExpiry routed requests never freed are dropped after this; default 300 s
    * @param ingestThreads platform threads that decode and apply {@code /events} batches; default 1
+   * @param maxBlocks each model's index holds at most this many (worker rank, block) pairs,
+   *     dropping the least recently used past it ({@code KvIndexes.concurrentRadixTree(long)}); 0:
+   *     no bound (the default)
    */
   public record Config(
       String host,
@@ -216,7 +220,8 @@ public final class KvRouterServer implements AutoCloseable {
       long busyPrefillTokens,
       double busyBlockFraction,
       Duration requestExpiry,
-      int ingestThreads) {
+      int ingestThreads,
+      long maxBlocks) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -261,6 +266,10 @@ public final class KvRouterServer implements AutoCloseable {
       if (ingestThreads < 1) {
         throw new IllegalArgumentException("ingestThreads must be >= 1, got " + ingestThreads);
       }
+      if (maxBlocks < 0) {
+        throw new IllegalArgumentException(
+            "maxBlocks must be >= 1 (or 0 for no bound), got " + maxBlocks);
+      }
     }
 
     /** A builder holding the defaults. */
@@ -288,6 +297,7 @@ public final class KvRouterServer implements AutoCloseable {
           busyBlockFraction == 0 ? "(never)" : Double.toString(busyBlockFraction));
       m.put("request-expiry-seconds", Long.toString(requestExpiry.toSeconds()));
       m.put("ingest-threads", Integer.toString(ingestThreads));
+      m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
       return m;
     }
 
@@ -306,6 +316,8 @@ public final class KvRouterServer implements AutoCloseable {
               .requestExpiry(requestExpiry);
       if (busyPrefillTokens >= 0) b.busyPrefillTokens(busyPrefillTokens);
       if (busyBlockFraction > 0) b.busyBlockFraction(busyBlockFraction);
+      // the router does not close an index it is given; a block index holds nothing to close
+      if (maxBlocks > 0) b.index(KvIndexes.concurrentRadixTree(maxBlocks));
       return b.build();
     }
 
@@ -324,6 +336,7 @@ public final class KvRouterServer implements AutoCloseable {
       private double busyBlockFraction;
       private Duration requestExpiry = Duration.ofSeconds(300);
       private int ingestThreads = 1;
+      private long maxBlocks;
 
       private Builder() {}
 
@@ -392,6 +405,11 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      public Builder maxBlocks(long maxBlocks) {
+        this.maxBlocks = maxBlocks;
+        return this;
+      }
+
       public Config build() {
         return new Config(
             host,
@@ -406,7 +424,8 @@ public final class KvRouterServer implements AutoCloseable {
             busyPrefillTokens,
             busyBlockFraction,
             requestExpiry,
-            ingestThreads);
+            ingestThreads,
+            maxBlocks);
       }
     }
   }
