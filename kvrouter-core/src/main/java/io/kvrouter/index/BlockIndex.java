@@ -59,8 +59,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * recently used first, approximated by CLOCK:
  *  - Order: every node enters the clock queue (writer-only ArrayDeque) when it is made, so the
  *    queue is in store order. A node leaves it when the hand finds it unlinked; when stale
- *    entries make the queue more than twice the linked nodes (+64) it is compacted, so the queue
- *    stays within 2 * nodes + 64 references.
+ *    entries make the queue more than twice the linked nodes (+64), checked when a node is made
+ *    and after every prune, it is compacted, so the queue stays within 2 * nodes + 64
+ *    references (amortized O(1) per node: a compaction at least halves the queue).
  *  - Use: readers set a node's used bit (IndexNode.markUsed: an opaque store, only when it was
  *    clear) on every node on a query's matched path that some worker still holds at that depth;
  *    the positional walk marks the entries it probes (each worker's deepest matched entry is one).
@@ -206,6 +207,16 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     lock();
     try {
       return linkedNodes;
+    } finally {
+      unlock();
+    }
+  }
+
+  /** References in the bounded index's clock queue (0 when unbounded); for tests. */
+  final int clockSize() {
+    lock();
+    try {
+      return clock == null ? 0 : clock.size();
     } finally {
       unlock();
     }
@@ -718,6 +729,11 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       unlink(node);
       if (bounded) linkedNodes--;
       node = node.parent;
+    }
+    // removals alone must not leave the queue holding unlinked nodes: compact here too, and
+    // drop the last stale references when the index is empty
+    if (bounded && (clock.size() > 2 * linkedNodes + 64 || linkedNodes == 0 && !clock.isEmpty())) {
+      compactClock();
     }
   }
 
