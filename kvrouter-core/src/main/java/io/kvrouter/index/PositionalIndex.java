@@ -248,9 +248,22 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
 
   @Override
   void unlink(PositionalEntry e) {
-    if (!table().remove(e)) throw new IllegalStateException("linked entry not in the table");
+    PositionalTable t = table();
+    if (!t.remove(e)) throw new IllegalStateException("linked entry not in the table");
+    PositionalTable small = t.shrunk();
+    if (small != t) TABLE.setRelease(this, small);
     if (e.parent != null) e.parent.unlinkChild(e);
     e.linked = false;
+  }
+
+  /** Slots of the table now; for tests. Writer-side (takes the lock). */
+  int tableCapacity() {
+    writeLock.lock();
+    try {
+      return table().capacity();
+    } finally {
+      writeLock.unlock();
+    }
   }
 
   /** Entries in the table now; for tests. Writer-side (takes the lock). */

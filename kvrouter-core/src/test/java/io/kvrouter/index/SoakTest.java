@@ -26,7 +26,8 @@ import org.junit.jupiter.api.TestFactory;
  * Implementation notes
  *
  * Time: kvrouter.soak.seconds (default 60) in all, split evenly over the six kinds; the first
- * fifth of each kind's share (after the fill) is warm-up.
+ * half of each kind's share (fill included) is warm-up: the workload's node count settles only
+ * after many generations of paths (holes and continuations accumulate, then balance).
  * Workload, per kind: WORKERS workers each keep their last PATHS_PER_WORKER paths live (a FIFO).
  * A path is one of PROMPTS shared 4-block prompts followed by 4..28 blocks drawn from a 4-letter
  * alphabet per depth, so paths share prefixes and split at random depths (tree nodes gain and
@@ -47,7 +48,7 @@ import org.junit.jupiter.api.TestFactory;
 class SoakTest {
   private static final int SECONDS = Integer.getInteger("kvrouter.soak.seconds", 60);
   private static final int WORKERS = 8;
-  private static final int PATHS_PER_WORKER = Integer.getInteger("kvrouter.soak.paths", 512);
+  private static final int PATHS_PER_WORKER = Integer.getInteger("kvrouter.soak.paths", 1024);
   private static final int PROMPTS = 32;
   private static final int QUERIES = 4;
   private static final long SLACK = 2L << 20;
@@ -117,7 +118,7 @@ class SoakTest {
         BlockIndex<?> bi = (BlockIndex<?>) index;
         // fill: every worker's FIFO full
         for (int i = 0; i < WORKERS * PATHS_PER_WORKER; i++) step(index, i % WORKERS);
-        long warmEnd = start + Math.max(nanos / 5, System.nanoTime() - start);
+        long warmEnd = start + Math.max(nanos / 2, System.nanoTime() - start);
         while (System.nanoTime() < warmEnd) step(index, rnd.nextInt(WORKERS));
         final long warmHeap = heapAfterGc();
         final int warmNodes = bi.nodeCount();
