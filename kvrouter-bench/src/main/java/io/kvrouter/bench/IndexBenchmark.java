@@ -48,7 +48,7 @@ public class IndexBenchmark {
   @Param({"hit", "partial", "miss"})
   public String query;
 
-  /** none, never (bounded far above the workload) or half (IndexWorkload.newIndex). */
+  /** none, never (bounded far above the workload) or quarter (IndexWorkload.newIndex). */
   @Param({"none"})
   public String bound;
 
@@ -62,7 +62,7 @@ public class IndexBenchmark {
   public void setUp() {
     workload = IndexWorkload.of(config);
     stores = workload.storeEvents();
-    built = IndexWorkload.newIndex(kind, bound, IndexWorkload.pairs(stores));
+    built = IndexWorkload.newIndex(kind, bound, workload.pairs());
     stores.forEach(built::apply);
     built.flush();
     queries = new long[256][];

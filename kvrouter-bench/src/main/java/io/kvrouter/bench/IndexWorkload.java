@@ -105,15 +105,15 @@ final class IndexWorkload {
 
   /**
    * Like {@link #newIndex(String)} with a bound: {@code none} (unbounded), {@code never} (bounded
-   * far above the workload: the bound's bookkeeping only) or {@code half} (half of the workload's
-   * {@code pairs}: eviction on every store past it).
+   * far above the workload: the bound's bookkeeping only) or {@code quarter} (a quarter of the
+   * workload's {@code pairs}: eviction on every store past it).
    */
   static KvIndex newIndex(String kind, String bound, long pairs) {
     long max =
         switch (bound) {
           case "none" -> 0;
           case "never" -> 1L << 40;
-          case "half" -> Math.max(1, pairs / 2);
+          case "quarter" -> Math.max(1, pairs / 4);
           default -> throw new IllegalArgumentException("unknown bound " + bound);
         };
     if (max == 0) return newIndex(kind);
@@ -125,15 +125,6 @@ final class IndexWorkload {
       case "concurrent" -> KvIndexes.concurrentRadixTree(max);
       default -> throw new IllegalArgumentException("unknown index kind " + kind);
     };
-  }
-
-  /** The (worker, block) pairs {@code stores} hold once applied (each block stored once). */
-  static long pairs(List<RouterEvent> stores) {
-    long n = 0;
-    for (RouterEvent e : stores) {
-      if (e.data() instanceof CacheEvent.Stored s) n += s.length();
-    }
-    return n;
   }
 
   static KvIndex newIndex(String kind) {

@@ -43,7 +43,7 @@ public class IndexWriteBenchmark {
   @Param({"A"})
   public String config;
 
-  /** none, never (bounded far above the workload) or half (IndexWorkload.newIndex). */
+  /** none, never (bounded far above the workload) or quarter (IndexWorkload.newIndex). */
   @Param({"none"})
   public String bound;
 
@@ -58,7 +58,7 @@ public class IndexWriteBenchmark {
     IndexWorkload workload = IndexWorkload.of(config);
     stores = workload.storeEvents();
     removes = workload.removeEvents();
-    pairs = IndexWorkload.pairs(stores);
+    pairs = workload.pairs();
   }
 
   /** A fresh empty index before each invocation. */

@@ -59,9 +59,12 @@ import java.util.concurrent.locks.ReentrantLock;
  * recently used first, approximated by CLOCK:
  *  - Order: every node enters the clock queue (writer-only ArrayDeque) when it is made, so the
  *    queue is in store order. A node leaves it when the hand finds it unlinked; when stale
- *    entries make the queue more than twice the linked nodes (+64), checked when a node is made
- *    and after every prune, it is compacted, so the queue stays within 2 * nodes + 64
- *    references (amortized O(1) per node: a compaction at least halves the queue).
+ *    entries make the queue more than 1.25 times the linked nodes (+64), checked when a node is
+ *    made and after every prune, it is compacted, so the queue stays within 1.25 * nodes + 64
+ *    references and keeps at most a quarter of the nodes alive after they were unlinked
+ *    (amortized O(1) per node made or unlinked: a compaction drops at least a fifth of the
+ *    queue). With 2 * nodes the stale nodes, kept alive with their holders, more than doubled a
+ *    bounded tree's bytes per pair under eviction (IndexFootprint, config B, a quarter bound).
  *  - Use: readers set a node's used bit (IndexNode.markUsed: an opaque store, only when it was
  *    clear) on every node on a query's matched path that some worker still holds at that depth;
  *    the positional walk marks the entries it probes (each worker's deepest matched entry is one).
@@ -227,7 +230,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     if (!bounded) return;
     lastCreated = node;
     linkedNodes++;
-    if (clock.size() > 2 * linkedNodes + 64) compactClock();
+    if (clockOverfull()) compactClock();
     clock.addLast(node);
   }
 
@@ -512,6 +515,14 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     return out;
   }
 
+  /**
+   * Whether unlinked nodes are more than a fifth of the clock queue (+64): they are garbage but for
+   * the queue, with their holders and child tables, so they must not pile up.
+   */
+  private boolean clockOverfull() {
+    return clock.size() > linkedNodes + (linkedNodes >> 2) + 64;
+  }
+
   /** Rebuilds the clock queue without unlinked nodes, keeping the order. */
   private void compactClock() {
     ArrayDeque<N> kept = new ArrayDeque<>((int) Math.min(Integer.MAX_VALUE - 8, linkedNodes + 16));
@@ -732,9 +743,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
     // removals alone must not leave the queue holding unlinked nodes: compact here too, and
     // drop the last stale references when the index is empty
-    if (bounded && (clock.size() > 2 * linkedNodes + 64 || linkedNodes == 0 && !clock.isEmpty())) {
-      compactClock();
-    }
+    if (bounded && (clockOverfull() || linkedNodes == 0 && !clock.isEmpty())) compactClock();
   }
 
   @Override
