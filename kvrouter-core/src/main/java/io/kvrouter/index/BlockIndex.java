@@ -66,8 +66,11 @@ import java.util.concurrent.locks.ReentrantLock;
  *    queue). With 2 * nodes the stale nodes, kept alive with their holders, more than doubled a
  *    bounded tree's bytes per pair under eviction (IndexFootprint, config B, a quarter bound).
  *  - Use: readers set a node's used bit (IndexNode.markUsed: an opaque store, only when it was
- *    clear) on every node on a query's matched path that some worker still holds at that depth;
- *    the positional walk marks the entries it probes (each worker's deepest matched entry is one).
+ *    clear) on each worker's deepest matched node of a query: the tree walk marks the node where
+ *    workers drop out and the node where it ends, the positional walk the entries it probes
+ *    (each worker's deepest matched entry is one). That is the node the hand could take from
+ *    that worker on this path (the rule below); nodes every matched worker holds below are not
+ *    leaves of theirs, and marking all of them cost the tree walk 11-16 % (BENCHMARKS.md).
  *    A store marks the blocks it touches that already existed (re-stores, a second worker's copy,
  *    the parent); blocks it makes are at the queue's end already.
  *  - Hand: takes the queue's head; an unlinked node is dropped, a used one gets its bit cleared
@@ -82,9 +85,12 @@ import java.util.concurrent.locks.ReentrantLock;
  *    A detached pair scores nothing and may go at any time. After dropping a leaf the hand goes
  *    on to the worker's parent block while more must go and that block is unused and now a leaf
  *    (the rest of a cold chain goes before newer chains, as LRU would).
- *  - When: before a store adds a pair while blocksIndexed is maxBlocks (so blocksIndexed never
- *    passes maxBlocks), and after each event while linked nodes exceed maxBlocks (nodes no one
- *    holds can stay linked above detached pairs after holes; dropping those pairs prunes them).
+ *  - When: before a store adds a pair while blocksIndexed is maxBlocks, never at the block the
+ *    chain being stored hangs from; when only the chain itself could go, the rest of that store
+ *    skips the search (so blocksIndexed passes maxBlocks only inside a store of a chain longer
+ *    than what else can go). Then after each Stored event while pairs or linked nodes exceed
+ *    maxBlocks (nodes no one holds can stay linked above detached pairs after holes; dropping
+ *    those pairs prunes them). So after every event both are within maxBlocks.
  *    A dropped block's names leave the worker's NameTable, so a later Removed of it counts as
  *    missing and a later store under it as parent-missing (an under-count).
  *  - evictedBlocks counts dropped pairs.

@@ -126,8 +126,9 @@ final class TreeIndex extends BlockIndex<TreeNode> {
     final int from = IndexNode.connectedFrom(prev);
     final int m = prev.length - from;
     if (m == 0) return Scores.EMPTY;
+    // a bounded tree marks each worker's deepest matched node (its leaf on this path, the only
+    // kind of node the hand may take from it): where workers drop out, and where the walk ends
     final boolean mark = bounded;
-    if (mark) node.markUsed();
     // alive ids in ids[0..alive), sorted; dropped ids after them with their final scores
     final int[] ids = Arrays.copyOfRange(prev, from, prev.length);
     final int[] scores = new int[m];
@@ -135,21 +136,24 @@ final class TreeIndex extends BlockIndex<TreeNode> {
     int depth = 1;
     if (!(earlyExit && alive == 1)) {
       for (; depth < len; depth++) {
-        node = node.child(localHashes[depth]);
-        if (node == null) break;
-        int[] h = node.holders();
+        final TreeNode next = node.child(localHashes[depth]);
+        if (next == null) break;
+        int[] h = next.holders();
         if (h != prev) {
+          final int before = alive;
           alive = retain(ids, scores, alive, h, depth);
           prev = h;
+          if (mark && alive < before) node.markUsed();
           if (alive == 0) break;
         }
-        if (mark) node.markUsed();
+        node = next;
         if (earlyExit && alive == 1) {
           depth++;
           break;
         }
       }
     }
+    if (mark && alive > 0) node.markUsed();
     for (int i = 0; i < alive; i++) scores[i] = depth;
     return result(ids, scores, m);
   }

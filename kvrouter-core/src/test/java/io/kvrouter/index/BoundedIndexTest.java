@@ -102,6 +102,32 @@ class BoundedIndexTest {
     }
   }
 
+  /**
+   * White-box: a tree query marks each matched worker's deepest node (where it drops out, and where
+   * the walk ends) and no node that every matched worker holds below.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void aTreeQueryMarksTheBlocksWhereWorkersDropOut(boolean concurrent) {
+    try (KvIndex index =
+        concurrent ? KvIndexes.concurrentRadixTree(100) : KvIndexes.radixTree(100)) {
+      TreeIndex t = (TreeIndex) index;
+      Worker a = new Worker(1, 0);
+      Worker b = new Worker(2, 0);
+      store(index, b, 1, 2, 3, 4);
+      store(index, a, 1, 2); // a's leaf is block 2, inside b's chain
+      TreeNode n1 = t.root.child(1);
+      TreeNode n2 = n1.child(2);
+      TreeNode n3 = n2.child(3);
+      TreeNode n4 = n3.child(4);
+      for (TreeNode n : List.of(n1, n2, n3, n4)) n.clearUsed(); // as the hand would
+      assertThat(match(index, 1, 2, 3, 4, 5)).containsEntry(a, 2).containsEntry(b, 4);
+      assertThat(List.of(n1, n2, n3, n4))
+          .extracting(IndexNode::isUsed)
+          .containsExactly(false, true, false, true);
+    }
+  }
+
   @ParameterizedTest(name = "{0}")
   @MethodSource("kinds")
   void withoutQueriesTheOldestStoreGoesFirstLeafFirst(String name, LongFunction<KvIndex> kind) {
