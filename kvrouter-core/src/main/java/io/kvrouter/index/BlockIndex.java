@@ -123,7 +123,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   /** The parent of a chain stored at the root: a node, or null when first blocks have none. */
   final N root;
 
-  final WorkerTable<N> workers = new WorkerTable<>();
+  final WorkerTable<N> workers;
   final ReentrantLock writeLock; // null: single-threaded
   private final Runnable afterHolderChange; // tests only; null otherwise
 
@@ -174,6 +174,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     this.maxBlocks = maxBlocks;
     this.bounded = maxBlocks != Long.MAX_VALUE;
     this.clock = bounded ? new ArrayDeque<>() : null;
+    // eviction must find the names a worker gave a block without scanning its table
+    this.workers = new WorkerTable<>(bounded);
   }
 
   // ------------------------------------------------------------------ the node structure
