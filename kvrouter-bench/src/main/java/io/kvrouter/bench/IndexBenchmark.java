@@ -48,6 +48,10 @@ public class IndexBenchmark {
   @Param({"hit", "partial", "miss"})
   public String query;
 
+  /** none, never (bounded far above the workload) or quarter (IndexWorkload.newIndex). */
+  @Param({"none"})
+  public String bound;
+
   private IndexWorkload workload;
   private KvIndex built;
   private long[][] queries;
@@ -58,7 +62,7 @@ public class IndexBenchmark {
   public void setUp() {
     workload = IndexWorkload.of(config);
     stores = workload.storeEvents();
-    built = IndexWorkload.newIndex(kind);
+    built = IndexWorkload.newIndex(kind, bound, workload.pairs());
     stores.forEach(built::apply);
     built.flush();
     queries = new long[256][];

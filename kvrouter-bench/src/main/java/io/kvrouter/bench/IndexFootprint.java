@@ -11,6 +11,8 @@ import java.util.List;
  * <pre>
  * java -cp kvrouter-bench/target/benchmarks.jar io.kvrouter.bench.IndexFootprint B radix concurrent
  * </pre>
+ *
+ * A kind may carry a bound after {@code @} ({@code concurrent@never}: IndexWorkload.newIndex).
  */
 public final class IndexFootprint {
   private IndexFootprint() {}
@@ -22,7 +24,11 @@ public final class IndexFootprint {
     for (int k = 1; k < Math.max(2, args.length); k++) {
       String kind = args.length > 1 ? args[k] : "concurrent";
       long before = usedAfterGc();
-      KvIndex index = IndexWorkload.newIndex(kind);
+      int at = kind.indexOf('@');
+      KvIndex index =
+          at < 0
+              ? IndexWorkload.newIndex(kind)
+              : IndexWorkload.newIndex(kind.substring(0, at), kind.substring(at + 1), w.pairs());
       stores.forEach(index::apply);
       index.flush();
       long after = usedAfterGc();

@@ -103,6 +103,30 @@ final class IndexWorkload {
     return q;
   }
 
+  /**
+   * Like {@link #newIndex(String)} with a bound: {@code none} (unbounded), {@code never} (bounded
+   * far above the workload: the bound's bookkeeping only) or {@code quarter} (a quarter of the
+   * workload's {@code pairs}: eviction on every store past it).
+   */
+  static KvIndex newIndex(String kind, String bound, long pairs) {
+    long max =
+        switch (bound) {
+          case "none" -> 0;
+          case "never" -> 1L << 40;
+          case "quarter" -> Math.max(1, pairs / 4);
+          default -> throw new IllegalArgumentException("unknown bound " + bound);
+        };
+    if (max == 0) return newIndex(kind);
+    if (kind.startsWith("positional")) {
+      return KvIndexes.positional(Integer.parseInt(kind.substring("positional".length())), max);
+    }
+    return switch (kind) {
+      case "radix" -> KvIndexes.radixTree(max);
+      case "concurrent" -> KvIndexes.concurrentRadixTree(max);
+      default -> throw new IllegalArgumentException("unknown index kind " + kind);
+    };
+  }
+
   static KvIndex newIndex(String kind) {
     if (kind.startsWith("positional")) {
       return KvIndexes.positional(Integer.parseInt(kind.substring("positional".length())));

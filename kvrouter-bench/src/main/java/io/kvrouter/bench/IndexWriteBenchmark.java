@@ -43,6 +43,12 @@ public class IndexWriteBenchmark {
   @Param({"A"})
   public String config;
 
+  /** none, never (bounded far above the workload) or quarter (IndexWorkload.newIndex). */
+  @Param({"none"})
+  public String bound;
+
+  private long pairs;
+
   private List<RouterEvent> stores;
   private List<RouterEvent> removes;
   private KvIndex scratch;
@@ -52,13 +58,14 @@ public class IndexWriteBenchmark {
     IndexWorkload workload = IndexWorkload.of(config);
     stores = workload.storeEvents();
     removes = workload.removeEvents();
+    pairs = workload.pairs();
   }
 
   /** A fresh empty index before each invocation. */
   @Setup(Level.Invocation)
   public void freshIndex() {
     if (scratch != null) scratch.close();
-    scratch = IndexWorkload.newIndex(kind);
+    scratch = IndexWorkload.newIndex(kind, bound, pairs);
   }
 
   @Benchmark

@@ -3,6 +3,7 @@ package io.kvrouter.index;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import it.unimi.dsi.fastutil.longs.LongArrayList;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
 import java.lang.invoke.MethodHandles;
@@ -54,8 +55,49 @@ import java.util.concurrent.locks.ReentrantLock;
  * its parent is tried. An unlinked node is never written again; a reader that still holds it sees
  * its last holders, which are empty.
  *
+ * Bound (maxBlocks, optional): past maxBlocks (worker, block) pairs the writer drops pairs, least
+ * recently used first, approximated by CLOCK:
+ *  - Order: every node enters the clock queue (writer-only ArrayDeque) when it is made, so the
+ *    queue is in store order. A node leaves it when the hand finds it unlinked; when stale
+ *    entries make the queue more than 1.25 times the linked nodes (+64), checked when a node is
+ *    made and after every prune, it is compacted, so the queue stays within 1.25 * nodes + 64
+ *    references and keeps at most a quarter of the nodes alive after they were unlinked
+ *    (amortized O(1) per node made or unlinked: a compaction drops at least a fifth of the
+ *    queue). With 2 * nodes the stale nodes, kept alive with their holders, more than doubled a
+ *    bounded tree's bytes per pair under eviction (IndexFootprint, config B, a quarter bound).
+ *  - Use: readers set a node's used bit (IndexNode.markUsed: an opaque store, only when it was
+ *    clear) on each worker's deepest matched node of a query: the tree walk marks the node where
+ *    workers drop out and the node where it ends, the positional walk the entries it probes
+ *    (each worker's deepest matched entry is one). That is the node the hand could take from
+ *    that worker on this path (the rule below); nodes every matched worker holds below are not
+ *    leaves of theirs, and marking all of them cost the tree walk 11-16 % (BENCHMARKS.md).
+ *    A store marks the blocks it touches that already existed (re-stores, a second worker's copy,
+ *    the parent); blocks it makes are at the queue's end already.
+ *  - Hand: takes the queue's head; an unlinked node is dropped, a used one gets its bit cleared
+ *    and goes to the end (a second chance); otherwise every pair at the node that may go is
+ *    dropped and the node goes to the end if still linked. After visiting twice the queue
+ *    without finding a pair to drop the hand ignores used bits (readers marking faster than it
+ *    clears must not stall a writer).
+ *  - Rule: a worker's connected pair may go only when the worker holds no child of the block (a
+ *    leaf of its chain), so dropping it is exactly a Removed of a leaf: it makes no hole, every
+ *    other score stays exact, and the worker's score on a path through the block drops to the
+ *    block's depth minus one, which is its exact score without that block (never an over-count).
+ *    A detached pair scores nothing and may go at any time. After dropping a leaf the hand goes
+ *    on to the worker's parent block while more must go and that block is unused and now a leaf
+ *    (the rest of a cold chain goes before newer chains, as LRU would).
+ *  - When: before a store adds a pair while blocksIndexed is maxBlocks, never at the block the
+ *    chain being stored hangs from; when only the chain itself could go, the rest of that store
+ *    skips the search (so blocksIndexed passes maxBlocks only inside a store of a chain longer
+ *    than what else can go). Then after each Stored event while pairs or linked nodes exceed
+ *    maxBlocks (nodes no one holds can stay linked above detached pairs after holes; dropping
+ *    those pairs prunes them). So after every event both are within maxBlocks.
+ *    A dropped block's names leave the worker's NameTable, so a later Removed of it counts as
+ *    missing and a later store under it as parent-missing (an under-count).
+ *  - evictedBlocks counts dropped pairs.
+ *
  * Tests may pass a Runnable that runs after every single holders change (writer's thread, under
- * the lock), to read each intermediate state a lock-free reader could see.
+ * the lock), to read each intermediate state a lock-free reader could see, and an
+ * EvictionListener told of every (worker, sequence hash) name an eviction drops.
  * </pre>
  */
 abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
@@ -69,13 +111,19 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
+  /** Told of every name an eviction drops (tests: the reference model applies them). */
+  interface EvictionListener {
+    /** {@code worker} no longer names the block at {@code path} (local hashes) {@code seqHash}. */
+    void evicted(Worker worker, long seqHash, long[] path);
+  }
+
   /** Optimistic walks before a reader falls back to the writers' lock (docs/concurrency.md). */
   private static final int OPTIMISTIC_ATTEMPTS = 64;
 
   /** The parent of a chain stored at the root: a node, or null when first blocks have none. */
   final N root;
 
-  final WorkerTable<N> workers = new WorkerTable<>();
+  final WorkerTable<N> workers;
   final ReentrantLock writeLock; // null: single-threaded
   private final Runnable afterHolderChange; // tests only; null otherwise
 
@@ -93,11 +141,41 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private volatile long parentMissing;
   private volatile long blocksMissing;
   private volatile long blocksIndexed;
+  private volatile long evictedBlocks;
+
+  // ---- the bound; writer-only except maxBlocks and bounded (final)
+
+  /** The most (worker, block) pairs held; Long.MAX_VALUE when unbounded. */
+  final long maxBlocks;
+
+  /** Whether readers mark used bits: the index is bounded. */
+  final boolean bounded;
+
+  /** CLOCK queue of nodes in store order; null when unbounded. */
+  private ArrayDeque<N> clock;
+
+  private long linkedNodes; // counted only when bounded
+  private N lastCreated; // the node childFor made last (bounded only)
+  private WorkerBlocks<N> cascadeWorker; // a worker whose leaf the hand just dropped ...
+  private N cascadeNode; // ... and that leaf's parent, to try next
+  private final ArrayList<N> scratch = new ArrayList<>();
+  EvictionListener evictionListener; // tests only
 
   BlockIndex(N root, ReentrantLock writeLock, Runnable afterHolderChange) {
+    this(root, writeLock, afterHolderChange, Long.MAX_VALUE);
+  }
+
+  BlockIndex(N root, ReentrantLock writeLock, Runnable afterHolderChange, long maxBlocks) {
+    if (maxBlocks < 1)
+      throw new IllegalArgumentException("maxBlocks must be >= 1, got " + maxBlocks);
     this.root = root;
     this.writeLock = writeLock;
     this.afterHolderChange = afterHolderChange;
+    this.maxBlocks = maxBlocks;
+    this.bounded = maxBlocks != Long.MAX_VALUE;
+    this.clock = bounded ? new ArrayDeque<>() : null;
+    // eviction must find the names a worker gave a block without scanning its table
+    this.workers = new WorkerTable<>(bounded);
   }
 
   // ------------------------------------------------------------------ the node structure
@@ -118,6 +196,51 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
 
   /** Takes the unused, childless {@code node} out of the structure for good. */
   abstract void unlink(N node);
+
+  /** The child of {@code parent} (the root when {@code root}) with this local hash, or null. */
+  abstract N findChild(N parent, long local);
+
+  /** Blocks in the structure now, counted from scratch; for tests. Writer-side. */
+  abstract int countNodes();
+
+  /** {@link #countNodes()} under the writers' discipline; for tests and the soak. */
+  final int nodeCount() {
+    lock();
+    try {
+      return countNodes();
+    } finally {
+      unlock();
+    }
+  }
+
+  /** The bounded index's running count of linked nodes (0 when unbounded); for tests. */
+  final long linkedNodes() {
+    lock();
+    try {
+      return linkedNodes;
+    } finally {
+      unlock();
+    }
+  }
+
+  /** References in the bounded index's clock queue (0 when unbounded); for tests. */
+  final int clockSize() {
+    lock();
+    try {
+      return clock == null ? 0 : clock.size();
+    } finally {
+      unlock();
+    }
+  }
+
+  /** Subclasses call this from childFor for each node they make. */
+  final void nodeCreated(N node) {
+    if (!bounded) return;
+    lastCreated = node;
+    linkedNodes++;
+    if (clockOverfull()) compactClock();
+    clock.addLast(node);
+  }
 
   // ------------------------------------------------------------------ reads
 
@@ -193,6 +316,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       CacheEvent data = event.data();
       if (data instanceof CacheEvent.Stored s) {
         store(workers.intern(event.worker()), s);
+        if (bounded && (linkedNodes > maxBlocks || blocksIndexed > maxBlocks)) evictToFit();
       } else if (data instanceof CacheEvent.Removed r) {
         remove(workers.find(event.worker()), r);
       } else {
@@ -212,13 +336,17 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
         parentMissing++;
         return;
       }
+      if (bounded) parent.markUsed();
     }
     final long[] seqs = s.blockHashes();
     final long[] locals = s.tokensHashes();
     final int id = ws.id;
     List<N> pruneLater = null;
+    if (bounded) lastCreated = null;
+    boolean roomLeft = bounded; // false once the hand found only this chain's blocks to drop
     for (int i = 0; i < seqs.length; i++) {
       final long seq = seqs[i];
+      if (roomLeft && blocksIndexed >= maxBlocks) roomLeft = makeRoom(ws, parent, locals[i]);
       final N child = childFor(parent, locals[i], seq);
       final N previous = ws.blocks.put(seq, child);
       if (previous != child) {
@@ -228,8 +356,11 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
           if (pruneLater == null) pruneLater = new ArrayList<>();
           pruneLater.add(previous);
         }
+        if (bounded && child != lastCreated) child.markUsed(); // a block that existed: used
         // asked after release: the parent may just have lost its last name
         hold(ws, child, parent == root || parent.isHolder(id));
+      } else if (bounded) {
+        child.markUsed(); // stored again: used
       }
       parent = child;
     }
@@ -237,6 +368,176 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     if (pruneLater != null) {
       for (N n : pruneLater) prune(n);
     }
+  }
+
+  // ------------------------------------------------------------------ the bound
+
+  /**
+   * Before the store of {@code ws} puts the block {@code local} under {@code parent} while the
+   * index is full: when that adds a pair (the worker does not hold the block yet), drops one pair
+   * first, never at {@code parent} (the chain being stored hangs from it). Returns false when
+   * nothing could go: then only this chain's blocks are left to drop, and the rest of the store
+   * skips the search (a chain longer than the bound would otherwise scan the queue once per block);
+   * the end of the event drops what is over.
+   */
+  private boolean makeRoom(WorkerBlocks<N> ws, N parent, long local) {
+    final N existing = findChild(parent, local);
+    if (existing != null && (existing.isHolder(ws.id) || isDetached(existing, ws))) return true;
+    if (parent != root) parent.markUsed();
+    return evict(blocksIndexed - maxBlocks + 1, parent) <= 0;
+  }
+
+  /** {@link #evict(long, IndexNode)} until pairs and linked nodes are both within maxBlocks. */
+  private void evictToFit() {
+    evict(-1, null);
+  }
+
+  /**
+   * Drops {@code need} pairs by the CLOCK rule (class notes), none at {@code keep}; with {@code
+   * need < 0}, drops pairs until pairs and linked nodes are both within maxBlocks. Gives up when
+   * only pairs at {@code keep} could go. Returns how many of {@code need} are left (0: all went).
+   */
+  private long evict(long need, N keep) {
+    final boolean toFit = need < 0;
+    long visits = 0;
+    long patience = 2L * clock.size() + 16;
+    while (true) {
+      final long want =
+          !toFit
+              ? need
+              : blocksIndexed > maxBlocks
+                  ? blocksIndexed - maxBlocks
+                  : linkedNodes > maxBlocks ? 1 : 0;
+      if (want <= 0) return 0;
+      final N up = cascadeNode;
+      if (up != null) {
+        final WorkerBlocks<N> ws = cascadeWorker;
+        cascadeNode = null;
+        cascadeWorker = null;
+        if (up != keep
+            && isLinked(up)
+            && !ws.forgotten
+            && up.isHolder(ws.id)
+            && !up.isUsed()
+            && !holdsChildOf(ws.id, up)) {
+          dropPair(ws, up);
+          noteCascade(ws, up);
+          prune(up);
+          if (!toFit) need--;
+          continue;
+        }
+      }
+      if (visits > 2 * patience) return want; // only pairs at keep are left to drop
+      final N n = clock.pollFirst();
+      if (n == null) return want; // nothing left to drop
+      if (!isLinked(n)) continue; // pruned since it was queued
+      if (++visits <= patience && n.isUsed()) {
+        n.clearUsed();
+        clock.addLast(n);
+        continue;
+      }
+      final long dropped = n == keep ? 0 : dropAt(n, want);
+      if (!toFit) need -= dropped;
+      if (dropped > 0) {
+        visits = 0;
+        patience = 2L * clock.size() + 16;
+      }
+      if (isLinked(n)) clock.addLast(n);
+    }
+  }
+
+  private void noteCascade(WorkerBlocks<N> ws, N dropped) {
+    final N p = dropped.parent;
+    if (p != root && p != null) {
+      cascadeWorker = ws;
+      cascadeNode = p;
+    }
+  }
+
+  /** Drops up to {@code want} pairs at {@code n} that the rule lets go; returns how many. */
+  private long dropAt(N n, long want) {
+    final int[] h = n.holders(); // copy-on-write: this array does not change under the loop
+    long dropped = 0;
+    for (int i = 0; i < h.length && dropped < want; i++) {
+      final int x = h[i];
+      if (x < 0) {
+        dropPair(workers.byId(~x), n); // detached: scores nothing
+        dropped++;
+      } else if (!holdsChildOf(x, n)) {
+        final WorkerBlocks<N> ws = workers.byId(x);
+        dropPair(ws, n);
+        noteCascade(ws, n);
+        dropped++;
+      }
+    }
+    if (dropped > 0) prune(n);
+    return dropped;
+  }
+
+  /** Whether worker {@code id} holds a child of {@code n} connected. */
+  private boolean holdsChildOf(int id, N n) {
+    if (!hasChildren(n)) return false;
+    final ArrayList<N> children = scratch;
+    children.clear();
+    addChildren(n, children);
+    boolean found = false;
+    for (int i = 0; i < children.size() && !found; i++) found = children.get(i).isHolder(id);
+    children.clear();
+    return found;
+  }
+
+  /**
+   * Drops every name {@code ws} has for {@code n} and so the pair, which is detached or a connected
+   * leaf: one holders change, as a Removed of a leaf; no pruning.
+   */
+  private void dropPair(WorkerBlocks<N> ws, N n) {
+    final EvictionListener listener = evictionListener;
+    final long[] path = listener == null ? null : pathOf(n);
+    if (ws.blocks.get(n.seq) == n) {
+      ws.blocks.remove(n.seq);
+      if (listener != null) listener.evicted(ws.worker, n.seq, path);
+    }
+    LongArrayList others = ws.blocks.removeOtherNamesOf(n);
+    if (others != null && listener != null) {
+      for (int i = 0; i < others.size(); i++) listener.evicted(ws.worker, others.getLong(i), path);
+    }
+    if (ws.aliases != null) ws.aliases.removeInt(n);
+    ws.heldBlocks--;
+    blocksIndexed--;
+    if (n.isHolder(ws.id)) {
+      n.removeHolder(ws.id);
+    } else {
+      n.removeDetached(ws.id);
+      ws.detachedCount--;
+    }
+    holdersChanged();
+    evictedBlocks++;
+  }
+
+  /** The local hashes from the top down to {@code n} (for the tests' eviction listener). */
+  private long[] pathOf(N n) {
+    LongArrayList up = new LongArrayList();
+    for (N a = n; a != root && a != null; a = a.parent) up.add(a.local);
+    long[] out = new long[up.size()];
+    for (int i = 0; i < out.length; i++) out[i] = up.getLong(out.length - 1 - i);
+    return out;
+  }
+
+  /**
+   * Whether unlinked nodes are more than a fifth of the clock queue (+64): they are garbage but for
+   * the queue, with their holders and child tables, so they must not pile up.
+   */
+  private boolean clockOverfull() {
+    return clock.size() > linkedNodes + (linkedNodes >> 2) + 64;
+  }
+
+  /** Rebuilds the clock queue without unlinked nodes, keeping the order. */
+  private void compactClock() {
+    ArrayDeque<N> kept = new ArrayDeque<>((int) Math.min(Integer.MAX_VALUE - 8, linkedNodes + 16));
+    for (N n : clock) {
+      if (isLinked(n)) kept.addLast(n);
+    }
+    clock = kept;
   }
 
   /** Records that {@code ws} holds {@code node} under one more name (already in its blocks). */
@@ -445,8 +746,12 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
         && !hasChildren(node)
         && isLinked(node)) {
       unlink(node);
+      if (bounded) linkedNodes--;
       node = node.parent;
     }
+    // removals alone must not leave the queue holding unlinked nodes: compact here too, and
+    // drop the last stale references when the index is empty
+    if (bounded && (clockOverfull() || linkedNodes == 0 && !clock.isEmpty())) compactClock();
   }
 
   @Override
@@ -527,7 +832,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
         parentMissing,
         blocksMissing,
         blocksIndexed,
-        workers.size());
+        workers.size(),
+        evictedBlocks);
   }
 
   @Override

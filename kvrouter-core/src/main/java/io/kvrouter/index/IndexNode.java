@@ -71,7 +71,22 @@ abstract class IndexNode<N extends IndexNode<N>> {
     return i >= 0 ? i : -i - 1;
   }
 
+  /**
+   * Records that a query matched this block, for a bounded index's eviction order: sets the used
+   * bit unless it is already set, so a reader writes only after the writer cleared it. A no-op for
+   * nodes that keep no bit.
+   */
+  void markUsed() {}
+
   // ---- writer side ----
+
+  /** The used bit ({@link #markUsed()}); false for nodes that keep none. */
+  boolean isUsed() {
+    return false;
+  }
+
+  /** Clears the used bit. Writer-only. */
+  void clearUsed() {}
 
   /** Whether worker {@code id} holds this block connected. */
   final boolean isHolder(int id) {

@@ -11,6 +11,8 @@ package io.kvrouter.index;
  * @param blocksMissing blocks of {@code Removed} events that the worker did not hold (skipped)
  * @param blocksIndexed (worker rank, block) pairs held now
  * @param workers worker ranks known now
+ * @param evictedBlocks (worker rank, block) pairs dropped to keep a bounded index within its {@code
+ *     maxBlocks} (always 0 for an unbounded one)
  */
 public record IndexStats(
     long storedEvents,
@@ -19,7 +21,8 @@ public record IndexStats(
     long parentMissing,
     long blocksMissing,
     long blocksIndexed,
-    int workers) {
+    int workers,
+    long evictedBlocks) {
 
   /** The field-wise sum, for indexes made of parts. */
   public IndexStats plus(IndexStats o) {
@@ -30,6 +33,7 @@ public record IndexStats(
         parentMissing + o.parentMissing,
         blocksMissing + o.blocksMissing,
         blocksIndexed + o.blocksIndexed,
-        workers + o.workers);
+        workers + o.workers,
+        evictedBlocks + o.evictedBlocks);
   }
 }

@@ -21,11 +21,34 @@ public final class KvIndexes {
   }
 
   /**
+   * Like {@link #radixTree()}, holding at most {@code maxBlocks} (worker rank, block) pairs: past
+   * that, the least recently used leaves of workers' chains are dropped first (stored or matched by
+   * {@code findMatches} counts as used, approximated by a CLOCK bit), and {@link
+   * IndexStats#evictedBlocks()} counts them. Dropping a worker's leaf is what its {@code Removed}
+   * would do, so scores stay exact for what is left: a dropped block only costs a cache miss.
+   *
+   * @throws IllegalArgumentException when {@code maxBlocks < 1}
+   */
+  public static KvIndex radixTree(long maxBlocks) {
+    return new TreeIndex(false, checkMaxBlocks(maxBlocks));
+  }
+
+  /**
    * A block tree that readers query without locks while writers of any workers apply events
    * (writers take turns on one lock).
    */
   public static KvIndex concurrentRadixTree() {
     return new TreeIndex(true);
+  }
+
+  /**
+   * Like {@link #concurrentRadixTree()}, holding at most {@code maxBlocks} (worker rank, block)
+   * pairs, as {@link #radixTree(long)} describes; readers still take no lock.
+   *
+   * @throws IllegalArgumentException when {@code maxBlocks < 1}
+   */
+  public static KvIndex concurrentRadixTree(long maxBlocks) {
+    return new TreeIndex(true, checkMaxBlocks(maxBlocks));
   }
 
   /**
@@ -40,8 +63,31 @@ public final class KvIndexes {
   }
 
   /**
+   * Like {@link #positional(int)}, holding at most {@code maxBlocks} (worker rank, block) pairs, as
+   * {@link #radixTree(long)} describes; readers still take no lock.
+   *
+   * @throws IllegalArgumentException when {@code jumpSize < 1} or {@code maxBlocks < 1}
+   */
+  public static KvIndex positional(int jumpSize, long maxBlocks) {
+    if (jumpSize < 1) {
+      throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
+    }
+    return new PositionalIndex(jumpSize, null, checkMaxBlocks(maxBlocks));
+  }
+
+  private static long checkMaxBlocks(long maxBlocks) {
+    if (maxBlocks < 1 || maxBlocks == Long.MAX_VALUE) {
+      throw new IllegalArgumentException(
+          "maxBlocks must be in 1.." + (Long.MAX_VALUE - 1) + ", got " + maxBlocks);
+    }
+    return maxBlocks;
+  }
+
+  /**
    * Applies events on {@code threads} background threads, every event of one worker id on the same
-   * thread and in order; reads go straight to {@code concurrentIndex} on the caller's thread.
+   * thread and in order; reads go straight to {@code concurrentIndex} on the caller's thread. A
+   * bound of {@code concurrentIndex} ({@link #concurrentRadixTree(long)}, {@link #positional(int,
+   * long)}) applies as it is, and {@link KvIndex#stats()} reports its counters.
    *
    * @throws IllegalArgumentException when the index is not safe for concurrent use
    */

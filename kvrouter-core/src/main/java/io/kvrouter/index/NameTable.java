@@ -2,6 +2,8 @@ package io.kvrouter.index;
 
 import it.unimi.dsi.fastutil.longs.Long2ObjectMap;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
+import it.unimi.dsi.fastutil.longs.LongArrayList;
+import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
 import java.util.List;
 
@@ -33,6 +35,11 @@ import java.util.List;
  * rebuilt at half size when under 1/8 full. Any capacity works: a key's home slot is the high
  * half of a multiply ("fastrange").
  *
+ * A bounded index drops a block from a worker without knowing the names the worker gave it
+ * (removeOtherNamesOf). Its tables therefore index others backwards (findsOtherNames): firstOther
+ * maps a block to one of its names in others, and otherCount counts them for the rare block with
+ * two or more (only those are scanned for). Unbounded indexes do not keep them.
+ *
  * Writer-only: readers never touch it.
  * </pre>
  */
@@ -47,6 +54,18 @@ final class NameTable<N extends IndexNode<N>> {
   private int live; // nodes in own[]
   private int used; // live + tombstones
   private Long2ObjectOpenHashMap<N> others; // rare; lazily made
+  private final boolean findsOtherNames;
+  private Object2LongOpenHashMap<N> firstOther; // with findsOtherNames: a name in others per block
+  private Object2IntOpenHashMap<N> otherCount; // ... and how many, for blocks with two or more
+
+  NameTable() {
+    this(false);
+  }
+
+  /** With {@code findsOtherNames}, {@link #removeOtherNamesOf} needs no scan (class notes). */
+  NameTable(boolean findsOtherNames) {
+    this.findsOtherNames = findsOtherNames;
+  }
 
   private static int home(long seq, int capacity) {
     return (int) ((((seq * PHI) >>> 32) * capacity) >>> 32);
@@ -114,7 +133,7 @@ final class NameTable<N extends IndexNode<N>> {
       }
       removeAt(i);
     } else {
-      previous = others == null ? null : others.remove(seq);
+      previous = others == null ? null : othersRemove(seq);
       if (node.seq == seq) {
         final int f = -1 - i;
         if (tagAt(tags, f) == TOMBSTONE) {
@@ -129,16 +148,58 @@ final class NameTable<N extends IndexNode<N>> {
         return previous;
       }
     }
-    if (others == null) others = new Long2ObjectOpenHashMap<>();
+    if (others == null) {
+      others = new Long2ObjectOpenHashMap<>();
+      if (findsOtherNames) {
+        firstOther = new Object2LongOpenHashMap<>();
+        otherCount = new Object2IntOpenHashMap<>();
+      }
+    }
     others.put(seq, node);
+    if (findsOtherNames) indexOther(seq, node);
     return previous;
+  }
+
+  /** Removes the name {@code seq} from others (and from the backward index); its block or null. */
+  private N othersRemove(long seq) {
+    final N n = others.remove(seq);
+    if (n != null && findsOtherNames) unindexOther(seq, n);
+    return n;
+  }
+
+  private void indexOther(long seq, N node) {
+    if (!firstOther.containsKey(node)) {
+      firstOther.put(node, seq);
+    } else {
+      otherCount.put(node, Math.max(2, otherCount.getInt(node) + 1));
+    }
+  }
+
+  /** After {@code seq} left others. */
+  private void unindexOther(long seq, N node) {
+    final int c = otherCount.getInt(node); // 0: the block had only this name in others
+    if (c == 0) {
+      firstOther.removeLong(node);
+      return;
+    }
+    if (c == 2) otherCount.removeInt(node);
+    else otherCount.put(node, c - 1);
+    if (firstOther.getLong(node) == seq) {
+      // the indexed name went: find another (a block with two private names: rare)
+      for (Long2ObjectMap.Entry<N> e : others.long2ObjectEntrySet()) {
+        if (e.getValue() == node) {
+          firstOther.put(node, e.getLongKey());
+          break;
+        }
+      }
+    }
   }
 
   /** Forgets the name {@code seq}; returns the block it named, or null. */
   @SuppressWarnings("unchecked")
   N remove(long seq) {
     final int i = find(seq);
-    if (i < 0) return others == null ? null : others.remove(seq);
+    if (i < 0) return others == null ? null : othersRemove(seq);
     final N n = (N) own[i];
     removeAt(i);
     return n;
@@ -191,6 +252,36 @@ final class NameTable<N extends IndexNode<N>> {
     }
   }
 
+  /**
+   * Removes every name of {@code node} kept in the map of other names (not its own {@link
+   * IndexNode#seq}) and returns them; null when there is none. With findsOtherNames it looks the
+   * names up (a scan only for a block with two or more); else it scans that map.
+   */
+  LongArrayList removeOtherNamesOf(N node) {
+    if (others == null) return null;
+    if (findsOtherNames) {
+      if (!firstOther.containsKey(node)) return null;
+      if (!otherCount.containsKey(node)) {
+        final long seq = firstOther.getLong(node);
+        othersRemove(seq);
+        LongArrayList one = new LongArrayList(1);
+        one.add(seq);
+        return one;
+      }
+    }
+    LongArrayList out = null;
+    for (Long2ObjectMap.Entry<N> e : others.long2ObjectEntrySet()) {
+      if (e.getValue() == node) {
+        if (out == null) out = new LongArrayList(2);
+        out.add(e.getLongKey());
+      }
+    }
+    if (out != null) {
+      for (int i = 0; i < out.size(); i++) othersRemove(out.getLong(i));
+    }
+    return out;
+  }
+
   int size() {
     return live + (others == null ? 0 : others.size());
   }
@@ -205,6 +296,8 @@ final class NameTable<N extends IndexNode<N>> {
     live = 0;
     used = 0;
     others = null;
+    firstOther = null;
+    otherCount = null;
   }
 
   /** Appends the block of every name to {@code out}: a block with two names twice. */

@@ -83,7 +83,12 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
    * reader could see.
    */
   PositionalIndex(int jumpSize, Runnable afterHolderChange) {
-    super(null, new ReentrantLock(), afterHolderChange);
+    this(jumpSize, afterHolderChange, Long.MAX_VALUE);
+  }
+
+  /** An index that holds at most {@code maxBlocks} (worker, block) pairs (BlockIndex notes). */
+  PositionalIndex(int jumpSize, Runnable afterHolderChange, long maxBlocks) {
+    super(null, new ReentrantLock(), afterHolderChange, maxBlocks);
     if (jumpSize < 1) {
       throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
     }
@@ -112,6 +117,8 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     final int from = IndexNode.connectedFrom(holders0);
     final int m = holders0.length - from;
     if (m == 0) return Scores.EMPTY;
+    final boolean mark = bounded;
+    if (mark) e0.markUsed();
     // alive ids in ids[0..alive), sorted (partition keeps the kept ones in order); dropped ids
     // after them with their final scores. Later holders may hold detached ids (negative): no
     // alive id ever matches one.
@@ -135,6 +142,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
             h.length == alive && Arrays.equals(ids, 0, alive, h, 0, alive)
                 ? alive
                 : partition(ids, 0, alive, h);
+        if (mark && kept > 0) e.markUsed();
         if (kept < alive) resolve(localHashes, ids, scores, kept, alive, cur, curSeq, probe);
         alive = kept;
         cur = probe;
@@ -181,6 +189,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     final PositionalEntry e = lookup(seq, mid, localHashes[mid]);
     final int[] h = e == null ? SortedIds.NONE : e.holders();
     final int k = partition(ids, from, to, h);
+    if (bounded && k > from) e.markUsed();
     if (k < to) resolve(localHashes, ids, scores, k, to, lo, loSeq, mid);
     if (k > from) resolve(localHashes, ids, scores, from, k, mid, seq, hi);
   }
@@ -207,7 +216,19 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     PositionalTable t = table();
     PositionalTable grown = t.put(e);
     if (grown != t) TABLE.setRelease(this, grown);
+    nodeCreated(e);
     return e;
+  }
+
+  @Override
+  PositionalEntry findChild(PositionalEntry parent, long local) {
+    final long key = parent == null ? local : SequenceHasher.next(parent.seq, local);
+    return table().get(key, parent == null ? 0 : parent.position + 1, local);
+  }
+
+  @Override
+  int countNodes() {
+    return table().size();
   }
 
   @Override
@@ -227,9 +248,22 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
 
   @Override
   void unlink(PositionalEntry e) {
-    if (!table().remove(e)) throw new IllegalStateException("linked entry not in the table");
+    PositionalTable t = table();
+    if (!t.remove(e)) throw new IllegalStateException("linked entry not in the table");
+    PositionalTable small = t.shrunk();
+    if (small != t) TABLE.setRelease(this, small);
     if (e.parent != null) e.parent.unlinkChild(e);
     e.linked = false;
+  }
+
+  /** Slots of the table now; for tests. Writer-side (takes the lock). */
+  int tableCapacity() {
+    writeLock.lock();
+    try {
+      return table().capacity();
+    } finally {
+      writeLock.unlock();
+    }
   }
 
   /** Entries in the table now; for tests. Writer-side (takes the lock). */

@@ -19,7 +19,10 @@ import java.lang.invoke.VarHandle;
  * When an insert would pass 3/4, put builds a new table sized from the live count (at most half
  * full afterwards; it may shrink, and it drops every tombstone) and returns it; the owner
  * publishes it with a release store, and the old table is never written again, so a reader still
- * on it sees a consistent, older set of entries.
+ * on it sees a consistent, older set of entries. Likewise, when removals leave it under 1/8 full,
+ * shrunk() returns a table sized from the live count, so a table that once held many entries
+ * does not keep their slots for good (amortized O(1): a shrink leaves it over 1/4 full, so the
+ * next needs capacity/8 removals, and growing needs capacity/4 inserts).
  * </pre>
  */
 final class PositionalTable {
@@ -107,6 +110,21 @@ final class PositionalTable {
         return true;
       }
     }
+  }
+
+  /**
+   * This table or, when under 1/8 full (and above the least capacity), a rebuilt smaller copy of it
+   * for the owner to publish. Writer-only.
+   */
+  PositionalTable shrunk() {
+    if (slots.length <= MIN_CAPACITY || live * 8 >= slots.length) return this;
+    int capacity = MIN_CAPACITY;
+    while (live * 2 > capacity) capacity <<= 1;
+    PositionalTable rebuilt = new PositionalTable(capacity);
+    for (PositionalEntry e : slots) {
+      if (e != null && e != TOMBSTONE) rebuilt.insert(e);
+    }
+    return rebuilt;
   }
 
   int size() {

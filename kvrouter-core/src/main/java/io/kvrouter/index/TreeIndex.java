@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import it.unimi.dsi.fastutil.longs.LongArrayFIFOQueue;
 import it.unimi.dsi.fastutil.objects.Object2ObjectOpenHashMap;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
@@ -40,7 +41,12 @@ final class TreeIndex extends BlockIndex<TreeNode> {
   private final Object2ObjectOpenHashMap<TreeNode, LongArrayFIFOQueue> recentUses;
 
   TreeIndex(boolean concurrent) {
-    this(concurrent, 0L, System::nanoTime);
+    this(concurrent, 0L, System::nanoTime, Long.MAX_VALUE);
+  }
+
+  /** A tree that holds at most {@code maxBlocks} (worker, block) pairs (BlockIndex notes). */
+  TreeIndex(boolean concurrent, long maxBlocks) {
+    this(concurrent, 0L, System::nanoTime, maxBlocks);
   }
 
   /**
@@ -48,7 +54,18 @@ final class TreeIndex extends BlockIndex<TreeNode> {
    * within the last {@code frequencyWindowNanos} whose match covered it.
    */
   TreeIndex(boolean concurrent, long frequencyWindowNanos, LongSupplier clock) {
-    super(new TreeNode(0L, 0L, null), lockFor(concurrent, frequencyWindowNanos), null);
+    this(concurrent, frequencyWindowNanos, clock, Long.MAX_VALUE);
+  }
+
+  private TreeIndex(
+      boolean concurrent, long frequencyWindowNanos, LongSupplier clock, long maxBlocks) {
+    super(
+        maxBlocks == Long.MAX_VALUE
+            ? new TreeNode(0L, 0L, null)
+            : new BoundedTreeNode(0L, 0L, null),
+        lockFor(concurrent, frequencyWindowNanos),
+        null,
+        maxBlocks);
     this.concurrent = concurrent;
     this.frequencyWindowNanos = frequencyWindowNanos;
     this.nanoClock = clock;
@@ -109,6 +126,9 @@ final class TreeIndex extends BlockIndex<TreeNode> {
     final int from = IndexNode.connectedFrom(prev);
     final int m = prev.length - from;
     if (m == 0) return Scores.EMPTY;
+    // a bounded tree marks each worker's deepest matched node (its leaf on this path, the only
+    // kind of node the hand may take from it): where workers drop out, and where the walk ends
+    final boolean mark = bounded;
     // alive ids in ids[0..alive), sorted; dropped ids after them with their final scores
     final int[] ids = Arrays.copyOfRange(prev, from, prev.length);
     final int[] scores = new int[m];
@@ -116,20 +136,24 @@ final class TreeIndex extends BlockIndex<TreeNode> {
     int depth = 1;
     if (!(earlyExit && alive == 1)) {
       for (; depth < len; depth++) {
-        node = node.child(localHashes[depth]);
-        if (node == null) break;
-        int[] h = node.holders();
+        final TreeNode next = node.child(localHashes[depth]);
+        if (next == null) break;
+        int[] h = next.holders();
         if (h != prev) {
+          final int before = alive;
           alive = retain(ids, scores, alive, h, depth);
           prev = h;
+          if (mark && alive < before) node.markUsed();
           if (alive == 0) break;
         }
+        node = next;
         if (earlyExit && alive == 1) {
           depth++;
           break;
         }
       }
     }
+    if (mark && alive > 0) node.markUsed();
     for (int i = 0; i < alive; i++) scores[i] = depth;
     return result(ids, scores, m);
   }
@@ -160,7 +184,28 @@ final class TreeIndex extends BlockIndex<TreeNode> {
   @Override
   TreeNode childFor(TreeNode parent, long local, long seq) {
     TreeNode c = parent.child(local);
-    return c != null ? c : parent.addChild(local, seq);
+    if (c != null) return c;
+    c = parent.addChild(local, seq);
+    nodeCreated(c);
+    return c;
+  }
+
+  @Override
+  TreeNode findChild(TreeNode parent, long local) {
+    return parent.child(local);
+  }
+
+  @Override
+  int countNodes() {
+    int n = 0;
+    ArrayList<TreeNode> stack = new ArrayList<>();
+    root.addChildrenTo(stack);
+    while (!stack.isEmpty()) {
+      TreeNode t = stack.remove(stack.size() - 1);
+      n++;
+      t.addChildrenTo(stack);
+    }
+    return n;
   }
 
   @Override

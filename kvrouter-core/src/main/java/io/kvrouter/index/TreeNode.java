@@ -21,14 +21,16 @@ import java.util.List;
  *           replaces the only child with a new table holding both.
  *
  * With IndexNode's fields a node is 40 bytes (12-byte header, compressed references); there is
- * no depth or child count: whether a node has children is whether children is set.
+ * no depth or child count: whether a node has children is whether children is set. A bounded
+ * tree's nodes are BoundedTreeNodes (the subclass adds the used bit, 48 bytes), made by newChild
+ * from a BoundedTreeNode root, so an unbounded tree pays nothing for the bound.
  *
  * Invariant: every worker's connected set is prefix-closed, and writers change it one block at a
  * time (leaf-first when shrinking, root-first when growing). A lock-free walk therefore reports
  * a score the worker had at some instant of the walk (docs/concurrency.md).
  * </pre>
  */
-final class TreeNode extends IndexNode<TreeNode> {
+class TreeNode extends IndexNode<TreeNode> {
   private static final VarHandle CHILDREN;
 
   static {
@@ -48,17 +50,24 @@ final class TreeNode extends IndexNode<TreeNode> {
 
   // ---- reader side ----
 
-  TreeNode child(long localHash) {
+  final TreeNode child(long localHash) {
     Object c = CHILDREN.getAcquire(this);
-    if (c instanceof TreeNode only) return only.local == localHash ? only : null;
-    return c == null ? null : ((ChildTable) c).get(localHash);
+    // ChildTable is final: an exact class check, cheaper than a subtype check against TreeNode
+    if (c instanceof ChildTable t) return t.get(localHash);
+    TreeNode only = (TreeNode) c;
+    return only != null && only.local == localHash ? only : null;
   }
 
   // ---- writer side ----
 
+  /** A node of this node's class, to be its child. */
+  TreeNode newChild(long localHash, long seq) {
+    return new TreeNode(seq, localHash, this);
+  }
+
   /** A new child with this local hash, first stored under {@code seq}. */
-  TreeNode addChild(long localHash, long seq) {
-    TreeNode c = new TreeNode(seq, localHash, this);
+  final TreeNode addChild(long localHash, long seq) {
+    TreeNode c = newChild(localHash, seq);
     Object cur = CHILDREN.get(this);
     if (cur == null) {
       CHILDREN.setRelease(this, c);
@@ -72,7 +81,7 @@ final class TreeNode extends IndexNode<TreeNode> {
     return c;
   }
 
-  void removeChild(TreeNode c) {
+  final void removeChild(TreeNode c) {
     Object cur = CHILDREN.get(this);
     if (cur == c) {
       CHILDREN.setRelease(this, null);
@@ -83,12 +92,12 @@ final class TreeNode extends IndexNode<TreeNode> {
     }
   }
 
-  boolean hasChildren() {
+  final boolean hasChildren() {
     return CHILDREN.get(this) != null;
   }
 
   /** Appends every child to {@code out}; writer-side (or a quiescent tree). */
-  void addChildrenTo(List<TreeNode> out) {
+  final void addChildrenTo(List<TreeNode> out) {
     Object c = CHILDREN.getAcquire(this);
     if (c instanceof TreeNode only) out.add(only);
     else if (c != null) ((ChildTable) c).addTo(out);

@@ -22,14 +22,20 @@ import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 final class WorkerBlocks<N extends IndexNode<N>> {
   final Worker worker;
   final int id;
-  final NameTable<N> blocks = new NameTable<>();
+  final NameTable<N> blocks;
   Object2IntOpenHashMap<N> aliases; // rare; lazily made
   volatile int heldBlocks;
   int detachedCount;
   boolean forgotten;
 
   WorkerBlocks(Worker worker, int id) {
+    this(worker, id, false);
+  }
+
+  /** With {@code findsOtherNames} for a bounded index (NameTable). */
+  WorkerBlocks(Worker worker, int id, boolean findsOtherNames) {
     this.worker = worker;
     this.id = id;
+    this.blocks = new NameTable<>(findsOtherNames);
   }
 }

@@ -38,7 +38,15 @@ final class WorkerTable<N extends IndexNode<N>> {
 
   private int next;
 
+  private final boolean findsOtherNames;
+
   WorkerTable() {
+    this(false);
+  }
+
+  /** With {@code findsOtherNames}, every worker's NameTable indexes its other names (bound). */
+  WorkerTable(boolean findsOtherNames) {
+    this.findsOtherNames = findsOtherNames;
     ids.defaultReturnValue(-1);
   }
 
@@ -56,7 +64,7 @@ final class WorkerTable<N extends IndexNode<N>> {
     if (id == table.length) {
       table = Arrays.copyOf(table, table.length * 2);
     }
-    WorkerBlocks<N> ws = new WorkerBlocks<>(worker, id);
+    WorkerBlocks<N> ws = new WorkerBlocks<>(worker, id, findsOtherNames);
     table[id] = ws;
     BY_ID.setRelease(this, table);
     ids.put(worker, id);
@@ -67,6 +75,11 @@ final class WorkerTable<N extends IndexNode<N>> {
   WorkerBlocks<N> find(Worker worker) {
     int id = ids.getInt(worker);
     return id < 0 ? null : ((WorkerBlocks<N>[]) BY_ID.get(this))[id];
+  }
+
+  /** The state of the worker with this id (one named by a node's holders). Writer-only. */
+  WorkerBlocks<N> byId(int id) {
+    return ((WorkerBlocks<N>[]) BY_ID.get(this))[id];
   }
 
   /** Every rank of {@code workerId}. Writer-only. */

@@ -6,6 +6,9 @@ import java.util.function.Supplier;
 
 /** Every index kind, for tests that must hold for all of them. */
 final class IndexKinds {
+  /** A bound above any test's (worker, block) pairs: bounded kinds never evict under it. */
+  static final long NEVER_REACHED = 1L << 22;
+
   private IndexKinds() {}
 
   static List<Supplier<KvIndex>> suppliers() {
@@ -16,6 +19,11 @@ final class IndexKinds {
     out.add(() -> KvIndexes.positional(1));
     out.add(() -> KvIndexes.threadPool(KvIndexes.concurrentRadixTree(), 2));
     out.add(() -> KvIndexes.threadPool(KvIndexes.positional(32), 2));
+    // bounded kinds with a bound no test reaches: they must answer exactly like the others
+    out.add(() -> KvIndexes.radixTree(NEVER_REACHED));
+    out.add(() -> KvIndexes.concurrentRadixTree(NEVER_REACHED));
+    out.add(() -> KvIndexes.positional(32, NEVER_REACHED));
+    out.add(() -> KvIndexes.threadPool(KvIndexes.concurrentRadixTree(NEVER_REACHED), 2));
     return out;
   }
 

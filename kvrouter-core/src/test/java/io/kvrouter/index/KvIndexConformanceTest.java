@@ -353,5 +353,6 @@ abstract class KvIndexConformanceTest {
     assertThat(s.clearedEvents()).isEqualTo(1);
     assertThat(s.blocksIndexed()).isZero();
     assertThat(s.workers()).isEqualTo(1);
+    assertThat(s.evictedBlocks()).isZero();
   }
 }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import it.unimi.dsi.fastutil.longs.Long2ObjectMap;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
+import it.unimi.dsi.fastutil.longs.LongArrayList;
 import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -69,6 +70,62 @@ class NameTableTest {
     table.clear();
     assertThat(table.isEmpty()).isTrue();
     for (long name : ref.keySet()) assertThat(table.get(name)).isNull();
+  }
+
+  /**
+   * removeOtherNamesOf, with the backward index of a bounded index and without: on a stream that
+   * gives many nodes two or three names besides their own key, it returns and removes exactly the
+   * node's names other than its key, and the table stays equal to the map.
+   */
+  @ParameterizedTest(name = "seed {0}")
+  @ValueSource(longs = {1, 2, 3})
+  void removeOtherNamesOfFindsExactlyTheOtherNames(long seed) {
+    for (boolean indexed : new boolean[] {false, true}) {
+      SplittableRandom rnd = new SplittableRandom(seed);
+      List<PositionalEntry> nodes = new ArrayList<>();
+      NameTable<PositionalEntry> table = new NameTable<>(indexed);
+      Long2ObjectOpenHashMap<PositionalEntry> ref = new Long2ObjectOpenHashMap<>();
+      long removedNames = 0;
+      for (int op = 0; op < 40_000; op++) {
+        int kind = rnd.nextInt(100);
+        if (kind < 50 || nodes.isEmpty()) {
+          PositionalEntry node;
+          long name;
+          if (rnd.nextInt(3) == 0 || nodes.isEmpty()) {
+            name = rnd.nextLong(3_000) * 0x100000001L;
+            node = new PositionalEntry(name, 0, rnd.nextLong(), null);
+            nodes.add(node);
+          } else {
+            node = nodes.get(rnd.nextInt(nodes.size()));
+            name = rnd.nextLong(3_000) * 0x100000001L + 1 + rnd.nextInt(3);
+          }
+          assertThat(table.put(name, node)).isSameAs(ref.put(name, node));
+        } else if (kind < 80) {
+          long name = pickName(rnd, ref, 3_000);
+          assertThat(table.remove(name)).isSameAs(ref.remove(name));
+        } else {
+          PositionalEntry node = nodes.get(rnd.nextInt(nodes.size()));
+          LongArrayList want = new LongArrayList();
+          for (Long2ObjectMap.Entry<PositionalEntry> e : ref.long2ObjectEntrySet()) {
+            if (e.getValue() == node && e.getLongKey() != node.seq) want.add(e.getLongKey());
+          }
+          LongArrayList got = table.removeOtherNamesOf(node);
+          if (want.isEmpty()) {
+            assertThat((Object) got).as("op %d", op).isNull();
+          } else {
+            assertThat(got == null ? null : got.toLongArray())
+                .as("op %d", op)
+                .containsExactlyInAnyOrder(want.toLongArray());
+            for (int i = 0; i < want.size(); i++) ref.remove(want.getLong(i));
+            removedNames += want.size();
+          }
+        }
+        assertThat(table.size()).isEqualTo(ref.size());
+        if (op % 2_000 == 0) checkAll(table, ref);
+      }
+      checkAll(table, ref);
+      assertThat(removedNames).as("the stream must exercise it").isGreaterThan(1_000);
+    }
   }
 
   private static PositionalEntry nodeWithKey(List<PositionalEntry> nodes, long key) {

@@ -225,4 +225,17 @@ class PositionalConformanceTest extends KvIndexConformanceTest {
     assertThat(p.entryCount()).isEqualTo(2_003);
     assertThat(match(range(7_000_000L, 2_000))).isEqualTo(Map.of(w(7), 2_000));
   }
+
+  @Test
+  void theTableShrinksBackOnceItsEntriesAreRemoved() {
+    PositionalIndex p = (PositionalIndex) index;
+    Worker w = w(1);
+    for (long l = 1; l <= 5_000; l++) store(w, l);
+    assertThat(p.tableCapacity()).isGreaterThanOrEqualTo(8_192);
+    for (long l = 1; l <= 5_000; l++) remove(w, l);
+    assertThat(p.entryCount()).isZero();
+    assertThat(p.tableCapacity()).isEqualTo(PositionalTable.MIN_CAPACITY);
+    store(w, 7, 8);
+    assertThat(match(7, 8, 9)).containsEntry(w, 2);
+  }
 }

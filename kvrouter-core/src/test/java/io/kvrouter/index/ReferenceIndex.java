@@ -46,6 +46,15 @@ final class ReferenceIndex {
     }
   }
 
+  /**
+   * A bounded index dropped {@code w}'s name {@code seq} of the block at {@code path}: forget the
+   * name unless it names another block by now.
+   */
+  void evict(Worker w, long seq, List<Long> path) {
+    Map<Long, List<Long>> mine = held.get(w);
+    if (mine != null && path.equals(mine.get(seq))) mine.remove(seq);
+  }
+
   void clearWorker(long workerId) {
     for (Map.Entry<Worker, Map<Long, List<Long>>> e : held.entrySet()) {
       if (e.getKey().workerId() == workerId) e.getValue().clear();

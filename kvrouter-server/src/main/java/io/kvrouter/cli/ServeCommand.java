@@ -198,6 +198,15 @@ public final class ServeCommand implements Callable<Integer> {
   String replicaId;
 
   @Option(
+      names = "--max-blocks",
+      paramLabel = "N",
+      description =
+          "Bound each model's index to N (worker rank, block) pairs, dropping the least recently"
+              + " used past it (counted in kvrouter_index_evicted_blocks_total; default: no"
+              + " bound).")
+  Long maxBlocks;
+
+  @Option(
       names = "--config",
       paramLabel = "FILE",
       description =
@@ -268,6 +277,13 @@ public final class ServeCommand implements Callable<Integer> {
     return fresh;
   }
 
+  private static long checkMaxBlocks(long maxBlocks) {
+    if (maxBlocks < 1) {
+      throw new IllegalArgumentException("--max-blocks must be >= 1, got " + maxBlocks);
+    }
+    return maxBlocks;
+  }
+
   private int run(PrintStream out) throws InterruptedException {
     if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
     String token = authToken != null ? authToken : System.getenv(TOKEN_ENV);
@@ -293,6 +309,7 @@ public final class ServeCommand implements Callable<Integer> {
               .peer(peer)
               .events(events)
               .replicaId(replicaId)
+              .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks))
               .build();
     } catch (IllegalArgumentException e) {
       System.err.println("kvrouter serve: " + e.getMessage());

@@ -7,6 +7,7 @@ import io.helidon.http.Status;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.DirectHandlers;
 import io.helidon.webserver.http1.Http1Config;
+import io.kvrouter.index.KvIndexes;
 import io.kvrouter.route.KvRouter;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -356,6 +357,9 @@ public final class KvRouterServer implements AutoCloseable {
    *     events are applied in-process
    * @param replicaId with {@code events}: the name of this server's snapshots and consumers; null:
    *     {@code serve-<port>}
+   * @param maxBlocks each model's index holds at most this many (worker rank, block) pairs,
+   *     dropping the least recently used past it ({@code KvIndexes.concurrentRadixTree(long)}); 0:
+   *     no bound (the default)
    */
   public record Config(
       String host,
@@ -375,7 +379,8 @@ public final class KvRouterServer implements AutoCloseable {
       Duration readyGrace,
       String peer,
       String events,
-      String replicaId) {
+      String replicaId,
+      long maxBlocks) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -438,6 +443,10 @@ public final class KvRouterServer implements AutoCloseable {
             "peer and events: choose one; with --events nats://... a starting replica loads the"
                 + " newest NATS snapshot and the stream, which is its warm start");
       }
+      if (maxBlocks < 0) {
+        throw new IllegalArgumentException(
+            "maxBlocks must be >= 1 (or 0 for no bound), got " + maxBlocks);
+      }
     }
 
     /** A builder holding the defaults. */
@@ -472,6 +481,7 @@ public final class KvRouterServer implements AutoCloseable {
       if (events != null) {
         m.put("replica-id", replicaId == null ? "(serve-<port>)" : replicaId);
       }
+      m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
       return m;
     }
 
@@ -490,6 +500,8 @@ public final class KvRouterServer implements AutoCloseable {
               .requestExpiry(requestExpiry);
       if (busyPrefillTokens >= 0) b.busyPrefillTokens(busyPrefillTokens);
       if (busyBlockFraction > 0) b.busyBlockFraction(busyBlockFraction);
+      // the router does not close an index it is given; a block index holds nothing to close
+      if (maxBlocks > 0) b.index(KvIndexes.concurrentRadixTree(maxBlocks));
       return b.build();
     }
 
@@ -513,6 +525,7 @@ public final class KvRouterServer implements AutoCloseable {
       private String peer;
       private String events;
       private String replicaId;
+      private long maxBlocks;
 
       private Builder() {}
 
@@ -606,6 +619,11 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      public Builder maxBlocks(long maxBlocks) {
+        this.maxBlocks = maxBlocks;
+        return this;
+      }
+
       public Config build() {
         return new Config(
             host,
@@ -625,7 +643,8 @@ public final class KvRouterServer implements AutoCloseable {
             readyGrace,
             peer,
             events,
-            replicaId);
+            replicaId,
+            maxBlocks);
       }
     }
   }

@@ -243,6 +243,15 @@ final class ServerMetrics {
               }
             })
         .register(registry);
+    CounterWithCallback.builder()
+        .name("kvrouter_index_evicted_blocks_total")
+        .help("(worker rank, block) pairs a bounded index dropped to stay within --max-blocks")
+        .labelNames("model_name", "routing_group")
+        .callback(
+            cb ->
+                statsByKey(indexes.get())
+                    .forEach((k, s) -> cb.call(s.evictedBlocks(), k.modelName(), k.routingGroup())))
+        .register(registry);
     GaugeWithCallback.builder()
         .name("kvrouter_workers")
         .help("Registered worker ranks per model and routing group")

@@ -92,6 +92,15 @@ public final class BenchTraceCommand implements Callable<Integer> {
   int jumpSize;
 
   @Option(
+      names = "--max-blocks",
+      paramLabel = "N",
+      description =
+          "Bound every index to N (rank, block) pairs, dropping least recently used blocks past"
+              + " it; the check then asks for no over-count instead of equality (default: no"
+              + " bound).")
+  Long maxBlocks;
+
+  @Option(
       names = "--duration",
       paramLabel = "MS",
       defaultValue = "50",
@@ -183,6 +192,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
     PrintWriter err = spec.commandLine().getErr();
     List<IndexKind> kinds;
     List<Long> durations;
+    long bound;
     try {
       kinds = kinds();
       if (workers < 1 || gpuBlocks < 1 || blockSize < 1 || eventThreads < 0 || jumpSize < 1) {
@@ -194,6 +204,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
         throw new IllegalArgumentException(
             "--repeat must be >= 1, --warmup, --duration and --tick-us >= 0");
       }
+      bound = maxBlocks == null ? 0 : SimulateCommand.checkMaxBlocks(maxBlocks);
       durations = sweep ? sweepDurations(sweepMinMs, sweepMaxMs, sweepSteps) : List.of(durationMs);
     } catch (IllegalArgumentException e) {
       err.println("kvrouter bench trace: " + e.getMessage());
@@ -263,14 +274,22 @@ public final class BenchTraceCommand implements Callable<Integer> {
     boolean consistent = true;
     for (IndexKind kind : kinds) {
       for (int i = 0; i < warmup; i++) {
-        TraceReplay.run(tl, kind, eventThreads, jumpSize, 0, tickUs * 1000, reqs, -1);
+        TraceReplay.run(tl, kind, eventThreads, jumpSize, bound, 0, tickUs * 1000, reqs, -1);
       }
       for (long d : durations) {
         List<TraceReplay.Result> runs = new ArrayList<>();
         for (int r = 0; r < repeat; r++) {
           runs.add(
               TraceReplay.run(
-                  tl, kind, eventThreads, jumpSize, d, tickUs * 1000, reqs, r == 0 ? 200 : -1));
+                  tl,
+                  kind,
+                  eventThreads,
+                  jumpSize,
+                  bound,
+                  d,
+                  tickUs * 1000,
+                  reqs,
+                  r == 0 ? 200 : -1));
         }
         Verification v = runs.get(0).verification();
         long cpuAll = 0;

@@ -83,6 +83,13 @@ final class FleetSimulation {
   private final List<Double> sampleTimes = new ArrayList<>();
   private final List<int[]> samples = new ArrayList<>();
 
+  /** The router's index: bounded when the config says so. */
+  private static KvIndex newIndex(SimConfig cfg) {
+    return cfg.maxBlocks() > 0
+        ? KvIndexes.concurrentRadixTree(cfg.maxBlocks())
+        : KvIndexes.concurrentRadixTree();
+  }
+
   FleetSimulation(
       List<TraceRequest> trace,
       SimConfig cfg,
@@ -116,12 +123,12 @@ final class FleetSimulation {
             .requestExpiry(Duration.ofDays(3650))
             .seed(cfg.seed());
     if (policy == Policy.APPROX) {
-      index = KvIndexes.concurrentRadixTree(); // shadow: verified, never routed from
+      index = newIndex(cfg); // shadow: verified, never routed from
       router = b.overlapWeight(cfg.overlapWeight()).approximate().build();
       feed = nats == null ? null : nats.attach(policy, index, fleet(cfg));
       sink = feed != null ? feed : index::apply;
     } else {
-      index = KvIndexes.concurrentRadixTree();
+      index = newIndex(cfg);
       b.index(index);
       switch (policy) {
         case KV -> b.overlapWeight(cfg.overlapWeight());
@@ -198,7 +205,7 @@ final class FleetSimulation {
 
     List<PrefixCache> caches = new ArrayList<>(ranks.length);
     for (MockEngine.Rank r : ranks) caches.add(r.cache);
-    Verification v = IndexCheck.verify(index, caches, trace, cfg.verifyPrompts());
+    Verification v = IndexCheck.verify(index, caches, trace, cfg.verifyPrompts(), cfg.maxBlocks());
     if (feed != null) feed.close(); // its thread writes the index
     router.close();
     index.close();

@@ -33,6 +33,19 @@ enum IndexKind {
    * events applied on the caller's thread).
    */
   KvIndex create(int eventThreads, int jumpSize) {
+    return create(eventThreads, jumpSize, 0);
+  }
+
+  /** Like {@link #create(int, int)}, bounded to {@code maxBlocks} pairs when that is > 0. */
+  KvIndex create(int eventThreads, int jumpSize, long maxBlocks) {
+    if (maxBlocks > 0) {
+      return switch (this) {
+        case RADIX_TREE -> new LockedIndex(KvIndexes.radixTree(maxBlocks));
+        case CONCURRENT_RADIX_TREE ->
+            pooled(KvIndexes.concurrentRadixTree(maxBlocks), eventThreads);
+        case POSITIONAL -> pooled(KvIndexes.positional(jumpSize, maxBlocks), eventThreads);
+      };
+    }
     return switch (this) {
       case RADIX_TREE -> new LockedIndex(KvIndexes.radixTree());
       case CONCURRENT_RADIX_TREE -> pooled(KvIndexes.concurrentRadixTree(), eventThreads);

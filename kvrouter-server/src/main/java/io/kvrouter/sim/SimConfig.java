@@ -16,6 +16,7 @@ package io.kvrouter.sim;
  * @param seed seeds the random policy and KvRouter's tie-breaks
  * @param verifyPrompts at most this many trace prompts are scored against every cache at the end
  * @param loadSamples about this many samples of per-rank load over the arrival period
+ * @param maxBlocks the router index's bound on (rank, block) pairs (--max-blocks); 0: none
  */
 record SimConfig(
     int workers,
@@ -29,7 +30,8 @@ record SimConfig(
     double overlapWeight,
     long seed,
     int verifyPrompts,
-    int loadSamples) {
+    int loadSamples,
+    long maxBlocks) {
 
   SimConfig {
     if (workers < 1) throw new IllegalArgumentException("workers must be >= 1, got " + workers);
@@ -49,9 +51,43 @@ record SimConfig(
     if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
       throw new IllegalArgumentException("overlap weight must be >= 0, got " + overlapWeight);
     }
+    if (maxBlocks < 0) {
+      throw new IllegalArgumentException(
+          "max blocks must be >= 1 (or 0 for none), got " + maxBlocks);
+    }
     if (verifyPrompts < 0) {
       throw new IllegalArgumentException("verify prompts must be >= 0, got " + verifyPrompts);
     }
+  }
+
+  /** SimConfig without a bound on the router index. */
+  SimConfig(
+      int workers,
+      int dpSize,
+      int gpuBlocks,
+      int blockSize,
+      double speedup,
+      TimingModel timing,
+      double eventDelayMs,
+      boolean jsonEvents,
+      double overlapWeight,
+      long seed,
+      int verifyPrompts,
+      int loadSamples) {
+    this(
+        workers,
+        dpSize,
+        gpuBlocks,
+        blockSize,
+        speedup,
+        timing,
+        eventDelayMs,
+        jsonEvents,
+        overlapWeight,
+        seed,
+        verifyPrompts,
+        loadSamples,
+        0);
   }
 
   /** Worker ranks in the fleet. */

@@ -150,6 +150,15 @@ public final class SimulateCommand implements Callable<Integer> {
   String events;
 
   @Option(
+      names = "--max-blocks",
+      paramLabel = "N",
+      description =
+          "Bound the router index to N (rank, block) pairs, dropping least recently used blocks"
+              + " past it; the final check then asks for no over-count instead of equality"
+              + " (default: no bound).")
+  Long maxBlocks;
+
+  @Option(
       names = "--overlap-weight",
       paramLabel = "W",
       defaultValue = "1",
@@ -214,7 +223,8 @@ public final class SimulateCommand implements Callable<Integer> {
               overlapWeight,
               seed,
               verifyPrompts,
-              200);
+              200,
+              maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks));
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
       }
@@ -277,6 +287,14 @@ public final class SimulateCommand implements Callable<Integer> {
       return 1;
     }
     return 0;
+  }
+
+  /** A --max-blocks value; the message names the flag. */
+  static long checkMaxBlocks(long maxBlocks) {
+    if (maxBlocks < 1) {
+      throw new IllegalArgumentException("--max-blocks must be >= 1, got " + maxBlocks);
+    }
+    return maxBlocks;
   }
 
   private List<Policy> policies() {

@@ -109,11 +109,24 @@ final class TextReport {
     for (PolicyResult r : s.policies()) {
       Verification v = r.verification();
       if (!v.ok()) {
-        out.printf(Locale.ROOT, "index equals caches: MISMATCH for %s:%n", r.policy().cliName());
+        out.printf(
+            Locale.ROOT,
+            "index %s caches: MISMATCH for %s:%n",
+            c.maxBlocks() > 0 ? "within" : "equals",
+            r.policy().cliName());
         for (String problem : v.problems()) out.println("  " + problem);
       }
     }
-    if (s.verified() && !s.policies().isEmpty()) {
+    if (s.verified() && !s.policies().isEmpty() && c.maxBlocks() > 0) {
+      Verification v = s.policies().get(0).verification();
+      out.printf(
+          Locale.ROOT,
+          "index within caches (--max-blocks %d): yes, for every policy (%d ranks each: no block"
+              + " a cache lacks, and %,d prompts never over-counted on any rank).%n",
+          c.maxBlocks(),
+          v.ranks(),
+          v.prompts());
+    } else if (s.verified() && !s.policies().isEmpty()) {
       Verification v = s.policies().get(0).verification();
       out.printf(
           Locale.ROOT,

@@ -87,6 +87,7 @@ final class TraceReplay {
       IndexKind kind,
       int eventThreads,
       int jumpSize,
+      long maxBlocks,
       long durationMs,
       long tickNanos,
       List<TraceRequest> trace,
@@ -102,7 +103,7 @@ final class TraceReplay {
     final long[] startAt = new long[1];
     final Throwable[] failure = new Throwable[1];
 
-    try (KvIndex index = kind.create(eventThreads, jumpSize)) {
+    try (KvIndex index = kind.create(eventThreads, jumpSize, maxBlocks)) {
       List<Thread> threads = new ArrayList<>(workers);
       for (int w = 0; w < workers; w++) {
         final int worker = w;
@@ -172,7 +173,9 @@ final class TraceReplay {
       }
       Arrays.sort(all);
       Verification v =
-          verifyPrompts < 0 ? null : IndexCheck.verify(index, tl.caches, trace, verifyPrompts);
+          verifyPrompts < 0
+              ? null
+              : IndexCheck.verify(index, tl.caches, trace, verifyPrompts, maxBlocks);
       return new Result(
           kind,
           durationMs,

@@ -107,6 +107,7 @@ class ServeCommandTest {
       assertThat(Main.run("serve", "--config", dir.resolve("missing").toString())).isEqualTo(2);
       assertThat(Main.run("serve", "--port", "70000")).isEqualTo(2);
       assertThat(Main.run("serve", "--max-body-size", "lots")).isEqualTo(2);
+      assertThat(Main.run("serve", "--max-blocks", "0")).isEqualTo(2);
     } finally {
       System.setErr(oldErr);
     }
@@ -115,7 +116,8 @@ class ServeCommandTest {
         .contains("eighty")
         .contains("cannot read --config")
         .contains("port must be in 0..65535")
-        .contains("not a size: 'lots'");
+        .contains("not a size: 'lots'")
+        .contains("kvrouter serve: --max-blocks must be >= 1, got 0");
   }
 
   @Test

@@ -38,7 +38,7 @@ class BenchTraceTest {
     WorkerTimelines tl = timelines();
     for (IndexKind kind : IndexKind.values()) {
       for (long durationMs : new long[] {0, 20}) {
-        TraceReplay.Result r = TraceReplay.run(tl, kind, 2, 4, durationMs, 100_000, trace, 50);
+        TraceReplay.Result r = TraceReplay.run(tl, kind, 2, 4, 0, durationMs, 100_000, trace, 50);
         assertThat(r.verification().problems()).as(kind + " " + durationMs).isEmpty();
         assertThat(r.requests()).isEqualTo(trace.size());
         assertThat(r.p50Us()).isPositive().isLessThanOrEqualTo(r.p99Us());
@@ -47,8 +47,19 @@ class BenchTraceTest {
     }
     // no thread pool: events applied on the worker threads
     TraceReplay.Result direct =
-        TraceReplay.run(tl, IndexKind.CONCURRENT_RADIX_TREE, 0, 4, 10, 0, trace, 50);
+        TraceReplay.run(tl, IndexKind.CONCURRENT_RADIX_TREE, 0, 4, 0, 10, 0, trace, 50);
     assertThat(direct.verification().ok()).isTrue();
+  }
+
+  @Test
+  void aBoundedReplayNeverOverCountsInEveryKind() {
+    WorkerTimelines tl = timelines();
+    for (IndexKind kind : IndexKind.values()) {
+      TraceReplay.Result r = TraceReplay.run(tl, kind, 2, 4, 100, 0, 100_000, trace, 50);
+      assertThat(r.verification().problems()).as(kind.cliName()).isEmpty();
+      // the caches hold more than the bound, so the index dropped blocks and still passed
+      assertThat(r.verification().blocks()).as(kind.cliName()).isGreaterThan(100);
+    }
   }
 
   @Test

@@ -60,6 +60,26 @@ class IndexCheckTest {
   }
 
   @Test
+  void aBoundedIndexPassesWithDroppedBlocksButNotWithAnExtraOne() {
+    try (KvIndex index = KvIndexes.concurrentRadixTree(20)) {
+      PrefixCache a = cache(0, index);
+      PrefixCache b = cache(1, index);
+      admitAll(trace, a, b);
+      assertThat(index.stats().evictedBlocks()).isPositive();
+      assertThat(IndexCheck.verify(index, List.of(a, b), trace, 100, 20).problems()).isEmpty();
+      // the exact check sees the dropped blocks
+      assertThat(IndexCheck.verify(index, List.of(a, b), trace, 100).ok()).isFalse();
+      // a block no cache holds is an over-count either way
+      index.apply(
+          new RouterEvent(
+              a.worker(), 9_999, CacheEvent.storedAtRoot(new long[] {7}, new long[] {7})));
+      Verification v = IndexCheck.verify(index, List.of(a, b), trace, 100, 20);
+      assertThat(v.ok()).isFalse();
+      assertThat(v.problems()).anySatisfy(p -> assertThat(p).contains("holds 1 others"));
+    }
+  }
+
+  @Test
   void catchesBlocksOfAnUnknownRank() {
     try (KvIndex index = KvIndexes.concurrentRadixTree()) {
       PrefixCache a = cache(0, index);

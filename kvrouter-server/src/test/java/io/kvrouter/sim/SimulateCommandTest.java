@@ -103,6 +103,33 @@ class SimulateCommandTest {
         .containsPattern("(?m)^round-robin +100 ");
   }
 
+  @Test
+  void aBoundedIndexIsCheckedForNoOverCount() {
+    int code =
+        run(
+            "simulate",
+            "--requests",
+            "100",
+            "--workers",
+            "2",
+            "--policies",
+            "kv",
+            "--max-blocks",
+            "40",
+            "--no-report");
+    assertThat(code).as(err.toString()).isZero();
+    assertThat(out.toString())
+        .contains("index within caches (--max-blocks 40): yes, for every policy")
+        .doesNotContain("index equals caches");
+  }
+
+  @Test
+  void aBoundBelowOneIsRefusedWithItsValue() {
+    assertThat(run("simulate", "--requests", "10", "--max-blocks", "0", "--no-report"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("kvrouter simulate: --max-blocks must be >= 1, got 0");
+  }
+
   /** Parses a JSON document completely and returns its top-level scalar fields. */
   private static Map<String, Object> topLevelScalars(String json) throws IOException {
     Map<String, Object> out = new HashMap<>();

@@ -1,0 +1,453 @@
+package io.kvrouter.index;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.hash.SequenceHasher;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.LongFunction;
+import java.util.stream.Stream;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The bound of {@link KvIndexes#radixTree(long)}, {@link KvIndexes#concurrentRadixTree(long)} and
+ * {@link KvIndexes#positional(int, long)}: it is never passed, what goes is least recently used,
+ * and what stays scores exactly (a reference model told of every eviction gives the same answers,
+ * never more than the unbounded model). The shared conformance suite and the randomized model test
+ * run these kinds too, with a bound they never reach (IndexKinds).
+ */
+class BoundedIndexTest {
+  private static final int OPS = Integer.getInteger("kvrouter.bounded.ops", 3000);
+
+  static Stream<Arguments> kinds() {
+    return Stream.of(
+        Arguments.of("radixTree", (LongFunction<KvIndex>) KvIndexes::radixTree),
+        Arguments.of("concurrentRadixTree", (LongFunction<KvIndex>) KvIndexes::concurrentRadixTree),
+        Arguments.of("positional(32)", (LongFunction<KvIndex>) m -> KvIndexes.positional(32, m)),
+        Arguments.of("positional(1)", (LongFunction<KvIndex>) m -> KvIndexes.positional(1, m)));
+  }
+
+  static Stream<Arguments> concurrentKinds() {
+    return kinds().filter(a -> !a.get()[0].equals("radixTree"));
+  }
+
+  private long eventId;
+
+  private void store(KvIndex index, Worker w, long... locals) {
+    index.apply(
+        new RouterEvent(
+            w, eventId++, CacheEvent.storedAtRoot(SequenceHasher.sequenceHashes(locals), locals)));
+  }
+
+  private static Map<Worker, Integer> match(KvIndex index, long... q) {
+    index.flush();
+    return index.findMatches(q, false).scores();
+  }
+
+  // ---------------------------------------------------------------- bad bounds
+
+  @ParameterizedTest
+  @ValueSource(longs = {0, -1, Long.MIN_VALUE, Long.MAX_VALUE})
+  void aBoundOutsideItsRangeIsRejectedWithItsValue(long bad) {
+    String msg = "maxBlocks must be in 1..9223372036854775806, got " + bad;
+    assertThatThrownBy(() -> KvIndexes.radixTree(bad))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage(msg);
+    assertThatThrownBy(() -> KvIndexes.concurrentRadixTree(bad))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage(msg);
+    assertThatThrownBy(() -> KvIndexes.positional(32, bad))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage(msg);
+  }
+
+  @ParameterizedTest
+  @ValueSource(ints = {0, -3})
+  void aBadJumpSizeIsNamedBeforeTheBound(int jump) {
+    assertThatThrownBy(() -> KvIndexes.positional(jump, 10))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("jumpSize must be >= 1, got " + jump);
+  }
+
+  // ---------------------------------------------------------------- LRU order
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("kinds")
+  void aQueriedPrefixSurvivesWhileAnUntouchedOneGoes(String name, LongFunction<KvIndex> kind) {
+    try (KvIndex index = kind.apply(8)) {
+      Worker w = new Worker(1, 0);
+      store(index, w, 1, 2, 3, 4); // A, stored first
+      store(index, w, 11, 12, 13, 14); // B
+      assertThat(match(index, 1, 2, 3, 4)).containsEntry(w, 4); // A used since
+      store(index, w, 21, 22, 23, 24); // C: four pairs over the bound
+      index.flush();
+      assertThat(index.stats().evictedBlocks()).isEqualTo(4);
+      assertThat(index.stats().blocksIndexed()).isEqualTo(8);
+      assertThat(match(index, 1, 2, 3, 4)).containsEntry(w, 4);
+      assertThat(match(index, 11, 12, 13, 14)).isEmpty();
+      assertThat(match(index, 21, 22, 23, 24)).containsEntry(w, 4);
+    }
+  }
+
+  /**
+   * White-box: a tree query marks each matched worker's deepest node (where it drops out, and where
+   * the walk ends) and no node that every matched worker holds below.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void aTreeQueryMarksTheBlocksWhereWorkersDropOut(boolean concurrent) {
+    try (KvIndex index =
+        concurrent ? KvIndexes.concurrentRadixTree(100) : KvIndexes.radixTree(100)) {
+      TreeIndex t = (TreeIndex) index;
+      Worker a = new Worker(1, 0);
+      Worker b = new Worker(2, 0);
+      store(index, b, 1, 2, 3, 4);
+      store(index, a, 1, 2); // a's leaf is block 2, inside b's chain
+      TreeNode n1 = t.root.child(1);
+      TreeNode n2 = n1.child(2);
+      TreeNode n3 = n2.child(3);
+      TreeNode n4 = n3.child(4);
+      for (TreeNode n : List.of(n1, n2, n3, n4)) n.clearUsed(); // as the hand would
+      assertThat(match(index, 1, 2, 3, 4, 5)).containsEntry(a, 2).containsEntry(b, 4);
+      assertThat(List.of(n1, n2, n3, n4))
+          .extracting(IndexNode::isUsed)
+          .containsExactly(false, true, false, true);
+    }
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("kinds")
+  void withoutQueriesTheOldestStoreGoesFirstLeafFirst(String name, LongFunction<KvIndex> kind) {
+    try (KvIndex index = kind.apply(8)) {
+      Worker w = new Worker(1, 0);
+      store(index, w, 1, 2, 3, 4); // A, oldest
+      store(index, w, 11, 12, 13, 14); // B
+      assertThat(match(index, 11, 12, 13, 14)).containsEntry(w, 4); // B used
+      store(index, w, 21, 22); // two over: A's two deepest blocks go
+      assertThat(match(index, 1, 2, 3, 4)).containsEntry(w, 2);
+      assertThat(match(index, 11, 12, 13, 14)).containsEntry(w, 4);
+      assertThat(match(index, 21, 22)).containsEntry(w, 2);
+      assertThat(index.stats().evictedBlocks()).isEqualTo(2);
+    }
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("kinds")
+  void aSharedBlockStaysForTheWorkerThatStillHoldsBelowIt(String name, LongFunction<KvIndex> kind) {
+    try (KvIndex index = kind.apply(5)) {
+      Worker a = new Worker(1, 0);
+      Worker b = new Worker(2, 0);
+      store(index, a, 1, 2, 3); // a holds 1,2,3
+      store(index, b, 1, 2); // b holds 1,2: five pairs
+      store(index, a, 7); // one over: the coldest leaf goes, never a non-leaf (no hole)
+      Map<Worker, Integer> s = match(index, 1, 2, 3);
+      // whatever went, every answer is a prefix-closed subset of what was stored
+      assertThat(s.getOrDefault(a, 0)).isBetween(2, 3);
+      assertThat(s.getOrDefault(b, 0)).isBetween(1, 2);
+      assertThat(s.getOrDefault(a, 0) + s.getOrDefault(b, 0)).isEqualTo(4);
+      assertThat(index.stats().blocksIndexed()).isEqualTo(5);
+    }
+  }
+
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("kinds")
+  void aChainLongerThanTheBoundKeepsItsFirstBlocks(String name, LongFunction<KvIndex> kind) {
+    try (KvIndex index = kind.apply(10)) {
+      Worker w = new Worker(1, 0);
+      long[] chain = KvIndexConformanceTest.range(100, 25);
+      store(index, w, chain);
+      index.flush();
+      assertThat(index.stats().blocksIndexed()).isEqualTo(10);
+      assertThat(index.stats().evictedBlocks()).isEqualTo(15);
+      assertThat(match(index, chain)).containsEntry(w, 10);
+      assertThat(((BlockIndex<?>) index).nodeCount()).isEqualTo(10);
+    }
+  }
+
+  // ---------------------------------------------------------------- random churn vs models
+
+  @ParameterizedTest(name = "{0} max {2}")
+  @MethodSource("churnCases")
+  void underChurnTheBoundHoldsAndEveryAnswerMatchesTheModelWithTheSameEvictions(
+      String name, LongFunction<KvIndex> kind, long max, long seed) {
+    try (KvIndex index = kind.apply(max)) {
+      new Churn((BlockIndex<?>) index, max, seed).go();
+    }
+  }
+
+  static Stream<Arguments> churnCases() {
+    List<Arguments> out = new ArrayList<>();
+    kinds()
+        .forEach(
+            k -> {
+              for (long max : new long[] {1, 7, 40, 200}) {
+                out.add(Arguments.of(k.get()[0], k.get()[1], max, 31 * max + 5));
+              }
+            });
+    return out.stream();
+  }
+
+  /** One seeded run: index, model told of evictions, unbounded model. */
+  private static final class Churn {
+    final BlockIndex<?> index;
+    final long max;
+    final SplittableRandom rnd;
+    final ReferenceIndex evicted = new ReferenceIndex(); // applies the index's evictions too
+    final ReferenceIndex unbounded = new ReferenceIndex();
+    final Worker[] workers = {
+      new Worker(0, 0), new Worker(0, 1), new Worker(1, 0), new Worker(2, 0)
+    };
+    long eventId;
+    long evictedNames;
+
+    Churn(BlockIndex<?> index, long max, long seed) {
+      this.index = index;
+      this.max = max;
+      this.rnd = new SplittableRandom(seed);
+      index.evictionListener =
+          (w, seq, path) -> {
+            evicted.evict(w, seq, toList(path));
+            evictedNames++;
+          };
+    }
+
+    static List<Long> toList(long[] a) {
+      List<Long> out = new ArrayList<>(a.length);
+      for (long x : a) out.add(x);
+      return out;
+    }
+
+    void apply(RouterEvent e) {
+      // the models first: the index's listener then removes what the index evicts
+      evicted.apply(e);
+      unbounded.apply(e);
+      index.apply(e);
+      assertThat(index.stats().blocksIndexed()).as("pairs after %s", e).isLessThanOrEqualTo(max);
+      assertThat(index.linkedNodes()).as("nodes after %s", e).isLessThanOrEqualTo(max);
+    }
+
+    void go() {
+      int queries = 0;
+      for (int op = 0; op < OPS; op++) {
+        Worker w = workers[rnd.nextInt(workers.length)];
+        int dice = rnd.nextInt(100);
+        if (dice < 45) {
+          store(w);
+        } else if (dice < 55) {
+          remove(w);
+        } else if (dice < 57) {
+          apply(new RouterEvent(w, eventId++, CacheEvent.cleared()));
+        } else {
+          query();
+          queries++;
+        }
+      }
+      assertThat(queries).isGreaterThan(OPS / 4);
+      assertThat(index.linkedNodes()).isEqualTo(index.nodeCount());
+      assertThat(index.stats().evictedBlocks()).isPositive().isLessThanOrEqualTo(evictedNames);
+    }
+
+    long local() {
+      return rnd.nextInt(3);
+    }
+
+    void store(Worker w) {
+      // now and then under a name the index may have evicted: rejected by both
+      Map<Long, List<Long>> mine =
+          rnd.nextInt(4) == 0 ? unbounded.blocksOf(w) : evicted.blocksOf(w);
+      List<Long> prefix = List.of();
+      long parentSeq = 0;
+      boolean under = !mine.isEmpty() && rnd.nextInt(3) > 0;
+      if (under) {
+        List<Long> keys = new ArrayList<>(mine.keySet());
+        parentSeq = keys.get(rnd.nextInt(keys.size()));
+        prefix = mine.get(parentSeq);
+      }
+      int n = 1 + rnd.nextInt(rnd.nextInt(10) == 0 ? 30 : 5);
+      long[] locals = new long[n];
+      long[] seqs = new long[n];
+      boolean privateNames = rnd.nextInt(10) == 0;
+      long prev = 0;
+      for (int i = 0; i < prefix.size(); i++) {
+        prev = i == 0 ? prefix.get(0) : SequenceHasher.next(prev, prefix.get(i));
+      }
+      for (int i = 0; i < n; i++) {
+        locals[i] = local();
+        prev = prefix.isEmpty() && i == 0 ? locals[0] : SequenceHasher.next(prev, locals[i]);
+        seqs[i] = privateNames ? prev ^ (0x5bd1e995L * (w.workerId() + 7)) : prev;
+      }
+      CacheEvent ev =
+          under
+              ? CacheEvent.stored(parentSeq, seqs, locals)
+              : CacheEvent.storedAtRoot(seqs, locals);
+      apply(new RouterEvent(w, eventId++, ev));
+    }
+
+    void remove(Worker w) {
+      // from what the worker stored (the unbounded model), so evicted names are removed too
+      List<Long> keys = new ArrayList<>(unbounded.blocksOf(w).keySet());
+      if (keys.isEmpty()) return;
+      long[] hashes = new long[1 + rnd.nextInt(3)];
+      for (int i = 0; i < hashes.length; i++) hashes[i] = keys.get(rnd.nextInt(keys.size()));
+      apply(new RouterEvent(w, eventId++, CacheEvent.removed(hashes)));
+    }
+
+    void query() {
+      List<Long> base = List.of();
+      Worker w = workers[rnd.nextInt(workers.length)];
+      List<List<Long>> paths = new ArrayList<>(unbounded.blocksOf(w).values());
+      if (!paths.isEmpty()) base = paths.get(rnd.nextInt(paths.size()));
+      long[] q = new long[base.size() + rnd.nextInt(3)];
+      for (int i = 0; i < base.size(); i++) q[i] = base.get(i);
+      for (int i = base.size(); i < q.length; i++) q[i] = local();
+      index.flush();
+      OverlapScores got = index.findMatches(q, false);
+      Map<Worker, Integer> want = evicted.scores(q);
+      assertThat(got.scores()).as("query %s", Arrays.toString(q)).isEqualTo(want);
+      Map<Worker, Integer> all = unbounded.scores(q);
+      for (Map.Entry<Worker, Integer> e : got.scores().entrySet()) {
+        assertThat(e.getValue())
+            .as("over-count")
+            .isLessThanOrEqualTo(all.getOrDefault(e.getKey(), 0));
+        assertThat(got.blockCount(e.getKey())).isEqualTo(evicted.blockCount(e.getKey()));
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- readers and writers at once
+
+  /**
+   * The deepest prefix of path {@code p} worker {@code wk} ever stored: its own stores of {@code
+   * p}, or the shared start through a store of another path.
+   */
+  private static int storedAtMost(
+      AtomicIntegerArray deepest, int wk, int p, int paths, int shared) {
+    int hi = deepest.get(wk * paths + p);
+    for (int q = 0; q < paths; q++)
+      hi = Math.max(hi, Math.min(shared, deepest.get(wk * paths + q)));
+    return hi;
+  }
+
+  /**
+   * Writer threads (one per worker) store prefixes of a few shared paths into a small bound while
+   * reader threads query them: eviction runs all the time. Before each store a writer raises the
+   * deepest prefix it ever stored of that path; a reader's score must never pass that (read after
+   * the query; the paths share their first blocks, which a store of any path stores), and after the
+   * writers stop every score is still within it and the bound holds.
+   */
+  @ParameterizedTest(name = "{0}")
+  @MethodSource("concurrentKinds")
+  void readersNeverSeeMoreThanWasStoredWhileEvictionRuns(String name, LongFunction<KvIndex> kind)
+      throws Exception {
+    final int workers = 3;
+    final int paths = 6;
+    final int depth = 40;
+    final int storesPerWriter = Integer.getInteger("kvrouter.bounded.stress.stores", 4000);
+    final long max = 150;
+    final int shared = 5; // every path starts with the same five blocks
+    final long[][] path = new long[paths][depth];
+    for (int p = 0; p < paths; p++) {
+      for (int i = 0; i < depth; i++) path[p][i] = (i < shared ? 0 : p) * 1000L + i;
+    }
+    final AtomicIntegerArray deepest = new AtomicIntegerArray(workers * paths);
+    final AtomicReference<Throwable> failure = new AtomicReference<>();
+    try (KvIndex index = kind.apply(max)) {
+      List<Thread> writers = new ArrayList<>();
+      for (int k = 0; k < workers; k++) {
+        final int wk = k;
+        writers.add(
+            Thread.ofPlatform()
+                .unstarted(
+                    () -> {
+                      SplittableRandom rnd = new SplittableRandom(100 + wk);
+                      Worker w = new Worker(wk, 0);
+                      long id = 0;
+                      for (int i = 0; i < storesPerWriter; i++) {
+                        int p = rnd.nextInt(paths);
+                        int d = 1 + rnd.nextInt(depth);
+                        long[] locals = Arrays.copyOf(path[p], d);
+                        deepest.accumulateAndGet(wk * paths + p, d, Math::max);
+                        index.apply(
+                            new RouterEvent(
+                                w,
+                                id++,
+                                CacheEvent.storedAtRoot(
+                                    SequenceHasher.sequenceHashes(locals), locals)));
+                        if (rnd.nextInt(8) == 0) {
+                          long[] seqs = SequenceHasher.sequenceHashes(locals);
+                          index.apply(new RouterEvent(w, id++, CacheEvent.removed(seqs[d - 1])));
+                        }
+                      }
+                    }));
+      }
+      final AtomicBoolean stop = new AtomicBoolean();
+      final long[] reads = new long[2];
+      List<Thread> readers = new ArrayList<>();
+      for (int r = 0; r < 2; r++) {
+        final int rr = r;
+        readers.add(
+            Thread.ofPlatform()
+                .unstarted(
+                    () -> {
+                      SplittableRandom rnd = new SplittableRandom(7 + rr);
+                      try {
+                        while (!stop.get()) {
+                          int p = rnd.nextInt(paths);
+                          OverlapScores s = index.findMatches(path[p], rnd.nextInt(4) == 0);
+                          for (int i = 0; i < s.size(); i++) {
+                            int wk = (int) s.worker(i).workerId();
+                            int hi = storedAtMost(deepest, wk, p, paths, shared);
+                            if (s.scoreAt(i) > hi) {
+                              throw new AssertionError(
+                                  "worker "
+                                      + wk
+                                      + " scored "
+                                      + s.scoreAt(i)
+                                      + " on path "
+                                      + p
+                                      + " but stored at most "
+                                      + hi);
+                            }
+                          }
+                          reads[rr]++;
+                        }
+                      } catch (Throwable t) {
+                        failure.compareAndSet(null, t);
+                      }
+                    }));
+      }
+      readers.forEach(Thread::start);
+      writers.forEach(Thread::start);
+      for (Thread t : writers) t.join();
+      stop.set(true);
+      for (Thread t : readers) t.join();
+      if (failure.get() != null) throw new AssertionError(failure.get());
+      assertThat(reads[0] + reads[1]).isPositive();
+      index.flush();
+      IndexStats st = index.stats();
+      assertThat(st.blocksIndexed()).isLessThanOrEqualTo(max);
+      assertThat(st.evictedBlocks()).isPositive();
+      assertThat(((BlockIndex<?>) index).nodeCount()).isLessThanOrEqualTo((int) max);
+      for (int p = 0; p < paths; p++) {
+        Map<Worker, Integer> s = match(index, path[p]);
+        for (Map.Entry<Worker, Integer> e : s.entrySet()) {
+          int wk = (int) e.getKey().workerId();
+          assertThat(e.getValue()).isLessThanOrEqualTo(storedAtMost(deepest, wk, p, paths, shared));
+        }
+      }
+    }
+  }
+}
