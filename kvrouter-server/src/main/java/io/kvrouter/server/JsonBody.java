@@ -6,6 +6,7 @@ import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import io.kvrouter.transport.json.JsonTokens;
 import io.kvrouter.transport.json.JsonU64;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -259,7 +260,7 @@ final class JsonBody {
         if (v < 0 || v > U32_MAX) {
           throw error(
               field + "[" + n + "]",
-              "token id " + abbreviate(p.getText()) + " is outside 0..4294967295");
+              "token id " + JsonTokens.abbreviate(p.getText()) + " is outside 0..4294967295");
         }
       } else {
         throw error(
@@ -395,7 +396,10 @@ final class JsonBody {
     } catch (JsonU64.OutOfRangeException e) {
       throw error(
           path,
-          "integer " + abbreviate(p.getText()) + " is outside the 64-bit range " + JsonU64.RANGE);
+          "integer "
+              + JsonTokens.abbreviate(p.getText())
+              + " is outside the 64-bit range "
+              + JsonU64.RANGE);
     }
   }
 
@@ -429,21 +433,6 @@ final class JsonBody {
   }
 
   private String describe(JsonToken t) throws IOException {
-    if (t == null) return "the end of the input";
-    return switch (t) {
-      case START_OBJECT -> "an object";
-      case START_ARRAY -> "an array";
-      case VALUE_STRING -> "the string \"" + abbreviate(p.getText()) + "\"";
-      case VALUE_NUMBER_FLOAT -> "the non-integer number " + abbreviate(p.getText());
-      case VALUE_NUMBER_INT -> "the integer " + abbreviate(p.getText());
-      case VALUE_NULL -> "null";
-      case VALUE_TRUE -> "true";
-      case VALUE_FALSE -> "false";
-      default -> t.name();
-    };
-  }
-
-  private static String abbreviate(String s) {
-    return s.length() <= 40 ? s : s.substring(0, 37) + "...";
+    return t == null ? "the end of the input" : JsonTokens.describe(p, t);
   }
 }

@@ -389,7 +389,10 @@ final class EventReader {
   private EventDecodeException outOfRange() throws IOException {
     return error(
         path(),
-        "integer " + abbreviate(p.getText()) + " is outside the 64-bit range " + JsonU64.RANGE,
+        "integer "
+            + JsonTokens.abbreviate(p.getText())
+            + " is outside the 64-bit range "
+            + JsonU64.RANGE,
         p.currentTokenLocation(),
         null);
   }
@@ -449,24 +452,7 @@ final class EventReader {
   }
 
   private String describe(JsonToken t) throws IOException {
-    if (t == null) {
-      return "end of input";
-    }
-    return switch (t) {
-      case START_OBJECT -> "an object";
-      case START_ARRAY -> "an array";
-      case VALUE_STRING -> "the string \"" + abbreviate(p.getText()) + "\"";
-      case VALUE_NUMBER_FLOAT -> "the non-integer number " + abbreviate(p.getText());
-      case VALUE_NUMBER_INT -> "the integer " + abbreviate(p.getText());
-      case VALUE_NULL -> "null";
-      case VALUE_TRUE -> "true";
-      case VALUE_FALSE -> "false";
-      default -> t.name();
-    };
-  }
-
-  private static String abbreviate(String s) {
-    return s.length() <= 40 ? s : s.substring(0, 37) + "...";
+    return t == null ? "end of input" : JsonTokens.describe(p, t);
   }
 
   private String path() {
