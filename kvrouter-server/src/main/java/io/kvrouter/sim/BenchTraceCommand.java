@@ -28,7 +28,7 @@ import picocli.CommandLine.Spec;
           + " against one index (one virtual thread per worker, events through threadPool lanes"
           + " for the concurrent kinds), compressed into --duration ms, timing every findMatches.",
       "Reports offered and achieved operations/s (requests + events) and block operations/s,"
-          + " findMatches p50/p99/p99.9, and whether the index kept up (achieved >= 95% of"
+          + " findMatches p50/p99/p99.9, and whether the index kept up (achieved >= 95%% of"
           + " offered). --sweep runs several durations, log-spaced, and writes JSON and an SVG"
           + " plot of achieved vs offered.",
       ""

@@ -43,4 +43,33 @@ class CliBasicsTest {
       System.setErr(oldErr);
     }
   }
+
+  @Test
+  void everyCommandsHelpRendersWithoutAWarning() {
+    java.util.List<String[]> commands =
+        java.util.List.of(
+            new String[] {"--help"},
+            new String[] {"simulate", "--help"},
+            new String[] {"serve", "--help"},
+            new String[] {"bench", "--help"},
+            new String[] {"bench", "trace", "--help"});
+    for (String[] args : commands) {
+      PrintStream oldErr = System.err;
+      ByteArrayOutputStream err = new ByteArrayOutputStream();
+      System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+      int[] code = new int[1];
+      String help;
+      try {
+        help = captureOut(() -> code[0] = Main.run(args));
+      } finally {
+        System.setErr(oldErr);
+      }
+      String joined = String.join(" ", args);
+      assertThat(code[0]).as(joined).isZero();
+      assertThat(help).as(joined).startsWith("Usage: kvrouter");
+      // picocli warns on stderr when a description is not a valid format string (a bare '%')
+      assertThat(err.toString(StandardCharsets.UTF_8)).as(joined).doesNotContain("WARN");
+      assertThat(help).as(joined).doesNotContain("%n");
+    }
+  }
 }
