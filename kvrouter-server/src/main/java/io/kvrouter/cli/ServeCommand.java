@@ -207,6 +207,15 @@ public final class ServeCommand implements Callable<Integer> {
   Long maxBlocks;
 
   @Option(
+      names = "--read-timeout-ms",
+      paramLabel = "MS",
+      description =
+          "A request must arrive whole (headers and body) within this long of its request line,"
+              + " and an idle connection is closed after about as long: slow clients are cut off"
+              + " (default: 30000, or the JVM property kvrouter.http.readTimeoutMillis).")
+  Long readTimeoutMs;
+
+  @Option(
       names = "--config",
       paramLabel = "FILE",
       description =
@@ -289,7 +298,7 @@ public final class ServeCommand implements Callable<Integer> {
     String token = authToken != null ? authToken : System.getenv(TOKEN_ENV);
     KvRouterServer.Config cfg;
     try {
-      cfg =
+      KvRouterServer.Config.Builder b =
           KvRouterServer.Config.builder()
               .host(host)
               .port(port)
@@ -309,8 +318,15 @@ public final class ServeCommand implements Callable<Integer> {
               .peer(peer)
               .events(events)
               .replicaId(replicaId)
-              .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks))
-              .build();
+              .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks));
+      if (readTimeoutMs != null) {
+        if (readTimeoutMs < 1) {
+          throw new IllegalArgumentException(
+              "--read-timeout-ms must be >= 1, got " + readTimeoutMs);
+        }
+        b.readTimeout(Duration.ofMillis(readTimeoutMs));
+      }
+      cfg = b.build();
     } catch (IllegalArgumentException e) {
       System.err.println("kvrouter serve: " + e.getMessage());
       return 2;

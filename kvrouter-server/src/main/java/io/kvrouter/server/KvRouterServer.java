@@ -105,7 +105,7 @@ public final class KvRouterServer implements AutoCloseable {
     for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
       direct.addHandler(t, new JsonDirectHandler(api));
     }
-    Duration readTimeout = ReadDeadline.configured();
+    Duration readTimeout = config.readTimeout();
     this.webServer =
         WebServer.builder()
             .host(config.host())
@@ -360,6 +360,9 @@ public final class KvRouterServer implements AutoCloseable {
    * @param maxBlocks each model's index holds at most this many (worker rank, block) pairs,
    *     dropping the least recently used past it ({@code KvIndexes.concurrentRadixTree(long)}); 0:
    *     no bound (the default)
+   * @param readTimeout a request must arrive whole within this time from its request line, and an
+   *     idle connection is closed after about as long (slow clients); default 30 s, or the JVM
+   *     property {@code kvrouter.http.readTimeoutMillis}
    */
   public record Config(
       String host,
@@ -380,7 +383,8 @@ public final class KvRouterServer implements AutoCloseable {
       String peer,
       String events,
       String replicaId,
-      long maxBlocks) {
+      long maxBlocks,
+      Duration readTimeout) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -447,6 +451,10 @@ public final class KvRouterServer implements AutoCloseable {
         throw new IllegalArgumentException(
             "maxBlocks must be >= 1 (or 0 for no bound), got " + maxBlocks);
       }
+      Objects.requireNonNull(readTimeout, "readTimeout");
+      if (readTimeout.isNegative() || readTimeout.isZero()) {
+        throw new IllegalArgumentException("readTimeout must be > 0, got " + readTimeout);
+      }
     }
 
     /** A builder holding the defaults. */
@@ -482,6 +490,7 @@ public final class KvRouterServer implements AutoCloseable {
         m.put("replica-id", replicaId == null ? "(serve-<port>)" : replicaId);
       }
       m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
+      m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
       return m;
     }
 
@@ -526,6 +535,7 @@ public final class KvRouterServer implements AutoCloseable {
       private String events;
       private String replicaId;
       private long maxBlocks;
+      private Duration readTimeout = ReadDeadline.configured();
 
       private Builder() {}
 
@@ -624,6 +634,11 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      public Builder readTimeout(Duration readTimeout) {
+        this.readTimeout = readTimeout;
+        return this;
+      }
+
       public Config build() {
         return new Config(
             host,
@@ -644,7 +659,8 @@ public final class KvRouterServer implements AutoCloseable {
             peer,
             events,
             replicaId,
-            maxBlocks);
+            maxBlocks,
+            readTimeout);
       }
     }
   }

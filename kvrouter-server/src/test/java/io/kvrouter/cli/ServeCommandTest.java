@@ -36,7 +36,8 @@ class ServeCommandTest {
     Path cfg = dir.resolve("serve.properties");
     Files.writeString(
         cfg,
-        "port = 0\nauth-token = topsecret\nmax-body-size = 1MiB\naccept-unregistered = false\n");
+        "port = 0\nauth-token = topsecret\nmax-body-size = 1MiB\naccept-unregistered = false\n"
+            + "read-timeout-ms = 4500\n");
     Process p =
         new ProcessBuilder(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
@@ -86,6 +87,7 @@ class ServeCommandTest {
         .containsPattern("auth-token +\\*{6} \\(set\\)")
         .containsPattern("max-body-size +1048576")
         .containsPattern("accept-unregistered +true")
+        .containsPattern("read-timeout-ms +4500")
         .containsPattern("host +127\\.0\\.0\\.1")
         .contains("/register")
         .contains("kvrouter serve: stopped")
@@ -108,6 +110,7 @@ class ServeCommandTest {
       assertThat(Main.run("serve", "--port", "70000")).isEqualTo(2);
       assertThat(Main.run("serve", "--max-body-size", "lots")).isEqualTo(2);
       assertThat(Main.run("serve", "--max-blocks", "0")).isEqualTo(2);
+      assertThat(Main.run("serve", "--read-timeout-ms", "0")).isEqualTo(2);
     } finally {
       System.setErr(oldErr);
     }
@@ -117,7 +120,8 @@ class ServeCommandTest {
         .contains("cannot read --config")
         .contains("port must be in 0..65535")
         .contains("not a size: 'lots'")
-        .contains("kvrouter serve: --max-blocks must be >= 1, got 0");
+        .contains("kvrouter serve: --max-blocks must be >= 1, got 0")
+        .contains("kvrouter serve: --read-timeout-ms must be >= 1, got 0");
   }
 
   @Test

@@ -16,6 +16,7 @@ import java.net.Socket;
 import java.net.URI;
 import java.net.http.HttpRequest;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -571,16 +572,9 @@ class HostileClientsTest {
 
   // ------------------------------------------------------------------ helpers
 
-  /** A server whose read timeout is {@code ms} (the system property is read at start). */
+  /** A server whose read timeout is {@code ms}. */
   static HttpFixture withReadTimeout(long ms, KvRouterServer.Config.Builder config) {
-    String old = System.getProperty(ReadDeadline.PROPERTY);
-    System.setProperty(ReadDeadline.PROPERTY, Long.toString(ms));
-    try {
-      return new HttpFixture(config);
-    } finally {
-      if (old == null) System.clearProperty(ReadDeadline.PROPERTY);
-      else System.setProperty(ReadDeadline.PROPERTY, old);
-    }
+    return new HttpFixture(config.readTimeout(Duration.ofMillis(ms)));
   }
 
   private static HttpRequest.Builder post(String url, String path, String body) {
