@@ -60,36 +60,6 @@ record SimConfig(
     }
   }
 
-  /** SimConfig without a bound on the router index. */
-  SimConfig(
-      int workers,
-      int dpSize,
-      int gpuBlocks,
-      int blockSize,
-      double speedup,
-      TimingModel timing,
-      double eventDelayMs,
-      boolean jsonEvents,
-      double overlapWeight,
-      long seed,
-      int verifyPrompts,
-      int loadSamples) {
-    this(
-        workers,
-        dpSize,
-        gpuBlocks,
-        blockSize,
-        speedup,
-        timing,
-        eventDelayMs,
-        jsonEvents,
-        overlapWeight,
-        seed,
-        verifyPrompts,
-        loadSamples,
-        0);
-  }
-
   /** Worker ranks in the fleet. */
   int ranks() {
     return workers * dpSize;

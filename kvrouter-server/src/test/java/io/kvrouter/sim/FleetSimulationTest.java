@@ -28,7 +28,8 @@ class FleetSimulationTest {
         1.0,
         7,
         300,
-        50);
+        50,
+        0);
   }
 
   private static PolicyResult run(Policy p, SimConfig cfg, Predicate<RouterEvent> filter) {
