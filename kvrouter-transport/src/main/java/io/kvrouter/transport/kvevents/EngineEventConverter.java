@@ -134,8 +134,13 @@ public final class EngineEventConverter {
 
   /** The worker rank a batch is attributed to: its own rank, or the default. */
   public Worker workerOf(KvEventBatch batch) {
+    return new Worker(workerId, rankOf(batch));
+  }
+
+  /** The rank of {@link #workerOf}, without making the worker. */
+  public int rankOf(KvEventBatch batch) {
     Integer r = batch.dpRank();
-    return new Worker(workerId, r != null ? r : defaultDpRank);
+    return r != null ? r : defaultDpRank;
   }
 
   /** Converts one batch; see the class description for the rules. */

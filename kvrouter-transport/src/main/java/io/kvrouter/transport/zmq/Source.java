@@ -152,13 +152,12 @@ final class Source {
       if (s > lastApplied + 1) {
         counters.inc(Counters.C.GAPS);
         if (replay != null) {
-          long failures = counters.get(Counters.C.REPLAY_FAILURES);
-          catchUp();
+          CatchUp outcome = catchUp();
           if (s <= lastApplied) {
             counters.inc(Counters.C.DUPLICATES);
             return;
           }
-          if (counters.get(Counters.C.REPLAY_FAILURES) == failures) {
+          if (outcome != CatchUp.FAILED) {
             // the engine replayed its history up to its newest batch and s was not in it: a late
             // message from before the engine restarted, not part of the history followed now.
             // Ask again a moment later, in case the engine buffers a batch only after sending it.
@@ -196,13 +195,21 @@ final class Source {
       return false;
     }
     boolean anchored = lastApplied >= 0 && lastPayload != null; // else the history is unchecked
-    long restartsBefore = counters.get(Counters.C.RESTARTS);
-    long failuresBefore = counters.get(Counters.C.REPLAY_FAILURES);
-    catchUp();
-    if (counters.get(Counters.C.RESTARTS) != restartsBefore) {
-      return true; // catchUp() restarted the source and replayed the new history already
-    }
-    return anchored && counters.get(Counters.C.REPLAY_FAILURES) == failuresBefore;
+    return switch (catchUp()) {
+      case RESTARTED -> true; // the source restarted and replayed the new history already
+      case CONFIRMED -> anchored;
+      case FAILED -> false;
+    };
+  }
+
+  /** How a catch-up ended. */
+  enum CatchUp {
+    /** The engine replayed up to its newest batch, continuing the history followed. */
+    CONFIRMED,
+    /** The engine's history was another one: the source restarted and replayed it. */
+    RESTARTED,
+    /** No replay endpoint, or the replay was abandoned (no answer, a bad answer, closing). */
+    FAILED
   }
 
   /**
@@ -210,22 +217,24 @@ final class Source {
    * failure (a replay endpoint ZMQ rejects, say) abandons the replay like a timeout does, so the
    * live stream goes on.
    */
-  void catchUp() {
+  CatchUp catchUp() {
     if (replay == null) {
-      return;
+      return CatchUp.FAILED;
     }
     try {
-      replayMissed();
+      return replayMissed();
     } catch (RuntimeException e) {
       long n = counters.inc(Counters.C.REPLAY_FAILURES);
       replay.reset();
       if (SingleWriterCounters.shouldLog(n)) {
         LOG.log(Level.WARNING, name + ": replay from " + replay.endpoint() + " failed", e);
       }
+      return CatchUp.FAILED;
     }
   }
 
-  private void replayMissed() {
+  private CatchUp replayMissed() {
+    boolean restarted = false;
     int attempts = 0;
     int resumes = 0;
     while (attempts < 2 && running.getAsBoolean()) {
@@ -236,7 +245,7 @@ final class Source {
       counters.inc(Counters.C.REPLAYS);
       if (!replay.request(start)) {
         fail("the request could not be sent");
-        return;
+        return CatchUp.FAILED;
       }
       boolean first = true;
       boolean answered = false; // a reply of this replay was taken in
@@ -247,7 +256,7 @@ final class Source {
         if (r == null) {
           if (!running.getAsBoolean()) {
             replay.reset();
-            return;
+            return CatchUp.FAILED;
           }
           if (answered && resumes < MAX_RESUMES) {
             resume = true; // the tail of a long answer, end marker included, did not come
@@ -255,11 +264,11 @@ final class Source {
             break;
           }
           fail("no answer within " + replayTimeoutMs + " ms");
-          return;
+          return CatchUp.FAILED;
         }
         if (r.isBad()) {
           fail(r.problem());
-          return;
+          return CatchUp.FAILED;
         }
         if (r.isEnd()) {
           if (anchored && first) {
@@ -303,11 +312,13 @@ final class Source {
         continue;
       }
       if (history == null) {
-        return;
+        return restarted ? CatchUp.RESTARTED : CatchUp.CONFIRMED;
       }
       restart(history);
+      restarted = true;
       attempts++;
     }
+    return restarted ? CatchUp.RESTARTED : CatchUp.FAILED;
   }
 
   private void fail(String why) {
@@ -371,7 +382,7 @@ final class Source {
     }
     counters.inc(Counters.C.BATCHES);
     if (fromZero) {
-      int rank = converter.workerOf(batch).dpRank();
+      int rank = converter.rankOf(batch);
       if (!hasLastRank || rank != lastRank) {
         if (ranksCleared.add(rank)) {
           deliver(converter.clearRank(rank));
