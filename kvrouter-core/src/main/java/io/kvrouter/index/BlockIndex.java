@@ -668,7 +668,16 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   }
 
   private void remove(WorkerBlocks<N> ws, CacheEvent.Removed r) {
-    for (long seq : r.blockHashes()) {
+    final long[] seqs = r.blockHashes();
+    final int n = seqs.length;
+    // The end state does not depend on the order of an event's blocks, but the cost does: a chain
+    // listed from the top (kvrouter's PrefixCache by default) would make a hole at its first block,
+    // walking and detaching the whole rest of the chain, and then drop the detached blocks one by
+    // one. Such a chain goes leaf first.
+    final boolean leafFirst =
+        n > 1 && ws != null && isChildOf(ws.blocks.get(seqs[1]), ws.blocks.get(seqs[0]));
+    for (int k = 0; k < n; k++) {
+      final long seq = seqs[leafFirst ? n - 1 - k : k];
       N node = ws == null ? null : ws.blocks.remove(seq);
       if (node == null) {
         blocksMissing++;
@@ -678,6 +687,10 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       prune(node);
     }
     removedEvents++;
+  }
+
+  private static boolean isChildOf(IndexNode<?> child, IndexNode<?> parent) {
+    return child != null && parent != null && child.parent == parent;
   }
 
   /** Drops every block of {@code ws}, deepest first so readers never see a hole. */

@@ -39,7 +39,7 @@ import java.util.function.Consumer;
  * every unlocked node eventually, because a node's subtree is unlocked whenever the node is).
  * If that is not enough, admit returns a rejection having changed nothing (no stamp, no split,
  * no event). Otherwise: matchPrefix (stamps, may split) and lock the matched path; evict what is
- * missing (one Removed event); pop ids, insert the new blocks as a leaf under the path, move
+ * missing (one Removed event, or one per block, deepest first, with removedEventPerBlock); pop ids, insert the new blocks as a leaf under the path, move
  * the lock to that leaf; publish one Stored event whose parent is the last cached block's
  * sequence hash (or the root). Only local hashes of the new blocks are computed; the chain
  * continues from seqHash of the last cached block.
@@ -71,6 +71,7 @@ public final class PrefixCache {
     private String lora;
     private String namespace;
     private Consumer<RouterEvent> listener = e -> {};
+    private boolean removedPerBlock;
 
     private Builder(Worker worker, int blockSize, int capacity) {
       this.worker = worker;
@@ -96,9 +97,21 @@ public final class PrefixCache {
       return this;
     }
 
+    /**
+     * With {@code true}, every evicted block gets a {@code Removed} event of its own, the deepest
+     * block of each evicted chain first, as vLLM publishes them (one block per {@code
+     * BlockRemoved}, a freed request's blocks evicted from its tail). Default {@code false}: one
+     * {@code Removed} event per eviction, naming all its blocks, each evicted chain from the top.
+     */
+    public Builder removedEventPerBlock(boolean perBlock) {
+      this.removedPerBlock = perBlock;
+      return this;
+    }
+
     /** The cache. */
     public PrefixCache build() {
-      return new PrefixCache(worker, blockSize, capacity, lora, namespace, listener);
+      return new PrefixCache(
+          worker, blockSize, capacity, lora, namespace, listener, removedPerBlock);
     }
   }
 
@@ -109,6 +122,7 @@ public final class PrefixCache {
   private final int capacity;
   private final BlockHasher hasher;
   private final Consumer<RouterEvent> listener;
+  private final boolean removedPerBlock;
 
   private final int[] freeBlocks;
   private int freeTop;
@@ -130,7 +144,7 @@ public final class PrefixCache {
    * @throws IllegalArgumentException if {@code blockSize < 1} or {@code capacity < 1}
    */
   public PrefixCache(Worker worker, int blockSize, int capacity, Consumer<RouterEvent> listener) {
-    this(worker, blockSize, capacity, null, null, listener);
+    this(worker, blockSize, capacity, null, null, listener, false);
   }
 
   private PrefixCache(
@@ -139,9 +153,11 @@ public final class PrefixCache {
       int capacity,
       String lora,
       String namespace,
-      Consumer<RouterEvent> listener) {
+      Consumer<RouterEvent> listener,
+      boolean removedPerBlock) {
     this.worker = Objects.requireNonNull(worker, "worker");
     this.listener = Objects.requireNonNull(listener, "listener");
+    this.removedPerBlock = removedPerBlock;
     if (capacity < 1) {
       throw new IllegalArgumentException("capacity must be >= 1 block, got " + capacity);
     }
@@ -235,9 +251,10 @@ public final class PrefixCache {
   /**
    * Admits a request: locks its cached prefix, stores its remaining full blocks (a trailing partial
    * block is not cached), evicting least recently used unlocked blocks when the pool is short, and
-   * holds all of them until {@link #release}. Publishes one {@code Removed} event if it evicted and
-   * one {@code Stored} event if it stored. When the pool cannot hold the request even after
-   * evicting every unlocked block, returns a rejection and changes nothing.
+   * holds all of them until {@link #release}. Publishes {@code Removed} if it evicted (one event,
+   * or one per block: {@link Builder#removedEventPerBlock}) and one {@code Stored} event if it
+   * stored. When the pool cannot hold the request even after evicting every unlocked block, returns
+   * a rejection and changes nothing.
    *
    * @throws IllegalArgumentException if {@code requestId} is already admitted
    */
@@ -319,8 +336,8 @@ public final class PrefixCache {
 
   /**
    * Evicts least recently used unlocked blocks, whole leaves at a time, until at least {@code
-   * blocks} are free again or nothing unlocked is left, and publishes one {@code Removed} event
-   * naming exactly the evicted blocks.
+   * blocks} are free again or nothing unlocked is left, and publishes {@code Removed} (one event
+   * naming exactly the evicted blocks, or one per block: {@link Builder#removedEventPerBlock}).
    *
    * @return the number of blocks evicted
    */
@@ -365,6 +382,19 @@ public final class PrefixCache {
   private int evictAndPublish(int blocks) {
     final LongArrayList removed = removedScratch;
     removed.clear();
+    if (removedPerBlock) {
+      int freed = 0;
+      while (freed < blocks) {
+        final int from = removed.size();
+        final int leaf = tree.evict(1, onEvict); // one whole leaf, its blocks in label order
+        if (leaf == 0) break;
+        freed += leaf;
+        for (int i = removed.size() - 1; i >= from; i--) {
+          publish(CacheEvent.removed(new long[] {removed.getLong(i)}));
+        }
+      }
+      return freed;
+    }
     final int freed = tree.evict(blocks, onEvict);
     if (!removed.isEmpty()) {
       publish(CacheEvent.removed(removed.toLongArray()));

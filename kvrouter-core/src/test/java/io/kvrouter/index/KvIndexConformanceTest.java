@@ -117,6 +117,33 @@ abstract class KvIndexConformanceTest {
     assertThat(match(1, 2, 3, 4, 5, 6)).isEqualTo(Map.of(w(0), 5));
   }
 
+  /**
+   * One Removed event naming part of a chain, in either order (top first, as kvrouter's PrefixCache
+   * lists an evicted leaf, or deepest first, as vLLM evicts), with a block the worker keeps below
+   * it and another worker's blocks on the same path: the same end state either way.
+   */
+  @ParameterizedTest(name = "top first: {0}")
+  @ValueSource(booleans = {true, false})
+  void removingAChainInOneEventInEitherOrder(boolean topFirst) {
+    store(w(0), 1, 2, 3, 4, 5);
+    store(w(1), 1, 2, 3, 4, 6);
+    long[] s = seqs(1, 2, 3, 4, 5);
+    long[] middle = topFirst ? new long[] {s[1], s[2], s[3]} : new long[] {s[3], s[2], s[1]};
+    index.apply(new RouterEvent(w(0), eventId++, CacheEvent.removed(middle)));
+    // w0 keeps blocks 1 and 5; block 5 is behind a hole and scores nothing
+    assertThat(match(1, 2, 3, 4, 5)).isEqualTo(Map.of(w(0), 1, w(1), 4));
+    assertThat(index.stats().blocksIndexed()).isEqualTo(2 + 5);
+    // the hole filled again: block 5 counts once more
+    storeUnder(w(0), locals(1), 2, 3, 4);
+    assertThat(match(1, 2, 3, 4, 5)).isEqualTo(Map.of(w(0), 5, w(1), 4));
+    // the whole chain in one event, top first or not: nothing of w0 is left
+    long[] all = topFirst ? s : new long[] {s[4], s[3], s[2], s[1], s[0]};
+    index.apply(new RouterEvent(w(0), eventId++, CacheEvent.removed(all)));
+    assertThat(match(1, 2, 3, 4, 5)).isEqualTo(Map.of(w(1), 4));
+    assertThat(index.stats().blocksIndexed()).isEqualTo(5);
+    assertThat(index.stats().blocksMissing()).isZero();
+  }
+
   @Test
   void clearingOneWorkerLeavesTheOthers() {
     store(w(0), 1, 2, 3);

@@ -117,7 +117,8 @@ class PrefixCacheConsistencyTest {
       this.steps = steps;
       this.rnd = new Random(seed);
       this.mirror = mirror.get();
-      // three unsalted workers of different sizes, one LoRA-salted and one namespaced worker
+      // three unsalted workers of different sizes, one LoRA-salted and one namespaced worker; two
+      // of them publish a Removed event per block, as vLLM does
       int[] capacities = {24, 40, 64, 40, 40};
       String[] lora = {null, null, null, "adapter-a", null};
       String[] namespace = {null, null, null, null, "tenant-b"};
@@ -126,6 +127,7 @@ class PrefixCacheConsistencyTest {
             PrefixCache.builder(new Worker(100 + i, i % 2), BLOCK, capacities[i])
                 .lora(lora[i])
                 .namespace(namespace[i])
+                .removedEventPerBlock(i % 2 == 1)
                 .listener(
                     e -> {
                       this.mirror.apply(e);

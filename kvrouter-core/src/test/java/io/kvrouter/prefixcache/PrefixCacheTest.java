@@ -120,6 +120,44 @@ class PrefixCacheTest {
   }
 
   @Test
+  void perBlockRemovalsNameOneBlockEachDeepestFirst() {
+    PrefixCache c =
+        PrefixCache.builder(W, 2, 5).listener(events::add).removedEventPerBlock(true).build();
+    BlockHasher h = BlockHasher.of(2);
+    int[] a = {1, 1, 2, 2, 3, 3, 4, 4};
+    int[] b = {1, 1, 2, 2, 9, 9};
+    c.admit(1, a);
+    c.admit(2, b);
+    c.release(1);
+    c.release(2);
+    events.clear();
+
+    // the same eviction as above: a's lower leaf [3 3 4 4], its deepest block first
+    int[] d = {5, 5, 6, 6};
+    assertThat(c.admit(3, d)).isEqualTo(new PrefixCache.Admission(true, 0, 2, 2));
+    long[] seqA = seq(h, a);
+    assertThat(events)
+        .extracting(RouterEvent::data)
+        .containsExactly(
+            CacheEvent.removed(seqA[3]),
+            CacheEvent.removed(seqA[2]),
+            CacheEvent.storedAtRoot(seq(h, d), local(h, d)));
+    assertThat(events).extracting(RouterEvent::eventId).containsExactly(3L, 4L, 5L);
+    events.clear();
+
+    // two leaves in one eviction: b's leaf, then the shared part that it leaves a leaf
+    assertThat(c.evict(2)).isEqualTo(3);
+    assertThat(events)
+        .extracting(RouterEvent::data)
+        .containsExactly(
+            CacheEvent.removed(seq(h, b)[2]),
+            CacheEvent.removed(seqA[1]),
+            CacheEvent.removed(seqA[0]));
+    assertThat(c.lookup(d)).isEqualTo(2);
+    c.checkInvariants();
+  }
+
+  @Test
   void aRequestThatCannotFitIsRejectedAndChangesNothing() {
     PrefixCache c = cache(1, 4);
     c.admit(1, new int[] {1, 2, 3}); // held
