@@ -76,6 +76,16 @@ public final class BenchTraceCommand implements Callable<Integer> {
   int blockSize;
 
   @Option(
+      names = "--removed-events",
+      paramLabel = "SHAPE",
+      defaultValue = "per-block",
+      description =
+          "How the mock engines publish evictions: per-block (one Removed event per block, deepest"
+              + " first, as vLLM and Dynamo's mocker do) or per-eviction (one Removed event naming"
+              + " all the blocks of one eviction) (default: ${DEFAULT-VALUE}).")
+  String removedEvents;
+
+  @Option(
       names = "--event-threads",
       paramLabel = "N",
       defaultValue = "2",
@@ -195,6 +205,10 @@ public final class BenchTraceCommand implements Callable<Integer> {
     long bound;
     try {
       kinds = kinds();
+      if (!removedEvents.equals("per-block") && !removedEvents.equals("per-eviction")) {
+        throw new IllegalArgumentException(
+            "--removed-events must be per-block or per-eviction, got '" + removedEvents + "'");
+      }
       if (workers < 1 || gpuBlocks < 1 || blockSize < 1 || eventThreads < 0 || jumpSize < 1) {
         throw new IllegalArgumentException(
             "--workers, --gpu-blocks, --block-size and --jump-size must be >= 1,"
@@ -229,6 +243,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
               gpuBlocks,
               blockSize,
               new TimingModel(5, 50, 20, 64),
+              removedPerBlock(),
               seed,
               progress::advance);
     }
@@ -243,13 +258,14 @@ public final class BenchTraceCommand implements Callable<Integer> {
         blockSize);
     out.printf(
         Locale.ROOT,
-        "timelines: %,d findMatches (%,d blocks) + %,d events (%,d blocks stored, %,d removed) ="
+        "timelines: %,d findMatches (%,d blocks) + %,d events (%,d blocks stored, %,d removed %s) ="
             + " %,d ops, %,d block ops; event threads %d%n%n",
         tl.requests,
         tl.requestBlocks,
         tl.events,
         tl.storedBlocks,
         tl.removedBlocks,
+        removedPerBlock() ? "one per event" : "by eviction",
         tl.ops(),
         tl.blockOps(),
         eventThreads);
@@ -397,6 +413,10 @@ public final class BenchTraceCommand implements Callable<Integer> {
 
   int workers() {
     return workers;
+  }
+
+  boolean removedPerBlock() {
+    return removedEvents.equals("per-block");
   }
 
   int gpuBlocks() {

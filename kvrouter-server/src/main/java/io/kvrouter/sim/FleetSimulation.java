@@ -180,6 +180,7 @@ final class FleetSimulation {
               cfg.gpuBlocks(),
               cfg.timing(),
               loop,
+              false,
               this::publish,
               listener);
       for (int r = 0; r < cfg.dpSize(); r++) ranks[w * cfg.dpSize() + r] = engines[w].rank(r);

@@ -64,9 +64,13 @@ final class MockEngine {
     private double loadIntegral; // request-nanoseconds
     private long prefillBusy;
 
-    Rank(Worker worker, Consumer<RouterEvent> events) {
+    Rank(Worker worker, Consumer<RouterEvent> events, boolean removedPerBlock) {
       this.worker = worker;
-      this.cache = new PrefixCache(worker, blockSize, gpuBlocks, events);
+      this.cache =
+          PrefixCache.builder(worker, blockSize, gpuBlocks)
+              .listener(events)
+              .removedEventPerBlock(removedPerBlock)
+              .build();
     }
 
     /** Requests waiting or running on this rank now. */
@@ -148,7 +152,8 @@ final class MockEngine {
   /**
    * An engine for worker {@code workerId} with ranks {@code 0..dpSize-1}, each caching up to {@code
    * gpuBlocks} blocks of {@code blockSize} tokens; every KV event goes to {@code events} at the
-   * simulated time it happens.
+   * simulated time it happens, evictions as one Removed event per block when {@code
+   * removedPerBlock} (vLLM's shape) and one per eviction otherwise.
    */
   MockEngine(
       long workerId,
@@ -157,6 +162,7 @@ final class MockEngine {
       int gpuBlocks,
       TimingModel timing,
       EventLoop loop,
+      boolean removedPerBlock,
       Consumer<RouterEvent> events,
       Listener listener) {
     this.blockSize = blockSize;
@@ -165,7 +171,8 @@ final class MockEngine {
     this.loop = loop;
     this.listener = listener;
     this.ranks = new Rank[dpSize];
-    for (int i = 0; i < dpSize; i++) ranks[i] = new Rank(new Worker(workerId, i), events);
+    for (int i = 0; i < dpSize; i++)
+      ranks[i] = new Rank(new Worker(workerId, i), events, removedPerBlock);
   }
 
   /** The rank {@code dpRank}. */

@@ -89,13 +89,18 @@ final class WorkerTimelines {
     return times.length;
   }
 
-  /** Records the timelines of {@code trace} dealt over {@code workers} mock engines. */
+  /**
+   * Records the timelines of {@code trace} dealt over {@code workers} mock engines, whose evictions
+   * publish one Removed event per block when {@code removedPerBlock} (vLLM's and Dynamo's mocker's
+   * shape) and one per eviction otherwise.
+   */
   static WorkerTimelines record(
       List<TraceRequest> trace,
       int workers,
       int gpuBlocks,
       int blockSize,
       TimingModel timing,
+      boolean removedPerBlock,
       long seed,
       Runnable progress) {
     EventLoop loop = new EventLoop();
@@ -132,6 +137,7 @@ final class WorkerTimelines {
               gpuBlocks,
               timing,
               loop,
+              removedPerBlock,
               e -> {
                 ts.add(loop.now());
                 es.add(e);

@@ -3,11 +3,14 @@ package io.kvrouter.sim;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.cli.Main;
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -19,7 +22,8 @@ class BenchTraceTest {
   private final List<TraceRequest> trace = SyntheticTrace.conversations(40, 5, 1_000);
 
   private WorkerTimelines timelines() {
-    return WorkerTimelines.record(trace, 6, 96, 64, new TimingModel(5, 50, 20, 8), 42, () -> {});
+    return WorkerTimelines.record(
+        trace, 6, 96, 64, new TimingModel(5, 50, 20, 8), true, 42, () -> {});
   }
 
   @Test
@@ -31,6 +35,36 @@ class BenchTraceTest {
     assertThat(tl.ops()).isEqualTo(tl.requests + tl.events);
     assertThat(tl.blockOps()).isEqualTo(tl.requestBlocks + tl.storedBlocks);
     for (long[] times : tl.times) assertThat(times).isSorted();
+  }
+
+  @Test
+  void evictionsArePublishedPerBlockOrPerEviction() {
+    WorkerTimelines perBlock = timelines();
+    WorkerTimelines perEviction =
+        WorkerTimelines.record(
+            trace, 6, 96, 64, new TimingModel(5, 50, 20, 8), false, 42, () -> {});
+    assertThat(removedSizes(perBlock)).isNotEmpty().allMatch(n -> n == 1);
+    assertThat(removedSizes(perEviction)).anyMatch(n -> n > 1);
+    // the same engines evicting the same blocks, only published differently
+    assertThat(perBlock.removedBlocks).isEqualTo(perEviction.removedBlocks);
+    assertThat(perBlock.storedBlocks).isEqualTo(perEviction.storedBlocks);
+    assertThat(perBlock.events).isGreaterThan(perEviction.events);
+    for (IndexKind kind : IndexKind.values()) {
+      TraceReplay.Result r = TraceReplay.run(perEviction, kind, 2, 4, 0, 0, 100_000, trace, 50);
+      assertThat(r.verification().problems()).as(kind.cliName()).isEmpty();
+    }
+  }
+
+  private static List<Integer> removedSizes(WorkerTimelines tl) {
+    List<Integer> sizes = new ArrayList<>();
+    for (Object[] entries : tl.entries) {
+      for (Object e : entries) {
+        if (e instanceof RouterEvent r && r.data() instanceof CacheEvent.Removed x) {
+          sizes.add(x.blockHashes().length);
+        }
+      }
+    }
+    return sizes;
   }
 
   @Test
@@ -110,8 +144,25 @@ class BenchTraceTest {
         .contains("positional");
     String j = Files.readString(json);
     assertThat(j).contains("\"radix-tree\"").contains("\"find_matches_p99_us\"");
+    assertThat(j).contains("\"removed_events\" : \"per-block\"");
     assertThat(j).doesNotContain("\"index_equals_caches\" : false");
     assertThat(Files.readString(svg)).startsWith("<svg").contains("<polyline");
+  }
+
+  @Test
+  void anUnknownRemovedEventsShapeIsRefused() {
+    StringWriter err = new StringWriter();
+    int code =
+        Main.run(
+            new PrintWriter(new StringWriter()),
+            new PrintWriter(err, true),
+            "bench",
+            "trace",
+            "--removed-events",
+            "sideways");
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString())
+        .contains("--removed-events must be per-block or per-eviction, got 'sideways'");
   }
 
   @Test

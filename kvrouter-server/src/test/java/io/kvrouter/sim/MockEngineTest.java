@@ -30,6 +30,7 @@ class MockEngineTest {
         gpuBlocks,
         timing(maxBatch),
         loop,
+        false,
         e -> {
           events.add(e);
           eventTimes.add(loop.now());
