@@ -313,18 +313,47 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   public void apply(RouterEvent event) {
     lock();
     try {
-      CacheEvent data = event.data();
-      if (data instanceof CacheEvent.Stored s) {
-        store(workers.intern(event.worker()), s);
-        if (bounded && (linkedNodes > maxBlocks || blocksIndexed > maxBlocks)) evictToFit();
-      } else if (data instanceof CacheEvent.Removed r) {
-        remove(workers.find(event.worker()), r);
-      } else {
-        clear(workers.intern(event.worker()));
-        clearedEvents++;
+      applyLocked(event);
+    } finally {
+      unlock();
+    }
+  }
+
+  /** What is told of an event whose application threw; the batch goes on. */
+  interface FailureHandler {
+    void failed(RouterEvent event, RuntimeException e);
+  }
+
+  /**
+   * Applies {@code events[from, to)} in order under one hold of the writers' lock (thread-pool
+   * lanes: one lock hand-over per batch instead of per event). An event that throws goes to {@code
+   * onFailure} and the rest are still applied.
+   */
+  final void applyAll(RouterEvent[] events, int from, int to, FailureHandler onFailure) {
+    lock();
+    try {
+      for (int i = from; i < to; i++) {
+        try {
+          applyLocked(events[i]);
+        } catch (RuntimeException e) {
+          onFailure.failed(events[i], e);
+        }
       }
     } finally {
       unlock();
+    }
+  }
+
+  private void applyLocked(RouterEvent event) {
+    CacheEvent data = event.data();
+    if (data instanceof CacheEvent.Stored s) {
+      store(workers.intern(event.worker()), s);
+      if (bounded && (linkedNodes > maxBlocks || blocksIndexed > maxBlocks)) evictToFit();
+    } else if (data instanceof CacheEvent.Removed r) {
+      remove(workers.find(event.worker()), r);
+    } else {
+      clear(workers.intern(event.worker()));
+      clearedEvents++;
     }
   }
 

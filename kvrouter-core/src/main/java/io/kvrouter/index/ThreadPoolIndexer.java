@@ -1,6 +1,8 @@
 package io.kvrouter.index;
 
 import io.kvrouter.event.RouterEvent;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
@@ -19,23 +21,30 @@ import java.util.logging.Logger;
  * One bounded queue and one daemon thread per lane; lane = mix(workerId) mod lanes, so every rank
  * of a worker shares a lane and clearWorker/removeWorker queue behind that worker's events. A
  * full queue blocks the producer (back-pressure; nothing is dropped). Work items are RouterEvents
- * or Runnables (worker-wide operations and flush barriers). flush() puts a latch behind every
- * lane's queue and waits for all of them. An exception while applying is logged and counted; the
- * lane goes on. close() drains every lane, then stops the threads; apply after close throws.
+ * or Runnables (worker-wide operations and flush barriers). A lane takes everything queued (up to
+ * BATCH items) at once and applies each run of consecutive events under one hold of the index's
+ * writer lock (BlockIndex.applyAll), so two lanes hand the lock over once per batch rather than
+ * once per event; order is kept. flush() puts a latch behind every lane's queue and waits for all
+ * of them. An exception while applying is logged and counted; the lane goes on with the next
+ * item. close() drains every lane, then stops the threads; apply after close throws.
  * </pre>
  */
 final class ThreadPoolIndexer implements KvIndex {
   private static final Logger LOG = Logger.getLogger(ThreadPoolIndexer.class.getName());
   private static final int QUEUE_CAPACITY = 1 << 16;
+  private static final int BATCH = 256; // most items a lane takes from its queue at once
   private static final Object STOP = new Object();
 
   private final KvIndex index;
+  private final BlockIndex<?> blockIndex; // index itself when it can apply a batch at once; or null
+  private final BlockIndex.FailureHandler onFailure = this::failed;
   private final Lane[] lanes;
   private final AtomicLong failures = new AtomicLong();
   private volatile boolean closed;
 
   ThreadPoolIndexer(KvIndex index, int threads) {
     this.index = index;
+    this.blockIndex = index instanceof BlockIndex<?> b ? b : null;
     this.lanes = new Lane[threads];
     for (int i = 0; i < threads; i++) {
       lanes[i] = new Lane(i);
@@ -91,6 +100,11 @@ final class ThreadPoolIndexer implements KvIndex {
     return index.stats();
   }
 
+  private void failed(Object item, RuntimeException e) {
+    failures.incrementAndGet();
+    LOG.log(Level.WARNING, "failed to apply " + item + "; skipped", e);
+  }
+
   /** Events whose application threw (logged, skipped). */
   long failures() {
     return failures.get();
@@ -142,20 +156,49 @@ final class ThreadPoolIndexer implements KvIndex {
 
     @Override
     public void run() {
+      final ArrayList<Object> batch = new ArrayList<>(BATCH);
+      final RouterEvent[] events = new RouterEvent[BATCH];
       while (true) {
-        Object item;
         try {
-          item = queue.take();
+          batch.add(queue.take());
         } catch (InterruptedException e) {
           return;
         }
-        if (item == STOP) return;
+        queue.drainTo(batch, BATCH - 1);
+        int n = 0;
+        for (int i = 0; i < batch.size(); i++) {
+          final Object item = batch.get(i);
+          if (item instanceof RouterEvent e) {
+            events[n++] = e;
+            continue;
+          }
+          applyEvents(events, n);
+          n = 0;
+          if (item == STOP) return;
+          try {
+            ((Runnable) item).run();
+          } catch (RuntimeException ex) {
+            failed(item, ex);
+          }
+        }
+        applyEvents(events, n);
+        Arrays.fill(events, 0, n, null);
+        batch.clear();
+      }
+    }
+
+    /** Applies {@code events[0, n)} in order, under one hold of the lock when the index allows. */
+    private void applyEvents(RouterEvent[] events, int n) {
+      if (n == 0) return;
+      if (blockIndex != null) {
+        blockIndex.applyAll(events, 0, n, onFailure);
+        return;
+      }
+      for (int i = 0; i < n; i++) {
         try {
-          if (item instanceof RouterEvent e) index.apply(e);
-          else ((Runnable) item).run();
+          index.apply(events[i]);
         } catch (RuntimeException ex) {
-          failures.incrementAndGet();
-          LOG.log(Level.WARNING, "failed to apply " + item + "; skipped", ex);
+          failed(events[i], ex);
         }
       }
     }
