@@ -617,7 +617,8 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       holdersChanged();
       return;
     }
-    List<N> below = hasChildren(node) ? heldBelow(node, id) : List.of();
+    // most blocks with children have only other workers' blocks below: ask without allocating
+    List<N> below = holdsChildOf(id, node) ? heldBelow(node, id) : List.of();
     if (below.isEmpty()) {
       node.removeHolder(id);
       holdersChanged();
