@@ -149,35 +149,27 @@ class BenchTraceTest {
     assertThat(Files.readString(svg)).startsWith("<svg").contains("<polyline");
   }
 
+  /** Runs {@code bench trace} with {@code args}, expects exit code 2 and returns stderr. */
+  private static String refused(String... args) {
+    StringWriter err = new StringWriter();
+    String[] all = new String[args.length + 2];
+    all[0] = "bench";
+    all[1] = "trace";
+    System.arraycopy(args, 0, all, 2, args.length);
+    int code = Main.run(new PrintWriter(new StringWriter()), new PrintWriter(err, true), all);
+    assertThat(code).as(err.toString()).isEqualTo(2);
+    return err.toString();
+  }
+
   @Test
   void anUnknownRemovedEventsShapeIsRefused() {
-    StringWriter err = new StringWriter();
-    int code =
-        Main.run(
-            new PrintWriter(new StringWriter()),
-            new PrintWriter(err, true),
-            "bench",
-            "trace",
-            "--removed-events",
-            "sideways");
-    assertThat(code).isEqualTo(2);
-    assertThat(err.toString())
+    assertThat(refused("--removed-events", "sideways"))
         .contains("--removed-events must be per-block or per-eviction, got 'sideways'");
   }
 
   @Test
   void anUnknownIndexListsTheKnownOnes() {
-    StringWriter err = new StringWriter();
-    int code =
-        Main.run(
-            new PrintWriter(new StringWriter()),
-            new PrintWriter(err, true),
-            "bench",
-            "trace",
-            "--index",
-            "btree");
-    assertThat(code).isEqualTo(2);
-    assertThat(err.toString())
+    assertThat(refused("--index", "btree"))
         .contains(
             "unknown index 'btree'; known indexes: radix-tree, concurrent-radix-tree, positional");
   }
