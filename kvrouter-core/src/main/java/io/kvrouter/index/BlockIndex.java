@@ -159,6 +159,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private WorkerBlocks<N> cascadeWorker; // a worker whose leaf the hand just dropped ...
   private N cascadeNode; // ... and that leaf's parent, to try next
   private final ArrayList<N> scratch = new ArrayList<>();
+  private IndexNode<?>[] removalScratch = new IndexNode<?>[16];
   EvictionListener evictionListener; // tests only
 
   BlockIndex(N root, ReentrantLock writeLock, Runnable afterHolderChange) {
@@ -297,6 +298,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     if (writeLock != null) writeLock.unlock();
   }
 
+  /** Starts a step of several changes (version odd); always paired with endStep in a finally. */
   private void beginStep() {
     VERSION.setRelease(this, (long) VERSION.get(this) + 1);
   }
@@ -591,10 +593,13 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       holdersChanged();
     } else {
       beginStep();
-      node.addHolder(id);
-      holdersChanged();
-      reconnectBelow(ws, reconnect);
-      endStep();
+      try {
+        node.addHolder(id);
+        holdersChanged();
+        reconnectBelow(ws, reconnect);
+      } finally {
+        endStep();
+      }
     }
   }
 
@@ -624,15 +629,18 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       holdersChanged();
     } else {
       beginStep();
-      // reverse pre-order: every node after all of its descendants, the block itself last
-      for (int i = below.size() - 1; i >= 0; i--) {
-        below.get(i).detach(id);
-        ws.detachedCount++;
+      try {
+        // reverse pre-order: every node after all of its descendants, the block itself last
+        for (int i = below.size() - 1; i >= 0; i--) {
+          below.get(i).detach(id);
+          ws.detachedCount++;
+          holdersChanged();
+        }
+        node.removeHolder(id);
         holdersChanged();
+      } finally {
+        endStep();
       }
-      node.removeHolder(id);
-      holdersChanged();
-      endStep();
     }
   }
 
@@ -700,27 +708,55 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private void remove(WorkerBlocks<N> ws, CacheEvent.Removed r) {
     final long[] seqs = r.blockHashes();
     final int n = seqs.length;
-    // The end state does not depend on the order of an event's blocks, but the cost does: a chain
-    // listed from the top (kvrouter's PrefixCache by default) would make a hole at its first block,
-    // walking and detaching the whole rest of the chain, and then drop the detached blocks one by
-    // one. Such a chain goes leaf first.
-    final boolean leafFirst =
-        n > 1 && ws != null && isChildOf(ws.blocks.get(seqs[1]), ws.blocks.get(seqs[0]));
-    for (int k = 0; k < n; k++) {
-      final long seq = seqs[leafFirst ? n - 1 - k : k];
-      N node = ws == null ? null : ws.blocks.remove(seq);
-      if (node == null) {
-        blocksMissing++;
-        continue;
-      }
-      release(ws, node);
-      prune(node);
-    }
     removedEvents++;
+    if (ws == null) {
+      blocksMissing += n;
+      return;
+    }
+    if (n == 1) {
+      removeNamed(ws, ws.blocks.remove(seqs[0]));
+      return;
+    }
+    // The end state does not depend on the order of an event's blocks, but the cost does: a chain
+    // listed from the top (kvrouter's PrefixCache lists each evicted leaf so) would make a hole at
+    // its first block, walking and detaching the rest of the chain, and then drop the detached
+    // blocks one by one. So the names go first (releasing never reads them), and then each run of
+    // blocks that are parent and child in the order listed is released from its end.
+    final IndexNode<?>[] nodes = removalScratch(n);
+    for (int k = 0; k < n; k++) nodes[k] = ws.blocks.remove(seqs[k]);
+    int from = 0;
+    while (from < n) {
+      int to = from + 1;
+      while (to < n
+          && nodes[to] != null
+          && nodes[to - 1] != null
+          && nodes[to].parent == nodes[to - 1]) to++;
+      for (int k = to - 1; k >= from; k--) removeNamed(ws, node(nodes, k));
+      from = to;
+    }
+    Arrays.fill(nodes, 0, n, null);
   }
 
-  private static boolean isChildOf(IndexNode<?> child, IndexNode<?> parent) {
-    return child != null && parent != null && child.parent == parent;
+  @SuppressWarnings("unchecked")
+  private N node(IndexNode<?>[] nodes, int k) {
+    return (N) nodes[k];
+  }
+
+  /** Releases {@code node}, whose name {@code ws} just dropped (null: no such name), and prunes. */
+  private void removeNamed(WorkerBlocks<N> ws, N node) {
+    if (node == null) {
+      blocksMissing++;
+      return;
+    }
+    release(ws, node);
+    prune(node);
+  }
+
+  /** The writer's scratch array for the blocks of one Removed event: at least n slots, all null. */
+  private IndexNode<?>[] removalScratch(int n) {
+    if (removalScratch.length < n)
+      removalScratch = new IndexNode<?>[Math.max(n, 2 * removalScratch.length)];
+    return removalScratch;
   }
 
   /** Drops every block of {@code ws}, deepest first so readers never see a hole. */
@@ -731,18 +767,21 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     ws.blocks.addBlocksTo(named);
     List<N> nodes = byDepth(named, true);
     beginStep();
-    for (N n : nodes) {
-      // an aliased node is listed twice: the second visit finds nothing to do
-      if (n.isHolder(id)) {
-        n.removeHolder(id);
-        holdersChanged();
-      } else if (isDetached(n, ws)) {
-        n.removeDetached(id);
-        ws.detachedCount--;
-        holdersChanged();
+    try {
+      for (N n : nodes) {
+        // an aliased node is listed twice: the second visit finds nothing to do
+        if (n.isHolder(id)) {
+          n.removeHolder(id);
+          holdersChanged();
+        } else if (isDetached(n, ws)) {
+          n.removeDetached(id);
+          ws.detachedCount--;
+          holdersChanged();
+        }
       }
+    } finally {
+      endStep();
     }
-    endStep();
     blocksIndexed -= ws.heldBlocks;
     ws.blocks.clear();
     ws.aliases = null;

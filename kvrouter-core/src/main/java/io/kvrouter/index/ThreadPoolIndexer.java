@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -26,13 +27,18 @@ import java.util.logging.Logger;
  * writer lock (BlockIndex.applyAll), so two lanes hand the lock over once per batch rather than
  * once per event; order is kept. flush() puts a latch behind every lane's queue and waits for all
  * of them. An exception while applying is logged and counted; the lane goes on with the next
- * item. close() drains every lane, then stops the threads; apply after close throws.
+ * item. An Error (out of memory, a failed assertion) ends the lane's thread: it is logged as
+ * severe and kept, and from then on flush() and every apply or worker operation on that lane
+ * throw IllegalStateException naming it, instead of waiting for a thread that is gone (a blocked
+ * flush or put checks every WAIT_MILLIS). close() drains every lane, then stops the threads;
+ * apply after close throws.
  * </pre>
  */
 final class ThreadPoolIndexer implements KvIndex {
   private static final Logger LOG = Logger.getLogger(ThreadPoolIndexer.class.getName());
   private static final int QUEUE_CAPACITY = 1 << 16;
   private static final int BATCH = 256; // most items a lane takes from its queue at once
+  private static final long WAIT_MILLIS = 20; // how often a blocked flush or put checks the lanes
   private static final Object STOP = new Object();
 
   private final KvIndex index;
@@ -88,7 +94,9 @@ final class ThreadPoolIndexer implements KvIndex {
     CountDownLatch done = new CountDownLatch(lanes.length);
     for (Lane lane : lanes) lane.put((Runnable) done::countDown);
     try {
-      done.await();
+      while (!done.await(WAIT_MILLIS, TimeUnit.MILLISECONDS)) {
+        for (Lane lane : lanes) lane.checkAlive();
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IllegalStateException("interrupted while flushing", e);
@@ -114,7 +122,9 @@ final class ThreadPoolIndexer implements KvIndex {
   public void close() {
     if (closed) return;
     closed = true;
-    for (Lane lane : lanes) lane.putUnchecked(STOP);
+    for (Lane lane : lanes) {
+      if (lane.stoppedBy == null) lane.putUnchecked(STOP);
+    }
     for (Lane lane : lanes) {
       try {
         lane.thread.join();
@@ -133,21 +143,40 @@ final class ThreadPoolIndexer implements KvIndex {
 
   private final class Lane implements Runnable {
     final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(QUEUE_CAPACITY);
+    final int number;
     final Thread thread;
+    volatile Throwable stoppedBy; // an Error that ended this lane's thread; null while it runs
 
     Lane(int i) {
+      number = i;
       thread = new Thread(this, "kvrouter-indexer-" + i);
       thread.setDaemon(true);
     }
 
+    /** Throws when this lane's thread has stopped on an error: nothing queued to it would run. */
+    void checkAlive() {
+      final Throwable t = stoppedBy;
+      if (t != null) {
+        throw new IllegalStateException(
+            "indexer lane " + number + " stopped on " + t + "; its events are not applied", t);
+      }
+    }
+
     void put(Object item) {
       if (closed) throw new IllegalStateException("the indexer is closed");
+      checkAlive();
       putUnchecked(item);
     }
 
+    /** Queues {@code item}, waiting while the queue is full unless the lane stops meanwhile. */
     void putUnchecked(Object item) {
       try {
-        queue.put(item);
+        while (!queue.offer(item, WAIT_MILLIS, TimeUnit.MILLISECONDS)) {
+          if (stoppedBy != null) {
+            if (item == STOP) return;
+            checkAlive();
+          }
+        }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new IllegalStateException("interrupted while queueing an event", e);
@@ -156,6 +185,15 @@ final class ThreadPoolIndexer implements KvIndex {
 
     @Override
     public void run() {
+      try {
+        drain();
+      } catch (Error e) {
+        stoppedBy = e;
+        LOG.log(Level.SEVERE, "indexer lane " + number + " stopped; flush and apply now throw", e);
+      }
+    }
+
+    private void drain() {
       final ArrayList<Object> batch = new ArrayList<>(BATCH);
       final RouterEvent[] events = new RouterEvent[BATCH];
       while (true) {
@@ -182,7 +220,6 @@ final class ThreadPoolIndexer implements KvIndex {
           }
         }
         applyEvents(events, n);
-        Arrays.fill(events, 0, n, null);
         batch.clear();
       }
     }
@@ -192,15 +229,16 @@ final class ThreadPoolIndexer implements KvIndex {
       if (n == 0) return;
       if (blockIndex != null) {
         blockIndex.applyAll(events, 0, n, onFailure);
-        return;
-      }
-      for (int i = 0; i < n; i++) {
-        try {
-          index.apply(events[i]);
-        } catch (RuntimeException ex) {
-          failed(events[i], ex);
+      } else {
+        for (int i = 0; i < n; i++) {
+          try {
+            index.apply(events[i]);
+          } catch (RuntimeException ex) {
+            failed(events[i], ex);
+          }
         }
       }
+      Arrays.fill(events, 0, n, null); // applied: keep no references until the next batch
     }
   }
 }

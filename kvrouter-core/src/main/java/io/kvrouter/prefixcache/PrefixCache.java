@@ -39,9 +39,9 @@ import java.util.function.Consumer;
  * every unlocked node eventually, because a node's subtree is unlocked whenever the node is).
  * If that is not enough, admit returns a rejection having changed nothing (no stamp, no split,
  * no event). Otherwise: matchPrefix (stamps, may split) and lock the matched path; evict what is
- * missing (one Removed event, or one per block, deepest first, with removedEventPerBlock); pop ids, insert the new blocks as a leaf under the path, move
- * the lock to that leaf; publish one Stored event whose parent is the last cached block's
- * sequence hash (or the root). Only local hashes of the new blocks are computed; the chain
+ * missing (one Removed event, or with removedEventPerBlock one per block, each leaf deepest
+ * first); pop ids, insert the new blocks as a leaf under the path, move the lock to that leaf;
+ * publish one Stored event whose parent is the last cached block's sequence hash (or the root). Only local hashes of the new blocks are computed; the chain
  * continues from seqHash of the last cached block.
  *
  * Invariants: freeTop + tree.size() == capacity; the ids in the tree and on the free stack are
@@ -98,10 +98,13 @@ public final class PrefixCache {
     }
 
     /**
-     * With {@code true}, every evicted block gets a {@code Removed} event of its own, the deepest
-     * block of each evicted chain first, as vLLM publishes them (one block per {@code
-     * BlockRemoved}, a freed request's blocks evicted from its tail). Default {@code false}: one
-     * {@code Removed} event per eviction, naming all its blocks, each evicted chain from the top.
+     * With {@code true}, every evicted block gets a {@code Removed} event of its own, as vLLM
+     * publishes them (one block per {@code BlockRemoved}, a freed request's blocks evicted from its
+     * tail): leaf by leaf in the order they are evicted, each leaf's deepest block first. A leaf's
+     * events are published once the whole leaf is gone (and before the next leaf goes), so a
+     * listener that looks at the cache during them sees that leaf's blocks already freed. Default
+     * {@code false}: one {@code Removed} event per eviction, naming all its blocks, each evicted
+     * leaf's blocks from the top.
      */
     public Builder removedEventPerBlock(boolean perBlock) {
       this.removedPerBlock = perBlock;
@@ -389,9 +392,10 @@ public final class PrefixCache {
         final int leaf = tree.evict(1, onEvict); // one whole leaf, its blocks in label order
         if (leaf == 0) break;
         freed += leaf;
-        for (int i = removed.size() - 1; i >= from; i--) {
-          publish(CacheEvent.removed(new long[] {removed.getLong(i)}));
-        }
+        // copied first: a listener may call back into this cache, which reuses removedScratch
+        final long[] gone = new long[removed.size() - from];
+        removed.getElements(from, gone, 0, gone.length);
+        for (int i = gone.length - 1; i >= 0; i--) publish(CacheEvent.removed(gone[i]));
       }
       return freed;
     }

@@ -118,17 +118,18 @@ abstract class KvIndexConformanceTest {
   }
 
   /**
-   * One Removed event naming part of a chain, in either order (top first, as kvrouter's PrefixCache
-   * lists an evicted leaf, or deepest first, as vLLM evicts), with a block the worker keeps below
-   * it and another worker's blocks on the same path: the same end state either way.
+   * One Removed event naming part of a chain in any order (top first, as kvrouter's PrefixCache
+   * lists an evicted leaf; deepest first, as vLLM evicts; or mixed), with a block the worker keeps
+   * below it and another worker's blocks on the same path: the same end state every time.
    */
-  @ParameterizedTest(name = "top first: {0}")
-  @ValueSource(booleans = {true, false})
-  void removingAChainInOneEventInEitherOrder(boolean topFirst) {
+  @ParameterizedTest(name = "order {0}")
+  @ValueSource(strings = {"1,2,3", "3,2,1", "2,1,3", "1,3,2", "3,1,2"})
+  void removingPartOfAChainInOneEventInAnyOrder(String order) {
     store(w(0), 1, 2, 3, 4, 5);
     store(w(1), 1, 2, 3, 4, 6);
     long[] s = seqs(1, 2, 3, 4, 5);
-    long[] middle = topFirst ? new long[] {s[1], s[2], s[3]} : new long[] {s[3], s[2], s[1]};
+    long[] middle =
+        Arrays.stream(order.split(",")).mapToLong(k -> s[Integer.parseInt(k)]).toArray();
     index.apply(new RouterEvent(w(0), eventId++, CacheEvent.removed(middle)));
     // w0 keeps blocks 1 and 5; block 5 is behind a hole and scores nothing
     assertThat(match(1, 2, 3, 4, 5)).isEqualTo(Map.of(w(0), 1, w(1), 4));
@@ -136,12 +137,32 @@ abstract class KvIndexConformanceTest {
     // the hole filled again: block 5 counts once more
     storeUnder(w(0), locals(1), 2, 3, 4);
     assertThat(match(1, 2, 3, 4, 5)).isEqualTo(Map.of(w(0), 5, w(1), 4));
-    // the whole chain in one event, top first or not: nothing of w0 is left
-    long[] all = topFirst ? s : new long[] {s[4], s[3], s[2], s[1], s[0]};
-    index.apply(new RouterEvent(w(0), eventId++, CacheEvent.removed(all)));
-    assertThat(match(1, 2, 3, 4, 5)).isEqualTo(Map.of(w(1), 4));
-    assertThat(index.stats().blocksIndexed()).isEqualTo(5);
     assertThat(index.stats().blocksMissing()).isZero();
+  }
+
+  /**
+   * One Removed event naming two evicted leaves and their common parent chain, the parent's run
+   * listed after a child's (as an eviction that pops a leaf and then its parent lists them), in
+   * several orders: nothing of the worker is left and the other worker keeps its blocks.
+   */
+  @ParameterizedTest(name = "order {0}")
+  @ValueSource(strings = {"2,3,4,0,1", "4,2,3,0,1", "0,1,2,3,4", "1,0,3,2,4", "4,3,2,1,0"})
+  void removingTwoLeavesAndTheirParentInOneEventInAnyOrder(String order) {
+    // w0: a1 -> a2 -> {b1 -> b2, c1}; w1 holds a1 -> a2 -> b1
+    store(w(0), 1, 2, 3, 4);
+    storeUnder(w(0), locals(1, 2), 5);
+    store(w(1), 1, 2, 3);
+    long[] b = seqs(1, 2, 3, 4);
+    long[] names = {b[0], b[1], b[2], b[3], seqs(1, 2, 5)[2]};
+    long[] listed =
+        Arrays.stream(order.split(",")).mapToLong(k -> names[Integer.parseInt(k)]).toArray();
+    index.apply(new RouterEvent(w(0), eventId++, CacheEvent.removed(listed)));
+    assertThat(match(1, 2, 3, 4)).isEqualTo(Map.of(w(1), 3));
+    assertThat(match(1, 2, 5)).isEqualTo(Map.of(w(1), 2));
+    assertThat(index.stats().blocksIndexed()).isEqualTo(3);
+    assertThat(index.stats().blocksMissing()).isZero();
+    store(w(0), 1, 2, 5);
+    assertThat(match(1, 2, 5)).isEqualTo(Map.of(w(0), 3, w(1), 2));
   }
 
   @Test

@@ -258,14 +258,14 @@ public final class BenchTraceCommand implements Callable<Integer> {
         blockSize);
     out.printf(
         Locale.ROOT,
-        "timelines: %,d findMatches (%,d blocks) + %,d events (%,d blocks stored, %,d removed %s) ="
+        "timelines: %,d findMatches (%,d blocks) + %,d events (%,d blocks stored, %,d removed, %s) ="
             + " %,d ops, %,d block ops; event threads %d%n%n",
         tl.requests,
         tl.requestBlocks,
         tl.events,
         tl.storedBlocks,
         tl.removedBlocks,
-        removedPerBlock() ? "one per event" : "by eviction",
+        removedPerBlock() ? "one per event" : "grouped by eviction",
         tl.ops(),
         tl.blockOps(),
         eventThreads);

@@ -20,8 +20,8 @@ import java.util.concurrent.locks.LockSupport;
  * start + time[i] * duration / span; a thread runs every entry due within the next tick
  * (--tick-us, default 100 µs), then parks until the next one is due (LockSupport.parkNanos), so a
  * thread that falls behind runs back to back and never sleeps. It reads the clock only when the
- * next entry is not due by its last reading (which is never later than the present, so no entry
- * runs more than a tick early): a burst of due events costs no clock reads. The tick bounds the parks (each
+ * next entry is not due within a tick of its last reading (which is never later than the
+ * present, so no entry runs more than a tick early): a burst of due events costs no clock reads. The tick bounds the parks (each
  * costs a virtual-thread unmount and a timed unpark through the JDK's timer thread) to one per
  * tick per worker; an entry runs at most one tick early. Dynamo's replay sleeps on tokio timers,
  * which have 1 ms granularity. A request is timed with System.nanoTime around findMatches(hashes, false) on the
