@@ -721,7 +721,9 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     // listed from the top (kvrouter's PrefixCache lists each evicted leaf so) would make a hole at
     // its first block, walking and detaching the rest of the chain, and then drop the detached
     // blocks one by one. So the names go first (releasing never reads them), and then each run of
-    // blocks that are parent and child in the order listed is released from its end.
+    // blocks that are parent and child in the order listed is released from its end. (Engines
+    // that send one block per event, top first, as SGLang does per radix node, still make that
+    // hole once per node: each of their events is a real step.)
     final IndexNode<?>[] nodes = removalScratch(n);
     for (int k = 0; k < n; k++) nodes[k] = ws.blocks.remove(seqs[k]);
     int from = 0;

@@ -85,6 +85,8 @@ public final class BenchTraceCommand implements Callable<Integer> {
               + " all the blocks of one eviction) (default: ${DEFAULT-VALUE}).")
   String removedEvents;
 
+  private RemovedEvents removed = RemovedEvents.PER_BLOCK; // parsed from removedEvents
+
   @Option(
       names = "--event-threads",
       paramLabel = "N",
@@ -205,10 +207,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
     long bound;
     try {
       kinds = kinds();
-      if (!removedEvents.equals("per-block") && !removedEvents.equals("per-eviction")) {
-        throw new IllegalArgumentException(
-            "--removed-events must be per-block or per-eviction, got '" + removedEvents + "'");
-      }
+      removed = RemovedEvents.parse(removedEvents);
       if (workers < 1 || gpuBlocks < 1 || blockSize < 1 || eventThreads < 0 || jumpSize < 1) {
         throw new IllegalArgumentException(
             "--workers, --gpu-blocks, --block-size and --jump-size must be >= 1,"
@@ -416,7 +415,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
   }
 
   boolean removedPerBlock() {
-    return removedEvents.equals("per-block");
+    return removed.perBlock();
   }
 
   int gpuBlocks() {

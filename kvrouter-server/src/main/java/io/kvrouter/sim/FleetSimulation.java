@@ -180,7 +180,7 @@ final class FleetSimulation {
               cfg.gpuBlocks(),
               cfg.timing(),
               loop,
-              false,
+              cfg.removedEvents().perBlock(),
               this::publish,
               listener);
       for (int r = 0; r < cfg.dpSize(); r++) ranks[w * cfg.dpSize() + r] = engines[w].rank(r);

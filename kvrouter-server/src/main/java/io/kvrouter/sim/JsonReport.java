@@ -31,6 +31,7 @@ final class JsonReport {
       g.writeNumberField("max_batch", c.timing().maxBatch());
       g.writeNumberField("event_delay_ms", c.eventDelayMs());
       g.writeBooleanField("events_as_json", c.jsonEvents());
+      g.writeStringField("removed_events", c.removedEvents().cliName());
       g.writeNumberField("seed", c.seed());
       g.writeEndObject();
       PooledCeiling p = s.pooled();

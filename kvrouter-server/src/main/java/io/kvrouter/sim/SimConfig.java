@@ -1,5 +1,7 @@
 package io.kvrouter.sim;
 
+import java.util.Objects;
+
 /**
  * What a simulation runs: the fleet, the clock, the event path and the checks.
  *
@@ -17,6 +19,7 @@ package io.kvrouter.sim;
  * @param verifyPrompts at most this many trace prompts are scored against every cache at the end
  * @param loadSamples about this many samples of per-rank load over the arrival period
  * @param maxBlocks the router index's bound on (rank, block) pairs (--max-blocks); 0: none
+ * @param removedEvents how the engines publish evictions (--removed-events)
  */
 record SimConfig(
     int workers,
@@ -31,7 +34,8 @@ record SimConfig(
     long seed,
     int verifyPrompts,
     int loadSamples,
-    long maxBlocks) {
+    long maxBlocks,
+    RemovedEvents removedEvents) {
 
   SimConfig {
     if (workers < 1) throw new IllegalArgumentException("workers must be >= 1, got " + workers);
@@ -55,6 +59,7 @@ record SimConfig(
       throw new IllegalArgumentException(
           "max blocks must be >= 1 (or 0 for none), got " + maxBlocks);
     }
+    Objects.requireNonNull(removedEvents, "removedEvents");
     if (verifyPrompts < 0) {
       throw new IllegalArgumentException("verify prompts must be >= 0, got " + verifyPrompts);
     }

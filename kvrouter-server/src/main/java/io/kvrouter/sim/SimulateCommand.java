@@ -159,6 +159,17 @@ public final class SimulateCommand implements Callable<Integer> {
   Long maxBlocks;
 
   @Option(
+      names = "--removed-events",
+      paramLabel = "SHAPE",
+      defaultValue = "per-eviction",
+      description =
+          "How the engines publish evictions: per-eviction (one Removed event naming all the"
+              + " blocks of one eviction) or per-block (one Removed event per block, as vLLM and"
+              + " SGLang publish them, deepest first as vLLM does; many more events, same"
+              + " results) (default: ${DEFAULT-VALUE}).")
+  String removedEvents;
+
+  @Option(
       names = "--overlap-weight",
       paramLabel = "W",
       defaultValue = "1",
@@ -224,7 +235,8 @@ public final class SimulateCommand implements Callable<Integer> {
               seed,
               verifyPrompts,
               200,
-              maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks));
+              maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks),
+              RemovedEvents.parse(removedEvents));
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
       }

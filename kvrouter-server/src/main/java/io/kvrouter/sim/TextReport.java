@@ -21,7 +21,7 @@ final class TextReport {
     out.printf(
         Locale.ROOT,
         "fleet: %d workers%s x %,d KV blocks of %d tokens; prefill %s ms + %s ms per 1k uncached"
-            + " tokens, decode %s ms/token, batch %d; event delay %s ms%s%n%n",
+            + " tokens, decode %s ms/token, batch %d; event delay %s ms%s%s%n%n",
         c.workers(),
         c.dpSize() > 1 ? " x " + c.dpSize() + " dp ranks" : "",
         c.gpuBlocks(),
@@ -31,7 +31,8 @@ final class TextReport {
         num(c.timing().decodeMsPerToken()),
         c.timing().maxBatch(),
         num(c.eventDelayMs()),
-        c.jsonEvents() ? " (as JSON)" : "");
+        c.jsonEvents() ? " (as JSON)" : "",
+        c.removedEvents().perBlock() ? "; one Removed event per evicted block" : "");
     out.printf(
         Locale.ROOT,
         "%-13s %8s %8s %9s %9s %9s %7s %8s %9s %8s %11s%n",

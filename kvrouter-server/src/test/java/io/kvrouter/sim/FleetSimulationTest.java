@@ -16,6 +16,11 @@ class FleetSimulationTest {
   private static final List<TraceRequest> TRACE = SyntheticTrace.conversations(50, 6, 2_000);
 
   private static SimConfig config(int workers, int dpSize, double delayMs, boolean json) {
+    return config(workers, dpSize, delayMs, json, RemovedEvents.PER_EVICTION);
+  }
+
+  private static SimConfig config(
+      int workers, int dpSize, double delayMs, boolean json, RemovedEvents removed) {
     return new SimConfig(
         workers,
         dpSize,
@@ -29,7 +34,8 @@ class FleetSimulationTest {
         7,
         300,
         50,
-        0);
+        0,
+        removed);
   }
 
   private static PolicyResult run(Policy p, SimConfig cfg, Predicate<RouterEvent> filter) {
@@ -65,6 +71,22 @@ class FleetSimulationTest {
       assertThat(r.eventsApplied()).isEqualTo(r.eventsPublished()).isPositive();
       assertThat(r.imbalance()).isGreaterThanOrEqualTo(1.0);
       assertThat(r.ttftMs()).hasSize(300).isSorted();
+    }
+  }
+
+  /**
+   * One Removed event per block (vLLM's shape) only multiplies the events: every request sees the
+   * same caches, so the results are identical, and the index still equals the caches.
+   */
+  @Test
+  void perBlockRemovalsChangeOnlyTheNumberOfEvents() {
+    for (Policy p : List.of(Policy.KV, Policy.ROUND_ROBIN)) {
+      PolicyResult grouped = run(p, config(4, 1, 0, false, RemovedEvents.PER_EVICTION));
+      PolicyResult perBlock = run(p, config(4, 1, 0, false, RemovedEvents.PER_BLOCK));
+      assertThat(perBlock.verification().problems()).as(p.cliName()).isEmpty();
+      assertThat(perBlock.cachedTokens()).isEqualTo(grouped.cachedTokens());
+      assertThat(perBlock.ttftMs()).isEqualTo(grouped.ttftMs());
+      assertThat(perBlock.eventsApplied()).isGreaterThan(grouped.eventsApplied());
     }
   }
 

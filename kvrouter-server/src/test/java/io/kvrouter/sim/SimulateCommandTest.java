@@ -130,6 +130,31 @@ class SimulateCommandTest {
     assertThat(err.toString()).contains("kvrouter simulate: --max-blocks must be >= 1, got 0");
   }
 
+  @Test
+  void anUnknownRemovedEventsShapeIsRefusedAndPerBlockIsNamed() {
+    assertThat(run("simulate", "--requests", "10", "--removed-events", "some", "--no-report"))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .contains(
+            "kvrouter simulate: --removed-events must be per-block or per-eviction, got 'some'");
+    assertThat(
+            run(
+                "simulate",
+                "--requests",
+                "200",
+                "--policies",
+                "kv",
+                "--removed-events",
+                "per-block",
+                "--quiet",
+                "--no-report"))
+        .as(err.toString())
+        .isZero();
+    assertThat(out.toString())
+        .contains("; one Removed event per evicted block")
+        .contains("index equals caches: yes");
+  }
+
   /** Parses a JSON document completely and returns its top-level scalar fields. */
   private static Map<String, Object> topLevelScalars(String json) throws IOException {
     Map<String, Object> out = new HashMap<>();
