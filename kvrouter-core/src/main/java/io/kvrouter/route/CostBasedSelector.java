@@ -5,7 +5,8 @@ import java.util.SplittableRandom;
 
 /**
  * The default {@link WorkerSelector}: cost {@code overlapWeight × prefillBlocks + decodeBlocks},
- * minimum at temperature 0, softmax sampling above.
+ * plus {@code pressureWeight × newBlocks × relativePressure} when KvRouter supplies the eviction
+ * pressures (docs/routing.md); minimum at temperature 0, softmax sampling above.
  *
  * <pre>
  * Implementation notes
@@ -23,30 +24,48 @@ import java.util.SplittableRandom;
  */
 final class CostBasedSelector implements WorkerSelector {
   private final double overlapWeight;
+  private final double pressureWeight;
   private final double temperature;
   private final SplittableRandom random;
   private double[] scratch = new double[16]; // softmax weights, reused
 
-  CostBasedSelector(double overlapWeight, double temperature, long seed) {
+  CostBasedSelector(double overlapWeight, double pressureWeight, double temperature, long seed) {
     if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
       throw new IllegalArgumentException(
           "overlapWeight must be finite and >= 0, got " + overlapWeight);
+    }
+    if (!(pressureWeight >= 0) || Double.isInfinite(pressureWeight)) {
+      throw new IllegalArgumentException(
+          "pressureWeight must be finite and >= 0, got " + pressureWeight);
     }
     if (!(temperature >= 0) || Double.isInfinite(temperature)) {
       throw new IllegalArgumentException("temperature must be finite and >= 0, got " + temperature);
     }
     this.overlapWeight = overlapWeight;
+    this.pressureWeight = pressureWeight;
     this.temperature = temperature;
     this.random = new SplittableRandom(seed);
   }
 
   @Override
   public int select(List<Candidate> candidates, double[] costs) {
+    return select(candidates, costs, null, null);
+  }
+
+  /**
+   * {@link #select(List, double[])} with candidate {@code i}'s new blocks (the request's full
+   * blocks it does not cache) and relative eviction pressure; KvRouter passes them, other callers
+   * get DESIGN.md §6's cost (null arrays: no pressure term).
+   */
+  int select(
+      List<Candidate> candidates, double[] costs, int[] newBlocks, double[] relativePressure) {
     final int n = candidates.size();
     final double w = overlapWeight;
+    final boolean pressured = pressureWeight > 0 && newBlocks != null;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       costs[i] = w * c.prefillBlocks() + c.decodeBlocks();
+      if (pressured) costs[i] += pressureWeight * newBlocks[i] * relativePressure[i];
     }
     if (n == 1) return 0;
     return temperature == 0 ? cheapest(candidates, costs, n) : sample(costs, n);
@@ -110,6 +129,8 @@ final class CostBasedSelector implements WorkerSelector {
   public String toString() {
     return "CostBasedSelector[overlapWeight="
         + overlapWeight
+        + ", pressureWeight="
+        + pressureWeight
         + ", temperature="
         + temperature
         + "]";

@@ -153,6 +153,7 @@ public final class KvRouter implements AutoCloseable {
   private final Duration requestExpiry;
   private final LongSupplier nanoClock;
   private final PredictedBlocks predictions; // null in event mode
+  private final EvictionPressure pressure; // fed by applyEvent; empty in approximate mode
 
   private final ReentrantLock lock = new ReentrantLock();
   private Slot[] slots = new Slot[0];
@@ -166,7 +167,8 @@ public final class KvRouter implements AutoCloseable {
     this.selector =
         b.selector != null
             ? b.selector
-            : WorkerSelector.costBased(b.overlapWeight, b.temperature, b.seed);
+            : WorkerSelector.costBased(b.overlapWeight, b.pressureWeight, b.temperature, b.seed);
+    this.pressure = new EvictionPressure(b.pressureWindow.toNanos());
     this.busyBlockFraction = b.busyBlockFraction;
     this.busyPrefillTokens = b.busyPrefillTokens;
     this.requestExpiry = b.requestExpiry;
@@ -218,6 +220,12 @@ public final class KvRouter implements AutoCloseable {
           "approximate mode: the router predicts cache contents itself and accepts no events");
     }
     index.apply(event);
+    CacheEvent data = event.data();
+    if (data instanceof CacheEvent.Removed r) {
+      pressure.evicted(event.worker(), r.blockHashes().length, nanoClock.getAsLong());
+    } else if (data instanceof CacheEvent.Cleared) {
+      pressure.forget(event.worker()); // an emptied cache evicts nothing for a while
+    }
   }
 
   /** {@link #registerWorker(long, int, int, long)} with the KV capacity unknown. */
@@ -365,6 +373,7 @@ public final class KvRouter implements AutoCloseable {
         h.removeAll(gone);
         if (h.size == 0) it.remove();
       }
+      pressure.forget(gone.worker);
       if (otherRanks) {
         if (predictions != null) predictions.removeRank(rank);
         index.apply(new RouterEvent(rank, 0, CacheEvent.cleared()));
@@ -512,8 +521,26 @@ public final class KvRouter implements AutoCloseable {
       Slot[] eligible = new Slot[all.length];
       Candidate[] cands = new Candidate[all.length];
       List<Candidate> busy = null;
+      // for the default selector: each rank's new blocks and eviction rate over the mean rate of
+      // the allowed ranks (docs/routing.md); relativePressure holds slot i's rate first, then
+      // candidate m's ratio (m <= i: entry i is read before entry m is written)
+      final CostBasedSelector costBased = selector instanceof CostBasedSelector c ? c : null;
+      final int[] newBlocks = costBased == null ? null : new int[all.length];
+      final double[] relativePressure = costBased == null ? null : new double[all.length];
+      double meanEvicting = 0;
+      if (costBased != null) {
+        int allowed = 0;
+        for (int i = 0; i < all.length; i++) {
+          if (!options.allows(all[i].worker.workerId())) continue;
+          relativePressure[i] = pressure.of(all[i].worker, now);
+          meanEvicting += relativePressure[i];
+          allowed++;
+        }
+        meanEvicting = allowed == 0 ? 0 : meanEvicting / allowed;
+      }
       int m = 0;
-      for (Slot s : all) {
+      for (int i = 0; i < all.length; i++) {
+        Slot s = all[i];
         if (!options.allows(s.worker.workerId())) continue;
         ActiveSequences a = s.seqs;
         long prefill = a.activePrefillTokens();
@@ -530,6 +557,10 @@ public final class KvRouter implements AutoCloseable {
           if (busy == null) busy = new ArrayList<>();
           busy.add(c);
         } else {
+          if (costBased != null) {
+            newBlocks[m] = Math.max(0, seq.length - s.overlap);
+            relativePressure[m] = meanEvicting > 0 ? relativePressure[i] / meanEvicting : 0.0;
+          }
           eligible[m] = s;
           cands[m++] = c;
         }
@@ -539,7 +570,10 @@ public final class KvRouter implements AutoCloseable {
       }
       List<Candidate> candidates = Arrays.asList(cands).subList(0, m);
       double[] costs = new double[m];
-      int chosen = selector.select(candidates, costs);
+      int chosen =
+          costBased != null
+              ? costBased.select(candidates, costs, newBlocks, relativePressure)
+              : selector.select(candidates, costs);
       if (chosen < 0 || chosen >= m) {
         throw new IllegalStateException(
             "selector " + selector + " returned " + chosen + " for " + m + " candidates");
@@ -749,10 +783,18 @@ public final class KvRouter implements AutoCloseable {
 
   // ------------------------------------------------------------------ builder
 
+  /** The default weight of the eviction-pressure term (docs/routing.md, Builder.pressureWeight). */
+  public static final double DEFAULT_PRESSURE_WEIGHT = 20.0;
+
+  /** The default time constant of the eviction rates the pressure term compares. */
+  public static final Duration DEFAULT_PRESSURE_WINDOW = Duration.ofSeconds(30);
+
   /** Configures a {@link KvRouter}; every setting has a default. Not thread-safe. */
   public static final class Builder {
     private final int blockSize;
     private double overlapWeight = 1.0;
+    private double pressureWeight = DEFAULT_PRESSURE_WEIGHT;
+    private Duration pressureWindow = DEFAULT_PRESSURE_WINDOW;
     private double temperature = 0.0;
     private long seed = 0L;
     private WorkerSelector selector;
@@ -782,6 +824,32 @@ public final class KvRouter implements AutoCloseable {
       return this;
     }
 
+    /**
+     * Weight of the eviction-pressure term of the default cost, {@code pressureWeight × newBlocks ×
+     * relativePressure} (docs/routing.md); default {@value #DEFAULT_PRESSURE_WEIGHT}, 0 gives
+     * DESIGN.md §6's cost exactly. The term is 0 until workers evict (and in approximate mode).
+     */
+    public Builder pressureWeight(double pressureWeight) {
+      if (!(pressureWeight >= 0) || Double.isInfinite(pressureWeight)) {
+        throw new IllegalArgumentException(
+            "pressureWeight must be finite and >= 0, got " + pressureWeight);
+      }
+      this.pressureWeight = pressureWeight;
+      return this;
+    }
+
+    /**
+     * Time constant of the eviction rates the pressure term compares (an exponentially decaying
+     * count of the blocks each rank's Removed events named); default 30 s.
+     */
+    public Builder pressureWindow(Duration window) {
+      if (window == null || window.isNegative() || window.isZero()) {
+        throw new IllegalArgumentException("pressureWindow must be positive, got " + window);
+      }
+      this.pressureWindow = window;
+      return this;
+    }
+
     /** Softmax temperature of the default selector; default 0 (take the cheapest). */
     public Builder temperature(double temperature) {
       if (!(temperature >= 0) || Double.isInfinite(temperature)) {
@@ -798,7 +866,7 @@ public final class KvRouter implements AutoCloseable {
       return this;
     }
 
-    /** A selector of your own; replaces overlapWeight, temperature and seed. */
+    /** A selector of your own; replaces overlapWeight, pressureWeight, temperature and seed. */
     public Builder selector(WorkerSelector selector) {
       this.selector = Objects.requireNonNull(selector, "selector");
       return this;

@@ -33,6 +33,18 @@ public interface WorkerSelector {
    * @param seed seeds tie-breaks and sampling
    */
   static WorkerSelector costBased(double overlapWeight, double temperature, long seed) {
-    return new CostBasedSelector(overlapWeight, temperature, seed);
+    return new CostBasedSelector(overlapWeight, 0.0, temperature, seed);
+  }
+
+  /**
+   * {@link #costBased(double, double, long)} plus the eviction-pressure term {@code pressureWeight
+   * × newBlocks × relativePressure} (docs/routing.md): new blocks cost more on a worker whose cache
+   * evicts faster than the others', since storing them there evicts more recently used blocks.
+   *
+   * @param pressureWeight weight of the pressure term; 0 gives DESIGN.md §6's cost exactly
+   */
+  static WorkerSelector costBased(
+      double overlapWeight, double pressureWeight, double temperature, long seed) {
+    return new CostBasedSelector(overlapWeight, pressureWeight, temperature, seed);
   }
 }

@@ -1,5 +1,6 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.route.KvRouter;
 import io.kvrouter.server.KvRouterServer;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -113,6 +114,15 @@ public final class ServeCommand implements Callable<Integer> {
       paramLabel = "W",
       description = "Routing: weight of prefill work in the cost (default: ${DEFAULT-VALUE}).")
   double overlapWeight = 1.0;
+
+  @Option(
+      names = "--pressure-weight",
+      paramLabel = "G",
+      description =
+          "Routing: weight of eviction pressure in the cost, new blocks costing more on a rank"
+              + " whose cache evicts faster than the others' (default: ${DEFAULT-VALUE}; 0 gives"
+              + " DESIGN.md §6's cost).")
+  double pressureWeight = KvRouter.DEFAULT_PRESSURE_WEIGHT;
 
   @Option(
       names = "--temperature",
@@ -307,6 +317,7 @@ public final class ServeCommand implements Callable<Integer> {
               .acceptUnregistered(acceptUnregistered)
               .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
               .overlapWeight(overlapWeight)
+              .pressureWeight(pressureWeight)
               .temperature(temperature)
               .seed(seed)
               .busyPrefillTokens(busyPrefillTokens)

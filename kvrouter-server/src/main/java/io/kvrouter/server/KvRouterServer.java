@@ -338,6 +338,7 @@ public final class KvRouterServer implements AutoCloseable {
    *     of refusing the batch with 404; default false
    * @param shutdownGrace how long requests in flight may take to finish at shutdown; default 10 s
    * @param overlapWeight routing cost weight of prefill work (docs/routing.md); default 1
+   * @param pressureWeight routing cost weight of eviction pressure (docs/routing.md); default 20
    * @param temperature routing softmax temperature; default 0 (take the cheapest)
    * @param seed seed of routing tie-breaks and sampling; default 0
    * @param busyPrefillTokens a rank with more prefill tokens in flight is busy; -1: never
@@ -372,6 +373,7 @@ public final class KvRouterServer implements AutoCloseable {
       boolean acceptUnregistered,
       Duration shutdownGrace,
       double overlapWeight,
+      double pressureWeight,
       double temperature,
       long seed,
       long busyPrefillTokens,
@@ -409,6 +411,10 @@ public final class KvRouterServer implements AutoCloseable {
       if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
         throw new IllegalArgumentException(
             "overlapWeight must be finite and >= 0, got " + overlapWeight);
+      }
+      if (!(pressureWeight >= 0) || Double.isInfinite(pressureWeight)) {
+        throw new IllegalArgumentException(
+            "pressureWeight must be finite and >= 0, got " + pressureWeight);
       }
       if (!(temperature >= 0) || Double.isInfinite(temperature)) {
         throw new IllegalArgumentException(
@@ -472,6 +478,7 @@ public final class KvRouterServer implements AutoCloseable {
       m.put("accept-unregistered", Boolean.toString(acceptUnregistered));
       m.put("shutdown-grace-seconds", Long.toString(shutdownGrace.toSeconds()));
       m.put("overlap-weight", Double.toString(overlapWeight));
+      m.put("pressure-weight", Double.toString(pressureWeight));
       m.put("temperature", Double.toString(temperature));
       m.put("seed", Long.toString(seed));
       m.put(
@@ -504,6 +511,7 @@ public final class KvRouterServer implements AutoCloseable {
       KvRouter.Builder b =
           KvRouter.builder(blockSize)
               .overlapWeight(overlapWeight)
+              .pressureWeight(pressureWeight)
               .temperature(temperature)
               .seed(seed)
               .requestExpiry(requestExpiry);
@@ -523,6 +531,7 @@ public final class KvRouterServer implements AutoCloseable {
       private boolean acceptUnregistered;
       private Duration shutdownGrace = Duration.ofSeconds(10);
       private double overlapWeight = 1.0;
+      private double pressureWeight = KvRouter.DEFAULT_PRESSURE_WEIGHT;
       private double temperature;
       private long seed;
       private long busyPrefillTokens = -1;
@@ -599,6 +608,11 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      public Builder pressureWeight(double pressureWeight) {
+        this.pressureWeight = pressureWeight;
+        return this;
+      }
+
       public Builder temperature(double temperature) {
         this.temperature = temperature;
         return this;
@@ -648,6 +662,7 @@ public final class KvRouterServer implements AutoCloseable {
             acceptUnregistered,
             shutdownGrace,
             overlapWeight,
+            pressureWeight,
             temperature,
             seed,
             busyPrefillTokens,

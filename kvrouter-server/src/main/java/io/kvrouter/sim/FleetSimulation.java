@@ -131,7 +131,7 @@ final class FleetSimulation {
       index = newIndex(cfg);
       b.index(index);
       switch (policy) {
-        case KV -> b.overlapWeight(cfg.overlapWeight());
+        case KV -> b.overlapWeight(cfg.overlapWeight()).pressureWeight(cfg.pressureWeight());
         case ROUND_ROBIN -> b.selector(roundRobin());
         case RANDOM -> b.selector(random(cfg.seed()));
         case LEAST_LOADED -> b.selector(WorkerSelector.costBased(0.0, 0.0, cfg.seed()));

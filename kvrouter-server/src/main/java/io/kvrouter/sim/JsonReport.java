@@ -32,6 +32,8 @@ final class JsonReport {
       g.writeNumberField("event_delay_ms", c.eventDelayMs());
       g.writeBooleanField("events_as_json", c.jsonEvents());
       g.writeStringField("removed_events", c.removedEvents().cliName());
+      g.writeNumberField("overlap_weight", c.overlapWeight());
+      g.writeNumberField("pressure_weight", c.pressureWeight());
       g.writeNumberField("seed", c.seed());
       g.writeEndObject();
       PooledCeiling p = s.pooled();

@@ -5,8 +5,8 @@ import java.util.stream.Collectors;
 
 /** A routing policy the simulation compares. */
 enum Policy {
-  /** KvRouter in event mode with the default cost (overlap weight 1, temperature 0). */
-  KV("kv", "KvRouter, KV events, default cost (overlap weight 1)"),
+  /** KvRouter in event mode with the default cost (overlap weight 1, pressure weight 20). */
+  KV("kv", "KvRouter, KV events, default cost (overlap weight 1, eviction-pressure weight 20)"),
   /** Each request to the next worker rank in turn. */
   ROUND_ROBIN("round-robin", "next rank in turn"),
   /** A uniformly random rank (seeded). */

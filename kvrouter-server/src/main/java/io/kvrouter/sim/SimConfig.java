@@ -15,6 +15,7 @@ import java.util.Objects;
  * @param jsonEvents whether events travel as Dynamo JSON (encoded, then decoded) rather than as
  *     objects
  * @param overlapWeight the kv policy's overlap weight (DESIGN.md §6; default 1)
+ * @param pressureWeight the kv policy's eviction-pressure weight (docs/routing.md)
  * @param seed seeds the random policy and KvRouter's tie-breaks
  * @param verifyPrompts at most this many trace prompts are scored against every cache at the end
  * @param loadSamples about this many samples of per-rank load over the arrival period
@@ -31,6 +32,7 @@ record SimConfig(
     double eventDelayMs,
     boolean jsonEvents,
     double overlapWeight,
+    double pressureWeight,
     long seed,
     int verifyPrompts,
     int loadSamples,
@@ -54,6 +56,9 @@ record SimConfig(
     }
     if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
       throw new IllegalArgumentException("overlap weight must be >= 0, got " + overlapWeight);
+    }
+    if (!(pressureWeight >= 0) || Double.isInfinite(pressureWeight)) {
+      throw new IllegalArgumentException("pressure weight must be >= 0, got " + pressureWeight);
     }
     if (maxBlocks < 0) {
       throw new IllegalArgumentException(

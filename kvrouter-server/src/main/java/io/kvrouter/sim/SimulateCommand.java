@@ -179,6 +179,16 @@ public final class SimulateCommand implements Callable<Integer> {
   double overlapWeight;
 
   @Option(
+      names = "--pressure-weight",
+      paramLabel = "G",
+      defaultValue = "20",
+      description =
+          "Eviction-pressure weight of the kv policy's cost, docs/routing.md: new blocks cost"
+              + " more on a rank whose cache evicts faster than the others' (default:"
+              + " ${DEFAULT-VALUE}, the router's; 0 gives DESIGN.md §6's cost).")
+  double pressureWeight;
+
+  @Option(
       names = "--seed",
       paramLabel = "N",
       defaultValue = "0",
@@ -232,6 +242,7 @@ public final class SimulateCommand implements Callable<Integer> {
               eventDelayMs,
               eventsAsJson,
               overlapWeight,
+              pressureWeight,
               seed,
               verifyPrompts,
               200,

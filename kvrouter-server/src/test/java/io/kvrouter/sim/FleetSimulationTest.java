@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.route.KvRouter;
 import java.util.List;
 import java.util.function.Predicate;
 import org.junit.jupiter.api.Test;
@@ -31,6 +32,7 @@ class FleetSimulationTest {
         delayMs,
         json,
         1.0,
+        KvRouter.DEFAULT_PRESSURE_WEIGHT,
         7,
         300,
         50,
