@@ -64,6 +64,11 @@ import java.util.function.LongSupplier;
  * the index under lock). applyEvent never takes lock. Nothing is called back under lock except
  * the selector and the ActiveSequences listener (which only edits requests and rootHolders).
  *
+ * Eviction pressure (EvictionPressure): applyEvent adds a Removed event's block count to its
+ * rank's decaying count (a per-rank monitor, nothing else held); route reads every allowed rank's
+ * count under lock and hands the default selector each candidate's new blocks and count over the
+ * mean. A custom selector gets the Candidates only.
+ *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
  * that are not registered: they are ignored). Overlap and cached-block scratch fields on the
  * slots are reset and written under lock.
