@@ -131,6 +131,14 @@ class SimulateCommandTest {
   }
 
   @Test
+  void aNegativePressureWeightIsRefusedWithItsValue() {
+    assertThat(run("simulate", "--requests", "10", "--pressure-weight", "-1", "--no-report"))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .contains("kvrouter simulate: pressure weight must be >= 0, got -1.0");
+  }
+
+  @Test
   void anUnknownRemovedEventsShapeIsRefusedAndPerBlockIsNamed() {
     assertThat(run("simulate", "--requests", "10", "--removed-events", "some", "--no-report"))
         .isEqualTo(2);
