@@ -35,7 +35,7 @@ final class EvictionPressure {
   /** Records that {@code worker} evicted {@code blocks} blocks at {@code now}. */
   void evicted(Worker worker, int blocks, long now) {
     Meter m = meters.get(worker);
-    if (m == null) m = meters.computeIfAbsent(worker, w -> new Meter());
+    if (m == null) m = meters.computeIfAbsent(worker, w -> new Meter(now));
     m.add(blocks, now, windowNanos);
   }
 
@@ -50,20 +50,27 @@ final class EvictionPressure {
     meters.remove(worker);
   }
 
+  /** Times are nanoTime-style: compared by their difference, never by sign. */
   private static final class Meter {
     private double value;
     private long at;
 
+    Meter(long now) {
+      this.at = now;
+    }
+
     synchronized void add(int blocks, long now, double window) {
-      if (now > at) {
-        value *= Math.exp(-(now - at) / window);
+      final long dt = now - at;
+      if (dt > 0) {
+        value *= Math.exp(-dt / window);
         at = now;
       }
       value += blocks;
     }
 
     synchronized double at(long now, double window) {
-      return now > at ? value * Math.exp(-(now - at) / window) : value;
+      final long dt = now - at;
+      return dt > 0 ? value * Math.exp(-dt / window) : value;
     }
   }
 }

@@ -64,22 +64,23 @@ class EvictionPressureTest {
   }
 
   /**
-   * W1 evicted 30 blocks, W2 none: W1's rate is twice the mean, so a 4-block prompt neither caches
-   * costs 20 × 4 × 2 = 160 more there, and goes to W2. W2 evicting as much evens them out again; a
-   * Cleared event forgets a rank's rate; weight 0 is DESIGN.md §6's cost.
+   * W1 evicted 300 blocks, W2 none: W1's count is twice the mean, so a 4-block prompt neither
+   * caches costs 20 × 4 × 2 = 160 more there, and goes to W2. W2 evicting as much evens them out
+   * again; a Cleared event forgets a rank's count; cached blocks are not charged; weight 0 is
+   * DESIGN.md §6's cost.
    */
   @Test
   void newBlocksCostMoreWhereTheCacheEvictsFaster() {
     KvRouter r = router(20);
     now = 100 * S;
-    evict(r, W1, 30);
+    evict(r, W1, 300);
     RouteDecision.Routed d = KvRouterTest.routed(r.route("a", KvRouterTest.tokens(1, 16)));
     assertThat(d.worker()).isEqualTo(W2);
     // §6 parts: prefill 16/4 = 4 blocks, decode 0 + 4 on both
     assertThat(d.candidates()).extracting(CandidateCost::cost).containsExactly(8.0 + 160, 8.0);
     r.free("a");
 
-    evict(r, W2, 30); // the same rate now (same instant): no term differs
+    evict(r, W2, 300); // the same count now (same instant): each pays 20 × 4 × 1
     d = KvRouterTest.routed(r.route("b", KvRouterTest.tokens(1, 16)));
     assertThat(d.candidates()).extracting(CandidateCost::cost).containsExactly(88.0, 88.0);
     r.free("b");
@@ -90,32 +91,87 @@ class EvictionPressureTest {
     assertThat(d.candidates()).extracting(CandidateCost::cost).containsExactly(168.0, 8.0);
     r.free("c");
 
-    // cached blocks are not new: a prompt W1 holds whole adds nothing to W1's cache
     long[] local = BlockHasher.of(KvRouterTest.BS).localHashes(KvRouterTest.tokens(1, 16));
     r.applyEvent(
         new RouterEvent(
             W1, eventId++, CacheEvent.storedAtRoot(SequenceHasher.sequenceHashes(local), local)));
     d = KvRouterTest.routed(r.route("d", KvRouterTest.tokens(1, 16)));
     assertThat(d.worker()).isEqualTo(W1);
-    // W1: prefill 0, decode 4, no new blocks; W2: 8, its rate forgotten (0)
+    // W1: prefill 0, decode 4, no new blocks; W2: 8, its count forgotten (0)
     assertThat(d.candidates()).extracting(CandidateCost::cost).containsExactly(4.0, 8.0);
 
     KvRouter plain = router(0);
-    evict(plain, W1, 30);
+    evict(plain, W1, 300);
     d = KvRouterTest.routed(plain.route("a", KvRouterTest.tokens(1, 16)));
     assertThat(d.candidates()).extracting(CandidateCost::cost).containsExactly(8.0, 8.0);
   }
 
-  /** The rates decay: a burst of evictions long ago weighs almost nothing now. */
+  /**
+   * The mean is at least PRESSURE_FLOOR_BLOCKS (one block): a rank that evicted a single block
+   * while the other evicted none pays one mean's worth (20 × 4 × 1), not twice it.
+   */
+  @Test
+  void theMeanHasAFloorOfOneBlock() {
+    KvRouter r = router(20);
+    now = 100 * S;
+    evict(r, W1, 1);
+    RouteDecision.Routed d = KvRouterTest.routed(r.route("a", KvRouterTest.tokens(1, 16)));
+    assertThat(d.candidates()).extracting(CandidateCost::cost).containsExactly(8.0 + 80, 8.0);
+  }
+
+  /**
+   * The counts decay: evictions long ago weigh almost nothing now, whether or not another rank
+   * evicted since.
+   */
   @Test
   void oldEvictionsFadeAway() {
     KvRouter r = router(20);
     now = 0;
-    evict(r, W1, 30);
-    evict(r, W2, 1);
-    now = 600 * S; // 20 windows later
-    evict(r, W2, 1);
+    evict(r, W1, 300);
+    now = 600 * S; // 20 windows later, nothing evicted since
     RouteDecision.Routed d = KvRouterTest.routed(r.route("a", KvRouterTest.tokens(1, 16)));
+    // 300 × e^-20 ≈ 6e-7 blocks left, over the floor of one block
+    assertThat(d.candidates().get(0).cost()).isCloseTo(8.0, within(1e-3));
+    r.free("a");
+    evict(r, W2, 200);
+    d = KvRouterTest.routed(r.route("b", KvRouterTest.tokens(1, 16)));
     assertThat(d.worker()).isEqualTo(W1);
+  }
+
+  /**
+   * The mean is over the ranks allowed for this request, and each candidate gets its own count when
+   * a rank before it was left out (W1 evicts most but is not allowed).
+   */
+  @Test
+  void theMeanIsOverTheAllowedRanks() {
+    KvRouter r = KvRouter.builder(KvRouterTest.BS).pressureWeight(20).nanoClock(() -> now).build();
+    for (int w = 1; w <= 3; w++) r.registerWorker(w, 1, KvRouterTest.BS);
+    now = 100 * S;
+    evict(r, W1, 1_000);
+    evict(r, W2, 300);
+    RouteDecision.Routed d =
+        KvRouterTest.routed(
+            r.route(
+                "a", KvRouterTest.tokens(1, 16), RouteOptions.defaults().withAllowedWorkers(2, 3)));
+    assertThat(d.candidates())
+        .extracting(c -> c.candidate().worker())
+        .containsExactly(W2, Worker.of(3));
+    // mean of W2 and W3: 150; W2 at 2, W3 at 0
+    assertThat(d.candidates()).extracting(CandidateCost::cost).containsExactly(168.0, 8.0);
+  }
+
+  /** Unregistering a worker (or a rank) forgets its count: registered again, it starts at 0. */
+  @Test
+  void unregisteringForgetsTheCount() {
+    KvRouter r = router(20);
+    now = 100 * S;
+    evict(r, W1, 300);
+    evict(r, W2, 100);
+    assertThat(r.unregisterWorker(1)).isTrue();
+    r.registerWorker(1, 1, KvRouterTest.BS);
+    RouteDecision.Routed d = KvRouterTest.routed(r.route("a", KvRouterTest.tokens(1, 16)));
+    // W1 0, W2 100: mean 50, so W2 is at 2 and pays 20 × 4 × 2
+    assertThat(d.worker()).isEqualTo(W1);
+    assertThat(d.candidates()).extracting(CandidateCost::cost).containsExactly(8.0, 168.0);
   }
 }

@@ -103,7 +103,8 @@ final class Registry implements AutoCloseable {
         m = new ModelIndex(key, blockSize, routers.apply(blockSize), metrics.findMatches(key));
         if (nats != null) {
           try {
-            m.nats = nats.follow(key, m.router.index());
+            // through the router, so its eviction-pressure counts see the replicated events
+            m.nats = nats.follow(key, m.router.eventFeed());
           } catch (RuntimeException e) {
             m.router.close();
             throw e;

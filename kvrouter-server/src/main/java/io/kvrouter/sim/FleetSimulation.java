@@ -138,7 +138,8 @@ final class FleetSimulation {
         case APPROX -> {}
       }
       router = b.build();
-      feed = nats == null ? null : nats.attach(policy, index, fleet(cfg));
+      // through the router, so its eviction-pressure counts see the replicated events
+      feed = nats == null ? null : nats.attach(policy, router.eventFeed(), fleet(cfg));
       sink = feed != null ? feed : router::applyEvent;
     }
 
