@@ -13,6 +13,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BiConsumer;
 
 /**
  * What both index kinds share: which worker holds which block, kept prefix-closed through holes,
@@ -321,24 +322,20 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
-  /** What is told of an event whose application threw; the batch goes on. */
-  interface FailureHandler {
-    void failed(RouterEvent event, RuntimeException e);
-  }
-
   /**
    * Applies {@code events[from, to)} in order under one hold of the writers' lock (thread-pool
    * lanes: one lock hand-over per batch instead of per event). An event that throws goes to {@code
    * onFailure} and the rest are still applied.
    */
-  final void applyAll(RouterEvent[] events, int from, int to, FailureHandler onFailure) {
+  final void applyAll(
+      RouterEvent[] events, int from, int to, BiConsumer<RouterEvent, RuntimeException> onFailure) {
     lock();
     try {
       for (int i = from; i < to; i++) {
         try {
           applyLocked(events[i]);
         } catch (RuntimeException e) {
-          onFailure.failed(events[i], e);
+          onFailure.accept(events[i], e);
         }
       }
     } finally {

@@ -9,6 +9,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiConsumer;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -43,7 +44,7 @@ final class ThreadPoolIndexer implements KvIndex {
 
   private final KvIndex index;
   private final BlockIndex<?> blockIndex; // index itself when it can apply a batch at once; or null
-  private final BlockIndex.FailureHandler onFailure = this::failed;
+  private final BiConsumer<RouterEvent, RuntimeException> onFailure = this::failed;
   private final Lane[] lanes;
   private final AtomicLong failures = new AtomicLong();
   private volatile boolean closed;

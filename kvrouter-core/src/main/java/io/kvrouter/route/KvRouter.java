@@ -544,28 +544,19 @@ public final class KvRouter implements AutoCloseable {
       Slot[] eligible = new Slot[all.length];
       Candidate[] cands = new Candidate[all.length];
       List<Candidate> busy = null;
-      // for the default selector: each rank's new blocks and eviction rate over the mean rate of
-      // the allowed ranks (docs/routing.md); relativePressure holds slot i's rate first, then
-      // candidate m's ratio (m <= i: entry i is read before entry m is written)
+      // for the default selector: each candidate's new blocks and eviction count, divided below
+      // by the mean count of the allowed ranks (busy ones included; docs/routing.md)
       final CostBasedSelector costBased = selector instanceof CostBasedSelector c ? c : null;
       final int[] newBlocks = costBased == null ? null : new int[all.length];
       final double[] relativePressure = costBased == null ? null : new double[all.length];
-      double meanEvicting = 0;
+      double evictedSum = 0;
       int allowed = 0;
-      if (costBased != null) {
-        for (int i = 0; i < all.length; i++) {
-          if (!options.allows(all[i].worker.workerId())) continue;
-          relativePressure[i] = pressure.of(all[i].worker, now);
-          meanEvicting += relativePressure[i];
-          allowed++;
-        }
-        // a floor, so that the remains of evictions long ago are not a multiple of a mean near 0
-        meanEvicting = allowed == 0 ? 0 : Math.max(meanEvicting / allowed, PRESSURE_FLOOR_BLOCKS);
-      }
       int m = 0;
-      for (int i = 0; i < all.length; i++) {
-        Slot s = all[i];
+      for (Slot s : all) {
         if (!options.allows(s.worker.workerId())) continue;
+        allowed++;
+        final double evicted = costBased == null ? 0 : pressure.of(s.worker, now);
+        evictedSum += evicted;
         ActiveSequences a = s.seqs;
         long prefill = a.activePrefillTokens();
         int active = a.activeBlocks();
@@ -583,11 +574,16 @@ public final class KvRouter implements AutoCloseable {
         } else {
           if (costBased != null) {
             newBlocks[m] = Math.max(0, seq.length - s.overlap);
-            relativePressure[m] = allowed == 0 ? 0.0 : relativePressure[i] / meanEvicting;
+            relativePressure[m] = evicted;
           }
           eligible[m] = s;
           cands[m++] = c;
         }
+      }
+      if (costBased != null && m > 0) {
+        // a floor, so that the remains of evictions long ago are not a multiple of a mean near 0
+        final double mean = Math.max(evictedSum / allowed, PRESSURE_FLOOR_BLOCKS);
+        for (int k = 0; k < m; k++) relativePressure[k] /= mean;
       }
       if (m == 0) {
         return busy == null ? new RouteDecision.NoWorkers() : new RouteDecision.AllBusy(busy);

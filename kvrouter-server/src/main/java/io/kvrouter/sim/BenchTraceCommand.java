@@ -242,7 +242,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
               gpuBlocks,
               blockSize,
               new TimingModel(5, 50, 20, 64),
-              removedPerBlock(),
+              removed,
               seed,
               progress::advance);
     }
@@ -264,7 +264,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
         tl.events,
         tl.storedBlocks,
         tl.removedBlocks,
-        removedPerBlock() ? "one per event" : "grouped by eviction",
+        removed.perBlock() ? "one per event" : "grouped by eviction",
         tl.ops(),
         tl.blockOps(),
         eventThreads);
@@ -414,8 +414,8 @@ public final class BenchTraceCommand implements Callable<Integer> {
     return workers;
   }
 
-  boolean removedPerBlock() {
-    return removed.perBlock();
+  RemovedEvents removedEvents() {
+    return removed;
   }
 
   int gpuBlocks() {

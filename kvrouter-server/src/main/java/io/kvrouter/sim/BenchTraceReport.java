@@ -30,9 +30,7 @@ final class BenchTraceReport {
       g.writeNumberField("workers", cmd.workers());
       g.writeNumberField("gpu_blocks", cmd.gpuBlocks());
       g.writeNumberField("block_size", cmd.blockSize());
-      g.writeStringField(
-          "removed_events",
-          (cmd.removedPerBlock() ? RemovedEvents.PER_BLOCK : RemovedEvents.PER_EVICTION).cliName());
+      g.writeStringField("removed_events", cmd.removedEvents().cliName());
       g.writeNumberField("event_threads", cmd.eventThreads());
       g.writeNumberField("jump_size", cmd.jumpSize());
       g.writeNumberField("seed", cmd.seed());

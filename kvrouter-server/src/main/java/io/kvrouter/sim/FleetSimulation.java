@@ -181,7 +181,7 @@ final class FleetSimulation {
               cfg.gpuBlocks(),
               cfg.timing(),
               loop,
-              cfg.removedEvents().perBlock(),
+              cfg.removedEvents(),
               this::publish,
               listener);
       for (int r = 0; r < cfg.dpSize(); r++) ranks[w * cfg.dpSize() + r] = engines[w].rank(r);

@@ -64,12 +64,12 @@ final class MockEngine {
     private double loadIntegral; // request-nanoseconds
     private long prefillBusy;
 
-    Rank(Worker worker, Consumer<RouterEvent> events, boolean removedPerBlock) {
+    Rank(Worker worker, Consumer<RouterEvent> events, RemovedEvents removed) {
       this.worker = worker;
       this.cache =
           PrefixCache.builder(worker, blockSize, gpuBlocks)
               .listener(events)
-              .removedEventPerBlock(removedPerBlock)
+              .removedEventPerBlock(removed.perBlock())
               .build();
     }
 
@@ -152,8 +152,7 @@ final class MockEngine {
   /**
    * An engine for worker {@code workerId} with ranks {@code 0..dpSize-1}, each caching up to {@code
    * gpuBlocks} blocks of {@code blockSize} tokens; every KV event goes to {@code events} at the
-   * simulated time it happens, evictions as one Removed event per block when {@code
-   * removedPerBlock} (vLLM's shape) and one per eviction otherwise.
+   * simulated time it happens, evictions shaped as {@code removed} says.
    */
   MockEngine(
       long workerId,
@@ -162,7 +161,7 @@ final class MockEngine {
       int gpuBlocks,
       TimingModel timing,
       EventLoop loop,
-      boolean removedPerBlock,
+      RemovedEvents removed,
       Consumer<RouterEvent> events,
       Listener listener) {
     this.blockSize = blockSize;
@@ -171,8 +170,7 @@ final class MockEngine {
     this.loop = loop;
     this.listener = listener;
     this.ranks = new Rank[dpSize];
-    for (int i = 0; i < dpSize; i++)
-      ranks[i] = new Rank(new Worker(workerId, i), events, removedPerBlock);
+    for (int i = 0; i < dpSize; i++) ranks[i] = new Rank(new Worker(workerId, i), events, removed);
   }
 
   /** The rank {@code dpRank}. */

@@ -91,8 +91,7 @@ final class WorkerTimelines {
 
   /**
    * Records the timelines of {@code trace} dealt over {@code workers} mock engines, whose evictions
-   * publish one Removed event per block when {@code removedPerBlock} (vLLM's and Dynamo's mocker's
-   * shape) and one per eviction otherwise.
+   * are published as {@code removed} says (per block is vLLM's and Dynamo's mocker's shape).
    */
   static WorkerTimelines record(
       List<TraceRequest> trace,
@@ -100,7 +99,7 @@ final class WorkerTimelines {
       int gpuBlocks,
       int blockSize,
       TimingModel timing,
-      boolean removedPerBlock,
+      RemovedEvents removed,
       long seed,
       Runnable progress) {
     EventLoop loop = new EventLoop();
@@ -137,7 +136,7 @@ final class WorkerTimelines {
               gpuBlocks,
               timing,
               loop,
-              removedPerBlock,
+              removed,
               e -> {
                 ts.add(loop.now());
                 es.add(e);

@@ -23,7 +23,7 @@ class BenchTraceTest {
 
   private WorkerTimelines timelines() {
     return WorkerTimelines.record(
-        trace, 6, 96, 64, new TimingModel(5, 50, 20, 8), true, 42, () -> {});
+        trace, 6, 96, 64, new TimingModel(5, 50, 20, 8), RemovedEvents.PER_BLOCK, 42, () -> {});
   }
 
   @Test
@@ -42,7 +42,14 @@ class BenchTraceTest {
     WorkerTimelines perBlock = timelines();
     WorkerTimelines perEviction =
         WorkerTimelines.record(
-            trace, 6, 96, 64, new TimingModel(5, 50, 20, 8), false, 42, () -> {});
+            trace,
+            6,
+            96,
+            64,
+            new TimingModel(5, 50, 20, 8),
+            RemovedEvents.PER_EVICTION,
+            42,
+            () -> {});
     assertThat(removedSizes(perBlock)).isNotEmpty().allMatch(n -> n == 1);
     assertThat(removedSizes(perEviction)).anyMatch(n -> n > 1);
     // the same engines evicting the same blocks, only published differently

@@ -30,7 +30,7 @@ class MockEngineTest {
         gpuBlocks,
         timing(maxBatch),
         loop,
-        false,
+        RemovedEvents.PER_EVICTION,
         e -> {
           events.add(e);
           eventTimes.add(loop.now());
