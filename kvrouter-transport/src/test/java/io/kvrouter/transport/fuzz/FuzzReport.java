@@ -1,5 +1,8 @@
 package io.kvrouter.transport.fuzz;
 
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.index.IndexStats;
+import io.kvrouter.index.KvIndex;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -44,6 +47,23 @@ public final class FuzzReport {
 
   public void dumpCompared() {
     dumps++;
+  }
+
+  /**
+   * Checks that rejecting input {@code i} left {@code index} as it was: its stats, and its dump
+   * when {@code dumpBefore} is not null (a dump comparison, counted).
+   */
+  public void indexUnchanged(
+      long i, byte[] input, KvIndex index, IndexStats statsBefore, List<RouterEvent> dumpBefore) {
+    if (!index.stats().equals(statsBefore)) {
+      failure(i, input, "a reject changed the index: " + statsBefore, null);
+    }
+    if (dumpBefore != null) {
+      dumpCompared();
+      if (!index.dump().equals(dumpBefore)) {
+        failure(i, input, "a reject changed the index dump", null);
+      }
+    }
   }
 
   /** Records a failure of input {@code i} (-1: a check of totals). */
