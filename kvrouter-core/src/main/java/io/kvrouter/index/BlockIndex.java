@@ -872,6 +872,20 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
+  @Override
+  public long[] workerIds() {
+    lock();
+    try {
+      return workers.live().stream()
+          .mapToLong(ws -> ws.worker.workerId())
+          .distinct()
+          .sorted()
+          .toArray();
+    } finally {
+      unlock();
+    }
+  }
+
   /**
    * One Stored event per connected block, shallowest first (so each parent comes before its
    * children), under the worker's own hashes; a lone Cleared event when none is connected, so the

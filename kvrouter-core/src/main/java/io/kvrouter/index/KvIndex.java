@@ -32,6 +32,12 @@ public interface KvIndex extends AutoCloseable {
   /** Events that, replayed into an empty index of any kind, give equal {@code findMatches}. */
   List<RouterEvent> dump();
 
+  /**
+   * The ids of every worker the index knows (with or without blocks), ascending, each once; as of
+   * the events applied before the call, like {@link #dump()}.
+   */
+  long[] workerIds();
+
   /** Returns once every event applied before the call is visible to {@link #findMatches}. */
   void flush();
 

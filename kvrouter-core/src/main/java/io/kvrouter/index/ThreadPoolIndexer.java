@@ -91,6 +91,12 @@ final class ThreadPoolIndexer implements KvIndex {
   }
 
   @Override
+  public long[] workerIds() {
+    flush();
+    return index.workerIds();
+  }
+
+  @Override
   public void flush() {
     CountDownLatch done = new CountDownLatch(lanes.length);
     for (Lane lane : lanes) lane.put((Runnable) done::countDown);

@@ -42,6 +42,11 @@ final class EventFeed implements KvIndex {
   }
 
   @Override
+  public long[] workerIds() {
+    return index.workerIds();
+  }
+
+  @Override
   public List<RouterEvent> dump() {
     return index.dump();
   }

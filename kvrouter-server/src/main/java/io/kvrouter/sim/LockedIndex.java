@@ -61,6 +61,16 @@ final class LockedIndex implements KvIndex {
   }
 
   @Override
+  public long[] workerIds() {
+    lock.lock();
+    try {
+      return inner.workerIds();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  @Override
   public List<RouterEvent> dump() {
     lock.lock();
     try {

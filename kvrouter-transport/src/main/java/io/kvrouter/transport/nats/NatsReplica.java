@@ -28,11 +28,9 @@ import java.io.UncheckedIOException;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Objects;
 import java.util.Queue;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
@@ -761,11 +759,7 @@ public final class NatsReplica implements AutoCloseable {
             + " while the consumer was gone; rebuilding the index from the newest snapshot");
     Restored r = restore(consumerName);
     index.flush();
-    Set<Long> workers = new LinkedHashSet<>();
-    for (RouterEvent e : index.dump()) {
-      workers.add(e.worker().workerId());
-    }
-    for (long w : workers) {
+    for (long w : index.workerIds()) {
       index.clearWorker(w);
     }
     install(r);

@@ -619,6 +619,11 @@ class NatsReplicaTest {
     }
 
     @Override
+    public long[] workerIds() {
+      return inner.workerIds();
+    }
+
+    @Override
     public List<RouterEvent> dump() {
       return inner.dump();
     }
