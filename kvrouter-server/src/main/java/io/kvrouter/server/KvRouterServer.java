@@ -173,17 +173,6 @@ public final class KvRouterServer implements AutoCloseable {
     return s;
   }
 
-  /**
-   * The NATS JetStream stream and subject an index follows with {@code --events}: subject {@code
-   * kvrouter.events.<model>.<routing group>} on stream {@code KVROUTER_EVENTS}, with {@code .},
-   * {@code *}, {@code >} and whitespace in the names replaced by {@code _}. For publishers that
-   * feed a server's index (e.g. {@code simulate --events}).
-   */
-  public static io.kvrouter.transport.nats.NatsEventStream natsStream(
-      String modelName, String routingGroup) {
-    return NatsEvents.streamOf(new ModelKey(modelName, routingGroup));
-  }
-
   /** Whether to take traffic, and why not; see {@link Readiness}. */
   Readiness readiness() {
     int listeners = 0;

@@ -37,7 +37,6 @@ import java.util.regex.Pattern;
  * </pre>
  */
 final class NatsEvents implements AutoCloseable {
-  private static final Pattern NOT_IN_TOKEN = Pattern.compile("[.*>\\s]");
   private static final Pattern REPLICA_ID = Pattern.compile("[A-Za-z0-9_-]+");
   private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(5);
 
@@ -86,11 +85,7 @@ final class NatsEvents implements AutoCloseable {
 
   /** The subject of an index's events. */
   static NatsEventStream streamOf(ModelKey key) {
-    return NatsEventStream.forModel(token(key.modelName()) + "." + token(key.routingGroup()));
-  }
-
-  private static String token(String s) {
-    return NOT_IN_TOKEN.matcher(s).replaceAll("_");
+    return NatsEventStream.forModel(key.modelName(), key.routingGroup());
   }
 
   /**

@@ -10,6 +10,7 @@ import io.nats.client.api.StreamInfo;
 import java.io.IOException;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.regex.Pattern;
 
 /**
  * Where router events live on NATS JetStream: the stream, the subject pattern the stream captures
@@ -64,6 +65,21 @@ public record NatsEventStream(String stream, String streamSubjects, String subje
     Objects.requireNonNull(model, "model");
     return new NatsEventStream(
         DEFAULT_STREAM, DEFAULT_SUBJECT_PREFIX + ".>", DEFAULT_SUBJECT_PREFIX + "." + model);
+  }
+
+  /**
+   * The subject a kvrouter server publishes and follows one (model, routing group) index on: {@code
+   * kvrouter.events.<model>.<group>}, where each name has {@code .}, {@code *}, {@code >} and white
+   * space replaced by {@code _} so that it stays one subject token.
+   */
+  public static NatsEventStream forModel(String modelName, String routingGroup) {
+    return forModel(token(modelName) + "." + token(routingGroup));
+  }
+
+  private static final Pattern NOT_IN_TOKEN = Pattern.compile("[.*>\\s]");
+
+  private static String token(String s) {
+    return NOT_IN_TOKEN.matcher(Objects.requireNonNull(s)).replaceAll("_");
   }
 
   /** {@link #forModel forModel}({@value #DEFAULT_MODEL}). */

@@ -4,7 +4,6 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
-import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.transport.nats.NatsConnections;
 import io.kvrouter.transport.nats.NatsEventPublisher;
 import io.kvrouter.transport.nats.NatsEventStream;
@@ -116,7 +115,7 @@ final class SimNats implements AutoCloseable {
    * restored and every rank in {@code fleet}, through the stream.
    */
   Feed attach(Policy p, KvIndex index, List<Worker> fleet) {
-    NatsEventStream stream = KvRouterServer.natsStream(model(p), "default");
+    NatsEventStream stream = NatsEventStream.forModel(model(p), "default");
     NatsEventPublisher publisher = NatsEventPublisher.create(nc, stream);
     NatsReplica replica = NatsReplica.builder(nc, stream, index).replicaId("simulate").start();
     Feed f = new Feed(stream, replica, publisher);

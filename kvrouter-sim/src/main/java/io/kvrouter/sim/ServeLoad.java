@@ -1,4 +1,4 @@
-package io.kvrouter.cli;
+package io.kvrouter.sim;
 
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
@@ -34,7 +34,7 @@ import picocli.CommandLine.Option;
  * fills a running server's index with 16 workers' blocks through {@code POST /events}, then for a
  * fixed time streams store/remove events at a target rate while {@code wrk} sends {@code /query}
  * requests with 1,024-token prompts, and prints what both achieved. Run it with {@code
- * kvrouter-server/bench/serve-load.sh}, which starts and stops the server; not part of the CLI.
+ * kvrouter-sim/bench/serve-load.sh}, which starts and stops the server; not part of the CLI.
  *
  * <pre>
  * Implementation notes
@@ -113,7 +113,7 @@ public final class ServeLoad implements Callable<Integer> {
   int wrkConnections = 16;
 
   @Option(names = "--lua", description = "wrk script (default: ${DEFAULT-VALUE}).")
-  Path lua = Path.of("kvrouter-server/bench/query.lua");
+  Path lua = Path.of("kvrouter-sim/bench/query.lua");
 
   @Option(names = "--seed", description = "Seed (default: ${DEFAULT-VALUE}).")
   long seed = 42;
