@@ -13,7 +13,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * Implementation notes
  *
  * Why a cache: building a salted hasher hashes both salts and derives an XXH3 seed schedule
- * (about 0.2 µs, docs/routing.md), and requests usually repeat a handful of adapters and
+ * (a few tenths of a µs, docs/routing.md), and requests usually repeat a handful of adapters and
  * namespaces. Why bounded: the salts are client-controlled strings (an HTTP body may carry
  * megabytes of them), so a map keyed by them would keep every distinct salt for good.
  *
