@@ -55,6 +55,16 @@ public final class BlockHasher {
     return new BlockHasher(blockSize, loraName, emptyToNull(namespace));
   }
 
+  /**
+   * The same block size salted with exactly these two salts: {@code withLora(loraName)
+   * .withNamespace(namespace)}, built in one step (each salt hashed once). {@code null} or empty
+   * means none. For salts that arrive with each request, {@link SaltedHashers} keeps a bounded
+   * cache of these.
+   */
+  public BlockHasher withSalt(String loraName, String namespace) {
+    return new BlockHasher(blockSize, emptyToNull(loraName), emptyToNull(namespace));
+  }
+
   /** Tokens per block. */
   public int blockSize() {
     return blockSize;

@@ -5,7 +5,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
-import java.util.function.LongSupplier;
+import java.util.Objects;
 
 /**
  * The requests in flight on one worker rank, with the KV blocks they hold and the prefill tokens
@@ -29,18 +29,16 @@ import java.util.function.LongSupplier;
  * occurrence count; activePrefillTokens == Σ request.prefillTokens; every live request is on the
  * list exactly once, and the list is sorted by deadline.
  *
- * Expiry is lazy: add() and expire() drop the requests whose deadline has passed. Every request
- * that leaves, freed or expired, is reported to the owner's Listener (KvRouter forgets an expired
- * id and keeps its root-block directory in step). Reads (activeBlocks, potentialLoad)
- * do not expire, so a caller that wants fresh loads calls expire(now) first, as KvRouter does.
+ * Expiry is lazy: expire(now) drops the requests whose deadline has passed; the owner calls it
+ * before reading loads or adding (KvRouter does, once per decision, with the time it read). Every
+ * request that leaves, freed or expired, is reported to the owner's Listener (KvRouter's
+ * SlotTable forgets an expired id and keeps its root-block directory in step). Reads do not
+ * expire.
  * </pre>
  */
 final class ActiveSequences {
   /** The default time after which a request that was never freed is dropped. */
   static final Duration DEFAULT_EXPIRY = Duration.ofSeconds(300);
-
-  /** Blocks and prefill tokens, current or potential. */
-  record Load(int blocks, long prefillTokens) {}
 
   /** Told of every request that leaves, after its blocks and tokens are released. */
   @FunctionalInterface
@@ -68,42 +66,24 @@ final class ActiveSequences {
     }
   }
 
-  private final int blockSize;
   private final long expiryNanos;
-  private final LongSupplier nanoClock;
   private final Listener listener;
   private final HashMap<String, Request> requests = new HashMap<>();
   private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap();
   private long activePrefillTokens;
   private Request head; // oldest deadline
   private Request tail;
-  private long expiredRequests;
 
   /**
-   * @param blockSize tokens per block, to turn cached blocks into tokens
    * @param expiry how long a request may stay in flight without being freed
-   * @param nanoClock a monotonic clock in nanoseconds ({@code System::nanoTime})
-   * @param listener told of each request that is freed or expires (may be {@code null})
+   * @param listener told of each request that is freed or expires
    */
-  ActiveSequences(int blockSize, Duration expiry, LongSupplier nanoClock, Listener listener) {
-    if (blockSize < 1) {
-      throw new IllegalArgumentException("blockSize must be >= 1, got " + blockSize);
-    }
+  ActiveSequences(Duration expiry, Listener listener) {
     if (expiry == null || expiry.isNegative() || expiry.isZero()) {
       throw new IllegalArgumentException("expiry must be positive, got " + expiry);
     }
-    if (nanoClock == null) {
-      throw new IllegalArgumentException("nanoClock must not be null");
-    }
-    this.blockSize = blockSize;
     this.expiryNanos = saturatedNanos(expiry);
-    this.nanoClock = nanoClock;
-    this.listener = listener;
-  }
-
-  /** Active sequences with the default expiry and the system's monotonic clock. */
-  ActiveSequences(int blockSize) {
-    this(blockSize, DEFAULT_EXPIRY, System::nanoTime, null);
+    this.listener = Objects.requireNonNull(listener, "listener");
   }
 
   /**
@@ -117,25 +97,9 @@ final class ActiveSequences {
   // ------------------------------------------------------------------ writes
 
   /**
-   * Records a request in flight: it holds the blocks named by {@code seqHashes} and is charged
-   * {@code isl − overlapBlocks·blockSize} prefill tokens (never negative) until {@link
-   * #markPrefillCompleted}. Expires overdue requests first.
-   *
-   * @throws IllegalArgumentException when {@code requestId} is already in flight here
-   */
-  void add(String requestId, long[] seqHashes, int isl, int overlapBlocks) {
-    if (isl < 0 || overlapBlocks < 0) {
-      throw new IllegalArgumentException(
-          "isl and overlapBlocks must be >= 0, got " + isl + " and " + overlapBlocks);
-    }
-    long now = nanoClock.getAsLong();
-    expire(now);
-    add(requestId, seqHashes, prefillTokens(isl, overlapBlocks, blockSize), now);
-  }
-
-  /**
-   * Records a request whose prefill charge is already computed, registered at {@code nowNanos}
-   * (KvRouter's path: it has read the clock and expired once for the whole decision).
+   * Records a request in flight at {@code nowNanos}: it holds the blocks named by {@code seqHashes}
+   * and is charged {@code prefillTokens} (see {@link #prefillTokens}) until {@link
+   * #markPrefillCompleted}. Expires nothing: the caller has expired at {@code nowNanos}.
    *
    * <p>{@code seqHashes} is kept, not copied: the caller must not change it afterwards.
    */
@@ -145,6 +109,9 @@ final class ActiveSequences {
     }
     if (seqHashes == null) {
       throw new IllegalArgumentException("seqHashes must not be null");
+    }
+    if (prefillTokens < 0) {
+      throw new IllegalArgumentException("prefillTokens must be >= 0, got " + prefillTokens);
     }
     if (requests.containsKey(requestId)) {
       throw new IllegalArgumentException(
@@ -181,7 +148,7 @@ final class ActiveSequences {
     Request r = requests.remove(requestId);
     if (r == null) return false;
     release(r);
-    if (listener != null) listener.released(r.id, r.seqHashes, false);
+    listener.released(r.id, r.seqHashes, false);
     return true;
   }
 
@@ -192,16 +159,10 @@ final class ActiveSequences {
     while ((r = head) != null && nowNanos - r.deadline >= 0) {
       requests.remove(r.id);
       release(r);
-      expiredRequests++;
       n++;
-      if (listener != null) listener.released(r.id, r.seqHashes, true);
+      listener.released(r.id, r.seqHashes, true);
     }
     return n;
-  }
-
-  /** Drops the requests whose deadline has passed now; returns how many. */
-  int expire() {
-    return expire(nanoClock.getAsLong());
   }
 
   private void release(Request r) {
@@ -251,16 +212,6 @@ final class ActiveSequences {
     return requests.size();
   }
 
-  /** Whether {@code requestId} is in flight here. */
-  boolean contains(String requestId) {
-    return requests.containsKey(requestId);
-  }
-
-  /** Requests dropped by expiry since creation. */
-  long expiredRequests() {
-    return expiredRequests;
-  }
-
   /** The ids of the requests in flight, oldest first. */
   List<String> requestIds() {
     List<String> ids = new ArrayList<>(requests.size());
@@ -269,35 +220,14 @@ final class ActiveSequences {
   }
 
   /**
-   * The load if a request with these hashes, {@code isl} tokens and {@code overlapBlocks} cached
-   * blocks were added: (blocks not already active + active blocks, its prefill tokens + active
-   * prefill tokens). Hashes within one request are assumed distinct, as sequence hashes are.
-   */
-  Load potentialLoad(long[] seqHashes, int isl, int overlapBlocks) {
-    return new Load(
-        newBlocks(seqHashes) + activeBlocks(),
-        prefillTokens(isl, overlapBlocks, blockSize) + activePrefillTokens);
-  }
-
-  /** How many of {@code seqHashes} are not active: checks every one. */
-  int newBlocks(long[] seqHashes) {
-    final Long2IntOpenHashMap refs = blockRefs;
-    if (refs.isEmpty()) return seqHashes.length;
-    int n = 0;
-    for (long h : seqHashes) {
-      if (!refs.containsKey(h)) n++;
-    }
-    return n;
-  }
-
-  /**
-   * {@link #newBlocks} for a chain of §2 sequence hashes from the root, in O(log n) lookups.
+   * How many of the chain of §2 sequence hashes {@code seqHashes} (from the root) are not active,
+   * in O(log n) lookups.
    *
    * <p>A sequence hash names its whole prefix, and every request in flight holds its chain from the
    * root, so the active set is closed under prefixes: if block i of the query is active, so are
    * blocks 0..i-1 (short of a 64-bit hash collision, which the index assumes away as well). The
-   * active blocks of the query are therefore a prefix of it, found by binary search. Equal to
-   * {@code newBlocks} whenever every request was added with a root chain (KvRouter's case).
+   * active blocks of the query are therefore a prefix of it, found by binary search. Exact whenever
+   * every request was added with a root chain (KvRouter's case).
    */
   int newBlocksOfChain(long[] seqHashes) {
     final Long2IntOpenHashMap refs = blockRefs;

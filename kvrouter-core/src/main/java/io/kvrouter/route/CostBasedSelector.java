@@ -1,12 +1,11 @@
 package io.kvrouter.route;
 
-import java.util.List;
 import java.util.SplittableRandom;
 
 /**
- * The default {@link WorkerSelector}: cost {@code overlapWeight × prefillBlocks + decodeBlocks},
- * plus {@code pressureWeight × newBlocks × relativePressure} when KvRouter supplies the eviction
- * pressures (docs/routing.md); minimum at temperature 0, softmax sampling above.
+ * The default {@link WorkerSelector}: cost {@code overlapWeight × prefillBlocks + decodeBlocks +
+ * pressureWeight × newBlocks × relativePressure} (DESIGN.md §6 and docs/routing.md's pressure term,
+ * the figures all from {@link Candidates}); minimum at temperature 0, softmax sampling above.
  *
  * <pre>
  * Implementation notes
@@ -30,49 +29,40 @@ final class CostBasedSelector implements WorkerSelector {
   private double[] scratch = new double[16]; // softmax weights, reused
 
   CostBasedSelector(double overlapWeight, double pressureWeight, double temperature, long seed) {
-    if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
-      throw new IllegalArgumentException(
-          "overlapWeight must be finite and >= 0, got " + overlapWeight);
-    }
-    if (!(pressureWeight >= 0) || Double.isInfinite(pressureWeight)) {
-      throw new IllegalArgumentException(
-          "pressureWeight must be finite and >= 0, got " + pressureWeight);
-    }
-    if (!(temperature >= 0) || Double.isInfinite(temperature)) {
-      throw new IllegalArgumentException("temperature must be finite and >= 0, got " + temperature);
-    }
-    this.overlapWeight = overlapWeight;
-    this.pressureWeight = pressureWeight;
-    this.temperature = temperature;
+    this.overlapWeight = requireWeight("overlapWeight", overlapWeight);
+    this.pressureWeight = requireWeight("pressureWeight", pressureWeight);
+    this.temperature = requireWeight("temperature", temperature);
     this.random = new SplittableRandom(seed);
   }
 
-  @Override
-  public int select(List<Candidate> candidates, double[] costs) {
-    return select(candidates, costs, null, null);
+  /**
+   * Returns {@code value} when it is a valid weight or temperature (finite and {@code >= 0});
+   * throws {@link IllegalArgumentException} naming it otherwise. The one check of the cost's
+   * parameters: KvRouter.Builder's setters call it too.
+   */
+  static double requireWeight(String name, double value) {
+    if (!(value >= 0) || Double.isInfinite(value)) {
+      throw new IllegalArgumentException(name + " must be finite and >= 0, got " + value);
+    }
+    return value;
   }
 
-  /**
-   * {@link #select(List, double[])} with candidate {@code i}'s new blocks (the request's full
-   * blocks it does not cache) and relative eviction pressure; KvRouter passes them, other callers
-   * get DESIGN.md §6's cost (null arrays: no pressure term).
-   */
-  int select(
-      List<Candidate> candidates, double[] costs, int[] newBlocks, double[] relativePressure) {
+  @Override
+  public int select(Candidates candidates, double[] costs) {
     final int n = candidates.size();
     final double w = overlapWeight;
-    final boolean pressured = pressureWeight > 0 && newBlocks != null;
+    final double pw = pressureWeight;
     for (int i = 0; i < n; i++) {
       Candidate c = candidates.get(i);
       costs[i] = w * c.prefillBlocks() + c.decodeBlocks();
-      if (pressured) costs[i] += pressureWeight * newBlocks[i] * relativePressure[i];
+      if (pw > 0) costs[i] += pw * candidates.newBlocks(i) * candidates.relativePressure(i);
     }
     if (n == 1) return 0;
     return temperature == 0 ? cheapest(candidates, costs, n) : sample(costs, n);
   }
 
   /** The minimum cost; ties: fewer cached blocks, then a seeded uniform choice. */
-  private int cheapest(List<Candidate> candidates, double[] costs, int n) {
+  private int cheapest(Candidates candidates, double[] costs, int n) {
     double best = Double.POSITIVE_INFINITY;
     int bestCached = Integer.MAX_VALUE;
     int ties = 0;

@@ -4,18 +4,17 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.hash.SaltedHashers;
 import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.index.OverlapScores;
-import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
+import io.kvrouter.route.SlotTable.Slot;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Objects;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
@@ -39,138 +38,58 @@ import java.util.function.LongSupplier;
  * <pre>
  * Implementation notes
  *
- * Data: slots, the registered worker ranks in ascending Worker order (an array replaced on
- * registration changes), each with its ActiveSequences, KV capacity and the dpSize it was
- * registered with (0 for a rank registered on its own by registerRank); byWorker finds a slot by
- * Worker; requests maps a request id in flight to its slot. rootHolders maps the sequence hash
- * of block 0 of every request in flight to the slots holding such requests (with counts): since
- * active sets are closed under prefixes, only those slots can hold any block of a prompt that
- * starts with that block, so route() probes their ActiveSequences and takes "all blocks new" for
- * every other slot without touching its hash table (one lookup instead of one cache miss per
- * worker). ActiveSequences reports every request that leaves (freed or expired) to a listener
- * that keeps rootHolders and requests in step. In approximate mode, predictions
- * (PredictedBlocks) models what each worker caches and writes it into the router's own index.
+ * Data: table (SlotTable) holds the registered worker ranks in ascending Worker order, each with
+ * its ActiveSequences and KV capacity, the requests in flight and the directory of their root
+ * blocks; see its notes. In approximate mode, predictions (PredictedBlocks) models what each
+ * worker caches and writes it into the router's own index. salted (SaltedHashers) builds the
+ * hasher of a salted request, caching at most 64 hashers of short salts: salts are the client's
+ * strings, so nothing keyed by them may grow with their number or length.
  *
  * route(): hashing (local, then §2 sequence hashes) runs on the caller's thread with no lock.
  * In event mode findMatches also runs without a lock (the index's readers never block). Then
  * one ReentrantLock, lock, is held for the bookkeeping: expire overdue requests (and in
  * approximate mode overdue predictions, then findMatches, so that an expired prediction is
- * never matched), build the candidates from the loads, ask the selector, record the request,
- * record the prediction. Every read and write of slots' loads, requests, predictions and the
- * selector happens under lock, so two concurrent routes see each other's load and a request id
- * is admitted once.
+ * never matched), build the Candidates from the loads, ask the selector, record the request,
+ * record the prediction. Every read and write of the table, the predictions and the selector
+ * happens under lock, so two concurrent routes see each other's load and a request id is
+ * admitted once.
  *
  * Lock order: lock, then the index's writer lock (approximate mode and unregisterWorker call
  * the index under lock). applyEvent never takes lock. Nothing is called back under lock except
- * the selector and the ActiveSequences listener (which only edits requests and rootHolders).
+ * the selector and the ActiveSequences listener (which only edits the table's maps).
  *
  * Eviction pressure (EvictionPressure): applyEvent adds a Removed event's block count to its
  * rank's decaying count (a per-rank monitor, a leaf: nothing is taken under it); route reads every
- * allowed rank's count under lock and hands the default selector each candidate's new blocks and
- * count over max(mean, PRESSURE_FLOOR_BLOCKS). A custom selector gets the Candidates only. Code
- * that applies events to the index itself (a NATS replica) goes through eventFeed(), so the
- * counts see its events too. applyEvent reads nanoClock on the caller's thread.
+ * allowed rank's count under lock and hands the selector, in the Candidates, each candidate's
+ * count over max(mean, PRESSURE_FLOOR_BLOCKS). Code that applies events to the index itself (a
+ * NATS replica) goes through eventFeed(), so the counts see its events too. applyEvent reads
+ * nanoClock on the caller's thread.
  *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
- * that are not registered: they are ignored). Overlap and cached-block scratch fields on the
- * slots are reset and written under lock.
+ * that are not registered: they are ignored).
  * </pre>
  */
 public final class KvRouter implements AutoCloseable {
 
-  private static final class Slot {
-    final Worker worker;
-    final long kvBlocks; // capacity per rank; 0 = unknown
-    final int dpSize; // 0: registered on its own (registerRank)
-    ActiveSequences seqs; // set once, right after construction
-    int overlap; // scratch, under lock
-    int cached; // scratch, under lock
-    boolean holdsRoot; // scratch, under lock: has a request in flight with the prompt's block 0
-
-    Slot(Worker worker, int dpSize, long kvBlocks) {
-      this.worker = worker;
-      this.dpSize = dpSize;
-      this.kvBlocks = kvBlocks;
-    }
-  }
-
-  /**
-   * The slots with requests in flight whose block 0 is one given root block, with how many each
-   * (parallel arrays, linear search: a root is in flight on a handful of workers).
-   */
-  private static final class RootHolders {
-    Slot[] slots = new Slot[2];
-    int[] counts = new int[2];
-    int size;
-
-    void add(Slot s) {
-      for (int i = 0; i < size; i++) {
-        if (slots[i] == s) {
-          counts[i]++;
-          return;
-        }
-      }
-      if (size == slots.length) {
-        slots = Arrays.copyOf(slots, size * 2);
-        counts = Arrays.copyOf(counts, size * 2);
-      }
-      slots[size] = s;
-      counts[size++] = 1;
-    }
-
-    /** Returns true when no slot is left. */
-    boolean remove(Slot s) {
-      for (int i = 0; i < size; i++) {
-        if (slots[i] == s) {
-          if (--counts[i] == 0) removeAt(i);
-          return size == 0;
-        }
-      }
-      throw new IllegalStateException("root holders lost track of " + s.worker);
-    }
-
-    /** Drops {@code s} whatever its count. */
-    void removeAll(Slot s) {
-      for (int i = 0; i < size; i++) {
-        if (slots[i] == s) {
-          removeAt(i);
-          return;
-        }
-      }
-    }
-
-    private void removeAt(int i) {
-      size--;
-      slots[i] = slots[size];
-      counts[i] = counts[size];
-      slots[size] = null;
-    }
-  }
-
-  private record Salt(String lora, String namespace) {}
-
   private final int blockSize;
   private final BlockHasher hasher;
-  private final ConcurrentHashMap<Salt, BlockHasher> saltedHashers = new ConcurrentHashMap<>();
+  private final SaltedHashers salted;
   private final KvIndex index;
   private final boolean ownsIndex;
   private final WorkerSelector selector;
   private final double busyBlockFraction;
   private final long busyPrefillTokens;
-  private final Duration requestExpiry;
   private final LongSupplier nanoClock;
   private final PredictedBlocks predictions; // null in event mode
   private final EvictionPressure pressure; // fed by applyEvent; empty in approximate mode
 
   private final ReentrantLock lock = new ReentrantLock();
-  private Slot[] slots = new Slot[0];
-  private final HashMap<Worker, Slot> byWorker = new HashMap<>();
-  private final HashMap<String, Slot> requests = new HashMap<>();
-  private final Long2ObjectOpenHashMap<RootHolders> rootHolders = new Long2ObjectOpenHashMap<>();
+  private final SlotTable table; // under lock
 
   private KvRouter(Builder b) {
     this.blockSize = b.blockSize;
-    this.hasher = BlockHasher.of(b.blockSize);
+    this.salted = new SaltedHashers(b.blockSize);
+    this.hasher = salted.base();
     this.selector =
         b.selector != null
             ? b.selector
@@ -178,8 +97,8 @@ public final class KvRouter implements AutoCloseable {
     this.pressure = new EvictionPressure(b.pressureWindow.toNanos());
     this.busyBlockFraction = b.busyBlockFraction;
     this.busyPrefillTokens = b.busyPrefillTokens;
-    this.requestExpiry = b.requestExpiry;
     this.nanoClock = b.nanoClock;
+    this.table = new SlotTable(b.requestExpiry);
     if (b.approximate) {
       this.index = KvIndexes.concurrentRadixTree();
       this.ownsIndex = true;
@@ -285,7 +204,7 @@ public final class KvRouter implements AutoCloseable {
     }
     lock.lock();
     try {
-      Slot existing = anyRankOf(workerId);
+      Slot existing = table.anyRankOf(workerId);
       if (existing != null && existing.dpSize == 0) {
         throw new IllegalStateException(
             "worker "
@@ -308,12 +227,9 @@ public final class KvRouter implements AutoCloseable {
                 + " and "
                 + kvBlocksPerRank);
       }
-      List<Slot> next = new ArrayList<>(Arrays.asList(slots));
-      for (int rank = 0; rank < dpSize; rank++) {
-        next.add(newSlot(new Worker(workerId, rank), dpSize, kvBlocksPerRank));
-      }
-      next.sort((a, b) -> a.worker.compareTo(b.worker));
-      slots = next.toArray(new Slot[0]);
+      List<Worker> ranks = new ArrayList<>(dpSize);
+      for (int rank = 0; rank < dpSize; rank++) ranks.add(new Worker(workerId, rank));
+      table.add(ranks, dpSize, kvBlocksPerRank);
     } finally {
       lock.unlock();
     }
@@ -348,8 +264,8 @@ public final class KvRouter implements AutoCloseable {
     }
     lock.lock();
     try {
-      if (byWorker.containsKey(rank)) return false;
-      Slot other = anyRankOf(rank.workerId());
+      if (table.get(rank) != null) return false;
+      Slot other = table.anyRankOf(rank.workerId());
       if (other != null && other.dpSize != 0) {
         throw new IllegalStateException(
             "worker "
@@ -358,11 +274,7 @@ public final class KvRouter implements AutoCloseable {
                 + other.dpSize
                 + " (registerWorker); unregister it before registering ranks one by one");
       }
-      Slot s = newSlot(rank, 0, kvBlocks);
-      List<Slot> next = new ArrayList<>(Arrays.asList(slots));
-      next.add(s);
-      next.sort((a, b) -> a.worker.compareTo(b.worker));
-      slots = next.toArray(new Slot[0]);
+      table.add(List.of(rank), 0, kvBlocks);
       return true;
     } finally {
       lock.unlock();
@@ -378,24 +290,9 @@ public final class KvRouter implements AutoCloseable {
     Objects.requireNonNull(rank, "rank");
     lock.lock();
     try {
-      Slot gone = byWorker.remove(rank);
-      if (gone == null) return false;
-      for (String id : gone.seqs.requestIds()) requests.remove(id);
-      List<Slot> keep = new ArrayList<>(slots.length);
-      boolean otherRanks = false;
-      for (Slot s : slots) {
-        if (s == gone) continue;
-        keep.add(s);
-        otherRanks |= s.worker.workerId() == rank.workerId();
-      }
-      slots = keep.toArray(new Slot[0]);
-      var it = rootHolders.values().iterator();
-      while (it.hasNext()) {
-        RootHolders h = it.next();
-        h.removeAll(gone);
-        if (h.size == 0) it.remove();
-      }
-      pressure.forget(gone.worker);
+      if (!table.remove(rank)) return false;
+      pressure.forget(rank);
+      boolean otherRanks = table.anyRankOf(rank.workerId()) != null;
       if (otherRanks) {
         if (predictions != null) predictions.removeRank(rank);
         index.apply(new RouterEvent(rank, 0, CacheEvent.cleared()));
@@ -409,30 +306,6 @@ public final class KvRouter implements AutoCloseable {
     }
   }
 
-  /** Some registered rank of {@code workerId}, or null (under lock). */
-  private Slot anyRankOf(long workerId) {
-    for (Slot s : slots) {
-      if (s.worker.workerId() == workerId) return s;
-    }
-    return null;
-  }
-
-  /** A slot whose ActiveSequences reports leaving requests to the bookkeeping (under lock). */
-  private Slot newSlot(Worker w, int dpSize, long kvBlocks) {
-    Slot s = new Slot(w, dpSize, kvBlocks);
-    s.seqs =
-        new ActiveSequences(
-            blockSize,
-            requestExpiry,
-            nanoClock,
-            (id, seq, expired) -> {
-              if (expired) requests.remove(id);
-              forgetRoot(s, seq);
-            });
-    byWorker.put(w, s);
-    return s;
-  }
-
   /**
    * Forgets every rank of {@code workerId}: its requests in flight (their later {@link #free}
    * returns false), its load, and its blocks in the index. Returns false when it was not
@@ -442,28 +315,9 @@ public final class KvRouter implements AutoCloseable {
   public boolean unregisterWorker(long workerId) {
     lock.lock();
     try {
-      List<Slot> keep = new ArrayList<>(slots.length);
-      boolean found = false;
-      for (Slot s : slots) {
-        if (s.worker.workerId() != workerId) {
-          keep.add(s);
-          continue;
-        }
-        found = true;
-        byWorker.remove(s.worker);
-        pressure.forget(s.worker);
-        for (String id : s.seqs.requestIds()) requests.remove(id);
-      }
-      if (!found) return false;
-      slots = keep.toArray(new Slot[0]);
-      var it = rootHolders.values().iterator();
-      while (it.hasNext()) {
-        RootHolders h = it.next();
-        for (int i = h.size - 1; i >= 0; i--) {
-          if (h.slots[i].worker.workerId() == workerId) h.removeAll(h.slots[i]);
-        }
-        if (h.size == 0) it.remove();
-      }
+      List<Worker> gone = table.removeWorker(workerId);
+      if (gone.isEmpty()) return false;
+      for (Worker w : gone) pressure.forget(w);
       if (predictions != null) predictions.removeWorker(workerId);
       index.removeWorker(workerId);
       return true;
@@ -476,8 +330,9 @@ public final class KvRouter implements AutoCloseable {
   public List<Worker> workers() {
     lock.lock();
     try {
-      List<Worker> out = new ArrayList<>(slots.length);
-      for (Slot s : slots) out.add(s.worker);
+      Slot[] all = table.slots();
+      List<Worker> out = new ArrayList<>(all.length);
+      for (Slot s : all) out.add(s.worker);
       return out;
     } finally {
       lock.unlock();
@@ -504,7 +359,6 @@ public final class KvRouter implements AutoCloseable {
     Objects.requireNonNull(options, "options");
     final long[] local = hasherFor(options).localHashes(tokens);
     final long[] seq = SequenceHasher.sequenceHashes(local);
-    final int isl = tokens.length;
     OverlapScores scores = predictions == null ? index.findMatches(local, false) : null;
     lock.lock();
     try {
@@ -513,133 +367,116 @@ public final class KvRouter implements AutoCloseable {
         predictions.expire(now);
         scores = index.findMatches(local, false);
       }
-      final Slot[] all = slots;
-      for (Slot s : all) {
-        s.seqs.expire(now);
-        s.overlap = 0;
-        s.cached = 0;
-        s.holdsRoot = false;
-      }
-      if (requests.containsKey(requestId)) {
+      table.prepare(now, scores, seq);
+      Slot holder = table.holding(requestId);
+      if (holder != null) {
         throw new IllegalArgumentException(
             "request id '"
                 + requestId
                 + "' is already in flight on worker "
-                + requests.get(requestId).worker
+                + holder.worker
                 + "; free it before reusing the id");
       }
-      for (int i = 0, n = scores.size(); i < n; i++) {
-        Slot s = byWorker.get(scores.worker(i));
-        if (s != null) {
-          s.overlap = scores.scoreAt(i);
-          s.cached = scores.blockCountAt(i);
-        }
-      }
-      // only slots with a request in flight that starts with this prompt's block 0 can hold any
-      // of its blocks (active sets are closed under prefixes, see ActiveSequences)
-      RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
-      if (roots != null) {
-        for (int i = 0; i < roots.size; i++) roots.slots[i].holdsRoot = true;
-      }
-      Slot[] eligible = new Slot[all.length];
-      Candidate[] cands = new Candidate[all.length];
-      List<Candidate> busy = null;
-      // for the default selector: each candidate's new blocks and eviction count, divided below
-      // by the mean count of the allowed ranks (busy ones included; docs/routing.md)
-      final CostBasedSelector costBased = selector instanceof CostBasedSelector c ? c : null;
-      final int[] newBlocks = costBased == null ? null : new int[all.length];
-      final double[] relativePressure = costBased == null ? null : new double[all.length];
-      double evictedSum = 0;
-      int allowed = 0;
-      int m = 0;
-      for (Slot s : all) {
-        if (!options.allows(s.worker.workerId())) continue;
-        allowed++;
-        final double evicted = costBased == null ? 0 : pressure.of(s.worker, now);
-        evictedSum += evicted;
-        ActiveSequences a = s.seqs;
-        long prefill = a.activePrefillTokens();
-        int active = a.activeBlocks();
-        Candidate c =
-            new Candidate(
-                s.worker,
-                s.overlap,
-                s.cached,
-                (prefill + ActiveSequences.prefillTokens(isl, s.overlap, blockSize))
-                    / (double) blockSize,
-                active + (s.holdsRoot ? a.newBlocksOfChain(seq) : seq.length));
-        if (isBusy(s, active, prefill)) {
-          if (busy == null) busy = new ArrayList<>();
-          busy.add(c);
-        } else {
-          if (costBased != null) {
-            newBlocks[m] = Math.max(0, seq.length - s.overlap);
-            relativePressure[m] = evicted;
-          }
-          eligible[m] = s;
-          cands[m++] = c;
-        }
-      }
-      if (costBased != null && m > 0) {
-        // a floor, so that the remains of evictions long ago are not a multiple of a mean near 0
-        final double mean = Math.max(evictedSum / allowed, PRESSURE_FLOOR_BLOCKS);
-        for (int k = 0; k < m; k++) relativePressure[k] /= mean;
-      }
-      if (m == 0) {
-        return busy == null ? new RouteDecision.NoWorkers() : new RouteDecision.AllBusy(busy);
-      }
-      List<Candidate> candidates = Arrays.asList(cands).subList(0, m);
-      double[] costs = new double[m];
-      int chosen =
-          costBased != null
-              ? costBased.select(candidates, costs, newBlocks, relativePressure)
-              : selector.select(candidates, costs);
-      if (chosen < 0 || chosen >= m) {
-        throw new IllegalStateException(
-            "selector " + selector + " returned " + chosen + " for " + m + " candidates");
-      }
-      Slot target = eligible[chosen];
-      int overlap = target.overlap;
-      target.seqs.add(requestId, seq, ActiveSequences.prefillTokens(isl, overlap, blockSize), now);
-      requests.put(requestId, target);
-      if (seq.length > 0) {
-        RootHolders h = rootHolders.get(seq[0]);
-        if (h == null) rootHolders.put(seq[0], h = new RootHolders());
-        h.add(target);
-      }
-      if (predictions != null) predictions.record(target.worker, seq, local, now);
-
-      CandidateCost[] priced = new CandidateCost[m];
-      for (int i = 0; i < m; i++) priced[i] = new CandidateCost(cands[i], costs[i]);
-      List<Worker> busyWorkers;
-      if (busy == null) {
-        busyWorkers = List.of();
-      } else {
-        busyWorkers = new ArrayList<>(busy.size());
-        for (Candidate c : busy) busyWorkers.add(c.worker());
-      }
-      return new RouteDecision.Routed(
-          target.worker, overlap, overlap * blockSize, Arrays.asList(priced), busyWorkers);
+      return decide(requestId, seq, local, tokens.length, options, now);
     } finally {
       lock.unlock();
     }
   }
 
-  /** Keeps rootHolders in step when a request of {@code s} leaves (under lock). */
-  private void forgetRoot(Slot s, long[] seq) {
-    if (seq.length == 0) return;
-    RootHolders h = rootHolders.get(seq[0]);
-    if (h != null && h.remove(s)) rootHolders.remove(seq[0]);
+  /**
+   * Routes a prompt the table is prepared for (under lock): one candidate per allowed rank, the
+   * busy ones set aside, the selector's choice, recorded.
+   */
+  private RouteDecision decide(
+      String requestId, long[] seq, long[] local, int isl, RouteOptions options, long now) {
+    final Slot[] all = table.slots();
+    final Slot[] eligible = new Slot[all.length];
+    final Candidate[] cands = new Candidate[all.length];
+    // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
+    // (busy ones included; docs/routing.md)
+    final double[] relativePressure = new double[all.length];
+    List<Candidate> busy = null;
+    double evictedSum = 0;
+    int allowed = 0;
+    int m = 0;
+    for (Slot s : all) {
+      if (!options.allows(s.worker.workerId())) continue;
+      allowed++;
+      final double evicted = pressure.of(s.worker, now);
+      evictedSum += evicted;
+      final ActiveSequences a = s.seqs;
+      final long prefill = a.activePrefillTokens();
+      final int active = a.activeBlocks();
+      Candidate c =
+          new Candidate(
+              s.worker,
+              s.overlap,
+              s.cached,
+              (prefill + ActiveSequences.prefillTokens(isl, s.overlap, blockSize))
+                  / (double) blockSize,
+              active + s.newBlocks(seq));
+      if (isBusy(s, active, prefill)) {
+        if (busy == null) busy = new ArrayList<>();
+        busy.add(c);
+      } else {
+        relativePressure[m] = evicted;
+        eligible[m] = s;
+        cands[m++] = c;
+      }
+    }
+    if (m == 0) {
+      return busy == null ? new RouteDecision.NoWorkers() : new RouteDecision.AllBusy(busy);
+    }
+    // a floor, so that the remains of evictions long ago are not a multiple of a mean near 0
+    final double mean = Math.max(evictedSum / allowed, PRESSURE_FLOOR_BLOCKS);
+    for (int k = 0; k < m; k++) relativePressure[k] /= mean;
+    final double[] costs = new double[m];
+    final int chosen =
+        selector.select(new Candidates(cands, m, seq.length, relativePressure), costs);
+    if (chosen < 0 || chosen >= m) {
+      throw new IllegalStateException(
+          "selector " + selector + " returned " + chosen + " for " + m + " candidates");
+    }
+    final Slot target = eligible[chosen];
+    final long charge = ActiveSequences.prefillTokens(isl, target.overlap, blockSize);
+    table.record(requestId, target, seq, charge, now);
+    if (predictions != null) predictions.record(target.worker, seq, local, now);
+    return routed(target, cands, costs, m, busy);
+  }
+
+  /** The decision for {@code target}, with every eligible candidate's cost and the busy ranks. */
+  private RouteDecision.Routed routed(
+      Slot target, Candidate[] cands, double[] costs, int m, List<Candidate> busy) {
+    CandidateCost[] priced = new CandidateCost[m];
+    for (int i = 0; i < m; i++) priced[i] = new CandidateCost(cands[i], costs[i]);
+    List<Worker> busyWorkers;
+    if (busy == null) {
+      busyWorkers = List.of();
+    } else {
+      busyWorkers = new ArrayList<>(busy.size());
+      for (Candidate c : busy) busyWorkers.add(c.worker());
+    }
+    return new RouteDecision.Routed(
+        target.worker,
+        target.overlap,
+        target.overlap * blockSize,
+        Arrays.asList(priced),
+        busyWorkers);
   }
 
   /** Distinct root blocks of requests in flight (for tests of the bookkeeping). */
   int rootBlocksInFlight() {
     lock.lock();
     try {
-      return rootHolders.size();
+      return table.rootBlocksInFlight();
     } finally {
       lock.unlock();
     }
+  }
+
+  /** Salted hashers cached now (for tests: bounded whatever salts requests carry). */
+  int cachedSaltedHashers() {
+    return salted.size();
   }
 
   private boolean isBusy(Slot s, int activeBlocks, long activePrefill) {
@@ -672,10 +509,7 @@ public final class KvRouter implements AutoCloseable {
   public boolean markPrefillCompleted(String requestId) {
     lock.lock();
     try {
-      Slot s = requests.get(requestId);
-      if (s == null) return false;
-      s.seqs.expire(nanoClock.getAsLong()); // past its deadline, a request is expired
-      return s.seqs.markPrefillCompleted(requestId);
+      return table.markPrefillCompleted(requestId, nanoClock.getAsLong());
     } finally {
       lock.unlock();
     }
@@ -688,11 +522,7 @@ public final class KvRouter implements AutoCloseable {
   public boolean free(String requestId) {
     lock.lock();
     try {
-      Slot s = requests.get(requestId);
-      if (s == null) return false;
-      s.seqs.expire(nanoClock.getAsLong()); // past its deadline, a request is expired
-      requests.remove(requestId);
-      return s.seqs.free(requestId);
+      return table.free(requestId, nanoClock.getAsLong());
     } finally {
       lock.unlock();
     }
@@ -708,7 +538,7 @@ public final class KvRouter implements AutoCloseable {
     try {
       long now = nanoClock.getAsLong();
       if (predictions != null) predictions.expire(now);
-      for (Slot s : slots) s.seqs.expire(now);
+      table.expire(now);
     } finally {
       lock.unlock();
     }
@@ -721,8 +551,9 @@ public final class KvRouter implements AutoCloseable {
     lock.lock();
     try {
       long now = nanoClock.getAsLong();
-      List<WorkerLoad> out = new ArrayList<>(slots.length);
-      for (Slot s : slots) {
+      Slot[] all = table.slots();
+      List<WorkerLoad> out = new ArrayList<>(all.length);
+      for (Slot s : all) {
         s.seqs.expire(now);
         out.add(load(s));
       }
@@ -740,7 +571,7 @@ public final class KvRouter implements AutoCloseable {
   public WorkerLoad load(Worker worker) {
     lock.lock();
     try {
-      Slot s = byWorker.get(worker);
+      Slot s = table.get(worker);
       if (s == null) {
         throw new IllegalArgumentException("worker " + worker + " is not registered");
       }
@@ -761,8 +592,8 @@ public final class KvRouter implements AutoCloseable {
     lock.lock();
     try {
       long now = nanoClock.getAsLong();
-      for (Slot s : slots) s.seqs.expire(now);
-      return requests.size();
+      table.expire(now);
+      return table.inFlight();
     } finally {
       lock.unlock();
     }
@@ -786,9 +617,7 @@ public final class KvRouter implements AutoCloseable {
 
   private BlockHasher hasherFor(RouteOptions options) {
     if (!options.hasSalt()) return hasher;
-    return saltedHashers.computeIfAbsent(
-        new Salt(options.loraName(), options.namespace()),
-        k -> hasher.withLora(k.lora()).withNamespace(k.namespace()));
+    return salted.get(options.loraName(), options.namespace());
   }
 
   @Override
@@ -844,11 +673,7 @@ public final class KvRouter implements AutoCloseable {
 
     /** Weight of prefill work in the default cost; default 1.0, 0 ignores cached prefixes. */
     public Builder overlapWeight(double overlapWeight) {
-      if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
-        throw new IllegalArgumentException(
-            "overlapWeight must be finite and >= 0, got " + overlapWeight);
-      }
-      this.overlapWeight = overlapWeight;
+      this.overlapWeight = CostBasedSelector.requireWeight("overlapWeight", overlapWeight);
       return this;
     }
 
@@ -858,11 +683,7 @@ public final class KvRouter implements AutoCloseable {
      * DESIGN.md §6's cost exactly. The term is 0 until workers evict (and in approximate mode).
      */
     public Builder pressureWeight(double pressureWeight) {
-      if (!(pressureWeight >= 0) || Double.isInfinite(pressureWeight)) {
-        throw new IllegalArgumentException(
-            "pressureWeight must be finite and >= 0, got " + pressureWeight);
-      }
-      this.pressureWeight = pressureWeight;
+      this.pressureWeight = CostBasedSelector.requireWeight("pressureWeight", pressureWeight);
       return this;
     }
 
@@ -884,11 +705,7 @@ public final class KvRouter implements AutoCloseable {
 
     /** Softmax temperature of the default selector; default 0 (take the cheapest). */
     public Builder temperature(double temperature) {
-      if (!(temperature >= 0) || Double.isInfinite(temperature)) {
-        throw new IllegalArgumentException(
-            "temperature must be finite and >= 0, got " + temperature);
-      }
-      this.temperature = temperature;
+      this.temperature = CostBasedSelector.requireWeight("temperature", temperature);
       return this;
     }
 

@@ -85,8 +85,6 @@ final class PredictedBlocks {
   private int size;
   private boolean pruning; // a pruning phase is in progress: size > pruneTarget
   private long eventId;
-  private long expiredEntries;
-  private long prunedEntries;
 
   PredictedBlocks(KvIndex index, Duration ttl, int maxEntries) {
     if (index == null) throw new IllegalArgumentException("index must not be null");
@@ -137,7 +135,7 @@ final class PredictedBlocks {
     if (size > maxEntries) pruning = true;
     if (pruning) {
       int step = Math.max(MIN_PRUNE_STEP, 2 * added);
-      prunedEntries += removeHead(Math.max(pruneTarget, size - step), Long.MIN_VALUE, false);
+      removeHead(Math.max(pruneTarget, size - step), Long.MIN_VALUE, false);
       if (size <= pruneTarget) pruning = false;
     }
   }
@@ -145,9 +143,7 @@ final class PredictedBlocks {
   /** Removes every prediction whose deadline has passed at {@code nowNanos}; returns how many. */
   int expire(long nowNanos) {
     if (head == null || nowNanos - head.deadline < 0) return 0;
-    int n = removeHead(-1, nowNanos, true);
-    expiredEntries += n;
-    return n;
+    return removeHead(-1, nowNanos, true);
   }
 
   /**
@@ -228,21 +224,5 @@ final class PredictedBlocks {
   /** Predicted (worker rank, block) pairs held now. */
   int size() {
     return size;
-  }
-
-  /** Entries removed because their TTL ran out. */
-  long expiredEntries() {
-    return expiredEntries;
-  }
-
-  /** Entries removed to respect the bound before their TTL ran out. */
-  long prunedEntries() {
-    return prunedEntries;
-  }
-
-  /** Whether {@code worker} is predicted to hold the block with {@code seqHash}. */
-  boolean holds(Worker worker, long seqHash) {
-    Long2ObjectOpenHashMap<Entry> mine = byWorker.get(worker);
-    return mine != null && mine.containsKey(seqHash);
   }
 }

@@ -1,7 +1,5 @@
 package io.kvrouter.route;
 
-import java.util.List;
-
 /**
  * Turns the candidates of one request into costs and picks one: the policy half of routing.
  *
@@ -16,10 +14,11 @@ public interface WorkerSelector {
    * Writes the cost of {@code candidates.get(i)} to {@code costs[i]} (lower is better; reported in
    * the decision) and returns the index of the chosen candidate.
    *
-   * @param candidates eligible (not busy) candidates, at least one, in ascending worker order
+   * @param candidates eligible (not busy) candidates, at least one, in ascending worker order, with
+   *     their DESIGN.md §6 load terms and their eviction-pressure figures
    * @param costs as long as {@code candidates}; to fill
    */
-  int select(List<Candidate> candidates, double[] costs);
+  int select(Candidates candidates, double[] costs);
 
   /**
    * DESIGN.md §6: cost {@code overlapWeight × prefillBlocks + decodeBlocks}. At temperature 0 the
@@ -31,6 +30,7 @@ public interface WorkerSelector {
    * @param overlapWeight weight of prefill work; 0 ignores cached prefixes (pure load balance)
    * @param temperature 0 for the minimum, above for softmax sampling
    * @param seed seeds tie-breaks and sampling
+   * @throws IllegalArgumentException when a weight is negative, infinite or NaN
    */
   static WorkerSelector costBased(double overlapWeight, double temperature, long seed) {
     return new CostBasedSelector(overlapWeight, 0.0, temperature, seed);
@@ -38,10 +38,12 @@ public interface WorkerSelector {
 
   /**
    * {@link #costBased(double, double, long)} plus the eviction-pressure term {@code pressureWeight
-   * × newBlocks × relativePressure} (docs/routing.md): new blocks cost more on a worker whose cache
-   * evicts faster than the others', since storing them there evicts more recently used blocks.
+   * × newBlocks × relativePressure} of each candidate (docs/routing.md): new blocks cost more on a
+   * worker whose cache evicts faster than the others', since storing them there evicts more
+   * recently used blocks. The router's default selector.
    *
    * @param pressureWeight weight of the pressure term; 0 gives DESIGN.md §6's cost exactly
+   * @throws IllegalArgumentException when a weight is negative, infinite or NaN
    */
   static WorkerSelector costBased(
       double overlapWeight, double pressureWeight, double temperature, long seed) {

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.kvrouter.hash.SequenceHasher;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -23,15 +24,22 @@ class ActiveSequencesTest {
   private final List<String> expired = new ArrayList<>();
   private final List<String> freed = new ArrayList<>();
 
-  private ActiveSequences sequences(int blockSize, Duration expiry) {
+  private ActiveSequences sequences(Duration expiry) {
     return new ActiveSequences(
-        blockSize,
         expiry,
-        clock::get,
         (id, seq, byExpiry) -> {
           if (byExpiry) expired.add(id);
           else freed.add(id);
         });
+  }
+
+  private ActiveSequences sequences() {
+    return sequences(ActiveSequences.DEFAULT_EXPIRY);
+  }
+
+  /** Adds a request of {@code isl} tokens of which {@code overlap} blocks of 4 are cached, now. */
+  private void add(ActiveSequences a, String id, long[] seq, int isl, int overlap) {
+    a.add(id, seq, ActiveSequences.prefillTokens(isl, overlap, 4), clock.get());
   }
 
   private static void assertLoad(ActiveSequences a, int blocks, long tokens) {
@@ -41,12 +49,12 @@ class ActiveSequencesTest {
 
   @Test
   void goldenWalkFromTheDesign() {
-    ActiveSequences a = new ActiveSequences(4);
-    a.add("r1", new long[] {1, 2, 3}, 12, 0);
+    ActiveSequences a = sequences();
+    add(a, "r1", new long[] {1, 2, 3}, 12, 0);
     assertLoad(a, 3, 12);
-    a.add("r2", new long[] {4}, 4, 0);
+    add(a, "r2", new long[] {4}, 4, 0);
     assertLoad(a, 4, 16);
-    a.add("r3", new long[] {1, 2, 3, 4}, 16, 4);
+    add(a, "r3", new long[] {1, 2, 3, 4}, 16, 4);
     assertLoad(a, 4, 16);
     assertThat(a.free("r2")).isTrue();
     assertLoad(a, 4, 12);
@@ -58,15 +66,17 @@ class ActiveSequencesTest {
   }
 
   @Test
-  void potentialLoadCountsOnlyNewBlocksAndTheRequestsPrefill() {
-    ActiveSequences a = new ActiveSequences(4);
-    a.add("r1", new long[] {1, 2, 3}, 12, 0);
-    // blocks 1..3 active, 4 new; 16 tokens with 3 cached blocks → 4 prefill tokens
-    assertThat(a.potentialLoad(new long[] {1, 2, 3, 4}, 16, 3))
-        .isEqualTo(new ActiveSequences.Load(4, 16));
-    assertThat(a.potentialLoad(new long[] {7, 8}, 8, 0)).isEqualTo(new ActiveSequences.Load(5, 20));
-    assertThat(a.potentialLoad(new long[0], 0, 0)).isEqualTo(new ActiveSequences.Load(3, 12));
-    assertLoad(a, 3, 12); // asking changes nothing
+  void newBlocksOfChainCountsTheBlocksNotHeld() {
+    ActiveSequences a = sequences();
+    long[] chain = SequenceHasher.sequenceHashes(new long[] {10, 20, 30, 40});
+    assertThat(a.newBlocksOfChain(chain)).isEqualTo(4); // nothing active
+    a.add("r1", Arrays.copyOf(chain, 3), 0, clock.get());
+    assertThat(a.newBlocksOfChain(chain)).isEqualTo(1);
+    assertThat(a.newBlocksOfChain(Arrays.copyOf(chain, 2))).isZero();
+    assertThat(a.newBlocksOfChain(new long[0])).isZero();
+    long[] other = SequenceHasher.sequenceHashes(new long[] {11, 20});
+    assertThat(a.newBlocksOfChain(other)).isEqualTo(2);
+    assertLoad(a, 3, 0); // asking changes nothing
   }
 
   @Test
@@ -74,16 +84,16 @@ class ActiveSequencesTest {
     assertThat(ActiveSequences.prefillTokens(5, 4, 4)).isZero(); // overlap covers more than isl
     assertThat(ActiveSequences.prefillTokens(18, 4, 4)).isEqualTo(2);
     assertThat(ActiveSequences.prefillTokens(Integer.MAX_VALUE, 0, 4)).isEqualTo(Integer.MAX_VALUE);
-    ActiveSequences a = new ActiveSequences(4);
-    a.add("r", new long[] {1}, 5, 4);
+    ActiveSequences a = sequences();
+    add(a, "r", new long[] {1}, 5, 4);
     assertLoad(a, 1, 0);
   }
 
   @Test
   void markPrefillCompletedStopsChargingTokensButKeepsBlocks() {
-    ActiveSequences a = new ActiveSequences(4);
-    a.add("r1", new long[] {1, 2}, 8, 0);
-    a.add("r2", new long[] {1, 5}, 10, 1);
+    ActiveSequences a = sequences();
+    add(a, "r1", new long[] {1, 2}, 8, 0);
+    add(a, "r2", new long[] {1, 5}, 10, 1);
     assertLoad(a, 3, 8 + 6);
     assertThat(a.markPrefillCompleted("r1")).isTrue();
     assertLoad(a, 3, 6);
@@ -98,9 +108,9 @@ class ActiveSequencesTest {
 
   @Test
   void freeOfAnUnknownOrFreedRequestReturnsFalse() {
-    ActiveSequences a = new ActiveSequences(4);
+    ActiveSequences a = sequences();
     assertThat(a.free("never")).isFalse();
-    a.add("r1", new long[] {1}, 4, 0);
+    add(a, "r1", new long[] {1}, 4, 0);
     assertThat(a.free("r1")).isTrue();
     assertThat(a.free("r1")).isFalse();
     assertLoad(a, 0, 0);
@@ -108,39 +118,39 @@ class ActiveSequencesTest {
 
   @Test
   void aDuplicateRequestIdIsRejectedAndChangesNothing() {
-    ActiveSequences a = new ActiveSequences(4);
-    a.add("r1", new long[] {1, 2}, 8, 0);
-    assertThatThrownBy(() -> a.add("r1", new long[] {3}, 4, 0))
+    ActiveSequences a = sequences();
+    add(a, "r1", new long[] {1, 2}, 8, 0);
+    assertThatThrownBy(() -> add(a, "r1", new long[] {3}, 4, 0))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("'r1'")
         .hasMessageContaining("already in flight");
     assertLoad(a, 2, 8);
     a.free("r1");
-    a.add("r1", new long[] {3}, 4, 0); // reusable once freed
+    add(a, "r1", new long[] {3}, 4, 0); // reusable once freed
     assertLoad(a, 1, 4);
   }
 
   @Test
   void requestsNotFreedWithinTheDefaultExpiryAreDroppedLazily() {
-    ActiveSequences a = sequences(4, ActiveSequences.DEFAULT_EXPIRY);
+    ActiveSequences a = sequences();
     long t0 = clock.get();
-    a.add("r1", new long[] {1, 2}, 8, 0);
+    add(a, "r1", new long[] {1, 2}, 8, 0);
     clock.set(t0 + 100 * SECOND);
-    a.add("r2", new long[] {1, 3}, 8, 0);
+    add(a, "r2", new long[] {1, 3}, 8, 0);
     clock.set(t0 + 300 * SECOND - 1);
-    assertThat(a.expire()).isZero();
+    assertThat(a.expire(clock.get())).isZero();
     assertLoad(a, 3, 16);
 
     clock.set(t0 + 300 * SECOND); // r1's 300 s are up; nothing happens until someone asks
     assertLoad(a, 3, 16);
-    a.add("r3", new long[] {9}, 4, 0); // add expires lazily
+    assertThat(a.expire(clock.get())).isEqualTo(1);
+    add(a, "r3", new long[] {9}, 4, 0);
     assertThat(expired).containsExactly("r1");
     assertLoad(a, 3, 12); // block 1 still held by r2
     assertThat(a.free("r1")).as("expired requests are gone").isFalse();
-    assertThat(a.expiredRequests()).isEqualTo(1);
 
     clock.set(t0 + 400 * SECOND);
-    assertThat(a.expire()).isEqualTo(1);
+    assertThat(a.expire(clock.get())).isEqualTo(1);
     assertThat(expired).containsExactly("r1", "r2");
     assertLoad(a, 1, 4);
     assertThat(a.requestIds()).containsExactly("r3");
@@ -148,13 +158,13 @@ class ActiveSequencesTest {
 
   @Test
   void theExpiryIsConfigurableAndFreedRequestsDoNotExpire() {
-    ActiveSequences a = sequences(4, Duration.ofMillis(10));
-    a.add("r1", new long[] {1}, 4, 0);
-    a.add("r2", new long[] {2}, 4, 0);
-    a.add("r3", new long[] {3}, 4, 0);
+    ActiveSequences a = sequences(Duration.ofMillis(10));
+    add(a, "r1", new long[] {1}, 4, 0);
+    add(a, "r2", new long[] {2}, 4, 0);
+    add(a, "r3", new long[] {3}, 4, 0);
     a.free("r2"); // unlinked from the middle of the expiry list
     clock.addAndGet(Duration.ofMillis(10).toNanos());
-    assertThat(a.expire()).isEqualTo(2);
+    assertThat(a.expire(clock.get())).isEqualTo(2);
     assertThat(expired).containsExactly("r1", "r3");
     assertThat(freed).containsExactly("r2");
     assertLoad(a, 0, 0);
@@ -162,14 +172,16 @@ class ActiveSequencesTest {
 
   @Test
   void rejectsBadArguments() {
-    assertThatThrownBy(() -> new ActiveSequences(0)).isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> sequences(4, Duration.ZERO))
-        .isInstanceOf(IllegalArgumentException.class);
-    ActiveSequences a = new ActiveSequences(4);
+    assertThatThrownBy(() -> sequences(Duration.ZERO)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> new ActiveSequences(Duration.ofSeconds(1), null))
+        .isInstanceOf(NullPointerException.class);
+    ActiveSequences a = sequences();
     assertThatThrownBy(() -> a.add(null, new long[0], 0, 0))
         .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> a.add("r", null, 0, 0)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> a.add("r", new long[0], -1, 0))
         .isInstanceOf(IllegalArgumentException.class);
+    assertThat(a.requestCount()).isZero();
   }
 
   /**
@@ -193,7 +205,7 @@ class ActiveSequencesTest {
     final int blockSize = 4;
     final long expiry = 50;
     expired.clear();
-    ActiveSequences a = sequences(blockSize, Duration.ofNanos(expiry));
+    ActiveSequences a = sequences(Duration.ofNanos(expiry));
     Map<String, Req> model = new HashMap<>();
     for (int step = 0; step < 1_500; step++) {
       clock.addAndGet(rnd.nextInt(3));
@@ -206,15 +218,16 @@ class ActiveSequencesTest {
         String id = "r" + rnd.nextInt(60);
         a.expire(now);
         model.values().removeIf(r -> now - r.deadline >= 0);
+        long p = Math.max(0, isl - (long) overlap * blockSize);
         if (model.containsKey(id)) {
-          assertThatThrownBy(() -> a.add(id, seq, isl, overlap))
+          assertThatThrownBy(() -> a.add(id, seq, p, now))
               .isInstanceOf(IllegalArgumentException.class);
         } else {
-          ActiveSequences.Load expected = modelPotential(model, seq, isl, overlap, blockSize);
-          assertThat(a.potentialLoad(seq, isl, overlap)).isEqualTo(expected);
-          assertThat(a.newBlocksOfChain(seq)).isEqualTo(a.newBlocks(seq));
-          a.add(id, seq, isl, overlap);
-          long p = Math.max(0, isl - (long) overlap * blockSize);
+          assertThat(a.newBlocksOfChain(seq))
+              .as("step %d new blocks", step)
+              .isEqualTo(modelNewBlocks(model, seq));
+          assertThat(ActiveSequences.prefillTokens(isl, overlap, blockSize)).isEqualTo(p);
+          a.add(id, seq, p, now);
           model.put(id, new Req(seq, new long[] {p}, now + expiry));
         }
       } else if (op < 7) {
@@ -255,16 +268,16 @@ class ActiveSequencesTest {
     return SequenceHasher.sequenceHashes(local);
   }
 
-  private static ActiveSequences.Load modelPotential(
-      Map<String, Req> model, long[] seq, int isl, int overlap, int blockSize) {
+  /** How many of {@code seq} no request of the model holds. */
+  private static int modelNewBlocks(Map<String, Req> model, long[] seq) {
     Set<Long> blocks = new HashSet<>();
-    long tokens = 0;
     for (Req r : model.values()) {
       for (long h : r.seq) blocks.add(h);
-      tokens += r.prefill[0];
     }
-    for (long h : seq) blocks.add(h);
-    return new ActiveSequences.Load(
-        blocks.size(), tokens + Math.max(0, isl - (long) overlap * blockSize));
+    int n = 0;
+    for (long h : seq) {
+      if (!blocks.contains(h)) n++;
+    }
+    return n;
   }
 }

@@ -19,8 +19,13 @@ class CostBasedSelectorTest {
     return new Candidate(Worker.of(id), 0, cached, prefillBlocks, decodeBlocks);
   }
 
+  /** The candidates with no eviction pressure anywhere. */
+  private static Candidates in(List<Candidate> cands) {
+    return Candidates.of(cands, 0, new double[cands.size()]);
+  }
+
   private static int pick(WorkerSelector s, List<Candidate> cands, double[] costs) {
-    return s.select(cands, costs);
+    return s.select(in(cands), costs);
   }
 
   @Test
@@ -98,7 +103,7 @@ class CostBasedSelectorTest {
 
   private static List<Integer> picks(WorkerSelector s, List<Candidate> cands, int n) {
     List<Integer> out = new ArrayList<>();
-    for (int i = 0; i < n; i++) out.add(s.select(cands, new double[cands.size()]));
+    for (int i = 0; i < n; i++) out.add(s.select(in(cands), new double[cands.size()]));
     return out;
   }
 
@@ -118,7 +123,7 @@ class CostBasedSelectorTest {
       int n = 100_000;
       int[] counts = new int[3];
       double[] costs = new double[3];
-      for (int i = 0; i < n; i++) counts[s.select(cands, costs)]++;
+      for (int i = 0; i < n; i++) counts[s.select(in(cands), costs)]++;
       assertThat(costs).containsExactly(18, 10, 11);
       for (int i = 0; i < 3; i++) {
         double sigma = Math.sqrt(p[i] * (1 - p[i]) / n);
@@ -135,7 +140,7 @@ class CostBasedSelectorTest {
     WorkerSelector s = WorkerSelector.costBased(1, 1.0, 77);
     int n = 30_000;
     int[] counts = new int[3];
-    for (int i = 0; i < n; i++) counts[s.select(cands, new double[3])]++;
+    for (int i = 0; i < n; i++) counts[s.select(in(cands), new double[3])]++;
     double p = 1.0 / 3;
     double sigma = Math.sqrt(p * (1 - p) / n);
     for (int i = 0; i < 3; i++) {
@@ -147,7 +152,57 @@ class CostBasedSelectorTest {
   void aTinyTemperatureStillPicksTheCheapest() {
     List<Candidate> cands = List.of(cand(1, 8, 10, 0), cand(2, 5, 5, 0), cand(3, 2, 9, 0));
     WorkerSelector s = WorkerSelector.costBased(1, 1e-6, 5);
-    for (int i = 0; i < 1000; i++) assertThat(s.select(cands, new double[3])).isEqualTo(1);
+    for (int i = 0; i < 1000; i++) assertThat(s.select(in(cands), new double[3])).isEqualTo(1);
+  }
+
+  /**
+   * docs/routing.md's pressure term, from the Candidates: 4 prompt blocks; candidate 1 caches 1 of
+   * them (3 new) and evicts at twice the mean, candidate 2 caches none (4 new) at 0.5, candidate 3
+   * caches all 4 (none new) at 3.
+   */
+  @Test
+  void thePressureTermPricesNewBlocksByRelativePressure() {
+    List<Candidate> cands =
+        List.of(
+            new Candidate(Worker.of(1), 1, 1, 2, 4),
+            new Candidate(Worker.of(2), 0, 0, 3, 4),
+            new Candidate(Worker.of(3), 4, 9, 0, 6));
+    Candidates in = Candidates.of(cands, 4, new double[] {2, 0.5, 3});
+    assertThat(in.newBlocks(0)).isEqualTo(3);
+    assertThat(in.newBlocks(1)).isEqualTo(4);
+    assertThat(in.newBlocks(2)).isZero();
+    double[] costs = new double[3];
+    // 1 × 2 + 4 + 10 × 3 × 2 = 66; 1 × 3 + 4 + 10 × 4 × 0.5 = 27; 0 + 6 + 0 = 6
+    assertThat(WorkerSelector.costBased(1, 10, 0, 0).select(in, costs)).isEqualTo(2);
+    assertThat(costs).containsExactly(66, 27, 6);
+    // weight 0, or the selector without the term: §6's cost only
+    WorkerSelector.costBased(1, 0, 0, 0).select(in, costs);
+    assertThat(costs).containsExactly(6, 7, 6);
+    WorkerSelector.costBased(1, 0, 0).select(in, costs);
+    assertThat(costs).containsExactly(6, 7, 6);
+  }
+
+  @Test
+  void candidatesOfChecksItsArguments() {
+    List<Candidate> one = List.of(cand(1, 1, 1, 0));
+    assertThatThrownBy(() -> Candidates.of(List.of(), 0, new double[0]))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> Candidates.of(one, 0, new double[2]))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> Candidates.of(one, -1, new double[1]))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> Candidates.of(one, 0, new double[] {Double.NaN}))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> Candidates.of(one, 0, new double[] {-1}))
+        .isInstanceOf(IllegalArgumentException.class);
+    double[] p = {0.5};
+    Candidates c = Candidates.of(one, 2, p);
+    p[0] = 9; // copied
+    assertThat(c.relativePressure(0)).isEqualTo(0.5);
+    assertThat(c).containsExactlyElementsOf(one);
+    assertThatThrownBy(() -> c.get(1)).isInstanceOf(IndexOutOfBoundsException.class);
+    assertThatThrownBy(() -> c.add(cand(2, 1, 1, 0)))
+        .isInstanceOf(UnsupportedOperationException.class);
   }
 
   @Test
@@ -160,5 +215,12 @@ class CostBasedSelectorTest {
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> WorkerSelector.costBased(1, Double.POSITIVE_INFINITY, 0))
         .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> WorkerSelector.costBased(1, -1, 0, 0))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("pressureWeight must be finite and >= 0, got -1.0");
+    // the router's builder checks with the same words
+    assertThatThrownBy(() -> KvRouter.builder(4).pressureWeight(Double.NaN))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("pressureWeight must be finite and >= 0, got NaN");
   }
 }

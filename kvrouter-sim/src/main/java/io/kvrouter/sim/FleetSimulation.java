@@ -5,7 +5,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.prefixcache.PrefixCache;
-import io.kvrouter.route.Candidate;
+import io.kvrouter.route.Candidates;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.WorkerSelector;
@@ -306,7 +306,7 @@ final class FleetSimulation {
       private long next;
 
       @Override
-      public int select(List<Candidate> candidates, double[] costs) {
+      public int select(Candidates candidates, double[] costs) {
         int chosen = (int) (next++ % candidates.size());
         Arrays.fill(costs, 1.0);
         costs[chosen] = 0.0;
@@ -324,7 +324,7 @@ final class FleetSimulation {
     SplittableRandom rnd = new SplittableRandom(seed);
     return new WorkerSelector() {
       @Override
-      public int select(List<Candidate> candidates, double[] costs) {
+      public int select(Candidates candidates, double[] costs) {
         int chosen = rnd.nextInt(candidates.size());
         Arrays.fill(costs, 1.0);
         costs[chosen] = 0.0;

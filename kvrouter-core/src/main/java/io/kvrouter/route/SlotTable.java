@@ -1,0 +1,295 @@
+package io.kvrouter.route;
+
+import io.kvrouter.event.Worker;
+import io.kvrouter.index.OverlapScores;
+import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+
+/**
+ * KvRouter's bookkeeping: the registered worker ranks (slots), each with its {@link
+ * ActiveSequences} and KV capacity, and the requests in flight on them.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Data: slots, the registered ranks in ascending Worker order (an array replaced when ranks come
+ * or go; route() iterates it); byWorker finds a slot by Worker; requests maps a request id in
+ * flight to its slot. rootHolders maps the sequence hash of block 0 of every request in flight to
+ * the slots holding such requests, with counts: since active sets are closed under prefixes
+ * (ActiveSequences.newBlocksOfChain), only those slots can hold any block of a prompt that starts
+ * with that block, so prepare() marks them and Slot.newBlocks takes "all blocks new" for every
+ * other slot without touching its hash table (one lookup instead of one cache miss per rank).
+ *
+ * Invariants: requests holds exactly the ids in flight in the slots' ActiveSequences, each
+ * mapped to the slot that holds it; rootHolders counts, per root block, the requests in flight
+ * starting with it on each slot, and has no empty entry. ActiveSequences reports every request
+ * that leaves (freed or expired) to a listener that keeps requests and rootHolders in step;
+ * removing a rank drops its ids and root entries here.
+ *
+ * Threading: not thread-safe; KvRouter calls everything under its lock. The scratch fields of a
+ * Slot (overlap, cached, holdsRoot) are written by prepare() and read by the same route().
+ * </pre>
+ */
+final class SlotTable {
+
+  /** One registered worker rank. */
+  static final class Slot {
+    final Worker worker;
+    final long kvBlocks; // capacity; 0 = unknown
+    final int dpSize; // 0: registered on its own (registerRank)
+    ActiveSequences seqs; // set once, right after construction
+    int overlap; // scratch of one route: leading blocks the index says it caches
+    int cached; // scratch: distinct blocks the index says it caches (0 unless overlap > 0)
+    boolean holdsRoot; // scratch: has a request in flight with the prompt's block 0
+
+    private Slot(Worker worker, int dpSize, long kvBlocks) {
+      this.worker = worker;
+      this.dpSize = dpSize;
+      this.kvBlocks = kvBlocks;
+    }
+
+    /** Blocks of the root chain {@code seq} not active here (after prepare() for {@code seq}). */
+    int newBlocks(long[] seq) {
+      return holdsRoot ? seqs.newBlocksOfChain(seq) : seq.length;
+    }
+  }
+
+  /**
+   * The slots with requests in flight whose block 0 is one given root block, with how many each
+   * (parallel arrays, linear search: a root is in flight on a handful of ranks).
+   */
+  private static final class RootHolders {
+    Slot[] slots = new Slot[2];
+    int[] counts = new int[2];
+    int size;
+
+    void add(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          counts[i]++;
+          return;
+        }
+      }
+      if (size == slots.length) {
+        slots = Arrays.copyOf(slots, size * 2);
+        counts = Arrays.copyOf(counts, size * 2);
+      }
+      slots[size] = s;
+      counts[size++] = 1;
+    }
+
+    /** Returns true when no slot is left. */
+    boolean remove(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          if (--counts[i] == 0) removeAt(i);
+          return size == 0;
+        }
+      }
+      throw new IllegalStateException("root holders lost track of " + s.worker);
+    }
+
+    /** Drops {@code s} whatever its count. */
+    void removeAll(Slot s) {
+      for (int i = 0; i < size; i++) {
+        if (slots[i] == s) {
+          removeAt(i);
+          return;
+        }
+      }
+    }
+
+    private void removeAt(int i) {
+      size--;
+      slots[i] = slots[size];
+      counts[i] = counts[size];
+      slots[size] = null;
+    }
+  }
+
+  private final Duration requestExpiry;
+  private Slot[] slots = new Slot[0];
+  private final HashMap<Worker, Slot> byWorker = new HashMap<>();
+  private final HashMap<String, Slot> requests = new HashMap<>();
+  private final Long2ObjectOpenHashMap<RootHolders> rootHolders = new Long2ObjectOpenHashMap<>();
+
+  SlotTable(Duration requestExpiry) {
+    this.requestExpiry = requestExpiry;
+  }
+
+  // ------------------------------------------------------------------ ranks
+
+  /** The registered ranks in ascending Worker order; the caller must not change the array. */
+  Slot[] slots() {
+    return slots;
+  }
+
+  /** The slot of {@code rank}, or null. */
+  Slot get(Worker rank) {
+    return byWorker.get(rank);
+  }
+
+  /** Some registered rank of {@code workerId}, or null. */
+  Slot anyRankOf(long workerId) {
+    for (Slot s : slots) {
+      if (s.worker.workerId() == workerId) return s;
+    }
+    return null;
+  }
+
+  /** Registers {@code ranks} (none registered yet) with the same dpSize and capacity. */
+  void add(List<Worker> ranks, int dpSize, long kvBlocks) {
+    List<Slot> next = new ArrayList<>(Arrays.asList(slots));
+    for (Worker w : ranks) next.add(newSlot(w, dpSize, kvBlocks));
+    next.sort((a, b) -> a.worker.compareTo(b.worker));
+    slots = next.toArray(new Slot[0]);
+  }
+
+  private Slot newSlot(Worker w, int dpSize, long kvBlocks) {
+    Slot s = new Slot(w, dpSize, kvBlocks);
+    s.seqs =
+        new ActiveSequences(
+            requestExpiry,
+            (id, seq, expired) -> {
+              if (expired) requests.remove(id);
+              forgetRoot(s, seq);
+            });
+    byWorker.put(w, s);
+    return s;
+  }
+
+  /** Forgets {@code rank} and its requests in flight; returns false when it was not registered. */
+  boolean remove(Worker rank) {
+    Slot gone = byWorker.remove(rank);
+    if (gone == null) return false;
+    for (String id : gone.seqs.requestIds()) requests.remove(id);
+    List<Slot> keep = new ArrayList<>(slots.length);
+    for (Slot s : slots) {
+      if (s != gone) keep.add(s);
+    }
+    slots = keep.toArray(new Slot[0]);
+    var it = rootHolders.values().iterator();
+    while (it.hasNext()) {
+      RootHolders h = it.next();
+      h.removeAll(gone);
+      if (h.size == 0) it.remove();
+    }
+    return true;
+  }
+
+  /** Forgets every rank of {@code workerId} and their requests; returns the ranks forgotten. */
+  List<Worker> removeWorker(long workerId) {
+    List<Slot> keep = new ArrayList<>(slots.length);
+    List<Worker> gone = new ArrayList<>();
+    for (Slot s : slots) {
+      if (s.worker.workerId() != workerId) {
+        keep.add(s);
+        continue;
+      }
+      gone.add(s.worker);
+      byWorker.remove(s.worker);
+      for (String id : s.seqs.requestIds()) requests.remove(id);
+    }
+    if (gone.isEmpty()) return gone;
+    slots = keep.toArray(new Slot[0]);
+    var it = rootHolders.values().iterator();
+    while (it.hasNext()) {
+      RootHolders h = it.next();
+      for (int i = h.size - 1; i >= 0; i--) {
+        if (h.slots[i].worker.workerId() == workerId) h.removeAll(h.slots[i]);
+      }
+      if (h.size == 0) it.remove();
+    }
+    return gone;
+  }
+
+  // ------------------------------------------------------------------ requests
+
+  /**
+   * Gets every slot ready to be priced for the prompt {@code seq}: expires overdue requests at
+   * {@code now}, writes each slot's overlap and cached blocks from {@code scores} (0 for ranks the
+   * index did not match; workers it knows that are not registered are ignored), and marks the slots
+   * that hold the prompt's root block.
+   */
+  void prepare(long now, OverlapScores scores, long[] seq) {
+    for (Slot s : slots) {
+      s.seqs.expire(now);
+      s.overlap = 0;
+      s.cached = 0;
+      s.holdsRoot = false;
+    }
+    for (int i = 0, n = scores.size(); i < n; i++) {
+      Slot s = byWorker.get(scores.worker(i));
+      if (s != null) {
+        s.overlap = scores.scoreAt(i);
+        s.cached = scores.blockCountAt(i);
+      }
+    }
+    RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
+    if (roots != null) {
+      for (int i = 0; i < roots.size; i++) roots.slots[i].holdsRoot = true;
+    }
+  }
+
+  /** The slot holding request {@code requestId} in flight, or null (call after expiring). */
+  Slot holding(String requestId) {
+    return requests.get(requestId);
+  }
+
+  /**
+   * Records request {@code requestId} (not in flight) on {@code target}, holding the blocks {@code
+   * seq} (kept, not copied) and charged {@code prefillTokens}, at {@code now}.
+   */
+  void record(String requestId, Slot target, long[] seq, long prefillTokens, long now) {
+    target.seqs.add(requestId, seq, prefillTokens, now);
+    requests.put(requestId, target);
+    if (seq.length > 0) {
+      RootHolders h = rootHolders.get(seq[0]);
+      if (h == null) rootHolders.put(seq[0], h = new RootHolders());
+      h.add(target);
+    }
+  }
+
+  /** Stops charging the request's prefill; false when it is not in flight at {@code now}. */
+  boolean markPrefillCompleted(String requestId, long now) {
+    Slot s = requests.get(requestId);
+    if (s == null) return false;
+    s.seqs.expire(now); // past its deadline, a request is expired
+    return s.seqs.markPrefillCompleted(requestId);
+  }
+
+  /** Releases the request; false when it is not in flight at {@code now}. */
+  boolean free(String requestId, long now) {
+    Slot s = requests.get(requestId);
+    if (s == null) return false;
+    s.seqs.expire(now); // past its deadline, a request is expired
+    requests.remove(requestId);
+    return s.seqs.free(requestId);
+  }
+
+  /** Expires overdue requests on every rank. */
+  void expire(long now) {
+    for (Slot s : slots) s.seqs.expire(now);
+  }
+
+  /** Requests in flight (call after expiring). */
+  int inFlight() {
+    return requests.size();
+  }
+
+  /** Distinct root blocks of requests in flight. */
+  int rootBlocksInFlight() {
+    return rootHolders.size();
+  }
+
+  /** Keeps rootHolders in step when a request of {@code s} leaves. */
+  private void forgetRoot(Slot s, long[] seq) {
+    if (seq.length == 0) return;
+    RootHolders h = rootHolders.get(seq[0]);
+    if (h != null && h.remove(s)) rootHolders.remove(seq[0]);
+  }
+}
