@@ -149,11 +149,68 @@ class BenchTraceTest {
     assertThat(out.toString())
         .containsPattern("(?m)^radix-tree +20 ms +[0-9.]+ ms")
         .contains("positional");
+    // every timed row says whether it kept up and by how much; the output says what that means
+    assertThat(out.toString())
+        .containsPattern("(?m)^radix-tree +2 ms .* (yes|no) \\(\\d+%\\) +ok$")
+        .containsPattern("(?m)^positional +20 ms .* (yes|no) \\(\\d+%\\) +ok$")
+        .contains("kept up: yes when achieved >= 95% of offered")
+        .containsPattern("(?m)^machine: \\d+ cores?")
+        .containsPattern("(?m)^radix-tree: (kept up|fell behind|the slowest)")
+        .containsPattern("(?m)^positional: (kept up|fell behind|the slowest)");
     String j = Files.readString(json);
     assertThat(j).contains("\"radix-tree\"").contains("\"find_matches_p99_us\"");
     assertThat(j).contains("\"removed_events\" : \"per-block\"");
     assertThat(j).doesNotContain("\"index_equals_caches\" : false");
     assertThat(Files.readString(svg)).startsWith("<svg").contains("<polyline");
+  }
+
+  private static TraceReplay.Result replayed(IndexKind kind, long durationMs, double achievedPct) {
+    long ops = 1_000_000;
+    // offered = ops / duration; achieved = ops / wall, so wall = duration / achieved fraction
+    long wallNanos = Math.round(durationMs * 1e6 * 100 / achievedPct);
+    Verification ok = new Verification(true, 1, 1, 1, List.of());
+    return new TraceReplay.Result(kind, durationMs, ops, ops, 1, wallNanos, 1, 1, 1, 1, 1, ok);
+  }
+
+  @Test
+  void keptUpMeansAtLeast95PercentOfTheOfferedRate() {
+    assertThat(BenchTraceCommand.keptUp(replayed(IndexKind.RADIX_TREE, 100, 96)))
+        .isEqualTo("yes (96%)");
+    assertThat(BenchTraceCommand.keptUp(replayed(IndexKind.RADIX_TREE, 100, 94)))
+        .isEqualTo("no (94%)");
+    assertThat(BenchTraceCommand.keptUp(replayed(IndexKind.RADIX_TREE, 0, 50))).isEqualTo("-");
+  }
+
+  @Test
+  void theVerdictNamesTheFastestRateKeptUpWithAndTheSlowestFallenBehindAt() {
+    List<TraceReplay.Result> rs =
+        List.of(
+            // 1,000,000 ops: 200 ms offers 5 M ops/s, 100 ms 10 M, 50 ms 20 M
+            replayed(IndexKind.RADIX_TREE, 200, 100),
+            replayed(IndexKind.RADIX_TREE, 100, 99),
+            replayed(IndexKind.RADIX_TREE, 50, 60),
+            replayed(IndexKind.POSITIONAL, 100, 80),
+            replayed(IndexKind.CONCURRENT_RADIX_TREE, 100, 100),
+            replayed(IndexKind.CONCURRENT_RADIX_TREE, 0, 100));
+    assertThat(BenchTraceCommand.verdicts(rs))
+        .containsExactly(
+            "radix-tree: kept up at rates up to 10.00 M ops/s offered (100 ms); the slowest rate"
+                + " it fell behind at: 20.00 M ops/s offered (50 ms), achieving 12.00 M ops/s.",
+            "positional: fell behind at 10.00 M ops/s offered (100 ms), achieving 8.00 M ops/s.",
+            "concurrent-radix-tree: kept up at 10.00 M ops/s offered (100 ms).");
+    assertThat(BenchTraceCommand.verdicts(List.of(replayed(IndexKind.POSITIONAL, 0, 100))))
+        .containsExactly("positional: full speed only (--duration 0), so kept up does not apply.");
+  }
+
+  @Test
+  void theMachineLineWarnsWhenOtherProcessesCompeteForTheCores() {
+    assertThat(BenchTraceCommand.machine(2, 0.5))
+        .isEqualTo("machine: 2 cores, load average 0.5 before the replay");
+    assertThat(BenchTraceCommand.machine(2, 2.0))
+        .startsWith("machine: 2 cores, load average 2.0 before the replay: at or above the core")
+        .contains("the rates below are lower bounds");
+    assertThat(BenchTraceCommand.machine(1, -1))
+        .isEqualTo("machine: 1 core (load average unknown)");
   }
 
   /** Runs {@code bench trace} with {@code args}, expects exit code 2 and returns stderr. */

@@ -79,6 +79,22 @@ class SimulateCommandTest {
     String html = Files.readString(report);
     assertThat(html).startsWith("<!DOCTYPE html>").contains("<svg").contains("pooled ceiling");
     assertThat(html).doesNotContain("<script").doesNotContain("https://").doesNotContain("src=");
+    // the run's metadata: version (none outside the jar), the command as typed, the date
+    assertThat(html)
+        .contains("<th>kvrouter</th><td>development build</td>")
+        .contains(
+            "<code>kvrouter simulate --requests 150 --workers 2 --gpu-blocks 4096 --json --quiet"
+                + " --report "
+                + HtmlReport.esc(HtmlReport.shellQuote(report.toString()))
+                + "</code>")
+        .containsPattern("<th>date</th><td>\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC</td>");
+    // every policy's load, percentile markers on the TTFT plot, the hit rate over time
+    for (String policy : new String[] {"kv", "round-robin", "random", "least-loaded", "approx"}) {
+      assertThat(html)
+          .contains("id=\"load-" + policy + "\"")
+          .contains("<title>" + policy + " p99: ");
+    }
+    assertThat(html).contains("<svg class=\"hit-rate-over-time\"");
   }
 
   @Test

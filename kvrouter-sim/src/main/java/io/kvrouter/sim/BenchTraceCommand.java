@@ -87,6 +87,8 @@ public final class BenchTraceCommand implements Callable<Integer> {
 
   private RemovedEvents removed = RemovedEvents.PER_BLOCK; // parsed from removedEvents
 
+  private double loadAverageBefore = -1; // the machine's, before the replays
+
   @Option(
       names = "--event-threads",
       paramLabel = "N",
@@ -115,10 +117,11 @@ public final class BenchTraceCommand implements Callable<Integer> {
   @Option(
       names = "--duration",
       paramLabel = "MS",
-      defaultValue = "50",
+      defaultValue = "100",
       description =
-          "Replay the whole trace in this many ms (default: ${DEFAULT-VALUE}); 0: as fast as"
-              + " possible.")
+          "Replay the whole trace in this many ms (default: ${DEFAULT-VALUE}, about 2.2 M ops/s"
+              + " offered with the bundled trace, a pace the concurrent radix tree keeps up"
+              + " with on 2 cores); 0: as fast as possible.")
   long durationMs;
 
   @Option(
@@ -258,7 +261,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
     out.printf(
         Locale.ROOT,
         "timelines: %,d findMatches (%,d blocks) + %,d events (%,d blocks stored, %,d removed, %s) ="
-            + " %,d ops, %,d block ops; event threads %d%n%n",
+            + " %,d ops, %,d block ops; event threads %d%n",
         tl.requests,
         tl.requestBlocks,
         tl.events,
@@ -268,9 +271,12 @@ public final class BenchTraceCommand implements Callable<Integer> {
         tl.ops(),
         tl.blockOps(),
         eventThreads);
+    loadAverageBefore = systemLoadAverage();
+    out.println(machine(Runtime.getRuntime().availableProcessors(), loadAverageBefore));
+    out.println();
     out.printf(
         Locale.ROOT,
-        "%-22s %9s %9s %11s %11s %11s %11s %8s %8s %9s %8s %6s%n",
+        "%-22s %9s %9s %11s %11s %11s %11s %8s %8s %9s %10s %6s%n",
         "index",
         "duration",
         "wall",
@@ -334,7 +340,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
         consistent &= v.ok();
         out.printf(
             Locale.ROOT,
-            "%-22s %6d ms %6.1f ms %11s %11s %11s %11s %8.2f %8.2f %9.1f %8s %6s%n",
+            "%-22s %6d ms %6.1f ms %11s %11s %11s %11s %8.2f %8.2f %9.1f %10s %6s%n",
             kind.cliName(),
             d,
             shown.wallNanos() / 1e6,
@@ -345,7 +351,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
             shown.p50Us(),
             shown.p99Us(),
             shown.p999Us(),
-            d == 0 ? "-" : shown.keptUp() ? "yes" : "no",
+            keptUp(shown),
             v.ok() ? "ok" : "FAIL");
         out.flush();
         if (!v.ok()) {
@@ -354,11 +360,19 @@ public final class BenchTraceCommand implements Callable<Integer> {
       }
     }
     out.println();
+    for (String line : verdicts(results)) out.println(line);
+    out.println();
+    out.println(
+        "kept up: yes when achieved >= 95% of offered (in brackets: achieved / offered): the index"
+            + " answered every findMatches and applied every event at the trace's pace. no: it fell"
+            + " behind, and its achieved rate is about the most it does on this machine as loaded"
+            + " now (--sweep finds where each kind stops keeping up; --duration 0 measures the"
+            + " most it does).");
     out.println(
         "ops = findMatches + events; block ops = blocks looked up + blocks stored (Dynamo's"
-            + " counting); per CPU-s = ops per second of the process's CPU time; latency ="
-            + " findMatches on the worker's thread; kept up = achieved >= 95% of offered; check ="
-            + " the index equals the recorded caches after the replay.");
+            + " counting); offered = ops / duration; achieved = ops / wall time; per CPU-s = ops per"
+            + " second of the process's CPU time; latency = findMatches on the worker's thread;"
+            + " check = the index equals the recorded caches after the replay.");
     try {
       Files.writeString(output, BenchTraceReport.json(loaded.name(), this, tl, results));
       out.println("results: " + output.toAbsolutePath());
@@ -387,6 +401,82 @@ public final class BenchTraceCommand implements Callable<Integer> {
       if (seen.add(k)) out.add(k);
     }
     return out;
+  }
+
+  /** The 1-minute load average of the machine, or a negative number where it is unknown. */
+  static double systemLoadAverage() {
+    return java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
+  }
+
+  /** The machine line: cores and load, with a warning when other processes compete for them. */
+  static String machine(int cores, double loadAverage) {
+    String line = "machine: " + cores + (cores == 1 ? " core" : " cores");
+    if (loadAverage < 0) return line + " (load average unknown)";
+    line += String.format(Locale.ROOT, ", load average %.1f before the replay", loadAverage);
+    if (loadAverage >= cores) {
+      line +=
+          ": at or above the core count, so other processes take CPU time from the replay; the"
+              + " rates below are lower bounds (docs/BENCHMARKS.md's figures are from a quiet"
+              + " machine)";
+    }
+    return line;
+  }
+
+  /** The kept-up cell: {@code yes (100%)}, {@code no (74%)}, or {@code -} at full speed. */
+  static String keptUp(TraceReplay.Result r) {
+    if (r.durationMs() == 0) return "-";
+    long pct = Math.round(100 * r.achievedOps() / r.offeredOps());
+    return (r.keptUp() ? "yes" : "no") + " (" + pct + "%)";
+  }
+
+  /**
+   * One line per kind: whether it kept up; over several durations, the fastest offered rate it kept
+   * up with and the slowest it fell behind at (durations of 0, which offer everything at once, are
+   * left out).
+   */
+  static List<String> verdicts(List<TraceReplay.Result> results) {
+    java.util.Map<IndexKind, List<TraceReplay.Result>> byKind = new java.util.LinkedHashMap<>();
+    for (TraceReplay.Result r : results) {
+      List<TraceReplay.Result> rs = byKind.computeIfAbsent(r.kind(), k -> new ArrayList<>());
+      if (r.durationMs() > 0) rs.add(r);
+    }
+    List<String> out = new ArrayList<>();
+    for (java.util.Map.Entry<IndexKind, List<TraceReplay.Result>> e : byKind.entrySet()) {
+      TraceReplay.Result up = null; // the highest offered rate kept up with
+      TraceReplay.Result behind = null; // the lowest offered rate fallen behind at
+      for (TraceReplay.Result r : e.getValue()) {
+        if (r.keptUp() && (up == null || r.offeredOps() > up.offeredOps())) up = r;
+        if (!r.keptUp() && (behind == null || r.offeredOps() < behind.offeredOps())) behind = r;
+      }
+      String name = e.getKey().cliName() + ": ";
+      boolean several = e.getValue().size() > 1;
+      StringBuilder line = new StringBuilder(name);
+      if (up == null && behind == null) {
+        line.append("full speed only (--duration 0), so kept up does not apply");
+      }
+      if (up != null) {
+        line.append(several ? "kept up at rates up to " : "kept up at ").append(offered(up));
+      }
+      if (behind != null) {
+        if (up != null) line.append("; ");
+        line.append(
+                !several
+                    ? "fell behind at "
+                    : up != null
+                        ? "the slowest rate it fell behind at: "
+                        : "fell behind at every rate, the slowest ")
+            .append(offered(behind))
+            .append(", achieving ")
+            .append(rate(behind.achievedOps()))
+            .append(" ops/s");
+      }
+      out.add(line.append('.').toString());
+    }
+    return out;
+  }
+
+  private static String offered(TraceReplay.Result r) {
+    return rate(r.offeredOps()) + " ops/s offered (" + r.durationMs() + " ms)";
   }
 
   /** {@code steps} durations from max down to min, log-spaced, rounded to whole ms, distinct. */
@@ -436,5 +526,10 @@ public final class BenchTraceCommand implements Callable<Integer> {
 
   long seed() {
     return seed;
+  }
+
+  /** The 1-minute load average before the replays; negative where unknown. */
+  double loadAverageBefore() {
+    return loadAverageBefore;
   }
 }

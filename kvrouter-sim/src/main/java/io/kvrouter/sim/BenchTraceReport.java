@@ -35,6 +35,9 @@ final class BenchTraceReport {
       g.writeNumberField("jump_size", cmd.jumpSize());
       g.writeNumberField("seed", cmd.seed());
       g.writeNumberField("cores", Runtime.getRuntime().availableProcessors());
+      if (cmd.loadAverageBefore() >= 0) {
+        g.writeNumberField("load_average", cmd.loadAverageBefore());
+      }
       g.writeStringField("java", System.getProperty("java.vm.version"));
       g.writeEndObject();
       g.writeObjectFieldStart("timelines");

@@ -50,7 +50,8 @@ import java.util.function.Predicate;
  * subject, applied the event (SimNats); the results equal an in-process run's.
  *
  * Loads are sampled on a fixed simulated period that divides the arrival span into loadSamples
- * steps, for as long as requests are in flight.
+ * steps, for as long as requests are in flight. The hit rate over time (HitSeries) counts each
+ * completed request in one of loadSamples slices of the arrival span, by its arrival.
  * </pre>
  */
 final class FleetSimulation {
@@ -82,6 +83,7 @@ final class FleetSimulation {
   private int rejected;
   private final List<Double> sampleTimes = new ArrayList<>();
   private final List<int[]> samples = new ArrayList<>();
+  private final HitSeries hits;
 
   /** The router's index: bounded when the config says so. */
   private static KvIndex newIndex(SimConfig cfg) {
@@ -116,6 +118,11 @@ final class FleetSimulation {
     this.progress = progress;
     this.eventFilter = eventFilter;
     this.ttftMs = new double[trace.size()];
+    this.hits =
+        new HitSeries(
+            trace.get(0).timestampMs(),
+            trace.get(trace.size() - 1).timestampMs(),
+            Math.max(1, cfg.loadSamples()));
 
     KvRouter.Builder b =
         KvRouter.builder(cfg.blockSize())
@@ -159,6 +166,7 @@ final class FleetSimulation {
             cachedTokens += r.cachedTokens;
             routedOverlap += Math.min(r.routedOverlapTokens, r.trace.inputLength());
             outputTokens += r.trace.outputLength();
+            hits.add(r.trace.timestampMs(), r.trace.inputLength(), r.cachedTokens);
             lastFinish = Math.max(lastFinish, loop.now());
             oneDone();
           }
@@ -240,6 +248,7 @@ final class FleetSimulation {
         meanLoad,
         util,
         new LoadSeries(names, times, samples.toArray(new int[0][])),
+        hits,
         eventsPublished,
         eventsApplied,
         v,

@@ -16,6 +16,7 @@ package io.kvrouter.sim;
  * @param meanLoad per rank, the time-averaged requests in flight over the makespan
  * @param prefillUtilisation per rank, the fraction of the makespan its prefill lane worked
  * @param load per-rank load over time
+ * @param hits prompt and cached tokens of the completed requests per slice of the arrival span
  * @param eventsPublished KV events the engines published
  * @param eventsApplied KV events applied to the index (the router's, or in approximate mode the
  *     shadow index that is only verified)
@@ -36,6 +37,7 @@ record PolicyResult(
     double[] meanLoad,
     double[] prefillUtilisation,
     LoadSeries load,
+    HitSeries hits,
     long eventsPublished,
     long eventsApplied,
     Verification verification,

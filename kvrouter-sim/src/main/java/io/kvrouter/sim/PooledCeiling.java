@@ -16,15 +16,22 @@ import java.util.List;
  * @param promptTokens prompt tokens of the requests it could hold
  * @param cachedTokens of those, tokens found in the cache
  * @param rejected requests larger than the whole pool
+ * @param hits prompt and cached tokens per slice of the arrival span
  */
-record PooledCeiling(long capacityBlocks, long promptTokens, long cachedTokens, int rejected) {
+record PooledCeiling(
+    long capacityBlocks, long promptTokens, long cachedTokens, int rejected, HitSeries hits) {
 
   /** Tokens served from cache / prompt tokens. */
   double hitRate() {
     return promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens;
   }
 
-  static PooledCeiling run(List<TraceRequest> trace, int capacityBlocks, int blockSize) {
+  /** Runs the pool; {@code buckets} slices of the arrival span for the hit rate over time. */
+  static PooledCeiling run(
+      List<TraceRequest> trace, int capacityBlocks, int blockSize, int buckets) {
+    HitSeries hits =
+        new HitSeries(
+            trace.get(0).timestampMs(), trace.get(trace.size() - 1).timestampMs(), buckets);
     PrefixCache pool = new PrefixCache(new Worker(0, 0), blockSize, capacityBlocks, e -> {});
     long prompt = 0;
     long cached = 0;
@@ -39,7 +46,8 @@ record PooledCeiling(long capacityBlocks, long promptTokens, long cachedTokens, 
       pool.release(id++);
       prompt += r.inputLength();
       cached += (long) a.cachedBlocks() * blockSize;
+      hits.add(r.timestampMs(), r.inputLength(), (long) a.cachedBlocks() * blockSize);
     }
-    return new PooledCeiling(capacityBlocks, prompt, cached, rejected);
+    return new PooledCeiling(capacityBlocks, prompt, cached, rejected, hits);
   }
 }

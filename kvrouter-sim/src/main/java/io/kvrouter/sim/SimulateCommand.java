@@ -294,7 +294,7 @@ public final class SimulateCommand implements Callable<Integer> {
     if (!noReport) {
       try {
         Path target = report.toAbsolutePath();
-        Files.writeString(target, HtmlReport.render(result));
+        Files.writeString(target, HtmlReport.render(result, reportMeta()));
         (json ? err : out).println("report: " + target);
       } catch (IOException e) {
         err.println("kvrouter simulate: cannot write the report " + report + ": " + e);
@@ -310,6 +310,14 @@ public final class SimulateCommand implements Callable<Integer> {
       return 1;
     }
     return 0;
+  }
+
+  /** The HTML report's metadata: version, commit, this command line and the date. */
+  private HtmlReport.Meta reportMeta() {
+    List<String> args = spec.commandLine().getParseResult().originalArgs();
+    // the parse result of a subcommand holds the whole command line: keep what follows "simulate"
+    int at = args.indexOf(spec.name());
+    return HtmlReport.Meta.of(at < 0 ? args : args.subList(at + 1, args.size()));
   }
 
   /** A --max-blocks value; the message names the flag. */

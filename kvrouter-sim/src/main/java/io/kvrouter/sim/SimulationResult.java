@@ -82,6 +82,7 @@ record SimulationResult(
     if (capacity > Integer.MAX_VALUE) {
       throw new IllegalArgumentException("the pooled cache would exceed 2^31 blocks");
     }
-    return PooledCeiling.run(trace, (int) capacity, cfg.blockSize());
+    return PooledCeiling.run(
+        trace, (int) capacity, cfg.blockSize(), Math.max(1, cfg.loadSamples()));
   }
 }
