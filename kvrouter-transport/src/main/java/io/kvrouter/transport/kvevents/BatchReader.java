@@ -1,6 +1,10 @@
 package io.kvrouter.transport.kvevents;
 
+import io.kvrouter.transport.TokenIds;
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -45,6 +49,12 @@ final class BatchReader {
    * skipValue(int) overflows its int count on forged headers; found by KvEventDecoderFuzzTest). Generic values (extra
    * keys, ignored fields) nest at most MAX_DEPTH levels.
    *
+   * One reader per field: an event's fields are read by Fields.read(field id) whether they come
+   * by position (STORED_ORDER, REMOVED_ORDER) or by name (fieldId). One reader per integer:
+   * integerBits() gives every msgpack integer as 64 bits, a uint64 as its bit pattern read from
+   * its raw bytes (no BigInteger); callers check ranges on that (a uint64 with the top bit set is
+   * "too big" for every bounded field, token ids use TokenIds like the HTTP bodies).
+   *
    * msgpack-core's own exceptions are translated at the top: running out of bytes is
    * "truncated", the byte 0xc1 is "not msgpack"; both carry the path reached so far.
    */
@@ -53,6 +63,11 @@ final class BatchReader {
 
   private final MessageUnpacker in;
   private final int length;
+
+  private static final VarHandle BIG_ENDIAN_LONG =
+      MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+
+  private byte[] u64; // the raw bytes of a uint64, allocated at the first one
 
   private String[] names = new String[8];
   private int[] indexes = new int[8];
@@ -169,9 +184,16 @@ final class BatchReader {
     return switch (f.getValueType()) {
       case FLOAT -> in.unpackDouble();
       case INTEGER ->
-          f == MessageFormat.UINT64 ? in.unpackBigInteger().doubleValue() : in.unpackLong();
+          f == MessageFormat.UINT64 ? unsignedToDouble(integerBits(f)) : in.unpackLong();
       default -> throw error("expected a timestamp (a number), found " + describeNext());
     };
+  }
+
+  /** The unsigned 64-bit value {@code bits} as the nearest double (as BigInteger's would be). */
+  static double unsignedToDouble(long bits) {
+    if (bits >= 0) return bits;
+    // halve with the lowest bit kept sticky so that rounding to 53 bits stays correct, then double
+    return (double) ((bits >>> 1) | (bits & 1)) * 2.0;
   }
 
   private Integer readDpRank() throws IOException {
@@ -244,6 +266,70 @@ final class BatchReader {
     return in.unpackString();
   }
 
+  // Field ids: bit i of Fields.seen. STORED_ORDER and REMOVED_ORDER are the positional forms'
+  // field orders (vLLM's msgspec array_like); the map form names the same fields (FIELD_NAMES),
+  // plus cache_salt.
+  private static final int BLOCK_HASHES = 0;
+  private static final int PARENT = 1;
+  private static final int TOKEN_IDS = 2;
+  private static final int BLOCK_SIZE = 3;
+  private static final int LORA_ID = 4;
+  private static final int MEDIUM = 5;
+  private static final int LORA_NAME = 6;
+  private static final int EXTRA_KEYS = 7;
+  private static final int GROUP_IDX = 8;
+  private static final int KIND = 9;
+  private static final int CACHE_SALT = 10;
+
+  private static final String[] FIELD_NAMES = {
+    "block_hashes",
+    "parent_block_hash",
+    "token_ids",
+    "block_size",
+    "lora_id",
+    "medium",
+    "lora_name",
+    "extra_keys",
+    "group_idx",
+    "kv_cache_spec_kind",
+    "cache_salt"
+  };
+
+  /** BlockStored's positions; the first four are required; kv_cache_spec_sliding_window after. */
+  private static final int[] STORED_ORDER = {
+    BLOCK_HASHES,
+    PARENT,
+    TOKEN_IDS,
+    BLOCK_SIZE,
+    LORA_ID,
+    MEDIUM,
+    LORA_NAME,
+    EXTRA_KEYS,
+    GROUP_IDX,
+    KIND
+  };
+
+  /** BlockRemoved's positions; the first is required. */
+  private static final int[] REMOVED_ORDER = {BLOCK_HASHES, MEDIUM, GROUP_IDX, KIND};
+
+  /** The id of a map field name, or -1 for a field to skip. */
+  private static int fieldId(String key) {
+    return switch (key) {
+      case "block_hashes" -> BLOCK_HASHES;
+      case "parent_block_hash" -> PARENT;
+      case "token_ids" -> TOKEN_IDS;
+      case "block_size" -> BLOCK_SIZE;
+      case "lora_id" -> LORA_ID;
+      case "medium" -> MEDIUM;
+      case "lora_name" -> LORA_NAME;
+      case "extra_keys" -> EXTRA_KEYS;
+      case "group_idx" -> GROUP_IDX;
+      case "kv_cache_spec_kind" -> KIND;
+      case "cache_salt" -> CACHE_SALT;
+      default -> -1;
+    };
+  }
+
   private EngineEvent readStoredArray(int fields) throws IOException {
     if (fields < 4) {
       throw error(
@@ -251,77 +337,28 @@ final class BatchReader {
               + fields
               + (fields == 1 ? " field" : " fields"));
     }
-    Fields f = new Fields();
-    push("block_hashes");
-    f.blockHashes = readHashes();
-    rename("parent_block_hash");
-    readParent(f);
-    rename("token_ids");
-    f.tokenIds = readTokens();
-    rename("block_size");
-    f.blockSize = readBlockSize();
-    int read = 4;
-    if (read < fields) {
-      rename("lora_id");
-      f.loraId = readOptionalLong();
-      read++;
-    }
-    if (read < fields) {
-      rename("medium");
-      f.medium = readOptionalString();
-      read++;
-    }
-    if (read < fields) {
-      rename("lora_name");
-      f.loraName = readOptionalString();
-      read++;
-    }
-    if (read < fields) {
-      rename("extra_keys");
-      f.extraKeys = readExtraKeys();
-      read++;
-    }
-    if (read < fields) {
-      rename("group_idx");
-      f.groupIdx = readOptionalGroup();
-      read++;
-    }
-    if (read < fields) {
-      rename("kv_cache_spec_kind");
-      f.kind = readOptionalString();
-      read++;
-    }
-    pop();
-    skip(fields - read); // kv_cache_spec_sliding_window and anything newer
-    return f.stored();
+    return readPositional(fields, STORED_ORDER).stored();
   }
 
   private EngineEvent readRemovedArray(int fields) throws IOException {
     if (fields < 1) {
       throw error("BlockRemoved needs block_hashes; found no fields");
     }
+    return readPositional(fields, REMOVED_ORDER).removed();
+  }
+
+  /** The fields of an event array after its tag: the known positions, then the rest skipped. */
+  private Fields readPositional(int fields, int[] order) throws IOException {
     Fields f = new Fields();
-    push("block_hashes");
-    f.blockHashes = readHashes();
-    int read = 1;
-    if (read < fields) {
-      rename("medium");
-      f.medium = readOptionalString();
-      read++;
-    }
-    if (read < fields) {
-      rename("group_idx");
-      f.groupIdx = readOptionalGroup();
-      read++;
-    }
-    if (read < fields) {
-      rename("kv_cache_spec_kind");
-      f.kind = readOptionalString();
-      read++;
+    int known = Math.min(fields, order.length);
+    push(null);
+    for (int i = 0; i < known; i++) {
+      rename(FIELD_NAMES[order[i]]);
+      f.read(order[i]);
     }
     pop();
-    skip(fields - read);
-    return f.removed();
+    skip(fields - known); // positions newer than this decoder
+    return f;
   }
 
   private EngineEvent readEventMap(int n) throws IOException {
@@ -342,8 +379,11 @@ final class BatchReader {
         }
         continue;
       }
-      if (!f.readField(key)) {
+      int id = fieldId(key);
+      if (id < 0) {
         skip(1);
+      } else {
+        f.read(id);
       }
     }
     if (tag == null) {
@@ -390,45 +430,30 @@ final class BatchReader {
     String cacheSalt;
     int seen;
 
-    /** Reads the value of a known map field; false for a field to skip. */
-    boolean readField(String key) throws IOException {
-      int bit =
-          switch (key) {
-            case "block_hashes" -> 1;
-            case "parent_block_hash" -> 2;
-            case "token_ids" -> 4;
-            case "block_size" -> 8;
-            case "lora_id" -> 16;
-            case "medium" -> 32;
-            case "lora_name" -> 64;
-            case "extra_keys" -> 128;
-            case "group_idx" -> 256;
-            case "kv_cache_spec_kind" -> 512;
-            case "cache_salt" -> 1024;
-            default -> 0;
-          };
-      if (bit == 0) {
-        return false;
-      }
+    /** Reads the value of field {@code id}: the one reader of every field, both forms. */
+    void read(int id) throws IOException {
+      int bit = 1 << id;
       if ((seen & bit) != 0) {
         throw error("duplicate field");
       }
       seen |= bit;
-      switch (key) {
-        case "block_hashes" -> blockHashes = readHashes();
-        case "parent_block_hash" -> readParent(this);
-        case "token_ids" -> tokenIds = readTokens();
-        case "block_size" -> blockSize = readBlockSize();
-        case "lora_id" -> loraId = readOptionalLong();
-        case "medium" -> medium = readOptionalString();
-        case "lora_name" -> loraName = readOptionalString();
-        case "extra_keys" -> extraKeys = readExtraKeys();
-        case "group_idx" -> groupIdx = readOptionalGroup();
-        case "kv_cache_spec_kind" -> kind = readOptionalString();
-        case "cache_salt" -> cacheSalt = readOptionalString();
-        default -> throw new IllegalStateException(key);
+      switch (id) {
+        case BLOCK_HASHES -> blockHashes = readHashes();
+        case PARENT -> {
+          hasParent = !in.tryUnpackNil();
+          parent = hasParent ? readHash() : 0L;
+        }
+        case TOKEN_IDS -> tokenIds = readTokens();
+        case BLOCK_SIZE -> blockSize = readBlockSize();
+        case LORA_ID -> loraId = readOptionalLong();
+        case MEDIUM -> medium = readOptionalString();
+        case LORA_NAME -> loraName = readOptionalString();
+        case EXTRA_KEYS -> extraKeys = readExtraKeys();
+        case GROUP_IDX -> groupIdx = readOptionalGroup();
+        case KIND -> kind = readOptionalString();
+        case CACHE_SALT -> cacheSalt = readOptionalString();
+        default -> throw new IllegalStateException("field " + id);
       }
-      return true;
     }
 
     EngineEvent.BlockStored stored() {
@@ -468,21 +493,11 @@ final class BatchReader {
     return out;
   }
 
-  private void readParent(Fields f) throws IOException {
-    if (in.tryUnpackNil()) {
-      f.hasParent = false;
-      f.parent = 0L;
-    } else {
-      f.parent = readHash();
-      f.hasParent = true;
-    }
-  }
-
   private long readHash() throws IOException {
     MessageFormat f = nextFormat();
     switch (f.getValueType()) {
       case INTEGER -> {
-        return f == MessageFormat.UINT64 ? in.unpackBigInteger().longValue() : in.unpackLong();
+        return integerBits(f);
       }
       case BINARY -> {
         int n = in.unpackBinaryHeader();
@@ -510,10 +525,23 @@ final class BatchReader {
     int[] out = new int[n];
     for (int i = 0; i < n; i++) {
       index(i);
-      out[i] = (int) readInteger(Integer.MIN_VALUE, 0xFFFF_FFFFL, "a 32-bit token id");
+      out[i] = readTokenId();
     }
     index(-1);
     return out;
+  }
+
+  /** One token id, {@code 0..2^32-1} as int bits ({@link TokenIds}, the same check as HTTP's). */
+  private int readTokenId() throws IOException {
+    MessageFormat f = nextFormat();
+    if (f.getValueType() != ValueType.INTEGER) {
+      throw error("expected a token id in " + TokenIds.RANGE + ", found " + describeNext());
+    }
+    long v = integerBits(f);
+    if (!TokenIds.isValid(v)) {
+      throw error(TokenIds.outOfRange(integerText(f, v)));
+    }
+    return (int) v;
   }
 
   private int readBlockSize() throws IOException {
@@ -535,7 +563,7 @@ final class BatchReader {
     if (f.getValueType() != ValueType.INTEGER) {
       throw error("expected an integer or nil, found " + describeNext());
     }
-    return f == MessageFormat.UINT64 ? in.unpackBigInteger().longValue() : in.unpackLong();
+    return integerBits(f);
   }
 
   private String readOptionalString() throws IOException {
@@ -589,7 +617,7 @@ final class BatchReader {
         return in.unpackBoolean();
       }
       case INTEGER -> {
-        return f == MessageFormat.UINT64 ? in.unpackBigInteger().longValue() : in.unpackLong();
+        return integerBits(f);
       }
       case FLOAT -> {
         return in.unpackDouble();
@@ -631,19 +659,39 @@ final class BatchReader {
     if (f.getValueType() != ValueType.INTEGER) {
       throw error("expected " + what + ", found " + describeNext());
     }
-    if (f == MessageFormat.UINT64) {
-      long bits = in.unpackBigInteger().longValue();
-      if (bits >= 0 && bits <= max) {
-        return bits;
-      }
+    long v = integerBits(f);
+    if (f == MessageFormat.UINT64 && v < 0) {
       throw error(
-          "expected " + what + ", found the integer " + Long.toUnsignedString(bits) + " (too big)");
+          "expected " + what + ", found the integer " + Long.toUnsignedString(v) + " (too big)");
     }
-    long v = in.unpackLong();
     if (v < min || v > max) {
       throw error("expected " + what + ", found the integer " + v + " (out of range)");
     }
     return v;
+  }
+
+  /**
+   * The next integer, of format {@code f} (already peeked), as 64 bits: signed formats as their
+   * value, uint64 as its bit pattern (values of 2^63 and more come out negative). One reader for
+   * every integer; a uint64 is read as its 9 raw bytes (format byte, 8 big-endian bytes) into
+   * {@code u64}, because msgpack-core's unpackLong throws on values above Long.MAX_VALUE and its
+   * unpackBigInteger allocates.
+   */
+  private long integerBits(MessageFormat f) throws IOException {
+    if (f != MessageFormat.UINT64) {
+      return in.unpackLong();
+    }
+    byte[] b = u64;
+    if (b == null) {
+      b = u64 = new byte[9];
+    }
+    in.readPayload(b, 0, 9);
+    return (long) BIG_ENDIAN_LONG.get(b, 1);
+  }
+
+  /** An integer read by {@link #integerBits} as the wire wrote it, in decimal. */
+  private static String integerText(MessageFormat f, long bits) {
+    return f == MessageFormat.UINT64 ? Long.toUnsignedString(bits) : Long.toString(bits);
   }
 
   private String fieldName() throws IOException {
@@ -713,10 +761,7 @@ final class BatchReader {
         return in.unpackBoolean() ? "true" : "false";
       }
       case INTEGER -> {
-        return "the integer "
-            + (f == MessageFormat.UINT64
-                ? in.unpackBigInteger().toString()
-                : Long.toString(in.unpackLong()));
+        return "the integer " + integerText(f, integerBits(f));
       }
       case FLOAT -> {
         return "the float " + in.unpackDouble();

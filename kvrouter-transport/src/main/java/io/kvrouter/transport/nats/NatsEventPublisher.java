@@ -44,21 +44,18 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
    * stored after all. The counters are AtomicLongs, the only mutable state.
    */
 
-  private static final int DEFAULT_ATTEMPTS = 3;
+  private static final int ATTEMPTS = 3;
 
   private final JetStream js;
   private final NatsEventStream stream;
   private final String idPrefix = NUID.nextGlobal() + "-";
   private final AtomicLong counter = new AtomicLong();
   private final AtomicLong published = new AtomicLong();
-  private final int attempts;
   private final AtomicLong lastSequence = new AtomicLong();
 
-  private NatsEventPublisher(Connection nc, NatsEventStream stream, int attempts)
-      throws IOException {
+  private NatsEventPublisher(Connection nc, NatsEventStream stream) throws IOException {
     this.js = nc.jetStream();
     this.stream = stream;
-    this.attempts = attempts;
   }
 
   /**
@@ -73,7 +70,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
     Objects.requireNonNull(stream, "stream");
     try {
       stream.ensure(nc.jetStreamManagement());
-      return new NatsEventPublisher(nc, stream, DEFAULT_ATTEMPTS);
+      return new NatsEventPublisher(nc, stream);
     } catch (IOException e) {
       throw new UncheckedIOException("cannot set up stream " + stream.stream(), e);
     } catch (JetStreamApiException e) {
@@ -90,7 +87,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
     Objects.requireNonNull(nc, "connection");
     Objects.requireNonNull(stream, "stream");
     try {
-      return new NatsEventPublisher(nc, stream, DEFAULT_ATTEMPTS);
+      return new NatsEventPublisher(nc, stream);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
@@ -118,7 +115,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
             .messageId(idPrefix + counter.incrementAndGet())
             .build();
     IOException last = null;
-    for (int i = 0; i < attempts; i++) {
+    for (int i = 0; i < ATTEMPTS; i++) {
       try {
         PublishAck ack = js.publish(stream.subject(), (Headers) null, payload, opts);
         published.incrementAndGet();
@@ -134,7 +131,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
             + " (subject "
             + stream.subject()
             + ") after "
-            + attempts
+            + ATTEMPTS
             + " attempts: "
             + last.getMessage(),
         last);

@@ -1,46 +1,22 @@
 package io.kvrouter.transport.nats;
 
-import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.transport.SingleWriterCounters;
-import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.nats.ReplicaCounters.C;
+import io.kvrouter.transport.nats.RestoreProtocol.Restored;
 import io.nats.client.Connection;
 import io.nats.client.ConnectionListener;
-import io.nats.client.ConsumeOptions;
-import io.nats.client.IterableConsumer;
 import io.nats.client.JetStreamApiException;
 import io.nats.client.JetStreamManagement;
-import io.nats.client.JetStreamStatusCheckedException;
-import io.nats.client.Message;
 import io.nats.client.NUID;
-import io.nats.client.PurgeOptions;
-import io.nats.client.api.AckPolicy;
-import io.nats.client.api.ConsumerConfiguration;
-import io.nats.client.api.ConsumerInfo;
-import io.nats.client.api.DeliverPolicy;
-import io.nats.client.api.ObjectInfo;
-import io.nats.client.api.PurgeResponse;
 import io.nats.client.api.StreamInfo;
-import io.nats.client.impl.NatsJetStreamMetaData;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Objects;
-import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.locks.LockSupport;
-import java.util.function.BooleanSupplier;
-import java.util.logging.Level;
-import java.util.logging.Logger;
+import java.util.function.LongSupplier;
 import java.util.regex.Pattern;
 
 /**
@@ -90,67 +66,27 @@ public final class NatsReplica implements AutoCloseable {
   /*
    * Implementation notes
    *
-   * Threads. start() runs the restore procedure on the caller's thread and then starts the
-   * replica thread ("kvrouter-nats-<replicaId>"), which from then on alone touches the iterator,
-   * the consumer name, the index's writes, expectedConsumerSeq, the snapshot schedule and every
-   * counter except the four written by the snapshot thread ("kvrouter-nats-snapshot-<id>", a
-   * single-thread executor), which serialises dumps, writes the object and purges the stream.
-   * Thread.start() publishes what start() set up. Other threads read lastApplied, ready,
-   * restoredSequence and consumerName (volatile) and the counters.
+   * The public face of three package-private parts, each with its own notes:
+   *   RestoreProtocol    the consumers and where they start: newest snapshot, consumer after it,
+   *                      check again (start and resync); consumer create / delete / look-up.
+   *   ConsumeLoop        the replica thread ("kvrouter-nats-<replicaId>"): pull, classify,
+   *                      apply, ack; gaps, lost consumers, reconnections, resyncs.
+   *   SnapshotScheduler  when to cut (requests, threshold, interval), the cut on the replica
+   *                      thread, the write and purge on the snapshot thread
+   *                      ("kvrouter-nats-snapshot-<replicaId>").
+   * and Progress, where the loop publishes lastApplied and ready and where awaitApplied /
+   * awaitReady wait on futures the loop completes (no polling).
    *
-   * jnats' connection thread runs connectionListener, which only sets the reconnected flag: after
-   * a reconnection the iterator's pull request is gone with the old connection (jnats would only
-   * notice at the next missed heartbeat, up to tens of seconds later), so the replica thread
-   * drops the iterator and pulls again on its next turn.
-   *
-   * The loop (one turn at most POLL_MS of waiting, so close() is seen quickly):
-   *   prepare()      if no iterator is open: check whether the consumer still exists, create a
-   *                  new one when needed (gap or consumer lost), rebuild from a snapshot when
-   *                  the stream may have been purged past lastApplied, open the iterator.
-   *                  Failures are counted and retried with capped exponential backoff.
-   *   nextMessage    -> onMessage, or onIdle when nothing came.
-   *   maybeSnapshot  take a dump when one is due and none is in flight.
-   *
-   * onMessage, per delivery:
-   *   consumer sequence > expected   deliveries were lost: drop the iterator, resubscribe at
-   *                                  lastApplied + 1 (this message comes again from there)
-   *   stream sequence <= lastApplied a redelivery: ack, count duplicate
-   *   not decodable                  term (never redeliver), count malformed; it is dealt with
-   *   otherwise                      index.apply, lastApplied = sequence, ack
-   * The consumer sequence counts every delivery, redeliveries included, so it has no holes unless
-   * messages were lost. Events are applied in stream order; the duplicate rule is safe because a
-   * message is only skipped when a message at or after its sequence was applied, and everything
-   * before that was applied or skipped in order.
-   *
-   * Consumers are named kvrouter-<subject slug>-<replicaId>-g<n>, n increasing with every
-   * (re)subscription and starting at the wall clock's milliseconds, so that a run does not reuse
-   * the names of the one before (whose consumers start() deletes). A resubscription creates the new consumer first and
-   * deletes the old one after, so the replica's position always pins the purge floor
-   * (PurgeRule). A consumer that vanished (deleted by an operator, or by the server after its
-   * inactive threshold) pinned nothing for a while: after creating the new one, if the newest
-   * snapshot is past lastApplied, events between may have been purged, and the replica
-   * rebuilds (resync): clear every worker the index knows, load that snapshot, consume after it.
-   *
-   * Restore (start and resync): read the newest snapshot S; create the consumer at S + 1; read
-   * the newest snapshot again. A writer uploads its snapshot before it lists consumers to compute
-   * its purge floor, so either it saw our consumer (and purges no further than S) or we see its
-   * newer snapshot now and start over. Bounded attempts.
-   *
-   * Snapshot cut: on the replica thread between two messages, index.flush() then index.dump(),
-   * with seq = lastApplied: the dump holds exactly the events up to seq. The dump (an immutable
-   * list) goes to the snapshot thread; at most one snapshot is in flight (snapshotInFlight),
-   * requests made meanwhile are served by the next cut.
+   * start() runs on the caller's thread: stream and bucket, leftovers deleted, restore, the
+   * snapshot installed into the index, then the loop's thread started (Thread.start() publishes
+   * everything set up before). jnats' connection thread runs connectionListener, which only
+   * tells the loop about a reconnection. close() stops the loop, joins its thread, stops the
+   * snapshot thread and deletes the consumer. Counter slots have one writer each (ReplicaCounters).
    */
-
-  private static final Logger LOG = Logger.getLogger(NatsReplica.class.getName());
 
   /** The object store bucket for snapshots when none is named. */
   public static final String DEFAULT_BUCKET = "kvrouter-snapshots";
 
-  private static final long POLL_MS = 50;
-  private static final long READY_CHECK_NANOS = 100_000_000L;
-  private static final long BACKOFF_INITIAL_MS = 50;
-  private static final long BACKOFF_MAX_MS = 5_000;
   private static final Pattern ID = Pattern.compile("[A-Za-z0-9_-]+");
 
   /** Configures and starts a {@link NatsReplica}. */
@@ -166,7 +102,7 @@ public final class NatsReplica implements AutoCloseable {
     private Duration ackWait = Duration.ofSeconds(30);
     private Duration inactiveThreshold = Duration.ofMinutes(5);
     private int batchSize = 256;
-    private int restoreAttempts = 5;
+    private LongSupplier clock = System::nanoTime;
 
     private Builder(Connection nc, NatsEventStream stream, KvIndex index) {
       this.nc = Objects.requireNonNull(nc, "connection");
@@ -240,6 +176,12 @@ public final class NatsReplica implements AutoCloseable {
       return this;
     }
 
+    /** The clock of the snapshot schedule (tests); default {@link System#nanoTime()}. */
+    Builder clock(LongSupplier nanoTime) {
+      this.clock = Objects.requireNonNull(nanoTime, "clock");
+      return this;
+    }
+
     /**
      * Loads the newest snapshot, creates the consumer, applies the snapshot and starts consuming.
      *
@@ -274,108 +216,61 @@ public final class NatsReplica implements AutoCloseable {
     return new Builder(nc, stream, index);
   }
 
-  /** A consumer created at a start sequence, with the snapshot loaded for it (null: none). */
-  private record Restored(
-      Snapshots.Loaded snapshot, long sequence, String consumer, long pending) {}
-
   private final Connection nc;
-  private final JetStreamManagement jsm;
   private final NatsEventStream stream;
-  private final KvIndex index;
   private final String replicaId;
-  private final String consumerPrefix;
-  private final Pattern ownConsumers;
   private final Snapshots snapshots;
-  private final ConsumerConfiguration.Builder consumerTemplate;
-  private final ConsumeOptions consumeOptions;
-  private final boolean writeSnapshots;
-  private final long snapshotIntervalNanos;
-  private final long snapshotThreshold;
-  private final int restoreAttempts;
+  private final RestoreProtocol restore;
+  private final SnapshotScheduler scheduler;
+  private final ConsumeLoop loop;
+  private final Progress progress = new Progress();
   private final SingleWriterCounters<C> counters = ReplicaCounters.create();
-  private final Queue<CompletableFuture<SnapshotInfo>> snapshotRequests =
-      new ConcurrentLinkedQueue<>();
-  private final AtomicBoolean snapshotInFlight = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
-  private final AtomicBoolean reconnected = new AtomicBoolean();
-  private final ConnectionListener connectionListener =
-      (conn, event) -> {
-        if (event == ConnectionListener.Events.RECONNECTED) reconnected.set(true);
-      };
-  private final ExecutorService snapshotter;
+  private final ConnectionListener connectionListener;
   private final Thread thread;
-
-  private volatile boolean running = true;
-  private volatile boolean ready;
-  private volatile long lastApplied;
-  private volatile long restoredSequence;
-  private volatile String consumerName;
-  private volatile long lastSnapshotSequence = -1;
-
-  // replica thread only
-  private IterableConsumer it;
-  private long generation = System.currentTimeMillis(); // consumer names differ between runs
-  private long expectedConsumerSeq = 1;
-  private boolean needCheck;
-  private boolean needResubscribe;
-  private boolean consumerLost;
-  private boolean needLossCheck;
-  private long retryAtNanos;
-  private long backoffMs = BACKOFF_INITIAL_MS;
-  private long nextReadyCheckNanos;
-  private long sinceSnapshot;
-  private long lastSnapshotNanos;
-
-  // snapshot thread only
-  private long purgedThrough;
 
   private NatsReplica(Builder b) throws IOException, JetStreamApiException, InterruptedException {
     this.nc = b.nc;
-    this.jsm = b.nc.jetStreamManagement();
     this.stream = b.stream;
-    this.index = b.index;
     this.replicaId = b.replicaId;
-    this.consumerPrefix =
-        "kvrouter-" + NatsEventStream.slug(stream.subject()).replace('_', '-') + "-" + replicaId;
-    this.ownConsumers = Pattern.compile(Pattern.quote(consumerPrefix) + "-g\\d+");
-    this.writeSnapshots = b.writeSnapshots;
-    this.snapshotIntervalNanos = b.snapshotInterval.toNanos();
-    this.snapshotThreshold = b.snapshotThreshold;
-    this.restoreAttempts = b.restoreAttempts;
-    this.consumerTemplate =
-        ConsumerConfiguration.builder()
-            .description("kvrouter replica " + replicaId + " of " + stream.subject())
-            .filterSubject(stream.subject())
-            .ackPolicy(AckPolicy.Explicit)
-            .ackWait(b.ackWait)
-            .inactiveThreshold(b.inactiveThreshold);
-    this.consumeOptions = ConsumeOptions.builder().batchSize(b.batchSize).build();
-
+    JetStreamManagement jsm = nc.jetStreamManagement();
     StreamInfo info = stream.ensure(jsm);
     this.snapshots =
         new Snapshots(
             Snapshots.openBucket(nc, b.bucket),
             stream,
             info.getCreateTime().toInstant().toString());
-    deleteLeftovers();
-    Restored r = restore(null);
+    this.restore =
+        new RestoreProtocol(
+            jsm, stream, snapshots, replicaId, b.ackWait, b.inactiveThreshold, counters);
+    restore.deleteLeftovers();
+    Restored r = restore.restore(null);
     try {
-      install(r);
+      restore.install(r, b.index);
     } catch (RuntimeException e) {
-      deleteQuietly(r.consumer());
+      restore.deleteQuietly(r.consumer());
       throw e;
     }
-    ready = r.pending() == 0;
-    lastSnapshotNanos = System.nanoTime();
-
-    this.snapshotter =
-        Executors.newSingleThreadExecutor(
-            task -> {
-              Thread t = new Thread(task, "kvrouter-nats-snapshot-" + replicaId);
-              t.setDaemon(true);
-              return t;
-            });
-    this.thread = new Thread(this::run, "kvrouter-nats-" + replicaId);
+    this.scheduler =
+        new SnapshotScheduler(
+            b.index,
+            snapshots,
+            jsm,
+            stream,
+            replicaId,
+            b.writeSnapshots,
+            b.snapshotInterval,
+            b.snapshotThreshold,
+            b.clock,
+            counters);
+    this.loop =
+        new ConsumeLoop(
+            nc, stream, b.index, replicaId, restore, scheduler, progress, counters, b.batchSize, r);
+    this.connectionListener =
+        (conn, event) -> {
+          if (event == ConnectionListener.Events.RECONNECTED) loop.reconnected();
+        };
+    this.thread = new Thread(loop, "kvrouter-nats-" + replicaId);
     thread.setDaemon(true);
     nc.addConnectionListener(connectionListener);
     thread.start();
@@ -399,12 +294,12 @@ public final class NatsReplica implements AutoCloseable {
    * a resync rebuilds the index.
    */
   public boolean ready() {
-    return ready;
+    return progress.ready();
   }
 
   /** Waits until {@link #ready()}; returns false on timeout or when the replica stopped. */
   public boolean awaitReady(Duration timeout) {
-    return await(timeout, () -> ready);
+    return progress.awaitReady(timeout);
   }
 
   /**
@@ -413,27 +308,27 @@ public final class NatsReplica implements AutoCloseable {
    * pool index, call the index's {@code flush()} afterwards to see the events in reads.
    */
   public boolean awaitApplied(long sequence, Duration timeout) {
-    return await(timeout, () -> lastApplied >= sequence);
+    return progress.awaitApplied(sequence, timeout);
   }
 
   /** The stream sequence of the last message applied (or skipped as malformed). */
   public long lastAppliedSequence() {
-    return lastApplied;
+    return progress.lastApplied();
   }
 
   /** The sequence of the snapshot loaded at start or in the last resync; 0 when there was none. */
   public long restoredSequence() {
-    return restoredSequence;
+    return loop.restoredSequence();
   }
 
   /** The sequence of the last snapshot this replica wrote; -1 before the first. */
   public long lastSnapshotSequence() {
-    return lastSnapshotSequence;
+    return scheduler.lastSnapshotSequence();
   }
 
   /** The name of the durable consumer this replica currently reads from. */
   public String consumerName() {
-    return consumerName;
+    return loop.consumerName();
   }
 
   /** The object name of this replica's snapshot in the bucket. */
@@ -443,7 +338,7 @@ public final class NatsReplica implements AutoCloseable {
 
   /** Whether the replica's thread is running (false after {@link #close()} or a fatal error). */
   public boolean running() {
-    return running && thread.isAlive();
+    return loop.running() && thread.isAlive();
   }
 
   /** Counters since start. */
@@ -457,10 +352,19 @@ public final class NatsReplica implements AutoCloseable {
    * the purge rule allows (or completes exceptionally when that failed or the replica closed).
    */
   public CompletableFuture<SnapshotInfo> snapshot() {
-    CompletableFuture<SnapshotInfo> f = new CompletableFuture<>();
-    snapshotRequests.add(f);
-    if (!running) failRequests(new IllegalStateException("replica " + replicaId + " is closed"));
+    CompletableFuture<SnapshotInfo> f = scheduler.request();
+    if (!loop.running()) {
+      scheduler.failRequests(new IllegalStateException("replica " + replicaId + " is closed"));
+    }
     return f;
+  }
+
+  /**
+   * Completes after the replica thread's next look at the snapshot schedule, whether or not it took
+   * a snapshot (for tests).
+   */
+  CompletableFuture<Void> nextScheduleCheck() {
+    return scheduler.nextCheck();
   }
 
   /**
@@ -471,7 +375,8 @@ public final class NatsReplica implements AutoCloseable {
   @Override
   public void close() {
     if (!closed.compareAndSet(false, true)) return;
-    running = false;
+    loop.stop();
+    progress.stop();
     if (Thread.currentThread() != thread) {
       try {
         thread.join(10_000);
@@ -479,530 +384,17 @@ public final class NatsReplica implements AutoCloseable {
         Thread.currentThread().interrupt();
       }
     }
-    snapshotter.shutdown();
-    try {
-      if (!snapshotter.awaitTermination(10, TimeUnit.SECONDS)) snapshotter.shutdownNow();
-    } catch (InterruptedException e) {
-      snapshotter.shutdownNow();
-      Thread.currentThread().interrupt();
-    }
-    failRequests(new IllegalStateException("replica " + replicaId + " is closed"));
+    scheduler.shutdown();
+    scheduler.failRequests(new IllegalStateException("replica " + replicaId + " is closed"));
     nc.removeConnectionListener(connectionListener);
-    String name = consumerName;
+    String name = loop.consumerName();
     if (name != null && nc.getStatus() == Connection.Status.CONNECTED) {
-      deleteQuietly(name);
+      restore.deleteQuietly(name);
     }
   }
 
   @Override
   public String toString() {
     return "NatsReplica[" + replicaId + " on " + stream.stream() + "/" + stream.subject() + "]";
-  }
-
-  // ------------------------------------------------------------------ restore
-
-  /** Deletes consumers left by an earlier run of this replica id (caller's thread, at start). */
-  private void deleteLeftovers() throws IOException, JetStreamApiException {
-    for (String name : jsm.getConsumerNames(stream.stream())) {
-      if (ownConsumers.matcher(name).matches()) {
-        LOG.info(
-            "NATS replica " + replicaId + ": deleting consumer " + name + " of an earlier run");
-        deleteQuietly(name);
-      }
-    }
-  }
-
-  /**
-   * Loads the newest snapshot and creates a consumer right after it, starting over when a newer
-   * snapshot appeared meanwhile; deletes {@code previous} (when not null) once the new consumer
-   * exists.
-   */
-  private Restored restore(String previous)
-      throws IOException, JetStreamApiException, InterruptedException {
-    for (int attempt = 1; ; attempt++) {
-      Snapshots.Candidate c = snapshots.latest();
-      Snapshots.Loaded loaded = null;
-      if (c != null) {
-        try {
-          loaded = snapshots.load(c.name());
-        } catch (RuntimeException | NoSuchAlgorithmException e) {
-          counters.inc(C.SNAPSHOT_LOAD_FAILURES);
-          if (attempt >= restoreAttempts) {
-            throw new IllegalStateException(
-                "snapshot "
-                    + c.name()
-                    + " in bucket "
-                    + snapshots.bucket()
-                    + " could not be read in "
-                    + attempt
-                    + " attempts: "
-                    + e.getMessage(),
-                e);
-          }
-          LOG.warning(
-              "NATS replica "
-                  + replicaId
-                  + ": snapshot "
-                  + c.name()
-                  + " unreadable, retrying: "
-                  + e);
-          Thread.sleep(50L * attempt);
-          continue;
-        }
-      }
-      long seq = loaded == null ? 0 : loaded.sequence();
-      ConsumerInfo ci = createConsumer(seq + 1);
-      long newest = snapshots.latestSequence();
-      if (newest > seq) {
-        deleteQuietly(ci.getName());
-        if (attempt >= restoreAttempts) {
-          throw new IllegalStateException(
-              "snapshots of "
-                  + stream.subject()
-                  + " kept moving ("
-                  + seq
-                  + " then "
-                  + newest
-                  + ") over "
-                  + attempt
-                  + " attempts");
-        }
-        continue;
-      }
-      if (previous != null) deleteQuietly(previous);
-      return new Restored(loaded, seq, ci.getName(), ci.getNumPending());
-    }
-  }
-
-  /** Applies a restored snapshot to the (empty or cleared) index and adopts its consumer. */
-  private void install(Restored r) {
-    if (r.snapshot() != null) {
-      for (RouterEvent e : r.snapshot().events()) {
-        index.apply(e);
-      }
-      index.flush();
-      counters.inc(C.SNAPSHOTS_RESTORED);
-      counters.add(C.RESTORED_EVENTS, r.snapshot().events().size());
-      LOG.info(
-          "NATS replica "
-              + replicaId
-              + ": restored "
-              + r.snapshot().events().size()
-              + " events from snapshot "
-              + r.snapshot().name()
-              + " through sequence "
-              + r.sequence());
-    }
-    consumerName = r.consumer();
-    restoredSequence = r.sequence();
-    lastApplied = r.sequence();
-    expectedConsumerSeq = 1;
-  }
-
-  private ConsumerInfo createConsumer(long startSequence)
-      throws IOException, JetStreamApiException {
-    String name = consumerPrefix + "-g" + (++generation);
-    ConsumerConfiguration cc =
-        ConsumerConfiguration.builder(consumerTemplate.build())
-            .durable(name)
-            .deliverPolicy(startSequence <= 1 ? DeliverPolicy.All : DeliverPolicy.ByStartSequence)
-            .startSequence(startSequence <= 1 ? 0 : startSequence)
-            .build();
-    return jsm.createConsumer(stream.stream(), cc);
-  }
-
-  private void deleteQuietly(String name) {
-    try {
-      jsm.deleteConsumer(stream.stream(), name);
-    } catch (JetStreamApiException e) {
-      if (e.getApiErrorCode() != Subjects.CONSUMER_NOT_FOUND) {
-        LOG.warning("NATS replica " + replicaId + ": could not delete consumer " + name + ": " + e);
-      }
-    } catch (IOException | RuntimeException e) {
-      LOG.warning("NATS replica " + replicaId + ": could not delete consumer " + name + ": " + e);
-    }
-  }
-
-  // ------------------------------------------------------------------ the replica's thread
-
-  private void run() {
-    try {
-      while (running) {
-        if (reconnected.getAndSet(false) && it != null) {
-          // the pull request died with the old connection: pull again on the new one
-          closeIterator();
-          needCheck = true;
-        }
-        if (!prepare()) {
-          Thread.sleep(POLL_MS);
-          continue;
-        }
-        Message m;
-        try {
-          m = it.nextMessage(POLL_MS);
-        } catch (JetStreamStatusCheckedException | IllegalStateException e) {
-          trouble("pull failed", e);
-          continue;
-        }
-        if (m != null) {
-          onMessage(m);
-        } else {
-          onIdle();
-        }
-        maybeSnapshot();
-      }
-    } catch (InterruptedException e) {
-      if (running) LOG.warning("NATS replica " + replicaId + " interrupted; stopping");
-    } catch (RuntimeException | Error e) {
-      LOG.log(Level.SEVERE, "NATS replica " + replicaId + " stopped on an error", e);
-    } finally {
-      running = false;
-      ready = false;
-      closeIterator();
-      failRequests(new IllegalStateException("replica " + replicaId + " stopped"));
-    }
-  }
-
-  /** Makes sure an iterator is open, handling consumer trouble first; false to wait and retry. */
-  private boolean prepare() throws InterruptedException {
-    if (it != null) return true;
-    if (System.nanoTime() - retryAtNanos < 0) return false;
-    try {
-      if (needCheck) {
-        if (!consumerExists(consumerName)) {
-          LOG.warning(
-              "NATS replica "
-                  + replicaId
-                  + ": consumer "
-                  + consumerName
-                  + " is gone; resubscribing");
-          needResubscribe = true;
-          consumerLost = true;
-        }
-        needCheck = false;
-      }
-      if (needResubscribe) {
-        resubscribe();
-        needResubscribe = false;
-      }
-      if (needLossCheck) {
-        long newest = snapshots.latestSequence();
-        if (newest > lastApplied) {
-          resync();
-        }
-        needLossCheck = false;
-      }
-      it =
-          nc.getStreamContext(stream.stream())
-              .getConsumerContext(consumerName)
-              .iterate(consumeOptions);
-      backoffMs = BACKOFF_INITIAL_MS;
-      return true;
-    } catch (IOException | JetStreamApiException | RuntimeException e) {
-      long n = counters.inc(C.CONSUMER_ERRORS);
-      if (SingleWriterCounters.shouldLog(n)) {
-        LOG.warning(
-            "NATS replica "
-                + replicaId
-                + ": cannot read consumer "
-                + consumerName
-                + " (retrying in "
-                + backoffMs
-                + " ms): "
-                + e);
-      }
-      if (e instanceof JetStreamApiException api
-          && api.getApiErrorCode() == Subjects.CONSUMER_NOT_FOUND) {
-        needCheck = true;
-      }
-      retryAtNanos = System.nanoTime() + backoffMs * 1_000_000L;
-      backoffMs = Math.min(BACKOFF_MAX_MS, backoffMs * 2);
-      return false;
-    }
-  }
-
-  private boolean consumerExists(String name) throws IOException, JetStreamApiException {
-    try {
-      jsm.getConsumerInfo(stream.stream(), name);
-      return true;
-    } catch (JetStreamApiException e) {
-      if (e.getApiErrorCode() == Subjects.CONSUMER_NOT_FOUND) return false;
-      throw e;
-    }
-  }
-
-  /** A new consumer at lastApplied + 1, then the old one deleted. */
-  private void resubscribe() throws IOException, JetStreamApiException {
-    String old = consumerName;
-    ConsumerInfo ci = createConsumer(lastApplied + 1);
-    consumerName = ci.getName();
-    expectedConsumerSeq = 1;
-    if (old != null) deleteQuietly(old);
-    counters.inc(C.RESUBSCRIBES);
-    if (consumerLost) {
-      needLossCheck = true; // ready waits for the loss check (and a resync, if one is needed)
-      consumerLost = false;
-    } else if (ci.getNumPending() == 0) {
-      ready = true;
-    }
-  }
-
-  /** Rebuilds the index from the newest snapshot and consumes after it. */
-  private void resync() throws IOException, JetStreamApiException, InterruptedException {
-    ready = false;
-    counters.inc(C.RESYNCS);
-    LOG.warning(
-        "NATS replica "
-            + replicaId
-            + ": the stream may have been purged past sequence "
-            + lastApplied
-            + " while the consumer was gone; rebuilding the index from the newest snapshot");
-    Restored r = restore(consumerName);
-    index.flush();
-    for (long w : index.workerIds()) {
-      index.clearWorker(w);
-    }
-    install(r);
-    if (r.pending() == 0) ready = true;
-  }
-
-  private void trouble(String what, Exception e) {
-    long n = counters.inc(C.CONSUMER_ERRORS);
-    if (SingleWriterCounters.shouldLog(n)) {
-      LOG.warning("NATS replica " + replicaId + ": " + what + " on " + consumerName + ": " + e);
-    }
-    closeIterator();
-    needCheck = true;
-  }
-
-  /** What a delivery is, by its consumer and stream sequences. */
-  enum Delivery {
-    /** Deliveries before it never arrived: resubscribe after the last applied sequence. */
-    GAP,
-    /** A redelivery of a message at or before the last applied sequence: ack and skip. */
-    DUPLICATE,
-    /** The next message to apply. */
-    NEW
-  }
-
-  /**
-   * Classifies a delivery: the consumer sequence counts every delivery (redeliveries included), so
-   * one beyond the expected next means lost deliveries; a stream sequence not beyond the last
-   * applied one means the message (or a later one) was applied already.
-   */
-  static Delivery classify(
-      long expectedConsumerSeq, long lastApplied, long consumerSeq, long streamSeq) {
-    if (consumerSeq > expectedConsumerSeq) return Delivery.GAP;
-    if (streamSeq <= lastApplied) return Delivery.DUPLICATE;
-    return Delivery.NEW;
-  }
-
-  private void onMessage(Message m) {
-    counters.inc(C.MESSAGES);
-    NatsJetStreamMetaData md = m.metaData();
-    long cseq = md.consumerSequence();
-    long sseq = md.streamSequence();
-    switch (classify(expectedConsumerSeq, lastApplied, cseq, sseq)) {
-      case GAP -> {
-        long n = counters.inc(C.GAPS);
-        if (SingleWriterCounters.shouldLog(n)) {
-          LOG.warning(
-              "NATS replica "
-                  + replicaId
-                  + ": deliveries "
-                  + expectedConsumerSeq
-                  + ".."
-                  + (cseq - 1)
-                  + " of "
-                  + consumerName
-                  + " never arrived; resubscribing after stream sequence "
-                  + lastApplied);
-        }
-        closeIterator();
-        needResubscribe = true;
-        return;
-      }
-      case DUPLICATE -> {
-        expectedConsumerSeq = Math.max(expectedConsumerSeq, cseq + 1);
-        counters.inc(C.DUPLICATES);
-        ack(m);
-        return;
-      }
-      case NEW -> expectedConsumerSeq = Math.max(expectedConsumerSeq, cseq + 1);
-    }
-    RouterEvent event;
-    try {
-      byte[] data = m.getData();
-      event = RouterEventJson.readEvent(data == null ? new byte[0] : data);
-    } catch (RuntimeException e) {
-      long n = counters.inc(C.MALFORMED);
-      if (SingleWriterCounters.shouldLog(n)) {
-        LOG.warning(
-            "NATS replica "
-                + replicaId
-                + ": message "
-                + sseq
-                + " on "
-                + m.getSubject()
-                + " is not a router event, skipped: "
-                + e.getMessage());
-      }
-      lastApplied = sseq;
-      try {
-        m.term();
-      } catch (RuntimeException ignored) {
-        // connection trouble: the message comes again and is skipped as a duplicate
-      }
-      afterApplied(md);
-      return;
-    }
-    try {
-      index.apply(event);
-      counters.inc(C.APPLIED);
-    } catch (RuntimeException e) {
-      long n = counters.inc(C.APPLY_ERRORS);
-      if (SingleWriterCounters.shouldLog(n)) {
-        LOG.log(Level.WARNING, "NATS replica " + replicaId + ": the index refused " + event, e);
-      }
-    }
-    lastApplied = sseq;
-    ack(m);
-    afterApplied(md);
-  }
-
-  private void afterApplied(NatsJetStreamMetaData md) {
-    sinceSnapshot++;
-    if (!ready && md.pendingCount() == 0) ready = true;
-  }
-
-  private void ack(Message m) {
-    try {
-      m.ack();
-    } catch (RuntimeException e) {
-      // connection trouble: the server redelivers and the duplicate rule skips it
-    }
-  }
-
-  /** Nothing came within a poll: when not ready yet, ask the server whether we caught up. */
-  private void onIdle() {
-    if (ready) return;
-    long now = System.nanoTime();
-    if (now - nextReadyCheckNanos < 0) return;
-    nextReadyCheckNanos = now + READY_CHECK_NANOS;
-    try {
-      ConsumerInfo ci = jsm.getConsumerInfo(stream.stream(), consumerName);
-      if (ci.getNumPending() == 0 && ci.getDelivered().getStreamSequence() <= lastApplied) {
-        ready = true;
-      }
-    } catch (JetStreamApiException e) {
-      if (e.getApiErrorCode() == Subjects.CONSUMER_NOT_FOUND) trouble("consumer look-up", e);
-    } catch (IOException e) {
-      // try again at the next idle turn
-    }
-  }
-
-  private void maybeSnapshot() {
-    boolean requested = !snapshotRequests.isEmpty();
-    if (!requested && (!writeSnapshots || sinceSnapshot == 0)) return;
-    if (snapshotInFlight.get()) return;
-    long now = System.nanoTime();
-    if (!requested
-        && sinceSnapshot < snapshotThreshold
-        && now - lastSnapshotNanos < snapshotIntervalNanos) {
-      return;
-    }
-    List<CompletableFuture<SnapshotInfo>> waiting = new ArrayList<>();
-    for (CompletableFuture<SnapshotInfo> f; (f = snapshotRequests.poll()) != null; ) {
-      waiting.add(f);
-    }
-    List<RouterEvent> dump;
-    try {
-      index.flush();
-      dump = index.dump();
-    } catch (RuntimeException e) {
-      LOG.log(Level.WARNING, "NATS replica " + replicaId + ": the index could not be dumped", e);
-      for (CompletableFuture<SnapshotInfo> f : waiting) f.completeExceptionally(e);
-      sinceSnapshot = 0; // try again on the normal schedule, not on every turn
-      lastSnapshotNanos = now;
-      return;
-    }
-    long seq = lastApplied;
-    String own = consumerName;
-    sinceSnapshot = 0;
-    lastSnapshotNanos = now;
-    snapshotInFlight.set(true);
-    try {
-      snapshotter.execute(() -> writeSnapshot(seq, dump, own, waiting));
-    } catch (RuntimeException e) { // rejected: closing
-      snapshotInFlight.set(false);
-      for (CompletableFuture<SnapshotInfo> f : waiting) f.completeExceptionally(e);
-    }
-  }
-
-  // ------------------------------------------------------------------ the snapshot thread
-
-  private void writeSnapshot(
-      long seq, List<RouterEvent> dump, String own, List<CompletableFuture<SnapshotInfo>> waiting) {
-    try {
-      ObjectInfo oi = snapshots.write(replicaId, seq, dump);
-      counters.inc(C.SNAPSHOTS_WRITTEN);
-      lastSnapshotSequence = seq;
-      long through =
-          PurgeRule.purgeThrough(seq, jsm.getConsumers(stream.stream()), own, stream.subject());
-      if (through > purgedThrough) {
-        PurgeResponse pr =
-            jsm.purgeStream(
-                stream.stream(),
-                PurgeOptions.builder().subject(stream.subject()).sequence(through + 1).build());
-        counters.inc(C.PURGES);
-        counters.add(C.PURGED_MESSAGES, pr.getPurged());
-        purgedThrough = through;
-      }
-      SnapshotInfo info =
-          new SnapshotInfo(oi.getObjectName(), seq, dump.size(), oi.getSize(), through);
-      LOG.fine(() -> "NATS replica " + replicaId + ": wrote " + info);
-      for (CompletableFuture<SnapshotInfo> f : waiting) f.complete(info);
-    } catch (IOException | JetStreamApiException | NoSuchAlgorithmException | RuntimeException e) {
-      long n = counters.inc(C.SNAPSHOT_FAILURES);
-      if (SingleWriterCounters.shouldLog(n)) {
-        LOG.warning("NATS replica " + replicaId + ": snapshot through " + seq + " failed: " + e);
-      }
-      for (CompletableFuture<SnapshotInfo> f : waiting) f.completeExceptionally(e);
-    } finally {
-      snapshotInFlight.set(false);
-    }
-  }
-
-  // ------------------------------------------------------------------ helpers
-
-  private void closeIterator() {
-    IterableConsumer c = it;
-    it = null;
-    if (c == null) return;
-    try {
-      c.stop();
-      c.close();
-    } catch (Exception e) {
-      LOG.fine(() -> "NATS replica " + replicaId + ": closing the iterator: " + e);
-    }
-  }
-
-  private void failRequests(RuntimeException why) {
-    for (CompletableFuture<SnapshotInfo> f; (f = snapshotRequests.poll()) != null; ) {
-      f.completeExceptionally(why);
-    }
-  }
-
-  private boolean await(Duration timeout, BooleanSupplier done) {
-    long deadline = System.nanoTime() + timeout.toNanos();
-    while (!done.getAsBoolean()) {
-      if (!running || System.nanoTime() - deadline >= 0) return done.getAsBoolean();
-      LockSupport.parkNanos(1_000_000L);
-      if (Thread.interrupted()) {
-        Thread.currentThread().interrupt();
-        return done.getAsBoolean();
-      }
-    }
-    return true;
   }
 }

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -249,6 +250,8 @@ class KvEventDecoderTest {
     }
   }
 
+  private static final BigInteger U64_MAX = BigInteger.ONE.shiftLeft(64).subtract(BigInteger.ONE);
+
   private static byte[] oneEvent(Writer event) {
     return msgpack(
         p -> {
@@ -371,7 +374,48 @@ class KvEventDecoderTest {
                         .packLong(1L << 32)
                         .packInt(2)),
             "events[0].token_ids[1]",
-            "expected a 32-bit token id, found the integer 4294967296"),
+            "token id 4294967296 is outside 0..4294967295"),
+        new Bad(
+            "negative token id",
+            oneEvent(
+                p ->
+                    p.packArrayHeader(5)
+                        .packString("BlockStored")
+                        .packArrayHeader(0)
+                        .packNil()
+                        .packArrayHeader(3)
+                        .packInt(1)
+                        .packInt(2)
+                        .packInt(-1)
+                        .packInt(2)),
+            "events[0].token_ids[2]",
+            "token id -1 is outside 0..4294967295"),
+        new Bad(
+            "token id 2^64-1 (a uint64)",
+            oneEvent(
+                p ->
+                    p.packArrayHeader(5)
+                        .packString("BlockStored")
+                        .packArrayHeader(0)
+                        .packNil()
+                        .packArrayHeader(1)
+                        .packBigInteger(U64_MAX)
+                        .packInt(2)),
+            "events[0].token_ids[0]",
+            "token id 18446744073709551615 is outside 0..4294967295"),
+        new Bad(
+            "token id is a string",
+            oneEvent(
+                p ->
+                    p.packArrayHeader(5)
+                        .packString("BlockStored")
+                        .packArrayHeader(0)
+                        .packNil()
+                        .packArrayHeader(1)
+                        .packString("7")
+                        .packInt(2)),
+            "events[0].token_ids[0]",
+            "expected a token id in 0..4294967295, found the string \"7\""),
         new Bad(
             "hash is a float",
             oneEvent(

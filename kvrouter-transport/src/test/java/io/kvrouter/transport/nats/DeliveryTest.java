@@ -1,9 +1,9 @@
 package io.kvrouter.transport.nats;
 
-import static io.kvrouter.transport.nats.NatsReplica.Delivery.DUPLICATE;
-import static io.kvrouter.transport.nats.NatsReplica.Delivery.GAP;
-import static io.kvrouter.transport.nats.NatsReplica.Delivery.NEW;
-import static io.kvrouter.transport.nats.NatsReplica.classify;
+import static io.kvrouter.transport.nats.ConsumeLoop.Delivery.DUPLICATE;
+import static io.kvrouter.transport.nats.ConsumeLoop.Delivery.GAP;
+import static io.kvrouter.transport.nats.ConsumeLoop.Delivery.NEW;
+import static io.kvrouter.transport.nats.ConsumeLoop.classify;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import org.junit.jupiter.api.Test;

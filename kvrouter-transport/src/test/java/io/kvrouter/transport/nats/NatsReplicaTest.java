@@ -16,6 +16,7 @@ import io.nats.client.ObjectStore;
 import io.nats.client.PullSubscribeOptions;
 import io.nats.client.api.AckPolicy;
 import io.nats.client.api.ConsumerConfiguration;
+import io.nats.client.api.ConsumerInfo;
 import io.nats.client.api.DeliverPolicy;
 import io.nats.client.api.ObjectInfo;
 import io.nats.client.api.StreamState;
@@ -26,6 +27,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -104,6 +106,23 @@ class NatsReplicaTest {
 
   private StreamState state(NatsEventStream stream) throws Exception {
     return jsm.getStreamInfo(stream.stream()).getStreamState();
+  }
+
+  private ConsumerInfo consumerInfo(NatsEventStream stream, String consumer) {
+    try {
+      return jsm.getConsumerInfo(stream.stream(), consumer);
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  /**
+   * Waits until the replica thread has looked at its snapshot schedule in a turn that began after
+   * this call: the first check may belong to a turn already under way, the second cannot.
+   */
+  private static void awaitFreshScheduleCheck(NatsReplica r) throws Exception {
+    r.nextScheduleCheck().get(WAIT.toSeconds(), TimeUnit.SECONDS);
+    r.nextScheduleCheck().get(WAIT.toSeconds(), TimeUnit.SECONDS);
   }
 
   // ------------------------------------------------------------------ agreement
@@ -312,18 +331,22 @@ class NatsReplicaTest {
   void snapshotsAreWrittenAfterTheThresholdAndPeriodically() throws Exception {
     NatsEventStream stream = NatsEventStream.forModel("schedule");
     NatsEventPublisher pub = NatsEventPublisher.create(nc, stream);
+    AtomicLong clock = new AtomicLong(); // the schedule's clock: moves only when the test says
+    Duration interval = Duration.ofMinutes(1);
     NatsReplica byCount =
         start(
             replica("count", index(), stream)
                 .writeSnapshots(true)
                 .snapshotThreshold(40)
-                .snapshotInterval(Duration.ofHours(1)));
+                .snapshotInterval(interval)
+                .clock(clock::get));
     NatsReplica byTime =
         start(
             replica("time", index(), stream)
                 .writeSnapshots(true)
                 .snapshotThreshold(1_000_000)
-                .snapshotInterval(Duration.ofMillis(200)));
+                .snapshotInterval(interval)
+                .clock(clock::get));
     EngineFleet fleet = new EngineFleet(6, pub);
     while (pub.lastSequence() < 130) fleet.run(10);
     long last = pub.lastSequence();
@@ -336,12 +359,20 @@ class NatsReplicaTest {
     assertThat(byCount.stats().snapshotsWritten())
         .as("one per 40 messages, or fewer when the next came due while one was in flight")
         .isBetween(2L, last / 40);
-    eventually("a periodic snapshot of everything", () -> byTime.lastSnapshotSequence() == last);
-    long written = byTime.stats().snapshotsWritten();
-    Thread.sleep(600);
+
+    awaitFreshScheduleCheck(byTime);
     assertThat(byTime.stats().snapshotsWritten())
-        .as("nothing new applied, no new periodic snapshot")
-        .isEqualTo(written);
+        .as("events applied, but the interval has not passed")
+        .isZero();
+    clock.addAndGet(interval.toNanos());
+    eventually("a periodic snapshot of everything", () -> byTime.lastSnapshotSequence() == last);
+    assertThat(byTime.stats().snapshotsWritten()).isEqualTo(1);
+
+    clock.addAndGet(10 * interval.toNanos());
+    awaitFreshScheduleCheck(byTime);
+    assertThat(byTime.stats().snapshotsWritten())
+        .as("ten intervals later, but nothing new applied: no new periodic snapshot")
+        .isEqualTo(1);
     eventually(
         "the stream purged up to the snapshots",
         () -> {
@@ -414,7 +445,10 @@ class NatsReplicaTest {
     index.hold(); // the next event blocks the replica's thread
     fleet.run(60);
     assertThat(index.awaitBlocked()).isTrue();
-    Thread.sleep(900); // past the ack wait: the server redelivers what was delivered
+    String consumer = r.consumerName();
+    eventually(
+        "the server redelivers what it delivered and saw no ack for (ack wait 300 ms)",
+        () -> consumerInfo(stream, consumer).getRedelivered() > 0);
     index.release();
     awaitApplied(r, pub.lastSequence());
     eventually("redeliveries arrive", () -> r.stats().duplicates() > 0);
@@ -449,18 +483,15 @@ class NatsReplicaTest {
     assertThat(r.running()).isTrue();
     assertThat(r.stats().malformed()).isEqualTo(3);
     assertThat(r.stats().applied()).isEqualTo(pub.published());
-    Thread.sleep(800); // past the ack wait: terminated messages are not redelivered
-    assertThat(r.stats().malformed()).isEqualTo(3);
-    assertThat(r.stats().duplicates()).isZero();
+    // the server redelivers only what awaits an ack: once nothing does, nothing can come again
+    // (a malformed message left unanswered would come back after the 300 ms ack wait, be
+    // counted as a duplicate and acked, and only then leave the pending set)
     eventually(
-        "every delivery acknowledged",
-        () -> {
-          try {
-            return jsm.getConsumerInfo(stream.stream(), r.consumerName()).getNumAckPending() == 0;
-          } catch (Exception e) {
-            throw new IllegalStateException(e);
-          }
-        });
+        "every delivery acknowledged or terminated",
+        () -> consumerInfo(stream, r.consumerName()).getNumAckPending() == 0);
+    assertThat(consumerInfo(stream, r.consumerName()).getRedelivered()).isZero();
+    assertThat(r.stats().malformed()).isEqualTo(3);
+    assertThat(r.stats().duplicates()).as("terminated messages are not redelivered").isZero();
   }
 
   // ------------------------------------------------------------------ consumer trouble

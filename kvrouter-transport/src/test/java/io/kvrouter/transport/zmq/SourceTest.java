@@ -10,12 +10,19 @@ import io.kvrouter.transport.kvevents.EngineEvent;
 import io.kvrouter.transport.kvevents.EngineEventConverter;
 import io.kvrouter.transport.kvevents.KvEventBatch;
 import io.kvrouter.transport.kvevents.VllmEncoder;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.function.BooleanSupplier;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.junit.jupiter.api.Test;
+import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessagePack;
 
 /**
  * The sequence logic of one engine source, without sockets: live messages in order, gaps, losses,
@@ -87,6 +94,60 @@ class SourceTest {
     assertThat(applied()).containsExactly(-1L, 0L, 2L);
     assertThat(Counters.snapshot(counters).decodeErrors()).isEqualTo(1);
     assertThat(Counters.snapshot(counters).gaps()).isZero();
+  }
+
+  /** A batch of one BlockStored: one 4-token block, hash 77, with these token ids. */
+  private static byte[] storeWithTokens(long... tokenIds) {
+    try (MessageBufferPacker p = MessagePack.newDefaultBufferPacker()) {
+      p.packArrayHeader(2).packDouble(1).packArrayHeader(1);
+      p.packArrayHeader(5).packString("BlockStored");
+      p.packArrayHeader(1).packLong(77).packNil();
+      p.packArrayHeader(tokenIds.length);
+      for (long t : tokenIds) p.packLong(t);
+      p.packInt(4);
+      return p.toByteArray();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  @Test
+  void aNegativeTokenIdRejectsTheBatchLikeHttpDoes() {
+    List<String> logged = new ArrayList<>();
+    Logger log = Logger.getLogger(ZmqEventSubscriber.class.getName());
+    Handler h =
+        new Handler() {
+          @Override
+          public void publish(LogRecord r) {
+            logged.add(r.getMessage());
+          }
+
+          @Override
+          public void flush() {}
+
+          @Override
+          public void close() {}
+        };
+    log.addHandler(h);
+    try {
+      Source s = source(false);
+      s.onLive(0, batch(0, 0));
+      s.onLive(1, storeWithTokens(1, 2, -1, 4));
+      s.onLive(2, storeWithTokens(1, 2, 4294967295L, 4)); // the top id is fine: int bits -1
+      IngestStats st = Counters.snapshot(counters);
+      assertThat(st.decodeErrors()).isEqualTo(1);
+      assertThat(st.batches()).isEqualTo(2);
+      assertThat(st.storedEvents()).as("only the batch with valid ids").isEqualTo(1);
+      assertThat(s.lastApplied()).as("the rejected batch uses up its number").isEqualTo(2);
+      assertThat(logged)
+          .anySatisfy(
+              m ->
+                  assertThat(m)
+                      .contains("batch 1 rejected")
+                      .contains("events[0].token_ids[2]: token id -1 is outside 0..4294967295"));
+    } finally {
+      log.removeHandler(h);
+    }
   }
 
   @Test
