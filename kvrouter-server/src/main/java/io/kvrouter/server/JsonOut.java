@@ -21,16 +21,18 @@ import java.util.List;
 
 /**
  * Every JSON answer of the service (docs/service.md gives their shapes), written as compact UTF-8
- * with Jackson's generator.
+ * with Jackson's generator and ended by a newline.
  *
  * <pre>
  * Implementation notes
  *
  * Stateless. Each answer is one static method: most return the document's bytes (built in
  * memory, then sent with a Content-Length); dump() streams to the response, since an index's
- * dump can be large. u64 values (instance ids, hashes) are written unsigned, as JSON numbers. A
- * registration is written the same way in /register, /workers and /dump (registrationFields), so
- * a dumped registration is a valid /register body.
+ * dump can be large. Every document ends with "\n", so that answers printed one after another
+ * (curl in a shell) stay on lines of their own; JSON parsers skip the trailing whitespace. u64
+ * values (instance ids, hashes) are written unsigned, as JSON numbers. A registration is written
+ * the same way in /register, /workers and /dump (registrationFields), so a dumped registration
+ * is a valid /register body.
  * </pre>
  */
 final class JsonOut {
@@ -42,11 +44,12 @@ final class JsonOut {
     void write(JsonGenerator g) throws IOException;
   }
 
-  /** The document {@code body} writes, as UTF-8 bytes. */
+  /** The document {@code body} writes, as UTF-8 bytes, and the final newline. */
   private static byte[] bytes(Body body) {
     ByteArrayOutputStream out = new ByteArrayOutputStream(256);
     try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
       body.write(g);
+      g.writeRaw('\n');
     } catch (IOException e) {
       throw new UncheckedIOException(e); // in memory: does not happen
     }
@@ -348,6 +351,7 @@ final class JsonOut {
       }
       g.writeEndArray();
       g.writeEndObject();
+      g.writeRaw('\n');
     }
   }
 

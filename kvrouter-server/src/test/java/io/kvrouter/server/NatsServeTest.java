@@ -72,7 +72,7 @@ class NatsServeTest {
 
       HttpFixture.Reply viaA = a.events("m", list(stored(new Worker(1, 0), 0, range(0, 16), BS)));
       assertThat(viaA.status()).as(viaA.body()).isEqualTo(200);
-      assertThat(viaA.body()).isEqualTo("{\"applied\":1}");
+      assertThat(viaA.body()).isEqualTo("{\"applied\":1}\n");
       HttpFixture.Reply viaB =
           b.events(
               "m",
