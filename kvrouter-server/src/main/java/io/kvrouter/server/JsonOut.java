@@ -89,7 +89,7 @@ final class JsonOut {
     stringOrNull(g, "replay_endpoint", r.replayEndpoint());
     if (r.topic() != null) g.writeStringField("topic", r.topic());
     if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
-    g.writeNumberField("kv_blocks", r.capacityBlocks());
+    g.writeNumberField("capacity_blocks", r.capacityBlocks());
     g.writeStringField("ingestion", ingestion(m, r));
   }
 
@@ -160,7 +160,7 @@ final class JsonOut {
       stringOrNull(g, "replay_endpoint", r.replayEndpoint());
       if (r.topic() != null) g.writeStringField("topic", r.topic());
       if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
-      g.writeNumberField("kv_blocks", r.capacityBlocks());
+      g.writeNumberField("capacity_blocks", r.capacityBlocks());
       g.writeStringField("ingestion", ingestion(m, r));
       if (r.listener() != null) zmq(g, r.listener());
       g.writeEndObject();
@@ -324,7 +324,9 @@ final class JsonOut {
 
   /**
    * Streams {@code GET /dump}: {@code {"indexes": [{model_name, routing_group, block_size, workers:
-   * [registration...], events: [RouterEvent...]}]}}.
+   * [registration...], events: [RouterEvent...]}]}}. Each worker entry also carries its {@code
+   * capacity_blocks} as {@code kv_blocks}, the field's former name, which the warm start of a peer
+   * reads (PeerWarmStart; so do the servers of earlier versions).
    */
   static void dump(OutputStream out, Collection<ModelIndex> indexes) throws IOException {
     try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
@@ -341,6 +343,7 @@ final class JsonOut {
         for (Registration r : regs) {
           g.writeStartObject();
           registrationFields(g, m, r);
+          g.writeNumberField("kv_blocks", r.capacityBlocks());
           g.writeEndObject();
         }
         g.writeEndArray();

@@ -299,7 +299,7 @@ public final class KvRouterServer implements AutoCloseable {
    * @param seed seed of routing tie-breaks and sampling; default 0
    * @param busyPrefillTokens a rank with more prefill tokens in flight is busy; -1: never
    * @param busyBlockFraction a rank with more active blocks than this fraction of its {@code
-   *     kv_blocks} is busy; 0: never
+   *     capacity_blocks} is busy; 0: never
    * @param requestExpiry routed requests never freed are dropped after this; default 300 s
    * @param ingestThreads platform threads that decode and apply {@code /events} batches; default 1
    * @param zmqConnectTimeout how long {@code POST /register} with an {@code endpoint} waits for the

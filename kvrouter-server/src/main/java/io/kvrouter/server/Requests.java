@@ -34,7 +34,8 @@ final class Requests {
    *
    * @param engineBlockSize the rank's tokens per block: the given {@code engine_block_size}, or
    *     {@code blockSize} when none was given
-   * @param capacityBlocks {@code kv_blocks}, the rank's KV capacity; 0 when unknown
+   * @param capacityBlocks {@code capacity_blocks} (or its former name {@code kv_blocks}); 0 when
+   *     unknown
    */
   record Register(
       ModelKey key,
@@ -87,7 +88,7 @@ final class Requests {
           Long blockSize = null;
           Long engineBlockSize = null;
           long dpRank = 0;
-          long kvBlocks = 0;
+          Capacity capacity = new Capacity();
           Group group = new Group();
           while (b.nextField()) {
             switch (b.name()) {
@@ -99,7 +100,7 @@ final class Requests {
               case "block_size" -> blockSize = b.integer(1, 1 << 20);
               case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
               case "dp_rank" -> dpRank = b.optInteger(0, Integer.MAX_VALUE, 0);
-              case "kv_blocks" -> kvBlocks = b.optInteger(0, Long.MAX_VALUE, 0);
+              case "capacity_blocks", "kv_blocks" -> capacity.read(b);
               case "routing_group", "tenant_id" -> group.read(b);
               default -> b.skip();
             }
@@ -127,7 +128,7 @@ final class Requests {
               replay,
               topic,
               engineBlockSize == null ? size : engineBlockSize.intValue(),
-              kvBlocks);
+              capacity.value == null ? 0 : capacity.value);
         });
   }
 
@@ -274,6 +275,23 @@ final class Requests {
                 + "' vs '"
                 + v
                 + "'");
+      }
+      value = v;
+    }
+  }
+
+  /** {@code capacity_blocks}, or {@code kv_blocks}, its former name; both must agree. */
+  private static final class Capacity {
+    Long value;
+
+    void read(JsonBody b) throws IOException {
+      String field = b.name();
+      long v = b.optInteger(0, Long.MAX_VALUE, -1);
+      if (v < 0) return; // null: not given
+      if (value != null && value != v) {
+        throw b.error(
+            field,
+            "capacity_blocks and kv_blocks (its former name) disagree: " + value + " vs " + v);
       }
       value = v;
     }

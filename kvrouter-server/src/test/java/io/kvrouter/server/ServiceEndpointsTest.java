@@ -41,7 +41,7 @@ class ServiceEndpointsTest {
             "{\"instance_id\":18446744073709551615,\"dp_rank\":1,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"engine_block_size\":4,\"kv_blocks\":0,\"ingestion\":\"connecting\"}\n");
+                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"ingestion\":\"connecting\"}\n");
     assertThat(http.register(7, 0, "m", BS).status()).isEqualTo(201);
     assertThat(http.register(7, 2, "m", BS).status()).isEqualTo(201);
     assertThat(
@@ -60,15 +60,15 @@ class ServiceEndpointsTest {
             "["
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"default\","
                 + "\"block_size\":4,\"endpoints\":{},\"ranks\":["
-                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"kv_blocks\":0,"
+                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
                 + "\"ingestion\":\"http\"},"
-                + "{\"dp_rank\":2,\"endpoint\":null,\"replay_endpoint\":null,\"kv_blocks\":0,"
+                + "{\"dp_rank\":2,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
                 + "\"ingestion\":\"http\"}]},"
                 + "{\"instance_id\":18446744073709551615,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoints\":{\"1\":\"tcp://127.0.0.1:5557\"},\"ranks\":["
                 + "{\"dp_rank\":1,\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"engine_block_size\":4,\"kv_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
+                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
                 + "{\"state\":\"connecting\",\"connected_once\":false,\"last_sequence\":-1,"
                 + "\"messages\":0,\"batches\":0,\"events_applied\":0,\"decode_errors\":0,"
                 + "\"bad_frames\":0,\"duplicates\":0,\"gaps\":0,\"lost_messages\":0,"
@@ -77,13 +77,37 @@ class ServiceEndpointsTest {
                 + "\"dropped_unregistered\":0}}]},"
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\","
                 + "\"block_size\":8,\"endpoints\":{},\"ranks\":["
-                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"kv_blocks\":0,"
+                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
                 + "\"ingestion\":\"http\"}]}"
                 + "]\n");
     assertThat(http.get("/workers?routing_group=t").body())
         .startsWith("[{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\"")
         .doesNotContain("\"default\"");
     assertThat(http.get("/workers?model_name=other").body()).isEqualTo("[]\n");
+  }
+
+  /** The rank's KV capacity is capacity_blocks (what it can hold), kv_blocks its former name. */
+  @Test
+  void capacityBlocksIsTheRegisteredCapacityUnderEitherName() {
+    String base = "{\"model_name\":\"m\",\"block_size\":4,\"instance_id\":";
+    HttpFixture.Reply r = http.post("/register", base + "1,\"capacity_blocks\":50}");
+    assertThat(r.status()).as(r.body()).isEqualTo(201);
+    assertThat(r.body()).contains("\"capacity_blocks\":50,").doesNotContain("kv_blocks");
+    r = http.post("/register", base + "2,\"kv_blocks\":60}");
+    assertThat(r.body()).contains("\"capacity_blocks\":60,");
+    r = http.post("/register", base + "3,\"kv_blocks\":70,\"capacity_blocks\":70}");
+    assertThat(r.status()).as(r.body()).isEqualTo(201);
+    r = http.post("/register", base + "4,\"capacity_blocks\":5,\"kv_blocks\":6}");
+    assertThat(r.status()).isEqualTo(400);
+    assertThat(r.body())
+        .contains("kv_blocks: capacity_blocks and kv_blocks (its former name) disagree: 5 vs 6");
+    assertThat(http.get("/workers").body())
+        .contains("\"capacity_blocks\":50,", "\"capacity_blocks\":60,", "\"capacity_blocks\":70,")
+        .doesNotContain("kv_blocks")
+        .doesNotContain("\"instance_id\":4");
+    // the dump keeps the former name beside it, for the warm start of peers
+    assertThat(http.get("/dump").body())
+        .contains("\"capacity_blocks\":50,\"ingestion\":\"http\",\"kv_blocks\":50}");
   }
 
   @Test
