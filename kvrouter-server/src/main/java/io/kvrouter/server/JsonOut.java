@@ -2,25 +2,54 @@ package io.kvrouter.server;
 
 import com.fasterxml.jackson.core.JsonEncoding;
 import com.fasterxml.jackson.core.JsonGenerator;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.index.OverlapScores;
+import io.kvrouter.route.Candidate;
+import io.kvrouter.route.CandidateCost;
+import io.kvrouter.route.RouteDecision;
+import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.zmq.IngestStats;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.List;
 
-/** Small helpers that write response bodies as compact UTF-8 JSON with Jackson's generator. */
+/**
+ * Every JSON answer of the service (docs/service.md gives their shapes), written as compact UTF-8
+ * with Jackson's generator and ended by a newline.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Stateless. Each answer is one static method: most return the document's bytes (built in
+ * memory, then sent with a Content-Length); dump() streams to the response, since an index's
+ * dump can be large. Every document ends with "\n", so that answers printed one after another
+ * (curl in a shell) stay on lines of their own; JSON parsers skip the trailing whitespace. u64
+ * values (instance ids, hashes) are written unsigned, as JSON numbers. A registration is written
+ * the same way in /register, /workers and /dump (registrationFields), so a dumped registration
+ * is a valid /register body.
+ * </pre>
+ */
 final class JsonOut {
   private JsonOut() {}
 
   /** Writes one document. */
   @FunctionalInterface
-  interface Body {
+  private interface Body {
     void write(JsonGenerator g) throws IOException;
   }
 
-  /** The document {@code body} writes, as UTF-8 bytes. */
-  static byte[] bytes(Body body) {
+  /** The document {@code body} writes, as UTF-8 bytes, and the final newline. */
+  private static byte[] bytes(Body body) {
     ByteArrayOutputStream out = new ByteArrayOutputStream(256);
     try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
       body.write(g);
+      g.writeRaw('\n');
     } catch (IOException e) {
       throw new UncheckedIOException(e); // in memory: does not happen
     }
@@ -37,8 +66,327 @@ final class JsonOut {
         });
   }
 
+  // ------------------------------------------------------------------ registrations
+
+  /** The answer of {@code POST /register}: the registration with its ingestion status. */
+  static byte[] registration(ModelIndex m, Registration r) {
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          registrationFields(g, m, r);
+          g.writeEndObject();
+        });
+  }
+
+  private static void registrationFields(JsonGenerator g, ModelIndex m, Registration r)
+      throws IOException {
+    u64Field(g, "instance_id", r.worker().workerId());
+    g.writeNumberField("dp_rank", r.worker().dpRank());
+    g.writeStringField("model_name", m.key.modelName());
+    g.writeStringField("routing_group", m.key.routingGroup());
+    g.writeNumberField("block_size", m.blockSize);
+    stringOrNull(g, "endpoint", r.endpoint());
+    stringOrNull(g, "replay_endpoint", r.replayEndpoint());
+    if (r.topic() != null) g.writeStringField("topic", r.topic());
+    if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
+    g.writeNumberField("capacity_blocks", r.capacityBlocks());
+    g.writeStringField("ingestion", ingestion(m, r));
+  }
+
+  private static String ingestion(ModelIndex m, Registration r) {
+    return m.nats != null ? "nats" : r.ingestion();
+  }
+
+  /** The answer of {@code POST /unregister}: {@code {"removed": [{instance, rank, key}...]}}. */
+  static byte[] removed(List<Registry.Removed> removed) {
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          g.writeArrayFieldStart("removed");
+          for (Registry.Removed r : removed) {
+            g.writeStartObject();
+            u64Field(g, "instance_id", r.worker().workerId());
+            g.writeNumberField("dp_rank", r.worker().dpRank());
+            g.writeStringField("model_name", r.key().modelName());
+            g.writeStringField("routing_group", r.key().routingGroup());
+            g.writeEndObject();
+          }
+          g.writeEndArray();
+          g.writeEndObject();
+        });
+  }
+
+  /**
+   * The answer of {@code GET /workers}: one entry per instance and index, in index then worker
+   * order, with its ranks.
+   */
+  static byte[] workers(List<ModelIndex> indexes) {
+    return bytes(
+        g -> {
+          g.writeStartArray();
+          for (ModelIndex m : indexes) {
+            List<Registration> regs = new ArrayList<>(m.registrations.values());
+            for (int i = 0; i < regs.size(); ) {
+              long id = regs.get(i).worker().workerId();
+              int j = i;
+              while (j < regs.size() && regs.get(j).worker().workerId() == id) j++;
+              instance(g, m, id, regs.subList(i, j));
+              i = j;
+            }
+          }
+          g.writeEndArray();
+        });
+  }
+
+  private static void instance(JsonGenerator g, ModelIndex m, long id, List<Registration> ranks)
+      throws IOException {
+    g.writeStartObject();
+    u64Field(g, "instance_id", id);
+    g.writeStringField("model_name", m.key.modelName());
+    g.writeStringField("routing_group", m.key.routingGroup());
+    g.writeNumberField("block_size", m.blockSize);
+    g.writeObjectFieldStart("endpoints");
+    for (Registration r : ranks) {
+      if (r.endpoint() != null) {
+        g.writeStringField(Integer.toString(r.worker().dpRank()), r.endpoint());
+      }
+    }
+    g.writeEndObject();
+    g.writeArrayFieldStart("ranks");
+    for (Registration r : ranks) {
+      g.writeStartObject();
+      g.writeNumberField("dp_rank", r.worker().dpRank());
+      stringOrNull(g, "endpoint", r.endpoint());
+      stringOrNull(g, "replay_endpoint", r.replayEndpoint());
+      if (r.topic() != null) g.writeStringField("topic", r.topic());
+      if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
+      g.writeNumberField("capacity_blocks", r.capacityBlocks());
+      g.writeStringField("ingestion", ingestion(m, r));
+      if (r.listener() != null) zmq(g, r.listener());
+      g.writeEndObject();
+    }
+    g.writeEndArray();
+    g.writeEndObject();
+  }
+
+  /** The state and counters of a rank's ZMQ listener, for /workers. */
+  private static void zmq(JsonGenerator g, ZmqListener l) throws IOException {
+    IngestStats s = l.stats();
+    g.writeObjectFieldStart("zmq");
+    g.writeStringField("state", l.state());
+    g.writeBooleanField("connected_once", l.connectedOnce());
+    g.writeNumberField("last_sequence", l.lastSequence());
+    g.writeNumberField("messages", s.messages());
+    g.writeNumberField("batches", s.batches());
+    g.writeNumberField("events_applied", l.applied());
+    g.writeNumberField("decode_errors", s.decodeErrors());
+    g.writeNumberField("bad_frames", s.badFrames());
+    g.writeNumberField("duplicates", s.duplicates());
+    g.writeNumberField("gaps", s.gaps());
+    g.writeNumberField("lost_messages", s.lostMessages());
+    g.writeNumberField("replays", s.replays());
+    g.writeNumberField("replay_failures", s.replayFailures());
+    g.writeNumberField("restarts", s.restarts());
+    g.writeNumberField("connections", s.connections());
+    g.writeNumberField("reconnects", s.reconnects());
+    g.writeNumberField("disconnects", s.disconnects());
+    g.writeNumberField("dropped_foreign_rank", l.droppedForeignRank());
+    g.writeNumberField("dropped_unregistered", l.droppedUnregistered());
+    g.writeEndObject();
+  }
+
+  // ------------------------------------------------------------------ queries and routing
+
+  /**
+   * The answer of {@code /query} and {@code /query_by_hash}: {@code {"scores": {"<instance>":
+   * {"<dp_rank>": tokens}}, "blocks": {...}, "tree_sizes": {...}, "block_size": n}}, matched tokens
+   * (blocks × block size, as Dynamo reports them), matched blocks and blocks held, for every worker
+   * rank with at least one matched block, in worker order.
+   */
+  static byte[] scores(OverlapScores s, int blockSize) {
+    final int n = s.size();
+    Worker[] workers = new Worker[n];
+    int[] score = new int[n];
+    int[] held = new int[n];
+    Integer[] order = new Integer[n];
+    for (int i = 0; i < n; i++) {
+      workers[i] = s.worker(i);
+      score[i] = s.scoreAt(i);
+      held[i] = s.blockCountAt(i);
+      order[i] = i;
+    }
+    Arrays.sort(order, (a, b) -> workers[a].compareTo(workers[b]));
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          nested(g, "scores", workers, order, score, blockSize);
+          nested(g, "blocks", workers, order, score, 1);
+          nested(g, "tree_sizes", workers, order, held, 1);
+          g.writeNumberField("block_size", blockSize);
+          g.writeEndObject();
+        });
+  }
+
+  private static void nested(
+      JsonGenerator g, String name, Worker[] workers, Integer[] order, int[] values, int factor)
+      throws IOException {
+    g.writeObjectFieldStart(name);
+    long open = 0;
+    boolean any = false;
+    for (Integer i : order) {
+      Worker w = workers[i];
+      if (!any || w.workerId() != open) {
+        if (any) g.writeEndObject();
+        g.writeObjectFieldStart(Long.toUnsignedString(w.workerId()));
+        open = w.workerId();
+        any = true;
+      }
+      g.writeNumberField(Integer.toString(w.dpRank()), (long) values[i] * factor);
+    }
+    if (any) g.writeEndObject();
+    g.writeEndObject();
+  }
+
+  /** The 200 answer of {@code /route}: the chosen rank, its cost, every candidate, the busy. */
+  static byte[] routed(String requestId, RouteDecision.Routed r) {
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          g.writeStringField("request_id", requestId);
+          u64Field(g, "instance_id", r.worker().workerId());
+          g.writeNumberField("dp_rank", r.worker().dpRank());
+          g.writeNumberField("overlap_blocks", r.overlapBlocks());
+          g.writeNumberField("overlap_tokens", r.overlapTokens());
+          g.writeNumberField("cost", r.cost());
+          g.writeArrayFieldStart("candidates");
+          for (CandidateCost c : r.candidates()) candidate(g, c.candidate(), c.cost());
+          g.writeEndArray();
+          g.writeArrayFieldStart("busy");
+          for (Worker w : r.busy()) {
+            g.writeStartObject();
+            u64Field(g, "instance_id", w.workerId());
+            g.writeNumberField("dp_rank", w.dpRank());
+            g.writeEndObject();
+          }
+          g.writeEndArray();
+          g.writeEndObject();
+        });
+  }
+
+  /** The 503 answer of {@code /route} when every allowed rank is busy: the error and the loads. */
+  static byte[] allBusy(ModelKey key, RouteDecision.AllBusy b) {
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          g.writeStringField(
+              "error", "every allowed worker of " + key.describe() + " is busy; nothing recorded");
+          g.writeArrayFieldStart("candidates");
+          for (Candidate c : b.candidates()) candidate(g, c, Double.NaN);
+          g.writeEndArray();
+          g.writeEndObject();
+        });
+  }
+
+  private static void candidate(JsonGenerator g, Candidate c, double cost) throws IOException {
+    g.writeStartObject();
+    u64Field(g, "instance_id", c.worker().workerId());
+    g.writeNumberField("dp_rank", c.worker().dpRank());
+    g.writeNumberField("overlap_blocks", c.overlapBlocks());
+    g.writeNumberField("cached_blocks", c.cachedBlocks());
+    g.writeNumberField("prefill_blocks", c.prefillBlocks());
+    g.writeNumberField("decode_blocks", c.decodeBlocks());
+    if (!Double.isNaN(cost)) g.writeNumberField("cost", cost);
+    g.writeEndObject();
+  }
+
+  /** The answer of {@code /requests/{id}/...}: {@code {"request_id": id, "state": state}}. */
+  static byte[] requestState(String requestId, String state) {
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          g.writeStringField("request_id", requestId);
+          g.writeStringField("state", state);
+          g.writeEndObject();
+        });
+  }
+
+  // ------------------------------------------------------------------ events, dump, operations
+
+  /** The answer of {@code POST /events}: {@code {"applied": n}}. */
+  static byte[] applied(int n) {
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          g.writeNumberField("applied", n);
+          g.writeEndObject();
+        });
+  }
+
+  /**
+   * Streams {@code GET /dump}: {@code {"indexes": [{model_name, routing_group, block_size, workers:
+   * [registration...], events: [RouterEvent...]}]}}. Each worker entry also carries its {@code
+   * capacity_blocks} as {@code kv_blocks}, the field's former name, which the warm start of a peer
+   * reads (PeerWarmStart; so do the servers of earlier versions).
+   */
+  static void dump(OutputStream out, Collection<ModelIndex> indexes) throws IOException {
+    try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
+      g.writeStartObject();
+      g.writeArrayFieldStart("indexes");
+      for (ModelIndex m : indexes) {
+        List<Registration> regs = new ArrayList<>(m.registrations.values());
+        List<RouterEvent> events = m.router.index().dump();
+        g.writeStartObject();
+        g.writeStringField("model_name", m.key.modelName());
+        g.writeStringField("routing_group", m.key.routingGroup());
+        g.writeNumberField("block_size", m.blockSize);
+        g.writeArrayFieldStart("workers");
+        for (Registration r : regs) {
+          g.writeStartObject();
+          registrationFields(g, m, r);
+          g.writeNumberField("kv_blocks", r.capacityBlocks());
+          g.writeEndObject();
+        }
+        g.writeEndArray();
+        g.writeArrayFieldStart("events");
+        for (RouterEvent e : events) g.writeRawValue(RouterEventJson.writeEvent(e));
+        g.writeEndArray();
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+      g.writeEndObject();
+      g.writeRaw('\n');
+    }
+  }
+
+  /** The answer of {@code GET /health}. */
+  static byte[] health() {
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          g.writeStringField("status", "ok");
+          g.writeEndObject();
+        });
+  }
+
+  /** The answer of {@code GET /ready}: readiness, listener counts and, when not ready, why. */
+  static byte[] ready(KvRouterServer.Readiness r, int indexes) {
+    return bytes(
+        g -> {
+          g.writeStartObject();
+          g.writeBooleanField("ready", r.ready());
+          g.writeNumberField("indexes", indexes);
+          g.writeNumberField("listeners", r.listeners());
+          g.writeNumberField("listeners_connecting", r.connecting());
+          g.writeNumberField("listeners_given_up", r.givenUp());
+          if (!r.ready()) g.writeStringField("reason", r.reason());
+          g.writeEndObject();
+        });
+  }
+
+  // ------------------------------------------------------------------ values
+
   /** Writes an unsigned 64-bit value as a JSON number. */
-  static void u64(JsonGenerator g, long v) throws IOException {
+  private static void u64(JsonGenerator g, long v) throws IOException {
     if (v >= 0) {
       g.writeNumber(v);
     } else {
@@ -47,13 +395,13 @@ final class JsonOut {
   }
 
   /** Writes a field holding an unsigned 64-bit value. */
-  static void u64Field(JsonGenerator g, String name, long v) throws IOException {
+  private static void u64Field(JsonGenerator g, String name, long v) throws IOException {
     g.writeFieldName(name);
     u64(g, v);
   }
 
   /** Writes a field holding a string or null. */
-  static void stringOrNull(JsonGenerator g, String name, String v) throws IOException {
+  private static void stringOrNull(JsonGenerator g, String name, String v) throws IOException {
     if (v == null) {
       g.writeNullField(name);
     } else {

@@ -1,9 +1,6 @@
 package io.kvrouter.server;
 
 import io.helidon.http.DirectHandler;
-import io.helidon.http.HeaderNames;
-import io.helidon.http.ServerResponseHeaders;
-import io.helidon.http.Status;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.DirectHandlers;
 import io.helidon.webserver.http1.Http1Config;
@@ -40,9 +37,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * then stops the ingest threads (which apply /events batches) and closes every index. stop() is
  * idempotent and thread-safe (synchronized, called once or
  * twice in a process's life). Helidon answers protocol-level failures (a declared body over
- * the limit: 413; an unparsable request line: 400) itself, through the direct handlers installed
- * here, which give the same {"error": ...} JSON as the endpoints and count the answer under
- * endpoint "unrouted". Slow clients are cut off by ReadDeadline and Helidon's idle timeout.
+ * the limit: 413; an unparsable request line: 400) itself, through HttpPlumbing's direct
+ * handler, which gives the same {"error": ...} JSON as the endpoints and counts the answer under
+ * endpoint "unrouted". Slow clients are cut off by this server's ReadDeadline (its sweeper
+ * thread stops last in stop()) and Helidon's idle timeout.
  *
  * Between the webserver's start and the end of start(), serving is false: start() connects to
  * NATS (--events) or loads the peer's dump (--peer) on the caller's thread, and Api answers 503
@@ -56,6 +54,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final Registry registry;
   private final WebServer webServer;
   private final ExecutorService ingest;
+  private final ReadDeadline readDeadline;
   private final Api api;
   private NatsEvents nats;
   private volatile boolean ready;
@@ -89,36 +88,37 @@ public final class KvRouterServer implements AutoCloseable {
               t.setDaemon(true);
               return t;
             });
-    Api api =
-        new Api(
-            registry,
+    Duration readTimeout = config.readTimeout();
+    this.readDeadline = new ReadDeadline(readTimeout);
+    HttpPlumbing http =
+        new HttpPlumbing(
             metrics,
             new BearerAuth(config.authToken()),
-            config.acceptUnregistered(),
             config.maxBodyBytes(),
+            readDeadline,
             this::readiness,
-            () -> serving,
-            config.zmqConnectTimeout(),
-            ingest);
-    this.api = api;
+            () -> serving);
+    EventIngest events =
+        new EventIngest(
+            registry, metrics, ingest, config.acceptUnregistered(), config.natsApplyWait());
+    this.api =
+        new Api(http, registry, metrics, events, config.zmqConnectTimeout(), this::readiness);
     DirectHandlers.Builder direct = DirectHandlers.builder();
     for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
-      direct.addHandler(t, new JsonDirectHandler(api));
+      direct.addHandler(t, http.directHandler());
     }
-    Duration readTimeout = config.readTimeout();
     this.webServer =
         WebServer.builder()
             .host(config.host())
             .port(config.port())
-            .maxPayloadSize(Api.helidonPayloadLimit(config.maxBodyBytes()))
+            .maxPayloadSize(HttpPlumbing.helidonPayloadLimit(config.maxBodyBytes()))
             // slow clients: see ReadDeadline (docs/service.md, "Security and limits")
             .idleConnectionTimeout(readTimeout)
             .idleConnectionPeriod(ReadDeadline.idleCheckPeriod(readTimeout))
             // only this HTTP/1 configuration: with a discovered one next to it, Helidon would wait
             // for a new connection's first bytes to choose between the two, outside its idle timer
             .protocolsDiscoverServices(false)
-            .addProtocol(
-                Http1Config.builder().addReceiveListener(new ReadDeadline(readTimeout)).build())
+            .addProtocol(Http1Config.builder().addReceiveListener(readDeadline).build())
             .shutdownGracePeriod(config.shutdownGrace())
             .shutdownHook(false)
             .featuresDiscoverServices(false)
@@ -274,46 +274,13 @@ public final class KvRouterServer implements AutoCloseable {
     }
     registry.close();
     if (nats != null) nats.close();
+    readDeadline.close();
   }
 
   /** {@link #stop()}. */
   @Override
   public void close() {
     stop();
-  }
-
-  /** Answers requests Helidon refuses before routing with {@code {"error": ...}}. */
-  private static final class JsonDirectHandler implements DirectHandler {
-    private final Api api;
-
-    JsonDirectHandler(Api api) {
-      this.api = api;
-    }
-
-    @Override
-    public TransportResponse handle(
-        TransportRequest request,
-        EventType eventType,
-        Status defaultStatus,
-        ServerResponseHeaders responseHeaders,
-        String message) {
-      // a connection cut off by its read deadline fails inside Helidon (an "internal error"):
-      // it is the client's fault, and the answer cannot reach it anyway
-      Status status = ReadDeadline.timedOut() ? Status.REQUEST_TIMEOUT_408 : defaultStatus;
-      api.unrouted(status.code());
-      String text =
-          status.code() == 413
-              ? api.tooLarge()
-              : status.code() == 408
-                  ? "the request did not arrive within the read timeout"
-                  : (message == null || message.isEmpty() ? status.reasonPhrase() : message);
-      return TransportResponse.builder()
-          .status(status)
-          .headers(responseHeaders)
-          .header(HeaderNames.CONTENT_TYPE, "application/json")
-          .entity(JsonOut.error(text))
-          .build();
-    }
   }
 
   /**
@@ -332,7 +299,7 @@ public final class KvRouterServer implements AutoCloseable {
    * @param seed seed of routing tie-breaks and sampling; default 0
    * @param busyPrefillTokens a rank with more prefill tokens in flight is busy; -1: never
    * @param busyBlockFraction a rank with more active blocks than this fraction of its {@code
-   *     kv_blocks} is busy; 0: never
+   *     capacity_blocks} is busy; 0: never
    * @param requestExpiry routed requests never freed are dropped after this; default 300 s
    * @param ingestThreads platform threads that decode and apply {@code /events} batches; default 1
    * @param zmqConnectTimeout how long {@code POST /register} with an {@code endpoint} waits for the
@@ -353,6 +320,9 @@ public final class KvRouterServer implements AutoCloseable {
    * @param readTimeout a request must arrive whole within this time from its request line, and an
    *     idle connection is closed after about as long (slow clients); default 30 s, or the JVM
    *     property {@code kvrouter.http.readTimeoutMillis}
+   * @param natsApplyWait with {@code events}: how long {@code POST /events} waits, after NATS
+   *     stored the batch, for this server's replica to apply it (so that a {@code /query} sent
+   *     after the answer sees it) before answering 503; default 10 s
    */
   public record Config(
       String host,
@@ -375,13 +345,17 @@ public final class KvRouterServer implements AutoCloseable {
       String events,
       String replicaId,
       long maxBlocks,
-      Duration readTimeout) {
+      Duration readTimeout,
+      Duration natsApplyWait) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
 
     /** The default body limit, 8 MiB. */
     public static final long DEFAULT_MAX_BODY_BYTES = 8L << 20;
+
+    /** The default of {@link #natsApplyWait()}, 10 s. */
+    public static final Duration DEFAULT_NATS_APPLY_WAIT = Duration.ofSeconds(10);
 
     public Config {
       Objects.requireNonNull(host, "host");
@@ -450,6 +424,10 @@ public final class KvRouterServer implements AutoCloseable {
       if (readTimeout.isNegative() || readTimeout.isZero()) {
         throw new IllegalArgumentException("readTimeout must be > 0, got " + readTimeout);
       }
+      Objects.requireNonNull(natsApplyWait, "natsApplyWait");
+      if (natsApplyWait.isNegative() || natsApplyWait.isZero()) {
+        throw new IllegalArgumentException("natsApplyWait must be > 0, got " + natsApplyWait);
+      }
     }
 
     /** A builder holding the defaults. */
@@ -484,6 +462,7 @@ public final class KvRouterServer implements AutoCloseable {
       m.put("events", events == null ? "(in-process: POST /events, ZMQ endpoints)" : events);
       if (events != null) {
         m.put("replica-id", replicaId == null ? "(serve-<port>)" : replicaId);
+        m.put("nats-apply-wait-ms", Long.toString(natsApplyWait.toMillis()));
       }
       m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
@@ -534,6 +513,7 @@ public final class KvRouterServer implements AutoCloseable {
       private String replicaId;
       private long maxBlocks;
       private Duration readTimeout = ReadDeadline.configured();
+      private Duration natsApplyWait = DEFAULT_NATS_APPLY_WAIT;
 
       private Builder() {}
 
@@ -642,6 +622,12 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#natsApplyWait()}; only used with {@link #events(String)}. */
+      public Builder natsApplyWait(Duration natsApplyWait) {
+        this.natsApplyWait = natsApplyWait;
+        return this;
+      }
+
       public Config build() {
         return new Config(
             host,
@@ -664,7 +650,8 @@ public final class KvRouterServer implements AutoCloseable {
             events,
             replicaId,
             maxBlocks,
-            readTimeout);
+            readTimeout,
+            natsApplyWait);
       }
     }
   }

@@ -7,7 +7,6 @@ import io.kvrouter.index.OverlapScores;
 import io.kvrouter.route.KvRouter;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import java.util.List;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
@@ -20,7 +19,8 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  *
  * Shared by every request thread. router and its index are thread-safe on their own (see
  * docs/concurrency.md). registrations is a concurrent sorted map: /workers and /dump iterate it
- * without a lock, /events looks workers up in it.
+ * without a lock, /events looks workers up in it. Nothing here grows with what clients send:
+ * the salted hashers of /query are made per request (localHashes).
  *
  * lock orders event application against membership changes: /events holds the read lock while
  * it checks that every event's worker is registered and applies the batch, so an unregister
@@ -39,13 +39,10 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * </pre>
  */
 final class ModelIndex {
-  private record Salt(String lora, String cacheSalt) {}
-
   final ModelKey key;
   final int blockSize;
   final KvRouter router;
   private final BlockHasher hasher;
-  private final ConcurrentHashMap<Salt, BlockHasher> salted = new ConcurrentHashMap<>();
   final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
   final ConcurrentSkipListMap<Worker, Registration> registrations = new ConcurrentSkipListMap<>();
   private final DistributionDataPoint findMatchesSeconds;
@@ -67,16 +64,15 @@ final class ModelIndex {
 
   /**
    * The local block hashes of {@code tokens} (full blocks only), salted by the LoRA name and the
-   * cache salt (which salts the seed like a namespace, DESIGN.md §2).
+   * cache salt (which salts the seed like a namespace, DESIGN.md §2). A salted hasher is made for
+   * the call and dropped after it: making one hashes the salt strings once, which costs less than
+   * hashing the prompt, and keeping them would let clients grow memory with distinct salts.
    */
   long[] localHashes(int[] tokens, String loraName, String cacheSalt) {
-    BlockHasher h = hasher;
-    if (loraName != null || cacheSalt != null) {
-      h =
-          salted.computeIfAbsent(
-              new Salt(loraName, cacheSalt),
-              s -> hasher.withLora(s.lora()).withNamespace(s.cacheSalt()));
-    }
+    BlockHasher h =
+        loraName == null && cacheSalt == null
+            ? hasher
+            : hasher.withLora(loraName).withNamespace(cacheSalt);
     return h.localHashes(tokens);
   }
 

@@ -38,7 +38,6 @@ import java.util.regex.Pattern;
  */
 final class NatsEvents implements AutoCloseable {
   private static final Pattern REPLICA_ID = Pattern.compile("[A-Za-z0-9_-]+");
-  private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(5);
 
   /** The replica and publisher of one index. */
   record Feed(NatsEventStream stream, NatsReplica replica, NatsEventPublisher publisher)
@@ -154,14 +153,6 @@ final class NatsEvents implements AutoCloseable {
               wait.toMillis()));
     }
     return last;
-  }
-
-  String url() {
-    return url;
-  }
-
-  String replicaId() {
-    return replicaId;
   }
 
   /** Closes the connection (the feeds are closed by the Registry first). */

@@ -14,7 +14,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * Closes the connection of a client that does not send its whole request (headers and body) within
  * the read timeout of its request line. Together with Helidon's idle-connection timeout (set to the
  * same value by {@link KvRouterServer}), which closes connections that send no request line, a slow
- * or stalled client holds a connection for about the read timeout at most.
+ * or stalled client holds a connection for about the read timeout at most. One per server: {@link
+ * KvRouterServer} creates it and closes it when it stops.
  *
  * <pre>
  * Implementation notes
@@ -25,22 +26,28 @@ import java.util.concurrent.atomic.AtomicLong;
  * stalls in its headers or body would hold its connection, socket and virtual thread forever.
  *
  * How: Helidon runs each HTTP/1 connection on one virtual thread, which also runs the handlers.
- * As a receive listener this class sees the request line (prologue) and the headers on that
- * thread. A per-thread Watch is armed at the request line and disarmed once the request is in:
- * at the headers when there is no entity, else by Api.body() once the body is read. A daemon
- * sweeper thread (one per JVM) interrupts every thread whose deadline passed while armed.
- * Interrupting a virtual thread blocked in a socket read closes the socket (java.net.Socket is
- * interruptible on virtual threads), so the blocked read fails and the connection ends; the client
- * sees it closed.
+ * As a receive listener this object sees the request line (prologue) and the headers on that
+ * thread. A per-thread Watch (in this object's ThreadLocal) is armed at the request line and
+ * disarmed once the request is in: at the headers when there is no entity, else by
+ * HttpPlumbing.body() once the body is read. This object's sweeper thread (a daemon, started by
+ * the first request line, stopped by close()) interrupts every thread whose deadline passed while
+ * armed. Interrupting a virtual thread blocked in a socket read closes the socket (java.net.Socket
+ * is interruptible on virtual threads), so the blocked read fails and the connection ends; the
+ * client sees it closed. The sweeper starts lazily so that a server whose port cannot be bound
+ * leaves no thread behind.
  *
  * Invariants: a Watch is in ARMED only while it is in the armed set; arm, disarm and fire are
  * synchronized on the Watch, so a thread is only interrupted while armed (never after it went on
  * to handle its request), and disarm() clears an interrupt that came too late to matter. Handlers
  * that never read an entity (refusals, GETs) leave the Watch armed while Helidon drains the body
- * after them, so a client that stalls there is closed too; the next request line re-arms.
+ * after them, so a client that stalls there is closed too; the next request line re-arms. The
+ * sweeper field is guarded by this object's monitor; once closed, no sweeper starts again.
+ *
+ * The one static is TOTAL_CLOSED, a JVM-wide sum of every instance's closed count, read by
+ * HostileClientsTest; it holds no connection state.
  * </pre>
  */
-final class ReadDeadline implements Http1ConnectionListener {
+final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
   /** The default read timeout: a request must be in within 30 s of its request line. */
   static final Duration DEFAULT = Duration.ofSeconds(30);
 
@@ -49,17 +56,14 @@ final class ReadDeadline implements Http1ConnectionListener {
 
   private static final long SWEEP_MILLIS = 100;
 
-  private static final ThreadLocal<Watch> CURRENT = new ThreadLocal<>();
-  private static final Set<Watch> ARMED = ConcurrentHashMap.newKeySet();
-  private static final AtomicLong CLOSED = new AtomicLong();
-
-  static {
-    Thread sweeper = new Thread(ReadDeadline::sweep, "kvrouter-read-deadline");
-    sweeper.setDaemon(true);
-    sweeper.start();
-  }
+  private static final AtomicLong TOTAL_CLOSED = new AtomicLong();
 
   private final long timeoutNanos;
+  private final ThreadLocal<Watch> current = new ThreadLocal<>();
+  private final Set<Watch> armed = ConcurrentHashMap.newKeySet();
+  private final AtomicLong closed = new AtomicLong();
+  private Thread sweeper; // guarded by this
+  private boolean stopped; // guarded by this
 
   ReadDeadline(Duration timeout) {
     if (timeout.isNegative() || timeout.isZero()) {
@@ -81,19 +85,25 @@ final class ReadDeadline implements Http1ConnectionListener {
   }
 
   /**
-   * Deadlines that fired since the JVM started (all servers): connections cut off, plus those whose
-   * client had already gone mid-request (their Watch stays armed until its deadline).
+   * Deadlines that fired since the JVM started, in every server: connections cut off, plus those
+   * whose client had already gone mid-request (their Watch stays armed until its deadline).
    */
   static long closedConnections() {
-    return CLOSED.get();
+    return TOTAL_CLOSED.get();
+  }
+
+  /** Like {@link #closedConnections()}, for this server only. */
+  long closed() {
+    return closed.get();
   }
 
   @Override
   public void prologue(ConnectionContext ctx, HttpPrologue prologue) {
-    Watch w = CURRENT.get();
+    Watch w = current.get();
     if (w == null) {
+      startSweeper();
       w = new Watch(Thread.currentThread());
-      CURRENT.set(w);
+      current.set(w);
     }
     w.arm(System.nanoTime() + timeoutNanos);
   }
@@ -109,34 +119,62 @@ final class ReadDeadline implements Http1ConnectionListener {
    * The request of the current thread is in: stop its deadline. Returns whether the deadline had
    * already passed (the connection is then closed or about to be; the interrupt is cleared).
    */
-  static boolean received() {
-    Watch w = CURRENT.get();
+  boolean received() {
+    Watch w = current.get();
     return w != null && w.disarm();
   }
 
   /** Whether the current thread's request was cut off by its deadline (and not re-armed since). */
-  static boolean timedOut() {
-    Watch w = CURRENT.get();
+  boolean timedOut() {
+    Watch w = current.get();
     return w != null && w.fired();
   }
 
-  private static void sweep() {
+  /** Stops the sweeper (waits for it); deadlines no longer fire. Idempotent. */
+  @Override
+  public void close() {
+    Thread t;
+    synchronized (this) {
+      stopped = true;
+      t = sweeper;
+      sweeper = null;
+    }
+    if (t == null) return;
+    t.interrupt();
+    try {
+      t.join();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Whether the sweeper thread runs (tests). */
+  synchronized boolean sweeping() {
+    return sweeper != null;
+  }
+
+  private synchronized void startSweeper() {
+    if (sweeper != null || stopped) return;
+    sweeper = Thread.ofPlatform().daemon().name("kvrouter-read-deadline").start(this::sweep);
+  }
+
+  private void sweep() {
     while (true) {
       try {
         Thread.sleep(SWEEP_MILLIS);
       } catch (InterruptedException e) {
         return;
       }
-      if (ARMED.isEmpty()) continue;
+      if (armed.isEmpty()) continue;
       long now = System.nanoTime();
-      for (Watch w : ARMED) w.fireIfDue(now);
+      for (Watch w : armed) w.fireIfDue(now);
     }
   }
 
   /** The deadline of one connection thread. */
-  private static final class Watch {
+  private final class Watch {
     private static final int IDLE = 0;
-    private static final int ARMED_STATE = 1;
+    private static final int ARMED = 1;
     private static final int FIRED = 2;
 
     private final Thread thread;
@@ -150,13 +188,13 @@ final class ReadDeadline implements Http1ConnectionListener {
     synchronized void arm(long deadline) {
       if (state == FIRED) Thread.interrupted(); // a late interrupt of the previous request
       this.deadline = deadline;
-      state = ARMED_STATE;
-      ARMED.add(this);
+      state = ARMED;
+      armed.add(this);
     }
 
     synchronized boolean disarm() {
       boolean fired = state == FIRED;
-      if (state == ARMED_STATE) ARMED.remove(this);
+      if (state == ARMED) armed.remove(this);
       if (fired) Thread.interrupted();
       state = IDLE;
       return fired;
@@ -167,10 +205,11 @@ final class ReadDeadline implements Http1ConnectionListener {
     }
 
     synchronized void fireIfDue(long now) {
-      if (state == ARMED_STATE && now - deadline >= 0) {
+      if (state == ARMED && now - deadline >= 0) {
         state = FIRED;
-        ARMED.remove(this);
-        CLOSED.incrementAndGet();
+        armed.remove(this);
+        closed.incrementAndGet();
+        TOTAL_CLOSED.incrementAndGet();
         thread.interrupt();
       }
     }

@@ -11,8 +11,8 @@ import io.kvrouter.event.Worker;
  * @param topic the ZMQ topic its engine publishes with ({@code ""}: any), or null without endpoint
  * @param engineBlockSize tokens per block of the rank's events: the index's block size, or with an
  *     endpoint a multiple of it (the engine's blocks are split into router blocks)
- * @param kvBlocks KV blocks of {@code engineBlockSize} tokens the rank can hold (for the busy
- *     fraction), 0 when unknown
+ * @param capacityBlocks KV blocks of {@code engineBlockSize} tokens the rank can hold (for the busy
+ *     fraction), 0 when unknown; given at registration, not what it holds now
  * @param listener the ZMQ subscriber that feeds this rank's events into the index, or null when its
  *     events come through {@code POST /events}
  */
@@ -22,14 +22,14 @@ record Registration(
     String replayEndpoint,
     String topic,
     int engineBlockSize,
-    long kvBlocks,
+    long capacityBlocks,
     ZmqListener listener) {
 
   /**
    * How this rank's events reach the index: {@code "http"} when it has no endpoint (a publisher
    * posts them to {@code /events}); else the state of its ZMQ subscriber ({@code "connecting"},
-   * {@code "connected"}, {@code "disconnected"}). Api reports {@code "nats"} instead when the index
-   * follows a NATS subject.
+   * {@code "connected"}, {@code "disconnected"}). The answers report {@code "nats"} instead when
+   * the index follows a NATS subject.
    */
   String ingestion() {
     return listener == null ? "http" : listener.state();

@@ -2,6 +2,8 @@ package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.transport.kvevents.EngineEventConverter;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
@@ -27,8 +29,11 @@ import java.util.function.IntFunction;
  * Lock order: membership, then a ModelIndex's lock, then the router's lock, then the index's
  * writer lock. Request paths other than register/unregister never take membership.
  *
- * A registration with a ZMQ endpoint carries its started ZmqListener; register() attaches it
- * under membership once the rank is in the index, unregister() closes it after releasing the
+ * A registration with a ZMQ endpoint owns a ZmqListener. register() checks first what it can
+ * without the engine (block sizes, NATS mode, the 409s), then starts the listener and waits for
+ * its first connection outside membership (so a slow engine holds up no other registration),
+ * then adds the rank under membership and attaches the listener; on any failure after the start
+ * it cancels the listener, so nothing is left behind. unregister() closes it after releasing the
  * index's write lock (its thread may be waiting for the read lock to apply an event, which is
  * then dropped because the registration is gone) and keeps its counters in the metrics.
  *
@@ -64,7 +69,7 @@ final class Registry implements AutoCloseable {
   }
 
   /** Whether indexes are fed from NATS (then /events publishes and ZMQ endpoints are refused). */
-  boolean natsMode() {
+  private boolean natsMode() {
     return nats != null;
   }
 
@@ -90,12 +95,112 @@ final class Registry implements AutoCloseable {
     return m;
   }
 
+  /** The live indexes that {@code filter} matches, ordered by key. */
+  List<ModelIndex> indexes(Requests.Filter filter) {
+    List<ModelIndex> out = new ArrayList<>();
+    for (ModelIndex m : indexes.values()) {
+      if (filter.matches(m.key)) out.add(m);
+    }
+    return out;
+  }
+
   /**
-   * Registers one rank; creates the index on the first registration of its key.
+   * Marks prefill complete ({@code prefill}) or frees request {@code requestId} in every index
+   * {@code filter} matches that has it in flight (request ids are the gateway's).
    *
-   * @throws ApiException 409 when the index uses another block size or the rank is registered
+   * @throws ApiException 404 when no such index has it in flight
    */
-  ModelIndex register(ModelKey key, int blockSize, Registration r) {
+  void requestDone(String requestId, Requests.Filter filter, boolean prefill) {
+    boolean found = false;
+    for (ModelIndex m : indexes.values()) {
+      if (!filter.matches(m.key)) continue;
+      found |= prefill ? m.router.markPrefillCompleted(requestId) : m.router.free(requestId);
+    }
+    if (!found) {
+      throw ApiException.notFound(
+          "request '" + requestId + "' is not in flight (never routed, already freed, or expired)");
+    }
+  }
+
+  /**
+   * Registers one rank; with an endpoint, first starts its ZMQ listener and waits up to {@code
+   * connectWait} (zero: not at all) for its first connection. Creates the index on the first
+   * registration of its key. Nothing is registered when it fails.
+   *
+   * @throws ApiException 400 for an endpoint the router cannot use or cannot connect to in time, an
+   *     engine block size that is not a multiple of the block size, or an endpoint in NATS mode;
+   *     409 when the index uses another block size or the rank is registered; 503 when NATS cannot
+   *     be followed
+   */
+  ModelIndex register(Requests.Register r, Duration connectWait) {
+    try {
+      EngineEventConverter.checkBlockSizes(r.engineBlockSize(), r.blockSize());
+    } catch (IllegalArgumentException e) {
+      throw ApiException.badRequest("engine_block_size: " + e.getMessage());
+    }
+    if (r.endpoint() != null && natsMode()) {
+      throw ApiException.badRequest(
+          "endpoint: this server takes its events from NATS (--events); a ZMQ endpoint here"
+              + " would feed this replica alone. Register the rank without an endpoint and"
+              + " publish its events to the stream (POST /events to any replica); nothing was"
+              + " registered");
+    }
+    precheck(r.key(), r.blockSize(), r.worker());
+    String topic = r.endpoint() == null ? null : (r.topic() == null ? "" : r.topic());
+    ZmqListener listener = null;
+    if (r.endpoint() != null) {
+      listener =
+          ZmqListener.start(
+              r.worker(),
+              r.endpoint(),
+              r.replayEndpoint(),
+              topic,
+              r.engineBlockSize(),
+              r.blockSize(),
+              metrics.zmqEventsReceived());
+      awaitConnection(listener, r.endpoint(), connectWait);
+    }
+    Registration reg =
+        new Registration(
+            r.worker(),
+            r.endpoint(),
+            r.replayEndpoint(),
+            topic,
+            r.engineBlockSize(),
+            r.capacityBlocks(),
+            listener);
+    try {
+      return add(r.key(), r.blockSize(), reg);
+    } catch (RuntimeException e) {
+      if (listener != null) listener.cancel();
+      throw e;
+    }
+  }
+
+  /** Waits for the listener's first connection; cancels it and throws a 400 when none came. */
+  private static void awaitConnection(ZmqListener listener, String endpoint, Duration wait) {
+    boolean connected;
+    try {
+      connected = wait.isZero() || listener.awaitConnected(wait);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      connected = false;
+    }
+    if (!connected) {
+      listener.cancel();
+      throw ApiException.badRequest(
+          "endpoint: no connection to '"
+              + endpoint
+              + "' within "
+              + wait.toMillis()
+              + " ms (is the engine running and publishing its KV events there? vLLM: "
+              + "--kv-events-config '{\"enable_kv_cache_events\": true, \"publisher\":"
+              + " \"zmq\", \"endpoint\": \"tcp://*:PORT\"}'); nothing was registered");
+    }
+  }
+
+  /** Adds a rank whose listener (if any) is started; creates the index on its first rank. */
+  private ModelIndex add(ModelKey key, int blockSize, Registration r) {
     membership.lock();
     try {
       ModelIndex m = check(key, blockSize, r.worker());
@@ -124,7 +229,9 @@ final class Registry implements AutoCloseable {
   /** The rank's capacity in the index's blocks (an engine block of k router blocks counts k). */
   private static long routerBlocks(Registration r, int blockSize) {
     long split = r.engineBlockSize() / blockSize;
-    return r.kvBlocks() > Long.MAX_VALUE / split ? Long.MAX_VALUE : r.kvBlocks() * split;
+    return r.capacityBlocks() > Long.MAX_VALUE / split
+        ? Long.MAX_VALUE
+        : r.capacityBlocks() * split;
   }
 
   /**
@@ -133,7 +240,7 @@ final class Registry implements AutoCloseable {
    *
    * @throws ApiException 409 as {@link #register} would
    */
-  void precheck(ModelKey key, int blockSize, Worker worker) {
+  private void precheck(ModelKey key, int blockSize, Worker worker) {
     membership.lock();
     try {
       check(key, blockSize, worker);
@@ -177,13 +284,15 @@ final class Registry implements AutoCloseable {
   }
 
   /**
-   * Removes the ranks of {@code instanceId} matching the optional group and rank.
+   * Removes the ranks of the instance matching the optional group and rank.
    *
-   * @param routingGroup null: every routing group of the model
-   * @param dpRank negative: every rank
    * @throws ApiException 404 when nothing matched
    */
-  List<Removed> unregister(String modelName, String routingGroup, long instanceId, int dpRank) {
+  List<Removed> unregister(Requests.Unregister u) {
+    String modelName = u.modelName();
+    String routingGroup = u.routingGroup();
+    long instanceId = u.instanceId();
+    int dpRank = u.dpRank();
     membership.lock();
     try {
       List<Removed> out = new ArrayList<>();

@@ -72,7 +72,7 @@ class NatsServeTest {
 
       HttpFixture.Reply viaA = a.events("m", list(stored(new Worker(1, 0), 0, range(0, 16), BS)));
       assertThat(viaA.status()).as(viaA.body()).isEqualTo(200);
-      assertThat(viaA.body()).isEqualTo("{\"applied\":1}");
+      assertThat(viaA.body()).isEqualTo("{\"applied\":1}\n");
       HttpFixture.Reply viaB =
           b.events(
               "m",
@@ -178,6 +178,17 @@ class NatsServeTest {
     assertThatThrownBy(
             () -> KvRouterServer.Config.builder().events("nats://h:1").replicaId("a.b").build())
         .hasMessageContaining("replica-id: 'a.b' may hold only");
+    assertThatThrownBy(() -> KvRouterServer.Config.builder().natsApplyWait(Duration.ZERO).build())
+        .hasMessage("natsApplyWait must be > 0, got PT0S");
+    assertThat(
+            KvRouterServer.Config.builder()
+                .events("nats://h:1")
+                .natsApplyWait(Duration.ofMillis(2500))
+                .build()
+                .describe())
+        .containsEntry("nats-apply-wait-ms", "2500");
+    assertThat(KvRouterServer.Config.builder().events("nats://h:1").build().natsApplyWait())
+        .isEqualTo(Duration.ofSeconds(10));
   }
 
   @Test

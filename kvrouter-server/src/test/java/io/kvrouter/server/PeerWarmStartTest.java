@@ -126,7 +126,7 @@ class PeerWarmStartTest {
         String workersA = a.get("/workers").body();
         assertThat(b.get("/workers").body())
             .isEqualTo(workersA)
-            .contains("\"kv_blocks\":300", "\"endpoint\":\"tcp://127.0.0.1:40003\"");
+            .contains("\"capacity_blocks\":300", "\"endpoint\":\"tcp://127.0.0.1:40003\"");
         int nonEmpty = 0;
         for (int[] p : prompts) {
           for (String[] m : new String[][] {{"m1", "default"}, {"m2", "g"}}) {

@@ -86,7 +86,7 @@ class RequestBodyFuzzTest {
           try {
             a = client.post(PATHS[e], body);
           } catch (IOException x) {
-            if (body.length > Api.helidonPayloadLimit(LIMIT)) {
+            if (body.length > HttpPlumbing.helidonPayloadLimit(LIMIT)) {
               // refused by Helidon before the body was all written: the 413 was lost with the
               // connection, which Helidon closes at once that far over the limit
               seen.unrouted++;
@@ -106,7 +106,7 @@ class RequestBodyFuzzTest {
             if (!a.body().startsWith("{\"error\":")) {
               failure(failures, done, PATHS[e], body, "refusal without {\"error\"}: " + what);
             }
-            if (a.status() == 413 && body.length > Api.helidonPayloadLimit(LIMIT)) {
+            if (a.status() == 413 && body.length > HttpPlumbing.helidonPayloadLimit(LIMIT)) {
               seen.unrouted++; // refused by Helidon before routing
             } else {
               seen.fourXx.merge(endpointOf(PATHS[e]), 1, Integer::sum);

@@ -10,6 +10,8 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -39,7 +41,7 @@ class ServiceEndpointsTest {
             "{\"instance_id\":18446744073709551615,\"dp_rank\":1,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"engine_block_size\":4,\"kv_blocks\":0,\"ingestion\":\"connecting\"}");
+                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"ingestion\":\"connecting\"}\n");
     assertThat(http.register(7, 0, "m", BS).status()).isEqualTo(201);
     assertThat(http.register(7, 2, "m", BS).status()).isEqualTo(201);
     assertThat(
@@ -58,15 +60,15 @@ class ServiceEndpointsTest {
             "["
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"default\","
                 + "\"block_size\":4,\"endpoints\":{},\"ranks\":["
-                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"kv_blocks\":0,"
+                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
                 + "\"ingestion\":\"http\"},"
-                + "{\"dp_rank\":2,\"endpoint\":null,\"replay_endpoint\":null,\"kv_blocks\":0,"
+                + "{\"dp_rank\":2,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
                 + "\"ingestion\":\"http\"}]},"
                 + "{\"instance_id\":18446744073709551615,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoints\":{\"1\":\"tcp://127.0.0.1:5557\"},\"ranks\":["
                 + "{\"dp_rank\":1,\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"engine_block_size\":4,\"kv_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
+                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
                 + "{\"state\":\"connecting\",\"connected_once\":false,\"last_sequence\":-1,"
                 + "\"messages\":0,\"batches\":0,\"events_applied\":0,\"decode_errors\":0,"
                 + "\"bad_frames\":0,\"duplicates\":0,\"gaps\":0,\"lost_messages\":0,"
@@ -75,13 +77,37 @@ class ServiceEndpointsTest {
                 + "\"dropped_unregistered\":0}}]},"
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\","
                 + "\"block_size\":8,\"endpoints\":{},\"ranks\":["
-                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"kv_blocks\":0,"
+                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
                 + "\"ingestion\":\"http\"}]}"
-                + "]");
+                + "]\n");
     assertThat(http.get("/workers?routing_group=t").body())
         .startsWith("[{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\"")
         .doesNotContain("\"default\"");
-    assertThat(http.get("/workers?model_name=other").body()).isEqualTo("[]");
+    assertThat(http.get("/workers?model_name=other").body()).isEqualTo("[]\n");
+  }
+
+  /** The rank's KV capacity is capacity_blocks (what it can hold), kv_blocks its former name. */
+  @Test
+  void capacityBlocksIsTheRegisteredCapacityUnderEitherName() {
+    String base = "{\"model_name\":\"m\",\"block_size\":4,\"instance_id\":";
+    HttpFixture.Reply r = http.post("/register", base + "1,\"capacity_blocks\":50}");
+    assertThat(r.status()).as(r.body()).isEqualTo(201);
+    assertThat(r.body()).contains("\"capacity_blocks\":50,").doesNotContain("kv_blocks");
+    r = http.post("/register", base + "2,\"kv_blocks\":60}");
+    assertThat(r.body()).contains("\"capacity_blocks\":60,");
+    r = http.post("/register", base + "3,\"kv_blocks\":70,\"capacity_blocks\":70}");
+    assertThat(r.status()).as(r.body()).isEqualTo(201);
+    r = http.post("/register", base + "4,\"capacity_blocks\":5,\"kv_blocks\":6}");
+    assertThat(r.status()).isEqualTo(400);
+    assertThat(r.body())
+        .contains("kv_blocks: capacity_blocks and kv_blocks (its former name) disagree: 5 vs 6");
+    assertThat(http.get("/workers").body())
+        .contains("\"capacity_blocks\":50,", "\"capacity_blocks\":60,", "\"capacity_blocks\":70,")
+        .doesNotContain("kv_blocks")
+        .doesNotContain("\"instance_id\":4");
+    // the dump keeps the former name beside it, for the warm start of peers
+    assertThat(http.get("/dump").body())
+        .contains("\"capacity_blocks\":50,\"ingestion\":\"http\",\"kv_blocks\":50}");
   }
 
   @Test
@@ -98,7 +124,7 @@ class ServiceEndpointsTest {
     assertThat(one.body())
         .isEqualTo(
             "{\"removed\":[{\"instance_id\":1,\"dp_rank\":1,\"model_name\":\"m\","
-                + "\"routing_group\":\"default\"}]}");
+                + "\"routing_group\":\"default\"}]}\n");
     // its blocks are gone with it
     assertThat(http.query("m", range(0, 8)).body()).startsWith("{\"scores\":{}");
 
@@ -129,7 +155,7 @@ class ServiceEndpointsTest {
                         stored(new Worker(2, 0), 0, range(0, 4), BS),
                         stored(new Worker(2, 0), 1, range(100, 20), BS)))
                 .body())
-        .isEqualTo("{\"applied\":4}");
+        .isEqualTo("{\"applied\":4}\n");
     HttpFixture.Reply r = http.query("m", range(0, 14)); // 3 full blocks, 2 tokens dropped
     assertThat(r.status()).isEqualTo(200);
     assertThat(r.body())
@@ -137,9 +163,9 @@ class ServiceEndpointsTest {
             "{\"scores\":{\"1\":{\"0\":8,\"3\":12},\"2\":{\"0\":4}},"
                 + "\"blocks\":{\"1\":{\"0\":2,\"3\":3},\"2\":{\"0\":1}},"
                 + "\"tree_sizes\":{\"1\":{\"0\":2,\"3\":3},\"2\":{\"0\":6}},"
-                + "\"block_size\":4}");
+                + "\"block_size\":4}\n");
     assertThat(http.query("m", new int[0]).body())
-        .isEqualTo("{\"scores\":{},\"blocks\":{},\"tree_sizes\":{},\"block_size\":4}");
+        .isEqualTo("{\"scores\":{},\"blocks\":{},\"tree_sizes\":{},\"block_size\":4}\n");
   }
 
   @Test
@@ -177,7 +203,7 @@ class ServiceEndpointsTest {
         "m", list(new RouterEvent(new Worker(1, 0), 0, CacheEvent.storedAtRoot(seq, local))));
     String expected =
         "{\"scores\":{\"1\":{\"0\":8}},\"blocks\":{\"1\":{\"0\":2}},"
-            + "\"tree_sizes\":{\"1\":{\"0\":2}},\"block_size\":4}";
+            + "\"tree_sizes\":{\"1\":{\"0\":2}},\"block_size\":4}\n";
     assertThat(http.post("/query_by_hash", "{\"model_name\":\"m\",\"block_hashes\":[-1,5]}").body())
         .isEqualTo(expected);
     assertThat(
@@ -207,16 +233,16 @@ class ServiceEndpointsTest {
                 + "{\"instance_id\":1,\"dp_rank\":0,\"overlap_blocks\":0,\"cached_blocks\":0,"
                 + "\"prefill_blocks\":2.0,\"decode_blocks\":2,\"cost\":4.0},"
                 + "{\"instance_id\":2,\"dp_rank\":0,\"overlap_blocks\":2,\"cached_blocks\":2,"
-                + "\"prefill_blocks\":0.0,\"decode_blocks\":2,\"cost\":2.0}],\"busy\":[]}");
+                + "\"prefill_blocks\":0.0,\"decode_blocks\":2,\"cost\":2.0}],\"busy\":[]}\n");
     // the same id while in flight is a conflict naming the worker
     HttpFixture.Reply dup = http.post("/route", body);
     assertThat(dup.status()).isEqualTo(409);
     assertThat(dup.body()).contains("r1").contains("in flight");
 
     assertThat(http.post("/requests/r1/prefill_complete", "").body())
-        .isEqualTo("{\"request_id\":\"r1\",\"state\":\"decoding\"}");
+        .isEqualTo("{\"request_id\":\"r1\",\"state\":\"decoding\"}\n");
     assertThat(http.post("/requests/r1/free", "").body())
-        .isEqualTo("{\"request_id\":\"r1\",\"state\":\"freed\"}");
+        .isEqualTo("{\"request_id\":\"r1\",\"state\":\"freed\"}\n");
     HttpFixture.Reply gone = http.post("/requests/r1/free", "");
     assertThat(gone.status()).isEqualTo(404);
     assertThat(gone.body()).contains("'r1' is not in flight");
@@ -276,14 +302,14 @@ class ServiceEndpointsTest {
                     "m",
                     List.of(s, new RouterEvent(new Worker(1, 0), 1, CacheEvent.removed(seq[2]))))
                 .body())
-        .isEqualTo("{\"applied\":2}");
+        .isEqualTo("{\"applied\":2}\n");
     assertThat(http.query("m", range(0, 12)).body()).startsWith("{\"scores\":{\"1\":{\"0\":8}}");
     assertThat(
             http.events("m", List.of(new RouterEvent(new Worker(1, 0), 2, CacheEvent.cleared())))
                 .status())
         .isEqualTo(200);
     assertThat(http.query("m", range(0, 12)).body()).startsWith("{\"scores\":{}");
-    assertThat(http.post("/events?model_name=m", "[]").body()).isEqualTo("{\"applied\":0}");
+    assertThat(http.post("/events?model_name=m", "[]").body()).isEqualTo("{\"applied\":0}\n");
   }
 
   @Test
@@ -299,11 +325,11 @@ class ServiceEndpointsTest {
 
   @Test
   void healthReadyAndMetricsAnswer() {
-    assertThat(http.get("/health").body()).isEqualTo("{\"status\":\"ok\"}");
+    assertThat(http.get("/health").body()).isEqualTo("{\"status\":\"ok\"}\n");
     assertThat(http.get("/ready").body())
         .isEqualTo(
             "{\"ready\":true,\"indexes\":0,\"listeners\":0,\"listeners_connecting\":0,"
-                + "\"listeners_given_up\":0}");
+                + "\"listeners_given_up\":0}\n");
     http.register(1, 0, "m", BS);
     http.register(2, 0, "m", BS);
     http.events("m", list(stored(new Worker(1, 0), 0, range(0, 8), BS)));
@@ -333,6 +359,35 @@ class ServiceEndpointsTest {
             "kvrouter_route_decisions_total{dp_rank=\"0\",instance_id=\"1\",model_name=\"m\","
                 + "routing_group=\"default\"} 1.0",
             "jvm_memory_used_bytes");
+  }
+
+  /** So that answers printed one after another (curl in a shell) stay on lines of their own. */
+  @Test
+  void everyJsonAnswerEndsWithANewline() throws Exception {
+    http.register(1, 0, "m", BS);
+    http.events("m", list(stored(new Worker(1, 0), 0, range(0, 8), BS)));
+    for (HttpFixture.Reply r :
+        List.of(
+            http.get("/dump"),
+            http.get("/workers"),
+            http.query("m", range(0, 8)),
+            http.get("/nowhere"), // 404
+            http.get("/query"), // 405
+            http.post("/query", "{"))) { // 400
+      assertThat(r.body()).as(r.toString()).endsWith("\n").doesNotEndWith("\n\n");
+      assertThat(r.body().indexOf('\n')).as(r.toString()).isEqualTo(r.body().length() - 1);
+    }
+    // answered by Helidon before routing: a declared body far over the limit
+    try (Socket s = new Socket("127.0.0.1", http.server.port())) {
+      s.setSoTimeout(10_000);
+      s.getOutputStream()
+          .write(
+              ("POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      + "Content-Length: 999999999999\r\n\r\n")
+                  .getBytes(StandardCharsets.US_ASCII));
+      String answer = new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      assertThat(answer).startsWith("HTTP/1.1 413").contains("\"error\"").endsWith("}\n");
+    }
   }
 
   @Test

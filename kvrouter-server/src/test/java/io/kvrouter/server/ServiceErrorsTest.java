@@ -131,7 +131,7 @@ class ServiceErrorsTest {
         400,
         "request_id: longer than 512 characters");
     // nothing was registered by any of these
-    assertThat(http.get("/workers").body()).isEqualTo("[]");
+    assertThat(http.get("/workers").body()).isEqualTo("[]\n");
   }
 
   @Test

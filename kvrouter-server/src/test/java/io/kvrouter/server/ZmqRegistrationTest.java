@@ -201,7 +201,7 @@ class ZmqRegistrationTest {
       assertError(
           http.post("/register", base + "\"engine_block_size\":8}"),
           "engine_block_size: given without endpoint");
-      assertThat(http.get("/workers").body()).isEqualTo("[]");
+      assertThat(http.get("/workers").body()).isEqualTo("[]\n");
       // the index's block size stays the first registration's: another one is 409
       assertThat(http.register(1, 0, "m", 4).status()).isEqualTo(201);
       HttpFixture.Reply other = http.register(2, 0, "m", 8);
@@ -239,7 +239,7 @@ class ZmqRegistrationTest {
       assertError(
           http.post("/register", base + "\"endpoint\":\"tcp://127.0.0.1:" + port + "\"}"),
           "endpoint: no connection to 'tcp://127.0.0.1:" + port + "' within 300 ms");
-      assertThat(http.get("/workers").body()).isEqualTo("[]");
+      assertThat(http.get("/workers").body()).isEqualTo("[]\n");
       assertThat(http.get("/ready").status()).isEqualTo(200);
       assertThat(http.register(1, 0, "m", BS).status()).isEqualTo(201);
     }
@@ -282,7 +282,7 @@ class ZmqRegistrationTest {
       assertThat(now.body())
           .isEqualTo(
               "{\"ready\":true,\"indexes\":1,\"listeners\":1,\"listeners_connecting\":0,"
-                  + "\"listeners_given_up\":0}");
+                  + "\"listeners_given_up\":0}\n");
     }
   }
 
@@ -303,7 +303,7 @@ class ZmqRegistrationTest {
       assertThat(now.body())
           .isEqualTo(
               "{\"ready\":true,\"indexes\":1,\"listeners\":1,\"listeners_connecting\":0,"
-                  + "\"listeners_given_up\":1}");
+                  + "\"listeners_given_up\":1}\n");
       assertThat(http.get("/workers").body()).contains("\"ingestion\":\"connecting\"");
     }
   }

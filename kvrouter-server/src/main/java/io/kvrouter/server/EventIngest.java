@@ -1,0 +1,135 @@
+package io.kvrouter.server;
+
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.transport.json.EventDecodeException;
+import io.kvrouter.transport.json.RouterEventJson;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
+
+/**
+ * {@code POST /events}: decodes a batch of Dynamo RouterEvents, checks it against the target index
+ * and its registrations, and applies it whole, or with {@code --events nats://...} publishes it to
+ * the index's NATS subject and waits until this server's replica applied it.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * ingest() runs on the request's virtual thread up to the hand-off: it submits decode, check and
+ * apply (or publish) to the server's ingest executor (platform threads it owns) and waits, so a
+ * large batch does not hold one of the few carrier threads that serve queries (virtual threads
+ * are not preempted; platform threads are, by the OS). The executor is shut down by the server
+ * at stop; a batch submitted after that is a 503. Holds no state of its own besides its settings;
+ * the index's lock (ModelIndex) makes check and apply atomic against unregistration. Every
+ * refusal is counted in kvrouter_event_batches_rejected_total with its reason.
+ * </pre>
+ */
+final class EventIngest {
+  private final Registry registry;
+  private final ServerMetrics metrics;
+  private final ExecutorService ingest;
+  private final boolean acceptUnregistered;
+  private final Duration natsApplyWait;
+
+  /**
+   * @param ingest the threads that decode and apply batches
+   * @param acceptUnregistered apply events of ranks that are not registered
+   * @param natsApplyWait with NATS, how long to wait for this server's replica to apply a batch
+   */
+  EventIngest(
+      Registry registry,
+      ServerMetrics metrics,
+      ExecutorService ingest,
+      boolean acceptUnregistered,
+      Duration natsApplyWait) {
+    this.registry = registry;
+    this.metrics = metrics;
+    this.ingest = ingest;
+    this.acceptUnregistered = acceptUnregistered;
+    this.natsApplyWait = natsApplyWait;
+  }
+
+  /**
+   * The index {@code /events?model_name=...&routing_group=...} names.
+   *
+   * @throws ApiException 400 when {@code model_name} is missing
+   */
+  ModelKey target(String modelName, String routingGroup) {
+    if (modelName == null || modelName.isEmpty()) {
+      metrics.eventBatchRejected("bad_request");
+      throw ApiException.badRequest(
+          "model_name: missing query parameter (POST /events?model_name=...&routing_group=...)");
+    }
+    return new ModelKey(modelName, routingGroup);
+  }
+
+  /**
+   * Decodes, checks and applies (or publishes) the batch {@code body} for the index of {@code key},
+   * on an ingest thread; returns the number of events.
+   *
+   * @throws ApiException 400 for an empty or malformed batch, 404 for an unknown index or an
+   *     unregistered rank, 503 when the server stops or NATS fails; nothing is applied then
+   */
+  int ingest(ModelKey key, byte[] body) {
+    if (body.length == 0) {
+      metrics.eventBatchRejected("bad_request");
+      throw ApiException.badRequest(
+          "the request body is empty; expected a JSON array of Dynamo RouterEvents");
+    }
+    Future<Integer> f;
+    try {
+      f = ingest.submit(() -> decodeAndApply(key, body));
+    } catch (RejectedExecutionException e) {
+      throw new ApiException(503, "the server is stopping; nothing was applied");
+    }
+    try {
+      return f.get();
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof RuntimeException r) throw r;
+      throw new IllegalStateException(e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while events were applied", e);
+    }
+  }
+
+  /** Decodes a batch, checks it and applies or publishes it whole; runs on an ingest thread. */
+  private int decodeAndApply(ModelKey key, byte[] body) {
+    List<RouterEvent> events;
+    try {
+      events = RouterEventJson.readEvents(body);
+    } catch (EventDecodeException e) {
+      metrics.decodeError();
+      metrics.eventBatchRejected("decode_error");
+      throw ApiException.badRequest("events: " + e.getMessage() + "; nothing was applied");
+    }
+    ModelIndex m = registry.get(key);
+    if (m == null) {
+      metrics.eventBatchRejected("unknown_model");
+      throw ApiException.notFound(
+          "unknown "
+              + key.describe()
+              + ": no worker is registered for it (POST /register creates it); nothing was"
+              + " applied");
+    }
+    try {
+      if (m.nats == null) {
+        m.applyEvents(events, acceptUnregistered);
+      } else {
+        m.checkWorkers(events, acceptUnregistered);
+      }
+    } catch (ApiException e) {
+      metrics.eventBatchRejected(m.closed ? "unknown_model" : "unregistered_worker");
+      throw e;
+    }
+    if (m.nats != null) {
+      // every replica of the subject applies them, this one included, before the answer
+      NatsEvents.publish(m.nats, events, natsApplyWait);
+    }
+    metrics.eventsReceived(events.size());
+    return events.size();
+  }
+}

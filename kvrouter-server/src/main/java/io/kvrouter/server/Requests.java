@@ -1,0 +1,299 @@
+package io.kvrouter.server;
+
+import io.kvrouter.event.Worker;
+import io.kvrouter.route.RouteOptions;
+import java.io.IOException;
+import java.util.HashSet;
+import java.util.Set;
+
+/**
+ * The typed requests of the endpoints and the parser that reads them from request bodies: one
+ * record per kind of body, every field checked, so an endpoint acts on a value that is already
+ * known to be valid (docs/service.md gives the fields).
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Stateless: each parse method reads one body with a JsonBody (on the request's thread) and
+ * returns a record, or throws the 400 ApiException that JsonBody or a check here made. Readers
+ * build their values inside the JsonBody.Reader lambda and have no side effects, since the token
+ * fast path may run a reader twice (JsonBody.parse). /query, /query_by_hash and /route share one
+ * reader whose Kind says which of the shared fields it reads; a field that belongs to another
+ * kind is skipped unread, as an unknown field is. Checks run in the order of the old parser, so
+ * the first error reported for a body is the same one.
+ * </pre>
+ */
+final class Requests {
+  private Requests() {}
+
+  /** The longest {@code request_id} of {@code /route}. */
+  static final int MAX_REQUEST_ID = 512;
+
+  /**
+   * {@code POST /register}: one rank of one index.
+   *
+   * @param engineBlockSize the rank's tokens per block: the given {@code engine_block_size}, or
+   *     {@code blockSize} when none was given
+   * @param capacityBlocks {@code capacity_blocks} (or its former name {@code kv_blocks}); 0 when
+   *     unknown
+   */
+  record Register(
+      ModelKey key,
+      int blockSize,
+      Worker worker,
+      String endpoint,
+      String replayEndpoint,
+      String topic,
+      int engineBlockSize,
+      long capacityBlocks) {}
+
+  /**
+   * {@code POST /unregister}.
+   *
+   * @param routingGroup null: every routing group of the model
+   * @param dpRank negative: every rank
+   */
+  record Unregister(String modelName, String routingGroup, long instanceId, int dpRank) {}
+
+  /** {@code POST /query}: a prompt's token ids and the salts of its block hashes. */
+  record Query(ModelKey key, int[] tokens, String loraName, String cacheSalt) {}
+
+  /** {@code POST /query_by_hash}: local block hashes the caller computed. */
+  record HashQuery(ModelKey key, long[] localHashes) {}
+
+  /** {@code POST /route}: a request to place and track. */
+  record Route(String requestId, ModelKey key, int[] tokens, RouteOptions options) {}
+
+  /**
+   * The optional {@code model_name} and {@code routing_group} query parameters: null matches all.
+   */
+  record Filter(String modelName, String routingGroup) {
+    boolean matches(ModelKey key) {
+      return (modelName == null || key.modelName().equals(modelName))
+          && (routingGroup == null || key.routingGroup().equals(routingGroup));
+    }
+  }
+
+  // ------------------------------------------------------------------ registration
+
+  static Register register(byte[] body) {
+    return JsonBody.parse(
+        body,
+        b -> {
+          Long instance = null;
+          String endpoint = null;
+          String replay = null;
+          String topic = null;
+          String model = null;
+          Long blockSize = null;
+          Long engineBlockSize = null;
+          long dpRank = 0;
+          Capacity capacity = new Capacity();
+          Group group = new Group();
+          while (b.nextField()) {
+            switch (b.name()) {
+              case "instance_id" -> instance = b.u64();
+              case "endpoint" -> endpoint = b.optString();
+              case "replay_endpoint" -> replay = b.optString();
+              case "topic" -> topic = b.optStringOrEmpty();
+              case "model_name" -> model = b.string();
+              case "block_size" -> blockSize = b.integer(1, 1 << 20);
+              case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
+              case "dp_rank" -> dpRank = b.optInteger(0, Integer.MAX_VALUE, 0);
+              case "capacity_blocks", "kv_blocks" -> capacity.read(b);
+              case "routing_group", "tenant_id" -> group.read(b);
+              default -> b.skip();
+            }
+          }
+          if (endpoint == null && replay != null) {
+            throw b.error("replay_endpoint", "given without endpoint");
+          }
+          if (endpoint == null && topic != null) {
+            throw b.error("topic", "given without endpoint");
+          }
+          if (endpoint == null && engineBlockSize != null) {
+            throw b.error(
+                "engine_block_size",
+                "given without endpoint (events posted to /events are in the index's"
+                    + " block size)");
+          }
+          long id = JsonBody.require(instance, "instance_id");
+          String modelName = JsonBody.require(model, "model_name");
+          int size = JsonBody.require(blockSize, "block_size").intValue();
+          return new Register(
+              new ModelKey(modelName, group.value),
+              size,
+              new Worker(id, (int) dpRank),
+              endpoint,
+              replay,
+              topic,
+              engineBlockSize == null ? size : engineBlockSize.intValue(),
+              capacity.value == null ? 0 : capacity.value);
+        });
+  }
+
+  static Unregister unregister(byte[] body) {
+    return JsonBody.parse(
+        body,
+        b -> {
+          Long instance = null;
+          String model = null;
+          Group group = new Group();
+          long dpRank = -1;
+          while (b.nextField()) {
+            switch (b.name()) {
+              case "instance_id" -> instance = b.u64();
+              case "model_name" -> model = b.string();
+              case "routing_group", "tenant_id" -> group.read(b);
+              case "dp_rank" -> dpRank = b.optInteger(0, Integer.MAX_VALUE, -1);
+              default -> b.skip();
+            }
+          }
+          long id = JsonBody.require(instance, "instance_id");
+          return new Unregister(
+              JsonBody.require(model, "model_name"), group.value, id, (int) dpRank);
+        });
+  }
+
+  // ------------------------------------------------------------------ queries and routing
+
+  static Query query(byte[] body) {
+    QueryFields q = readQuery(body, Kind.QUERY);
+    return new Query(q.key(), q.tokens, q.lora, q.cacheSalt);
+  }
+
+  static HashQuery queryByHash(byte[] body) {
+    QueryFields q = readQuery(body, Kind.QUERY_BY_HASH);
+    return new HashQuery(q.key(), q.hashes);
+  }
+
+  static Route route(byte[] body) {
+    QueryFields q = readQuery(body, Kind.ROUTE);
+    return new Route(
+        q.requestId, q.key(), q.tokens, new RouteOptions(q.lora, q.cacheSalt, q.allowed));
+  }
+
+  /** Which of the fields /query, /query_by_hash and /route share a body reads. */
+  private enum Kind {
+    /** {@code token_ids} and the salts. */
+    QUERY(true, false),
+    /** {@code block_hashes} instead of {@code token_ids}. */
+    QUERY_BY_HASH(false, false),
+    /** As {@link #QUERY}, plus {@code request_id} and {@code allowed_instances}. */
+    ROUTE(true, true);
+
+    final boolean tokens;
+    final boolean routing;
+
+    Kind(boolean tokens, boolean routing) {
+      this.tokens = tokens;
+      this.routing = routing;
+    }
+  }
+
+  /** The fields of the three kinds, filled by one reader. */
+  private static final class QueryFields {
+    String requestId;
+    int[] tokens;
+    long[] hashes;
+    String model;
+    final Group group = new Group();
+    String lora;
+    String cacheSalt;
+    Set<Long> allowed;
+
+    ModelKey key() {
+      return new ModelKey(model, group.value);
+    }
+  }
+
+  private static QueryFields readQuery(byte[] body, Kind kind) {
+    return JsonBody.parse(
+        body,
+        kind.tokens,
+        b -> {
+          QueryFields q = new QueryFields();
+          while (b.nextField()) {
+            switch (b.name()) {
+              case "token_ids" -> {
+                if (kind.tokens) q.tokens = b.tokenIds();
+                else b.skip();
+              }
+              case "block_hashes" -> {
+                if (!kind.tokens) q.hashes = b.u64Array();
+                else b.skip();
+              }
+              case "request_id" -> {
+                if (kind.routing) q.requestId = b.string();
+                else b.skip();
+              }
+              case "allowed_instances" -> {
+                if (kind.routing) {
+                  long[] ids = b.u64Array();
+                  q.allowed = new HashSet<>();
+                  for (long id : ids) q.allowed.add(id);
+                } else {
+                  b.skip();
+                }
+              }
+              case "model_name" -> q.model = b.string();
+              case "routing_group", "tenant_id" -> q.group.read(b);
+              case "lora_name" -> q.lora = b.optString();
+              case "cache_salt" -> q.cacheSalt = b.optString();
+              default -> b.skip();
+            }
+          }
+          if (kind.routing) {
+            JsonBody.require(q.requestId, "request_id");
+            if (q.requestId.length() > MAX_REQUEST_ID) {
+              throw ApiException.badRequest(
+                  "request_id: longer than " + MAX_REQUEST_ID + " characters");
+            }
+          }
+          if (kind.tokens) JsonBody.require(q.tokens, "token_ids");
+          else JsonBody.require(q.hashes, "block_hashes");
+          JsonBody.require(q.model, "model_name");
+          return q;
+        });
+  }
+
+  // ------------------------------------------------------------------ fields with two names
+
+  /** {@code routing_group}, or Dynamo's {@code tenant_id} for it; both must agree. */
+  private static final class Group {
+    String value;
+
+    void read(JsonBody b) throws IOException {
+      String field = b.name();
+      String v = b.optString();
+      if (v == null) return;
+      if (value != null && !value.equals(v)) {
+        throw b.error(
+            field,
+            "routing_group and tenant_id (its Dynamo name) disagree: '"
+                + value
+                + "' vs '"
+                + v
+                + "'");
+      }
+      value = v;
+    }
+  }
+
+  /** {@code capacity_blocks}, or {@code kv_blocks}, its former name; both must agree. */
+  private static final class Capacity {
+    Long value;
+
+    void read(JsonBody b) throws IOException {
+      String field = b.name();
+      long v = b.optInteger(0, Long.MAX_VALUE, -1);
+      if (v < 0) return; // null: not given
+      if (value != null && value != v) {
+        throw b.error(
+            field,
+            "capacity_blocks and kv_blocks (its former name) disagree: " + value + " vs " + v);
+      }
+      value = v;
+    }
+  }
+}
