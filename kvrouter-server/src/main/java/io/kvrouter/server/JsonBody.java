@@ -6,6 +6,7 @@ import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import io.kvrouter.transport.TokenIds;
 import io.kvrouter.transport.json.JsonTokens;
 import io.kvrouter.transport.json.JsonU64;
 import java.io.IOException;
@@ -51,8 +52,6 @@ final class JsonBody {
       JsonFactory.builder()
           .streamReadConstraints(StreamReadConstraints.builder().maxNestingDepth(64).build())
           .build();
-
-  private static final long U32_MAX = 0xFFFF_FFFFL;
 
   /** Reads a whole body into a value. */
   @FunctionalInterface
@@ -257,10 +256,9 @@ final class JsonBody {
         } else {
           v = -1;
         }
-        if (v < 0 || v > U32_MAX) {
+        if (!TokenIds.isValid(v)) {
           throw error(
-              field + "[" + n + "]",
-              "token id " + JsonTokens.abbreviate(p.getText()) + " is outside 0..4294967295");
+              field + "[" + n + "]", TokenIds.outOfRange(JsonTokens.abbreviate(p.getText())));
         }
       } else {
         throw error(
@@ -352,7 +350,7 @@ final class JsonBody {
         v = v * 10 + d;
         i++;
       }
-      if (v > U32_MAX || count == out.length) return null;
+      if (!TokenIds.isValid(v) || count == out.length) return null;
       out[count++] = (int) v;
       i = skipWs(b, i);
       if (i >= n) return null;
