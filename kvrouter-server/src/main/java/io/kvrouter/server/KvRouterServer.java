@@ -71,7 +71,7 @@ public final class KvRouterServer implements AutoCloseable {
   private NatsEvents nats;
   private volatile boolean ready;
   private volatile boolean serving;
-  private volatile String warmStartState = "not started";
+  private volatile String warmStartState = "starting";
   private WarmStart warmStart;
   private boolean stopped;
 
@@ -195,6 +195,14 @@ public final class KvRouterServer implements AutoCloseable {
     Objects.requireNonNull(config, "config");
     checkBindable(config.host(), config.port());
     KvRouterServer s = new KvRouterServer(config);
+    // before the listener opens, so that a /ready answered from then on says what start() does
+    s.ready = true;
+    s.warmStartState =
+        config.events() != null
+            ? "connecting to NATS at " + config.events()
+            : config.peer() != null
+                ? "warm start from " + config.peer() + " in progress"
+                : "starting";
     s.webServer.start();
     if (!s.webServer.isRunning()) {
       // lost a race for the port after checkBindable, or another listener failure: Helidon 4.3
@@ -203,10 +211,8 @@ public final class KvRouterServer implements AutoCloseable {
       throw new ListenException(
           config.host(), config.port(), "the web server did not start (its log says why)", null);
     }
-    s.ready = true;
     if (config.events() != null) {
       String id = config.replicaId() != null ? config.replicaId() : "serve-" + s.port();
-      s.warmStartState = "connecting to NATS at " + config.events();
       try {
         s.nats = NatsEvents.connect(config.events(), id);
       } catch (RuntimeException e) {
@@ -216,7 +222,6 @@ public final class KvRouterServer implements AutoCloseable {
       s.registry.nats(s.nats);
     }
     if (config.peer() != null) {
-      s.warmStartState = "warm start from " + config.peer() + " in progress";
       try {
         s.warmStart = PeerWarmStart.load(config.peer(), s.api, s.registry);
       } catch (RuntimeException e) {
