@@ -6,6 +6,7 @@ import io.nats.client.Consumer;
 import io.nats.client.ErrorListener;
 import io.nats.client.JetStreamSubscription;
 import io.nats.client.support.Status;
+import java.io.IOException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
@@ -25,8 +26,9 @@ import java.util.logging.Logger;
  * IllegalStateException that says why, and that is the one line the user sees.
  *
  * After it: the first DISCONNECTED logs one WARNING (jnats then reconnects by itself, and reports
- * DISCONNECTED again after each failed attempt: down keeps those quiet); of the exceptions that
- * follow only the first is logged, until RECONNECTED (one INFO line) re-arms both. server is the
+ * DISCONNECTED again after each failed attempt: down keeps those quiet). IOExceptions (a closed
+ * socket, a refused reconnection) are that disconnection and are not logged; of other exceptions
+ * only the first is logged, until RECONNECTED (one INFO line) re-arms both. server is the
  * URL of the last completed connection (jnats has none while disconnected). Server errors (-ERR), slow consumers, missed JetStream heartbeats,
  * pull errors, unhandled statuses and write timeouts are one WARNING each, the first 10 and then
  * every 1,000th (they can repeat per message). Discarded messages, pull warnings and flow control
@@ -87,6 +89,8 @@ final class NatsLogListener implements ErrorListener, ConnectionListener {
 
   @Override
   public void exceptionOccurred(Connection conn, Exception exp) {
+    // socket errors are the disconnection itself, which DISCONNECTED reports
+    if (exp instanceof IOException) return;
     if (!connected.get() || !exceptionLogged.compareAndSet(false, true)) return;
     LOG.warning("NATS " + name + ": " + describe(exp));
   }
