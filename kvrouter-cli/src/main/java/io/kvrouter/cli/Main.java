@@ -6,8 +6,16 @@ import java.io.PrintWriter;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Spec;
 
-/** The {@code kvrouter} command line: {@code serve}, {@code simulate}, {@code bench}. */
+/**
+ * The {@code kvrouter} command line: {@code serve}, {@code simulate}, {@code bench}.
+ *
+ * <p>Exit codes: 0 ok, 1 failure (a command's own, e.g. {@code serve} could not listen), 2 usage
+ * error. {@link #main} also gives java.util.logging a one-line format ({@link #LOG_FORMAT}) unless
+ * the JVM property {@code java.util.logging.SimpleFormatter.format} sets one.
+ */
 @Command(
     name = "kvrouter",
     mixinStandardHelpOptions = true,
@@ -15,9 +23,20 @@ import picocli.CommandLine.Command;
     description = "KV-cache-aware request router for LLM inference fleets.",
     subcommands = {SimulateCommand.class, ServeCommand.class, Main.Bench.class})
 public final class Main implements Callable<Integer> {
+  /**
+   * One line per log record: time, level, logger, message, and the exception's stack trace only
+   * when a record carries one (the JDK's default puts the time and the source on a line of their
+   * own).
+   */
+  static final String LOG_FORMAT = "%1$tF %1$tT %4$s %3$s: %5$s%6$s%n";
+
+  @Spec CommandSpec spec;
 
   /** Runs the CLI and exits with its code. */
   public static void main(String[] args) {
+    if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
+      System.setProperty("java.util.logging.SimpleFormatter.format", LOG_FORMAT);
+    }
     System.exit(run(args));
   }
 
@@ -33,7 +52,7 @@ public final class Main implements Callable<Integer> {
 
   @Override
   public Integer call() {
-    new CommandLine(this).usage(System.err);
+    spec.commandLine().usage(spec.commandLine().getErr());
     return 2;
   }
 
@@ -52,9 +71,13 @@ public final class Main implements Callable<Integer> {
       description = "Benchmarks: trace replay stress against an index.",
       subcommands = {BenchTraceCommand.class})
   static final class Bench implements Callable<Integer> {
+    @Spec CommandSpec spec;
+
     @Override
     public Integer call() {
-      System.err.println("kvrouter bench: name a benchmark, e.g. kvrouter bench trace --help");
+      spec.commandLine()
+          .getErr()
+          .println("kvrouter bench: name a benchmark, e.g. kvrouter bench trace --help");
       return 2;
     }
   }

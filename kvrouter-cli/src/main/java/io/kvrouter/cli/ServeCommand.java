@@ -3,7 +3,7 @@ package io.kvrouter.cli;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.server.KvRouterServer;
 import java.io.IOException;
-import java.io.PrintStream;
+import java.io.PrintWriter;
 import java.io.Reader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -38,6 +38,10 @@ import picocli.CommandLine.Spec;
  * instance, so a flag on the command line overrides the file and both go through the same
  * validation. The effective configuration is printed at start-up with the token masked.
  *
+ * Output goes to the command line's out and err writers (Main.run(out, err, ...) in tests). A
+ * start that fails (KvRouterServer.StartException: the address cannot be bound, the warm start or
+ * the NATS connection failed) is one line on err and exit code 1; bad flags are exit code 2.
+ *
  * The command blocks its thread until the JVM shuts down; a shutdown hook (SIGTERM, SIGINT)
  * stops the server gracefully (KvRouterServer.stop: stop accepting, finish requests in flight,
  * close the indexes) and prints that it did. Helidon's own INFO logging is turned down to
@@ -52,6 +56,13 @@ import picocli.CommandLine.Spec;
       "Run the router as an HTTP service (Dynamo-style API: /register, /events, /query, /route,"
           + " /dump, /metrics ...).",
       "With no arguments: an empty router on 127.0.0.1:8090."
+    },
+    exitCodeListHeading = "Exit codes:%n",
+    exitCodeList = {
+      "0:stopped by SIGTERM or Ctrl-C",
+      "1:could not start: the address cannot be bound (e.g. the port is in use), or the --peer"
+          + " warm start or the --events NATS connection failed; one line on stderr says which",
+      "2:bad flags or --config file"
     })
 public final class ServeCommand implements Callable<Integer> {
   /** Environment variable that supplies the bearer token when --auth-token is not given. */
@@ -65,7 +76,11 @@ public final class ServeCommand implements Callable<Integer> {
   @Option(
       names = "--host",
       paramLabel = "ADDR",
-      description = "Address to bind (default: ${DEFAULT-VALUE}; loopback only).")
+      description =
+          "Address to bind (default: ${DEFAULT-VALUE}, loopback: only this machine can connect)."
+              + " Any local address works: 0.0.0.0 (every interface) or one interface's, to take"
+              + " requests from other machines; then set --auth-token too, or put a proxy in"
+              + " front.")
   String host = "127.0.0.1";
 
   @Option(
@@ -238,32 +253,33 @@ public final class ServeCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    PrintStream out = System.out;
+    PrintWriter out = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
     ServeCommand effective = this;
     if (config != null) {
-      effective = withConfigFile(spec, config);
+      effective = withConfigFile(spec, config, err);
       if (effective == null) return 2;
     }
-    return effective.run(out);
+    return effective.run(out, err);
   }
 
   /**
    * Parses the config file's settings followed by the original arguments into a fresh command; null
    * (after printing why) when the file is unreadable or names an unknown flag.
    */
-  private static ServeCommand withConfigFile(CommandSpec spec, Path file) {
+  private static ServeCommand withConfigFile(CommandSpec spec, Path file, PrintWriter err) {
     Properties props = new Properties();
     try (Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
       props.load(r);
     } catch (IOException e) {
-      System.err.println("kvrouter serve: cannot read --config " + file + ": " + e);
+      err.println("kvrouter serve: cannot read --config " + file + ": " + e);
       return null;
     }
     List<String> args = new ArrayList<>();
     for (String key : new TreeSet<>(props.stringPropertyNames())) {
       OptionSpec o = spec.findOption("--" + key);
       if (o == null || key.equals("config") || o.usageHelp() || o.versionHelp()) {
-        System.err.println(
+        err.println(
             "kvrouter serve: --config "
                 + file
                 + ": unknown key '"
@@ -289,7 +305,7 @@ public final class ServeCommand implements Callable<Integer> {
     try {
       cl.parseArgs(args.toArray(new String[0]));
     } catch (CommandLine.ParameterException e) {
-      System.err.println("kvrouter serve: --config " + file + ": " + e.getMessage());
+      err.println("kvrouter serve: --config " + file + ": " + e.getMessage());
       return null;
     }
     fresh.config = null;
@@ -303,7 +319,7 @@ public final class ServeCommand implements Callable<Integer> {
     return maxBlocks;
   }
 
-  private int run(PrintStream out) throws InterruptedException {
+  private int run(PrintWriter out, PrintWriter err) throws InterruptedException {
     if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
     String token = authToken != null ? authToken : System.getenv(TOKEN_ENV);
     KvRouterServer.Config cfg;
@@ -339,26 +355,45 @@ public final class ServeCommand implements Callable<Integer> {
       }
       cfg = b.build();
     } catch (IllegalArgumentException e) {
-      System.err.println("kvrouter serve: " + e.getMessage());
+      err.println("kvrouter serve: " + e.getMessage());
       return 2;
     }
     out.println("kvrouter serve: configuration");
     for (Map.Entry<String, String> e : cfg.describe().entrySet()) {
       out.printf(Locale.ROOT, "  %-24s %s%n", e.getKey(), e.getValue());
     }
+    out.flush();
     KvRouterServer server;
     try {
       server = KvRouterServer.start(cfg);
+    } catch (KvRouterServer.ListenException e) {
+      err.println(
+          "kvrouter serve: "
+              + e.getMessage()
+              + (e.inUse()
+                  ? " (another process listens there: stop it, or choose another --port)"
+                  : ""));
+      return 1;
     } catch (KvRouterServer.StartException e) {
-      System.err.println("kvrouter serve: " + e.getMessage());
+      err.println("kvrouter serve: " + e.getMessage());
       return 1;
     } catch (RuntimeException e) {
-      System.err.println(
-          "kvrouter serve: cannot listen on " + host + ":" + port + ": " + rootMessage(e));
+      err.println("kvrouter serve: cannot start on " + host + ":" + port + ": " + rootMessage(e));
       return 1;
     }
-    if (cfg.peer() != null) {
-      out.println("kvrouter serve: warm start from " + cfg.peer() + " done");
+    KvRouterServer.WarmStart loaded = server.warmStart();
+    if (loaded != null) {
+      out.println(
+          "kvrouter serve: warm start from "
+              + cfg.peer()
+              + " loaded "
+              + count(loaded.models(), "model")
+              + " ("
+              + count(loaded.indexes(), "index", "indexes")
+              + "), "
+              + count(loaded.workers(), "worker rank")
+              + ", "
+              + count(loaded.blocks(), "block"));
     }
     if (cfg.events() != null) {
       out.println(
@@ -382,7 +417,15 @@ public final class ServeCommand implements Callable<Integer> {
     String url = server.url();
     String auth = cfg.authToken() == null ? "" : " -H \"Authorization: Bearer $TOKEN\"";
     out.println("kvrouter serve: listening on " + url);
-    out.println("No worker is registered yet. Register one (block size = the engine's):");
+    if (loaded != null && loaded.workers() > 0) {
+      out.println(
+          count(loaded.workers(), "worker rank")
+              + " registered by the warm start (curl "
+              + url
+              + "/workers lists them). Register more the same way:");
+    } else {
+      out.println("No worker is registered yet. Register one (block size = the engine's):");
+    }
     out.println(
         "  curl -X POST "
             + url
@@ -398,6 +441,14 @@ public final class ServeCommand implements Callable<Integer> {
     out.flush();
     stopped.await(); // returns only if something else stopped the JVM's hooks early
     return 0;
+  }
+
+  private static String count(long n, String one) {
+    return count(n, one, one + "s");
+  }
+
+  private static String count(long n, String one, String many) {
+    return n + " " + (n == 1 ? one : many);
   }
 
   private static String rootMessage(Throwable e) {

@@ -6,6 +6,9 @@ import io.helidon.webserver.http.DirectHandlers;
 import io.helidon.webserver.http1.Http1Config;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.route.KvRouter;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -29,8 +32,16 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <pre>
  * Implementation notes
  *
- * start() builds the Registry (the indexes), the metrics that read it, the endpoints (Api) and
- * the webserver, then starts the webserver: every request runs on its own virtual thread
+ * start() first binds the configured address once itself and releases it (checkBindable): a port
+ * in use, an address not of this machine or an unknown host is then a ListenException naming
+ * host and port, before anything is built. Helidon 4.3 does not throw when its listener cannot
+ * bind (it logs a stack trace and returns a server that is not running, port -1), so start()
+ * also checks isRunning() after starting it, for the rare race where another process takes the
+ * port in between. The only socket the server binds is this HTTP one: /metrics is served on it,
+ * and ZMQ listeners connect to the engines, they bind nothing.
+ *
+ * Then start() builds the Registry (the indexes), the metrics that read it, the endpoints (Api)
+ * and the webserver, then starts the webserver: every request runs on its own virtual thread
  * (Helidon SE 4). Helidon's own shutdown hook is off; the owner (the serve command's hook, or a
  * test) calls stop(), which marks the server not ready, stops the webserver (it stops accepting,
  * lets requests in flight finish within the shutdown grace period, then closes connections) and
@@ -59,7 +70,8 @@ public final class KvRouterServer implements AutoCloseable {
   private NatsEvents nats;
   private volatile boolean ready;
   private volatile boolean serving;
-  private volatile String warmStartState = "not started";
+  private volatile String warmStartState = "starting";
+  private WarmStart warmStart;
   private boolean stopped;
 
   /**
@@ -128,30 +140,79 @@ public final class KvRouterServer implements AutoCloseable {
   }
 
   /**
-   * The start failed after the port was bound: the warm start from {@link Config#peer()}, or the
-   * connection to {@link Config#events()}. The server was stopped; the message says what failed.
+   * The server did not start, and whatever it had started was stopped; the message says why in one
+   * line. A {@link ListenException} when the address cannot be bound; otherwise the start failed
+   * after the port was bound: the warm start from {@link Config#peer()}, or the connection to
+   * {@link Config#events()}.
    */
-  public static final class StartException extends RuntimeException {
+  public static sealed class StartException extends RuntimeException permits ListenException {
     StartException(String message, Throwable cause) {
       super(message, cause);
     }
   }
 
   /**
+   * The server cannot listen on {@link Config#host()}:{@link Config#port()}: the port is in use,
+   * the host is not an address of this machine or does not resolve, or the port needs privileges.
+   * The message is {@code cannot listen on HOST:PORT: REASON}; nothing was started.
+   */
+  public static final class ListenException extends StartException {
+    private final String host;
+    private final int port;
+
+    ListenException(String host, int port, String reason, Throwable cause) {
+      super("cannot listen on " + hostPort(host, port) + ": " + reason, cause);
+      this.host = host;
+      this.port = port;
+    }
+
+    /** The address that could not be bound. */
+    public String host() {
+      return host;
+    }
+
+    /** The port that could not be bound (0: any free one). */
+    public int port() {
+      return port;
+    }
+
+    /** Whether another socket holds the port (the common case: pick another port). */
+    public boolean inUse() {
+      return getCause() instanceof java.net.BindException b
+          && b.getMessage() != null
+          && b.getMessage().toLowerCase(java.util.Locale.ROOT).contains("in use");
+    }
+  }
+
+  /**
    * Starts a server; with {@link Config#peer()}, loads the peer's dump before it serves.
    *
-   * @throws java.io.UncheckedIOException when the address cannot be bound
+   * @throws ListenException when the address cannot be bound (nothing was started)
    * @throws StartException when the peer cannot be reached or its answer is not a dump, or the NATS
-   *     server of {@link Config#events()} cannot be reached
+   *     server of {@link Config#events()} cannot be reached (the server was stopped)
    */
   public static KvRouterServer start(Config config) {
     Objects.requireNonNull(config, "config");
+    checkBindable(config.host(), config.port());
     KvRouterServer s = new KvRouterServer(config);
-    s.webServer.start();
+    // before the listener opens, so that a /ready answered from then on says what start() does
     s.ready = true;
+    s.warmStartState =
+        config.events() != null
+            ? "connecting to NATS at " + config.events()
+            : config.peer() != null
+                ? "warm start from " + config.peer() + " in progress"
+                : "starting";
+    s.webServer.start();
+    if (!s.webServer.isRunning()) {
+      // lost a race for the port after checkBindable, or another listener failure: Helidon 4.3
+      // logs it and returns instead of throwing
+      s.stop();
+      throw new ListenException(
+          config.host(), config.port(), "the web server did not start (its log says why)", null);
+    }
     if (config.events() != null) {
       String id = config.replicaId() != null ? config.replicaId() : "serve-" + s.port();
-      s.warmStartState = "connecting to NATS at " + config.events();
       try {
         s.nats = NatsEvents.connect(config.events(), id);
       } catch (RuntimeException e) {
@@ -161,9 +222,8 @@ public final class KvRouterServer implements AutoCloseable {
       s.registry.nats(s.nats);
     }
     if (config.peer() != null) {
-      s.warmStartState = "warm start from " + config.peer() + " in progress";
       try {
-        PeerWarmStart.load(config.peer(), s.api, s.registry);
+        s.warmStart = PeerWarmStart.load(config.peer(), s.api, s.registry);
       } catch (RuntimeException e) {
         s.stop();
         throw new StartException(e.getMessage(), e);
@@ -171,6 +231,29 @@ public final class KvRouterServer implements AutoCloseable {
     }
     s.serving = true;
     return s;
+  }
+
+  /**
+   * Binds {@code host:port} once and releases it, so that an address the webserver could not bind
+   * is one clear exception rather than Helidon's logged stack trace and a server that never
+   * listens. The socket has SO_REUSEADDR, as Helidon's has.
+   */
+  private static void checkBindable(String host, int port) {
+    InetSocketAddress address = new InetSocketAddress(host, port);
+    if (address.isUnresolved()) {
+      throw new ListenException(host, port, "unknown host '" + host + "'", null);
+    }
+    try (ServerSocket probe = new ServerSocket()) {
+      probe.setReuseAddress(true);
+      probe.bind(address);
+    } catch (IOException e) {
+      String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+      throw new ListenException(host, port, why, e);
+    }
+  }
+
+  private static String hostPort(String host, int port) {
+    return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;
   }
 
   /** Whether to take traffic, and why not; see {@link Readiness}. */
@@ -240,13 +323,20 @@ public final class KvRouterServer implements AutoCloseable {
 
   /** {@code http://host:port}. */
   public String url() {
-    String h = config.host();
-    return "http://" + (h.indexOf(':') >= 0 ? "[" + h + "]" : h) + ":" + port();
+    return "http://" + hostPort(config.host(), port());
   }
 
   /** The configuration it runs with. */
   public Config config() {
     return config;
+  }
+
+  /**
+   * What the warm start from {@link Config#peer()} loaded; null without a peer. Written by start()
+   * before it returns, so any thread that has the server sees it.
+   */
+  public WarmStart warmStart() {
+    return warmStart;
   }
 
   /** Whether it is started and not stopping. */
@@ -276,6 +366,17 @@ public final class KvRouterServer implements AutoCloseable {
     if (nats != null) nats.close();
     readDeadline.close();
   }
+
+  /**
+   * What a warm start from a peer's {@code GET /dump} loaded.
+   *
+   * @param models distinct model names
+   * @param indexes indexes, one per (model, routing group)
+   * @param workers worker ranks registered
+   * @param events events in the dump, applied (the dump lists one per stored block)
+   * @param blocks (worker rank, block) pairs the indexes hold after them
+   */
+  public record WarmStart(int models, int indexes, int workers, long events, long blocks) {}
 
   /** {@link #stop()}. */
   @Override

@@ -17,7 +17,9 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The warm start of {@code serve --peer URL}: loads a running replica's {@code GET /dump} (its
@@ -64,15 +66,12 @@ final class PeerWarmStart {
     return u;
   }
 
-  /** What the warm start loaded. */
-  record Loaded(int indexes, int workers, int events) {}
-
   /**
    * Loads the peer's dump into {@code registry} through {@code api}'s registration path.
    *
    * @throws IllegalStateException when the peer cannot be reached or its answer is not a dump
    */
-  static Loaded load(String peer, Api api, Registry registry) {
+  static KvRouterServer.WarmStart load(String peer, Api api, Registry registry) {
     byte[] body = fetch(peer);
     try {
       return apply(peer, body, api, registry);
@@ -125,11 +124,12 @@ final class PeerWarmStart {
     return r.body();
   }
 
-  private static Loaded apply(String peer, byte[] body, Api api, Registry registry)
-      throws IOException {
+  private static KvRouterServer.WarmStart apply(
+      String peer, byte[] body, Api api, Registry registry) throws IOException {
     int indexes = 0;
     int workers = 0;
-    int events = 0;
+    long events = 0;
+    Set<String> models = new HashSet<>();
     try (JsonParser p = JsonBody.FACTORY.createParser(body)) {
       expect(p, p.nextToken(), JsonToken.START_OBJECT, peer, "the dump");
       boolean sawIndexes = false;
@@ -145,8 +145,8 @@ final class PeerWarmStart {
         while (p.nextToken() != JsonToken.END_ARRAY) {
           String where = "indexes[" + indexes + "]";
           expect(p, p.currentToken(), JsonToken.START_OBJECT, peer, where);
-          int[] counts = index(p, peer, where, api, registry);
-          workers += counts[0];
+          long[] counts = index(p, peer, where, api, registry, models);
+          workers += (int) counts[0];
           events += counts[1];
           indexes++;
         }
@@ -156,11 +156,17 @@ final class PeerWarmStart {
             "warm start: the answer of " + peer + "/dump has no \"indexes\" field: not a dump");
       }
     }
-    return new Loaded(indexes, workers, events);
+    long blocks = 0; // the server was empty before: what its indexes hold is what was loaded
+    for (ModelIndex m : registry.indexes()) blocks += m.router.index().stats().blocksIndexed();
+    return new KvRouterServer.WarmStart(models.size(), indexes, workers, events, blocks);
   }
 
-  /** One index: returns {workers, events}. */
-  private static int[] index(JsonParser p, String peer, String where, Api api, Registry registry)
+  /**
+   * One index: registers its workers, applies its events and adds its model to {@code models};
+   * returns {workers, events}.
+   */
+  private static long[] index(
+      JsonParser p, String peer, String where, Api api, Registry registry, Set<String> models)
       throws IOException {
     String model = null;
     String group = null;
@@ -250,7 +256,8 @@ final class PeerWarmStart {
       m.applyEvents(decoded, true);
       m.router.index().flush();
     }
-    return new int[] {workers.size(), decoded.size()};
+    models.add(model);
+    return new long[] {workers.size(), decoded.size()};
   }
 
   private record DumpedWorker(

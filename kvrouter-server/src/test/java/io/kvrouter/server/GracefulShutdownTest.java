@@ -19,8 +19,16 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
-/** stop(): a request in flight when it starts still gets its answer; then nothing is accepted. */
+/**
+ * stop(): a request in flight when it starts still gets its answer; then nothing is accepted.
+ *
+ * <p>No sleeps: the request announces its body with {@code Expect: 100-continue}, so the server's
+ * {@code 100 Continue} says its handler is reading the body; stop() is then known to have begun
+ * when {@link KvRouterServer#isReady()} turns false and the port refuses connections, and it cannot
+ * be done while the body is unfinished.
+ */
 class GracefulShutdownTest {
+  private static final long WAIT_NANOS = TimeUnit.SECONDS.toNanos(15);
 
   @Test
   void aRequestInFlightFinishesAndNewConnectionsAreRefused() throws Exception {
@@ -32,30 +40,65 @@ class GracefulShutdownTest {
             .getBytes(StandardCharsets.UTF_8);
     int half = body.length / 2;
     int port = http.server.port();
+    CompletableFuture<Void> stopping;
     try (Socket s = new Socket("127.0.0.1", port)) {
       s.setSoTimeout(15_000);
       OutputStream out = s.getOutputStream();
+      InputStream in = s.getInputStream();
       out.write(
           ("POST /events?model_name=m HTTP/1.1\r\nHost: localhost\r\n"
-                  + "Content-Type: application/json\r\nContent-Length: "
+                  + "Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: "
                   + body.length
                   + "\r\n\r\n")
               .getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      // the handler asked for the body: the request is in flight
+      assertThat(readHead(in)).startsWith("HTTP/1.1 100");
       out.write(body, 0, half);
       out.flush();
-      Thread.sleep(1000); // the handler is now reading the body (generous: CI machines are shared)
-      CompletableFuture<Void> stopping = CompletableFuture.runAsync(http.server::stop);
-      Thread.sleep(500);
-      assertThat(stopping).isNotDone(); // waiting for the request in flight
+      stopping = CompletableFuture.runAsync(http.server::stop);
+      awaitRefused(port, stopping);
       assertThat(http.server.isReady()).isFalse();
+      // the listener is closed, and stop() waits for the request whose body is not all there
+      assertThat(stopping).isNotDone();
       out.write(body, half, body.length - half);
       out.flush();
-      String answer = readAnswer(s.getInputStream());
+      String answer = readAnswer(in);
       assertThat(answer).startsWith("HTTP/1.1 200").endsWith("{\"applied\":1}");
       stopping.get(15, TimeUnit.SECONDS);
     }
     assertThatThrownBy(() -> new Socket("127.0.0.1", port).close())
         .isInstanceOf(ConnectException.class);
+  }
+
+  /** Waits until the port refuses a connection (stop() closed the listener). */
+  private static void awaitRefused(int port, CompletableFuture<Void> stopping)
+      throws IOException, InterruptedException {
+    long deadline = System.nanoTime() + WAIT_NANOS;
+    while (true) {
+      try (Socket probe = new Socket("127.0.0.1", port)) {
+        // still accepting: stop() has not closed the listener yet
+      } catch (ConnectException refused) {
+        return;
+      }
+      if (stopping.isDone()) {
+        stopping.join(); // a failure of stop() itself
+        throw new AssertionError("stop() returned while a request was in flight");
+      }
+      if (System.nanoTime() > deadline) throw new AssertionError("the listener never closed");
+      Thread.sleep(2); // the poll interval of this wait for an observable event, not a guess
+    }
+  }
+
+  /** Reads a status line and headers up to the blank line. */
+  private static String readHead(InputStream in) throws IOException {
+    StringBuilder sb = new StringBuilder();
+    while (!sb.toString().endsWith("\r\n\r\n")) {
+      int c = in.read();
+      if (c < 0) break;
+      sb.append((char) c);
+    }
+    return sb.toString();
   }
 
   private static String readAnswer(InputStream in) throws IOException {

@@ -34,15 +34,24 @@ import org.junit.jupiter.api.Test;
  * that stall mid-request, and 2,000 connections at once. Every refusal is the documented 4xx (or,
  * for a slow client, a closed connection after the read timeout), the server never answers 5xx
  * (checked in its own metrics), and a well-behaved {@link LatencyProbe} keeps getting {@code
- * /health} and {@code /query} answered with a p99 under {@code -Dkvrouter.hostile.p99Millis}
- * (default 200 ms, generous for a shared 2-core machine) throughout.
+ * /health} and {@code /query} answered correctly throughout.
+ *
+ * <p>The probe's latencies are printed, not asserted: a wall-clock bound has no place in CI. They
+ * are a documented measurement (docs/RELIABILITY.md, "Hostile HTTP clients"): with {@code
+ * -Dkvrouter.hostile.p99Millis=200} the test also fails when the probe's p99 is not under it.
  */
 class HostileClientsTest {
   private static final String TOKEN = "s3cret";
   private static final int LIMIT = 1 << 20;
   private static final int ROUNDS = Integer.getInteger("kvrouter.hostile.rounds", 3);
-  private static final double P99_MILLIS =
-      Double.parseDouble(System.getProperty("kvrouter.hostile.p99Millis", "200"));
+
+  /** The p99 bound of the measurement run; null (the default, CI): the latencies are printed. */
+  private static final Double P99_MILLIS =
+      System.getProperty("kvrouter.hostile.p99Millis") == null
+          ? null
+          : Double.valueOf(System.getProperty("kvrouter.hostile.p99Millis"));
+
+  private static final Duration PROBE_WAIT = Duration.ofSeconds(60);
   private static final int CONNECTIONS = Integer.getInteger("kvrouter.hostile.connections", 2000);
   private static final int[] PROMPT = range(0, 64);
   private static final String QUERY =
@@ -61,7 +70,7 @@ class HostileClientsTest {
   }
 
   @Test
-  void everyHostileRequestGetsItsFourHundredWhileHealthAndQueryStayFast() {
+  void everyHostileRequestGetsItsFourHundredWhileHealthAndQueryAreAnswered() throws Exception {
     try (HttpFixture http =
         new HttpFixture(KvRouterServer.Config.builder().authToken(TOKEN).maxBodyBytes(LIMIT))) {
       http.token = TOKEN;
@@ -97,6 +106,9 @@ class HostileClientsTest {
             byStatus.merge(r.status(), 1, Integer::sum);
           }
         }
+        // the measured phase is not empty: the probe ran at least 20 requests meanwhile (it sends
+        // one every ~5 ms, the rounds take seconds: this waits only on a very slow machine)
+        assertThat(probe.awaitAttempts(20, PROBE_WAIT)).as(probe.summary()).isTrue();
         probe.close();
         probeSummary = probe.summary();
         System.out.println(
@@ -111,10 +123,17 @@ class HostileClientsTest {
                 + "; probe /health + /query meanwhile: "
                 + probeSummary);
         assertThat(probe.failures()).as(probeSummary).isEmpty();
-        assertThat(probe.count()).as(probeSummary).isGreaterThan(20);
-        assertThat(probe.quantileMillis(0.99)).as(probeSummary).isLessThan(P99_MILLIS);
+        assertThat(probe.count()).as(probeSummary).isGreaterThanOrEqualTo(20);
+        assertP99IfMeasuring(probe, probeSummary);
       }
       assertNo5xx(http);
+    }
+  }
+
+  /** With {@code -Dkvrouter.hostile.p99Millis}, the probe's p99 must be under it. */
+  private static void assertP99IfMeasuring(LatencyProbe probe, String summary) {
+    if (P99_MILLIS != null) {
+      assertThat(probe.quantileMillis(0.99)).as(summary).isLessThan(P99_MILLIS);
     }
   }
 
@@ -439,13 +458,17 @@ class HostileClientsTest {
     try (HttpFixture http = new HttpFixture()) {
       for (int i = 0; i < 3; i++) {
         try (Socket s = new Socket("127.0.0.1", http.server.port())) {
+          s.setSoTimeout(20_000);
           s.getOutputStream()
               .write(
                   ("POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          + "Content-Length: 500\r\n\r\n{\"model_name\":")
+                          + "Expect: 100-continue\r\nContent-Length: 500\r\n\r\n")
                       .getBytes(StandardCharsets.US_ASCII));
           s.getOutputStream().flush();
-          Thread.sleep(100); // the handler is reading the body when the client goes
+          // 100 Continue: the handler is reading the body when the client goes
+          assertThat(statusLine(s)).startsWith("HTTP/1.1 100");
+          s.getOutputStream().write("{\"model_name\":".getBytes(StandardCharsets.US_ASCII));
+          s.getOutputStream().flush();
         }
       }
       String metrics = "";
@@ -538,7 +561,12 @@ class HostileClientsTest {
             assertThat(statusLine(sockets.get(i))).as("connection " + i).startsWith("HTTP/1.1 200");
             answered++;
           }
-          Thread.sleep(2000); // the probe keeps going while all of them are open
+          // with all of them still open: /health and /query answer, to a new client and to the
+          // probe, which gets 200 more requests answered before any socket is closed
+          assertThat(http.get("/health").status()).isEqualTo(200);
+          assertThat(http.query("m", PROMPT).body()).contains("\"scores\":{\"1\":{\"0\":64}}");
+          int before = probe.count() + probe.failures().size();
+          assertThat(probe.awaitAttempts(before + 200, PROBE_WAIT)).as(probe.summary()).isTrue();
           probe.close();
           probeSummary = probe.summary();
           System.out.println(
@@ -554,8 +582,8 @@ class HostileClientsTest {
           for (Socket s : sockets) s.close();
         }
         assertThat(probe.failures()).as(probeSummary).isEmpty();
-        assertThat(probe.count()).as(probeSummary).isGreaterThan(20);
-        assertThat(probe.quantileMillis(0.99)).as(probeSummary).isLessThan(P99_MILLIS);
+        assertThat(probe.count()).as(probeSummary).isGreaterThanOrEqualTo(200);
+        assertP99IfMeasuring(probe, probeSummary);
       }
       assertThat(http.get("/health").status()).isEqualTo(200);
       assertThat(http.query("m", PROMPT).body()).contains("\"scores\":{\"1\":{\"0\":64}}");

@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A well-behaved client on its own thread and connection (test support): alternately {@code GET
@@ -41,13 +42,10 @@ final class LatencyProbe implements AutoCloseable {
     running = true;
     Thread t = new Thread(this::run);
     t.start();
-    while (nanos.size() + failures.size() < 200 && t.isAlive()) {
-      try {
-        Thread.sleep(10);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        break;
-      }
+    try {
+      awaitAttempts(200, Duration.ofSeconds(60));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
     running = false;
     try {
@@ -79,6 +77,9 @@ final class LatencyProbe implements AutoCloseable {
       } catch (Exception e) {
         failures.add(r.uri().getPath() + " -> " + e);
       }
+      synchronized (this) {
+        notifyAll(); // awaitAttempts
+      }
       try {
         Thread.sleep(running ? 5 : 0);
       } catch (InterruptedException e) {
@@ -90,6 +91,22 @@ final class LatencyProbe implements AutoCloseable {
   /** Requests answered so far. */
   int count() {
     return nanos.size();
+  }
+
+  /**
+   * Waits until {@code n} requests were sent and answered or failed since the probe started (or
+   * since the warm-up ended).
+   *
+   * @return false when {@code timeout} passed first
+   */
+  synchronized boolean awaitAttempts(int n, Duration timeout) throws InterruptedException {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (nanos.size() + failures.size() < n) {
+      long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+      if (left <= 0) return false;
+      wait(left);
+    }
+    return true;
   }
 
   /** The {@code q}-quantile of the latencies in milliseconds (0.99: p99). */

@@ -138,8 +138,26 @@ class PeerWarmStartTest {
         assertThat(nonEmpty).as("prompts that score on the peer, seed " + seed).isPositive();
         // the listener of worker 3 has no engine: readiness waits for it within the grace period
         assertThat(b.get("/ready").body()).contains("\"listeners\":2,");
+        // what the warm start reports having loaded: the peer's models, ranks and blocks
+        // (the dump holds one stored event of one block per (rank, block) pair it carries)
+        String dump = a.get("/dump").body();
+        long dumpedBlocks = occurrences(dump, "\"block_hash\"");
+        assertThat(dumpedBlocks).as("seed " + seed).isPositive();
+        KvRouterServer.WarmStart w = b.server.warmStart();
+        assertThat(w.models()).isEqualTo(2);
+        assertThat(w.indexes()).isEqualTo(2);
+        assertThat(w.workers()).isEqualTo(6);
+        assertThat(w.events()).as("seed " + seed).isEqualTo(occurrences(dump, "\"stored\""));
+        assertThat(w.blocks()).as("seed " + seed).isEqualTo(dumpedBlocks);
+        assertThat(a.server.warmStart()).as("a server started without a peer").isNull();
       }
     }
+  }
+
+  private static long occurrences(String text, String fragment) {
+    long n = 0;
+    for (int i = text.indexOf(fragment); i >= 0; i = text.indexOf(fragment, i + 1)) n++;
+    return n;
   }
 
   @Test

@@ -49,7 +49,9 @@ public final class NatsConnections {
 
   /**
    * Connects to the server(s) at {@code urls} (checked with {@link #checkUrl}), waiting at most 5
-   * s; the connection reconnects by itself, forever, every 250 ms.
+   * s; the connection reconnects by itself, forever, every 250 ms. What jnats reports is logged in
+   * one line per incident on this class's logger ({@link NatsLogListener}); while connecting,
+   * nothing is logged: a failure is the exception.
    *
    * @param what the option's name, to start an error message with
    * @param connectionName the name the server shows for this client
@@ -64,9 +66,13 @@ public final class NatsConnections {
             .maxReconnects(-1)
             .reconnectWait(Duration.ofMillis(250))
             .connectionName(connectionName);
+    NatsLogListener listener = new NatsLogListener(connectionName);
+    o.errorListener(listener).connectionListener(listener);
     for (String u : v.split(",")) o.server(u.trim());
     try {
-      return Nats.connect(o.build());
+      Connection c = Nats.connect(o.build());
+      listener.connected(c);
+      return c;
     } catch (IOException e) {
       throw new IllegalStateException(
           what
