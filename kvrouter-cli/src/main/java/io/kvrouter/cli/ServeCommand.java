@@ -162,7 +162,7 @@ public final class ServeCommand implements Callable<Integer> {
       names = "--busy-block-fraction",
       paramLabel = "F",
       description =
-          "Routing: a rank with more active blocks than this fraction of its kv_blocks is busy"
+          "Routing: a rank with more active blocks than this fraction of its capacity_blocks is busy"
               + " (default: never).")
   double busyBlockFraction = 0;
 
@@ -239,6 +239,14 @@ public final class ServeCommand implements Callable<Integer> {
               + " and an idle connection is closed after about as long: slow clients are cut off"
               + " (default: 30000, or the JVM property kvrouter.http.readTimeoutMillis).")
   Long readTimeoutMs;
+
+  @Option(
+      names = "--nats-apply-wait-ms",
+      paramLabel = "MS",
+      description =
+          "With --events: how long POST /events waits for this server's replica to apply what it"
+              + " published before answering 503 (default: 10000).")
+  Long natsApplyWaitMs;
 
   @Option(
       names = "--config",
@@ -352,6 +360,13 @@ public final class ServeCommand implements Callable<Integer> {
               "--read-timeout-ms must be >= 1, got " + readTimeoutMs);
         }
         b.readTimeout(Duration.ofMillis(readTimeoutMs));
+      }
+      if (natsApplyWaitMs != null) {
+        if (natsApplyWaitMs < 1) {
+          throw new IllegalArgumentException(
+              "--nats-apply-wait-ms must be >= 1, got " + natsApplyWaitMs);
+        }
+        b.natsApplyWait(Duration.ofMillis(natsApplyWaitMs));
       }
       cfg = b.build();
     } catch (IllegalArgumentException e) {

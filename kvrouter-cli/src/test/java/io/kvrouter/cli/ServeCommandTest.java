@@ -43,7 +43,7 @@ class ServeCommandTest {
     Files.writeString(
         cfg,
         "port = 0\nauth-token = topsecret\nmax-body-size = 1MiB\naccept-unregistered = false\n"
-            + "read-timeout-ms = 4500\n");
+            + "read-timeout-ms = 4500\nnats-apply-wait-ms = 2500\n");
     Process p =
         new ProcessBuilder(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
@@ -117,6 +117,7 @@ class ServeCommandTest {
       assertThat(Main.run("serve", "--max-body-size", "lots")).isEqualTo(2);
       assertThat(Main.run("serve", "--max-blocks", "0")).isEqualTo(2);
       assertThat(Main.run("serve", "--read-timeout-ms", "0")).isEqualTo(2);
+      assertThat(Main.run("serve", "--nats-apply-wait-ms", "0")).isEqualTo(2);
     } finally {
       System.setErr(oldErr);
     }
@@ -127,7 +128,8 @@ class ServeCommandTest {
         .contains("port must be in 0..65535")
         .contains("not a size: 'lots'")
         .contains("kvrouter serve: --max-blocks must be >= 1, got 0")
-        .contains("kvrouter serve: --read-timeout-ms must be >= 1, got 0");
+        .contains("kvrouter serve: --read-timeout-ms must be >= 1, got 0")
+        .contains("kvrouter serve: --nats-apply-wait-ms must be >= 1, got 0");
   }
 
   @Test

@@ -296,8 +296,8 @@ final class PeerWarmStart {
           expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".engine_block_size");
           engineBlockSize = p.getIntValue();
         }
-        case "kv_blocks" -> {
-          expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".kv_blocks");
+        case "capacity_blocks", "kv_blocks" -> {
+          expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + "." + f);
           kvBlocks = p.getLongValue();
         }
         default -> p.skipChildren();

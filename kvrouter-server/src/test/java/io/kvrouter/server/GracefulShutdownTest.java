@@ -64,7 +64,7 @@ class GracefulShutdownTest {
       out.write(body, half, body.length - half);
       out.flush();
       String answer = readAnswer(in);
-      assertThat(answer).startsWith("HTTP/1.1 200").endsWith("{\"applied\":1}");
+      assertThat(answer).startsWith("HTTP/1.1 200").endsWith("{\"applied\":1}\n");
       stopping.get(15, TimeUnit.SECONDS);
     }
     assertThatThrownBy(() -> new Socket("127.0.0.1", port).close())
