@@ -267,7 +267,7 @@ Object.defineProperty(stringProto, "builtins", {
   },
 });
 
-const LOOPS_OVER_CONTENT = /for\s+\w+\s+in\s+\w+(\[\s*['"]content['"]\s*\]|\.content)\b/;
+const LOOPS_OVER_CONTENT = /for\s+\w+\s+in\s+\w+(\[\s*['"]content['"]\s*\]|\.content\b)/;
 
 let seed = 20251201;
 for (const fam of Object.keys(FAMILIES)) {

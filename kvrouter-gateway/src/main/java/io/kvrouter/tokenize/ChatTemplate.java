@@ -19,7 +19,7 @@ import java.util.regex.Pattern;
 public final class ChatTemplate {
   /** vLLM's "openai" content format: the template loops over a message's content parts. */
   private static final Pattern LOOPS_OVER_CONTENT =
-      Pattern.compile("for\\s+\\w+\\s+in\\s+\\w+(\\[\\s*['\"]content['\"]\\s*\\]|\\.content)\\b");
+      Pattern.compile("for\\s+\\w+\\s+in\\s+\\w+(\\[\\s*['\"]content['\"]\\s*\\]|\\.content\\b)");
 
   private final String model;
   private final String source;

@@ -264,7 +264,7 @@ final class Py {
     String digits = bd.unscaledValue().abs().toString();
     int exp = digits.length() - 1 - bd.scale(); // decimal exponent of the first digit
     String sign = d < 0 ? "-" : "";
-    if (exp >= -5 && exp < 16) {
+    if (exp >= -4 && exp < 16) {
       String plain = bd.abs().toPlainString();
       if (plain.indexOf('.') < 0) {
         plain += ".0";
