@@ -2,18 +2,27 @@ package io.kvrouter.cli;
 
 import io.kvrouter.sim.BenchTraceCommand;
 import io.kvrouter.sim.SimulateCommand;
+import io.kvrouter.tokenize.TokenizerCommand;
 import java.io.PrintWriter;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
-/** The {@code kvrouter} command line: {@code serve}, {@code simulate}, {@code bench}. */
+/**
+ * The {@code kvrouter} command line: {@code serve}, {@code simulate}, {@code bench}, {@code
+ * tokenizer}.
+ */
 @Command(
     name = "kvrouter",
     mixinStandardHelpOptions = true,
     versionProvider = Main.Version.class,
     description = "KV-cache-aware request router for LLM inference fleets.",
-    subcommands = {SimulateCommand.class, ServeCommand.class, Main.Bench.class})
+    subcommands = {
+      SimulateCommand.class,
+      ServeCommand.class,
+      Main.Bench.class,
+      TokenizerCommand.class
+    })
 public final class Main implements Callable<Integer> {
 
   /** Runs the CLI and exits with its code. */
