@@ -71,6 +71,7 @@ public final class Tokenizer implements AutoCloseable {
   private static final TokenizersLibrary LIB = nativeLibrary();
 
   private final String name;
+  private final Path directory;
   private final long handle;
   private final AddedTokens added;
   private final boolean segmentable;
@@ -155,7 +156,7 @@ public final class Tokenizer implements AutoCloseable {
     try {
       LIB.disableTruncation(handle);
       LIB.disablePadding(handle);
-      return new Tokenizer(name, handle, tjm, config, template, cacheBytes);
+      return new Tokenizer(name, modelDir, handle, tjm, config, template, cacheBytes);
     } catch (RuntimeException e) {
       LIB.deleteTokenizer(handle);
       throw e;
@@ -196,12 +197,14 @@ public final class Tokenizer implements AutoCloseable {
 
   private Tokenizer(
       String name,
+      Path directory,
       long handle,
       Map<?, ?> tokenizerJson,
       Map<?, ?> config,
       String template,
       long cacheBytes) {
     this.name = name;
+    this.directory = directory;
     this.handle = handle;
     List<AddedTokens.Token> tokens = new ArrayList<>();
     boolean neighbourDependent = false;
@@ -341,6 +344,11 @@ public final class Tokenizer implements AutoCloseable {
   /** The model's name: its directory's name. */
   public String name() {
     return name;
+  }
+
+  /** The model directory it was loaded from. */
+  public Path directory() {
+    return directory;
   }
 
   /** bos/eos/pad/unk from tokenizer_config.json. */

@@ -213,7 +213,7 @@ public final class TokenizerCheck {
             + " match, "
             + mismatched
             + " differ ("
-            + tok.name()
+            + tok.directory()
             + " against "
             + engine.base()
             + ")");

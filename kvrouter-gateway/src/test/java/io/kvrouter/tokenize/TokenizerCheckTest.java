@@ -178,7 +178,7 @@ class TokenizerCheckTest {
                   + CORRUPT_AT
                   + ": kvrouter ")
           .contains(" vs engine 90 'Z'")
-          .contains(" differ (tiny against " + url + ")");
+          .contains(" differ (" + TestModels.tiny() + " against " + url + ")");
     }
   }
 
