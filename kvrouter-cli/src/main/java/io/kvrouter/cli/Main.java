@@ -2,6 +2,7 @@ package io.kvrouter.cli;
 
 import io.kvrouter.sim.BenchTraceCommand;
 import io.kvrouter.sim.SimulateCommand;
+import io.kvrouter.tokenize.TokenizerCommand;
 import java.io.PrintWriter;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
@@ -10,7 +11,8 @@ import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Spec;
 
 /**
- * The {@code kvrouter} command line: {@code serve}, {@code simulate}, {@code bench}.
+ * The {@code kvrouter} command line: {@code serve}, {@code simulate}, {@code bench}, {@code
+ * tokenizer}.
  *
  * <p>Exit codes: 0 ok, 1 failure (a command's own, e.g. {@code serve} could not listen), 2 usage
  * error. {@link #main} also gives java.util.logging a one-line format ({@link #LOG_FORMAT}) unless
@@ -21,7 +23,12 @@ import picocli.CommandLine.Spec;
     mixinStandardHelpOptions = true,
     versionProvider = Main.Version.class,
     description = "KV-cache-aware request router for LLM inference fleets.",
-    subcommands = {SimulateCommand.class, ServeCommand.class, Main.Bench.class})
+    subcommands = {
+      SimulateCommand.class,
+      ServeCommand.class,
+      Main.Bench.class,
+      TokenizerCommand.class
+    })
 public final class Main implements Callable<Integer> {
   /**
    * One line per log record: time, level, logger, message, and the exception's stack trace only

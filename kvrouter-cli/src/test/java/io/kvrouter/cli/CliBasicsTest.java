@@ -52,7 +52,9 @@ class CliBasicsTest {
             new String[] {"simulate", "--help"},
             new String[] {"serve", "--help"},
             new String[] {"bench", "--help"},
-            new String[] {"bench", "trace", "--help"});
+            new String[] {"bench", "trace", "--help"},
+            new String[] {"tokenizer", "--help"},
+            new String[] {"tokenizer", "check", "--help"});
     for (String[] args : commands) {
       PrintStream oldErr = System.err;
       ByteArrayOutputStream err = new ByteArrayOutputStream();
