@@ -89,7 +89,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   static final int STEP_CHANGES = 256;
 
   /** How long (onSpinWait calls) a writer pauses between steps for waiting readers. */
-  private static final int PAUSE_SPINS = 1 << 13;
+  private static final int PAUSE_SPINS = 1 << 16;
 
   /** The parent of a chain stored at the root: a node, or null when first blocks have none. */
   final N root;

@@ -9,6 +9,7 @@ import io.kvrouter.hash.SequenceHasher;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Phaser;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -21,18 +22,26 @@ import org.junit.jupiter.api.TestFactory;
 /**
  * Real threads: a worker holding one long chain is cleared while readers query it. A clear runs in
  * steps of {@link BlockIndex#STEP_CHANGES} holders changes, deepest first, and readers see the
- * state between steps, never inside one: so every score a reader gets for the clearing worker on
- * its chain is its length minus a whole number of steps (or 0), each reader's scores never go up,
- * and the other workers (two sharing the chain's first blocks, one elsewhere) keep their exact
- * scores throughout. Some reader must see a score strictly between the length and 0 in some round:
- * a reader that waited for the whole clear could only see the length or 0.
+ * state between steps, never inside one: so every score a reader gets for the clearing worker on a
+ * query of its chain's first blocks (at most 8,192, so that a walk fits a writer's pause) is the
+ * query's length until the clear reaches it, then the chain's length minus a whole number of steps
+ * (or 0); each reader's scores never go up, and the other workers (two sharing the chain's first
+ * blocks, one elsewhere) keep their exact scores throughout. Some reader must see a score strictly
+ * between the query's length and 0 in some round: a reader that waited for the whole clear could
+ * only see the length or 0.
  *
  * <p>{@code -Dkvrouter.clear.blocks=1000000 -Dkvrouter.clear.rounds=50} runs it on larger chains
  * (docs/BENCHMARKS.md).
  */
 class ClearRaceTest {
-  private static final int BLOCKS = Integer.getInteger("kvrouter.clear.blocks", 20_000);
-  private static final int MAX_ROUNDS = Integer.getInteger("kvrouter.clear.rounds", 20);
+  private static final int BLOCKS = Integer.getInteger("kvrouter.clear.blocks", 10_000);
+
+  /**
+   * The readers' query along the big chain: its first blocks (a walk must fit a writer's pause).
+   */
+  private static final int QUERY = Math.min(BLOCKS, 8_192);
+
+  private static final int MAX_ROUNDS = Integer.getInteger("kvrouter.clear.rounds", 30);
   private static final int MIN_ROUNDS = 3;
   private static final int READERS = 2;
   private static final int SHARED_BY_W1 = 300;
@@ -72,7 +81,10 @@ class ClearRaceTest {
 
   /** Whether {@code score} is the big worker's score on its chain between two steps of a clear. */
   static boolean betweenSteps(int score) {
-    return score == 0 || (BLOCKS - score) % BlockIndex.STEP_CHANGES == 0 && score <= BLOCKS;
+    // deepest first: the query's score stays QUERY until the clear reaches its depth
+    return score == 0
+        || score == QUERY
+        || score < QUERY && (BLOCKS - score) % BlockIndex.STEP_CHANGES == 0;
   }
 
   /** One phase of {@code p}; returns at once once it is terminated. */
@@ -86,7 +98,7 @@ class ClearRaceTest {
     System.arraycopy(big, 0, w2Query, 0, SHARED_BY_W2);
     System.arraycopy(chain(5_000_000, W2_TAIL), 0, w2Query, SHARED_BY_W2, W2_TAIL);
     final long[] w3Query = chain(9_000_000, W3_CHAIN);
-    final long[] bigQuery = Arrays.copyOf(big, BLOCKS); // the whole chain
+    final long[] bigQuery = Arrays.copyOf(big, QUERY);
     try (KvIndex index = kind.get()) {
       index.apply(storedAtRoot(W1, Arrays.copyOf(big, SHARED_BY_W1)));
       index.apply(storedAtRoot(W2, w2Query));
@@ -94,6 +106,10 @@ class ClearRaceTest {
       // two phases a round: the chain is stored, then the clear is over; a failing reader ends
       // the phaser, which frees every thread waiting on it at once
       final Phaser rounds = new Phaser(READERS + 1);
+      // the clear starts only once every reader finished a read of the round (a gate, so readers
+      // are running when it starts)
+      final CountDownLatch[] readersRunning = new CountDownLatch[MAX_ROUNDS];
+      for (int i = 0; i < MAX_ROUNDS; i++) readersRunning[i] = new CountDownLatch(READERS);
       final AtomicInteger clearsDone = new AtomicInteger();
       final AtomicInteger intermediates = new AtomicInteger();
       final AtomicInteger readsDuringClears = new AtomicInteger();
@@ -111,7 +127,7 @@ class ClearRaceTest {
                         for (int round = 0; ; round++) {
                           await(rounds);
                           if (stop[0] || rounds.isTerminated()) return; // set before the phase
-                          int last = BLOCKS;
+                          int last = QUERY;
                           boolean clearDone;
                           do {
                             clearDone = clearsDone.get() > round;
@@ -131,9 +147,10 @@ class ClearRaceTest {
                             assertThat(o2.score(W1)).isEqualTo(SHARED_BY_W2);
                             assertThat(index.findMatches(w3Query, false).score(W3))
                                 .isEqualTo(W3_CHAIN);
-                            if (b > 0 && b < BLOCKS) intermediates.incrementAndGet();
+                            if (b > 0 && b < QUERY) intermediates.incrementAndGet();
                             if (!clearDone) readsDuringClears.incrementAndGet();
                             last = b;
+                            readersRunning[round].countDown(); // after the first read: no-op after
                           } while (!clearDone);
                           assertThat(last).as("round %d: after the clear", round).isZero();
                           await(rounds);
@@ -146,8 +163,9 @@ class ClearRaceTest {
       }
       for (int round = 0; round < MAX_ROUNDS && !rounds.isTerminated(); round++) {
         index.apply(storedAtRoot(BIG, big));
-        assertThat(index.findMatches(bigQuery, false).score(BIG)).isEqualTo(BLOCKS);
+        assertThat(index.findMatches(bigQuery, false).score(BIG)).isEqualTo(QUERY);
         await(rounds); // readers start querying
+        readersRunning[round].await(60, TimeUnit.SECONDS);
         index.clearWorker(BIG.workerId());
         clearsDone.incrementAndGet();
         await(rounds);
