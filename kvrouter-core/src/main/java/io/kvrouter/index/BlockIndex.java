@@ -2,10 +2,7 @@ package io.kvrouter.index;
 
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
-import io.kvrouter.event.Worker;
-import it.unimi.dsi.fastutil.longs.LongArrayList;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
-import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
@@ -27,7 +24,8 @@ import java.util.function.BiConsumer;
  * positional index, whose first blocks have no parent); per worker rank a WorkerBlocks maps its
  * sequence hashes to nodes (NameTable). Workers are dense int ids (WorkerTable). The subclass says
  * how a block is found under its parent (childFor), how its children are listed and how a node
- * leaves the structure (unlink); this class does the rest of every write.
+ * leaves the structure (unlink); this class does the rest of every write. The bound (maxBlocks)
+ * is ClockBound's, the dump BlockDump's; the counters are IndexCounters.
  *
  * Writers: every mutation (apply, clearWorker, removeWorker, dump) runs under writeLock when there
  * is one, and on the caller's thread otherwise (radixTree(): one thread at a time, documented as
@@ -40,9 +38,18 @@ import java.util.function.BiConsumer;
  * itself out of holders; a later store that makes the block held again moves them back, root first;
  * clearing drops a worker's blocks deepest first. So holders only ever names workers that hold
  * the whole path, scores stay exact, and each single holders change moves a worker's score on any
- * query path by at most one block. A change of several nodes (making or filling a hole, clearing
- * a worker) is one step for readers: version is odd while it runs, and a reader retries a walk
- * that overlapped one (docs/concurrency.md); after OPTIMISTIC_ATTEMPTS tries it takes writeLock.
+ * query path by at most one block; after every single change the worker holds a prefix-closed set
+ * of blocks, as a partial eviction would leave it.
+ *
+ * Steps: a change of several nodes (making or filling a hole, clearing a worker) runs in steps of
+ * at most STEP_CHANGES holders changes, each bracketed by version (odd while it runs); a reader
+ * retries a walk that overlapped a step, so it sees the state before or after each step, never
+ * inside one. An operation of up to STEP_CHANGES changes is one step: atomic for readers (what
+ * Lincheck checks); a longer one is a sequence of steps, each leaving a valid state (above). A
+ * reader that failed OPTIMISTIC_ATTEMPTS walks counts itself in waitingReaders; a writer that
+ * ends a step while that count is not 0 spins up to PAUSE_SPINS with version even, so a waiting
+ * reader waits for at most the step under way and a walk, never for a whole operation. Readers
+ * take no lock (docs/concurrency.md).
  *
  * Stores: a block is found under its parent (the worker's hash names it, but does not find it).
  * Each name costs one NameTable put, which also returns the block the hash named before. When
@@ -56,116 +63,62 @@ import java.util.function.BiConsumer;
  * its parent is tried. An unlinked node is never written again; a reader that still holds it sees
  * its last holders, which are empty.
  *
- * Bound (maxBlocks, optional): past maxBlocks (worker, block) pairs the writer drops pairs, least
- * recently used first, approximated by CLOCK:
- *  - Order: every node enters the clock queue (writer-only ArrayDeque) when it is made, so the
- *    queue is in store order. A node leaves it when the hand finds it unlinked; when stale
- *    entries make the queue more than 1.25 times the linked nodes (+64), checked when a node is
- *    made and after every prune, it is compacted, so the queue stays within 1.25 * nodes + 64
- *    references and keeps at most a quarter of the nodes alive after they were unlinked
- *    (amortized O(1) per node made or unlinked: a compaction drops at least a fifth of the
- *    queue). With 2 * nodes the stale nodes, kept alive with their holders, more than doubled a
- *    bounded tree's bytes per pair under eviction (IndexFootprint, config B, a quarter bound).
- *  - Use: readers set a node's used bit (IndexNode.markUsed: an opaque store, only when it was
- *    clear) on each worker's deepest matched node of a query: the tree walk marks the node where
- *    workers drop out and the node where it ends, the positional walk the entries it probes
- *    (each worker's deepest matched entry is one). That is the node the hand could take from
- *    that worker on this path (the rule below); nodes every matched worker holds below are not
- *    leaves of theirs, and marking all of them cost the tree walk 11-16 % (BENCHMARKS.md).
- *    A store marks the blocks it touches that already existed (re-stores, a second worker's copy,
- *    the parent); blocks it makes are at the queue's end already.
- *  - Hand: takes the queue's head; an unlinked node is dropped, a used one gets its bit cleared
- *    and goes to the end (a second chance); otherwise every pair at the node that may go is
- *    dropped and the node goes to the end if still linked. After visiting twice the queue
- *    without finding a pair to drop the hand ignores used bits (readers marking faster than it
- *    clears must not stall a writer).
- *  - Rule: a worker's connected pair may go only when the worker holds no child of the block (a
- *    leaf of its chain), so dropping it is exactly a Removed of a leaf: it makes no hole, every
- *    other score stays exact, and the worker's score on a path through the block drops to the
- *    block's depth minus one, which is its exact score without that block (never an over-count).
- *    A detached pair scores nothing and may go at any time. After dropping a leaf the hand goes
- *    on to the worker's parent block while more must go and that block is unused and now a leaf
- *    (the rest of a cold chain goes before newer chains, as LRU would).
- *  - When: before a store adds a pair while blocksIndexed is maxBlocks, never at the block the
- *    chain being stored hangs from; when only the chain itself could go, the rest of that store
- *    skips the search (so blocksIndexed passes maxBlocks only inside a store of a chain longer
- *    than what else can go). Then after each Stored event while pairs or linked nodes exceed
- *    maxBlocks (nodes no one holds can stay linked above detached pairs after holes; dropping
- *    those pairs prunes them). So after every event both are within maxBlocks.
- *    A dropped block's names leave the worker's NameTable, so a later Removed of it counts as
- *    missing and a later store under it as parent-missing (an under-count).
- *  - evictedBlocks counts dropped pairs.
- *
  * Tests may pass a Runnable that runs after every single holders change (writer's thread, under
- * the lock), to read each intermediate state a lock-free reader could see, and an
- * EvictionListener told of every (worker, sequence hash) name an eviction drops.
+ * the lock), to read each intermediate state a lock-free reader could see: a findMatches on the
+ * writer's own thread walks at once, without waiting for the step it is inside of to end.
  * </pre>
  */
 abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private static final VarHandle VERSION;
+  private static final VarHandle WAITING;
 
   static {
     try {
-      VERSION = MethodHandles.lookup().findVarHandle(BlockIndex.class, "version", long.class);
+      MethodHandles.Lookup l = MethodHandles.lookup();
+      VERSION = l.findVarHandle(BlockIndex.class, "version", long.class);
+      WAITING = l.findVarHandle(BlockIndex.class, "waitingReaders", int.class);
     } catch (ReflectiveOperationException e) {
       throw new ExceptionInInitializerError(e);
     }
   }
 
-  /** Told of every name an eviction drops (tests: the reference model applies them). */
-  interface EvictionListener {
-    /** {@code worker} no longer names the block at {@code path} (local hashes) {@code seqHash}. */
-    void evicted(Worker worker, long seqHash, long[] path);
-  }
-
-  /** Optimistic walks before a reader falls back to the writers' lock (docs/concurrency.md). */
+  /** Optimistic walks before a reader asks writers to pause between steps. */
   private static final int OPTIMISTIC_ATTEMPTS = 64;
+
+  /** The most holders changes in one step of a multi-node change (class notes). */
+  static final int STEP_CHANGES = 256;
+
+  /** How long (onSpinWait calls) a writer pauses between steps for waiting readers. */
+  private static final int PAUSE_SPINS = 1 << 16;
 
   /** The parent of a chain stored at the root: a node, or null when first blocks have none. */
   final N root;
 
+  final IndexCounters counters = new IndexCounters();
   final WorkerTable<N> workers;
   final ReentrantLock writeLock; // null: single-threaded
   private final Runnable afterHolderChange; // tests only; null otherwise
 
+  /** Whether readers mark used bits: the index is bounded. */
+  final boolean bounded;
+
+  /** The CLOCK bound; null when unbounded. */
+  final ClockBound<N> bound;
+
   /**
-   * Odd while a writer changes several nodes that must look like one step to readers (making or
+   * Odd while a writer runs a step of several changes that must look like one to readers (making or
    * filling a hole, clearing a worker); readers retry a walk that overlapped such a step.
    */
   @SuppressWarnings("unused") // through VERSION
   private long version;
 
-  // counters: written under the writer discipline, read racily by stats()
-  private volatile long storedEvents;
-  private volatile long removedEvents;
-  private volatile long clearedEvents;
-  private volatile long parentMissing;
-  private volatile long blocksMissing;
-  private volatile long blocksIndexed;
-  private volatile long evictedBlocks;
+  /** Readers that failed OPTIMISTIC_ATTEMPTS walks and wait for a pause between steps. */
+  @SuppressWarnings("unused") // through WAITING
+  private int waitingReaders;
 
-  // ---- the bound; writer-only except maxBlocks and bounded (final)
-
-  /** The most (worker, block) pairs held; Long.MAX_VALUE when unbounded. */
-  final long maxBlocks;
-
-  /** Whether readers mark used bits: the index is bounded. */
-  final boolean bounded;
-
-  /** CLOCK queue of nodes in store order; null when unbounded. */
-  private ArrayDeque<N> clock;
-
-  private long linkedNodes; // counted only when bounded
-  private N lastCreated; // the node childFor made last (bounded only)
-  private WorkerBlocks<N> cascadeWorker; // a worker whose leaf the hand just dropped ...
-  private N cascadeNode; // ... and that leaf's parent, to try next
-  private final ArrayList<N> scratch = new ArrayList<>();
+  private int stepChanges; // writer-only: holders changes in the step under way
   private IndexNode<?>[] removalScratch = new IndexNode<?>[16];
-  EvictionListener evictionListener; // tests only
-
-  BlockIndex(N root, ReentrantLock writeLock, Runnable afterHolderChange) {
-    this(root, writeLock, afterHolderChange, Long.MAX_VALUE);
-  }
+  private final ArrayList<N> childScratch = new ArrayList<>();
 
   BlockIndex(N root, ReentrantLock writeLock, Runnable afterHolderChange, long maxBlocks) {
     if (maxBlocks < 1)
@@ -173,11 +126,10 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     this.root = root;
     this.writeLock = writeLock;
     this.afterHolderChange = afterHolderChange;
-    this.maxBlocks = maxBlocks;
     this.bounded = maxBlocks != Long.MAX_VALUE;
-    this.clock = bounded ? new ArrayDeque<>() : null;
+    this.bound = bounded ? new ClockBound<>(this, counters, maxBlocks) : null;
     // eviction must find the names a worker gave a block without scanning its table
-    this.workers = new WorkerTable<>(bounded);
+    this.workers = new WorkerTable<>(bounded, counters);
   }
 
   // ------------------------------------------------------------------ the node structure
@@ -202,7 +154,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   /** The child of {@code parent} (the root when {@code root}) with this local hash, or null. */
   abstract N findChild(N parent, long local);
 
-  /** Blocks in the structure now, counted from scratch; for tests. Writer-side. */
+  /** Blocks in the structure now, counted from scratch. Writer-side. */
   abstract int countNodes();
 
   /** {@link #countNodes()} under the writers' discipline; for tests and the soak. */
@@ -215,21 +167,11 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
-  /** The bounded index's running count of linked nodes (0 when unbounded); for tests. */
-  final long linkedNodes() {
-    lock();
-    try {
-      return linkedNodes;
-    } finally {
-      unlock();
-    }
-  }
-
-  /** References in the bounded index's clock queue (0 when unbounded); for tests. */
+  /** References in the bounded index's clock queue (0 when unbounded); for the soak. */
   final int clockSize() {
     lock();
     try {
-      return clock == null ? 0 : clock.size();
+      return bound == null ? 0 : bound.clockSize();
     } finally {
       unlock();
     }
@@ -237,32 +179,45 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
 
   /** Subclasses call this from childFor for each node they make. */
   final void nodeCreated(N node) {
-    if (!bounded) return;
-    lastCreated = node;
-    linkedNodes++;
-    if (clockOverfull()) compactClock();
-    clock.addLast(node);
+    if (bound != null) bound.nodeCreated(node);
   }
 
   // ------------------------------------------------------------------ reads
 
   @Override
   public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
-    for (int attempt = 0; attempt < OPTIMISTIC_ATTEMPTS; attempt++) {
-      long before = (long) VERSION.getAcquire(this);
-      if ((before & 1L) == 0) {
-        OverlapScores s = walk(localHashes, earlyExit);
-        // every node load in walk() is an acquire load, so this load cannot move above them
-        if ((long) VERSION.getAcquire(this) == before) return s;
-      }
-      Thread.onSpinWait();
+    final long before = (long) VERSION.getAcquire(this);
+    if ((before & 1L) == 0) {
+      final OverlapScores s = walk(localHashes, earlyExit);
+      // every node load in walk() is an acquire load, so this load cannot move above them
+      if ((long) VERSION.getAcquire(this) == before) return s;
     }
-    if (writeLock == null) return walk(localHashes, earlyExit);
-    writeLock.lock();
-    try {
+    return findMatchesContended(localHashes, earlyExit);
+  }
+
+  /** The reader's retry after a walk that overlapped a step (class notes). */
+  private OverlapScores findMatchesContended(long[] localHashes, boolean earlyExit) {
+    // the writer's own thread (a test hook inside a step), or the single-threaded kind: no other
+    // thread writes, so the walk sees the state as it is
+    if (writeLock == null || writeLock.isHeldByCurrentThread()) {
       return walk(localHashes, earlyExit);
+    }
+    boolean waiting = false;
+    try {
+      for (int attempt = 1; ; attempt++) {
+        if (attempt == OPTIMISTIC_ATTEMPTS) {
+          WAITING.getAndAdd(this, 1);
+          waiting = true;
+        }
+        Thread.onSpinWait();
+        final long before = (long) VERSION.getAcquire(this);
+        if ((before & 1L) == 0) {
+          final OverlapScores s = walk(localHashes, earlyExit);
+          if ((long) VERSION.getAcquire(this) == before) return s;
+        }
+      }
     } finally {
-      writeLock.unlock();
+      if (waiting) WAITING.getAndAdd(this, -1);
     }
   }
 
@@ -270,23 +225,15 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   abstract OverlapScores walk(long[] localHashes, boolean earlyExit);
 
   /**
-   * The result of a walk that started with the {@code m} workers {@code ids[0..m)}, each with its
-   * score in {@code scores} (0: none); reuses {@code scores}.
+   * The result of a walk that started with the {@code m} workers {@code ids[0..m)} (the holders of
+   * the query's first block), each with its score (at least 1) in {@code scores}; both arrays
+   * become the result's.
    */
   final OverlapScores result(int[] ids, int[] scores, int m) {
     final WorkerBlocks<N>[] states = workers.readerView();
-    final Worker[] out = new Worker[m];
     final int[] counts = new int[m];
-    int n = 0;
-    for (int i = 0; i < m; i++) {
-      if (scores[i] <= 0) continue;
-      final WorkerBlocks<N> ws = states[ids[i]];
-      out[n] = ws.worker;
-      scores[n] = scores[i];
-      counts[n] = ws.heldBlocks;
-      n++;
-    }
-    return new Scores(out, scores, counts, n);
+    for (int i = 0; i < m; i++) counts[i] = states[ids[i]].heldBlocks;
+    return new Scores(states, ids, scores, counts, m);
   }
 
   // ------------------------------------------------------------------ writes
@@ -302,13 +249,32 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   /** Starts a step of several changes (version odd); always paired with endStep in a finally. */
   private void beginStep() {
     VERSION.setRelease(this, (long) VERSION.get(this) + 1);
+    stepChanges = 0;
   }
 
+  /** Ends a step (version even) and pauses while readers wait for one to end (class notes). */
   private void endStep() {
     VERSION.setRelease(this, (long) VERSION.get(this) + 1);
+    if ((int) WAITING.getOpaque(this) != 0) {
+      for (int i = 0; i < PAUSE_SPINS && (int) WAITING.getAcquire(this) != 0; i++) {
+        Thread.onSpinWait();
+      }
+    }
   }
 
-  private void holdersChanged() {
+  /**
+   * After a holders change inside a step: once the step holds STEP_CHANGES changes, ends it and
+   * begins the next. Call only where the state is valid (class notes).
+   */
+  private void changedInStep() {
+    holdersChanged();
+    if (++stepChanges >= STEP_CHANGES) {
+      endStep();
+      beginStep();
+    }
+  }
+
+  final void holdersChanged() {
     if (afterHolderChange != null) afterHolderChange.run();
   }
 
@@ -347,12 +313,12 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     CacheEvent data = event.data();
     if (data instanceof CacheEvent.Stored s) {
       store(workers.intern(event.worker()), s);
-      if (bounded && (linkedNodes > maxBlocks || blocksIndexed > maxBlocks)) evictToFit();
+      if (bound != null && bound.over()) bound.evictToFit();
     } else if (data instanceof CacheEvent.Removed r) {
       remove(workers.find(event.worker()), r);
     } else {
       clear(workers.intern(event.worker()));
-      clearedEvents++;
+      counters.inc(IndexCounters.CLEARED_EVENTS);
     }
   }
 
@@ -361,7 +327,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     if (s.hasParent()) {
       parent = ws.blocks.get(s.parentHash());
       if (parent == null) {
-        parentMissing++;
+        counters.inc(IndexCounters.PARENT_MISSING);
         return;
       }
       if (bounded) parent.markUsed();
@@ -369,12 +335,13 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     final long[] seqs = s.blockHashes();
     final long[] locals = s.tokensHashes();
     final int id = ws.id;
+    final ClockBound<N> bound = this.bound;
     List<N> pruneLater = null;
-    if (bounded) lastCreated = null;
-    boolean roomLeft = bounded; // false once the hand found only this chain's blocks to drop
+    if (bound != null) bound.storeBegins();
+    boolean roomLeft = bound != null; // false once the hand found only this chain's to drop
     for (int i = 0; i < seqs.length; i++) {
       final long seq = seqs[i];
-      if (roomLeft && blocksIndexed >= maxBlocks) roomLeft = makeRoom(ws, parent, locals[i]);
+      if (roomLeft && bound.full()) roomLeft = bound.makeRoom(ws, parent, locals[i]);
       final N child = childFor(parent, locals[i], seq);
       final N previous = ws.blocks.put(seq, child);
       if (previous != child) {
@@ -384,188 +351,30 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
           if (pruneLater == null) pruneLater = new ArrayList<>();
           pruneLater.add(previous);
         }
-        if (bounded && child != lastCreated) child.markUsed(); // a block that existed: used
+        if (bound != null && !bound.isNew(child)) child.markUsed(); // a block that existed: used
         // asked after release: the parent may just have lost its last name
         hold(ws, child, parent == root || parent.isHolder(id));
-      } else if (bounded) {
+      } else if (bound != null) {
         child.markUsed(); // stored again: used
       }
       parent = child;
     }
-    storedEvents++;
+    counters.inc(IndexCounters.STORED_EVENTS);
     if (pruneLater != null) {
       for (N n : pruneLater) prune(n);
     }
   }
 
-  // ------------------------------------------------------------------ the bound
-
-  /**
-   * Before the store of {@code ws} puts the block {@code local} under {@code parent} while the
-   * index is full: when that adds a pair (the worker does not hold the block yet), drops one pair
-   * first, never at {@code parent} (the chain being stored hangs from it). Returns false when
-   * nothing could go: then only this chain's blocks are left to drop, and the rest of the store
-   * skips the search (a chain longer than the bound would otherwise scan the queue once per block);
-   * the end of the event drops what is over.
-   */
-  private boolean makeRoom(WorkerBlocks<N> ws, N parent, long local) {
-    final N existing = findChild(parent, local);
-    if (existing != null && (existing.isHolder(ws.id) || isDetached(existing, ws))) return true;
-    if (parent != root) parent.markUsed();
-    return evict(blocksIndexed - maxBlocks + 1, parent) <= 0;
-  }
-
-  /** {@link #evict(long, IndexNode)} until pairs and linked nodes are both within maxBlocks. */
-  private void evictToFit() {
-    evict(-1, null);
-  }
-
-  /**
-   * Drops {@code need} pairs by the CLOCK rule (class notes), none at {@code keep}; with {@code
-   * need < 0}, drops pairs until pairs and linked nodes are both within maxBlocks. Gives up when
-   * only pairs at {@code keep} could go. Returns how many of {@code need} are left (0: all went).
-   */
-  private long evict(long need, N keep) {
-    final boolean toFit = need < 0;
-    long visits = 0;
-    long patience = 2L * clock.size() + 16;
-    while (true) {
-      final long want =
-          !toFit
-              ? need
-              : blocksIndexed > maxBlocks
-                  ? blocksIndexed - maxBlocks
-                  : linkedNodes > maxBlocks ? 1 : 0;
-      if (want <= 0) return 0;
-      final N up = cascadeNode;
-      if (up != null) {
-        final WorkerBlocks<N> ws = cascadeWorker;
-        cascadeNode = null;
-        cascadeWorker = null;
-        if (up != keep
-            && isLinked(up)
-            && !ws.forgotten
-            && up.isHolder(ws.id)
-            && !up.isUsed()
-            && !holdsChildOf(ws.id, up)) {
-          dropPair(ws, up);
-          noteCascade(ws, up);
-          prune(up);
-          if (!toFit) need--;
-          continue;
-        }
-      }
-      if (visits > 2 * patience) return want; // only pairs at keep are left to drop
-      final N n = clock.pollFirst();
-      if (n == null) return want; // nothing left to drop
-      if (!isLinked(n)) continue; // pruned since it was queued
-      if (++visits <= patience && n.isUsed()) {
-        n.clearUsed();
-        clock.addLast(n);
-        continue;
-      }
-      final long dropped = n == keep ? 0 : dropAt(n, want);
-      if (!toFit) need -= dropped;
-      if (dropped > 0) {
-        visits = 0;
-        patience = 2L * clock.size() + 16;
-      }
-      if (isLinked(n)) clock.addLast(n);
-    }
-  }
-
-  private void noteCascade(WorkerBlocks<N> ws, N dropped) {
-    final N p = dropped.parent;
-    if (p != root && p != null) {
-      cascadeWorker = ws;
-      cascadeNode = p;
-    }
-  }
-
-  /** Drops up to {@code want} pairs at {@code n} that the rule lets go; returns how many. */
-  private long dropAt(N n, long want) {
-    final int[] h = n.holders(); // copy-on-write: this array does not change under the loop
-    long dropped = 0;
-    for (int i = 0; i < h.length && dropped < want; i++) {
-      final int x = h[i];
-      if (x < 0) {
-        dropPair(workers.byId(~x), n); // detached: scores nothing
-        dropped++;
-      } else if (!holdsChildOf(x, n)) {
-        final WorkerBlocks<N> ws = workers.byId(x);
-        dropPair(ws, n);
-        noteCascade(ws, n);
-        dropped++;
-      }
-    }
-    if (dropped > 0) prune(n);
-    return dropped;
-  }
-
-  /** Whether worker {@code id} holds a child of {@code n} connected. */
-  private boolean holdsChildOf(int id, N n) {
+  /** Whether worker {@code id} holds a child of {@code n} connected. Writer-side. */
+  final boolean holdsChildOf(int id, N n) {
     if (!hasChildren(n)) return false;
-    final ArrayList<N> children = scratch;
+    final ArrayList<N> children = childScratch;
     children.clear();
     addChildren(n, children);
     boolean found = false;
     for (int i = 0; i < children.size() && !found; i++) found = children.get(i).isHolder(id);
     children.clear();
     return found;
-  }
-
-  /**
-   * Drops every name {@code ws} has for {@code n} and so the pair, which is detached or a connected
-   * leaf: one holders change, as a Removed of a leaf; no pruning.
-   */
-  private void dropPair(WorkerBlocks<N> ws, N n) {
-    final EvictionListener listener = evictionListener;
-    final long[] path = listener == null ? null : pathOf(n);
-    if (ws.blocks.get(n.seq) == n) {
-      ws.blocks.remove(n.seq);
-      if (listener != null) listener.evicted(ws.worker, n.seq, path);
-    }
-    LongArrayList others = ws.blocks.removeOtherNamesOf(n);
-    if (others != null && listener != null) {
-      for (int i = 0; i < others.size(); i++) listener.evicted(ws.worker, others.getLong(i), path);
-    }
-    if (ws.aliases != null) ws.aliases.removeInt(n);
-    ws.heldBlocks--;
-    blocksIndexed--;
-    if (n.isHolder(ws.id)) {
-      n.removeHolder(ws.id);
-    } else {
-      n.removeDetached(ws.id);
-      ws.detachedCount--;
-    }
-    holdersChanged();
-    evictedBlocks++;
-  }
-
-  /** The local hashes from the top down to {@code n} (for the tests' eviction listener). */
-  private long[] pathOf(N n) {
-    LongArrayList up = new LongArrayList();
-    for (N a = n; a != root && a != null; a = a.parent) up.add(a.local);
-    long[] out = new long[up.size()];
-    for (int i = 0; i < out.length; i++) out[i] = up.getLong(out.length - 1 - i);
-    return out;
-  }
-
-  /**
-   * Whether unlinked nodes are more than a fifth of the clock queue (+64): they are garbage but for
-   * the queue, with their holders and child tables, so they must not pile up.
-   */
-  private boolean clockOverfull() {
-    return clock.size() > linkedNodes + (linkedNodes >> 2) + 64;
-  }
-
-  /** Rebuilds the clock queue without unlinked nodes, keeping the order. */
-  private void compactClock() {
-    ArrayDeque<N> kept = new ArrayDeque<>((int) Math.min(Integer.MAX_VALUE - 8, linkedNodes + 16));
-    for (N n : clock) {
-      if (isLinked(n)) kept.addLast(n);
-    }
-    clock = kept;
   }
 
   /** Records that {@code ws} holds {@code node} under one more name (already in its blocks). */
@@ -577,7 +386,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       return;
     }
     ws.heldBlocks++;
-    blocksIndexed++;
+    counters.inc(IndexCounters.BLOCKS_INDEXED);
     if (!parentConnected) {
       node.addDetached(id);
       ws.detachedCount++;
@@ -592,7 +401,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       beginStep();
       try {
         node.addHolder(id);
-        holdersChanged();
+        changedInStep();
         reconnectBelow(ws, reconnect);
       } finally {
         endStep();
@@ -612,7 +421,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       }
     }
     ws.heldBlocks--;
-    blocksIndexed--;
+    counters.add(IndexCounters.BLOCKS_INDEXED, -1);
     if (!node.isHolder(id)) {
       node.removeDetached(id);
       ws.detachedCount--;
@@ -627,11 +436,13 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     } else {
       beginStep();
       try {
-        // reverse pre-order: every node after all of its descendants, the block itself last
+        // reverse pre-order: every node after all of its descendants, the block itself last;
+        // between steps the worker has lost a set of descendants closed downwards, as a partial
+        // eviction would leave it
         for (int i = below.size() - 1; i >= 0; i--) {
           below.get(i).detach(id);
           ws.detachedCount++;
-          holdersChanged();
+          changedInStep();
         }
         node.removeHolder(id);
         holdersChanged();
@@ -641,7 +452,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
-  private static boolean isDetached(IndexNode<?> node, WorkerBlocks<?> ws) {
+  static boolean isDetached(IndexNode<?> node, WorkerBlocks<?> ws) {
     return ws.detachedCount > 0 && node.isDetached(ws.id);
   }
 
@@ -691,7 +502,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
       N n = stack.pop();
       n.reconnect(id);
       ws.detachedCount--;
-      holdersChanged();
+      changedInStep(); // root first: between steps every connected block's parent is connected
       if (ws.detachedCount == 0) return;
       children.clear();
       addChildren(n, children);
@@ -705,9 +516,9 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   private void remove(WorkerBlocks<N> ws, CacheEvent.Removed r) {
     final long[] seqs = r.blockHashes();
     final int n = seqs.length;
-    removedEvents++;
+    counters.inc(IndexCounters.REMOVED_EVENTS);
     if (ws == null) {
-      blocksMissing += n;
+      counters.add(IndexCounters.BLOCKS_MISSING, n);
       return;
     }
     if (n == 1) {
@@ -744,7 +555,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   /** Releases {@code node}, whose name {@code ws} just dropped (null: no such name), and prunes. */
   private void removeNamed(WorkerBlocks<N> ws, N node) {
     if (node == null) {
-      blocksMissing++;
+      counters.inc(IndexCounters.BLOCKS_MISSING);
       return;
     }
     release(ws, node);
@@ -758,30 +569,36 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     return removalScratch;
   }
 
-  /** Drops every block of {@code ws}, deepest first so readers never see a hole. */
+  /**
+   * Drops every block of {@code ws}, deepest first, in steps of at most STEP_CHANGES holders
+   * changes: between steps the worker holds a prefix-closed set of blocks (every block it still
+   * holds is no deeper than any it lost), which is what a partial eviction would leave.
+   */
   private void clear(WorkerBlocks<N> ws) {
     if (ws.blocks.isEmpty()) return;
     final int id = ws.id;
     List<N> named = new ArrayList<>(ws.blocks.size());
     ws.blocks.addBlocksTo(named);
-    List<N> nodes = byDepth(named, true);
+    List<N> nodes = BlockDump.byDepth(root, named, true);
     beginStep();
     try {
       for (N n : nodes) {
         // an aliased node is listed twice: the second visit finds nothing to do
         if (n.isHolder(id)) {
           n.removeHolder(id);
-          holdersChanged();
         } else if (isDetached(n, ws)) {
           n.removeDetached(id);
           ws.detachedCount--;
-          holdersChanged();
+        } else {
+          continue;
         }
+        ws.heldBlocks--;
+        counters.add(IndexCounters.BLOCKS_INDEXED, -1);
+        changedInStep();
       }
     } finally {
       endStep();
     }
-    blocksIndexed -= ws.heldBlocks;
     ws.blocks.clear();
     ws.aliases = null;
     ws.heldBlocks = 0;
@@ -789,50 +606,18 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     for (N n : nodes) prune(n);
   }
 
-  /** {@code list} sorted by depth: deepest first, or shallowest first. */
-  private List<N> byDepth(List<N> list, boolean deepestFirst) {
-    final int n = list.size();
-    final long[] keys = new long[n];
-    // nodes keep no depth: measure along parent links, each walk stopping at a measured node
-    final Object2IntOpenHashMap<N> depthOf = new Object2IntOpenHashMap<>();
-    depthOf.defaultReturnValue(-1);
-    final List<N> path = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      path.clear();
-      N a = list.get(i);
-      int d = 0;
-      while (a != root && a != null) {
-        int known = depthOf.getInt(a);
-        if (known >= 0) {
-          d = known;
-          break;
-        }
-        path.add(a);
-        a = a.parent;
-      }
-      for (int k = path.size() - 1; k >= 0; k--) depthOf.put(path.get(k), ++d);
-      keys[i] = (long) (deepestFirst ? -d : d) << 32 | i;
-    }
-    Arrays.sort(keys);
-    List<N> out = new ArrayList<>(n);
-    for (long k : keys) out.add(list.get((int) k));
-    return out;
-  }
-
   /** Unlinks {@code node} and then its ancestors while they are unused and lead nowhere. */
-  private void prune(N node) {
+  final void prune(N node) {
     while (node != root
         && node != null
         && node.isUnheld()
         && !hasChildren(node)
         && isLinked(node)) {
       unlink(node);
-      if (bounded) linkedNodes--;
+      if (bound != null) bound.nodeUnlinked();
       node = node.parent;
     }
-    // removals alone must not leave the queue holding unlinked nodes: compact here too, and
-    // drop the last stale references when the index is empty
-    if (bounded && (clockOverfull() || linkedNodes == 0 && !clock.isEmpty())) compactClock();
+    if (bound != null) bound.pruned();
   }
 
   @Override
@@ -864,9 +649,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   public List<RouterEvent> dump() {
     lock();
     try {
-      List<RouterEvent> out = new ArrayList<>();
-      for (WorkerBlocks<N> ws : workers.live()) dumpWorker(ws, out);
-      return out;
+      return BlockDump.of(this);
     } finally {
       unlock();
     }
@@ -886,33 +669,6 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     }
   }
 
-  /**
-   * One Stored event per connected block, shallowest first (so each parent comes before its
-   * children), under the worker's own hashes; a lone Cleared event when none is connected, so the
-   * worker stays known. Detached blocks are left out: they score nothing.
-   */
-  private void dumpWorker(WorkerBlocks<N> ws, List<RouterEvent> out) {
-    final Worker worker = ws.worker;
-    final int id = ws.id;
-    Object2LongOpenHashMap<N> seqOf = new Object2LongOpenHashMap<>();
-    ws.blocks.addNamesTo(seqOf);
-    List<N> connected = new ArrayList<>();
-    for (N n : seqOf.keySet()) {
-      if (n.isHolder(id)) connected.add(n);
-    }
-    long eventId = 0;
-    for (N n : byDepth(connected, false)) {
-      long[] seq = {seqOf.getLong(n)};
-      long[] local = {n.local};
-      CacheEvent ev =
-          n.parent == root
-              ? CacheEvent.storedAtRoot(seq, local)
-              : CacheEvent.stored(seqOf.getLong(n.parent), seq, local);
-      out.add(new RouterEvent(worker, eventId++, ev));
-    }
-    if (connected.isEmpty()) out.add(new RouterEvent(worker, eventId, CacheEvent.cleared()));
-  }
-
   @Override
   public void flush() {
     // synchronous: every apply is visible when it returns
@@ -920,15 +676,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
 
   @Override
   public IndexStats stats() {
-    return new IndexStats(
-        storedEvents,
-        removedEvents,
-        clearedEvents,
-        parentMissing,
-        blocksMissing,
-        blocksIndexed,
-        workers.size(),
-        evictedBlocks);
+    return counters.stats();
   }
 
   @Override

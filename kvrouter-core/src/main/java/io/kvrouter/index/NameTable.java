@@ -58,10 +58,6 @@ final class NameTable<N extends IndexNode<N>> {
   private Object2LongOpenHashMap<N> firstOther; // with findsOtherNames: a name in others per block
   private Object2IntOpenHashMap<N> otherCount; // ... and how many, for blocks with two or more
 
-  NameTable() {
-    this(false);
-  }
-
   /** With {@code findsOtherNames}, {@link #removeOtherNamesOf} needs no scan (class notes). */
   NameTable(boolean findsOtherNames) {
     this.findsOtherNames = findsOtherNames;

@@ -196,7 +196,8 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
 
   // ------------------------------------------------------------------ the node structure
 
-  private PositionalTable table() {
+  /** The table as the writer sees it (plain load). Writer-side. */
+  PositionalTable table() {
     return (PositionalTable) TABLE.get(this);
   }
 
@@ -254,26 +255,6 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     if (small != t) TABLE.setRelease(this, small);
     if (e.parent != null) e.parent.unlinkChild(e);
     e.linked = false;
-  }
-
-  /** Slots of the table now; for tests. Writer-side (takes the lock). */
-  int tableCapacity() {
-    writeLock.lock();
-    try {
-      return table().capacity();
-    } finally {
-      writeLock.unlock();
-    }
-  }
-
-  /** Entries in the table now; for tests. Writer-side (takes the lock). */
-  int entryCount() {
-    writeLock.lock();
-    try {
-      return table().size();
-    } finally {
-      writeLock.unlock();
-    }
   }
 
   @Override

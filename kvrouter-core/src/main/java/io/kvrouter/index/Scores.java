@@ -11,26 +11,40 @@ import java.util.Map;
  * <pre>
  * Implementation notes
  *
- * Three parallel arrays of length {@code size}: the worker, its score (>= 1) and its block
- * count. Built once by the index on the reader's thread and never changed afterwards, so it is
- * safe to share. {@code score(Worker)} scans linearly: results hold a handful of workers.
+ * Three parallel int arrays of length {@code size}: the worker's dense id in the index, its score
+ * (>= 1) and its block count; the Worker itself is found through the index's id table as it was
+ * when the query ran ({@code states}, WorkerTable.readerView). Ids are never reused and a slot is
+ * never changed once filled, so that table names the same worker for as long as this object
+ * lives. The ids and scores arrays are the walk's own scratch, handed over: a query allocates
+ * these three arrays (sized by the workers holding the first block, which all score at least 1)
+ * and this object, nothing else. Built once on the reader's thread and never changed afterwards,
+ * so it is safe to share. {@code score(Worker)} scans linearly: results hold a handful of workers.
  * </pre>
  */
 final class Scores implements OverlapScores {
-  static final Scores EMPTY = new Scores(new Worker[0], new int[0], new int[0], 0);
+  static final Scores EMPTY =
+      new Scores(new WorkerBlocks<?>[0], new int[0], new int[0], new int[0], 0);
 
-  private final Worker[] workers;
+  private final WorkerBlocks<?>[] states;
+  private final int[] ids;
   private final int[] scores;
   private final int[] blockCounts;
   private final int size;
   private final int[] frequencies;
 
-  Scores(Worker[] workers, int[] scores, int[] blockCounts, int size) {
-    this(workers, scores, blockCounts, size, NO_FREQUENCIES);
+  Scores(WorkerBlocks<?>[] states, int[] ids, int[] scores, int[] blockCounts, int size) {
+    this(states, ids, scores, blockCounts, size, NO_FREQUENCIES);
   }
 
-  private Scores(Worker[] workers, int[] scores, int[] blockCounts, int size, int[] frequencies) {
-    this.workers = workers;
+  private Scores(
+      WorkerBlocks<?>[] states,
+      int[] ids,
+      int[] scores,
+      int[] blockCounts,
+      int size,
+      int[] frequencies) {
+    this.states = states;
+    this.ids = ids;
     this.scores = scores;
     this.blockCounts = blockCounts;
     this.size = size;
@@ -41,7 +55,7 @@ final class Scores implements OverlapScores {
 
   /** The same scores with recent-use frequencies along the matched path. */
   Scores withFrequencies(int[] frequencies) {
-    return new Scores(workers, scores, blockCounts, size, frequencies);
+    return new Scores(states, ids, scores, blockCounts, size, frequencies);
   }
 
   @Override
@@ -63,7 +77,7 @@ final class Scores implements OverlapScores {
 
   private int indexOf(Worker worker) {
     for (int i = 0; i < size; i++) {
-      if (workers[i].equals(worker)) return i;
+      if (states[ids[i]].worker.equals(worker)) return i;
     }
     return -1;
   }
@@ -72,7 +86,7 @@ final class Scores implements OverlapScores {
   public Map<Worker, Integer> scores() {
     if (size == 0) return Map.of();
     Map<Worker, Integer> m = new LinkedHashMap<>();
-    for (int i = 0; i < size; i++) m.put(workers[i], scores[i]);
+    for (int i = 0; i < size; i++) m.put(states[ids[i]].worker, scores[i]);
     return Collections.unmodifiableMap(m);
   }
 
@@ -84,7 +98,7 @@ final class Scores implements OverlapScores {
   @Override
   public Worker worker(int i) {
     checkIndex(i);
-    return workers[i];
+    return states[ids[i]].worker;
   }
 
   @Override

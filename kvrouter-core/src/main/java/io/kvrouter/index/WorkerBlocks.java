@@ -28,10 +28,6 @@ final class WorkerBlocks<N extends IndexNode<N>> {
   int detachedCount;
   boolean forgotten;
 
-  WorkerBlocks(Worker worker, int id) {
-    this(worker, id, false);
-  }
-
   /** With {@code findsOtherNames} for a bounded index (NameTable). */
   WorkerBlocks(Worker worker, int id, boolean findsOtherNames) {
     this.worker = worker;

@@ -39,14 +39,15 @@ final class WorkerTable<N extends IndexNode<N>> {
   private int next;
 
   private final boolean findsOtherNames;
+  private final IndexCounters counters;
 
-  WorkerTable() {
-    this(false);
-  }
-
-  /** With {@code findsOtherNames}, every worker's NameTable indexes its other names (bound). */
-  WorkerTable(boolean findsOtherNames) {
+  /**
+   * With {@code findsOtherNames}, every worker's NameTable indexes its other names (bound); the
+   * count of known workers goes to {@code counters}.
+   */
+  WorkerTable(boolean findsOtherNames, IndexCounters counters) {
     this.findsOtherNames = findsOtherNames;
+    this.counters = counters;
     ids.defaultReturnValue(-1);
   }
 
@@ -68,6 +69,7 @@ final class WorkerTable<N extends IndexNode<N>> {
     table[id] = ws;
     BY_ID.setRelease(this, table);
     ids.put(worker, id);
+    counters.inc(IndexCounters.WORKERS);
     return ws;
   }
 
@@ -95,6 +97,7 @@ final class WorkerTable<N extends IndexNode<N>> {
   void forget(WorkerBlocks<N> ws) {
     ids.removeInt(ws.worker);
     ws.forgotten = true;
+    counters.add(IndexCounters.WORKERS, -1);
   }
 
   /** Every known worker state, in id order. Writer-only. */
@@ -105,10 +108,6 @@ final class WorkerTable<N extends IndexNode<N>> {
       if (!table[i].forgotten) out.add(table[i]);
     }
     return out;
-  }
-
-  int size() {
-    return ids.size();
   }
 
   /** The id → state table as readers see it. */

@@ -1,10 +1,8 @@
 package io.kvrouter.route;
 
 import io.kvrouter.event.RouterEvent;
-import io.kvrouter.index.IndexStats;
+import io.kvrouter.index.ForwardingKvIndex;
 import io.kvrouter.index.KvIndex;
-import io.kvrouter.index.OverlapScores;
-import java.util.List;
 
 /**
  * The router's index as seen by code that applies events itself (a NATS replica, a replay): every
@@ -12,13 +10,12 @@ import java.util.List;
  * events too; everything else goes straight to the index. Closing it does not close the index (the
  * router owns it).
  */
-final class EventFeed implements KvIndex {
+final class EventFeed extends ForwardingKvIndex {
   private final KvRouter router;
-  private final KvIndex index;
 
   EventFeed(KvRouter router, KvIndex index) {
+    super(index);
     this.router = router;
-    this.index = index;
   }
 
   @Override
@@ -27,45 +24,10 @@ final class EventFeed implements KvIndex {
   }
 
   @Override
-  public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
-    return index.findMatches(localHashes, earlyExit);
-  }
-
-  @Override
-  public void clearWorker(long workerId) {
-    index.clearWorker(workerId);
-  }
-
-  @Override
-  public void removeWorker(long workerId) {
-    index.removeWorker(workerId);
-  }
-
-  @Override
-  public long[] workerIds() {
-    return index.workerIds();
-  }
-
-  @Override
-  public List<RouterEvent> dump() {
-    return index.dump();
-  }
-
-  @Override
-  public void flush() {
-    index.flush();
-  }
-
-  @Override
-  public IndexStats stats() {
-    return index.stats();
-  }
-
-  @Override
   public void close() {}
 
   @Override
   public String toString() {
-    return "eventFeed(" + index + ")";
+    return "eventFeed(" + delegate() + ")";
   }
 }

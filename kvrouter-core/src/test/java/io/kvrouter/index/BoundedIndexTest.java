@@ -217,7 +217,7 @@ class BoundedIndexTest {
       this.index = index;
       this.max = max;
       this.rnd = new SplittableRandom(seed);
-      index.evictionListener =
+      index.bound.evictionListener =
           (w, seq, path) -> {
             evicted.evict(w, seq, toList(path));
             evictedNames++;
@@ -236,7 +236,7 @@ class BoundedIndexTest {
       unbounded.apply(e);
       index.apply(e);
       assertThat(index.stats().blocksIndexed()).as("pairs after %s", e).isLessThanOrEqualTo(max);
-      assertThat(index.linkedNodes()).as("nodes after %s", e).isLessThanOrEqualTo(max);
+      assertThat(IndexProbe.linkedNodes(index)).as("nodes after %s", e).isLessThanOrEqualTo(max);
     }
 
     void go() {
@@ -256,7 +256,7 @@ class BoundedIndexTest {
         }
       }
       assertThat(queries).isGreaterThan(OPS / 4);
-      assertThat(index.linkedNodes()).isEqualTo(index.nodeCount());
+      assertThat(IndexProbe.linkedNodes(index)).isEqualTo(index.nodeCount());
       assertThat(index.stats().evictedBlocks()).isPositive().isLessThanOrEqualTo(evictedNames);
     }
 

@@ -350,6 +350,24 @@ abstract class KvIndexConformanceTest {
   }
 
   @Test
+  void workerIdsNamesEveryKnownWorkerOnceAscendingUntilRemoved() {
+    assertThat(index.workerIds()).isEmpty();
+    store(new Worker(9, 1), 1, 2);
+    store(new Worker(9, 0), 1);
+    store(w(3), 5);
+    cleared(w(6)); // known, with no block
+    store(w(4), 7);
+    cleared(w(4)); // had blocks, now none: still known
+    index.clearWorker(3); // still known
+    assertThat(index.workerIds()).containsExactly(3L, 4L, 6L, 9L);
+    index.removeWorker(9);
+    index.removeWorker(6);
+    assertThat(index.workerIds()).containsExactly(3L, 4L);
+    store(new Worker(9, 2), 8); // a removed worker that comes back is known again
+    assertThat(index.workerIds()).containsExactly(3L, 4L, 9L);
+  }
+
+  @Test
   void blockCountCountsDistinctBlocks() {
     store(w(0), 1, 2, 3);
     store(w(0), 7);

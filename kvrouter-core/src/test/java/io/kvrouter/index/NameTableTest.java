@@ -28,7 +28,7 @@ class NameTableTest {
     // keys from a small range (with seed 4: a tiny one), so nodes share keys and probe runs touch
     long keyRange = seed == 4 ? 40 : 5_000;
     List<PositionalEntry> nodes = new ArrayList<>();
-    NameTable<PositionalEntry> table = new NameTable<>();
+    NameTable<PositionalEntry> table = new NameTable<>(false);
     Long2ObjectOpenHashMap<PositionalEntry> ref = new Long2ObjectOpenHashMap<>();
     int maxSize = 0;
     for (int op = 0; op < 200_000; op++) {

@@ -14,6 +14,7 @@ import java.util.Queue;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -156,6 +157,9 @@ class PositionalConcurrencyTest {
     final AtomicLong reads = new AtomicLong();
     final CountDownLatch start = new CountDownLatch(1);
     final CountDownLatch writersDone = new CountDownLatch(WRITERS);
+    // writers wait half-way for every reader to finish a read begun after they started, so the
+    // racing phase is never empty (fast writers used to finish before any read)
+    final CountDownLatch readDuringWrites = new CountDownLatch(READERS);
     List<Thread> threads = new ArrayList<>();
     for (int j = 0; j < WRITERS; j++) {
       final int writer = j;
@@ -165,6 +169,7 @@ class PositionalConcurrencyTest {
                 try {
                   start.await();
                   for (int step = 0; step < EVENTS; step++) {
+                    if (step == EVENTS / 2) readDuringWrites.await(60, TimeUnit.SECONDS);
                     streams[writer].apply(index, step);
                     version.set(writer, step + 1);
                   }
@@ -184,6 +189,7 @@ class PositionalConcurrencyTest {
                 SplittableRandom rnd = new SplittableRandom(seed + 1000 + reader);
                 int[] before = new int[WRITERS];
                 int[] after = new int[WRITERS];
+                boolean counted = false;
                 try {
                   start.await();
                   while (writersDone.getCount() > 0 && failures.size() < 20) {
@@ -195,6 +201,12 @@ class PositionalConcurrencyTest {
                       after[j] = version.get(j);
                     }
                     reads.incrementAndGet();
+                    for (int j = 0; j < WRITERS && !counted; j++) {
+                      if (before[j] > 0) {
+                        readDuringWrites.countDown(); // once per reader
+                        counted = true;
+                      }
+                    }
                     for (int j = 0; j < WRITERS; j++) {
                       Stream s = streams[j];
                       int last = Math.min(after[j] + 1, EVENTS);
@@ -239,6 +251,7 @@ class PositionalConcurrencyTest {
     assertThat(threads).noneMatch(Thread::isAlive);
     assertThat(failures).as("seed %d", seed).isEmpty();
     assertThat(reads.get()).isPositive();
+    assertThat(readDuringWrites.getCount()).as("readers that read while writers ran").isZero();
     // quiescent: every score exact
     for (int q = 0; q < QUERIES.length; q++) {
       OverlapScores got = index.findMatches(QUERIES[q], false);

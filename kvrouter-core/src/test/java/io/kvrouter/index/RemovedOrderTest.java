@@ -149,7 +149,7 @@ class RemovedOrderTest {
         + " nodes="
         + index.nodeCount()
         + " linked="
-        + index.linkedNodes()
+        + IndexProbe.linkedNodes(index)
         + " clock="
         + index.clockSize()
         + " "
