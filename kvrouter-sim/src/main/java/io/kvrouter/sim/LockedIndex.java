@@ -11,6 +11,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * A single-threaded index ({@code KvIndexes.radixTree()}) made safe for many threads by one lock
  * around every call: reads and writes take turns, as they do behind the single actor of Dynamo's
  * single-threaded radix tree.
+ *
+ * <p>It implements {@code KvIndex} itself instead of extending {@code ForwardingKvIndex} on
+ * purpose: a method added to {@code KvIndex} must not reach the inner index without the lock, so
+ * the compiler makes every new method be written here.
  */
 final class LockedIndex implements KvIndex {
   private final KvIndex inner;

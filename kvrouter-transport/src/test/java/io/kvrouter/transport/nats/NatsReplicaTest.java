@@ -3,10 +3,10 @@ package io.kvrouter.transport.nats;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.index.ForwardingKvIndex;
 import io.kvrouter.index.IndexStats;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
-import io.kvrouter.index.OverlapScores;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.nats.client.Connection;
 import io.nats.client.JetStreamManagement;
@@ -591,13 +591,12 @@ class NatsReplicaTest {
   // ------------------------------------------------------------------ test support
 
   /** An index whose writes can be held up: after hold(), the next apply waits until release(). */
-  private static final class GatedIndex implements KvIndex {
-    private final KvIndex inner;
+  private static final class GatedIndex extends ForwardingKvIndex {
     private volatile CountDownLatch gate = new CountDownLatch(0);
     private final CountDownLatch blocked = new CountDownLatch(1);
 
     GatedIndex(KvIndex inner) {
-      this.inner = inner;
+      super(inner);
     }
 
     void hold() {
@@ -606,11 +605,6 @@ class NatsReplicaTest {
 
     void release() {
       gate.countDown();
-    }
-
-    @Override
-    public void close() {
-      inner.close();
     }
 
     boolean awaitBlocked() throws InterruptedException {
@@ -631,42 +625,7 @@ class NatsReplicaTest {
           throw new IllegalStateException(e);
         }
       }
-      inner.apply(event);
-    }
-
-    @Override
-    public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
-      return inner.findMatches(localHashes, earlyExit);
-    }
-
-    @Override
-    public void clearWorker(long workerId) {
-      inner.clearWorker(workerId);
-    }
-
-    @Override
-    public void removeWorker(long workerId) {
-      inner.removeWorker(workerId);
-    }
-
-    @Override
-    public long[] workerIds() {
-      return inner.workerIds();
-    }
-
-    @Override
-    public List<RouterEvent> dump() {
-      return inner.dump();
-    }
-
-    @Override
-    public void flush() {
-      inner.flush();
-    }
-
-    @Override
-    public IndexStats stats() {
-      return inner.stats();
+      super.apply(event);
     }
   }
 }
