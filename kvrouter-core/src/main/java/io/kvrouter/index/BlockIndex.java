@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
@@ -650,6 +651,17 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     lock();
     try {
       return BlockDump.of(this);
+    } finally {
+      unlock();
+    }
+  }
+
+  @Override
+  public int blockCount(Worker worker) {
+    lock();
+    try {
+      WorkerBlocks<N> ws = workers.find(worker);
+      return ws == null ? 0 : ws.heldBlocks - ws.detachedCount;
     } finally {
       unlock();
     }

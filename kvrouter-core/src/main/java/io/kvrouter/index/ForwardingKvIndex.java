@@ -1,6 +1,7 @@
 package io.kvrouter.index;
 
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
 import java.util.List;
 import java.util.Objects;
 
@@ -51,6 +52,11 @@ public abstract class ForwardingKvIndex implements KvIndex {
   @Override
   public long[] workerIds() {
     return delegate.workerIds();
+  }
+
+  @Override
+  public int blockCount(Worker worker) {
+    return delegate.blockCount(worker);
   }
 
   @Override

@@ -1,6 +1,7 @@
 package io.kvrouter.index;
 
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
 import java.util.List;
 
 /**
@@ -37,6 +38,14 @@ public interface KvIndex extends AutoCloseable {
    * the events applied before the call, like {@link #dump()}.
    */
   long[] workerIds();
+
+  /**
+   * The number of distinct blocks the index holds for {@code worker} (one rank) that can score:
+   * those reachable from the root without a hole (a block whose parent is missing is held but left
+   * out, as {@link #dump()} leaves it out); 0 for a rank it does not know. As of the events applied
+   * before the call, like {@link #dump()}.
+   */
+  int blockCount(Worker worker);
 
   /** Returns once every event applied before the call is visible to {@link #findMatches}. */
   void flush();

@@ -1,6 +1,7 @@
 package io.kvrouter.index;
 
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -94,6 +95,12 @@ final class ThreadPoolIndexer implements KvIndex {
   public long[] workerIds() {
     flush();
     return index.workerIds();
+  }
+
+  @Override
+  public int blockCount(Worker worker) {
+    flush();
+    return index.blockCount(worker);
   }
 
   @Override

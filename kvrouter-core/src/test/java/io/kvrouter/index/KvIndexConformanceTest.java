@@ -382,6 +382,27 @@ abstract class KvIndexConformanceTest {
   }
 
   @Test
+  void blockCountOfARankNeedsNoQuery() {
+    assertThat(index.blockCount(w(0))).isZero();
+    store(w(0), 1, 2, 3);
+    store(w(0), 7);
+    store(w(0), 1, 2); // stored again: still distinct blocks
+    store(new Worker(0, 1), 1);
+    store(w(1), 4, 5);
+    assertThat(index.blockCount(w(0))).isEqualTo(4);
+    assertThat(index.blockCount(new Worker(0, 1))).isEqualTo(1);
+    assertThat(index.blockCount(w(1))).isEqualTo(2);
+    assertThat(index.blockCount(w(9))).isZero();
+    remove(w(0), 1, 2, 3); // the chain's last block
+    assertThat(index.blockCount(w(0))).isEqualTo(3);
+    cleared(w(1));
+    assertThat(index.blockCount(w(1))).isZero();
+    index.removeWorker(0);
+    assertThat(index.blockCount(w(0))).isZero();
+    assertThat(index.blockCount(new Worker(0, 1))).isZero();
+  }
+
+  @Test
   void dumpReplaysToEqualAnswersInEveryKind() {
     store(w(0), 1, 2, 3, 4);
     store(w(1), 1, 2, 5);

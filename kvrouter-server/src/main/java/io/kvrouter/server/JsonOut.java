@@ -161,6 +161,7 @@ final class JsonOut {
       if (r.topic() != null) g.writeStringField("topic", r.topic());
       if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
       g.writeNumberField("capacity_blocks", r.capacityBlocks());
+      g.writeNumberField("indexed_blocks", m.router.index().blockCount(r.worker()));
       g.writeStringField("ingestion", ingestion(m, r));
       if (r.listener() != null) zmq(g, r.listener());
       g.writeEndObject();

@@ -60,15 +60,15 @@ class ServiceEndpointsTest {
             "["
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"default\","
                 + "\"block_size\":4,\"endpoints\":{},\"ranks\":["
-                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
+                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,\"indexed_blocks\":0,"
                 + "\"ingestion\":\"http\"},"
-                + "{\"dp_rank\":2,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
+                + "{\"dp_rank\":2,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,\"indexed_blocks\":0,"
                 + "\"ingestion\":\"http\"}]},"
                 + "{\"instance_id\":18446744073709551615,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoints\":{\"1\":\"tcp://127.0.0.1:5557\"},\"ranks\":["
                 + "{\"dp_rank\":1,\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
+                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"indexed_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
                 + "{\"state\":\"connecting\",\"connected_once\":false,\"last_sequence\":-1,"
                 + "\"messages\":0,\"batches\":0,\"events_applied\":0,\"decode_errors\":0,"
                 + "\"bad_frames\":0,\"duplicates\":0,\"gaps\":0,\"lost_messages\":0,"
@@ -77,7 +77,7 @@ class ServiceEndpointsTest {
                 + "\"dropped_unregistered\":0}}]},"
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\","
                 + "\"block_size\":8,\"endpoints\":{},\"ranks\":["
-                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
+                + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,\"indexed_blocks\":0,"
                 + "\"ingestion\":\"http\"}]}"
                 + "]\n");
     assertThat(http.get("/workers?routing_group=t").body())
@@ -117,6 +117,15 @@ class ServiceEndpointsTest {
     http.register(2, 0, "m", BS);
     assertThat(http.events("m", list(stored(new Worker(1, 1), 0, range(0, 8), BS))).status())
         .isEqualTo(200);
+    // what each rank holds, beside what it can hold
+    assertThat(http.get("/workers").body())
+        .contains(
+            "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
+                + "\"indexed_blocks\":0,",
+            "{\"dp_rank\":1,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,"
+                + "\"indexed_blocks\":"
+                + 8 / BS
+                + ",");
 
     HttpFixture.Reply one =
         http.post("/unregister", "{\"instance_id\":1,\"model_name\":\"m\",\"dp_rank\":1}");

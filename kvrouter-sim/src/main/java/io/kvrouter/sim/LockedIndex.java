@@ -1,6 +1,7 @@
 package io.kvrouter.sim;
 
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
 import io.kvrouter.index.IndexStats;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.OverlapScores;
@@ -69,6 +70,16 @@ final class LockedIndex implements KvIndex {
     lock.lock();
     try {
       return inner.workerIds();
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  @Override
+  public int blockCount(Worker worker) {
+    lock.lock();
+    try {
+      return inner.blockCount(worker);
     } finally {
       lock.unlock();
     }
