@@ -16,12 +16,23 @@ import org.junit.jupiter.api.Test;
  * apply} followed by {@code flush}; with that, writes and one worker's score are linearizable.
  * Model checking is not used: the pool's own threads are outside Lincheck's control. {@link
  * #closePool()} stops each invocation's threads.
+ *
+ * <p>Two worker ids with dp ranks 0 and 1: the ranks of one worker share a lane, and the two ids (0
+ * and 3) go to the two lanes, whose threads apply concurrently, taking turns on the inner index's
+ * writers' lock. Clears are the per-rank {@code Cleared} event: {@code clearWorker} clears a
+ * worker's ranks one step each, so two reads of different ranks may see one cleared and not the
+ * other, which no sequential order of an atomic {@code clearWorker} explains (its ordering on the
+ * lane is checked by ThreadPoolIndexerTest).
  */
 @Param(name = "worker", gen = IntGen.class, conf = "0:1")
+@Param(name = "rank", gen = IntGen.class, conf = "0:1")
 @Param(name = "pos", gen = IntGen.class, conf = "0:2")
 public class ThreadPoolLincheckTest {
   private static final long[] PATH = ConcurrentRadixTreeLincheckTest.PATH;
   private static final long[] SEQ = ConcurrentRadixTreeLincheckTest.SEQ;
+
+  /** Worker ids by the worker parameter: 0 and 3 go to lanes 0 and 1 (ThreadPoolIndexer.laneOf). */
+  private static final long[] IDS = {0, 3};
 
   private final KvIndex index = KvIndexes.threadPool(KvIndexes.concurrentRadixTree(), 2);
 
@@ -31,30 +42,35 @@ public class ThreadPoolLincheckTest {
   }
 
   @Operation
-  public void store(@Param(name = "worker") int worker, @Param(name = "pos") int pos) {
-    long[] s = {SEQ[pos]};
+  public void store(
+      @Param(name = "worker") int worker,
+      @Param(name = "rank") int rank,
+      @Param(name = "pos") int pos) {
+    long[] q = {SEQ[pos]};
     long[] l = {PATH[pos]};
     applyAndFlush(
         new RouterEvent(
-            Worker.of(worker),
+            new Worker(IDS[worker], rank),
             0,
-            pos == 0 ? CacheEvent.storedAtRoot(s, l) : CacheEvent.stored(SEQ[pos - 1], s, l)));
+            pos == 0 ? CacheEvent.storedAtRoot(q, l) : CacheEvent.stored(SEQ[pos - 1], q, l)));
   }
 
   @Operation
-  public void remove(@Param(name = "worker") int worker, @Param(name = "pos") int pos) {
-    applyAndFlush(new RouterEvent(Worker.of(worker), 0, CacheEvent.removed(SEQ[pos])));
+  public void remove(
+      @Param(name = "worker") int worker,
+      @Param(name = "rank") int rank,
+      @Param(name = "pos") int pos) {
+    applyAndFlush(new RouterEvent(new Worker(IDS[worker], rank), 0, CacheEvent.removed(SEQ[pos])));
   }
 
   @Operation
-  public void clearWorker(@Param(name = "worker") int worker) {
-    index.clearWorker(worker);
-    index.flush();
+  public void clear(@Param(name = "worker") int worker, @Param(name = "rank") int rank) {
+    applyAndFlush(new RouterEvent(new Worker(IDS[worker], rank), 0, CacheEvent.cleared()));
   }
 
   @Operation
-  public int score(@Param(name = "worker") int worker) {
-    return index.findMatches(PATH, false).score(Worker.of(worker));
+  public int score(@Param(name = "worker") int worker, @Param(name = "rank") int rank) {
+    return index.findMatches(PATH, false).score(new Worker(IDS[worker], rank));
   }
 
   @Validate
@@ -66,7 +82,7 @@ public class ThreadPoolLincheckTest {
   void stress() {
     new StressOptions()
         .iterations(ConcurrentRadixTreeLincheckTest.ITERATIONS)
-        .invocationsPerIteration(200)
+        .invocationsPerIteration(50)
         .threads(2)
         .actorsPerThread(3)
         .check(getClass());
