@@ -35,7 +35,7 @@ import org.junit.jupiter.api.Test;
  * one answer may come from different instants (CrossWorkerReadLincheckTest shows the
  * interleaving).
  * Scenarios: model checking explores ITERATIONS random scenarios (2 threads x 3 operations
- * after up to 5 sequential ones, 300 interleavings each) plus CUSTOM, hand-written scenarios it
+ * after up to 5 sequential ones, 200 interleavings each) plus CUSTOM, hand-written scenarios it
  * explores on every run whatever the budget: a clear and a hole-making remove racing a read of
  * the same rank (the two bugs Lincheck found before the version check existed), a hole filled
  * again, and writes of the other ranks between two reads of one. With four ranks a random
@@ -45,7 +45,7 @@ import org.junit.jupiter.api.Test;
  * what the model checker's sequentially consistent memory cannot show (missing release/acquire
  * pairs under the JIT); five operations a thread, because an invocation costs mostly its fixed
  * set-up and hand-over of the threads. The single-threaded radixTree() fails both modes here.
- * Budget: -Dkvrouter.lincheck.iterations (default 16) raises ITERATIONS for the long run
+ * Budget: -Dkvrouter.lincheck.iterations (default 10) raises ITERATIONS for the long run
  * (docs/RELIABILITY.md).
  * </pre>
  */
@@ -58,7 +58,7 @@ public class ConcurrentRadixTreeLincheckTest {
   static final long[] SEQ = SequenceHasher.sequenceHashes(PATH);
 
   /** Random scenarios per mode; the CI default, raised by -Dkvrouter.lincheck.iterations. */
-  static final int ITERATIONS = Integer.getInteger("kvrouter.lincheck.iterations", 16);
+  static final int ITERATIONS = Integer.getInteger("kvrouter.lincheck.iterations", 10);
 
   private final KvIndex index = newIndex();
 
@@ -176,7 +176,7 @@ public class ConcurrentRadixTreeLincheckTest {
   void modelChecking() {
     withCustomScenarios(new ModelCheckingOptions())
         .iterations(ITERATIONS)
-        .invocationsPerIteration(300)
+        .invocationsPerIteration(200)
         .threads(2)
         .actorsPerThread(3)
         .check(getClass());
