@@ -25,28 +25,41 @@ import org.junit.jupiter.api.TestFactory;
  * <pre>
  * Implementation notes
  *
- * Time: kvrouter.soak.seconds (default 60) in all, split evenly over the six kinds; the first
- * half of each kind's share (fill included) is warm-up: the workload's node count settles only
- * after many generations of paths (holes and continuations accumulate, then balance).
+ * Runs under failsafe (verify), in a JVM of its own, so the heap readings hold nothing of other
+ * tests. The six kinds run one after the other in that JVM; each one's index is closed and
+ * unreachable, and collected, before the next one's first reading.
+ * Phases, per kind: fill (every worker's FIFO full: WORKERS * PATHS_PER_WORKER stores), warm-up
+ * (STORES more stores: the workload's node count settles only after several generations of
+ * paths, as holes and continuations accumulate and then balance), measured (STORES more). Both
+ * are counted, not timed, so a slow machine makes them slower, never emptier. With
+ * kvrouter.soak.seconds (the long form) each kind gets a sixth of it: the warm-up runs to at least
+ * half of that share and the measured phase to its end, each still at least STORES stores.
  * Workload, per kind: WORKERS workers each keep their last PATHS_PER_WORKER paths live (a FIFO).
  * A path is one of PROMPTS shared 4-block prompts followed by 4..28 blocks drawn from a 4-letter
  * alphabet per depth, so paths share prefixes and split at random depths (tree nodes gain and
  * lose second children all the time). A store is the whole path at the root (30 %: a
  * continuation under the last block of one of the worker's live paths, one conversation turn
- * later, while that path is under 40 blocks); a new path past the FIFO's size removes the oldest one's blocks, leaf first or root
- * first (making holes below it) at random. Every store is followed by QUERIES findMatches of
- * random live paths. Bounded kinds get half the pairs the unbounded steady state holds, so
- * eviction runs all the time (and removals hit blocks it dropped).
+ * later, while that path is under 40 blocks); a new path past the FIFO's size removes the oldest
+ * one's blocks, leaf first or root first (making holes below it) at random. Every store is
+ * followed by QUERIES findMatches of random live paths. Bounded kinds get under half the pairs
+ * the unbounded steady state holds, so eviction runs all the time (and removals hit blocks it
+ * dropped).
  * Heap: used heap (MemoryMXBean) after System.gc() three times, 50 ms apart, the least of three
- * such readings. Asserted: after the run it is within 5 % + 2 MiB of the reading after warm-up
- * (2 MiB: the allocator's and JIT's own small drifts, which are not the index's), and after every
- * path is removed the index has no node, no pair and (bounded) no queued node, and the heap is
- * back within 5 % + 2 MiB of the reading before the index was filled.
+ * such readings. Asserted: the measured phase applied at least STORES stores and as many path
+ * removals (the index's own counters) and its queries scored; after it the heap is within 5 % + 2
+ * MiB of the reading after warm-up (2 MiB: the allocator's and JIT's own small drifts, which are
+ * not the index's); after every path is removed the index has no node, no pair and (bounded) no
+ * queued node, and the heap is back within 5 % + 2 MiB of the reading before the index was filled.
  * Each kind prints one line "soak ..." with its numbers (docs/RELIABILITY.md).
  * </pre>
  */
-class SoakTest {
-  private static final int SECONDS = Integer.getInteger("kvrouter.soak.seconds", 60);
+class SoakIT {
+  /** The long form's time in all (0: counts only, the CI form). */
+  private static final int SECONDS = Integer.getInteger("kvrouter.soak.seconds", 0);
+
+  /** Stores of the warm-up, and at least as many in the measured phase, per kind. */
+  private static final long STORES = Long.getLong("kvrouter.soak.stores", 40_000);
+
   private static final int WORKERS = 8;
   private static final int PATHS_PER_WORKER = Integer.getInteger("kvrouter.soak.paths", 1024);
   private static final int PROMPTS = 32;
@@ -118,14 +131,20 @@ class SoakTest {
         BlockIndex<?> bi = (BlockIndex<?>) index;
         // fill: every worker's FIFO full
         for (int i = 0; i < WORKERS * PATHS_PER_WORKER; i++) step(index, i % WORKERS);
-        long warmEnd = start + Math.max(nanos / 2, System.nanoTime() - start);
-        while (System.nanoTime() < warmEnd) step(index, rnd.nextInt(WORKERS));
+        for (long i = 0; i < STORES || System.nanoTime() - start < nanos / 2; i++) {
+          step(index, rnd.nextInt(WORKERS));
+        }
         final long warmHeap = heapAfterGc();
         final int warmNodes = bi.nodeCount();
-        final long warmPairs = index.stats().blocksIndexed();
+        final IndexStats warmStats = index.stats();
+        final long warmPairs = warmStats.blocksIndexed();
         final long runFrom = System.nanoTime();
         final long opsBefore = stores;
-        while (System.nanoTime() - start < nanos) step(index, rnd.nextInt(WORKERS));
+        final long queriesBefore = queries;
+        final long scoreBefore = scoreSum;
+        for (long i = 0; i < STORES || System.nanoTime() - start < nanos; i++) {
+          step(index, rnd.nextInt(WORKERS));
+        }
         final double runSeconds = (System.nanoTime() - runFrom) / 1e9;
         final long endHeap = heapAfterGc();
         final int endNodes = bi.nodeCount();
@@ -144,8 +163,8 @@ class SoakTest {
 
         System.out.printf(
             Locale.ROOT,
-            "soak %s: %.0f s, %,d stores + %,d path removals + %,d queries (%.0f stores/s,"
-                + " %.0f queries/s after warm-up), pairs warm %,d end %,d, nodes warm %,d end"
+            "soak %s: %.0f s, %,d stores + %,d path removals + %,d queries (measured: %,d"
+                + " stores, %.0f stores/s, %.0f queries/s), pairs warm %,d end %,d, nodes warm %,d end"
                 + " %,d, evicted %,d, heap before %.2f MiB, warm %.2f MiB, end %.2f MiB"
                 + " (%+.2f%%), emptied %.2f MiB, nodes after removing all %d%n",
             name,
@@ -153,6 +172,7 @@ class SoakTest {
             stores,
             removes,
             queries,
+            stores - opsBefore,
             (stores - opsBefore) / runSeconds,
             (stores - opsBefore) * QUERIES / runSeconds,
             warmPairs,
@@ -167,7 +187,25 @@ class SoakTest {
             mib(emptyHeap),
             emptyNodes);
 
-        assertThat(scoreSum).as("queries found cached prefixes").isPositive();
+        // the measured phase did its work, as the index counted it
+        // (a continuation under a block that an older path's removal or the bound took counts as
+        // parentMissing, not storedEvents)
+        assertThat(
+                endStats.storedEvents()
+                    + endStats.parentMissing()
+                    - warmStats.storedEvents()
+                    - warmStats.parentMissing())
+            .as("stores applied in the measured phase")
+            .isGreaterThanOrEqualTo(STORES);
+        assertThat(endStats.removedEvents() - warmStats.removedEvents())
+            .as("path removals applied in the measured phase")
+            .isGreaterThanOrEqualTo(STORES);
+        assertThat(queries - queriesBefore)
+            .as("queries in the measured phase")
+            .isGreaterThanOrEqualTo(STORES * QUERIES);
+        assertThat(scoreSum - scoreBefore)
+            .as("measured queries found cached prefixes")
+            .isPositive();
         assertThat(endHeap)
             .as("heap after the run vs after warm-up")
             .isLessThanOrEqualTo((long) (warmHeap * 1.05) + SLACK);
