@@ -158,26 +158,6 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   /** Blocks in the structure now, counted from scratch. Writer-side. */
   abstract int countNodes();
 
-  /** {@link #countNodes()} under the writers' discipline; for tests and the soak. */
-  final int nodeCount() {
-    lock();
-    try {
-      return countNodes();
-    } finally {
-      unlock();
-    }
-  }
-
-  /** References in the bounded index's clock queue (0 when unbounded); for the soak. */
-  final int clockSize() {
-    lock();
-    try {
-      return bound == null ? 0 : bound.clockSize();
-    } finally {
-      unlock();
-    }
-  }
-
   /** Subclasses call this from childFor for each node they make. */
   final void nodeCreated(N node) {
     if (bound != null) bound.nodeCreated(node);

@@ -14,6 +14,26 @@ final class IndexProbe {
     }
   }
 
+  /** Blocks in the structure now, counted from scratch. */
+  static int nodeCount(BlockIndex<?> index) {
+    if (index.writeLock != null) index.writeLock.lock();
+    try {
+      return index.countNodes();
+    } finally {
+      if (index.writeLock != null) index.writeLock.unlock();
+    }
+  }
+
+  /** References in the bounded index's clock queue (0 when unbounded). */
+  static int clockSize(BlockIndex<?> index) {
+    if (index.writeLock != null) index.writeLock.lock();
+    try {
+      return index.bound == null ? 0 : index.bound.clockSize();
+    } finally {
+      if (index.writeLock != null) index.writeLock.unlock();
+    }
+  }
+
   /** Slots of the positional table now. */
   static int tableCapacity(PositionalIndex index) {
     index.writeLock.lock();

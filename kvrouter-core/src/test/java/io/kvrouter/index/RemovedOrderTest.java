@@ -147,11 +147,11 @@ class RemovedOrderTest {
     }
     return out
         + " nodes="
-        + index.nodeCount()
+        + IndexProbe.nodeCount(index)
         + " linked="
         + IndexProbe.linkedNodes(index)
         + " clock="
-        + index.clockSize()
+        + IndexProbe.clockSize(index)
         + " "
         + index.stats();
   }

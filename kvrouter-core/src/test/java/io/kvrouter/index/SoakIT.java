@@ -135,7 +135,7 @@ class SoakIT {
           step(index, rnd.nextInt(WORKERS));
         }
         final long warmHeap = heapAfterGc();
-        final int warmNodes = bi.nodeCount();
+        final int warmNodes = IndexProbe.nodeCount(bi);
         final IndexStats warmStats = index.stats();
         final long warmPairs = warmStats.blocksIndexed();
         final long runFrom = System.nanoTime();
@@ -147,7 +147,7 @@ class SoakIT {
         }
         final double runSeconds = (System.nanoTime() - runFrom) / 1e9;
         final long endHeap = heapAfterGc();
-        final int endNodes = bi.nodeCount();
+        final int endNodes = IndexProbe.nodeCount(bi);
         final IndexStats endStats = index.stats();
 
         // remove everything: every node must go (splits merged, nothing left behind)
@@ -156,9 +156,9 @@ class SoakIT {
           while (!q.isEmpty()) removePath(index, w, q.pollFirst());
         }
         index.flush();
-        final int emptyNodes = bi.nodeCount();
+        final int emptyNodes = IndexProbe.nodeCount(bi);
         final long emptyPairs = index.stats().blocksIndexed();
-        final int emptyClock = bi.clockSize();
+        final int emptyClock = IndexProbe.clockSize(bi);
         final long emptyHeap = heapAfterGc();
 
         System.out.printf(
