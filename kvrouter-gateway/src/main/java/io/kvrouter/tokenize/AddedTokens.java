@@ -1,8 +1,7 @@
 package io.kvrouter.tokenize;
 
-import java.util.HashMap;
+import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
 
 /**
  * Finds a tokenizer's added tokens in a text the way Hugging Face {@code tokenizers} does before it
@@ -25,9 +24,33 @@ import java.util.Map;
  */
 final class AddedTokens {
 
+  /** A trie node: its children by character, in parallel sorted arrays (no boxing per char). */
   private static final class Node {
-    final Map<Character, Node> next = new HashMap<>(4);
+    char[] keys = new char[0];
+    Node[] children = new Node[0];
     int id = -1;
+
+    Node next(char c) {
+      int i = Arrays.binarySearch(keys, c);
+      return i >= 0 ? children[i] : null;
+    }
+
+    Node nextOrNew(char c) {
+      int i = Arrays.binarySearch(keys, c);
+      if (i >= 0) return children[i];
+      int at = -i - 1;
+      char[] k = new char[keys.length + 1];
+      Node[] n = new Node[keys.length + 1];
+      System.arraycopy(keys, 0, k, 0, at);
+      System.arraycopy(children, 0, n, 0, at);
+      System.arraycopy(keys, at, k, at + 1, keys.length - at);
+      System.arraycopy(children, at, n, at + 1, keys.length - at);
+      k[at] = c;
+      n[at] = new Node();
+      keys = k;
+      children = n;
+      return n[at];
+    }
   }
 
   /** One trie per pass; {@code second} is null when pass two is left to the Rust core. */
@@ -60,7 +83,7 @@ final class AddedTokens {
     String s = t.content();
     firstChar[s.charAt(0)] = true;
     for (int i = 0; i < s.length(); i++) {
-      n = n.next.computeIfAbsent(s.charAt(i), k -> new Node());
+      n = n.nextOrNew(s.charAt(i));
     }
     if (n.id < 0) {
       n.id = t.id();
@@ -91,7 +114,7 @@ final class AddedTokens {
         int bestEnd = -1, bestId = -1;
         Node n = root;
         for (int j = i; j < to; j++) {
-          n = n.next.get(text.charAt(j));
+          n = n.next(text.charAt(j));
           if (n == null) {
             break;
           }
