@@ -256,6 +256,11 @@ public final class KvRouterServer implements AutoCloseable {
     return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;
   }
 
+  /** Connections this server's read deadline cut off (for tests). */
+  long readDeadlineClosed() {
+    return readDeadline.closed();
+  }
+
   /** Whether to take traffic, and why not; see {@link Readiness}. */
   Readiness readiness() {
     int listeners = 0;

@@ -41,10 +41,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * to handle its request), and disarm() clears an interrupt that came too late to matter. Handlers
  * that never read an entity (refusals, GETs) leave the Watch armed while Helidon drains the body
  * after them, so a client that stalls there is closed too; the next request line re-arms. The
- * sweeper field is guarded by this object's monitor; once closed, no sweeper starts again.
- *
- * The one static is TOTAL_CLOSED, a JVM-wide sum of every instance's closed count, read by
- * HostileClientsTest; it holds no connection state.
+ * sweeper field is guarded by this object's monitor; once closed, no sweeper starts again. No
+ * state is static: each server owns its instance.
  * </pre>
  */
 final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
@@ -55,8 +53,6 @@ final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
   static final String PROPERTY = "kvrouter.http.readTimeoutMillis";
 
   private static final long SWEEP_MILLIS = 100;
-
-  private static final AtomicLong TOTAL_CLOSED = new AtomicLong();
 
   private final long timeoutNanos;
   private final ThreadLocal<Watch> current = new ThreadLocal<>();
@@ -85,14 +81,9 @@ final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
   }
 
   /**
-   * Deadlines that fired since the JVM started, in every server: connections cut off, plus those
-   * whose client had already gone mid-request (their Watch stays armed until its deadline).
+   * Deadlines that fired in this server: connections cut off, plus those whose client had already
+   * gone mid-request (their Watch stays armed until its deadline).
    */
-  static long closedConnections() {
-    return TOTAL_CLOSED.get();
-  }
-
-  /** Like {@link #closedConnections()}, for this server only. */
   long closed() {
     return closed.get();
   }
@@ -209,7 +200,6 @@ final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
         state = FIRED;
         armed.remove(this);
         closed.incrementAndGet();
-        TOTAL_CLOSED.incrementAndGet();
         thread.interrupt();
       }
     }
