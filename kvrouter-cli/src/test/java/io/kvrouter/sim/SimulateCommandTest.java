@@ -151,7 +151,7 @@ class SimulateCommandTest {
     assertThat(run("simulate", "--requests", "10", "--pressure-weight", "-1", "--no-report"))
         .isEqualTo(2);
     assertThat(err.toString())
-        .contains("kvrouter simulate: pressure weight must be >= 0, got -1.0");
+        .contains("kvrouter simulate: pressure weight must be finite and >= 0, got -1.0");
   }
 
   @Test

@@ -110,6 +110,16 @@ public final class KvRouter implements AutoCloseable {
     }
   }
 
+  /**
+   * The one check of a cost weight or the temperature: finite and at least 0; returns {@code
+   * value}. The builder uses it, and so do configurations that validate before they build a router.
+   *
+   * @throws IllegalArgumentException {@code "<name> must be finite and >= 0, got <value>"}
+   */
+  public static double requireWeight(String name, double value) {
+    return CostBasedSelector.requireWeight(name, value);
+  }
+
   /** A builder for a router whose workers use blocks of {@code blockSize} tokens. */
   public static Builder builder(int blockSize) {
     return new Builder(blockSize);

@@ -477,18 +477,9 @@ public final class KvRouterServer implements AutoCloseable {
       if (shutdownGrace.isNegative()) {
         throw new IllegalArgumentException("shutdownGrace must be >= 0, got " + shutdownGrace);
       }
-      if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
-        throw new IllegalArgumentException(
-            "overlapWeight must be finite and >= 0, got " + overlapWeight);
-      }
-      if (!(pressureWeight >= 0) || Double.isInfinite(pressureWeight)) {
-        throw new IllegalArgumentException(
-            "pressureWeight must be finite and >= 0, got " + pressureWeight);
-      }
-      if (!(temperature >= 0) || Double.isInfinite(temperature)) {
-        throw new IllegalArgumentException(
-            "temperature must be finite and >= 0, got " + temperature);
-      }
+      KvRouter.requireWeight("overlapWeight", overlapWeight);
+      KvRouter.requireWeight("pressureWeight", pressureWeight);
+      KvRouter.requireWeight("temperature", temperature);
       if (busyPrefillTokens < -1) {
         throw new IllegalArgumentException(
             "busyPrefillTokens must be >= 0 (or -1 for never), got " + busyPrefillTokens);

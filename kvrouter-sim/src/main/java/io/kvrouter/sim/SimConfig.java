@@ -1,5 +1,6 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.route.KvRouter;
 import java.util.Objects;
 
 /**
@@ -54,12 +55,8 @@ record SimConfig(
     if (!(eventDelayMs >= 0) || Double.isInfinite(eventDelayMs)) {
       throw new IllegalArgumentException("event delay must be >= 0 ms, got " + eventDelayMs);
     }
-    if (!(overlapWeight >= 0) || Double.isInfinite(overlapWeight)) {
-      throw new IllegalArgumentException("overlap weight must be >= 0, got " + overlapWeight);
-    }
-    if (!(pressureWeight >= 0) || Double.isInfinite(pressureWeight)) {
-      throw new IllegalArgumentException("pressure weight must be >= 0, got " + pressureWeight);
-    }
+    KvRouter.requireWeight("overlap weight", overlapWeight);
+    KvRouter.requireWeight("pressure weight", pressureWeight);
     if (maxBlocks < 0) {
       throw new IllegalArgumentException(
           "max blocks must be >= 1 (or 0 for none), got " + maxBlocks);
