@@ -24,8 +24,8 @@ import java.util.Set;
  *
  * Parsing streams with jackson-core (no databind); a syntax error becomes an IOException whose
  * message carries jackson's line and column. parse(text, skip) skips the values of the named
- * top-level fields without building them (tokenizer.json's "model" holds the whole vocabulary
- * and merges, which only the Rust core needs). Writing follows Python's json.dumps with
+ * fields of second-level objects without building them (tokenizer.json's model.vocab and
+ * model.merges, which only the Rust core needs; the model's type and dropout are kept). Writing follows Python's json.dumps with
  * ensure_ascii=False: separators ", " and ": " (or "," and ": " with an indent), control
  * characters as \\uXXXX, floats as Python's repr prints them; that is what transformers' tojson
  * filter prints. Stateless; safe from any thread.
@@ -49,14 +49,17 @@ final class Json {
     return parse(text, Set.of());
   }
 
-  /** Parses a JSON document, skipping the values of the named fields of the top-level object. */
-  static Object parse(String text, Set<String> skipTopLevel) throws IOException {
+  /**
+   * Parses a JSON document, skipping the values of the named fields of the objects one level below
+   * the top (in tokenizer.json: the model's vocab and merges), which read as null.
+   */
+  static Object parse(String text, Set<String> skipSecondLevel) throws IOException {
     try (JsonParser p = FACTORY.createParser(text)) {
       JsonToken t = p.nextToken();
       if (t == null) {
         throw new IOException("empty document");
       }
-      Object v = read(p, t, 0, skipTopLevel);
+      Object v = read(p, t, 0, skipSecondLevel);
       if (p.nextToken() != null) {
         throw new IOException(
             "trailing content after the JSON value " + where(p.currentLocation()));
@@ -79,7 +82,7 @@ final class Json {
         while ((t = p.nextToken()) != JsonToken.END_OBJECT) {
           String name = p.currentName();
           JsonToken v = p.nextToken();
-          if (depth == 0 && skip.contains(name)) {
+          if (depth == 1 && skip.contains(name)) {
             p.skipChildren();
             m.put(name, null);
           } else {

@@ -35,7 +35,10 @@ import java.util.Optional;
  * at added tokens (AddedTokens, exactly as the Rust core splits it first) and looks each piece
  * between them up in the SegmentCache, encoding only the misses; the ids of the pieces and of
  * the added tokens, concatenated, are the ids of the whole (the Rust core tokenizes those pieces
- * independently). With add_special_tokens the post-processor's fixed prefix and suffix (found at
+ * independently). A miss longer than LongTextCuts.MIN_CUT_CHARS is encoded in parts cut where
+ * LongTextCuts proves the ids do not change (when the tokenizer's pipeline is one it knows), since
+ * the Rust core's cost per token grows with the length of one call. With add_special_tokens the
+ * post-processor's fixed prefix and suffix (found at
  * load by encoding probes) are put around them. segmentable is false when the tokenizer has a
  * setting under which a piece's ids depend on its neighbours (an added token with lstrip, rstrip
  * or single_word; a Metaspace pre-tokenizer with prepend_scheme "first"); encode is then the
@@ -78,6 +81,9 @@ public final class Tokenizer implements AutoCloseable {
   private final int[] specialPrefix;
   private final int[] specialSuffix;
   private final SegmentCache cache;
+  private final LongTextCuts cuts;
+  private final java.util.concurrent.atomic.LongAdder longSegmentParts =
+      new java.util.concurrent.atomic.LongAdder();
   private final SpecialTokens special;
   private final Map<String, Object> specialTokenVariables;
   private final ChatTemplate chatTemplate;
@@ -114,7 +120,7 @@ public final class Tokenizer implements AutoCloseable {
             "a Hugging Face model directory needs tokenizer.json (the fast tokenizer)");
     Object tj;
     try {
-      tj = Json.parse(tokenizerJson, java.util.Set.of("model"));
+      tj = Json.parse(tokenizerJson, java.util.Set.of("vocab", "merges"));
     } catch (IOException e) {
       throw new TokenizerException(
           modelDir.resolve("tokenizer.json") + " is not valid JSON: " + e.getMessage(), e);
@@ -226,6 +232,7 @@ public final class Tokenizer implements AutoCloseable {
     this.added = new AddedTokens(tokens, isIdentity(tokenizerJson.get("normalizer")));
     this.segmentable = cacheBytes > 0 && !neighbourDependent && !metaspaceFirst;
     this.cache = segmentable ? new SegmentCache(cacheBytes) : null;
+    this.cuts = LongTextCuts.forConfig(tokenizerJson);
     // The post-processor's ids around a single sequence: encode an added token with and without.
     int[] empty = encodeUncached("", true);
     int[] prefix = null, suffix = null;
@@ -397,7 +404,7 @@ public final class Tokenizer implements AutoCloseable {
         new AddedTokens.Sink() {
           @Override
           public void text(String t, int start, int end) {
-            out.add(cache.get(t.substring(start, end), s -> encodeUncached(s, false)));
+            out.add(cache.get(t.substring(start, end), Tokenizer.this::encodeSegment));
           }
 
           @Override
@@ -409,6 +416,38 @@ public final class Tokenizer implements AutoCloseable {
       out.add(specialSuffix);
     }
     return out.toArray();
+  }
+
+  /**
+   * Token ids of one segment (text between added tokens, without special tokens): one call to the
+   * Rust core, or for a long segment one call per part between {@link LongTextCuts} cuts.
+   */
+  int[] encodeSegment(String s) {
+    if (cuts == null || s.length() <= LongTextCuts.MIN_CUT_CHARS) {
+      return encodeUncached(s, false);
+    }
+    IntBuffer out = new IntBuffer(s.length() / 3);
+    int start = 0;
+    while (start < s.length()) {
+      int end =
+          s.length() - start <= LongTextCuts.MIN_CUT_CHARS
+              ? s.length()
+              : cuts.nextCut(s, start + LongTextCuts.PART_CHARS);
+      out.add(encodeUncached(s.substring(start, end), false));
+      longSegmentParts.increment();
+      start = end;
+    }
+    return out.toArray();
+  }
+
+  /** Whether long segments are encoded in parts (see {@link LongTextCuts}). */
+  LongTextCuts longTextCuts() {
+    return cuts;
+  }
+
+  /** Parts encoded by {@link #encodeSegment} for long segments so far (for tests). */
+  long longSegmentParts() {
+    return longSegmentParts.sum();
   }
 
   /** Token ids of {@code text} from one call to the Rust core, no cache. */
