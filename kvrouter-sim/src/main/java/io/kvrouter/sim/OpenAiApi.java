@@ -96,6 +96,7 @@ final class OpenAiApi {
   private final TextGenerator generator;
   private final EngineScheduler scheduler;
   private final EngineMetrics metrics;
+  private final Runnable onResponseSent;
   private final int maxModelLen;
   private final AtomicLong jobIds = new AtomicLong();
   private final SplittableRandom faults;
@@ -107,13 +108,15 @@ final class OpenAiApi {
       Tokenizer tokenizer,
       TextGenerator generator,
       EngineScheduler scheduler,
-      EngineMetrics metrics) {
+      EngineMetrics metrics,
+      Runnable onResponseSent) {
     this.config = config;
     this.model = model;
     this.tokenizer = tokenizer;
     this.generator = generator;
     this.scheduler = scheduler;
     this.metrics = metrics;
+    this.onResponseSent = onResponseSent;
     this.maxModelLen = config.effectiveMaxModelLen();
     this.faults = new SplittableRandom(config.seed() ^ 0x5eed_fa17L);
   }
@@ -613,6 +616,7 @@ final class OpenAiApi {
                 ? chatResponse(id, createdAt, choices)
                 : completionResponse(id, createdAt, choices));
       }
+      onResponseSent.run();
     } catch (IOException | UncheckedIOException e) {
       endAll(choices); // the client left: free its blocks
     } catch (InterruptedException e) {
