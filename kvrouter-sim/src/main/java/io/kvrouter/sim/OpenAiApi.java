@@ -150,6 +150,8 @@ final class OpenAiApi {
     r.get(
         "/mock/requests",
         wrap((req, res) -> sendJson(res, 200, Map.of("requests", scheduler.recentTimings()))));
+    // what FastAPI answers for any other path
+    r.any((req, res) -> sendJson(res, 404, Map.of("detail", "Not Found")));
   }
 
   private Handler wrap(Handler h) {
@@ -160,6 +162,9 @@ final class OpenAiApi {
         if (!res.isSent()) sendError(res, e);
       } catch (TokenizerException | IllegalArgumentException e) {
         if (!res.isSent()) sendError(res, ApiError.badRequest(e.getMessage()));
+      } catch (RuntimeException e) {
+        if (res.isSent()) throw e; // mid-stream: the connection is cut, as a dying server's
+        sendError(res, new ApiError(500, "InternalServerError", String.valueOf(e), null));
       }
     };
   }

@@ -180,6 +180,16 @@ class MockEngineBehaviourTest {
   }
 
   @Test
+  void dieAfterSecondsStopsTheEngine() throws Exception {
+    try (MockEngineServer e =
+        MockEngineServer.start(
+            MockEngineServer.Config.builder().dieAfter(Duration.ofMillis(50)).build())) {
+      assertThat(e.death().get(10, TimeUnit.SECONDS)).contains("--die-after-seconds");
+      assertThat(e.isDead()).isTrue();
+    }
+  }
+
+  @Test
   void startUpDelaysBindLater() throws Exception {
     try (MockEngineServer e =
         MockEngineServer.start(
