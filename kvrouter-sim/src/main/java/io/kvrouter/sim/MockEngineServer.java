@@ -429,6 +429,7 @@ public final class MockEngineServer implements AutoCloseable {
   private final java.util.concurrent.atomic.AtomicInteger responses =
       new java.util.concurrent.atomic.AtomicInteger();
   private volatile boolean closed;
+  private volatile int boundPort;
 
   private MockEngineServer(Config config) {
     this.config = config;
@@ -507,6 +508,7 @@ public final class MockEngineServer implements AutoCloseable {
         throw new IllegalStateException(
             "mock engine: cannot listen on " + config.host() + ":" + port);
       }
+      boundPort = webServer.port();
       listening.complete(null);
     } catch (InterruptedException e) {
       listening.completeExceptionally(e);
@@ -568,7 +570,8 @@ public final class MockEngineServer implements AutoCloseable {
 
   /** The HTTP port (chosen at start when the configuration said 0). */
   public int port() {
-    return config.httpStartDelay().isZero() && webServer.isRunning() ? webServer.port() : port;
+    int b = boundPort;
+    return b > 0 ? b : port;
   }
 
   /** {@code http://host:port}, with 127.0.0.1 for a wildcard host. */

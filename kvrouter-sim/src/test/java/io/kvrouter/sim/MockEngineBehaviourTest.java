@@ -165,8 +165,10 @@ class MockEngineBehaviourTest {
       assertThat(EngineHttp.post(e.url() + "/v1/completions", body).status()).isEqualTo(200);
       assertThat(e.isDead()).isFalse();
       assertThat(EngineHttp.post(e.url() + "/v1/completions", body).status()).isEqualTo(200);
-      assertThat(e.death().get(10, TimeUnit.SECONDS)).contains("--die-after-requests 2");
       int port = e.port();
+      assertThat(port).isPositive();
+      assertThat(e.death().get(10, TimeUnit.SECONDS)).contains("--die-after-requests 2");
+      assertThat(e.port()).isEqualTo(port);
       await(
           () -> {
             try (Socket s = new Socket("127.0.0.1", port)) {
