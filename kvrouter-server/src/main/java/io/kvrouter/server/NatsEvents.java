@@ -8,6 +8,7 @@ import io.kvrouter.transport.nats.NatsEventStream;
 import io.kvrouter.transport.nats.NatsReplica;
 import io.nats.client.Connection;
 import io.nats.client.JetStreamApiException;
+import io.nats.client.api.PublishAck;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
@@ -120,25 +121,61 @@ final class NatsEvents implements AutoCloseable {
    * Publishes {@code events} in order to the feed's subject and waits (up to {@code wait}) until
    * this server's replica applied them, so that a /query sent after the answer sees them.
    *
-   * @return the stream sequence of the last event
-   * @throws ApiException 503 when an event was not stored (the ones before it were) or not applied
-   *     in time
+   * <p>With a {@code batchId} (from the request's {@code Idempotency-Key} and its body), event i
+   * has the message id {@code kvrouter-batch:<subject>:<batchId>:<i>}: a retry of the same batch
+   * within the stream's duplicate window stores none of the events the first attempt stored.
+   * Without one, each event gets an id of its own, which only makes the publisher's own retries
+   * safe.
+   *
+   * @param batchId null, or an id that names this batch (its key and content) in the stream
+   * @return the stream sequence of the last event and how many events the stream already held
+   * @throws ApiException 503 when an event was refused or its store not confirmed (the ones before
+   *     it were stored), or when the events were not applied in time
    */
-  static long publish(Feed feed, List<RouterEvent> events, Duration wait) {
+  static Published publish(Feed feed, List<RouterEvent> events, Duration wait, String batchId) {
     long last = 0;
+    int duplicates = 0;
+    String subject = feed.stream().subject();
     for (int i = 0; i < events.size(); i++) {
       try {
-        last = feed.publisher().publish(events.get(i)).getSeqno();
-      } catch (IOException | JetStreamApiException | RuntimeException e) {
+        PublishAck ack =
+            batchId == null
+                ? feed.publisher().publish(events.get(i))
+                : feed.publisher()
+                    .publish(events.get(i), "kvrouter-batch:" + subject + ":" + batchId + ":" + i);
+        if (ack.isDuplicate()) duplicates++;
+        last = Math.max(last, ack.getSeqno());
+      } catch (JetStreamApiException e) {
+        // the stream answered and refused it: not stored
         throw new ApiException(
             503,
-            "NATS did not store event ["
+            "NATS refused event ["
                 + i
                 + "] on subject "
-                + feed.stream().subject()
+                + subject
                 + ": "
                 + e.getMessage()
                 + (i == 0 ? "; nothing was published" : "; events [0, " + i + ") were published"));
+      } catch (IOException | RuntimeException e) {
+        // no acknowledgement (a timeout, a lost connection): the store may have happened
+        throw new ApiException(
+            503,
+            "NATS did not confirm storing event ["
+                + i
+                + "] on subject "
+                + subject
+                + ": "
+                + e.getMessage()
+                + "; the store was not confirmed: event ["
+                + i
+                + "] may have been published"
+                + (i == 0 ? "" : " (events [0, " + i + ") were)")
+                + ". "
+                + (batchId == null
+                    ? "Send batches with an Idempotency-Key header so that a retry stores no"
+                        + " event twice"
+                    : "Retry the same batch with the same Idempotency-Key: events already"
+                        + " stored are not stored again"));
       }
     }
     if (last > 0 && !feed.replica().awaitApplied(last, wait)) {
@@ -152,8 +189,16 @@ final class NatsEvents implements AutoCloseable {
               last,
               wait.toMillis()));
     }
-    return last;
+    return new Published(last, duplicates);
   }
+
+  /**
+   * What {@link #publish} did.
+   *
+   * @param lastSequence the stream sequence of the last event
+   * @param duplicates events the stream already held (a retried batch), not stored again
+   */
+  record Published(long lastSequence, int duplicates) {}
 
   /** Closes the connection (the feeds are closed by the Registry first). */
   @Override

@@ -100,6 +100,14 @@ final class ServerMetrics {
           .labelNames("source")
           .register(registry);
 
+  private final Counter natsPublishDuplicates =
+      Counter.builder()
+          .name("kvrouter_nats_publish_duplicates_total")
+          .help(
+              "Events of POST /events batches that the NATS stream already held (a retry with"
+                  + " the same Idempotency-Key): acknowledged, not stored again")
+          .register(registry);
+
   private final Map<String, CounterDataPoint[]> httpCounts = new ConcurrentHashMap<>();
   private final Map<String, DistributionDataPoint[]> httpTimes = new ConcurrentHashMap<>();
   private final Map<ModelKey, IndexStats> retired = new ConcurrentHashMap<>();
@@ -514,6 +522,10 @@ final class ServerMetrics {
 
   void eventsReceived(int n) {
     httpEventsReceived.inc(n);
+  }
+
+  void natsPublishDuplicates(int n) {
+    if (n > 0) natsPublishDuplicates.inc(n);
   }
 
   void eventBatchRejected(String reason) {

@@ -11,9 +11,12 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.nats.NatsServer;
 import java.io.IOException;
 import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpRequest;
 import java.time.Duration;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
@@ -213,6 +216,57 @@ class NatsServeTest {
         assertThat(again.query("m", range(1900, 8)).body())
             .startsWith("{\"scores\":{\"2\":{\"0\":8}}");
       }
+    }
+  }
+
+  private static HttpFixture.Reply eventsWithKey(HttpFixture f, String key, String body) {
+    return f.send(
+        HttpRequest.newBuilder(URI.create(f.url + "/events?model_name=m"))
+            .header("Content-Type", "application/json")
+            .header("Idempotency-Key", key)
+            .POST(HttpRequest.BodyPublishers.ofString(body)));
+  }
+
+  private static double metric(HttpFixture f, String series) {
+    for (String line : f.get("/metrics").body().split("\n")) {
+      if (line.startsWith(series + " "))
+        return Double.parseDouble(line.substring(series.length() + 1));
+    }
+    throw new AssertionError("no series " + series);
+  }
+
+  @Test
+  void aBatchRetriedWithTheSameIdempotencyKeyIsStoredOnce() {
+    try (NatsServer nats = NatsServer.start();
+        HttpFixture a = new HttpFixture(replica(nats, "a"));
+        HttpFixture b = new HttpFixture(replica(nats, "b"))) {
+      registerFleet(a);
+      registerFleet(b);
+      String batch =
+          RouterEventJson.writeEvents(
+              list(
+                  stored(new Worker(1, 0), 0, range(0, 8), BS),
+                  stored(new Worker(2, 0), 0, range(40, 8), BS)));
+      String messages = "kvrouter_nats_messages_total{model_name=\"m\",routing_group=\"default\"}";
+      // the first attempt, and two retries of it (one through the other replica)
+      assertThat(eventsWithKey(a, "batch-17", batch).body()).isEqualTo("{\"applied\":2}\n");
+      assertThat(eventsWithKey(a, "batch-17", batch).body()).isEqualTo("{\"applied\":2}\n");
+      assertThat(eventsWithKey(b, "batch-17", batch).body()).isEqualTo("{\"applied\":2}\n");
+      assertThat(metric(a, "kvrouter_nats_publish_duplicates_total")).isEqualTo(2.0);
+      assertThat(metric(b, "kvrouter_nats_publish_duplicates_total")).isEqualTo(2.0);
+      // another key, or the same key with another body, is another batch
+      assertThat(eventsWithKey(a, "batch-18", batch).status()).isEqualTo(200);
+      String other =
+          RouterEventJson.writeEvents(list(stored(new Worker(2, 1), 0, range(80, 4), BS)));
+      assertThat(eventsWithKey(a, "batch-17", other).status()).isEqualTo(200);
+      // without a key every post is stored; the last one marks the end for b
+      assertThat(a.events("m", list(stored(new Worker(1, 0), 1, range(200, 4), BS))).status())
+          .isEqualTo(200);
+      awaitBody(() -> b.query("m", range(200, 4)), "{\"scores\":{\"1\":{\"0\":4}}");
+      // 2 (batch-17) + 2 (batch-18) + 1 (batch-17, other body) + 1: each copy of batch-17 once
+      assertThat(metric(b, messages)).isEqualTo(6.0);
+      assertThat(metric(a, messages)).isEqualTo(6.0);
+      assertThat(eventsWithKey(a, "with space", batch).status()).isEqualTo(400);
     }
   }
 }

@@ -107,18 +107,31 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
    * @throws JetStreamApiException when the stream refused the message
    */
   public PublishAck publish(RouterEvent event) throws IOException, JetStreamApiException {
+    return publish(event, idPrefix + counter.incrementAndGet());
+  }
+
+  /**
+   * {@link #publish(RouterEvent)} with the caller's {@code Nats-Msg-Id}: the stream stores a
+   * message whose id it already stored within its duplicate window (JetStream's {@code
+   * duplicate_window}, 2 minutes unless the stream says otherwise) only once, and acknowledges the
+   * copy with the first one's sequence and {@link PublishAck#isDuplicate()} true. A caller that
+   * retries a batch whose store was not confirmed gives each event the id it gave it the first
+   * time, so the events that were stored after all are not stored twice.
+   *
+   * @param messageId unique in the whole stream for this event (other subjects included)
+   */
+  public PublishAck publish(RouterEvent event, String messageId)
+      throws IOException, JetStreamApiException {
     Objects.requireNonNull(event, "event");
+    Objects.requireNonNull(messageId, "messageId");
     byte[] payload = RouterEventJson.writeEventBytes(event);
     PublishOptions opts =
-        PublishOptions.builder()
-            .expectedStream(stream.stream())
-            .messageId(idPrefix + counter.incrementAndGet())
-            .build();
+        PublishOptions.builder().expectedStream(stream.stream()).messageId(messageId).build();
     IOException last = null;
     for (int i = 0; i < ATTEMPTS; i++) {
       try {
         PublishAck ack = js.publish(stream.subject(), (Headers) null, payload, opts);
-        published.incrementAndGet();
+        if (!ack.isDuplicate()) published.incrementAndGet();
         lastSequence.accumulateAndGet(ack.getSeqno(), Math::max);
         return ack;
       } catch (IOException e) {
@@ -155,7 +168,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
     }
   }
 
-  /** Events stored so far. */
+  /** Events stored so far (acknowledged duplicates not counted). */
   public long published() {
     return published.get();
   }
