@@ -83,6 +83,16 @@ final class NatsEvents implements AutoCloseable {
         url, replicaId, NatsConnections.connect("events", url, "kvrouter-" + replicaId));
   }
 
+  /** The connection (for the registration log, which shares it). */
+  Connection connection() {
+    return nc;
+  }
+
+  /** The replica id: names this server's consumers, snapshots and log threads. */
+  String replicaId() {
+    return replicaId;
+  }
+
   /** The subject of an index's events. */
   static NatsEventStream streamOf(ModelKey key) {
     return NatsEventStream.forModel(key.modelName(), key.routingGroup());

@@ -108,6 +108,16 @@ final class ServerMetrics {
                   + " the same Idempotency-Key): acknowledged, not stored again")
           .register(registry);
 
+  private final Counter registrationLog =
+      Counter.builder()
+          .name("kvrouter_nats_registration_ops_total")
+          .help(
+              "Operations of the NATS registration log applied by this server (every replica's,"
+                  + " its own included), by op (register, unregister, unknown, none) and outcome"
+                  + " (applied; refused: a 409 or 404 every replica meets; malformed; skipped)")
+          .labelNames("op", "outcome")
+          .register(registry);
+
   private final Map<String, CounterDataPoint[]> httpCounts = new ConcurrentHashMap<>();
   private final Map<String, DistributionDataPoint[]> httpTimes = new ConcurrentHashMap<>();
   private final Map<ModelKey, IndexStats> retired = new ConcurrentHashMap<>();
@@ -522,6 +532,10 @@ final class ServerMetrics {
 
   void eventsReceived(int n) {
     httpEventsReceived.inc(n);
+  }
+
+  void registrationLog(String op, String outcome) {
+    registrationLog.labelValues(op, outcome).inc();
   }
 
   void natsPublishDuplicates(int n) {

@@ -19,6 +19,8 @@ import java.net.URI;
 import java.net.http.HttpRequest;
 import java.time.Duration;
 import java.util.function.Supplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -267,6 +269,97 @@ class NatsServeTest {
       assertThat(metric(b, messages)).isEqualTo(6.0);
       assertThat(metric(a, messages)).isEqualTo(6.0);
       assertThat(eventsWithKey(a, "with space", batch).status()).isEqualTo(400);
+    }
+  }
+
+  /** "instance/dp_rank@model/group" for every rank /workers lists, in its order. */
+  private static String ranks(String workersJson) {
+    StringBuilder out = new StringBuilder();
+    Pattern head =
+        Pattern.compile("^(\\d+),\"model_name\":\"([^\"]*)\",\"routing_group\":\"([^\"]*)\"");
+    Pattern rank = Pattern.compile("\\{\"dp_rank\":(\\d+)");
+    for (String entry : workersJson.split("\\{\"instance_id\":")) {
+      Matcher h = head.matcher(entry);
+      if (!h.find()) continue;
+      Matcher r = rank.matcher(entry);
+      while (r.find()) {
+        out.append(out.isEmpty() ? "" : " ")
+            .append(h.group(1))
+            .append('/')
+            .append(r.group(1))
+            .append('@')
+            .append(h.group(2))
+            .append('/')
+            .append(h.group(3));
+      }
+    }
+    return out.toString();
+  }
+
+  @Test
+  void aRestartedReplicaKnowsTheRegistrationsOfTheFleet() {
+    try (NatsServer nats = NatsServer.start();
+        HttpFixture a = new HttpFixture(replica(nats, "a"))) {
+      try (HttpFixture b = new HttpFixture(replica(nats, "b"))) {
+        // registered on A only: B follows through the stream
+        registerFleet(a);
+        assertThat(
+                a.post(
+                        "/register",
+                        "{\"instance_id\":3,\"model_name\":\"n\",\"routing_group\":\"g\","
+                            + "\"block_size\":8,\"capacity_blocks\":100}")
+                    .status())
+            .isEqualTo(201);
+        awaitBody(() -> b.get("/ready"), "{\"ready\":true,\"indexes\":2");
+        assertThat(ranks(b.get("/workers").body()))
+            .isEqualTo("1/0@m/default 2/0@m/default 2/1@m/default 3/0@n/g");
+        // the same registration again, on B: accepted as it is; another one is a 409
+        assertThat(b.register(1, 0, "m", BS).status()).isEqualTo(201);
+        assertThat(b.register(1, 0, "m", 2 * BS).status()).isEqualTo(409);
+        assertThat(
+                a.events(
+                        "m",
+                        list(
+                            stored(new Worker(1, 0), 0, range(0, 8), BS),
+                            stored(new Worker(2, 0), 0, range(0, 8), BS)))
+                    .status())
+            .isEqualTo(200);
+      }
+      // while B is down: rank 2/0 and the whole of model n go, instance 4 comes
+      HttpFixture.Reply gone =
+          a.post("/unregister", "{\"instance_id\":2,\"model_name\":\"m\",\"dp_rank\":0}");
+      assertThat(gone.status()).as(gone.body()).isEqualTo(200);
+      assertThat(a.post("/unregister", "{\"instance_id\":3,\"model_name\":\"n\"}").status())
+          .isEqualTo(200);
+      assertThat(a.register(4, 0, "m", BS).status()).isEqualTo(201);
+      assertThat(a.post("/unregister", "{\"instance_id\":3,\"model_name\":\"n\"}").status())
+          .isEqualTo(404);
+      String expected = "1/0@m/default 2/1@m/default 4/0@m/default";
+      assertThat(ranks(a.get("/workers").body())).isEqualTo(expected);
+
+      try (HttpFixture again = new HttpFixture(replica(nats, "b"))) {
+        // start() returned after replaying the log: the registrations are there at once
+        assertThat(ranks(again.get("/workers").body())).isEqualTo(expected);
+        assertThat(again.get("/workers").body()).contains("\"ingestion\":\"nats\"");
+        awaitBody(() -> again.get("/ready"), "{\"ready\":true,\"indexes\":1,");
+        // worker 2 rank 0's blocks went with it (its Cleared is in the event stream)
+        assertThat(again.query("m", range(0, 8)).body())
+            .startsWith("{\"scores\":{\"1\":{\"0\":8}}");
+        assertThat(a.query("m", range(0, 8)).body()).startsWith("{\"scores\":{\"1\":{\"0\":8}}");
+        assertThat(again.get("/metrics").body())
+            .contains(
+                "kvrouter_nats_registration_ops_total{op=\"register\",outcome=\"applied\"} 5.0",
+                "kvrouter_nats_registration_ops_total{op=\"unregister\",outcome=\"applied\"} 2.0",
+                // two stored events and the Cleared that the unregistration of 2/0 published
+                "kvrouter_nats_events_applied_total{model_name=\"m\",routing_group=\"default\"} 3.0");
+        // what the restarted replica registers reaches A
+        assertThat(again.register(5, 0, "m", BS).status()).isEqualTo(201);
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        while (!ranks(a.get("/workers").body()).endsWith("5/0@m/default")) {
+          assertThat(System.nanoTime()).as("A lists instance 5").isLessThan(deadline);
+          sleep(20);
+        }
+      }
     }
   }
 }
