@@ -21,8 +21,9 @@ final class Source {
   /*
    * Implementation notes
    *
-   * Thread ownership: every method runs on the subscriber's thread; only lastApplied is read
-   * elsewhere (lastSequence()), so it alone is volatile.
+   * Thread ownership: every method runs on the subscriber's thread; only lastApplied and
+   * lastMessageNanos are read elsewhere (lastSequence(), nanosSinceLastMessage()), so they alone
+   * are volatile.
    *
    * State: lastApplied is the highest sequence number dealt with (applied, rejected as
    * malformed, or given up as lost), -1 before the first; lastPayload is that message's payload
