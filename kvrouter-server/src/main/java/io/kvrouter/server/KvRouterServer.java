@@ -464,7 +464,8 @@ public final class KvRouterServer implements AutoCloseable {
    *     property {@code kvrouter.http.readTimeoutMillis}
    * @param natsApplyWait with {@code events}: how long {@code POST /events} waits, after NATS
    *     stored the batch, for this server's replica to apply it (so that a {@code /query} sent
-   *     after the answer sees it) before answering 503; default 10 s
+   *     after the answer sees it) before answering 503, and how long {@code POST /register} and
+   *     {@code POST /unregister} wait for this server to apply what they published; default 10 s
    */
   public record Config(
       String host,
