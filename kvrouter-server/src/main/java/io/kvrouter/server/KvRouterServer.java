@@ -220,7 +220,7 @@ public final class KvRouterServer implements AutoCloseable {
     if (config.events() != null) {
       String id = config.replicaId() != null ? config.replicaId() : "serve-" + s.port();
       try {
-        s.nats = NatsEvents.connect(config.events(), id);
+        s.nats = NatsEvents.connect(config.events(), id, config.natsApplyWait());
       } catch (RuntimeException e) {
         s.stop();
         throw new StartException(e.getMessage(), e);

@@ -53,10 +53,13 @@ final class NatsEvents implements AutoCloseable {
   private final String replicaId;
   private final Connection nc;
 
-  private NatsEvents(String url, String replicaId, Connection nc) {
+  private final Duration ackTimeout;
+
+  private NatsEvents(String url, String replicaId, Connection nc, Duration ackTimeout) {
     this.url = url;
     this.replicaId = replicaId;
     this.nc = nc;
+    this.ackTimeout = ackTimeout;
   }
 
   /** Checks {@code --events}: {@code nats://host:port} (or several, comma-separated). */
@@ -78,9 +81,27 @@ final class NatsEvents implements AutoCloseable {
    *
    * @throws IllegalStateException naming the URL when no server answers within 5 s
    */
-  static NatsEvents connect(String url, String replicaId) {
+  static NatsEvents connect(String url, String replicaId, Duration applyWait) {
     return new NatsEvents(
-        url, replicaId, NatsConnections.connect("events", url, "kvrouter-" + replicaId));
+        url,
+        replicaId,
+        NatsConnections.connect("events", url, "kvrouter-" + replicaId),
+        ackTimeout(applyWait));
+  }
+
+  /**
+   * How long one publish attempt waits for the stream's acknowledgement: a third of {@code
+   * applyWait} (the publisher makes three), between 250 ms and 5 s, so that a batch NATS does not
+   * acknowledge is answered in about {@code --nats-apply-wait-ms}.
+   */
+  static Duration ackTimeout(Duration applyWait) {
+    long ms = Math.max(250, Math.min(5000, applyWait.toMillis() / 3));
+    return Duration.ofMillis(ms);
+  }
+
+  /** How long one publish attempt waits for its acknowledgement ({@link #ackTimeout(Duration)}). */
+  Duration ackTimeout() {
+    return ackTimeout;
   }
 
   /** The connection (for the registration log, which shares it). */
@@ -109,7 +130,7 @@ final class NatsEvents implements AutoCloseable {
     NatsEventStream stream = streamOf(key);
     try {
       NatsReplica replica = NatsReplica.builder(nc, stream, index).replicaId(replicaId).start();
-      return new Feed(stream, replica, NatsEventPublisher.existing(nc, stream));
+      return new Feed(stream, replica, NatsEventPublisher.existing(nc, stream, ackTimeout));
     } catch (RuntimeException e) {
       throw new ApiException(
           503,

@@ -159,7 +159,8 @@ final class NatsRegistrations implements AutoCloseable {
             publishAndWait(UNREGISTER, json(u), "model '" + u.modelName() + "'");
     for (Registry.Removed gone : removed) {
       try {
-        NatsEventPublisher.existing(nc, NatsEvents.streamOf(gone.key()))
+        NatsEventPublisher.existing(
+                nc, NatsEvents.streamOf(gone.key()), NatsEvents.ackTimeout(wait))
             .publish(new RouterEvent(gone.worker(), 0, CacheEvent.cleared()));
       } catch (IOException | JetStreamApiException | RuntimeException e) {
         // the rank is unregistered everywhere; its blocks stay on replicas until it is cleared
@@ -220,7 +221,7 @@ final class NatsRegistrations implements AutoCloseable {
     IOException last = null;
     for (int i = 0; i < ATTEMPTS; i++) {
       try {
-        PublishAck ack = log.publish(h, body, msgId);
+        PublishAck ack = log.publish(h, body, msgId, NatsEvents.ackTimeout(wait));
         return ack.getSeqno();
       } catch (IOException e) {
         last = e;

@@ -362,4 +362,40 @@ class NatsServeTest {
       }
     }
   }
+
+  @Test
+  void aBatchWhoseStoreWasNotConfirmedIsRetriedSafely() {
+    try (NatsServer nats = NatsServer.start();
+        HttpFixture a = new HttpFixture(replica(nats, "a").natsApplyWait(Duration.ofSeconds(2)))) {
+      registerFleet(a);
+      String batch =
+          RouterEventJson.writeEvents(
+              list(
+                  stored(new Worker(1, 0), 0, range(0, 8), BS),
+                  stored(new Worker(2, 0), 0, range(40, 8), BS)));
+      nats.pause();
+      // NATS is down: the publish is not acknowledged, though jnats holds it for the reconnection
+      HttpFixture.Reply lost = eventsWithKey(a, "outage-1", batch);
+      assertThat(lost.status()).isEqualTo(503);
+      assertThat(lost.body())
+          .contains(
+              "NATS did not confirm storing event [0]",
+              "the store was not confirmed: event [0] may have been published",
+              "Retry the same batch with the same Idempotency-Key")
+          .doesNotContain("nothing was published");
+      nats.startAgain();
+      // the retry, once NATS is back (the connection comes back by itself)
+      HttpFixture.Reply retry = eventsWithKey(a, "outage-1", batch);
+      long deadline = System.nanoTime() + WAIT.toNanos();
+      while (retry.status() != 200 && System.nanoTime() < deadline) {
+        sleep(100);
+        retry = eventsWithKey(a, "outage-1", batch);
+      }
+      assertThat(retry.body()).isEqualTo("{\"applied\":2}\n");
+      assertThat(a.query("m", range(40, 8)).body()).startsWith("{\"scores\":{\"2\":{\"0\":8}}");
+      // whatever the first attempt got into the stream, each event is there once
+      String messages = "kvrouter_nats_messages_total{model_name=\"m\",routing_group=\"default\"}";
+      assertThat(metric(a, messages)).isEqualTo(2.0);
+    }
+  }
 }

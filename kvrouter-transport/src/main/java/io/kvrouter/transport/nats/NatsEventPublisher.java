@@ -5,12 +5,14 @@ import io.kvrouter.transport.json.RouterEventJson;
 import io.nats.client.Connection;
 import io.nats.client.JetStream;
 import io.nats.client.JetStreamApiException;
+import io.nats.client.JetStreamOptions;
 import io.nats.client.NUID;
 import io.nats.client.PublishOptions;
 import io.nats.client.api.PublishAck;
 import io.nats.client.impl.Headers;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
@@ -53,8 +55,13 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
   private final AtomicLong published = new AtomicLong();
   private final AtomicLong lastSequence = new AtomicLong();
 
-  private NatsEventPublisher(Connection nc, NatsEventStream stream) throws IOException {
-    this.js = nc.jetStream();
+  private NatsEventPublisher(Connection nc, NatsEventStream stream, Duration ackTimeout)
+      throws IOException {
+    // a synchronous publish waits as long as its JetStream context's request timeout
+    this.js =
+        ackTimeout == null
+            ? nc.jetStream()
+            : nc.jetStream(JetStreamOptions.builder().requestTimeout(ackTimeout).build());
     this.stream = stream;
   }
 
@@ -70,7 +77,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
     Objects.requireNonNull(stream, "stream");
     try {
       stream.ensure(nc.jetStreamManagement());
-      return new NatsEventPublisher(nc, stream);
+      return new NatsEventPublisher(nc, stream, null);
     } catch (IOException e) {
       throw new UncheckedIOException("cannot set up stream " + stream.stream(), e);
     } catch (JetStreamApiException e) {
@@ -84,10 +91,20 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
    * the right to manage streams); a publish fails when no stream captures the subject.
    */
   public static NatsEventPublisher existing(Connection nc, NatsEventStream stream) {
+    return existing(nc, stream, null);
+  }
+
+  /**
+   * {@link #existing(Connection, NatsEventStream)} that waits at most {@code ackTimeout} for each
+   * attempt's acknowledgement (null: the connection's JetStream request timeout), so that a publish
+   * during an outage fails after about three times that.
+   */
+  public static NatsEventPublisher existing(
+      Connection nc, NatsEventStream stream, Duration ackTimeout) {
     Objects.requireNonNull(nc, "connection");
     Objects.requireNonNull(stream, "stream");
     try {
-      return new NatsEventPublisher(nc, stream);
+      return new NatsEventPublisher(nc, stream, ackTimeout);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }

@@ -7,6 +7,7 @@ import io.nats.client.IterableConsumer;
 import io.nats.client.JetStream;
 import io.nats.client.JetStreamApiException;
 import io.nats.client.JetStreamManagement;
+import io.nats.client.JetStreamOptions;
 import io.nats.client.Message;
 import io.nats.client.OrderedConsumerContext;
 import io.nats.client.PublishOptions;
@@ -176,9 +177,23 @@ public final class NatsLog implements AutoCloseable {
    */
   public PublishAck publish(Headers headers, byte[] data, String messageId)
       throws IOException, JetStreamApiException {
+    return publish(headers, data, messageId, null);
+  }
+
+  /**
+   * {@link #publish(Headers, byte[], String)} waiting at most {@code ackTimeout} for the
+   * acknowledgement (null: the connection's JetStream request timeout).
+   */
+  public PublishAck publish(Headers headers, byte[] data, String messageId, Duration ackTimeout)
+      throws IOException, JetStreamApiException {
     PublishOptions.Builder o = PublishOptions.builder().expectedStream(stream.stream());
     if (messageId != null) o.messageId(messageId);
-    return js.publish(stream.subject(), headers, data, o.build());
+    // a synchronous publish waits as long as its JetStream context's request timeout
+    JetStream context =
+        ackTimeout == null
+            ? js
+            : nc.jetStream(JetStreamOptions.builder().requestTimeout(ackTimeout).build());
+    return context.publish(stream.subject(), headers, data, o.build());
   }
 
   /** Whether every message the subject held at start has been handed to the handler. */
