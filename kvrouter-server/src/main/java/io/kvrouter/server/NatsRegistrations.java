@@ -275,8 +275,17 @@ final class NatsRegistrations implements AutoCloseable {
     } catch (ApiException e) {
       outcome = e;
       result = e.status() == 400 ? "malformed" : "refused";
+    } catch (RuntimeException e) {
+      // a bug: the waiting request gets a 500 at once, and the log logs it and goes on
+      metrics.registrationLog(op, "failed");
+      complete(request, new ApiException(500, op + " failed on this server: " + e));
+      throw e;
     }
     metrics.registrationLog(op, result);
+    complete(request, outcome);
+  }
+
+  private void complete(String request, Object outcome) {
     CompletableFuture<Object> f = request == null ? null : pending.get(request);
     if (f != null) f.complete(outcome);
   }

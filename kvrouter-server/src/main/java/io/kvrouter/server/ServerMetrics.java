@@ -114,7 +114,7 @@ final class ServerMetrics {
           .help(
               "Operations of the NATS registration log applied by this server (every replica's,"
                   + " its own included), by op (register, unregister, unknown, none) and outcome"
-                  + " (applied; refused: a 409 or 404 every replica meets; malformed; skipped)")
+                  + " (applied; refused: a 409 or 404 every replica meets; malformed; skipped; failed)")
           .labelNames("op", "outcome")
           .register(registry);
 
