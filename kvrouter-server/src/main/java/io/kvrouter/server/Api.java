@@ -6,6 +6,7 @@ import static io.kvrouter.server.HttpPlumbing.Access.READ;
 import static io.kvrouter.server.HttpPlumbing.param;
 import static io.kvrouter.server.HttpPlumbing.send;
 
+import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Method;
 import io.helidon.http.Status;
@@ -34,6 +35,9 @@ import java.util.function.Supplier;
  * </pre>
  */
 final class Api {
+  /** The header that names a {@code POST /events} batch for safe retries (docs/service.md). */
+  static final HeaderName IDEMPOTENCY_KEY = HeaderNames.create("Idempotency-Key");
+
   private final HttpPlumbing http;
   private final Registry registry;
   private final ServerMetrics metrics;
@@ -179,7 +183,9 @@ final class Api {
 
   private int events(ServerRequest req, ServerResponse res) throws IOException {
     ModelKey key = events.target(param(req, "model_name"), param(req, "routing_group"));
-    int applied = events.ingest(key, http.body(req));
+    String idempotencyKey =
+        events.idempotencyKey(req.headers().first(IDEMPOTENCY_KEY).orElse(null));
+    int applied = events.ingest(key, http.body(req), idempotencyKey);
     return send(res, 200, JsonOut.applied(applied));
   }
 

@@ -3,7 +3,10 @@ package io.kvrouter.server;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -24,7 +27,9 @@ import java.util.concurrent.RejectedExecutionException;
  * are not preempted; platform threads are, by the OS). The executor is shut down by the server
  * at stop; a batch submitted after that is a 503. Holds no state of its own besides its settings;
  * the index's lock (ModelIndex) makes check and apply atomic against unregistration. Every
- * refusal is counted in kvrouter_event_batches_rejected_total with its reason.
+ * refusal is counted in kvrouter_event_batches_rejected_total with its reason. With NATS, a
+ * batch's Idempotency-Key and a digest of its body name its events in the stream (batchId), so
+ * that JetStream's duplicate window drops the events of a retry that the first attempt stored.
  * </pre>
  */
 final class EventIngest {
@@ -66,14 +71,45 @@ final class EventIngest {
     return new ModelKey(modelName, routingGroup);
   }
 
+  /** The longest {@code Idempotency-Key} header {@code POST /events} takes. */
+  static final int MAX_IDEMPOTENCY_KEY = 200;
+
+  /**
+   * Checks the {@code Idempotency-Key} header: 1 to {@value #MAX_IDEMPOTENCY_KEY} visible ASCII
+   * characters; null when absent.
+   *
+   * @throws ApiException 400 for any other value
+   */
+  String idempotencyKey(String header) {
+    if (header == null) return null;
+    boolean ok = !header.isEmpty() && header.length() <= MAX_IDEMPOTENCY_KEY;
+    for (int i = 0; ok && i < header.length(); i++) {
+      char c = header.charAt(i);
+      ok = c > 0x20 && c < 0x7f;
+    }
+    if (!ok) {
+      metrics.eventBatchRejected("bad_request");
+      throw ApiException.badRequest(
+          "Idempotency-Key: expected 1 to "
+              + MAX_IDEMPOTENCY_KEY
+              + " visible ASCII characters (no spaces); nothing was applied");
+    }
+    return header;
+  }
+
   /**
    * Decodes, checks and applies (or publishes) the batch {@code body} for the index of {@code key},
-   * on an ingest thread; returns the number of events.
+   * on an ingest thread; returns the number of events. {@code idempotencyKey} is the request's
+   * checked {@code Idempotency-Key} (null: none). With NATS, a batch posted again with the same key
+   * and the same body within the stream's duplicate window stores none of its events twice
+   * (docs/service.md, {@code POST /events}); in process the key is not needed (a refused batch
+   * applied nothing) and is ignored.
    *
    * @throws ApiException 400 for an empty or malformed batch, 404 for an unknown index or an
-   *     unregistered rank, 503 when the server stops or NATS fails; nothing is applied then
+   *     unregistered rank (nothing applied then), 503 when the server stops (nothing applied) or
+   *     NATS fails (the message says what was stored)
    */
-  int ingest(ModelKey key, byte[] body) {
+  int ingest(ModelKey key, byte[] body, String idempotencyKey) {
     if (body.length == 0) {
       metrics.eventBatchRejected("bad_request");
       throw ApiException.badRequest(
@@ -81,7 +117,7 @@ final class EventIngest {
     }
     Future<Integer> f;
     try {
-      f = ingest.submit(() -> decodeAndApply(key, body));
+      f = ingest.submit(() -> decodeAndApply(key, body, idempotencyKey));
     } catch (RejectedExecutionException e) {
       throw new ApiException(503, "the server is stopping; nothing was applied");
     }
@@ -97,7 +133,7 @@ final class EventIngest {
   }
 
   /** Decodes a batch, checks it and applies or publishes it whole; runs on an ingest thread. */
-  private int decodeAndApply(ModelKey key, byte[] body) {
+  private int decodeAndApply(ModelKey key, byte[] body, String idempotencyKey) {
     List<RouterEvent> events;
     try {
       events = RouterEventJson.readEvents(body);
@@ -127,9 +163,26 @@ final class EventIngest {
     }
     if (m.nats != null) {
       // every replica of the subject applies them, this one included, before the answer
-      NatsEvents.publish(m.nats, events, natsApplyWait);
+      NatsEvents.Published p =
+          NatsEvents.publish(m.nats, events, natsApplyWait, batchId(idempotencyKey, body));
+      metrics.natsPublishDuplicates(p.duplicates());
     }
     metrics.eventsReceived(events.size());
     return events.size();
+  }
+
+  /**
+   * The batch's id in the stream: the key and a digest of the body, so that a key reused for
+   * another batch does not make the stream drop that batch as a copy; null without a key.
+   */
+  static String batchId(String idempotencyKey, byte[] body) {
+    if (idempotencyKey == null) return null;
+    byte[] d;
+    try {
+      d = MessageDigest.getInstance("SHA-256").digest(body);
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e); // every JDK has SHA-256
+    }
+    return idempotencyKey + ":" + HexFormat.of().formatHex(d, 0, 12);
   }
 }

@@ -193,6 +193,14 @@ final class JsonOut {
     g.writeNumberField("disconnects", s.disconnects());
     g.writeNumberField("dropped_foreign_rank", l.droppedForeignRank());
     g.writeNumberField("dropped_unregistered", l.droppedUnregistered());
+    g.writeNumberField("tail_probes", s.tailProbes());
+    g.writeNumberField("tail_recovered", s.tailRecovered());
+    double silent = l.secondsSinceLastMessage();
+    if (silent < 0) {
+      g.writeNullField("seconds_since_last_message");
+    } else {
+      g.writeNumberField("seconds_since_last_message", Math.round(silent * 1000) / 1000.0);
+    }
     g.writeEndObject();
   }
 

@@ -56,8 +56,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Between the webserver's start and the end of start(), serving is false: start() connects to
  * NATS (--events) or loads the peer's dump (--peer) on the caller's thread, and Api answers 503
  * on everything but /health, /ready and /metrics. A failure there stops the server and throws
- * StartException. nats is written by start() before serving turns true (a volatile write that
- * publishes it) and read by stop().
+ * StartException. nats and registrations are written by start() before serving turns true (a
+ * volatile write that publishes them) and read by stop(). With NATS, start() also starts the
+ * registration log (NatsRegistrations) and waits (up to 60 s) until it applied every registration
+ * and unregistration the stream held, so a restarted replica serves with the registrations (and
+ * indexes) of the fleet; /ready then waits for those indexes to catch up with their subjects.
  * </pre>
  */
 public final class KvRouterServer implements AutoCloseable {
@@ -68,6 +71,8 @@ public final class KvRouterServer implements AutoCloseable {
   private final ReadDeadline readDeadline;
   private final Api api;
   private NatsEvents nats;
+  private NatsRegistrations registrations;
+  private final ServerMetrics metrics;
   private volatile boolean ready;
   private volatile boolean serving;
   private volatile String warmStartState = "starting";
@@ -90,6 +95,7 @@ public final class KvRouterServer implements AutoCloseable {
     this.config = config;
     this.registry = new Registry(config::newRouter);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
+    this.metrics = metrics;
     registry.metrics(metrics);
     AtomicInteger ingestThreads = new AtomicInteger();
     this.ingest =
@@ -214,12 +220,37 @@ public final class KvRouterServer implements AutoCloseable {
     if (config.events() != null) {
       String id = config.replicaId() != null ? config.replicaId() : "serve-" + s.port();
       try {
-        s.nats = NatsEvents.connect(config.events(), id);
+        s.nats = NatsEvents.connect(config.events(), id, config.natsApplyWait());
       } catch (RuntimeException e) {
         s.stop();
         throw new StartException(e.getMessage(), e);
       }
       s.registry.nats(s.nats);
+      // the registrations every replica made: applied before this one serves
+      s.warmStartState = "replaying the registrations on NATS (" + config.events() + ")";
+      try {
+        s.registrations =
+            NatsRegistrations.start(
+                s.nats.connection(), s.registry, s.metrics, config.natsApplyWait(), id);
+      } catch (RuntimeException e) {
+        s.stop();
+        throw new StartException("events: " + e.getMessage(), e);
+      }
+      s.registry.log(s.registrations);
+      if (!s.registrations.awaitReady(REGISTRATION_REPLAY_WAIT)) {
+        long at = s.registrations.handled();
+        long of = s.registrations.startSequence();
+        s.stop();
+        throw new StartException(
+            "events: the registrations on NATS were not replayed within "
+                + REGISTRATION_REPLAY_WAIT.toSeconds()
+                + " s ("
+                + at
+                + " operations read; the log ends at stream sequence "
+                + of
+                + ")",
+            null);
+      }
     }
     if (config.peer() != null) {
       try {
@@ -232,6 +263,9 @@ public final class KvRouterServer implements AutoCloseable {
     s.serving = true;
     return s;
   }
+
+  /** How long start() waits for the registrations on NATS to be applied. */
+  private static final Duration REGISTRATION_REPLAY_WAIT = Duration.ofSeconds(60);
 
   /**
    * Binds {@code host:port} once and releases it, so that an address the webserver could not bind
@@ -367,6 +401,8 @@ public final class KvRouterServer implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
+    // the log's thread applies registrations to the registry: stopped first
+    if (registrations != null) registrations.close();
     registry.close();
     if (nats != null) nats.close();
     readDeadline.close();
@@ -428,7 +464,8 @@ public final class KvRouterServer implements AutoCloseable {
    *     property {@code kvrouter.http.readTimeoutMillis}
    * @param natsApplyWait with {@code events}: how long {@code POST /events} waits, after NATS
    *     stored the batch, for this server's replica to apply it (so that a {@code /query} sent
-   *     after the answer sees it) before answering 503; default 10 s
+   *     after the answer sees it) before answering 503, and how long {@code POST /register} and
+   *     {@code POST /unregister} wait for this server to apply what they published; default 10 s
    */
   public record Config(
       String host,

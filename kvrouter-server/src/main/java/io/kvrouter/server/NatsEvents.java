@@ -8,6 +8,7 @@ import io.kvrouter.transport.nats.NatsEventStream;
 import io.kvrouter.transport.nats.NatsReplica;
 import io.nats.client.Connection;
 import io.nats.client.JetStreamApiException;
+import io.nats.client.api.PublishAck;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
@@ -52,10 +53,13 @@ final class NatsEvents implements AutoCloseable {
   private final String replicaId;
   private final Connection nc;
 
-  private NatsEvents(String url, String replicaId, Connection nc) {
+  private final Duration ackTimeout;
+
+  private NatsEvents(String url, String replicaId, Connection nc, Duration ackTimeout) {
     this.url = url;
     this.replicaId = replicaId;
     this.nc = nc;
+    this.ackTimeout = ackTimeout;
   }
 
   /** Checks {@code --events}: {@code nats://host:port} (or several, comma-separated). */
@@ -77,9 +81,37 @@ final class NatsEvents implements AutoCloseable {
    *
    * @throws IllegalStateException naming the URL when no server answers within 5 s
    */
-  static NatsEvents connect(String url, String replicaId) {
+  static NatsEvents connect(String url, String replicaId, Duration applyWait) {
     return new NatsEvents(
-        url, replicaId, NatsConnections.connect("events", url, "kvrouter-" + replicaId));
+        url,
+        replicaId,
+        NatsConnections.connect("events", url, "kvrouter-" + replicaId),
+        ackTimeout(applyWait));
+  }
+
+  /**
+   * How long one publish attempt waits for the stream's acknowledgement: a third of {@code
+   * applyWait} (the publisher makes three), between 250 ms and 5 s, so that a batch NATS does not
+   * acknowledge is answered in about {@code --nats-apply-wait-ms}.
+   */
+  static Duration ackTimeout(Duration applyWait) {
+    long ms = Math.max(250, Math.min(5000, applyWait.toMillis() / 3));
+    return Duration.ofMillis(ms);
+  }
+
+  /** How long one publish attempt waits for its acknowledgement ({@link #ackTimeout(Duration)}). */
+  Duration ackTimeout() {
+    return ackTimeout;
+  }
+
+  /** The connection (for the registration log, which shares it). */
+  Connection connection() {
+    return nc;
+  }
+
+  /** The replica id: names this server's consumers, snapshots and log threads. */
+  String replicaId() {
+    return replicaId;
   }
 
   /** The subject of an index's events. */
@@ -98,7 +130,7 @@ final class NatsEvents implements AutoCloseable {
     NatsEventStream stream = streamOf(key);
     try {
       NatsReplica replica = NatsReplica.builder(nc, stream, index).replicaId(replicaId).start();
-      return new Feed(stream, replica, NatsEventPublisher.existing(nc, stream));
+      return new Feed(stream, replica, NatsEventPublisher.existing(nc, stream, ackTimeout));
     } catch (RuntimeException e) {
       throw new ApiException(
           503,
@@ -120,25 +152,61 @@ final class NatsEvents implements AutoCloseable {
    * Publishes {@code events} in order to the feed's subject and waits (up to {@code wait}) until
    * this server's replica applied them, so that a /query sent after the answer sees them.
    *
-   * @return the stream sequence of the last event
-   * @throws ApiException 503 when an event was not stored (the ones before it were) or not applied
-   *     in time
+   * <p>With a {@code batchId} (from the request's {@code Idempotency-Key} and its body), event i
+   * has the message id {@code kvrouter-batch:<subject>:<batchId>:<i>}: a retry of the same batch
+   * within the stream's duplicate window stores none of the events the first attempt stored.
+   * Without one, each event gets an id of its own, which only makes the publisher's own retries
+   * safe.
+   *
+   * @param batchId null, or an id that names this batch (its key and content) in the stream
+   * @return the stream sequence of the last event and how many events the stream already held
+   * @throws ApiException 503 when an event was refused or its store not confirmed (the ones before
+   *     it were stored), or when the events were not applied in time
    */
-  static long publish(Feed feed, List<RouterEvent> events, Duration wait) {
+  static Published publish(Feed feed, List<RouterEvent> events, Duration wait, String batchId) {
     long last = 0;
+    int duplicates = 0;
+    String subject = feed.stream().subject();
     for (int i = 0; i < events.size(); i++) {
       try {
-        last = feed.publisher().publish(events.get(i)).getSeqno();
-      } catch (IOException | JetStreamApiException | RuntimeException e) {
+        PublishAck ack =
+            batchId == null
+                ? feed.publisher().publish(events.get(i))
+                : feed.publisher()
+                    .publish(events.get(i), "kvrouter-batch:" + subject + ":" + batchId + ":" + i);
+        if (ack.isDuplicate()) duplicates++;
+        last = Math.max(last, ack.getSeqno());
+      } catch (JetStreamApiException e) {
+        // the stream answered and refused it: not stored
         throw new ApiException(
             503,
-            "NATS did not store event ["
+            "NATS refused event ["
                 + i
                 + "] on subject "
-                + feed.stream().subject()
+                + subject
                 + ": "
                 + e.getMessage()
                 + (i == 0 ? "; nothing was published" : "; events [0, " + i + ") were published"));
+      } catch (IOException | RuntimeException e) {
+        // no acknowledgement (a timeout, a lost connection): the store may have happened
+        throw new ApiException(
+            503,
+            "NATS did not confirm storing event ["
+                + i
+                + "] on subject "
+                + subject
+                + ": "
+                + e.getMessage()
+                + "; the store was not confirmed: event ["
+                + i
+                + "] may have been published"
+                + (i == 0 ? "" : " (events [0, " + i + ") were)")
+                + ". "
+                + (batchId == null
+                    ? "Send batches with an Idempotency-Key header so that a retry stores no"
+                        + " event twice"
+                    : "Retry the same batch with the same Idempotency-Key: events already"
+                        + " stored are not stored again"));
       }
     }
     if (last > 0 && !feed.replica().awaitApplied(last, wait)) {
@@ -152,8 +220,16 @@ final class NatsEvents implements AutoCloseable {
               last,
               wait.toMillis()));
     }
-    return last;
+    return new Published(last, duplicates);
   }
+
+  /**
+   * What {@link #publish} did.
+   *
+   * @param lastSequence the stream sequence of the last event
+   * @param duplicates events the stream already held (a retried batch), not stored again
+   */
+  record Published(long lastSequence, int duplicates) {}
 
   /** Closes the connection (the feeds are closed by the Registry first). */
   @Override

@@ -26,6 +26,16 @@ record Registration(
     ZmqListener listener) {
 
   /**
+   * This registration as the {@code POST /register} request that makes it, for {@code key} with
+   * index block size {@code blockSize} (a request for the same rank with other fields is another
+   * registration; a field added to both records must be passed on here).
+   */
+  Requests.Register request(ModelKey key, int blockSize) {
+    return new Requests.Register(
+        key, blockSize, worker, endpoint, replayEndpoint, topic, engineBlockSize, capacityBlocks);
+  }
+
+  /**
    * How this rank's events reach the index: {@code "http"} when it has no endpoint (a publisher
    * posts them to {@code /events}); else the state of its ZMQ subscriber ({@code "connecting"},
    * {@code "connected"}, {@code "disconnected"}). The answers report {@code "nats"} instead when

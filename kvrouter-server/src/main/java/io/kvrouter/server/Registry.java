@@ -40,7 +40,12 @@ import java.util.function.IntFunction;
  * With NATS (serve --events nats://...), register() starts the new index's NatsEvents.Feed
  * (snapshot restore and consumer creation: network round trips under membership, which only
  * registrations wait for) before the index is published in the map; the feed is closed before
- * the index's router when the index is dropped or the registry closes.
+ * the index's router when the index is dropped or the registry closes. In that mode register()
+ * and unregister() change nothing themselves: after the checks they publish to the registration
+ * log (NatsRegistrations) and wait for this replica's log thread, which calls applyRegister /
+ * applyUnregister for every replica's registrations in stream order, so all replicas (and one
+ * restarted later) hold the same ones. A registration equal to the one held (every field of
+ * Requests.Register, through Registration.request) is accepted as it is, without publishing.
  * </pre>
  */
 final class Registry implements AutoCloseable {
@@ -52,6 +57,7 @@ final class Registry implements AutoCloseable {
   private final IntFunction<KvRouter> routers;
   private ServerMetrics metrics;
   private NatsEvents nats;
+  private NatsRegistrations log;
 
   /** {@code routers} builds the router of a new index from its block size. */
   Registry(IntFunction<KvRouter> routers) {
@@ -66,6 +72,14 @@ final class Registry implements AutoCloseable {
   /** With {@code serve --events nats://...}: every new index follows its NATS subject. */
   void nats(NatsEvents nats) {
     this.nats = nats;
+  }
+
+  /**
+   * With NATS: registrations and unregistrations go through the stream's registration log, which
+   * calls {@link #applyRegister} and {@link #applyUnregister} on every replica.
+   */
+  void log(NatsRegistrations log) {
+    this.log = log;
   }
 
   /** Whether indexes are fed from NATS (then /events publishes and ZMQ endpoints are refused). */
@@ -145,8 +159,21 @@ final class Registry implements AutoCloseable {
               + " publish its events to the stream (POST /events to any replica); nothing was"
               + " registered");
     }
-    precheck(r.key(), r.blockSize(), r.worker());
     String topic = r.endpoint() == null ? null : (r.topic() == null ? "" : r.topic());
+    if (log != null) {
+      // NATS: the same registration again is accepted as it is (each replica's gateway may send
+      // it); anything else goes through the stream, and every replica applies it in order
+      membership.lock();
+      try {
+        ModelIndex m = identical(r);
+        if (m != null) return m;
+        check(r.key(), r.blockSize(), r.worker());
+      } finally {
+        membership.unlock();
+      }
+      return log.register(r);
+    }
+    precheck(r.key(), r.blockSize(), r.worker());
     ZmqListener listener = null;
     if (r.endpoint() != null) {
       listener =
@@ -174,6 +201,46 @@ final class Registry implements AutoCloseable {
     } catch (RuntimeException e) {
       if (listener != null) listener.cancel();
       throw e;
+    }
+  }
+
+  /**
+   * The index where {@code r} (without endpoint) is registered exactly so already, or null.
+   * Compares every field of the request ({@link Registration#request}). Under membership: add()
+   * publishes an index before its first registration.
+   */
+  private ModelIndex identical(Requests.Register r) {
+    ModelIndex m = indexes.get(r.key());
+    if (m == null) return null;
+    Registration old = m.registrations.get(r.worker());
+    return old != null && old.request(m.key, m.blockSize).equals(r) ? m : null;
+  }
+
+  /**
+   * Applies a registration read from the NATS registration log (on its thread, on every replica, in
+   * stream order): the same registration again is kept as it is; otherwise as {@link #register}
+   * without endpoint.
+   *
+   * @throws ApiException 409 as {@link #register}; 503 when the index's subject cannot be followed
+   */
+  ModelIndex applyRegister(Requests.Register r) {
+    membership.lock();
+    try {
+      ModelIndex m = identical(r);
+      if (m != null) return m;
+      return add(
+          r.key(),
+          r.blockSize(),
+          new Registration(
+              r.worker(),
+              r.endpoint(),
+              r.replayEndpoint(),
+              r.topic(),
+              r.engineBlockSize(),
+              r.capacityBlocks(),
+              null));
+    } finally {
+      membership.unlock();
     }
   }
 
@@ -289,6 +356,45 @@ final class Registry implements AutoCloseable {
    * @throws ApiException 404 when nothing matched
    */
   List<Removed> unregister(Requests.Unregister u) {
+    if (log != null) {
+      // NATS: through the stream, so that every replica (and a restarted one) removes the ranks
+      if (!matchesAny(u)) throw notRegistered(u);
+      return log.unregister(u);
+    }
+    return applyUnregister(u);
+  }
+
+  /** Whether {@code u} names at least one registered rank. */
+  private boolean matchesAny(Requests.Unregister u) {
+    for (ModelIndex m : indexes.values()) {
+      if (!m.key.modelName().equals(u.modelName())) continue;
+      if (u.routingGroup() != null && !m.key.routingGroup().equals(u.routingGroup())) continue;
+      for (Worker w : m.registrations.keySet()) {
+        if (w.workerId() == u.instanceId() && (u.dpRank() < 0 || w.dpRank() == u.dpRank())) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  private static ApiException notRegistered(Requests.Unregister u) {
+    return ApiException.notFound(
+        "instance "
+            + Long.toUnsignedString(u.instanceId())
+            + (u.dpRank() < 0 ? "" : " dp_rank " + u.dpRank())
+            + " is not registered for model '"
+            + u.modelName()
+            + "'"
+            + (u.routingGroup() == null ? "" : " (routing group '" + u.routingGroup() + "')"));
+  }
+
+  /**
+   * Removes the ranks {@code u} names, here; with NATS, on the registration log's thread.
+   *
+   * @throws ApiException 404 when nothing matched
+   */
+  List<Removed> applyUnregister(Requests.Unregister u) {
     String modelName = u.modelName();
     String routingGroup = u.routingGroup();
     long instanceId = u.instanceId();
@@ -332,16 +438,7 @@ final class Registry implements AutoCloseable {
           metrics.retire(m.key, l);
         }
       }
-      if (out.isEmpty()) {
-        throw ApiException.notFound(
-            "instance "
-                + Long.toUnsignedString(instanceId)
-                + (dpRank < 0 ? "" : " dp_rank " + dpRank)
-                + " is not registered for model '"
-                + modelName
-                + "'"
-                + (routingGroup == null ? "" : " (routing group '" + routingGroup + "')"));
-      }
+      if (out.isEmpty()) throw notRegistered(u);
       return out;
     } finally {
       membership.unlock();

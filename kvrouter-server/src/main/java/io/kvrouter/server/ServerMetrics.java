@@ -100,6 +100,24 @@ final class ServerMetrics {
           .labelNames("source")
           .register(registry);
 
+  private final Counter natsPublishDuplicates =
+      Counter.builder()
+          .name("kvrouter_nats_publish_duplicates_total")
+          .help(
+              "Events of POST /events batches that the NATS stream already held (a retry with"
+                  + " the same Idempotency-Key): acknowledged, not stored again")
+          .register(registry);
+
+  private final Counter registrationLog =
+      Counter.builder()
+          .name("kvrouter_nats_registration_ops_total")
+          .help(
+              "Operations of the NATS registration log applied by this server (every replica's,"
+                  + " its own included), by op (register, unregister, unknown, none) and outcome"
+                  + " (applied; refused: a 409 or 404 every replica meets; malformed; skipped; failed)")
+          .labelNames("op", "outcome")
+          .register(registry);
+
   private final Map<String, CounterDataPoint[]> httpCounts = new ConcurrentHashMap<>();
   private final Map<String, DistributionDataPoint[]> httpTimes = new ConcurrentHashMap<>();
   private final Map<ModelKey, IndexStats> retired = new ConcurrentHashMap<>();
@@ -127,6 +145,9 @@ final class ServerMetrics {
               "kvrouter_zmq_replayed_messages_total", null, l -> l.stats().replayedMessages()),
           new ZmqField("kvrouter_zmq_replay_failures_total", null, l -> l.stats().replayFailures()),
           new ZmqField("kvrouter_zmq_restarts_total", null, l -> l.stats().restarts()),
+          new ZmqField("kvrouter_zmq_tail_probes_total", null, l -> l.stats().tailProbes()),
+          new ZmqField(
+              "kvrouter_zmq_tail_recovered_messages_total", null, l -> l.stats().tailRecovered()),
           new ZmqField(
               "kvrouter_zmq_connection_events_total", "connected", l -> l.stats().connections()),
           new ZmqField(
@@ -178,6 +199,18 @@ final class ServerMetrics {
               "kvrouter_zmq_restarts_total",
               new String[] {"Engine restarts detected (the rank's blocks were cleared)"}),
           Map.entry(
+              "kvrouter_zmq_tail_probes_total",
+              new String[] {
+                "Replays asked because the engine fell silent after publishing (a lost tail of"
+                    + " a burst shows no gap until the engine publishes again)"
+              }),
+          Map.entry(
+              "kvrouter_zmq_tail_recovered_messages_total",
+              new String[] {
+                "Batches those probes found in the engine's replay buffer: the lost tail of a"
+                    + " burst, recovered"
+              }),
+          Map.entry(
               "kvrouter_zmq_connection_events_total",
               new String[] {
                 "Connections of the live socket: completed (connected), of those made again"
@@ -208,6 +241,7 @@ final class ServerMetrics {
     zmqEventsReceived = eventsReceived.labelValues("zmq");
     decodeErrors.labelValues("http");
     registerZmqFamilies();
+    registerZmqStaleness();
     registerNatsFamilies();
     CounterWithCallback.builder()
         .name("kvrouter_events_applied_total")
@@ -335,6 +369,32 @@ final class ServerMetrics {
                   if (r.listener() == null) continue;
                   List<String> l = zmqLabels(m.key, r.listener());
                   cb.call(r.listener().lastSequence(), l.get(0), l.get(1), l.get(2), l.get(3));
+                }
+              }
+            })
+        .register(registry);
+  }
+
+  private void registerZmqStaleness() {
+    GaugeWithCallback.builder()
+        .name("kvrouter_zmq_seconds_since_last_message")
+        .help(
+            "Seconds since the engine's last live ZMQ message per listener (-1: none yet). Nothing"
+                + " announces an engine's last sequence: a lost tail shows only as silence here,"
+                + " or as kvrouter_zmq_tail_recovered_messages_total with a replay endpoint")
+        .labelNames(ZMQ_LABELS)
+        .callback(
+            cb -> {
+              for (ModelIndex m : indexes.get()) {
+                for (Registration r : m.registrations.values()) {
+                  if (r.listener() == null) continue;
+                  List<String> l = zmqLabels(m.key, r.listener());
+                  cb.call(
+                      r.listener().secondsSinceLastMessage(),
+                      l.get(0),
+                      l.get(1),
+                      l.get(2),
+                      l.get(3));
                 }
               }
             })
@@ -514,6 +574,14 @@ final class ServerMetrics {
 
   void eventsReceived(int n) {
     httpEventsReceived.inc(n);
+  }
+
+  void registrationLog(String op, String outcome) {
+    registrationLog.labelValues(op, outcome).inc();
+  }
+
+  void natsPublishDuplicates(int n) {
+    if (n > 0) natsPublishDuplicates.inc(n);
   }
 
   void eventBatchRejected(String reason) {

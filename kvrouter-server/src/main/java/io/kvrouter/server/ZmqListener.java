@@ -228,6 +228,16 @@ final class ZmqListener implements AutoCloseable {
     return subscriber.lastSequence(topic);
   }
 
+  /**
+   * Seconds since the engine's last live message (its staleness), -1 before the first. Nothing in
+   * vLLM's protocol announces an engine's last sequence: a silent engine and one whose last
+   * messages were lost look alike, except through the tail probe (IngestStats.tailRecovered).
+   */
+  double secondsSinceLastMessage() {
+    long n = subscriber.nanosSinceLastMessage(topic);
+    return n < 0 ? -1 : n / 1e9;
+  }
+
   /** Events dropped because their rank was not this registration's. */
   long droppedForeignRank() {
     return counts.getAcquire(FOREIGN_RANK);

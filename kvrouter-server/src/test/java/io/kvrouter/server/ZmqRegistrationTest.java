@@ -104,7 +104,9 @@ class ZmqRegistrationTest {
               // the stores and the Cleared that starts a history followed from sequence 0
               "\"batches\":3,\"events_applied\":4,\"decode_errors\":1,",
               "\"gaps\":1,\"lost_messages\":0,")
-          .containsPattern("\"replays\":[1-9]");
+          .containsPattern("\"replays\":[1-9]")
+          // messages came: the staleness is a number of seconds, not null
+          .containsPattern("\"seconds_since_last_message\":[0-9]");
 
       String labels = "{dp_rank=\"0\",instance_id=\"7\",model_name=\"m\",routing_group=\"default\"";
       String metrics = http.get("/metrics").body();
@@ -121,7 +123,10 @@ class ZmqRegistrationTest {
                   + "{dp_rank=\"0\",event=\"connected\",instance_id=\"7\"",
               "kvrouter_zmq_last_sequence" + labels + "} 3.0",
               "kvrouter_events_received_total{source=\"zmq\"} 4.0") // with the Cleared
-          .containsPattern("kvrouter_zmq_replays_total\\Q" + labels + "}\\E [1-9]");
+          .containsPattern("kvrouter_zmq_replays_total\\Q" + labels + "}\\E [1-9]")
+          .containsPattern("kvrouter_zmq_tail_probes_total\\Q" + labels + "}\\E [0-9]")
+          .containsPattern("kvrouter_zmq_tail_recovered_messages_total\\Q" + labels + "}\\E [0-9]")
+          .containsPattern("kvrouter_zmq_seconds_since_last_message\\Q" + labels + "}\\E [0-9]");
 
       HttpFixture.Reply un =
           http.post("/unregister", "{\"instance_id\":7,\"model_name\":\"m\",\"dp_rank\":0}");

@@ -5,12 +5,14 @@ import io.kvrouter.transport.json.RouterEventJson;
 import io.nats.client.Connection;
 import io.nats.client.JetStream;
 import io.nats.client.JetStreamApiException;
+import io.nats.client.JetStreamOptions;
 import io.nats.client.NUID;
 import io.nats.client.PublishOptions;
 import io.nats.client.api.PublishAck;
 import io.nats.client.impl.Headers;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
@@ -53,8 +55,13 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
   private final AtomicLong published = new AtomicLong();
   private final AtomicLong lastSequence = new AtomicLong();
 
-  private NatsEventPublisher(Connection nc, NatsEventStream stream) throws IOException {
-    this.js = nc.jetStream();
+  private NatsEventPublisher(Connection nc, NatsEventStream stream, Duration ackTimeout)
+      throws IOException {
+    // a synchronous publish waits as long as its JetStream context's request timeout
+    this.js =
+        ackTimeout == null
+            ? nc.jetStream()
+            : nc.jetStream(JetStreamOptions.builder().requestTimeout(ackTimeout).build());
     this.stream = stream;
   }
 
@@ -70,7 +77,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
     Objects.requireNonNull(stream, "stream");
     try {
       stream.ensure(nc.jetStreamManagement());
-      return new NatsEventPublisher(nc, stream);
+      return new NatsEventPublisher(nc, stream, null);
     } catch (IOException e) {
       throw new UncheckedIOException("cannot set up stream " + stream.stream(), e);
     } catch (JetStreamApiException e) {
@@ -84,10 +91,20 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
    * the right to manage streams); a publish fails when no stream captures the subject.
    */
   public static NatsEventPublisher existing(Connection nc, NatsEventStream stream) {
+    return existing(nc, stream, null);
+  }
+
+  /**
+   * {@link #existing(Connection, NatsEventStream)} that waits at most {@code ackTimeout} for each
+   * attempt's acknowledgement (null: the connection's JetStream request timeout), so that a publish
+   * during an outage fails after about three times that.
+   */
+  public static NatsEventPublisher existing(
+      Connection nc, NatsEventStream stream, Duration ackTimeout) {
     Objects.requireNonNull(nc, "connection");
     Objects.requireNonNull(stream, "stream");
     try {
-      return new NatsEventPublisher(nc, stream);
+      return new NatsEventPublisher(nc, stream, ackTimeout);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
@@ -107,18 +124,31 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
    * @throws JetStreamApiException when the stream refused the message
    */
   public PublishAck publish(RouterEvent event) throws IOException, JetStreamApiException {
+    return publish(event, idPrefix + counter.incrementAndGet());
+  }
+
+  /**
+   * {@link #publish(RouterEvent)} with the caller's {@code Nats-Msg-Id}: the stream stores a
+   * message whose id it already stored within its duplicate window (JetStream's {@code
+   * duplicate_window}, 2 minutes unless the stream says otherwise) only once, and acknowledges the
+   * copy with the first one's sequence and {@link PublishAck#isDuplicate()} true. A caller that
+   * retries a batch whose store was not confirmed gives each event the id it gave it the first
+   * time, so the events that were stored after all are not stored twice.
+   *
+   * @param messageId unique in the whole stream for this event (other subjects included)
+   */
+  public PublishAck publish(RouterEvent event, String messageId)
+      throws IOException, JetStreamApiException {
     Objects.requireNonNull(event, "event");
+    Objects.requireNonNull(messageId, "messageId");
     byte[] payload = RouterEventJson.writeEventBytes(event);
     PublishOptions opts =
-        PublishOptions.builder()
-            .expectedStream(stream.stream())
-            .messageId(idPrefix + counter.incrementAndGet())
-            .build();
+        PublishOptions.builder().expectedStream(stream.stream()).messageId(messageId).build();
     IOException last = null;
     for (int i = 0; i < ATTEMPTS; i++) {
       try {
         PublishAck ack = js.publish(stream.subject(), (Headers) null, payload, opts);
-        published.incrementAndGet();
+        if (!ack.isDuplicate()) published.incrementAndGet();
         lastSequence.accumulateAndGet(ack.getSeqno(), Math::max);
         return ack;
       } catch (IOException e) {
@@ -155,7 +185,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
     }
   }
 
-  /** Events stored so far. */
+  /** Events stored so far (acknowledged duplicates not counted). */
   public long published() {
     return published.get();
   }

@@ -30,6 +30,12 @@ package io.kvrouter.transport.zmq;
  * @param reconnects of those, connections made again after a disconnect
  * @param disconnects disconnections of the live socket
  * @param sinkErrors events the sink threw on
+ * @param tailProbes replays asked because an engine with a replay endpoint fell silent after
+ *     publishing (nothing in the protocol announces a last sequence, so a lost tail of a burst
+ *     shows no gap until the engine publishes again)
+ * @param tailRecovered batches such probes found in the engine's replay buffer and applied: the
+ *     tail of a burst that never arrived on the live socket (also counted in {@code
+ *     replayedMessages})
  */
 public record IngestStats(
     long messages,
@@ -54,4 +60,6 @@ public record IngestStats(
     long connections,
     long reconnects,
     long disconnects,
-    long sinkErrors) {}
+    long sinkErrors,
+    long tailProbes,
+    long tailRecovered) {}

@@ -21,8 +21,9 @@ final class Source {
   /*
    * Implementation notes
    *
-   * Thread ownership: every method runs on the subscriber's thread; only lastApplied is read
-   * elsewhere (lastSequence()), so it alone is volatile.
+   * Thread ownership: every method runs on the subscriber's thread; only lastApplied and
+   * lastMessageNanos are read elsewhere (lastSequence(), nanosSinceLastMessage()), so they alone
+   * are volatile.
    *
    * State: lastApplied is the highest sequence number dealt with (applied, rejected as
    * malformed, or given up as lost), -1 before the first; lastPayload is that message's payload
@@ -73,6 +74,15 @@ final class Source {
    *
    * restart(): the converter hands back Cleared for every (rank, tier) it published for, those
    * go to the sink, and the sequence state starts over at -1.
+   *
+   * Tail probe: nothing in vLLM's protocol announces the last sequence, so when the live socket
+   * drops the tail of a burst (the engine's PUB high-water mark), no gap shows until the engine
+   * publishes again. lastMessageNanos (volatile: the staleness gauges read it) is the time of the
+   * last live message; once the engine has been silent for the subscriber's tail-probe delay,
+   * the subscriber calls probeTail(): an ordinary catch-up from lastApplied, whose replayed
+   * batches are the lost tail. While the silence lasts, it probes again after twice the previous
+   * pause (up to a minute; probesSinceMessage and lastProbeNanos, reset by the next live
+   * message), since a burst whose every message was dropped leaves no live message to start from.
    */
 
   private static final Logger LOG = Logger.getLogger(ZmqEventSubscriber.class.getName());
@@ -101,6 +111,15 @@ final class Source {
   private boolean hasLastRank;
 
   private volatile long lastApplied = -1;
+
+  /** {@link System#nanoTime()} of the last live message, 0 before the first. */
+  private volatile long lastMessageNanos;
+
+  /** Tail probes since the last live message, and when the last one ran (see probeTail). */
+  private int probesSinceMessage;
+
+  private long lastProbeNanos;
+
   private long lastLive = -1;
   private byte[] lastPayload;
 
@@ -139,8 +158,65 @@ final class Source {
     return lastApplied;
   }
 
+  /** {@link System#nanoTime()} of the last live message; 0 before the first. */
+  long lastMessageNanos() {
+    return lastMessageNanos;
+  }
+
+  /** The longest pause between two tail probes of a silent engine. */
+  static final long MAX_PROBE_INTERVAL_NANOS = 60_000_000_000L;
+
+  /**
+   * Whether the tail should be probed at {@code now}: the engine has a replay endpoint and
+   * published something, and has been silent for {@code silenceNanos} since its last live message
+   * (first probe), or for twice as long as before since the last probe (later ones, up to a minute
+   * apart): a burst lost whole shows no live message either.
+   */
+  boolean tailProbeDue(long now, long silenceNanos) {
+    long last = lastMessageNanos;
+    if (replay == null || last == 0) return false;
+    if (probesSinceMessage == 0) return now - last >= silenceNanos;
+    long wait =
+        probesSinceMessage >= 30
+            ? MAX_PROBE_INTERVAL_NANOS
+            : Math.min(MAX_PROBE_INTERVAL_NANOS, silenceNanos << probesSinceMessage);
+    return now - lastProbeNanos >= wait;
+  }
+
+  /**
+   * The engine fell silent after publishing: asks its replay buffer for what follows the last batch
+   * applied, since a burst whose tail the live socket dropped (the engine's send high-water mark)
+   * shows no gap until the engine publishes again. What comes back is applied and counted in
+   * TAIL_RECOVERED.
+   */
+  void probeTail() {
+    probesSinceMessage++;
+    counters.inc(Counters.C.TAIL_PROBES);
+    long replayedBefore = counters.get(Counters.C.REPLAYED);
+    long before = lastApplied;
+    catchUp();
+    lastProbeNanos = System.nanoTime();
+    long recovered = counters.get(Counters.C.REPLAYED) - replayedBefore;
+    if (recovered > 0) {
+      long n = counters.add(Counters.C.TAIL_RECOVERED, recovered);
+      if (SingleWriterCounters.shouldLog(n)) {
+        LOG.warning(
+            name
+                + ": silent after batch "
+                + before
+                + ", but its replay buffer held "
+                + recovered
+                + " more (through "
+                + lastApplied
+                + "): the live socket lost the tail of a burst; recovered through replay");
+      }
+    }
+  }
+
   /** A message from the live socket. */
   void onLive(long s, byte[] payload) {
+    lastMessageNanos = nanoTimeNonZero();
+    probesSinceMessage = 0;
     if (lastLive >= 0 && s <= lastLive && !isRepeat(s, payload)) {
       restart("its sequence went back from " + lastLive + " to " + s);
     }
@@ -435,6 +511,11 @@ final class Source {
         LOG.log(Level.WARNING, name + ": the sink failed on " + e.event(), ex);
       }
     }
+  }
+
+  private static long nanoTimeNonZero() {
+    long t = System.nanoTime();
+    return t == 0 ? 1 : t;
   }
 
   void close() {

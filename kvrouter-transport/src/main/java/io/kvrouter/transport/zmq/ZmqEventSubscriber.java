@@ -68,6 +68,9 @@ public final class ZmqEventSubscriber implements AutoCloseable {
    * connection, a reconnection if a disconnect came before it, and schedules a catch-up of every
    * engine with a replay endpoint now and RESYNC_DELAY later); run due catch-ups; drain up to
    * DRAIN_LIMIT messages from the SUB.
+   * When a turn drained nothing, engines with a replay endpoint that have been silent for the
+   * tail-probe delay since their last live message get a catch-up (Source.probeTail, repeated
+   * with a doubling pause while the silence lasts): what it replays is the lost tail of a burst.
    * A catch-up blocks the loop while it lasts (live messages wait in the SUB's queue, up to its
    * high-water mark). close() clears the running flag; every wait in the loop and in a replay
    * is sliced to <= 50 ms, so the thread ends within about that, then close() joins it.
@@ -82,6 +85,9 @@ public final class ZmqEventSubscriber implements AutoCloseable {
   private static final int DRAIN_LIMIT = 4096;
   private static final long RESYNC_DELAY_NANOS = 1_000_000_000L;
   private static final int MAX_FRAMES = 8;
+
+  /** The default of {@link Builder#tailProbeAfter}. */
+  public static final Duration DEFAULT_TAIL_PROBE_AFTER = Duration.ofSeconds(1);
 
   /** How the subscriber's SUB socket meets the engines. */
   private enum Mode {
@@ -101,6 +107,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
     private Duration replayTimeout = Duration.ofSeconds(2);
     private Duration handshakeTimeout = Duration.ofSeconds(2);
     private int receiveHighWaterMark = 100_000;
+    private Duration tailProbeAfter = DEFAULT_TAIL_PROBE_AFTER;
 
     private Builder(Mode mode, String endpoint, List<EngineSpec> engines) {
       this.mode = mode;
@@ -168,6 +175,21 @@ public final class ZmqEventSubscriber implements AutoCloseable {
     }
 
     /**
+     * How long an engine with a replay endpoint may be silent after publishing before its replay
+     * buffer is asked for what follows the last batch applied: the tail of a burst that the live
+     * socket dropped shows no gap until the engine publishes again, and nothing else announces it.
+     * While the silence lasts it is asked again after twice the previous pause, up to a minute
+     * apart. Zero: never. Default 1 s.
+     */
+    public Builder tailProbeAfter(Duration silence) {
+      if (silence.isNegative()) {
+        throw new IllegalArgumentException("tail probe delay must be >= 0, got " + silence);
+      }
+      this.tailProbeAfter = silence;
+      return this;
+    }
+
+    /**
      * Opens the socket and starts the subscriber's thread.
      *
      * @throws IllegalArgumentException when an engine's block size is not a multiple of the
@@ -216,6 +238,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
   private final Thread thread;
   private volatile boolean running = true;
   private long pendingDisconnects;
+  private final long tailProbeNanos;
 
   private ZmqEventSubscriber(Builder b) {
     Set<String> topics = new HashSet<>();
@@ -277,6 +300,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
     }
     sources = Collections.unmodifiableMap(byTopic);
     anyTopic = b.mode == Mode.CONNECT ? sources.get("") : null;
+    tailProbeNanos = b.tailProbeAfter.toNanos();
     thread = new Thread(this::run, "kvrouter-zmq-" + b.endpoint);
     thread.setDaemon(true);
     thread.start();
@@ -299,6 +323,21 @@ public final class ZmqEventSubscriber implements AutoCloseable {
       throw new IllegalArgumentException("no engine publishes with topic \"" + topic + "\"");
     }
     return s.lastApplied();
+  }
+
+  /**
+   * Nanoseconds since the last live message of the engine publishing with {@code topic}; -1 before
+   * the first.
+   *
+   * @throws IllegalArgumentException when no registered engine uses that topic
+   */
+  public long nanosSinceLastMessage(String topic) {
+    Source s = sources.get(topic);
+    if (s == null) {
+      throw new IllegalArgumentException("no engine publishes with topic \"" + topic + "\"");
+    }
+    long last = s.lastMessageNanos();
+    return last == 0 ? -1 : Math.max(0, System.nanoTime() - last);
   }
 
   /**
@@ -332,7 +371,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
         if (!running) break;
         connectionEvents();
         runDueCatchUps();
-        drainSub();
+        if (drainSub() == 0) probeSilentTails();
       }
     } catch (RuntimeException | Error e) {
       if (running) {
@@ -388,12 +427,23 @@ public final class ZmqEventSubscriber implements AutoCloseable {
     }
   }
 
-  private void drainSub() {
+  /** With the live queue empty: probes the replay buffer of engines silent since a while. */
+  private void probeSilentTails() {
+    if (tailProbeNanos <= 0) return;
+    long now = System.nanoTime();
+    for (Source s : sources.values()) {
+      if (running && s.tailProbeDue(now, tailProbeNanos)) s.probeTail();
+    }
+  }
+
+  /** Takes in up to DRAIN_LIMIT live messages; returns how many. */
+  private int drainSub() {
     List<byte[]> frames = new ArrayList<>(4);
-    for (int n = 0; n < DRAIN_LIMIT && running; n++) {
+    int n = 0;
+    for (; n < DRAIN_LIMIT && running; n++) {
       byte[] first = sub.recv(ZMQ.DONTWAIT);
       if (first == null) {
-        return;
+        return n;
       }
       frames.clear();
       frames.add(first);
@@ -403,6 +453,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
       }
       onMessage(frames);
     }
+    return n;
   }
 
   private void onMessage(List<byte[]> frames) {

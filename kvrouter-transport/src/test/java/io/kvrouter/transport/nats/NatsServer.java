@@ -75,6 +75,20 @@ public final class NatsServer implements AutoCloseable {
     }
   }
 
+  /** Stops the server (an outage); {@link #startAgain()} brings it back with the same store. */
+  public void pause() {
+    stop();
+  }
+
+  /** Starts a {@link #pause() paused} server again on the same port with the same store. */
+  public void startAgain() {
+    try {
+      launch();
+    } catch (IOException e) {
+      throw new UncheckedIOException("could not restart " + binary, e);
+    }
+  }
+
   private void launch() throws IOException {
     process =
         new ProcessBuilder(
