@@ -244,8 +244,8 @@ public final class ServeCommand implements Callable<Integer> {
       names = "--nats-apply-wait-ms",
       paramLabel = "MS",
       description =
-          "With --events: how long POST /events waits for this server's replica to apply what it"
-              + " published before answering 503 (default: 10000).")
+          "With --events: how long POST /events, /register and /unregister wait for this server's"
+              + " replica to apply what they published before answering 503 (default: 10000).")
   Long natsApplyWaitMs;
 
   @Option(

@@ -83,7 +83,13 @@ final class Api {
   private int register(ServerRequest req, ServerResponse res) throws IOException {
     Requests.Register r = Requests.register(http.body(req));
     ModelIndex m = registry.register(r, zmqConnectTimeout);
-    return send(res, 201, JsonOut.registration(m, m.registrations.get(r.worker())));
+    Registration now = m.registrations.get(r.worker());
+    if (now == null) {
+      // with NATS, another replica's /unregister of the same rank was applied right after ours
+      throw ApiException.conflict(
+          "rank registered, then unregistered by a concurrent /unregister before this answer");
+    }
+    return send(res, 201, JsonOut.registration(m, now));
   }
 
   /**
