@@ -66,6 +66,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final WebServer webServer;
   private final ExecutorService ingest;
   private final ReadDeadline readDeadline;
+  private final BodyBudget bodyBudget;
   private final Api api;
   private NatsEvents nats;
   private volatile boolean ready;
@@ -102,12 +103,16 @@ public final class KvRouterServer implements AutoCloseable {
             });
     Duration readTimeout = config.readTimeout();
     this.readDeadline = new ReadDeadline(readTimeout);
+    HttpFraming framing = new HttpFraming();
+    this.bodyBudget = new BodyBudget(config.effectiveMaxInflightBodyBytes());
     HttpPlumbing http =
         new HttpPlumbing(
             metrics,
             new BearerAuth(config.authToken()),
             config.maxBodyBytes(),
             readDeadline,
+            framing,
+            bodyBudget,
             this::readiness,
             () -> serving);
     EventIngest events =
@@ -130,7 +135,12 @@ public final class KvRouterServer implements AutoCloseable {
             // only this HTTP/1 configuration: with a discovered one next to it, Helidon would wait
             // for a new connection's first bytes to choose between the two, outside its idle timer
             .protocolsDiscoverServices(false)
-            .addProtocol(Http1Config.builder().addReceiveListener(readDeadline).build())
+            // framing checks first, then the read deadline (docs/service.md, "The HTTP edge")
+            .addProtocol(
+                Http1Config.builder()
+                    .addReceiveListener(framing.then(readDeadline))
+                    .addSendListener(framing.sendSide())
+                    .build())
             .shutdownGracePeriod(config.shutdownGrace())
             .shutdownHook(false)
             .featuresDiscoverServices(false)
@@ -259,6 +269,16 @@ public final class KvRouterServer implements AutoCloseable {
   /** Connections this server's read deadline cut off (for tests). */
   long readDeadlineClosed() {
     return readDeadline.closed();
+  }
+
+  /** Request bodies being read now, also those still waiting for their first byte (tests). */
+  long bodiesBeingRead() {
+    return bodyBudget.reading();
+  }
+
+  /** Bytes of request bodies held now, under {@link Config#maxInflightBodyBytes()} (tests). */
+  long bodyBytesHeld() {
+    return bodyBudget.held();
   }
 
   /** Whether to take traffic, and why not; see {@link Readiness}. */
@@ -429,6 +449,9 @@ public final class KvRouterServer implements AutoCloseable {
    * @param natsApplyWait with {@code events}: how long {@code POST /events} waits, after NATS
    *     stored the batch, for this server's replica to apply it (so that a {@code /query} sent
    *     after the answer sees it) before answering 503; default 10 s
+   * @param maxInflightBodyBytes the request bodies held at once, across all connections, take at
+   *     most this many bytes; a body that would grow past it gets 503; 0 (the default): a quarter
+   *     of the JVM's maximum heap, and never less than {@code maxBodyBytes}
    */
   public record Config(
       String host,
@@ -452,7 +475,8 @@ public final class KvRouterServer implements AutoCloseable {
       String replicaId,
       long maxBlocks,
       Duration readTimeout,
-      Duration natsApplyWait) {
+      Duration natsApplyWait,
+      long maxInflightBodyBytes) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -525,6 +549,20 @@ public final class KvRouterServer implements AutoCloseable {
       if (natsApplyWait.isNegative() || natsApplyWait.isZero()) {
         throw new IllegalArgumentException("natsApplyWait must be > 0, got " + natsApplyWait);
       }
+      if (maxInflightBodyBytes < 0) {
+        throw new IllegalArgumentException(
+            "maxInflightBodyBytes must be >= 1 (or 0 for the default), got "
+                + maxInflightBodyBytes);
+      }
+    }
+
+    /**
+     * {@link #maxInflightBodyBytes()}, or its default when 0: a quarter of the maximum heap, at
+     * least {@link #maxBodyBytes()}.
+     */
+    public long effectiveMaxInflightBodyBytes() {
+      if (maxInflightBodyBytes > 0) return maxInflightBodyBytes;
+      return Math.max(maxBodyBytes, Runtime.getRuntime().maxMemory() / 4);
     }
 
     /** A builder holding the defaults. */
@@ -563,6 +601,9 @@ public final class KvRouterServer implements AutoCloseable {
       }
       m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
+      m.put(
+          "max-inflight-body-size",
+          effectiveMaxInflightBodyBytes() + (maxInflightBodyBytes == 0 ? " (heap / 4)" : ""));
       return m;
     }
 
@@ -611,8 +652,15 @@ public final class KvRouterServer implements AutoCloseable {
       private long maxBlocks;
       private Duration readTimeout = ReadDeadline.configured();
       private Duration natsApplyWait = DEFAULT_NATS_APPLY_WAIT;
+      private long maxInflightBodyBytes;
 
       private Builder() {}
+
+      /** See {@link Config#maxInflightBodyBytes()}; 0: the default. */
+      public Builder maxInflightBodyBytes(long maxInflightBodyBytes) {
+        this.maxInflightBodyBytes = maxInflightBodyBytes;
+        return this;
+      }
 
       public Builder events(String events) {
         this.events = events;
@@ -748,7 +796,8 @@ public final class KvRouterServer implements AutoCloseable {
             replicaId,
             maxBlocks,
             readTimeout,
-            natsApplyWait);
+            natsApplyWait,
+            maxInflightBodyBytes);
       }
     }
   }
