@@ -51,7 +51,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * the limit: 413; an unparsable request line: 400) itself, through HttpPlumbing's direct
  * handler, which gives the same {"error": ...} JSON as the endpoints and counts the answer under
  * endpoint "unrouted". Slow clients are cut off by this server's ReadDeadline (its sweeper
- * thread stops last in stop()) and Helidon's idle timeout.
+ * thread stops last in stop()) and Helidon's idle timeout. HttpFraming checks each request's
+ * framing before routing (it and ReadDeadline are chained into the one receive listener Helidon
+ * is given, see HttpFraming.then) and keeps the per-connection state the direct handler and the
+ * chunked decoder read; the server's BodyBudget bounds the memory of all bodies being received
+ * (docs/service.md, "The HTTP edge").
  *
  * Between the webserver's start and the end of start(), serving is false: start() connects to
  * NATS (--events) or loads the peer's dump (--peer) on the caller's thread, and Api answers 503
@@ -105,6 +109,7 @@ public final class KvRouterServer implements AutoCloseable {
     this.readDeadline = new ReadDeadline(readTimeout);
     HttpFraming framing = new HttpFraming();
     this.bodyBudget = new BodyBudget(config.effectiveMaxInflightBodyBytes());
+    metrics.bodies(bodyBudget);
     HttpPlumbing http =
         new HttpPlumbing(
             metrics,

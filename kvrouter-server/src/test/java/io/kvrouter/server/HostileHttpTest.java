@@ -173,6 +173,12 @@ class HostileHttpTest {
     assertThat(e.statuses).as(e.toString()).containsExactly(200, 200);
     assertThat(e.bodies.getFirst()).contains(SCORES);
     assertThat(e.closed).as(e.toString()).isTrue();
+    // coding names are case-insensitive: Helidon 4.3 alone would take "Chunked" for no body
+    e =
+        Exchange.send(
+            http.server.port(), post("Transfer-Encoding: Chunked\r\n", chunks) + LAST_HEALTH);
+    assertThat(e.statuses).as(e.toString()).containsExactly(200, 200);
+    assertThat(e.bodies.getFirst()).contains(SCORES);
     // the exact reproduction of the issue: 0x33 bytes in one chunk with an extension
     String b51 = padded(QUERY, 0x33);
     e =
@@ -211,7 +217,10 @@ class HostileHttpTest {
             "ffffffffffffffffffff\r\nabc",
             "5\r\nabcdeXY0\r\n\r\n",
             "3;\r\nabc\r\n0\r\n\r\n",
-            "3;a=\"x\r\nabc\r\n0\r\n\r\n")) {
+            "3;a=\"x\r\nabc\r\n0\r\n\r\n",
+            "3;" + "a".repeat(5000) + "\r\nabc\r\n0\r\n\r\n",
+            "3\r\nabc\r\n0\r\nX: " + "a".repeat(20_000) + "\r\n\r\n",
+            "3\r\nabc\r\n0\r\nnot a field\r\n\r\n")) {
       Exchange e =
           Exchange.send(http.server.port(), post("Transfer-Encoding: chunked\r\n", chunks));
       String why = printable(chunks) + " -> " + e;
