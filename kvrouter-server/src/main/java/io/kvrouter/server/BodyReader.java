@@ -96,7 +96,7 @@ final class BodyReader {
   private byte[] sized(InputStream in, long declared, BodyBudget.Lease lease) throws IOException {
     int first = in.read(); // waits for the first byte with nothing allocated
     if (first < 0) return new byte[0];
-    Buffer b = new Buffer(declared, lease);
+    Buffer b = new Buffer(declared, lease, false);
     b.ensure(1);
     b.a[b.n++] = (byte) first;
     while (b.n < declared) {
@@ -111,7 +111,7 @@ final class BodyReader {
   private byte[] chunked(HttpFraming.State st, InputStream in, BodyBudget.Lease lease)
       throws IOException {
     DataReader r = st.ctx.dataReader();
-    Buffer b = new Buffer(maxBodyBytes, lease);
+    Buffer b = new Buffer(maxBodyBytes, lease, true);
     long total = 0;
     try {
       while (true) {
@@ -267,12 +267,14 @@ final class BodyReader {
   private final class Buffer {
     private final long max;
     private final BodyBudget.Lease lease;
+    private final boolean chunked;
     byte[] a = new byte[0];
     int n;
 
-    Buffer(long max, BodyBudget.Lease lease) {
+    Buffer(long max, BodyBudget.Lease lease, boolean chunked) {
       this.max = Math.min(max, Integer.MAX_VALUE - 16);
       this.lease = lease;
+      this.chunked = chunked;
     }
 
     /** Room for {@code more} bytes after {@link #n}; {@code n + more <= max} is the caller's. */
@@ -281,11 +283,13 @@ final class BodyReader {
       if (need <= a.length) return;
       long cap = Math.min(max, Math.max(need, Math.max(FIRST, 2L * a.length)));
       if (!lease.take(cap)) {
-        throw new ApiException(
-            503,
+        String why =
             "the server already holds its limit of "
                 + budget.capacity()
-                + " bytes of request bodies in flight (--max-inflight-body-size); retry shortly");
+                + " bytes of request bodies in flight (--max-inflight-body-size); retry shortly";
+        // the rest of a Content-Length body is drained by Helidon (under the read deadline); a
+        // chunked one cannot be, as the decoder stopped inside a chunk: that connection closes
+        throw chunked ? ApiException.connectionLost(503, why) : new ApiException(503, why);
       }
       byte[] grown = Arrays.copyOf(a, (int) cap);
       lease.give(a.length);

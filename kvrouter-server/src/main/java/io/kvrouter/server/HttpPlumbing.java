@@ -242,6 +242,7 @@ final class HttpPlumbing {
       if (close) {
         if (!res.isSent()) return;
         if (asked) drainIfClean(req, st);
+        deadline.received(); // the connection ends here
         throw new CloseConnectionException("the answer closes the connection");
       }
     };
@@ -326,10 +327,15 @@ final class HttpPlumbing {
       b = bodies.read(req, held);
       deadline.received();
     } catch (ApiException e) {
-      if (deadline.received()) {
+      if (deadline.timedOut()) {
+        deadline.received();
         throw ApiException.connectionLost(
             408, "the request body did not arrive within the read timeout");
       }
+      // a refusal that leaves the body to Helidon's drain (503 past the budget) keeps the
+      // deadline armed, so a client that stalls there is still cut off; others read it all, or
+      // close the connection
+      if (e.connectionLost() || e.status() != 503) deadline.received();
       throw e;
     } catch (RequestException e) {
       if (deadline.received()) {
