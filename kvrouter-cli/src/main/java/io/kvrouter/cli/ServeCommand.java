@@ -2,6 +2,7 @@ package io.kvrouter.cli;
 
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.server.KvRouterServer;
+import io.kvrouter.server.OutOfMemoryExit;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.Reader;
@@ -97,6 +98,16 @@ public final class ServeCommand implements Callable<Integer> {
           "Largest request body; larger ones get 413. Bytes, or with KiB/MiB/GiB"
               + " (default: 8MiB).")
   long maxBodyBytes = KvRouterServer.Config.DEFAULT_MAX_BODY_BYTES;
+
+  @Option(
+      names = "--max-inflight-body-size",
+      paramLabel = "SIZE",
+      converter = SizeConverter.class,
+      description =
+          "Most memory all request bodies being received may hold together; a body that would"
+              + " grow past it gets 503. Bytes, or with KiB/MiB/GiB (default: a quarter of the"
+              + " maximum heap, at least --max-body-size).")
+  long maxInflightBodyBytes;
 
   @Option(
       names = "--auth-token",
@@ -337,6 +348,7 @@ public final class ServeCommand implements Callable<Integer> {
               .host(host)
               .port(port)
               .maxBodyBytes(maxBodyBytes)
+              .maxInflightBodyBytes(maxInflightBodyBytes)
               .authToken(token)
               .acceptUnregistered(acceptUnregistered)
               .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
@@ -378,6 +390,9 @@ public final class ServeCommand implements Callable<Integer> {
       out.printf(Locale.ROOT, "  %-24s %s%n", e.getKey(), e.getValue());
     }
     out.flush();
+    // an OutOfMemoryError ends the process (a supervisor restarts it) rather than leaving a
+    // server whose threads died of it; the launcher also passes -XX:+ExitOnOutOfMemoryError
+    OutOfMemoryExit.install();
     KvRouterServer server;
     try {
       server = KvRouterServer.start(cfg);

@@ -118,7 +118,7 @@ final class Api {
   }
 
   private int workers(ServerRequest req, ServerResponse res) {
-    Requests.Filter f = new Requests.Filter(param(req, "model_name"), param(req, "routing_group"));
+    Requests.Filter f = Requests.filter(param(req, "model_name"), param(req, "routing_group"));
     return send(res, 200, JsonOut.workers(registry.indexes(f)));
   }
 
@@ -180,7 +180,7 @@ final class Api {
    */
   private int requestDone(ServerRequest req, ServerResponse res, boolean prefill) {
     String id = req.path().pathParameters().get("id");
-    Requests.Filter f = new Requests.Filter(param(req, "model_name"), param(req, "routing_group"));
+    Requests.Filter f = Requests.filter(param(req, "model_name"), param(req, "routing_group"));
     registry.requestDone(id, f, prefill);
     return send(res, 200, JsonOut.requestState(id, prefill ? "decoding" : "freed"));
   }
@@ -188,10 +188,21 @@ final class Api {
   // ------------------------------------------------------------------ events, dump, operations
 
   private int events(ServerRequest req, ServerResponse res) throws IOException {
-    ModelKey key = events.target(param(req, "model_name"), param(req, "routing_group"));
+    ModelKey key =
+        events.target(
+            Requests.name("model_name", param(req, "model_name")),
+            Requests.name("routing_group", param(req, "routing_group")));
     String idempotencyKey =
         events.idempotencyKey(req.headers().first(IDEMPOTENCY_KEY).orElse(null));
-    int applied = events.ingest(key, http.body(req), idempotencyKey);
+    byte[] body = http.bytes(req);
+    String bad = Utf8.check(body, body.length);
+    if (bad != null) {
+      // as the batch decoder's refusals: counted as a decode error of a rejected batch
+      metrics.decodeError();
+      metrics.eventBatchRejected("decode_error");
+      throw ApiException.badRequest("events: " + bad + "; nothing was applied");
+    }
+    int applied = events.ingest(key, body, idempotencyKey);
     return send(res, 200, JsonOut.applied(applied));
   }
 

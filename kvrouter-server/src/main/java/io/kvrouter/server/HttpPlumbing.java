@@ -5,15 +5,15 @@ import io.helidon.http.HeaderNames;
 import io.helidon.http.Method;
 import io.helidon.http.RequestException;
 import io.helidon.http.Status;
+import io.helidon.webserver.CloseConnectionException;
 import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.HttpRouting;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import java.io.IOException;
-import java.io.InputStream;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import java.util.logging.Level;
@@ -36,14 +36,31 @@ import java.util.logging.Logger;
  * paths lists the added paths in order, for the message of the 404 of unknown paths; it is
  * written while the routing is built (one thread, before the server starts) and read after.
  *
- * Bodies are read whole (a body over the limit is a 413: declared lengths beyond the limit plus
+ * Bodies are read whole by BodyReader (a buffer that grows with the bytes received, under the
+ * server's BodyBudget; a body over the limit is a 413: declared lengths beyond the limit plus
  * SWALLOW_BYTES are refused by Helidon, which closes the connection; smaller ones, and chunked
- * bodies that grow past the limit, by body(), after which Helidon drains what is left so the
- * client reads the 413 instead of a reset), then parsed by Requests or RouterEventJson before
- * anything changes, so a bad request changes nothing. body() refuses a Content-Type that is not
- * JSON (415), and a body read that fails because the client hung up (400) or the ReadDeadline cut
- * it off (408) becomes an ApiException marked connectionLost: counted, never a 500, answered only
- * if the socket still takes it. Holds no request state: thread-safe.
+ * bodies that grow past the limit, by body(), after which the rest is drained so the client reads
+ * the 413 instead of a reset), checked to be strict UTF-8 (Utf8), then parsed by Requests or
+ * RouterEventJson before anything changes, so a bad request changes nothing. body() refuses a
+ * Content-Type that is not JSON (415), and a body read that fails because the client hung up
+ * (400) or the ReadDeadline cut it off (408) becomes an ApiException marked connectionLost:
+ * counted, never a 500, answered only if the socket still takes it.
+ *
+ * Connections: after the answer, handler() closes the connection (it throws Helidon's
+ * CloseConnectionException, which Helidon lets through to the code that closes the socket) when
+ * the request said "Connection: close" (any case, any position in the list), when the answer is
+ * connectionLost or a framing error, or when the chunked decoder consumed a last chunk Helidon
+ * would not recognize (HttpFraming.State.closeAfter). Helidon 4.3 itself writes "Connection:
+ * close" on such answers but keeps reading the socket. Before closing on the client's request an
+ * unread body is drained (bounded by the limit and the read deadline), so that the client reads
+ * the answer rather than a reset.
+ *
+ * Requests Helidon refuses before routing come to directHandler(), which uses the per-thread
+ * HttpFraming.State to tell them apart: a refusal HttpFraming made (its own message), a request
+ * line Helidon could not parse (reported by Helidon as an internal error; lineSeen is false then:
+ * a 400), a deadline that fired (408), HTTP/1.0 (505). Each is counted under endpoint "unrouted"
+ * and logged through a RefusalLog: one line per LOG_INTERVAL at most, no stack trace.
+ * OutOfMemoryError in an endpoint ends the process when OutOfMemoryExit is installed.
  * </pre>
  */
 final class HttpPlumbing {
@@ -73,10 +90,18 @@ final class HttpPlumbing {
     ALWAYS
   }
 
+  /** At most one log line about refused requests per this interval. */
+  static final long LOG_INTERVAL_NANOS = 60_000_000_000L;
+
   private final ServerMetrics metrics;
   private final BearerAuth auth;
   private final long maxBodyBytes;
   private final ReadDeadline deadline;
+  private final HttpFraming framing;
+  private final BodyBudget budget;
+  private final BodyReader bodies;
+  private final RefusalLog refusals = new RefusalLog(LOG_INTERVAL_NANOS);
+  private final ThreadLocal<BodyBudget.Lease> lease = new ThreadLocal<>();
   private final Supplier<KvRouterServer.Readiness> ready;
   private final BooleanSupplier serving;
   private final List<String> paths = new ArrayList<>();
@@ -86,12 +111,17 @@ final class HttpPlumbing {
       BearerAuth auth,
       long maxBodyBytes,
       ReadDeadline deadline,
+      HttpFraming framing,
+      BodyBudget budget,
       Supplier<KvRouterServer.Readiness> ready,
       BooleanSupplier serving) {
     this.metrics = metrics;
     this.auth = auth;
     this.maxBodyBytes = maxBodyBytes;
     this.deadline = deadline;
+    this.framing = framing;
+    this.budget = budget;
+    this.bodies = new BodyReader(maxBodyBytes, budget, framing);
     this.ready = ready;
     this.serving = serving;
   }
@@ -162,6 +192,11 @@ final class HttpPlumbing {
     return (req, res) -> {
       long t0 = System.nanoTime();
       int status;
+      boolean asked = wantsClose(req);
+      boolean close = asked;
+      if (asked) res.header(HeaderNames.CONNECTION, "close");
+      BodyBudget.Lease held = budget.lease();
+      lease.set(held);
       try {
         if (mutating
             && !auth.permits(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null))) {
@@ -177,26 +212,73 @@ final class HttpPlumbing {
         if (!x.connectionLost()) {
           send(res, status, JsonOut.error(x.getMessage()));
         } else {
-          res.header(HeaderNames.CONNECTION, "close");
-          try {
-            send(res, status, JsonOut.error(x.getMessage()));
-          } catch (RuntimeException gone) {
-            // the client is gone: nothing to answer, nothing to log
-          }
+          close = true;
+          asked = false; // the body is broken or gone: nothing to drain
+          answerClosing(res, status, x.getMessage());
         }
       } catch (RequestException x) {
+        // Helidon's refusal of the entity (a chunked body past its payload limit): answered here,
+        // and the connection closed, since the rest of the body cannot be read
         status = x.status().code();
-        if (status != 413 || res.isSent()) throw x;
-        res.header(HeaderNames.CONNECTION, "close");
-        send(res, 413, JsonOut.error(tooLarge()));
+        if (res.isSent()) throw new CloseConnectionException("request failed after its answer", x);
+        close = true;
+        asked = false;
+        answerClosing(res, status, status == 413 ? bodies.tooLarge() : x.getMessage());
+      } catch (OutOfMemoryError x) {
+        OutOfMemoryExit.exitIfInstalled(x);
+        throw x;
       } catch (RuntimeException x) {
         if (res.isSent()) throw x;
         LOG.log(Level.WARNING, "internal error on " + name, x);
         status = 500;
         send(res, 500, JsonOut.error("internal error: " + x));
+      } finally {
+        lease.remove();
+        held.close();
       }
       metrics.http(name, status, System.nanoTime() - t0);
+      HttpFraming.State st = framing.current();
+      if (st != null && st.closeAfter) close = true;
+      if (close) {
+        if (!res.isSent()) return;
+        if (asked) drainIfClean(req, st);
+        deadline.received(); // the connection ends here
+        throw new CloseConnectionException("the answer closes the connection");
+      }
     };
+  }
+
+  private static void answerClosing(ServerResponse res, int status, String message) {
+    res.header(HeaderNames.CONNECTION, "close");
+    try {
+      send(res, status, JsonOut.error(message));
+    } catch (RuntimeException gone) {
+      // the client is gone: nothing to answer, nothing to log
+    }
+  }
+
+  /**
+   * Reads what is left of a Content-Length body before the connection is closed on the client's
+   * request, so that the client is not reset before it reads the answer. Chunked bodies and bodies
+   * cut off are not drained: their framing is broken or decoded by BodyReader.
+   */
+  private void drainIfClean(ServerRequest req, HttpFraming.State st) {
+    if (st == null || st.chunked || st.closeAfter || deadline.timedOut()) return;
+    try {
+      if (req.content().hasEntity() && !req.content().consumed()) req.content().consume();
+    } catch (RuntimeException e) {
+      // closing anyway
+    }
+  }
+
+  /** Whether the request's Connection header lists "close" (RFC 9110 7.6.1, any case). */
+  static boolean wantsClose(ServerRequest req) {
+    for (String v : req.headers().all(HeaderNames.CONNECTION, List::of)) {
+      for (String t : v.split(",", -1)) {
+        if (t.trim().equalsIgnoreCase("close")) return true;
+      }
+    }
+    return false;
   }
 
   /** A query parameter, or null. */
@@ -206,23 +288,29 @@ final class HttpPlumbing {
 
   // ------------------------------------------------------------------ bodies
 
-  private String tooLarge() {
-    return "the request body is larger than the limit of "
-        + maxBodyBytes
-        + " bytes (--max-body-size)";
+  /**
+   * The whole body, strict UTF-8. A Content-Type other than JSON is a 415 (none at all is taken as
+   * JSON); a body over the limit a 413, one past the in-flight budget a 503, malformed chunks or
+   * UTF-8 a 400; a body that does not arrive within the read timeout is a 408, one cut short by the
+   * client a 400, both on a connection that is already closed.
+   */
+  byte[] body(ServerRequest req) throws IOException {
+    byte[] b = bytes(req);
+    String bad = Utf8.check(b, b.length);
+    if (bad != null) throw ApiException.badRequest(bad);
+    return b;
   }
 
   /**
-   * The whole body. A Content-Type other than JSON is a 415 (none at all is taken as JSON); a body
-   * that does not arrive within the read timeout is a 408, one cut short by the client a 400, both
-   * on a connection that is already closed.
+   * As {@link #body}, without the UTF-8 check: for {@code /events}, which reports malformed UTF-8
+   * as a decode error of its batch ({@link Utf8#check} is the caller's).
    */
-  byte[] body(ServerRequest req) throws IOException {
+  byte[] bytes(ServerRequest req) throws IOException {
     if (!req.content().hasEntity()) return new byte[0];
     if (req.headers().contentLength().orElse(-1) > maxBodyBytes) {
       // unread: Helidon drains it (at most SWALLOW_BYTES over the limit, see helidonPayloadLimit)
       // so that the client, still sending, gets this answer instead of a reset connection
-      throw new ApiException(413, tooLarge());
+      throw new ApiException(413, bodies.tooLarge());
     }
     String type = req.headers().first(HeaderNames.CONTENT_TYPE).orElse(null);
     if (type != null && !isJson(type)) {
@@ -232,19 +320,29 @@ final class HttpPlumbing {
           "the request body must be JSON (Content-Type: application/json), got Content-Type: "
               + (type.length() <= 60 ? type : type.substring(0, 57) + "..."));
     }
+    BodyBudget.Lease held = lease.get();
+    if (held == null) held = budget.lease(); // not inside handler(): nothing to give back to
+    byte[] b;
     try {
-      byte[] b = readBody(req, maxBodyBytes);
+      b = bodies.read(req, held);
       deadline.received();
-      if (b == null) throw new ApiException(413, tooLarge()); // chunked, over the limit
-      return b;
     } catch (ApiException e) {
+      if (deadline.timedOut()) {
+        deadline.received();
+        throw ApiException.connectionLost(
+            408, "the request body did not arrive within the read timeout");
+      }
+      // a refusal that leaves the body to Helidon's drain (503 past the budget) keeps the
+      // deadline armed, so a client that stalls there is still cut off; others read it all, or
+      // close the connection
+      if (e.connectionLost() || e.status() != 503) deadline.received();
       throw e;
     } catch (RequestException e) {
       if (deadline.received()) {
         throw ApiException.connectionLost(
             408, "the request body did not arrive within the read timeout");
       }
-      throw e; // a chunked body over the limit (413 in handler()), a malformed chunk
+      throw e; // Helidon refused the entity (handler() answers and closes)
     } catch (RuntimeException | IOException e) {
       if (deadline.received()) {
         throw ApiException.connectionLost(
@@ -254,6 +352,7 @@ final class HttpPlumbing {
       throw ApiException.connectionLost(
           400, "the connection closed before the whole request body arrived: " + e);
     }
+    return b;
   }
 
   /** {@code application/json} or {@code application/*+json}, with any parameters. */
@@ -263,21 +362,6 @@ final class HttpPlumbing {
     return t.equalsIgnoreCase(JSON)
         || (t.regionMatches(true, 0, "application/", 0, 12)
             && t.regionMatches(true, t.length() - 5, "+json", 0, 5));
-  }
-
-  /** The body, or null when it has no declared length and turns out longer than {@code limit}. */
-  private static byte[] readBody(ServerRequest req, long limit) throws IOException {
-    try (InputStream in = req.content().inputStream()) {
-      long declared = req.headers().contentLength().orElse(-1);
-      if (declared < 0 || declared > Integer.MAX_VALUE - 16) {
-        byte[] b = in.readNBytes((int) Math.min(limit + 1, Integer.MAX_VALUE - 16));
-        return b.length > limit ? null : b;
-      }
-      // one array of the declared size (Helidon has checked it against the limit), not chunks
-      byte[] b = new byte[(int) declared];
-      int n = in.readNBytes(b, 0, b.length);
-      return n == b.length ? b : Arrays.copyOf(b, n);
-    }
   }
 
   // ------------------------------------------------------------------ answers
@@ -297,22 +381,50 @@ final class HttpPlumbing {
   }
 
   /**
-   * Answers requests Helidon refuses before routing (a declared body over the limit: 413; an
-   * unparsable request line: 400) with the same {@code {"error": ...}} as the endpoints, counted
-   * under endpoint {@code "unrouted"}.
+   * Answers requests refused before routing with the same {@code {"error": ...}} as the endpoints,
+   * counted under endpoint {@code "unrouted"}: bad framing (HttpFraming: 400, or 501), a request
+   * line or header Helidon cannot parse (400), a declared body over the limit (413), HTTP/1.0
+   * (505), a request cut off by its read deadline (408). Helidon closes the connection after it.
    */
   DirectHandler directHandler() {
     return (request, eventType, defaultStatus, responseHeaders, message) -> {
-      // a connection cut off by its read deadline fails inside Helidon (an "internal error"):
-      // it is the client's fault, and the answer cannot reach it anyway
-      Status status = deadline.timedOut() ? Status.REQUEST_TIMEOUT_408 : defaultStatus;
+      HttpFraming.State st = framing.current();
+      // the connection ends with this answer: its deadline no longer matters
+      boolean timedOut = deadline.timedOut();
+      deadline.received();
+      if (st != null && st.answered && !st.lineSeen && timedOut) {
+        // cut off after its answer (while Helidon drained the body): never a second answer
+        throw new CloseConnectionException("read deadline after the answer");
+      }
+      Status status = defaultStatus;
+      String text;
+      if (timedOut) {
+        status = Status.REQUEST_TIMEOUT_408;
+        text = "the request did not arrive within the read timeout";
+      } else if (st != null && st.refusal != null && st.lineSeen) {
+        status = Status.create(st.refusalStatus);
+        text = st.refusal;
+      } else if (eventType == DirectHandler.EventType.HTTP_VERSION_NOT_SUPPORTED) {
+        status = Status.HTTP_VERSION_NOT_SUPPORTED_505;
+        text =
+            "HTTP/1.0 is not supported: send HTTP/1.1 (behind nginx: proxy_http_version 1.1;"
+                + " with ab: use another load generator)";
+      } else if (eventType == DirectHandler.EventType.INTERNAL_ERROR
+          && (st == null || !st.lineSeen)) {
+        // Helidon fails inside its request-line parser on a method with a control character
+        status = Status.BAD_REQUEST_400;
+        text = "malformed request line (RFC 9112 3): the method must be a token";
+      } else if (status.code() == 413) {
+        text = bodies.tooLarge();
+      } else if (eventType == DirectHandler.EventType.BAD_REQUEST) {
+        text =
+            "malformed request"
+                + (message == null || message.isEmpty() ? "" : ": " + firstLine(message));
+      } else {
+        text = message == null || message.isEmpty() ? status.reasonPhrase() : message;
+      }
       metrics.http("unrouted", status.code(), 0);
-      String text =
-          status.code() == 413
-              ? tooLarge()
-              : status.code() == 408
-                  ? "the request did not arrive within the read timeout"
-                  : (message == null || message.isEmpty() ? status.reasonPhrase() : message);
+      if (status.code() != 500) refusals.note(status.code(), text);
       return DirectHandler.TransportResponse.builder()
           .status(status)
           .headers(responseHeaders)
@@ -320,5 +432,40 @@ final class HttpPlumbing {
           .entity(JsonOut.error(text))
           .build();
     };
+  }
+
+  private static String firstLine(String s) {
+    int nl = s.indexOf('\n');
+    return HttpFraming.printable(nl < 0 ? s : s.substring(0, nl), 200);
+  }
+
+  /** Logs refusals in one line at most once per interval, with the count of those in between. */
+  static final class RefusalLog {
+    private final long intervalNanos;
+    private long last; // guarded by this
+    private boolean logged; // guarded by this
+    private long unlogged; // guarded by this
+
+    RefusalLog(long intervalNanos) {
+      this.intervalNanos = intervalNanos;
+    }
+
+    /** Notes a refusal; returns whether it was logged. */
+    synchronized boolean note(int status, String text) {
+      long now = System.nanoTime();
+      if (logged && now - last < intervalNanos) {
+        unlogged++;
+        return false;
+      }
+      String more =
+          unlogged == 0
+              ? ""
+              : String.format(Locale.ROOT, " (and %d more since the last such line)", unlogged);
+      LOG.info("refused a malformed request: " + status + " " + text + more);
+      logged = true;
+      last = now;
+      unlogged = 0;
+      return true;
+    }
   }
 }

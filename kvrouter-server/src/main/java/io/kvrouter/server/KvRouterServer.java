@@ -51,7 +51,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * the limit: 413; an unparsable request line: 400) itself, through HttpPlumbing's direct
  * handler, which gives the same {"error": ...} JSON as the endpoints and counts the answer under
  * endpoint "unrouted". Slow clients are cut off by this server's ReadDeadline (its sweeper
- * thread stops last in stop()) and Helidon's idle timeout.
+ * thread stops last in stop()) and Helidon's idle timeout. HttpFraming checks each request's
+ * framing before routing (it and ReadDeadline are chained into the one receive listener Helidon
+ * is given, see HttpFraming.then) and keeps the per-connection state the direct handler and the
+ * chunked decoder read; the server's BodyBudget bounds the memory of all bodies being received
+ * (docs/service.md, "The HTTP edge").
  *
  * Between the webserver's start and the end of start(), serving is false: start() connects to
  * NATS (--events) or loads the peer's dump (--peer) on the caller's thread, and Api answers 503
@@ -69,6 +73,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final WebServer webServer;
   private final ExecutorService ingest;
   private final ReadDeadline readDeadline;
+  private final BodyBudget bodyBudget;
   private final Api api;
   private NatsEvents nats;
   private NatsRegistrations registrations;
@@ -108,12 +113,17 @@ public final class KvRouterServer implements AutoCloseable {
             });
     Duration readTimeout = config.readTimeout();
     this.readDeadline = new ReadDeadline(readTimeout);
+    HttpFraming framing = new HttpFraming();
+    this.bodyBudget = new BodyBudget(config.effectiveMaxInflightBodyBytes());
+    metrics.bodies(bodyBudget);
     HttpPlumbing http =
         new HttpPlumbing(
             metrics,
             new BearerAuth(config.authToken()),
             config.maxBodyBytes(),
             readDeadline,
+            framing,
+            bodyBudget,
             this::readiness,
             () -> serving);
     EventIngest events =
@@ -136,7 +146,12 @@ public final class KvRouterServer implements AutoCloseable {
             // only this HTTP/1 configuration: with a discovered one next to it, Helidon would wait
             // for a new connection's first bytes to choose between the two, outside its idle timer
             .protocolsDiscoverServices(false)
-            .addProtocol(Http1Config.builder().addReceiveListener(readDeadline).build())
+            // framing checks first, then the read deadline (docs/service.md, "The HTTP edge")
+            .addProtocol(
+                Http1Config.builder()
+                    .addReceiveListener(framing.then(readDeadline))
+                    .addSendListener(framing.sendSide())
+                    .build())
             .shutdownGracePeriod(config.shutdownGrace())
             .shutdownHook(false)
             .featuresDiscoverServices(false)
@@ -293,6 +308,16 @@ public final class KvRouterServer implements AutoCloseable {
   /** Connections this server's read deadline cut off (for tests). */
   long readDeadlineClosed() {
     return readDeadline.closed();
+  }
+
+  /** Request bodies being read now, also those still waiting for their first byte (tests). */
+  long bodiesBeingRead() {
+    return bodyBudget.reading();
+  }
+
+  /** Bytes of request bodies held now, under {@link Config#maxInflightBodyBytes()} (tests). */
+  long bodyBytesHeld() {
+    return bodyBudget.held();
   }
 
   /** Whether to take traffic, and why not; see {@link Readiness}. */
@@ -466,6 +491,9 @@ public final class KvRouterServer implements AutoCloseable {
    *     stored the batch, for this server's replica to apply it (so that a {@code /query} sent
    *     after the answer sees it) before answering 503, and how long {@code POST /register} and
    *     {@code POST /unregister} wait for this server to apply what they published; default 10 s
+   * @param maxInflightBodyBytes the request bodies held at once, across all connections, take at
+   *     most this many bytes; a body that would grow past it gets 503; 0 (the default): a quarter
+   *     of the JVM's maximum heap, and never less than {@code maxBodyBytes}
    */
   public record Config(
       String host,
@@ -489,7 +517,8 @@ public final class KvRouterServer implements AutoCloseable {
       String replicaId,
       long maxBlocks,
       Duration readTimeout,
-      Duration natsApplyWait) {
+      Duration natsApplyWait,
+      long maxInflightBodyBytes) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -562,6 +591,20 @@ public final class KvRouterServer implements AutoCloseable {
       if (natsApplyWait.isNegative() || natsApplyWait.isZero()) {
         throw new IllegalArgumentException("natsApplyWait must be > 0, got " + natsApplyWait);
       }
+      if (maxInflightBodyBytes < 0) {
+        throw new IllegalArgumentException(
+            "maxInflightBodyBytes must be >= 1 (or 0 for the default), got "
+                + maxInflightBodyBytes);
+      }
+    }
+
+    /**
+     * {@link #maxInflightBodyBytes()}, or its default when 0: a quarter of the maximum heap, at
+     * least {@link #maxBodyBytes()}.
+     */
+    public long effectiveMaxInflightBodyBytes() {
+      if (maxInflightBodyBytes > 0) return maxInflightBodyBytes;
+      return Math.max(maxBodyBytes, Runtime.getRuntime().maxMemory() / 4);
     }
 
     /** A builder holding the defaults. */
@@ -600,6 +643,9 @@ public final class KvRouterServer implements AutoCloseable {
       }
       m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
+      m.put(
+          "max-inflight-body-size",
+          effectiveMaxInflightBodyBytes() + (maxInflightBodyBytes == 0 ? " (heap / 4)" : ""));
       return m;
     }
 
@@ -648,8 +694,15 @@ public final class KvRouterServer implements AutoCloseable {
       private long maxBlocks;
       private Duration readTimeout = ReadDeadline.configured();
       private Duration natsApplyWait = DEFAULT_NATS_APPLY_WAIT;
+      private long maxInflightBodyBytes;
 
       private Builder() {}
+
+      /** See {@link Config#maxInflightBodyBytes()}; 0: the default. */
+      public Builder maxInflightBodyBytes(long maxInflightBodyBytes) {
+        this.maxInflightBodyBytes = maxInflightBodyBytes;
+        return this;
+      }
 
       public Builder events(String events) {
         this.events = events;
@@ -785,7 +838,8 @@ public final class KvRouterServer implements AutoCloseable {
             replicaId,
             maxBlocks,
             readTimeout,
-            natsApplyWait);
+            natsApplyWait,
+            maxInflightBodyBytes);
       }
     }
   }

@@ -6,6 +6,7 @@ import io.helidon.http.HttpPrologue;
 import io.helidon.webserver.ConnectionContext;
 import io.helidon.webserver.http1.Http1ConnectionListener;
 import java.time.Duration;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -28,8 +29,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * How: Helidon runs each HTTP/1 connection on one virtual thread, which also runs the handlers.
  * As a receive listener this object sees the request line (prologue) and the headers on that
  * thread. A per-thread Watch (in this object's ThreadLocal) is armed at the request line and
- * disarmed once the request is in: at the headers when there is no entity, else by
- * HttpPlumbing.body() once the body is read. This object's sweeper thread (a daemon, started by
+ * disarmed once the request is in: at the headers when there is no entity (no Transfer-Encoding,
+ * no Content-Length other than 0: nothing is parsed here, so no header value can make a request
+ * escape its deadline), else by HttpPlumbing.body() once the body is read, or by the direct
+ * handler that refuses the request. This object's sweeper thread (a daemon, started by
  * the first request line, stopped by close()) interrupts every thread whose deadline passed while
  * armed. Interrupting a virtual thread blocked in a socket read closes the socket (java.net.Socket
  * is interruptible on virtual threads), so the blocked read fails and the connection ends; the
@@ -101,8 +104,12 @@ final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
 
   @Override
   public void headers(ConnectionContext ctx, Headers headers) {
+    // never parses: a request with any length but a plain 0 (or with Transfer-Encoding) keeps its
+    // deadline until its body is read; HttpFraming refuses the malformed ones before this runs
     boolean entity =
-        headers.contains(HeaderNames.TRANSFER_ENCODING) || headers.contentLength().orElse(0) > 0;
+        headers.contains(HeaderNames.TRANSFER_ENCODING)
+            || headers.all(HeaderNames.CONTENT_LENGTH, List::of).stream()
+                .anyMatch(v -> !v.trim().equals("0"));
     if (!entity) received();
   }
 

@@ -29,6 +29,61 @@ final class Requests {
   /** The longest {@code request_id} of {@code /route}. */
   static final int MAX_REQUEST_ID = 512;
 
+  /** The longest model name or routing group. */
+  static final int MAX_NAME = 256;
+
+  /** The rule of model names and routing groups, as error messages state it. */
+  static final String NAME_RULE =
+      "a name is 1 to " + MAX_NAME + " characters from A-Z a-z 0-9 and . _ : / @ + -";
+
+  /**
+   * Whether {@code s} is a valid model name or routing group: 1 to {@link #MAX_NAME} characters of
+   * {@code [A-Za-z0-9._:/@+-]}. That admits Hugging Face ids ({@code meta-llama/Llama-3.1-8B}),
+   * Ollama tags ({@code llama3.1:8b-q4_K_M}), paths ({@code /models/x}) and provider ids ({@code
+   * @cf/meta/llama-3}), and keeps out spaces, quotes, control characters and anything that is not
+   * ASCII (so a name prints the same in every answer and in /metrics).
+   */
+  static boolean isName(String s) {
+    int n = s.length();
+    if (n < 1 || n > MAX_NAME) return false;
+    for (int i = 0; i < n; i++) {
+      char c = s.charAt(i);
+      boolean ok =
+          c >= 'a' && c <= 'z'
+              || c >= 'A' && c <= 'Z'
+              || c >= '0' && c <= '9'
+              || c == '.'
+              || c == '_'
+              || c == ':'
+              || c == '/'
+              || c == '@'
+              || c == '+'
+              || c == '-';
+      if (!ok) return false;
+    }
+    return true;
+  }
+
+  /** {@code value}, or a 400 naming {@code field} and the rule when it is not a valid name. */
+  static String name(String field, String value) {
+    if (value != null && !isName(value)) {
+      throw ApiException.badRequest(
+          field
+              + ": '"
+              + HttpFraming.printable(value, 60)
+              + "' ("
+              + value.length()
+              + " characters) is not a valid name: "
+              + NAME_RULE);
+    }
+    return value;
+  }
+
+  /** The {@code model_name} and {@code routing_group} query parameters, checked as names. */
+  static Filter filter(String modelName, String routingGroup) {
+    return new Filter(name("model_name", modelName), name("routing_group", routingGroup));
+  }
+
   /**
    * {@code POST /register}: one rank of one index.
    *
@@ -118,7 +173,7 @@ final class Requests {
                     + " block size)");
           }
           long id = JsonBody.require(instance, "instance_id");
-          String modelName = JsonBody.require(model, "model_name");
+          String modelName = name("model_name", JsonBody.require(model, "model_name"));
           int size = JsonBody.require(blockSize, "block_size").intValue();
           return new Register(
               new ModelKey(modelName, group.value),
@@ -151,7 +206,10 @@ final class Requests {
           }
           long id = JsonBody.require(instance, "instance_id");
           return new Unregister(
-              JsonBody.require(model, "model_name"), group.value, id, (int) dpRank);
+              name("model_name", JsonBody.require(model, "model_name")),
+              group.value,
+              id,
+              (int) dpRank);
         });
   }
 
@@ -252,7 +310,7 @@ final class Requests {
           }
           if (kind.tokens) JsonBody.require(q.tokens, "token_ids");
           else JsonBody.require(q.hashes, "block_hashes");
-          JsonBody.require(q.model, "model_name");
+          name("model_name", JsonBody.require(q.model, "model_name"));
           return q;
         });
   }
@@ -267,6 +325,7 @@ final class Requests {
       String field = b.name();
       String v = b.optString();
       if (v == null) return;
+      name(field, v);
       if (value != null && !value.equals(v)) {
         throw b.error(
             field,

@@ -325,6 +325,29 @@ final class ServerMetrics {
     JvmMetrics.builder().register(registry);
   }
 
+  /** Registers the gauges of the request bodies being received (HttpPlumbing); call it once. */
+  void bodies(BodyBudget budget) {
+    GaugeWithCallback.builder()
+        .name("kvrouter_http_body_bytes_held")
+        .help(
+            "Bytes the request bodies being received hold now (their buffers), across all"
+                + " connections")
+        .callback(cb -> cb.call(budget.held()))
+        .register(registry);
+    GaugeWithCallback.builder()
+        .name("kvrouter_http_body_bytes_budget")
+        .help(
+            "Most bytes request bodies may hold at once (--max-inflight-body-size); a body that"
+                + " would grow past it gets 503")
+        .callback(cb -> cb.call(budget.capacity()))
+        .register(registry);
+    GaugeWithCallback.builder()
+        .name("kvrouter_http_bodies_reading")
+        .help("Request bodies being received now, also those whose first byte has not come")
+        .callback(cb -> cb.call(budget.reading()))
+        .register(registry);
+  }
+
   private void registerZmqFamilies() {
     Map<String, List<Integer>> byFamily = new java.util.LinkedHashMap<>();
     for (int i = 0; i < ZMQ_FIELDS.size(); i++) {

@@ -274,7 +274,7 @@ class HostileClientsTest {
                         HttpRequest.BodyPublishers.ofByteArray(
                             new byte[] {'{', '"', (byte) 0xff, (byte) 0xc0, '"', ':', '1', '}'})),
             400,
-            "malformed JSON"));
+            "not valid UTF-8: byte 0xFF at offset 2"));
     c.add(new Case("empty body", () -> post(url, "/query", ""), 400, "empty"));
     // unknown models
     String unknown = "{\"model_name\":\"nope\",\"token_ids\":[1,2,3,4]}";
