@@ -168,7 +168,8 @@ final class Registry implements AutoCloseable {
             topic,
             r.engineBlockSize(),
             r.capacityBlocks(),
-            listener);
+            listener,
+            r.baseUrl());
     try {
       return add(r.key(), r.blockSize(), reg);
     } catch (RuntimeException e) {
