@@ -27,7 +27,8 @@ import picocli.CommandLine.Spec;
       SimulateCommand.class,
       ServeCommand.class,
       Main.Bench.class,
-      TokenizerCommand.class
+      TokenizerCommand.class,
+      io.kvrouter.sim.MockEngineCommand.class
     })
 public final class Main implements Callable<Integer> {
   /**

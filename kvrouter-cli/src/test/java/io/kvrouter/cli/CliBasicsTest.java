@@ -54,7 +54,8 @@ class CliBasicsTest {
             new String[] {"bench", "--help"},
             new String[] {"bench", "trace", "--help"},
             new String[] {"tokenizer", "--help"},
-            new String[] {"tokenizer", "check", "--help"});
+            new String[] {"tokenizer", "check", "--help"},
+            new String[] {"mock-engine", "--help"});
     for (String[] args : commands) {
       PrintStream oldErr = System.err;
       ByteArrayOutputStream err = new ByteArrayOutputStream();
