@@ -28,7 +28,8 @@ import picocli.CommandLine.Spec;
       ServeCommand.class,
       Main.Bench.class,
       TokenizerCommand.class,
-      io.kvrouter.sim.MockEngineCommand.class
+      io.kvrouter.sim.MockEngineCommand.class,
+      io.kvrouter.gateway.GatewayCommand.class
     })
 public final class Main implements Callable<Integer> {
   /**
