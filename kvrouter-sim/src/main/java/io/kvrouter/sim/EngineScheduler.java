@@ -129,6 +129,7 @@ final class EngineScheduler implements AutoCloseable {
   private long prefillFreeAt;
   private long heldBlocks;
   private int finishedRequests;
+  private long evictedBlocks;
   private Job admitting;
 
   private final ArrayDeque<MockEngineServer.RequestTiming> recent = new ArrayDeque<>();
@@ -200,6 +201,7 @@ final class EngineScheduler implements AutoCloseable {
   MockEngineServer.CacheDump dump() {
     return call(
         () -> {
+          flushEvents(); // so that lastEventSeq covers every event behind this state
           long[] seq = cache.blockHashes();
           Arrays.sort(seq); // signed order; re-sorted as unsigned strings below
           List<long[]> pairs = new ArrayList<>();
@@ -218,7 +220,8 @@ final class EngineScheduler implements AutoCloseable {
               List.copyOf(theirs),
               active.size(),
               waiting.size(),
-              publisher == null ? -1 : publisher.lastQueuedSeq());
+              publisher == null ? -1 : publisher.lastQueuedSeq(),
+              evictedBlocks);
         });
   }
 
@@ -309,6 +312,7 @@ final class EngineScheduler implements AutoCloseable {
       if (!a.admitted()) return; // the pool is full of locked blocks: wait for a release
       waiting.poll();
       active.add(j);
+      evictedBlocks += a.evictedBlocks();
       long now = System.nanoTime();
       j.admitted = true;
       j.admittedAt = now;

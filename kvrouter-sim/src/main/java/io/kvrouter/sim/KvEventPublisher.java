@@ -254,13 +254,13 @@ final class KvEventPublisher implements AutoCloseable {
         packTokens(p, s.tokenIds());
         p.packInt(s.blockSize());
         p.packNil();
-        p.packString(s.medium());
+        packNullable(p, s.medium());
       }
       case EngineEvent.BlockRemoved r -> {
         p.packArrayHeader(3);
         p.packString("BlockRemoved");
         packHashes(p, r.blockHashes());
-        p.packString(r.medium());
+        packNullable(p, r.medium());
       }
       case EngineEvent.AllBlocksCleared c -> {
         p.packArrayHeader(1);
@@ -283,7 +283,8 @@ final class KvEventPublisher implements AutoCloseable {
         packTokens(p, s.tokenIds());
         p.packString("block_size").packInt(s.blockSize());
         p.packString("lora_id").packNil();
-        p.packString("medium").packString(s.medium());
+        p.packString("medium");
+        packNullable(p, s.medium());
         p.packString("lora_name").packNil();
       }
       case EngineEvent.BlockRemoved r -> {
@@ -291,13 +292,19 @@ final class KvEventPublisher implements AutoCloseable {
         p.packString("type").packString("BlockRemoved");
         p.packString("block_hashes");
         packHashes(p, r.blockHashes());
-        p.packString("medium").packString(r.medium());
+        p.packString("medium");
+        packNullable(p, r.medium());
       }
       case EngineEvent.AllBlocksCleared c -> {
         p.packMapHeader(1);
         p.packString("type").packString("AllBlocksCleared");
       }
     }
+  }
+
+  private static void packNullable(MessageBufferPacker p, String s) throws IOException {
+    if (s == null) p.packNil();
+    else p.packString(s);
   }
 
   private static void packHashes(MessageBufferPacker p, long[] hashes) throws IOException {

@@ -368,13 +368,15 @@ public final class MockEngineServer implements AutoCloseable {
    *
    * @param blockSize tokens per block
    * @param numGpuBlocks blocks in the pool
-   * @param blockHashes every cached block's DESIGN.md §2 sequence hash (unsigned decimal, sorted):
-   *     what a kvrouter index fed with this engine's events holds for it
-   * @param engineBlockHashes the same blocks under the engine's own (opaque) hashes, as its KV
-   *     events name them, in the same order
+   * @param blockHashes every cached block's DESIGN.md §2 sequence hash of its tokens (unsigned
+   *     decimal, sorted): the engine's internal name of the block
+   * @param engineBlockHashes the same blocks under the engine's own (opaque) wire hashes, as its KV
+   *     events name them, in the same order: what a kvrouter index fed with these events holds as
+   *     the blocks' {@code block_hash} (it recomputes only the local hashes from the token ids)
    * @param runningRequests requests admitted and not finished
    * @param waitingRequests requests queued
    * @param lastEventSeq sequence number of the last batch handed to the publisher, -1 before any
+   * @param evictedBlocks blocks evicted since start
    */
   public record CacheDump(
       int blockSize,
@@ -383,7 +385,8 @@ public final class MockEngineServer implements AutoCloseable {
       List<String> engineBlockHashes,
       int runningRequests,
       int waitingRequests,
-      long lastEventSeq) {}
+      long lastEventSeq,
+      long evictedBlocks) {}
 
   /**
    * What the engine measured for one finished or aborted request ({@code GET /mock/requests}).

@@ -55,7 +55,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * </pre>
  */
 final class OpenAiApi {
-  private static final ObjectMapper JSON = new ObjectMapper();
+  /** Maps keep their order; records (the /mock dumps) get snake_case field names. */
+  private static final ObjectMapper JSON =
+      new ObjectMapper()
+          .setPropertyNamingStrategy(
+              com.fasterxml.jackson.databind.PropertyNamingStrategies.SNAKE_CASE);
+
   private static final String EVENT_STREAM = "text/event-stream; charset=utf-8";
   private static final String APPLICATION_JSON = "application/json";
   private static final io.helidon.http.HeaderName X_REQUEST_ID = HeaderNames.create("X-Request-Id");
