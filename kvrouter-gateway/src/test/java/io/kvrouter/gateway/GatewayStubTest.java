@@ -291,11 +291,47 @@ class GatewayStubTest {
     byte[] first = in.readNBytes(6);
     assertThat(new String(first, StandardCharsets.UTF_8)).isEqualTo("data: ");
     assertThat(m.router().inFlight()).isEqualTo(1);
+    // the first token reached the client: its prefill is no longer charged, its blocks are
+    io.kvrouter.route.WorkerLoad load = m.router().load(new Worker(1, 0));
+    assertThat(load.activePrefillTokens()).isZero();
+    assertThat(load.activeBlocks()).isEqualTo(3);
     in.close(); // the client hangs up mid-stream
     assertThat(e.aborted.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
     while (m.router().inFlight() != 0 && System.nanoTime() < deadline) Thread.onSpinWait();
     assertThat(m.router().inFlight()).isZero();
+  }
+
+  @Test
+  void shutdownDrainsStreamsInFlight() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    CountDownLatch hold = new CountDownLatch(1);
+    e.holdAfterFirst = hold;
+    HttpResponse<InputStream> r =
+        HTTP.send(
+            HttpRequest.newBuilder(URI.create(g.url() + "/v1/completions"))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(completion(range(12), true, "")))
+                .build(),
+            HttpResponse.BodyHandlers.ofInputStream());
+    InputStream in = r.body();
+    assertThat(new String(in.readNBytes(6), StandardCharsets.UTF_8)).isEqualTo("data: ");
+    Thread stopper = Thread.ofVirtual().start(g::close);
+    await("the server stops taking traffic", () -> !g.server().isReady());
+    hold.countDown(); // the engine finishes its answer while the gateway stops
+    String rest = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    assertThat(rest).endsWith("data: [DONE]\n\n").contains("\"t2\"");
+    stopper.join();
+  }
+
+  static void await(String what, java.util.function.BooleanSupplier cond) {
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (!cond.getAsBoolean()) {
+      if (System.nanoTime() > deadline) throw new AssertionError("timed out waiting for " + what);
+      Thread.onSpinWait();
+    }
   }
 
   @Test
