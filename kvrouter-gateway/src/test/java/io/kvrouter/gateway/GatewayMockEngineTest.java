@@ -189,6 +189,30 @@ class GatewayMockEngineTest {
   }
 
   @Test
+  void engineDelegatedTokenizationRoutesAsWell() throws Exception {
+    Gateway g = gateway(null, GatewayConfig.builder()); // no tokenizer: the engines' /tokenize
+    MockEngineServer e = engine(0, 0, 0, 0);
+    RouterModel m = register(g, 1, e);
+    Worker w = new Worker(1, 0);
+    String body = chat("Tokenized by the engine itself, please.");
+    HttpResponse<String> first = post(g.url(), "/v1/chat/completions", body);
+    assertThat(first.statusCode()).isEqualTo(200);
+    long prompt = number(first.body(), "prompt_tokens");
+    await("blocks indexed", () -> m.router().index().blockCount(w) >= prompt / BS);
+    HttpResponse<String> second = post(g.url(), "/v1/chat/completions", body);
+    long overlap =
+        Long.parseLong(second.headers().firstValue("x-kvrouter-overlap-tokens").orElseThrow());
+    assertThat(overlap).isEqualTo(prompt / BS * BS);
+    assertThat(number(second.body(), "cached_tokens"))
+        .isEqualTo(PredictionCheck.expected(overlap, prompt, BS));
+    assertThat(m.accuracy(w).exact()).isEqualTo(1);
+    // /tokenize is the engine's own answer
+    String tok = "{\"model\":\"tiny\",\"prompt\":\"hello\"}";
+    assertThat(post(g.url(), "/tokenize", tok).body())
+        .isEqualTo(post(e.url(), "/tokenize", tok).body());
+  }
+
+  @Test
   void coldPrefixesSpreadByLoad() throws Exception {
     Gateway g = gateway(GatewayStubTest.tiny(), GatewayConfig.builder());
     RouterModel m = null;
