@@ -134,7 +134,10 @@ public final class GatewayBenchCommand implements Callable<Integer> {
         for (String[] target : new String[][] {direct, via}) {
           String label = target == direct ? "direct" : "gateway";
           double rps = saturate(target, w);
-          double[] lat = fixedRate(target, w);
+          paced(target, w); // warm-up
+          double[] before = stages(g.url());
+          double[] lat = paced(target, w);
+          double[] after = stages(g.url());
           out.printf(
               Locale.ROOT,
               "%-22s %-8s %10.0f %10.3f %10.3f %10.0f%n",
@@ -144,6 +147,19 @@ public final class GatewayBenchCommand implements Callable<Integer> {
               lat[0],
               lat[1],
               lat[2]);
+          if (target == via) {
+            StringBuilder b = new StringBuilder("    gateway stages at the fixed rate, mean us:");
+            for (int k = 0; k < STAGES.length; k++) {
+              double n = after[2 * k + 1] - before[2 * k + 1];
+              b.append(
+                  String.format(
+                      Locale.ROOT,
+                      " %s %.1f",
+                      STAGES[k],
+                      (after[2 * k] - before[2 * k]) / n * 1e6));
+            }
+            out.println(b);
+          }
           out.flush();
         }
       }
@@ -151,6 +167,32 @@ public final class GatewayBenchCommand implements Callable<Integer> {
       for (MockEngineServer e : es) e.close();
     }
     return 0;
+  }
+
+  private static final String[] STAGES = {"parse", "tokenize", "route", "upstream"};
+
+  /** {sum, count} of each stage's histogram, in STAGES order. */
+  private double[] stages(String gateway) throws Exception {
+    String metrics =
+        http.send(
+                HttpRequest.newBuilder(URI.create(gateway + "/metrics")).build(),
+                HttpResponse.BodyHandlers.ofString())
+            .body();
+    double[] v = new double[STAGES.length * 2];
+    for (int k = 0; k < STAGES.length; k++) {
+      v[2 * k] = value(metrics, "kvrouter_gateway_stage_seconds_sum{stage=\"" + STAGES[k] + "\"}");
+      v[2 * k + 1] =
+          value(metrics, "kvrouter_gateway_stage_seconds_count{stage=\"" + STAGES[k] + "\"}");
+    }
+    return v;
+  }
+
+  private static double value(String metrics, String series) {
+    for (String line : metrics.split("\n")) {
+      if (line.startsWith(series + " "))
+        return Double.parseDouble(line.substring(series.length() + 1));
+    }
+    return Double.NaN;
   }
 
   record Workload(String name, String path, String[] bodies) {}
@@ -241,12 +283,7 @@ public final class GatewayBenchCommand implements Callable<Integer> {
     return done.get() / ((System.nanoTime() - t0) / 1e9);
   }
 
-  /** Open loop at {@code rate}: {p50 ms, p99 ms, errors} (after a warm-up as long). */
-  private double[] fixedRate(String[] targets, Workload w) throws InterruptedException {
-    paced(targets, w);
-    return paced(targets, w);
-  }
-
+  /** Open loop at {@code rate}: {p50 ms, p99 ms, errors}. */
   private double[] paced(String[] targets, Workload w) throws InterruptedException {
     int n = (int) (rate * seconds);
     long[] lat = new long[n];
