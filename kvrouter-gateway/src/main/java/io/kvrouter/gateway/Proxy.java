@@ -374,6 +374,8 @@ final class Proxy {
               up.headers().first(HeaderNames.CONTENT_TYPE).orElse(null),
               false);
         }
+        st.succeeded(); // it answered: before the client can see the answer, so tests can rely on
+        // it
         String ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
         boolean sse = c.req.stream && status == 200 && ctype.startsWith("text/event-stream");
         Relay relay = new Relay(c, r, url, engine, attempt, status, ctype, ts, res);
@@ -381,8 +383,7 @@ final class Proxy {
             sse
                 ? relay.stream(up.inputStream())
                 : relay.whole(up.inputStream(), up.headers().contentLength().orElse(-1));
-        if (retry == null) st.succeeded();
-        else if (relay.clientGone) st.releaseProbe();
+        if (relay.clientGone) st.releaseProbe();
         return relay.clientGone ? null : retry;
       }
     } finally {

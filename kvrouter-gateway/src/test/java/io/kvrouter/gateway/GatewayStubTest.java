@@ -362,6 +362,62 @@ class GatewayStubTest {
   }
 
   @Test
+  void anEngineSilentPastTheTimeoutIsRetriedElsewhere() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().engineTimeout(Duration.ofMillis(300)));
+    StubEngine slow = stub();
+    StubEngine good = stub();
+    RouterModel m = register(g, 1, slow.url());
+    register(g, 2, good.url());
+    holds(m, 1, range(12));
+    CountDownLatch never = new CountDownLatch(1);
+    slow.holdBeforeAnswer = never;
+    try {
+      HttpResponse<String> r = post(g, "/v1/completions", completion(range(12), true, ""));
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.headers().firstValue("x-kvrouter-worker")).hasValue("2");
+      assertThat(r.headers().firstValue("x-kvrouter-attempts")).hasValue("2");
+      assertThat(r.body()).isEqualTo(good.expectedStream(false, false));
+      good.holdBeforeAnswer = never; // now both are silent: 504
+      HttpResponse<String> t = post(g, "/v1/completions", completion(range(12), false, ""));
+      assertThat(t.statusCode()).isEqualTo(504);
+      assertThat(t.body()).contains("\"code\":\"engine_timeout\"");
+    } finally {
+      never.countDown();
+    }
+    assertThat(m.router().inFlight()).isZero();
+  }
+
+  @Test
+  void everyEngineBusyIsA503() throws Exception {
+    Gateway g =
+        Gateway.start(
+            KvRouterServer.Config.builder().port(0).busyPrefillTokens(0).build(),
+            GatewayConfig.builder().model("tiny", tiny()).build());
+    open.add(g);
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    CountDownLatch hold = new CountDownLatch(1);
+    e.holdBeforeAnswer = hold; // the first request stays in prefill
+    Thread first =
+        Thread.ofVirtual()
+            .start(
+                () -> {
+                  try {
+                    post(g, "/v1/completions", completion(range(12), false, ""));
+                  } catch (Exception x) {
+                    throw new AssertionError(x);
+                  }
+                });
+    assertThat(e.arrived.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), false, ""));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.body()).contains("\"code\":\"all_busy\"");
+    hold.countDown();
+    first.join();
+    assertThat(e.hits()).isEqualTo(1);
+  }
+
+  @Test
   void consecutiveFailuresOpenTheBreaker() throws Exception {
     Gateway g =
         gateway(
@@ -380,6 +436,30 @@ class GatewayStubTest {
     assertThat(r.statusCode()).isEqualTo(503);
     assertThat(r.body()).contains("\"code\":\"circuit_open\"");
     assertThat(e.hits()).isEqualTo(2);
+  }
+
+  @Test
+  void aHalfOpenProbeClosesTheBreaker() throws Exception {
+    Gateway g =
+        gateway(
+            GatewayConfig.builder()
+                .maxAttempts(1)
+                .breakerFailures(1)
+                .breakerOpen(Duration.ofMillis(200)));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    e.status.set(500);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(500);
+    EngineState st = g.engines.get(e.url());
+    assertThat(st.breaker(System.nanoTime())).isEqualTo(EngineState.Breaker.OPEN);
+    await(
+        "the breaker to turn half-open",
+        () -> st.breaker(System.nanoTime()) == EngineState.Breaker.HALF_OPEN);
+    e.status.set(200);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(200);
+    assertThat(st.breaker(System.nanoTime())).isEqualTo(EngineState.Breaker.CLOSED);
   }
 
   @Test

@@ -32,6 +32,12 @@ final class StubEngine implements AutoCloseable {
   /** When set, a stream waits on this latch after its first chunk. */
   volatile CountDownLatch holdAfterFirst;
 
+  /** When set, every answer waits on this latch before it starts (nothing is sent meanwhile). */
+  volatile CountDownLatch holdBeforeAnswer;
+
+  /** Counted down when a request arrived (before any hold). */
+  volatile CountDownLatch arrived = new CountDownLatch(1);
+
   /** Counted down when a stream's write fails (the gateway closed the connection). */
   final CountDownLatch aborted = new CountDownLatch(1);
 
@@ -122,6 +128,9 @@ final class StubEngine implements AutoCloseable {
     bodies.add(body);
     requestIds.add(q.headers().first(HeaderNames.create("x-request-id")).orElse(null));
     auth.add(q.headers().first(HeaderNames.AUTHORIZATION).orElse(null));
+    arrived.countDown();
+    CountDownLatch before = holdBeforeAnswer;
+    if (before != null) before.await(30, java.util.concurrent.TimeUnit.SECONDS);
     int st = status.get();
     if (st != 200) {
       s.status(Status.create(st)).header(HeaderNames.CONTENT_TYPE, "application/json");
