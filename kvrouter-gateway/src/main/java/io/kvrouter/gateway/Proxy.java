@@ -19,6 +19,7 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.SocketTimeoutException;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Set;
 import java.util.logging.Level;
 
@@ -65,6 +66,9 @@ final class Proxy {
     String group;
     String requestId;
     int[] ids;
+
+    /** The model's ranks as the current attempt saw them. */
+    List<RouterModel.Rank> ranks;
 
     /** The current attempt's route is still to be freed. */
     boolean routed;
@@ -137,7 +141,7 @@ final class Proxy {
     String lastEngine = "none";
     while (attempts < g.config.maxAttempts()) {
       long now = System.nanoTime();
-      Allowed a = allowed(c.model, tried, now);
+      Allowed a = allowed(c, tried, now);
       if (a.none()) {
         if (last != null) break;
         throw noEngine(c, a);
@@ -252,47 +256,38 @@ final class Proxy {
     }
   }
 
-  private Allowed allowed(RouterModel m, Set<Long> tried, long now) {
-    Set<Long> all = null;
-    Set<Long> out = null;
-    int ranks = 0;
-    int noUrl = 0;
-    int unhealthy = 0;
-    int open = 0;
-    int triedN = 0;
-    for (RouterModel.Rank r : m.ranks()) {
-      ranks++;
-      long id = r.worker().workerId();
-      boolean excluded;
-      if (r.baseUrl() == null) {
-        noUrl++;
-        excluded = true;
-      } else if (tried != null && tried.contains(id)) {
-        triedN++;
-        excluded = true;
-      } else {
-        EngineState s = g.engine(r.baseUrl());
-        if (!s.healthy()) {
-          unhealthy++;
-          excluded = true;
-        } else if (!s.usable(now)) {
-          open++;
-          excluded = true;
-        } else {
-          excluded = false;
-        }
-      }
-      if (all == null) all = new HashSet<>();
-      all.add(id);
-      if (excluded) {
-        if (out == null) out = new HashSet<>();
-        out.add(id);
+  private Allowed allowed(Call c, Set<Long> tried, long now) {
+    List<RouterModel.Rank> ranks = c.model.ranks();
+    c.ranks = ranks;
+    // first pass without allocating: in the common case nothing is excluded
+    int excluded = 0;
+    for (int i = 0, n = ranks.size(); i < n; i++) {
+      if (excluded(ranks.get(i), tried, now) != 0) excluded++;
+    }
+    if (ranks.isEmpty()) return new Allowed(Set.of(), 0, 0, 0, 0, 0);
+    if (excluded == 0) return new Allowed(null, ranks.size(), 0, 0, 0, 0);
+    int[] why = new int[5];
+    Set<Long> out = new HashSet<>();
+    Set<Long> all = new HashSet<>();
+    for (RouterModel.Rank r : ranks) {
+      int k = excluded(r, tried, now);
+      all.add(r.worker().workerId());
+      if (k != 0) {
+        why[k]++;
+        out.add(r.worker().workerId());
       }
     }
-    if (ranks == 0) return new Allowed(Set.of(), 0, 0, 0, 0, 0);
-    if (out == null) return new Allowed(null, ranks, 0, 0, 0, 0);
     all.removeAll(out);
-    return new Allowed(Set.copyOf(all), ranks, noUrl, unhealthy, open, triedN);
+    return new Allowed(Set.copyOf(all), ranks.size(), why[1], why[3], why[4], why[2]);
+  }
+
+  /** 0: usable; 1: no base URL; 2: tried; 3: unhealthy; 4: breaker open (or probe taken). */
+  private int excluded(RouterModel.Rank r, Set<Long> tried, long now) {
+    if (r.baseUrl() == null) return 1;
+    if (tried != null && tried.contains(r.worker().workerId())) return 2;
+    EngineState s = g.engine(r.baseUrl());
+    if (!s.healthy()) return 3;
+    return s.usable(now) ? 0 : 4;
   }
 
   private OpenAiError noEngine(Call c, Allowed a) {
@@ -470,7 +465,7 @@ final class Proxy {
     }
 
     private int engineBlockSize() {
-      for (RouterModel.Rank k : c.model.ranks()) {
+      for (RouterModel.Rank k : c.ranks) {
         if (k.worker().equals(r.worker())) return Math.max(1, k.engineBlockSize());
       }
       return c.model.blockSize();
