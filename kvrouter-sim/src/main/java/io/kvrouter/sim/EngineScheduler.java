@@ -14,7 +14,6 @@ import java.util.PriorityQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
 
 /**
  * The mock engine's scheduler in real time: continuous batching up to {@code --max-num-seqs}, a
@@ -110,10 +109,8 @@ final class EngineScheduler implements AutoCloseable {
   private final int maxNumSeqs;
   private final TimingModel timing;
   private final double speedup;
-  private final int dieAfterRequests;
   private final KvEventPublisher publisher;
   private final EngineMetrics metrics;
-  private final Consumer<String> onDeath;
   private final long salt;
   private final PrefixCache cache;
   private final LinkedBlockingQueue<Runnable> commands = new LinkedBlockingQueue<>();
@@ -128,25 +125,18 @@ final class EngineScheduler implements AutoCloseable {
   private long timerSeq;
   private long prefillFreeAt;
   private long heldBlocks;
-  private int finishedRequests;
   private long evictedBlocks;
   private Job admitting;
 
   private final ArrayDeque<MockEngineServer.RequestTiming> recent = new ArrayDeque<>();
 
-  EngineScheduler(
-      MockEngineServer.Config c,
-      KvEventPublisher publisher,
-      EngineMetrics metrics,
-      Consumer<String> onDeath) {
+  EngineScheduler(MockEngineServer.Config c, KvEventPublisher publisher, EngineMetrics metrics) {
     this.blockSize = c.blockSize();
     this.maxNumSeqs = c.maxNumSeqs();
     this.timing = c.timing();
     this.speedup = c.speedup();
-    this.dieAfterRequests = c.dieAfterRequests();
     this.publisher = publisher;
     this.metrics = metrics;
-    this.onDeath = onDeath;
     this.salt = mix(c.seed() ^ System.nanoTime() ^ 0x6d6f636b656e67L);
     this.cache =
         PrefixCache.builder(new Worker(0, 0), c.blockSize(), c.numGpuBlocks())
@@ -395,12 +385,6 @@ final class EngineScheduler implements AutoCloseable {
     synchronized (recent) {
       recent.addLast(timing);
       if (recent.size() > RECENT) recent.removeFirst();
-    }
-    if (!"abort".equals(r)) {
-      finishedRequests++;
-      if (dieAfterRequests > 0 && finishedRequests >= dieAfterRequests) {
-        onDeath.accept("--die-after-requests " + dieAfterRequests + " reached");
-      }
     }
   }
 

@@ -183,8 +183,8 @@ public final class MockEngineCommand implements Callable<Integer> {
       paramLabel = "N",
       defaultValue = "0",
       description =
-          "Fault: die (exit 1, sockets closed, streams cut) once N generation requests have"
-              + " finished; 0: never (default: ${DEFAULT-VALUE}).")
+          "Fault: die (exit 1, sockets closed, streams cut) once N generation responses have"
+              + " been sent whole; 0: never (default: ${DEFAULT-VALUE}).")
   int dieAfterRequests;
 
   @Option(

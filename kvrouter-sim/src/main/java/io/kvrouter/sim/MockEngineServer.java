@@ -80,7 +80,7 @@ public final class MockEngineServer implements AutoCloseable {
    * @param defaultMaxTokens output length of a request that sets no {@code max_tokens} (the mock's
    *     stand-in for the model stopping at its end-of-sequence token; finish reason {@code stop})
    * @param failFraction fraction of generation requests answered 500 before the first byte
-   * @param dieAfterRequests die once this many generation requests have finished; 0: never
+   * @param dieAfterRequests die once this many generation responses have been sent whole; 0: never
    * @param dieAfter die this long after start; null: never
    * @param httpStartDelay bind the HTTP listener only after this delay (vLLM binds after loading
    *     its weights)
@@ -426,7 +426,10 @@ public final class MockEngineServer implements AutoCloseable {
   private final CompletableFuture<String> death = new CompletableFuture<>();
   private final Thread starter;
   private final Thread reaper;
+  private final java.util.concurrent.atomic.AtomicInteger responses =
+      new java.util.concurrent.atomic.AtomicInteger();
   private volatile boolean closed;
+  private volatile int boundPort;
 
   private MockEngineServer(Config config) {
     this.config = config;
@@ -438,9 +441,9 @@ public final class MockEngineServer implements AutoCloseable {
             ? new KvEventPublisher(
                 config.kvEvents(), config.eventEncoding(), config.zmqStartDelay())
             : null;
-    this.scheduler = new EngineScheduler(config, publisher, metrics, this::die);
+    this.scheduler = new EngineScheduler(config, publisher, metrics);
     TextGenerator gen = new TextGenerator(tokenizer, config.seed());
-    this.api = new OpenAiApi(config, model, tokenizer, gen, scheduler, metrics);
+    this.api = new OpenAiApi(config, model, tokenizer, gen, scheduler, metrics, this::responseSent);
     this.port =
         config.port() == 0 && !config.httpStartDelay().isZero() ? freePort() : config.port();
     this.webServer =
@@ -505,11 +508,20 @@ public final class MockEngineServer implements AutoCloseable {
         throw new IllegalStateException(
             "mock engine: cannot listen on " + config.host() + ":" + port);
       }
+      boundPort = webServer.port();
       listening.complete(null);
     } catch (InterruptedException e) {
       listening.completeExceptionally(e);
     } catch (RuntimeException e) {
       listening.completeExceptionally(e);
+    }
+  }
+
+  /** A generation response went out whole; --die-after-requests counts these. */
+  private void responseSent() {
+    int n = config.dieAfterRequests();
+    if (n > 0 && responses.incrementAndGet() == n) {
+      die("--die-after-requests " + n + " reached");
     }
   }
 
@@ -558,7 +570,8 @@ public final class MockEngineServer implements AutoCloseable {
 
   /** The HTTP port (chosen at start when the configuration said 0). */
   public int port() {
-    return config.httpStartDelay().isZero() && webServer.isRunning() ? webServer.port() : port;
+    int b = boundPort;
+    return b > 0 ? b : port;
   }
 
   /** {@code http://host:port}, with 127.0.0.1 for a wildcard host. */

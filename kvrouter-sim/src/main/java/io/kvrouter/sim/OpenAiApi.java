@@ -96,6 +96,7 @@ final class OpenAiApi {
   private final TextGenerator generator;
   private final EngineScheduler scheduler;
   private final EngineMetrics metrics;
+  private final Runnable onResponseSent;
   private final int maxModelLen;
   private final AtomicLong jobIds = new AtomicLong();
   private final SplittableRandom faults;
@@ -107,13 +108,15 @@ final class OpenAiApi {
       Tokenizer tokenizer,
       TextGenerator generator,
       EngineScheduler scheduler,
-      EngineMetrics metrics) {
+      EngineMetrics metrics,
+      Runnable onResponseSent) {
     this.config = config;
     this.model = model;
     this.tokenizer = tokenizer;
     this.generator = generator;
     this.scheduler = scheduler;
     this.metrics = metrics;
+    this.onResponseSent = onResponseSent;
     this.maxModelLen = config.effectiveMaxModelLen();
     this.faults = new SplittableRandom(config.seed() ^ 0x5eed_fa17L);
   }
@@ -147,6 +150,8 @@ final class OpenAiApi {
     r.get(
         "/mock/requests",
         wrap((req, res) -> sendJson(res, 200, Map.of("requests", scheduler.recentTimings()))));
+    // what FastAPI answers for any other path
+    r.any((req, res) -> sendJson(res, 404, Map.of("detail", "Not Found")));
   }
 
   private Handler wrap(Handler h) {
@@ -157,6 +162,9 @@ final class OpenAiApi {
         if (!res.isSent()) sendError(res, e);
       } catch (TokenizerException | IllegalArgumentException e) {
         if (!res.isSent()) sendError(res, ApiError.badRequest(e.getMessage()));
+      } catch (RuntimeException e) {
+        if (res.isSent()) throw e; // mid-stream: the connection is cut, as a dying server's
+        sendError(res, new ApiError(500, "InternalServerError", String.valueOf(e), null));
       }
     };
   }
@@ -613,6 +621,7 @@ final class OpenAiApi {
                 ? chatResponse(id, createdAt, choices)
                 : completionResponse(id, createdAt, choices));
       }
+      onResponseSent.run();
     } catch (IOException | UncheckedIOException e) {
       endAll(choices); // the client left: free its blocks
     } catch (InterruptedException e) {

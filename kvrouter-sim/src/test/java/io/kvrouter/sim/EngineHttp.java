@@ -7,7 +7,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.net.URI;
-import java.net.URISyntaxException;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -28,14 +27,9 @@ final class EngineHttp {
 
   private EngineHttp() {}
 
-  /** The hand-made byte-level BPE with a chat template (copied from kvrouter-tokenize's tests). */
+  /** The tiny tokenizer with a chat template ({@link MockEngines#tinyModel()}). */
   static Path tinyModel() {
-    try {
-      return Path.of(EngineHttp.class.getResource("/models/tiny/tokenizer.json").toURI())
-          .getParent();
-    } catch (URISyntaxException e) {
-      throw new IllegalStateException(e);
-    }
+    return MockEngines.tinyModel();
   }
 
   record Reply(int status, String contentType, String body) {

@@ -165,8 +165,10 @@ class MockEngineBehaviourTest {
       assertThat(EngineHttp.post(e.url() + "/v1/completions", body).status()).isEqualTo(200);
       assertThat(e.isDead()).isFalse();
       assertThat(EngineHttp.post(e.url() + "/v1/completions", body).status()).isEqualTo(200);
-      assertThat(e.death().get(10, TimeUnit.SECONDS)).contains("--die-after-requests 2");
       int port = e.port();
+      assertThat(port).isPositive();
+      assertThat(e.death().get(10, TimeUnit.SECONDS)).contains("--die-after-requests 2");
+      assertThat(e.port()).isEqualTo(port);
       await(
           () -> {
             try (Socket s = new Socket("127.0.0.1", port)) {
@@ -176,6 +178,16 @@ class MockEngineBehaviourTest {
             }
           },
           "the listener to close");
+    }
+  }
+
+  @Test
+  void dieAfterSecondsStopsTheEngine() throws Exception {
+    try (MockEngineServer e =
+        MockEngineServer.start(
+            MockEngineServer.Config.builder().dieAfter(Duration.ofMillis(50)).build())) {
+      assertThat(e.death().get(10, TimeUnit.SECONDS)).contains("--die-after-seconds");
+      assertThat(e.isDead()).isTrue();
     }
   }
 
@@ -238,6 +250,52 @@ class MockEngineBehaviourTest {
       assertThat(e.cacheDump().blockHashes()).hasSize(3);
       assertThat(EngineHttp.post(e.url() + "/reset_prefix_cache", "").status()).isEqualTo(200);
       assertThat(e.cacheDump().blockHashes()).isEmpty();
+    }
+  }
+
+  /**
+   * The replay socket answers a DEALER's {@code [empty, start]} as vLLM's does: {@code [empty, seq,
+   * payload]} for each buffered batch from start on, then {@code [empty, -1, empty]}.
+   */
+  @Test
+  void theReplaySocketResendsBufferedBatchesAndEndsWithTheMarker() {
+    try (MockEngineServer e =
+            MockEngineServer.start(
+                MockEngineServer.Config.builder()
+                    .speedup(100)
+                    .kvEvents(KvEventsConfig.zmq("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"))
+                    .build());
+        org.zeromq.ZContext ctx = new org.zeromq.ZContext(1)) {
+      EngineHttp.post(
+          e.url() + "/v1/completions", "{\"prompt\":" + ids(32, 1) + ",\"max_tokens\":1}");
+      EngineHttp.post(
+          e.url() + "/v1/completions", "{\"prompt\":" + ids(16, 500) + ",\"max_tokens\":1}");
+      assertThat(e.cacheDump().lastEventSeq()).isEqualTo(1);
+      org.zeromq.ZMQ.Socket dealer = ctx.createSocket(org.zeromq.SocketType.DEALER);
+      dealer.setReceiveTimeOut(10_000);
+      dealer.connect(e.replayEndpoint());
+      dealer.sendMore(new byte[0]);
+      dealer.send(java.nio.ByteBuffer.allocate(8).putLong(1).array());
+      // batch 1 only (replay from 1), then the end marker
+      assertThat(dealer.recv()).isEmpty();
+      assertThat(java.nio.ByteBuffer.wrap(dealer.recv()).getLong()).isEqualTo(1);
+      KvEventBatch b = KvEventDecoder.decode(dealer.recv());
+      assertThat(dealer.hasReceiveMore()).isFalse();
+      EngineEvent.BlockStored s = (EngineEvent.BlockStored) b.events().get(0);
+      assertThat(s.tokenIds())
+          .containsExactly(java.util.stream.IntStream.range(500, 516).toArray());
+      assertThat(s.hasParent()).isFalse();
+      assertThat(s.blockSize()).isEqualTo(16);
+      assertThat(s.medium()).isEqualTo("GPU");
+      assertThat(dealer.recv()).isEmpty();
+      assertThat(java.nio.ByteBuffer.wrap(dealer.recv()).getLong()).isEqualTo(-1);
+      assertThat(dealer.recv()).isEmpty();
+      assertThat(dealer.hasReceiveMore()).isFalse();
+      // the engine's hashes are its own: not the DESIGN.md §2 hashes of the same blocks
+      assertThat(e.cacheDump().blockHashes())
+          .doesNotContainAnyElementsOf(e.cacheDump().engineBlockHashes());
+      assertThat(e.cacheDump().engineBlockHashes())
+          .contains(Long.toUnsignedString(s.blockHashes()[0]));
     }
   }
 

@@ -76,7 +76,10 @@ class MockEngineKvEventsTest {
         mix(engine, rnd, 15);
         assertIndexEqualsCache(router, engine, tag + " after the restart");
         JsonNode workers = EngineHttp.get(router.url() + "/workers").json();
-        assertThat(workers.toString()).as(tag).containsPattern("\"restarts\":[1-9]");
+        assertThat(workers.toString())
+            .as(tag + ": the router saw the restart and replayed from the engine's replay socket")
+            .containsPattern("\"restarts\":[1-9]")
+            .containsPattern("\"replays\":[1-9]");
       } finally {
         engine.close();
       }

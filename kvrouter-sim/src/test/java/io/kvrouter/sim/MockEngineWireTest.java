@@ -219,4 +219,35 @@ class MockEngineWireTest {
       assertThat(last.get("stop_reason").textValue()).isEqualTo(stop);
     }
   }
+
+  @Test
+  void aListOfPromptsGivesOneChoiceEach() {
+    EngineHttp.Reply r =
+        EngineHttp.post(
+            chat.url() + "/v1/completions", "{\"prompt\":[[1,2,3],\"hello\"],\"max_tokens\":2}");
+    assertThat(r.status()).as(r.body()).isEqualTo(200);
+    JsonNode choices = r.json().get("choices");
+    assertThat(choices.size()).isEqualTo(2);
+    assertThat(choices.get(0).get("index").intValue()).isZero();
+    assertThat(choices.get(1).get("index").intValue()).isEqualTo(1);
+    // 3 ids, and "hello" with <bos>: 3 tokens
+    assertThat(r.json().at("/usage/prompt_tokens").intValue()).isEqualTo(6);
+    assertThat(r.json().at("/usage/completion_tokens").intValue()).isEqualTo(4);
+
+    List<JsonNode> chunks =
+        EngineHttp.post(
+                chat.url() + "/v1/completions",
+                "{\"prompt\":[[1,2,3],[4,5,6]],\"max_tokens\":2,\"stream\":true}")
+            .chunks();
+    assertThat(chunks).hasSize(4);
+    assertThat(chunks.stream().filter(c -> c.at("/choices/0/index").intValue() == 1).count())
+        .isEqualTo(2);
+  }
+
+  @Test
+  void anUnknownPathIsFastApisNotFound() {
+    EngineHttp.Reply r = EngineHttp.get(ids.url() + "/v1/nothing");
+    assertThat(r.status()).isEqualTo(404);
+    assertThat(r.body()).isEqualTo("{\"detail\":\"Not Found\"}");
+  }
 }
