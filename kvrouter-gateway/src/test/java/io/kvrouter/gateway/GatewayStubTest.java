@@ -326,6 +326,50 @@ class GatewayStubTest {
     stopper.join();
   }
 
+  @Test
+  void aStreamLongerThanTheReadTimeoutIsNotCutOff() throws Exception {
+    // the edge's read deadline is for the request's arrival, not for a long answer
+    Gateway g =
+        Gateway.start(
+            KvRouterServer.Config.builder().port(0).readTimeout(Duration.ofMillis(300)).build(),
+            GatewayConfig.builder().model("tiny", tiny()).build());
+    open.add(g);
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    CountDownLatch hold = new CountDownLatch(1);
+    e.holdAfterFirst = hold;
+    java.util.concurrent.ScheduledExecutorService timer =
+        java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
+    try {
+      // released well after the read timeout (and Helidon's idle timer of the same length)
+      timer.schedule(hold::countDown, 1500, java.util.concurrent.TimeUnit.MILLISECONDS);
+      HttpResponse<String> r = post(g, "/v1/completions", completion(range(12), true, ""));
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.body()).endsWith("data: [DONE]\n\n").contains(StubEngine.chunk(false, 2));
+    } finally {
+      timer.shutdownNow();
+    }
+  }
+
+  @Test
+  void severalModelsEachWithTheirEnginesAndBlockSize() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().model("other", tiny()));
+    StubEngine a = stub();
+    StubEngine b = stub();
+    register(g, 1, a.url()); // tiny, block size 4
+    RouterModel other = g.host.register("other", null, 8, 1, 0, b.url(), null, null, null);
+    assertThat(other.blockSize()).isEqualTo(8);
+    HttpResponse<String> r =
+        post(
+            g, "/v1/completions", completion(range(8), false, "").replace("\"tiny\"", "\"other\""));
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(b.hits()).isEqualTo(1);
+    assertThat(a.hits()).isZero();
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(200);
+    assertThat(a.hits()).isEqualTo(1);
+  }
+
   static void await(String what, java.util.function.BooleanSupplier cond) {
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
     while (!cond.getAsBoolean()) {
