@@ -129,7 +129,8 @@ final class Proxy {
         throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
       }
     } catch (TokenizerException e) {
-      throw OpenAiError.invalid(null, "messages", e.getMessage());
+      throw OpenAiError.invalid(
+          null, r.kind == ClientRequest.Kind.CHAT ? "messages" : "prompt", e.getMessage());
     }
   }
 
