@@ -1,5 +1,6 @@
 package io.kvrouter.gateway;
 
+import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import io.prometheus.metrics.core.metrics.Counter;
 import io.prometheus.metrics.core.metrics.Gauge;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
@@ -32,6 +33,13 @@ final class GatewayMetrics {
   final Histogram ttft;
   final Histogram itl;
   final Histogram stage;
+
+  /** The stage histogram's data points, looked up once (a request pays no label lookup). */
+  final DistributionDataPoint parseStage;
+
+  final DistributionDataPoint tokenizeStage;
+  final DistributionDataPoint routeStage;
+  final DistributionDataPoint upstreamStage;
   final Gauge openStreams;
   final Histogram predictionError;
   final Counter predictions;
@@ -85,6 +93,10 @@ final class GatewayMetrics {
             .classicOnly()
             .classicUpperBounds(STAGE_SECONDS)
             .register(r);
+    parseStage = stage.labelValues("parse");
+    tokenizeStage = stage.labelValues("tokenize");
+    routeStage = stage.labelValues("route");
+    upstreamStage = stage.labelValues("upstream");
     openStreams =
         Gauge.builder()
             .name("kvrouter_gateway_open_streams")

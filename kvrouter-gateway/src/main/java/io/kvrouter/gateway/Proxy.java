@@ -95,7 +95,7 @@ final class Proxy {
     c.req = ClientRequest.parse(kind, body);
     c.target = g.target(c.req.model, c.group);
     long t1 = System.nanoTime();
-    g.metrics.stage.labelValues("parse").observe((t1 - t) / 1e9);
+    g.metrics.parseStage.observe((t1 - t) / 1e9);
     c.model = g.host.model(c.target.baseModel(), c.group);
     if (c.model == null) {
       throw OpenAiError.unavailable(
@@ -105,7 +105,7 @@ final class Proxy {
               + "' (POST /register with its base_url, or --engine)");
     }
     c.ids = tokenize(c);
-    g.metrics.stage.labelValues("tokenize").observe((System.nanoTime() - t1) / 1e9);
+    g.metrics.tokenizeStage.observe((System.nanoTime() - t1) / 1e9);
     run(c, res);
   }
 
@@ -159,7 +159,7 @@ final class Proxy {
         c.requestId = c.requestId + "~" + g.nextSuffix();
         continue;
       }
-      g.metrics.stage.labelValues("route").observe((System.nanoTime() - tr) / 1e9);
+      g.metrics.routeStage.observe((System.nanoTime() - tr) / 1e9);
       c.routed = d instanceof RouteDecision.Routed;
       if (d instanceof RouteDecision.AllBusy busy) {
         if (last != null) break;
@@ -436,7 +436,7 @@ final class Proxy {
     }
 
     private void headers() {
-      g.metrics.stage.labelValues("upstream").observe((System.nanoTime() - sentAt) / 1e9);
+      g.metrics.upstreamStage.observe((System.nanoTime() - sentAt) / 1e9);
       res.status(Status.create(status));
       res.header(HeaderNames.CONTENT_TYPE, ctype);
       res.header(Gateway.X_WORKER, Long.toUnsignedString(r.worker().workerId()));
