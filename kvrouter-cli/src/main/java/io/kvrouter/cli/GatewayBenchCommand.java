@@ -208,11 +208,11 @@ public final class GatewayBenchCommand implements Callable<Integer> {
     w.add(new Workload("short completion sse", "/v1/completions", stream(shortBodies)));
     String[] chats = new String[16];
     StringBuilder filler = new StringBuilder();
-    while (filler.length() < 480) filler.append("the quick brown fox jumps over the lazy dog ");
+    while (filler.length() < 550) filler.append("the quick brown fox jumps over the lazy dog ");
     for (int c = 0; c < chats.length; c++) {
       StringBuilder b = new StringBuilder("{\"model\":\"tiny\",\"max_tokens\":4,\"messages\":[");
       b.append("{\"role\":\"system\",\"content\":\"conversation ").append(c).append("\"}");
-      for (int t = 0; t < 16; t++) { // ~16 x 500 characters: about 8k tokens of the tiny model
+      for (int t = 0; t < 16; t++) { // 16 x ~560 characters: about 8k tokens of the tiny model
         b.append(",{\"role\":\"")
             .append(t % 2 == 0 ? "user" : "assistant")
             .append("\",\"content\":\"");
