@@ -28,7 +28,8 @@ import picocli.CommandLine.Spec;
       ServeCommand.class,
       Main.Bench.class,
       TokenizerCommand.class,
-      io.kvrouter.sim.MockEngineCommand.class
+      io.kvrouter.sim.MockEngineCommand.class,
+      io.kvrouter.gateway.GatewayCommand.class
     })
 public final class Main implements Callable<Integer> {
   /**
@@ -77,7 +78,7 @@ public final class Main implements Callable<Integer> {
       name = "bench",
       mixinStandardHelpOptions = true,
       description = "Benchmarks: trace replay stress against an index.",
-      subcommands = {BenchTraceCommand.class})
+      subcommands = {BenchTraceCommand.class, GatewayBenchCommand.class})
   static final class Bench implements Callable<Integer> {
     @Spec CommandSpec spec;
 

@@ -60,8 +60,11 @@ final class Api {
     this.readiness = readiness;
   }
 
-  /** Adds every endpoint, 405 for a known path with another method, and 404 for the rest. */
-  void routing(HttpRouting.Builder r) {
+  /**
+   * Adds every endpoint, 405 for a known path with another method, then {@code extra}'s routes (a
+   * ServerExtension's, or null), and 404 for the rest.
+   */
+  void routing(HttpRouting.Builder r, java.util.function.Consumer<HttpRouting.Builder> extra) {
     http.add(r, Method.POST, "/register", MUTATING, this::register);
     http.add(r, Method.POST, "/unregister", MUTATING, this::unregister);
     http.add(r, Method.GET, "/workers", READ, this::workers);
@@ -75,6 +78,7 @@ final class Api {
     http.add(r, Method.GET, "/health", ALWAYS, this::health);
     http.add(r, Method.GET, "/ready", ALWAYS, this::ready);
     http.add(r, Method.GET, "/metrics", ALWAYS, this::metrics);
+    if (extra != null) extra.accept(r);
     http.addUnmatched(r);
   }
 
@@ -105,16 +109,30 @@ final class Api {
       String topic,
       int engineBlockSize,
       long capacityBlocks,
+      String baseUrl,
       Duration connectWait) {
     return registry.register(
         new Requests.Register(
-            key, blockSize, w, endpoint, replay, topic, engineBlockSize, capacityBlocks),
+            key,
+            blockSize,
+            w,
+            endpoint,
+            replay,
+            topic,
+            engineBlockSize,
+            capacityBlocks,
+            BaseUrls.check(baseUrl)),
         connectWait);
   }
 
   private int unregister(ServerRequest req, ServerResponse res) throws IOException {
     Requests.Unregister u = Requests.unregister(http.body(req));
     return send(res, 200, JsonOut.removed(registry.unregister(u)));
+  }
+
+  /** The body of a request, as the endpoints read it (for a ServerExtension). */
+  byte[] body(ServerRequest req) throws IOException {
+    return http.body(req);
   }
 
   private int workers(ServerRequest req, ServerResponse res) {

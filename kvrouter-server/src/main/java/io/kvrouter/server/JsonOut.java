@@ -90,6 +90,7 @@ final class JsonOut {
     if (r.topic() != null) g.writeStringField("topic", r.topic());
     if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
     g.writeNumberField("capacity_blocks", r.capacityBlocks());
+    if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
     g.writeStringField("ingestion", ingestion(m, r));
   }
 
@@ -162,8 +163,11 @@ final class JsonOut {
       if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
       g.writeNumberField("capacity_blocks", r.capacityBlocks());
       g.writeNumberField("indexed_blocks", m.router.index().blockCount(r.worker()));
+      if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
       g.writeStringField("ingestion", ingestion(m, r));
       if (r.listener() != null) zmq(g, r.listener());
+      PredictionAccuracy acc = m.accuracyOrNull(r.worker());
+      if (acc != null) acc.write(g);
       g.writeEndObject();
     }
     g.writeEndArray();

@@ -75,6 +75,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final ReadDeadline readDeadline;
   private final BodyBudget bodyBudget;
   private final Api api;
+  private final ServerExtension extension;
   private NatsEvents nats;
   private NatsRegistrations registrations;
   private final ServerMetrics metrics;
@@ -96,8 +97,9 @@ public final class KvRouterServer implements AutoCloseable {
    */
   record Readiness(boolean ready, String reason, int listeners, int connecting, int givenUp) {}
 
-  private KvRouterServer(Config config) {
+  private KvRouterServer(Config config, ServerExtension extension) {
     this.config = config;
+    this.extension = extension;
     this.registry = new Registry(config::newRouter);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
     this.metrics = metrics;
@@ -156,7 +158,17 @@ public final class KvRouterServer implements AutoCloseable {
             .shutdownHook(false)
             .featuresDiscoverServices(false)
             .directHandlers(direct.build())
-            .routing(api::routing)
+            .routing(
+                r ->
+                    api.routing(
+                        r,
+                        extension == null
+                            ? null
+                            : rr ->
+                                extension.routing(
+                                    rr,
+                                    new Host(
+                                        registry, api, metrics, config, () -> serving && ready))))
             .build();
   }
 
@@ -213,9 +225,17 @@ public final class KvRouterServer implements AutoCloseable {
    *     server of {@link Config#events()} cannot be reached (the server was stopped)
    */
   public static KvRouterServer start(Config config) {
+    return start(config, null);
+  }
+
+  /**
+   * Starts a server as {@link #start(Config)} does, with an extension's endpoints beside its own
+   * ({@link ServerExtension}; null: none).
+   */
+  public static KvRouterServer start(Config config, ServerExtension extension) {
     Objects.requireNonNull(config, "config");
     checkBindable(config.host(), config.port());
-    KvRouterServer s = new KvRouterServer(config);
+    KvRouterServer s = new KvRouterServer(config, extension);
     // before the listener opens, so that a /ready answered from then on says what start() does
     s.ready = true;
     s.warmStartState =
@@ -417,6 +437,14 @@ public final class KvRouterServer implements AutoCloseable {
     stopped = true;
     ready = false;
     webServer.stop();
+    if (extension != null) {
+      try {
+        extension.close();
+      } catch (RuntimeException e) {
+        java.util.logging.Logger.getLogger(KvRouterServer.class.getName())
+            .log(java.util.logging.Level.WARNING, "extension close failed", e);
+      }
+    }
     ingest.shutdown();
     try {
       if (!ingest.awaitTermination(

@@ -6,7 +6,9 @@ import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.OverlapScores;
 import io.kvrouter.route.KvRouter;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
@@ -38,7 +40,7 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * and no ZMQ listener exists, so nothing else checks registrations against its events.
  * </pre>
  */
-final class ModelIndex {
+final class ModelIndex implements RouterModel {
   final ModelKey key;
   final int blockSize;
   final KvRouter router;
@@ -47,6 +49,9 @@ final class ModelIndex {
   final ConcurrentSkipListMap<Worker, Registration> registrations = new ConcurrentSkipListMap<>();
   private final DistributionDataPoint findMatchesSeconds;
   volatile boolean closed;
+
+  /** The gateway's prediction counters per rank (made on first use; see PredictionAccuracy). */
+  private final ConcurrentHashMap<Worker, PredictionAccuracy> accuracy = new ConcurrentHashMap<>();
 
   /**
    * With {@code serve --events nats://...}: the NATS replica writing this index and the publisher
@@ -60,6 +65,61 @@ final class ModelIndex {
     this.router = router;
     this.hasher = BlockHasher.of(blockSize);
     this.findMatchesSeconds = findMatches;
+  }
+
+  // ------------------------------------------------------------------ RouterModel (the gateway)
+
+  @Override
+  public String modelName() {
+    return key.modelName();
+  }
+
+  @Override
+  public String routingGroup() {
+    return key.routingGroup();
+  }
+
+  @Override
+  public int blockSize() {
+    return blockSize;
+  }
+
+  @Override
+  public KvRouter router() {
+    return router;
+  }
+
+  @Override
+  public String baseUrl(Worker worker) {
+    Registration r = registrations.get(worker);
+    return r == null ? null : r.baseUrl();
+  }
+
+  @Override
+  public List<Rank> ranks() {
+    List<Rank> out = new ArrayList<>(registrations.size());
+    for (Registration r : registrations.values()) {
+      out.add(new Rank(r.worker(), r.baseUrl(), r.engineBlockSize()));
+    }
+    return out;
+  }
+
+  @Override
+  public PredictionAccuracy accuracy(Worker worker) {
+    PredictionAccuracy a = accuracy.get(worker);
+    if (a != null) return a;
+    if (!registrations.containsKey(worker)) return new PredictionAccuracy(); // not kept
+    return accuracy.computeIfAbsent(worker, w -> new PredictionAccuracy());
+  }
+
+  /** The prediction counters of {@code worker}, or null when the gateway made none. */
+  PredictionAccuracy accuracyOrNull(Worker worker) {
+    return accuracy.get(worker);
+  }
+
+  @Override
+  public boolean closed() {
+    return closed;
   }
 
   /**

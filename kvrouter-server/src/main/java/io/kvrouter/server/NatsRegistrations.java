@@ -323,6 +323,7 @@ final class NatsRegistrations implements AutoCloseable {
           g.writeStringField("routing_group", r.key().routingGroup());
           g.writeNumberField("block_size", r.blockSize());
           g.writeNumberField("capacity_blocks", r.capacityBlocks());
+          if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
           if (r.endpoint() != null) {
             g.writeStringField("endpoint", r.endpoint());
             if (r.replayEndpoint() != null) {

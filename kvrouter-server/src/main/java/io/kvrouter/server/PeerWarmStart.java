@@ -220,6 +220,7 @@ final class PeerWarmStart {
             w.topic(),
             w.engineBlockSize() > 0 ? w.engineBlockSize() : blockSize,
             w.kvBlocks(),
+            w.baseUrl(),
             Duration.ZERO);
       } catch (ApiException e) {
         throw new IllegalStateException(
@@ -266,7 +267,8 @@ final class PeerWarmStart {
       String replay,
       String topic,
       int engineBlockSize,
-      long kvBlocks) {}
+      long kvBlocks,
+      String baseUrl) {}
 
   private static DumpedWorker worker(JsonParser p, String peer, String where) throws IOException {
     expect(p, p.currentToken(), JsonToken.START_OBJECT, peer, where);
@@ -277,6 +279,7 @@ final class PeerWarmStart {
     String topic = null;
     long kvBlocks = 0;
     int engineBlockSize = 0;
+    String baseUrl = null;
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String f = p.currentName();
       JsonToken t = p.nextToken();
@@ -292,6 +295,7 @@ final class PeerWarmStart {
         case "endpoint" -> endpoint = optText(p, t, peer, where + ".endpoint");
         case "replay_endpoint" -> replay = optText(p, t, peer, where + ".replay_endpoint");
         case "topic" -> topic = optText(p, t, peer, where + ".topic");
+        case "base_url" -> baseUrl = optText(p, t, peer, where + ".base_url");
         case "engine_block_size" -> {
           expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".engine_block_size");
           engineBlockSize = p.getIntValue();
@@ -308,7 +312,7 @@ final class PeerWarmStart {
           "warm start: " + where + " of " + peer + "/dump has no instance_id: not a dump");
     }
     return new DumpedWorker(
-        new Worker(instance, rank), endpoint, replay, topic, engineBlockSize, kvBlocks);
+        new Worker(instance, rank), endpoint, replay, topic, engineBlockSize, kvBlocks, baseUrl);
   }
 
   private static String text(JsonParser p, JsonToken t, String peer, String where)

@@ -15,6 +15,8 @@ import io.kvrouter.event.Worker;
  *     fraction), 0 when unknown; given at registration, not what it holds now
  * @param listener the ZMQ subscriber that feeds this rank's events into the index, or null when its
  *     events come through {@code POST /events}
+ * @param baseUrl the engine's OpenAI HTTP base URL ({@code http://host:port}, no trailing slash)
+ *     that the gateway forwards to, or null (the rank is then never forwarded to)
  */
 record Registration(
     Worker worker,
@@ -23,7 +25,8 @@ record Registration(
     String topic,
     int engineBlockSize,
     long capacityBlocks,
-    ZmqListener listener) {
+    ZmqListener listener,
+    String baseUrl) {
 
   /**
    * This registration as the {@code POST /register} request that makes it, for {@code key} with
@@ -32,7 +35,15 @@ record Registration(
    */
   Requests.Register request(ModelKey key, int blockSize) {
     return new Requests.Register(
-        key, blockSize, worker, endpoint, replayEndpoint, topic, engineBlockSize, capacityBlocks);
+        key,
+        blockSize,
+        worker,
+        endpoint,
+        replayEndpoint,
+        topic,
+        engineBlockSize,
+        capacityBlocks,
+        baseUrl);
   }
 
   /**

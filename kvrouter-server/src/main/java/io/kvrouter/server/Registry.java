@@ -195,7 +195,8 @@ final class Registry implements AutoCloseable {
             topic,
             r.engineBlockSize(),
             r.capacityBlocks(),
-            listener);
+            listener,
+            r.baseUrl());
     try {
       return add(r.key(), r.blockSize(), reg);
     } catch (RuntimeException e) {
@@ -238,7 +239,8 @@ final class Registry implements AutoCloseable {
               r.topic(),
               r.engineBlockSize(),
               r.capacityBlocks(),
-              null));
+              null,
+              r.baseUrl()));
     } finally {
       membership.unlock();
     }

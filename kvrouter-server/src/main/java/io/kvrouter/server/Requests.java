@@ -91,6 +91,7 @@ final class Requests {
    *     {@code blockSize} when none was given
    * @param capacityBlocks {@code capacity_blocks} (or its former name {@code kv_blocks}); 0 when
    *     unknown
+   * @param baseUrl {@code base_url}: the engine's OpenAI HTTP address for the gateway, or null
    */
   record Register(
       ModelKey key,
@@ -100,7 +101,8 @@ final class Requests {
       String replayEndpoint,
       String topic,
       int engineBlockSize,
-      long capacityBlocks) {}
+      long capacityBlocks,
+      String baseUrl) {}
 
   /**
    * {@code POST /unregister}.
@@ -139,6 +141,7 @@ final class Requests {
           String endpoint = null;
           String replay = null;
           String topic = null;
+          String baseUrl = null;
           String model = null;
           Long blockSize = null;
           Long engineBlockSize = null;
@@ -151,6 +154,7 @@ final class Requests {
               case "endpoint" -> endpoint = b.optString();
               case "replay_endpoint" -> replay = b.optString();
               case "topic" -> topic = b.optStringOrEmpty();
+              case "base_url" -> baseUrl = b.optString();
               case "model_name" -> model = b.string();
               case "block_size" -> blockSize = b.integer(1, 1 << 20);
               case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
@@ -175,6 +179,10 @@ final class Requests {
           long id = JsonBody.require(instance, "instance_id");
           String modelName = name("model_name", JsonBody.require(model, "model_name"));
           int size = JsonBody.require(blockSize, "block_size").intValue();
+          if (baseUrl != null) {
+            String why = BaseUrls.problem(baseUrl);
+            if (why != null) throw b.error("base_url", why);
+          }
           return new Register(
               new ModelKey(modelName, group.value),
               size,
@@ -183,7 +191,8 @@ final class Requests {
               replay,
               topic,
               engineBlockSize == null ? size : engineBlockSize.intValue(),
-              capacity.value == null ? 0 : capacity.value);
+              capacity.value == null ? 0 : capacity.value,
+              baseUrl == null ? null : BaseUrls.normalize(baseUrl));
         });
   }
 

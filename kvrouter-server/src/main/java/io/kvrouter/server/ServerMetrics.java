@@ -41,6 +41,12 @@ final class ServerMetrics {
   private static final String[] STATUS_CLASSES = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 
   private final PrometheusRegistry registry = new PrometheusRegistry();
+
+  /** The registry /metrics writes (a ServerExtension registers its own metrics in it). */
+  PrometheusRegistry registry() {
+    return registry;
+  }
+
   private final PrometheusTextFormatWriter writer = PrometheusTextFormatWriter.create();
 
   private final Counter httpRequests =

@@ -9,14 +9,14 @@ import org.junit.jupiter.api.Test;
 /**
  * The wire form of the NATS registration log: what {@link NatsRegistrations#json} writes, the
  * {@code /register} and {@code /unregister} parsers read back as the same request (every field of
- * the record), and fields a newer server adds are skipped.
+ * the record, base_url included), and fields a newer server adds are skipped.
  */
 class NatsRegistrationsTest {
   @Test
   void aRegistrationReadsBackAsTheSameRequest() {
     Requests.Register plain =
         new Requests.Register(
-            new ModelKey("m", "g"), 16, new Worker(-1L, 3), null, null, null, 16, 4096);
+            new ModelKey("m", "g"), 16, new Worker(-1L, 3), null, null, null, 16, 4096, null);
     assertThat(Requests.register(NatsRegistrations.json(plain))).isEqualTo(plain);
     Requests.Register zmq =
         new Requests.Register(
@@ -27,7 +27,8 @@ class NatsRegistrationsTest {
             "tcp://10.0.0.5:5558",
             "kv",
             16,
-            0);
+            0,
+            "http://10.0.0.5:8000");
     assertThat(Requests.register(NatsRegistrations.json(zmq))).isEqualTo(zmq);
     // unsigned instance ids are written as unsigned numbers
     assertThat(new String(NatsRegistrations.json(plain), StandardCharsets.UTF_8))
@@ -48,12 +49,11 @@ class NatsRegistrationsTest {
   void fieldsANewerServerWritesAreSkipped() {
     byte[] newer =
         ("{\"instance_id\":1,\"dp_rank\":0,\"model_name\":\"m\",\"routing_group\":\"default\","
-                + "\"block_size\":4,\"capacity_blocks\":0,\"base_url\":\"http://10.0.0.5:8000\","
-                + "\"labels\":{\"zone\":\"a\"}}")
+                + "\"block_size\":4,\"capacity_blocks\":0,\"labels\":{\"zone\":\"a\"}}")
             .getBytes(StandardCharsets.UTF_8);
     assertThat(Requests.register(newer))
         .isEqualTo(
             new Requests.Register(
-                new ModelKey("m", "default"), 4, new Worker(1, 0), null, null, null, 4, 0));
+                new ModelKey("m", "default"), 4, new Worker(1, 0), null, null, null, 4, 0, null));
   }
 }

@@ -331,7 +331,14 @@ class NatsServeTest {
       assertThat(gone.status()).as(gone.body()).isEqualTo(200);
       assertThat(a.post("/unregister", "{\"instance_id\":3,\"model_name\":\"n\"}").status())
           .isEqualTo(200);
-      assertThat(a.register(4, 0, "m", BS).status()).isEqualTo(201);
+      assertThat(
+              a.post(
+                      "/register",
+                      "{\"instance_id\":4,\"model_name\":\"m\",\"block_size\":"
+                          + BS
+                          + ",\"base_url\":\"http://10.0.0.4:8000\"}")
+                  .status())
+          .isEqualTo(201);
       assertThat(a.post("/unregister", "{\"instance_id\":3,\"model_name\":\"n\"}").status())
           .isEqualTo(404);
       String expected = "1/0@m/default 2/1@m/default 4/0@m/default";
@@ -340,7 +347,8 @@ class NatsServeTest {
       try (HttpFixture again = new HttpFixture(replica(nats, "b"))) {
         // start() returned after replaying the log: the registrations are there at once
         assertThat(ranks(again.get("/workers").body())).isEqualTo(expected);
-        assertThat(again.get("/workers").body()).contains("\"ingestion\":\"nats\"");
+        assertThat(again.get("/workers").body())
+            .contains("\"ingestion\":\"nats\"", "\"base_url\":\"http://10.0.0.4:8000\"");
         awaitBody(() -> again.get("/ready"), "{\"ready\":true,\"indexes\":1,");
         // worker 2 rank 0's blocks went with it (its Cleared is in the event stream)
         assertThat(again.query("m", range(0, 8)).body())

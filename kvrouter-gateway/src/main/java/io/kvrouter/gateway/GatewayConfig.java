@@ -1,0 +1,185 @@
+package io.kvrouter.gateway;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * The gateway's settings (the router's own are {@code KvRouterServer.Config}); {@link #builder()}
+ * starts from the defaults.
+ *
+ * @param models model name to Hugging Face tokenizer directory; a null directory: tokenized by the
+ *     model's engines ({@code POST /tokenize}). A registered model not listed here is tokenized by
+ *     its engines too
+ * @param loras LoRA adapter name to its base model: a request for the adapter routes among the base
+ *     model's engines with hashes salted by the adapter's name (DESIGN.md §2)
+ * @param apiKey the key clients must send ({@code Authorization: Bearer KEY}) on {@code /v1/*},
+ *     {@code /tokenize} and {@code /detokenize}; null: none. Distinct from the router's admin token
+ * @param engineApiKey the key the gateway sends to engines; null: none
+ * @param maxAttempts engines tried per request before the first byte reaches the client (default 2)
+ * @param connectTimeout TCP connect timeout to an engine (default 2 s)
+ * @param engineTimeout longest silence of an engine before its first byte and between bytes
+ *     (default 120 s); before the first byte the request is retried elsewhere
+ * @param healthInterval how often {@code GET /health} is asked of every engine (default 5 s)
+ * @param healthTimeout timeout of one health check (default 2 s)
+ * @param unhealthyAfter failed checks in a row that take an engine out of routing (default 2)
+ * @param breakerFailures failed attempts in a row that open an engine's breaker (default 3)
+ * @param breakerOpen how long an open breaker keeps the engine out before a probe (default 10 s)
+ * @param warnInterval at most one prediction warning per engine and direction this often (default
+ *     60 s)
+ */
+public record GatewayConfig(
+    Map<String, Path> models,
+    Map<String, String> loras,
+    String apiKey,
+    String engineApiKey,
+    int maxAttempts,
+    Duration connectTimeout,
+    Duration engineTimeout,
+    Duration healthInterval,
+    Duration healthTimeout,
+    int unhealthyAfter,
+    int breakerFailures,
+    Duration breakerOpen,
+    Duration warnInterval) {
+
+  public GatewayConfig {
+    models =
+        java.util.Collections.unmodifiableMap(
+            new LinkedHashMap<>(Objects.requireNonNull(models, "models")));
+    loras =
+        java.util.Collections.unmodifiableMap(
+            new LinkedHashMap<>(Objects.requireNonNull(loras, "loras")));
+    apiKey = apiKey == null || apiKey.isEmpty() ? null : apiKey;
+    engineApiKey = engineApiKey == null || engineApiKey.isEmpty() ? null : engineApiKey;
+    if (maxAttempts < 1) throw new IllegalArgumentException("maxAttempts must be >= 1");
+    positive("connectTimeout", connectTimeout);
+    positive("engineTimeout", engineTimeout);
+    positive("healthInterval", healthInterval);
+    positive("healthTimeout", healthTimeout);
+    positive("breakerOpen", breakerOpen);
+    positive("warnInterval", warnInterval);
+    if (unhealthyAfter < 1) throw new IllegalArgumentException("unhealthyAfter must be >= 1");
+    if (breakerFailures < 1) throw new IllegalArgumentException("breakerFailures must be >= 1");
+    for (Map.Entry<String, String> e : loras.entrySet()) {
+      if (e.getKey().equals(e.getValue())) {
+        throw new IllegalArgumentException("LoRA adapter '" + e.getKey() + "' is its own base");
+      }
+    }
+  }
+
+  private static void positive(String name, Duration d) {
+    Objects.requireNonNull(d, name);
+    if (d.isNegative() || d.isZero()) {
+      throw new IllegalArgumentException(name + " must be > 0, got " + d);
+    }
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** Sets fields one by one; {@link #build()} checks them. */
+  public static final class Builder {
+    private final Map<String, Path> models = new LinkedHashMap<>();
+    private final Map<String, String> loras = new LinkedHashMap<>();
+    private String apiKey;
+    private String engineApiKey;
+    private int maxAttempts = 2;
+    private Duration connectTimeout = Duration.ofSeconds(2);
+    private Duration engineTimeout = Duration.ofSeconds(120);
+    private Duration healthInterval = Duration.ofSeconds(5);
+    private Duration healthTimeout = Duration.ofSeconds(2);
+    private int unhealthyAfter = 2;
+    private int breakerFailures = 3;
+    private Duration breakerOpen = Duration.ofSeconds(10);
+    private Duration warnInterval = Duration.ofSeconds(60);
+
+    private Builder() {}
+
+    /** Serves {@code name}, tokenized with the tokenizer in {@code dir} (null: by its engines). */
+    public Builder model(String name, Path dir) {
+      models.put(name, dir);
+      return this;
+    }
+
+    public Builder lora(String adapter, String baseModel) {
+      loras.put(adapter, baseModel);
+      return this;
+    }
+
+    public Builder apiKey(String v) {
+      apiKey = v;
+      return this;
+    }
+
+    public Builder engineApiKey(String v) {
+      engineApiKey = v;
+      return this;
+    }
+
+    public Builder maxAttempts(int v) {
+      maxAttempts = v;
+      return this;
+    }
+
+    public Builder connectTimeout(Duration v) {
+      connectTimeout = v;
+      return this;
+    }
+
+    public Builder engineTimeout(Duration v) {
+      engineTimeout = v;
+      return this;
+    }
+
+    public Builder healthInterval(Duration v) {
+      healthInterval = v;
+      return this;
+    }
+
+    public Builder healthTimeout(Duration v) {
+      healthTimeout = v;
+      return this;
+    }
+
+    public Builder unhealthyAfter(int v) {
+      unhealthyAfter = v;
+      return this;
+    }
+
+    public Builder breakerFailures(int v) {
+      breakerFailures = v;
+      return this;
+    }
+
+    public Builder breakerOpen(Duration v) {
+      breakerOpen = v;
+      return this;
+    }
+
+    public Builder warnInterval(Duration v) {
+      warnInterval = v;
+      return this;
+    }
+
+    public GatewayConfig build() {
+      return new GatewayConfig(
+          models,
+          loras,
+          apiKey,
+          engineApiKey,
+          maxAttempts,
+          connectTimeout,
+          engineTimeout,
+          healthInterval,
+          healthTimeout,
+          unhealthyAfter,
+          breakerFailures,
+          breakerOpen,
+          warnInterval);
+    }
+  }
+}

@@ -1,0 +1,193 @@
+package io.kvrouter.gateway;
+
+import io.kvrouter.event.Worker;
+import io.kvrouter.server.RouterModel;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * Compares, for every request an engine answered with {@code usage}, the prefix overlap the router
+ * predicted with the cached tokens the engine reported; counts it (metrics, {@code /workers}) and
+ * warns, rate-limited, when an engine disagrees persistently.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * expected = the predicted overlap capped to what the engine can report: an engine never serves
+ * the prompt's last token from its cache (vLLM recomputes it to get logits), and caches whole
+ * blocks of its own size, so expected = floor(min(predicted, prompt_tokens - 1) / ebs) * ebs
+ * with ebs the rank's engine block size. An engine that leaves prompt_tokens_details out
+ * (vLLM does when cached_tokens is 0, and always without --enable-prompt-tokens-details) counts
+ * as 0 once it has shown details at least once; before that the request is not compared.
+ *
+ * Window per (model, engine): the last WINDOW outcomes in a ring under the window's monitor
+ * (held for a few stores, no I/O). When at least MIN_SAMPLES of the window are in and half or
+ * more disagree in one direction, a warning is logged, at most once per warnInterval per
+ * window and direction. Windows are kept per registered rank (bounded by registrations).
+ * </pre>
+ */
+final class PredictionCheck {
+  static final Logger LOG = Logger.getLogger("io.kvrouter.gateway.prediction");
+  static final int WINDOW = 32;
+  static final int MIN_SAMPLES = 8;
+
+  private final GatewayMetrics metrics;
+  private final long warnNanos;
+  private final ConcurrentHashMap<String, Window> windows = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, Boolean> showsDetails = new ConcurrentHashMap<>();
+
+  PredictionCheck(GatewayMetrics metrics, long warnNanos) {
+    this.metrics = metrics;
+    this.warnNanos = warnNanos;
+  }
+
+  /** The expected cached tokens for a prediction; see the implementation notes. */
+  static long expected(long predicted, long promptTokens, int engineBlockSize) {
+    long cap = Math.min(predicted, Math.max(0, promptTokens - 1));
+    return cap / engineBlockSize * engineBlockSize;
+  }
+
+  /**
+   * Records one answered request.
+   *
+   * @param gatewayPromptTokens the prompt's length as the gateway tokenized it
+   */
+  void record(
+      RouterModel model,
+      Worker worker,
+      String baseUrl,
+      int engineBlockSize,
+      long predicted,
+      int gatewayPromptTokens,
+      Usage u) {
+    if (u == null || !u.usage || u.promptTokens < 0) return;
+    String engine = Long.toUnsignedString(worker.workerId());
+    String key = model.modelName() + "\u0000" + baseUrl;
+    long reported;
+    if (u.details && u.cachedTokens >= 0) {
+      showsDetails.putIfAbsent(baseUrl, Boolean.TRUE);
+      reported = u.cachedTokens;
+    } else if (showsDetails.containsKey(baseUrl)) {
+      reported = 0;
+    } else {
+      return;
+    }
+    boolean promptMismatch = u.promptTokens != gatewayPromptTokens;
+    if (promptMismatch) metrics.promptMismatch.labelValues(model.modelName(), engine).inc();
+    long expected = expected(predicted, u.promptTokens, engineBlockSize);
+    model.accuracy(worker).record(expected, reported);
+    metrics.predictionError.labelValues(model.modelName(), engine).observe(reported - expected);
+    int outcome = Long.compare(reported, expected);
+    metrics
+        .predictions
+        .labelValues(
+            model.modelName(),
+            engine,
+            outcome == 0 ? "exact" : outcome < 0 ? "engine_fewer" : "engine_more")
+        .inc();
+    Window w = windows.computeIfAbsent(key, k -> new Window());
+    String warning =
+        w.add(
+            outcome,
+            promptMismatch,
+            System.nanoTime(),
+            warnNanos,
+            model.modelName(),
+            engine,
+            baseUrl,
+            expected,
+            reported,
+            u.promptTokens,
+            gatewayPromptTokens);
+    if (warning != null) LOG.log(Level.WARNING, warning);
+  }
+
+  /** The last outcomes of one (model, engine). */
+  private static final class Window {
+    private final byte[] outcomes = new byte[WINDOW]; // -1 fewer, 0 exact, 1 more
+    private final boolean[] mismatch = new boolean[WINDOW];
+    private int next;
+    private int size;
+    private long lastFewerWarn;
+    private long lastMoreWarn;
+    private boolean warnedFewer;
+    private boolean warnedMore;
+
+    synchronized String add(
+        int outcome,
+        boolean promptMismatch,
+        long now,
+        long warnNanos,
+        String model,
+        String engine,
+        String baseUrl,
+        long expected,
+        long reported,
+        long enginePrompt,
+        int gatewayPrompt) {
+      outcomes[next] = (byte) outcome;
+      mismatch[next] = promptMismatch;
+      next = (next + 1) % WINDOW;
+      if (size < WINDOW) size++;
+      if (size < MIN_SAMPLES) return null;
+      int fewer = 0;
+      int more = 0;
+      int mismatches = 0;
+      for (int i = 0; i < size; i++) {
+        if (outcomes[i] < 0) fewer++;
+        else if (outcomes[i] > 0) more++;
+        if (mismatch[i]) mismatches++;
+      }
+      String head =
+          "kvrouter gateway: engine "
+              + engine
+              + " ("
+              + baseUrl
+              + ") of model '"
+              + model
+              + "' reported ";
+      String tail =
+          " in "
+              + (outcome < 0 ? fewer : more)
+              + " of its last "
+              + size
+              + " requests (last: router expected "
+              + expected
+              + " cached tokens, engine reported "
+              + reported
+              + "; prompt_tokens engine "
+              + enginePrompt
+              + ", gateway "
+              + gatewayPrompt
+              + (mismatches > 0
+                  ? "; " + mismatches + " of them with prompt_tokens differing from the gateway's"
+                  : "")
+              + ")";
+      if (outcome < 0 && fewer * 2 >= size && (!warnedFewer || now - lastFewerWarn >= warnNanos)) {
+        warnedFewer = true;
+        lastFewerWarn = now;
+        return head
+            + "FEWER cached tokens than the router predicted"
+            + tail
+            + ": the router's index holds blocks the engine no longer has (lost removal events,"
+            + " an engine restarted without the router noticing) or the engine's cache is"
+            + " smaller than registered; check its ZMQ ingestion in GET /workers";
+      }
+      if (outcome > 0 && more * 2 >= size && (!warnedMore || now - lastMoreWarn >= warnNanos)) {
+        warnedMore = true;
+        lastMoreWarn = now;
+        return head
+            + "MORE cached tokens than the router predicted"
+            + tail
+            + (mismatches > 0
+                ? ": the gateway tokenizes differently from the engine (tokenizer files or chat"
+                    + " template differ: check with ./kvrouter tokenizer check)"
+                : ": the router misses the engine's KV events (not registered with an endpoint,"
+                    + " or events lost), or the gateway's tokenizer or chat template differs from"
+                    + " the engine's (./kvrouter tokenizer check)");
+      }
+      return null;
+    }
+  }
+}

@@ -1,0 +1,672 @@
+package io.kvrouter.gateway;
+
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.async.ByteArrayFeeder;
+import io.helidon.http.HeaderNames;
+import io.helidon.http.Status;
+import io.helidon.webclient.api.HttpClientRequest;
+import io.helidon.webclient.api.HttpClientResponse;
+import io.helidon.webserver.http.ServerRequest;
+import io.helidon.webserver.http.ServerResponse;
+import io.kvrouter.event.Worker;
+import io.kvrouter.route.RouteDecision;
+import io.kvrouter.server.RouterModel;
+import io.kvrouter.tokenize.EngineTokenizer;
+import io.kvrouter.tokenize.TokenizerException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.SocketTimeoutException;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.logging.Level;
+
+/**
+ * {@code POST /v1/chat/completions} and {@code /v1/completions}: parse, tokenize, route, forward,
+ * relay, with retries before the first byte (docs/gateway.md).
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Stateless: everything per request lives on the handler's virtual thread. An attempt is one
+ * route + one forward; attempt() frees the routed id in its finally, so each route is freed
+ * exactly once. A failure before anything was written to the client (connection refused or
+ * reset, a timeout before the first byte, a 5xx or 429 answer, a stream that ends or breaks
+ * before its first event) is Retry: the engine's breaker counts it and the next attempt excludes
+ * its instance. Once the client's response has started, nothing is retried: an upstream failure
+ * ends the stream with an SSE error event (streams) or cuts the body (whole answers), and a
+ * client that went away (a write fails) closes the upstream response, which aborts the request
+ * on the engine (Helidon's client closes a connection whose entity was not read to the end).
+ * </pre>
+ */
+final class Proxy {
+  private static final int BUF = 16 * 1024;
+  private static final int ERROR_BODY_LIMIT = 64 * 1024;
+
+  private final Gateway g;
+
+  Proxy(Gateway g) {
+    this.g = g;
+  }
+
+  /** Why an attempt did not answer the client. */
+  private record Retry(
+      String reason, int status, byte[] body, String contentType, boolean timeout) {}
+
+  /** What one request carries through its attempts. */
+  private static final class Call {
+    final long t0 = System.nanoTime();
+    ClientRequest.Kind kind;
+    String path;
+    ClientRequest req;
+    Gateway.Target target;
+    RouterModel model;
+    String group;
+    String requestId;
+    int[] ids;
+
+    /** The model's ranks as the current attempt saw them. */
+    List<RouterModel.Rank> ranks;
+
+    /** The current attempt's route is still to be freed. */
+    boolean routed;
+
+    /** Frees the current attempt's route; once per route. */
+    void release() {
+      if (routed) {
+        routed = false;
+        model.router().free(requestId);
+      }
+    }
+  }
+
+  void handle(ClientRequest.Kind kind, String path, ServerRequest sreq, ServerResponse res)
+      throws Exception {
+    Call c = new Call();
+    c.kind = kind;
+    c.path = path;
+    c.requestId = g.requestId(sreq);
+    c.group = sreq.headers().first(Gateway.X_GROUP).orElse(null);
+    res.header(Gateway.X_REQUEST_ID, c.requestId);
+    byte[] body = g.host.body(sreq);
+    long t = System.nanoTime();
+    c.req = ClientRequest.parse(kind, body);
+    c.target = g.target(c.req.model, c.group);
+    long t1 = System.nanoTime();
+    g.metrics.parseStage.observe((t1 - t) / 1e9);
+    c.model = g.host.model(c.target.baseModel(), c.group);
+    if (c.model == null) {
+      throw OpenAiError.unavailable(
+          "no_engines",
+          "no engine is registered for model '"
+              + c.target.baseModel()
+              + "' (POST /register with its base_url, or --engine)");
+    }
+    c.ids = tokenize(c);
+    g.metrics.tokenizeStage.observe((System.nanoTime() - t1) / 1e9);
+    run(c, res);
+  }
+
+  private int[] tokenize(Call c) {
+    ClientRequest r = c.req;
+    if (r.kind == ClientRequest.Kind.COMPLETION && r.promptIds != null) return r.promptIds;
+    try {
+      if (c.target.tokenizer() != null) {
+        return r.kind == ClientRequest.Kind.CHAT
+            ? c.target.tokenizer().applyChatTemplate(r.chat).ids()
+            : c.target.tokenizer().encode(r.promptText, r.addSpecialTokens);
+      }
+      String url = g.anyUsableEngine(c.model);
+      if (url == null) throw noEngine(c, null);
+      EngineTokenizer et = g.engineTokenizer(url, r.model);
+      try {
+        return r.kind == ClientRequest.Kind.CHAT
+            ? et.tokenizeChat(r.chat).tokens()
+            : et.tokenizePrompt(r.promptText, r.addSpecialTokens).tokens();
+      } catch (TokenizerException e) {
+        throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
+      }
+    } catch (TokenizerException e) {
+      throw OpenAiError.invalid(
+          null, r.kind == ClientRequest.Kind.CHAT ? "messages" : "prompt", e.getMessage());
+    }
+  }
+
+  /** The attempts. */
+  private void run(Call c, ServerResponse res) {
+    Set<Long> tried = null;
+    Retry last = null;
+    int attempts = 0;
+    String lastEngine = "none";
+    while (attempts < g.config.maxAttempts()) {
+      long now = System.nanoTime();
+      Allowed a = allowed(c, tried, now);
+      if (a.none()) {
+        if (last != null) break;
+        throw noEngine(c, a);
+      }
+      RouteDecision d;
+      long tr = System.nanoTime();
+      try {
+        d =
+            c.model
+                .router()
+                .route(c.requestId, c.ids, Gateway.options(c.target, c.req.cacheSalt, a.ids));
+      } catch (IllegalArgumentException dup) {
+        // the client's x-request-id is in flight already: keep it in logs, route under a new one
+        c.requestId = c.requestId + "~" + g.nextSuffix();
+        continue;
+      }
+      g.metrics.routeStage.observe((System.nanoTime() - tr) / 1e9);
+      c.routed = d instanceof RouteDecision.Routed;
+      if (d instanceof RouteDecision.AllBusy busy) {
+        if (last != null) break;
+        throw OpenAiError.unavailable(
+            "all_busy",
+            "every engine of model '"
+                + c.target.baseModel()
+                + "' is busy ("
+                + busy.candidates().size()
+                + " over the busy thresholds); retry later");
+      }
+      if (!(d instanceof RouteDecision.Routed r)) {
+        if (last != null) break;
+        throw noEngine(c, a);
+      }
+      String url = c.model.baseUrl(r.worker());
+      EngineState st = url == null ? null : g.engine(url);
+      if (st == null || !st.acquire(now)) {
+        // lost a race with another request for a half-open probe (or the rank lost its URL)
+        c.release();
+        tried = add(tried, r.worker());
+        continue;
+      }
+      attempts++;
+      lastEngine = Long.toUnsignedString(r.worker().workerId());
+      if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
+      Retry retry = attempt(c, r, url, st, attempts, res);
+      if (retry == null) return;
+      last = retry;
+      st.failed(System.nanoTime());
+      g.metrics.attemptFailures.labelValues(c.target.baseModel(), lastEngine, retry.reason).inc();
+      Gateway.LOG.log(
+          Level.FINE,
+          () -> "request " + c.requestId + ": attempt on " + url + " failed: " + retry.reason);
+      tried = add(tried, r.worker());
+    }
+    // every attempt failed before the first byte
+    if (last.body != null) {
+      res.status(Status.create(last.status));
+      if (last.contentType != null) res.header(HeaderNames.CONTENT_TYPE, last.contentType);
+      res.header(Gateway.X_ATTEMPTS, Integer.toString(attempts));
+      count(c, lastEngine, last.status, attempts);
+      res.send(last.body);
+      return;
+    }
+    OpenAiError e =
+        last.timeout
+            ? new OpenAiError(
+                504,
+                "server_error",
+                "engine_timeout",
+                null,
+                "no engine of model '"
+                    + c.target.baseModel()
+                    + "' answered within "
+                    + g.config.engineTimeout().toMillis()
+                    + " ms ("
+                    + attempts
+                    + " attempt(s), --engine-timeout-ms)")
+            : new OpenAiError(
+                502,
+                "server_error",
+                "engine_unreachable",
+                null,
+                "the engines tried for model '"
+                    + c.target.baseModel()
+                    + "' failed ("
+                    + attempts
+                    + " attempt(s); last: "
+                    + last.reason
+                    + ")");
+    count(c, lastEngine, e.status, attempts);
+    res.header(Gateway.X_ATTEMPTS, Integer.toString(attempts));
+    Gateway.sendError(res, e);
+  }
+
+  private static Set<Long> add(Set<Long> tried, Worker w) {
+    if (tried == null) tried = new HashSet<>();
+    tried.add(w.workerId());
+    return tried;
+  }
+
+  private void count(Call c, String engine, int status, int attempt) {
+    g.metrics
+        .requests
+        .labelValues(
+            c.target.baseModel(), engine, Integer.toString(status), Integer.toString(attempt))
+        .inc();
+  }
+
+  /** Where a request may go: null ids = anywhere; and why nothing, when nothing. */
+  private record Allowed(Set<Long> ids, int ranks, int noUrl, int unhealthy, int open, int tried) {
+    boolean none() {
+      return ids != null && ids.isEmpty();
+    }
+  }
+
+  private Allowed allowed(Call c, Set<Long> tried, long now) {
+    List<RouterModel.Rank> ranks = c.model.ranks();
+    c.ranks = ranks;
+    // first pass without allocating: in the common case nothing is excluded
+    int excluded = 0;
+    for (int i = 0, n = ranks.size(); i < n; i++) {
+      if (excluded(ranks.get(i), tried, now) != 0) excluded++;
+    }
+    if (ranks.isEmpty()) return new Allowed(Set.of(), 0, 0, 0, 0, 0);
+    if (excluded == 0) return new Allowed(null, ranks.size(), 0, 0, 0, 0);
+    int[] why = new int[5];
+    Set<Long> out = new HashSet<>();
+    Set<Long> all = new HashSet<>();
+    for (RouterModel.Rank r : ranks) {
+      int k = excluded(r, tried, now);
+      all.add(r.worker().workerId());
+      if (k != 0) {
+        why[k]++;
+        out.add(r.worker().workerId());
+      }
+    }
+    all.removeAll(out);
+    return new Allowed(Set.copyOf(all), ranks.size(), why[1], why[3], why[4], why[2]);
+  }
+
+  /** 0: usable; 1: no base URL; 2: tried; 3: unhealthy; 4: breaker open (or probe taken). */
+  private int excluded(RouterModel.Rank r, Set<Long> tried, long now) {
+    if (r.baseUrl() == null) return 1;
+    if (tried != null && tried.contains(r.worker().workerId())) return 2;
+    EngineState s = g.engine(r.baseUrl());
+    if (!s.healthy()) return 3;
+    return s.usable(now) ? 0 : 4;
+  }
+
+  private OpenAiError noEngine(Call c, Allowed a) {
+    String model = c.target.baseModel();
+    if (a == null || a.ranks == 0) {
+      return OpenAiError.unavailable(
+          "no_engines",
+          "no engine is registered for model '"
+              + model
+              + "' (POST /register with its base_url, or --engine)");
+    }
+    if (a.noUrl == a.ranks) {
+      return OpenAiError.unavailable(
+          "no_engines",
+          "no engine of model '"
+              + model
+              + "' was registered with a base_url, so the gateway cannot forward to any");
+    }
+    if (a.unhealthy > 0 && a.open == 0) {
+      return OpenAiError.unavailable(
+          "all_unhealthy",
+          "every engine of model '"
+              + model
+              + "' is unhealthy ("
+              + a.unhealthy
+              + " failing their health checks"
+              + (a.noUrl > 0 ? ", " + a.noUrl + " without base_url" : "")
+              + ")");
+    }
+    return OpenAiError.unavailable(
+        "circuit_open",
+        "no engine of model '"
+            + model
+            + "' can take the request: "
+            + a.open
+            + " with an open circuit breaker, "
+            + a.unhealthy
+            + " unhealthy"
+            + (a.noUrl > 0 ? ", " + a.noUrl + " without base_url" : ""));
+  }
+
+  // ------------------------------------------------------------------ one attempt
+
+  /** Forwards to one engine; null when the client got its answer (or is gone). */
+  private Retry attempt(
+      Call c, RouteDecision.Routed r, String url, EngineState st, int attempt, ServerResponse res) {
+    String engine = Long.toUnsignedString(r.worker().workerId());
+    try {
+      HttpClientRequest rq =
+          g.client
+              .post()
+              .uri(url + c.path)
+              .readTimeout(g.config.engineTimeout())
+              .header(HeaderNames.CONTENT_TYPE, "application/json")
+              .header(Gateway.X_REQUEST_ID, c.requestId);
+      if (g.config.engineApiKey() != null) {
+        rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
+      }
+      long ts = System.nanoTime();
+      HttpClientResponse up;
+      try {
+        up = rq.submit(c.req.upstreamBody());
+      } catch (RuntimeException e) {
+        return failure(e);
+      }
+      try (up) {
+        int status = up.status().code();
+        if (status >= 500 || status == 429) {
+          byte[] err;
+          try {
+            err = readCapped(up.inputStream());
+          } catch (IOException | RuntimeException e) {
+            err = new byte[0];
+          }
+          return new Retry(
+              "status_" + status,
+              status,
+              err,
+              up.headers().first(HeaderNames.CONTENT_TYPE).orElse(null),
+              false);
+        }
+        st.succeeded(); // it answered: before the client can see the answer, so tests can rely on
+        // it
+        String ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
+        boolean sse = c.req.stream && status == 200 && ctype.startsWith("text/event-stream");
+        Relay relay = new Relay(c, r, url, engine, attempt, status, ctype, ts, res);
+        Retry retry =
+            sse
+                ? relay.stream(up.inputStream())
+                : relay.whole(up.inputStream(), up.headers().contentLength().orElse(-1));
+        if (relay.clientGone) st.releaseProbe();
+        return relay.clientGone ? null : retry;
+      }
+    } finally {
+      c.release();
+    }
+  }
+
+  private static Retry failure(RuntimeException e) {
+    boolean timeout = false;
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof SocketTimeoutException) timeout = true;
+    }
+    return new Retry(timeout ? "timeout" : "connect", 0, null, null, timeout);
+  }
+
+  private static byte[] readCapped(InputStream in) throws IOException {
+    return in.readNBytes(ERROR_BODY_LIMIT);
+  }
+
+  /** Relays one engine answer to the client. */
+  private final class Relay {
+    final Call c;
+    final RouteDecision.Routed r;
+    final String url;
+    final String engine;
+    final int attempt;
+    final int status;
+    final String ctype;
+    final long sentAt;
+    final ServerResponse res;
+    boolean clientGone;
+    boolean prefillDone;
+    Usage usage;
+
+    Relay(
+        Call c,
+        RouteDecision.Routed r,
+        String url,
+        String engine,
+        int attempt,
+        int status,
+        String ctype,
+        long sentAt,
+        ServerResponse res) {
+      this.c = c;
+      this.r = r;
+      this.url = url;
+      this.engine = engine;
+      this.attempt = attempt;
+      this.status = status;
+      this.ctype = ctype;
+      this.sentAt = sentAt;
+      this.res = res;
+    }
+
+    private void headers() {
+      g.metrics.upstreamStage.observe((System.nanoTime() - sentAt) / 1e9);
+      res.status(Status.create(status));
+      res.header(HeaderNames.CONTENT_TYPE, ctype);
+      res.header(Gateway.X_WORKER, Long.toUnsignedString(r.worker().workerId()));
+      res.header(Gateway.X_DP_RANK, Integer.toString(r.worker().dpRank()));
+      res.header(Gateway.X_OVERLAP, Integer.toString(r.overlapTokens()));
+      res.header(Gateway.X_ATTEMPTS, Integer.toString(attempt));
+      if (c.req.stream) {
+        res.header(HeaderNames.CACHE_CONTROL, "no-cache");
+      }
+    }
+
+    private void prefillDone() {
+      if (prefillDone) return;
+      prefillDone = true;
+      c.model.router().markPrefillCompleted(c.requestId);
+      g.metrics.ttft.labelValues(c.target.baseModel()).observe((System.nanoTime() - c.t0) / 1e9);
+    }
+
+    /** The answer is complete: free the route, count, compare the prediction. */
+    private void finish(int answered) {
+      c.release();
+      count(c, engine, answered, attempt);
+      if (usage != null && status == 200) {
+        int ebs = engineBlockSize();
+        g.predictions.record(c.model, r.worker(), url, ebs, r.overlapTokens(), c.ids.length, usage);
+      }
+    }
+
+    private int engineBlockSize() {
+      for (RouterModel.Rank k : c.ranks) {
+        if (k.worker().equals(r.worker())) return Math.max(1, k.engineBlockSize());
+      }
+      return c.model.blockSize();
+    }
+
+    /** A whole (non-SSE) answer: relayed as it arrives; usage read on the way. */
+    Retry whole(InputStream in, long length) {
+      byte[] buf = new byte[BUF];
+      int n;
+      try {
+        n = in.read(buf);
+      } catch (IOException | RuntimeException e) {
+        return failure(e instanceof RuntimeException re ? re : new RuntimeException(e));
+      }
+      prefillDone();
+      headers();
+      if (length >= 0) res.header(HeaderNames.CONTENT_LENGTH, Long.toString(length));
+      JsonParser np = null;
+      ByteArrayFeeder feeder = null;
+      Usage u = null;
+      if (status == 200 && ctype.startsWith("application/json")) {
+        try {
+          np = Json.FACTORY.createNonBlockingByteArrayParser();
+          feeder = (ByteArrayFeeder) np.getNonBlockingInputFeeder();
+          u = new Usage();
+        } catch (IOException e) {
+          np = null;
+        }
+      }
+      OutputStream out;
+      try {
+        out = res.outputStream();
+      } catch (RuntimeException e) {
+        clientGone = true;
+        return null;
+      }
+      g.metrics.openStreams.inc();
+      try {
+        while (n >= 0) {
+          if (n > 0) {
+            if (np != null) np = feed(np, feeder, u, buf, n);
+            try {
+              out.write(buf, 0, n);
+            } catch (IOException | RuntimeException e) {
+              clientGone = true;
+              count(c, engine, 499, attempt);
+              return null;
+            }
+          }
+          try {
+            n = in.read(buf);
+          } catch (IOException | RuntimeException e) {
+            // the engine broke off after the answer started: nothing to retry; the client sees a
+            // short body (or a closed connection)
+            Gateway.LOG.warning(
+                "request " + c.requestId + ": engine " + url + " broke off its answer: " + e);
+            count(c, engine, 502, attempt);
+            closeQuietly(out);
+            return null;
+          }
+        }
+        if (np != null) {
+          try {
+            feeder.endOfInput();
+            JsonToken t;
+            while ((t = np.nextToken()) != null && t != JsonToken.NOT_AVAILABLE) u.token(t, np);
+          } catch (IOException e) {
+            // not JSON: nothing learnt
+          }
+          usage = u;
+        }
+        // the router's bookkeeping before the client sees the end of the answer
+        finish(status);
+        closeQuietly(out);
+        return null;
+      } finally {
+        g.metrics.openStreams.dec();
+      }
+    }
+
+    private JsonParser feed(JsonParser np, ByteArrayFeeder f, Usage u, byte[] buf, int n) {
+      try {
+        f.feedInput(buf, 0, n);
+        JsonToken t;
+        while ((t = np.nextToken()) != null && t != JsonToken.NOT_AVAILABLE) u.token(t, np);
+        return np;
+      } catch (IOException e) {
+        return null; // not JSON after all: forward it as it is, learn nothing
+      }
+    }
+
+    /** An SSE stream: events relayed one by one; the usage chunk the gateway asked for dropped. */
+    Retry stream(InputStream in) {
+      SseBuffer sse = new SseBuffer();
+      byte[] buf = new byte[BUF];
+      // before the first byte reaches the client: a failure here is retried elsewhere
+      try {
+        while (!sse.hasEvent()) {
+          int n = in.read(buf);
+          if (n < 0) {
+            if (sse.size() == 0) return new Retry("empty_stream", 0, null, null, false);
+            break;
+          }
+          sse.append(buf, n);
+        }
+      } catch (IOException | RuntimeException e) {
+        return failure(e instanceof RuntimeException re ? re : new RuntimeException(e));
+      }
+      headers();
+      OutputStream out;
+      try {
+        out = res.outputStream();
+      } catch (RuntimeException e) {
+        clientGone = true;
+        return null;
+      }
+      g.metrics.openStreams.inc();
+      long lastEvent = 0;
+      try {
+        boolean eof = false;
+        while (true) {
+          boolean wrote = false;
+          int end;
+          while ((end = sse.nextEventEnd()) >= 0) {
+            int start = sse.start();
+            int ds = SseBuffer.dataStart(sse.array(), start, end);
+            boolean drop = false;
+            if (ds >= 0 && sse.array()[ds] == '{') {
+              int de = SseBuffer.dataEnd(sse.array(), ds, end);
+              if (SseBuffer.contains(sse.array(), ds, de, USAGE)) {
+                Usage u = Usage.scan(sse.array(), ds, de - ds);
+                if (u.usage) usage = u;
+                drop = c.req.injectedUsage && u.usageOnly();
+              }
+              if (!drop) {
+                long now = System.nanoTime();
+                if (!prefillDone) prefillDone();
+                else
+                  g.metrics.itl.labelValues(c.target.baseModel()).observe((now - lastEvent) / 1e9);
+                lastEvent = now;
+              }
+            }
+            if (!drop) {
+              out.write(sse.array(), start, end - start);
+              wrote = true;
+            }
+            sse.consume(end);
+          }
+          if (eof) {
+            if (sse.size() > 0) out.write(sse.array(), sse.start(), sse.size());
+            break;
+          }
+          if (wrote) out.flush();
+          int n;
+          try {
+            n = in.read(buf);
+          } catch (IOException | RuntimeException e) {
+            Gateway.LOG.warning(
+                "request " + c.requestId + ": engine " + url + " broke off its stream: " + e);
+            out.write(
+                ("data: "
+                        + new String(
+                                OpenAiError.body(
+                                    "the engine stopped answering mid-stream: " + e.getMessage(),
+                                    "server_error",
+                                    null,
+                                    "engine_stream_interrupted"),
+                                java.nio.charset.StandardCharsets.UTF_8)
+                            .trim()
+                        + "\n\n")
+                    .getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            c.release();
+            count(c, engine, 502, attempt);
+            out.close();
+            return null;
+          }
+          if (n < 0) eof = true;
+          else sse.append(buf, n);
+        }
+        finish(status);
+        out.close();
+      } catch (IOException | RuntimeException e) {
+        // a write to the client failed: it went away; closing the upstream aborts the request
+        clientGone = true;
+        count(c, engine, 499, attempt);
+        return null;
+      } finally {
+        g.metrics.openStreams.dec();
+      }
+      return null;
+    }
+  }
+
+  private static final byte[] USAGE = "\"usage\"".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+
+  private static void closeQuietly(OutputStream out) {
+    try {
+      out.close();
+    } catch (IOException | RuntimeException e) {
+      // gone
+    }
+  }
+}

@@ -1,0 +1,91 @@
+package io.kvrouter.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/** {@code kvrouter gateway}'s flags: parsing, --config, and the usage errors (exit 2). */
+class GatewayCommandTest {
+  static int run(StringWriter err, String... args) {
+    return new CommandLine(new GatewayCommand())
+        .setErr(new PrintWriter(err, true))
+        .setOut(new PrintWriter(new StringWriter(), true))
+        .execute(args);
+  }
+
+  @Test
+  void usageErrorsExit2WithOneLine() throws Exception {
+    StringWriter err = new StringWriter();
+    assertThat(run(err, "--port", "0")).isEqualTo(2);
+    assertThat(err.toString()).contains("give at least one --model NAME=DIR");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m=/no/such/dir")).isEqualTo(2);
+    assertThat(err.toString()).contains("is not a directory");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--engine", "ftp://x")).isEqualTo(2);
+    assertThat(err.toString()).contains("must start with the engine's http:// base URL");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--lora", "nobase")).isEqualTo(2);
+    assertThat(err.toString()).contains("expected ADAPTER=BASE");
+  }
+
+  @Test
+  void engineSpecs() {
+    EngineSpec e =
+        EngineSpec.parse(
+            "http://10.0.0.5:8000;events=tcp://10.0.0.5:5557;replay=tcp://10.0.0.5:5558;model=q;block_size=32;instance_id=7");
+    assertThat(e)
+        .isEqualTo(
+            new EngineSpec(
+                "http://10.0.0.5:8000",
+                "q",
+                32,
+                7,
+                0,
+                "tcp://10.0.0.5:5557",
+                "tcp://10.0.0.5:5558",
+                null));
+    assertThatThrownBy(() -> EngineSpec.parse("http://a:1;colour=red"))
+        .hasMessageContaining("unknown key 'colour'");
+    assertThatThrownBy(() -> EngineSpec.parse("http://a:1;replay=tcp://a:2"))
+        .hasMessageContaining("replay= needs events=");
+  }
+
+  @Test
+  void aConfigFileGivesSeveralModelsAndEnginesAndTheCommandLineWins(@TempDir Path dir)
+      throws Exception {
+    Path cfg = dir.resolve("gw.properties");
+    Files.writeString(
+        cfg,
+        "port=9999\nmodel=a b\nlora=a-sql=a\nmax-attempts=3\n"
+            + "engine=http://h1:8000;events=tcp://h1:5557 http://h2:8000\n");
+    GatewayCommand c = new GatewayCommand();
+    CommandLine cl = new CommandLine(c);
+    cl.parseArgs("--config", cfg.toString(), "--max-attempts", "4");
+    // the same merge the command does before it runs
+    java.lang.reflect.Method m =
+        GatewayCommand.class.getDeclaredMethod(
+            "withConfigFile", CommandLine.Model.CommandSpec.class, Path.class, PrintWriter.class);
+    m.setAccessible(true);
+    GatewayCommand eff =
+        (GatewayCommand)
+            m.invoke(null, cl.getCommandSpec(), cfg, new PrintWriter(new StringWriter()));
+    assertThat(eff.port).isEqualTo(9999);
+    assertThat(eff.maxAttempts).isEqualTo(4);
+    assertThat(eff.models).containsExactly("a", "b");
+    assertThat(eff.engines)
+        .containsExactly("http://h1:8000;events=tcp://h1:5557", "http://h2:8000");
+    GatewayConfig g = eff.gatewayConfig();
+    assertThat(g.models()).containsKeys("a", "b");
+    assertThat(g.models().get("a")).isNull(); // tokenized by its engines
+    assertThat(g.loras()).containsEntry("a-sql", "a");
+    assertThat(g.maxAttempts()).isEqualTo(4);
+  }
+}

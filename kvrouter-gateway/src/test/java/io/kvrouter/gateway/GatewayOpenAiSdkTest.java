@@ -1,0 +1,143 @@
+package io.kvrouter.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.fail;
+
+import com.fasterxml.jackson.core.JsonParser;
+import io.kvrouter.server.KvRouterServer;
+import io.kvrouter.server.RouterModel;
+import io.kvrouter.sim.KvEventsConfig;
+import io.kvrouter.sim.MockEngineServer;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The official OpenAI JavaScript SDK ({@code openai} from npm, clients/openai-node, pinned by its
+ * lock file) talks to mock engines through the gateway: several concurrent clients stream chat
+ * completions (and the other three calls) and read every token and the usage. Needs {@code
+ * clients/openai-node/install.sh} (.ci/run runs it); {@code -Dkvrouter.sdk.skip=true} leaves it out
+ * on purpose.
+ */
+class GatewayOpenAiSdkTest {
+  static Path repoRoot() {
+    Path p = Path.of("").toAbsolutePath();
+    return Files.exists(p.resolve("clients")) ? p : p.getParent();
+  }
+
+  @Test
+  void concurrentSdkClientsStreamThroughTheGateway() throws Exception {
+    Assumptions.assumeFalse(
+        Boolean.getBoolean("kvrouter.sdk.skip"),
+        "OpenAI SDK test left out on purpose (-Dkvrouter.sdk.skip=true)");
+    Path dir = repoRoot().resolve("clients/openai-node");
+    if (!Files.exists(dir.resolve("node_modules/openai/package.json"))) {
+      fail(
+          "the OpenAI SDK test needs its npm package: run clients/openai-node/install.sh (.ci/run"
+              + " does it), or pass -Dkvrouter.sdk.skip=true. Missing: "
+              + dir.resolve("node_modules/openai"));
+    }
+    List<AutoCloseable> open = new ArrayList<>();
+    try {
+      Gateway g =
+          Gateway.start(
+              KvRouterServer.Config.builder().port(0).build(),
+              GatewayConfig.builder()
+                  .model("tiny", GatewayStubTest.tiny())
+                  .apiKey("sdk-key")
+                  .build());
+      open.add(g);
+      RouterModel m = null;
+      for (int i = 1; i <= 3; i++) {
+        MockEngineServer e =
+            MockEngineServer.start(
+                MockEngineServer.Config.builder()
+                    .modelDir(GatewayStubTest.tiny())
+                    .servedModelName("tiny")
+                    .blockSize(4)
+                    .speedup(100)
+                    .enablePromptTokensDetails(true)
+                    .kvEvents(KvEventsConfig.zmq("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"))
+                    .build());
+        open.add(e);
+        m =
+            g.host.register(
+                "tiny", null, 4, i, 0, e.url(), e.zmqEndpoint(), e.replayEndpoint(), null);
+      }
+      Process p;
+      try {
+        p =
+            new ProcessBuilder(
+                    "node",
+                    dir.resolve("sdk-check.mjs").toString(),
+                    g.url() + "/v1",
+                    "tiny",
+                    "--api-key",
+                    "sdk-key",
+                    "--concurrency",
+                    "6",
+                    "--max-tokens",
+                    "6")
+                .redirectError(ProcessBuilder.Redirect.INHERIT)
+                .start();
+      } catch (IOException x) {
+        fail("the OpenAI SDK test runs Node, which is not on PATH: " + x.getMessage());
+        return;
+      }
+      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      if (!p.waitFor(60, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        fail("sdk-check.mjs did not finish in 60 s: " + out);
+      }
+      Map<?, ?> summary;
+      try (JsonParser jp = Json.FACTORY.createParser(out)) {
+        jp.nextToken();
+        summary = (Map<?, ?>) Json.value(jp);
+      }
+      assertThat((List<?>) summary.get("errors")).as(out).isEmpty();
+      assertThat(p.exitValue()).as(out).isZero();
+      assertThat(summary.get("models")).isEqualTo(List.of("tiny"));
+      List<?> results = (List<?>) summary.get("results");
+      assertThat(results).hasSize(24); // 4 operations x 6 concurrent clients
+      for (Object o : results) {
+        Map<?, ?> r = (Map<?, ?>) o;
+        String op = (String) r.get("op");
+        Map<?, ?> usage = (Map<?, ?>) r.get("usage");
+        assertThat(usage.get("completion_tokens")).as(op).isEqualTo(6L);
+        assertThat(r.get("finish_reason")).as(op).isEqualTo("length");
+        assertThat((String) r.get("text")).as(op).isNotEmpty();
+        if (op.endsWith("stream")) {
+          // every token: a role chunk (chat), one chunk per token, and the usage chunk it asked for
+          assertThat(r.get("chunks")).as(op).isEqualTo(op.startsWith("chat") ? 8L : 7L);
+        }
+      }
+      assertThat(m.router().inFlight()).isZero();
+      String metrics =
+          GatewayStubTest.HTTP
+              .send(
+                  HttpRequest.newBuilder(URI.create(g.url() + "/metrics")).build(),
+                  HttpResponse.BodyHandlers.ofString())
+              .body();
+      long answered = 0;
+      for (String line : metrics.split("\n")) {
+        if (line.startsWith("kvrouter_gateway_requests_total{")
+            && line.contains("status=\"200\"")) {
+          answered += (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        }
+      }
+      assertThat(answered).isEqualTo(24);
+    } finally {
+      for (int i = open.size() - 1; i >= 0; i--) open.get(i).close();
+    }
+  }
+}

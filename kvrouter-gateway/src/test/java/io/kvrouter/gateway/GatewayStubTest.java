@@ -1,0 +1,592 @@
+package io.kvrouter.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.server.KvRouterServer;
+import io.kvrouter.server.RouterModel;
+import java.io.InputStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The gateway against stub engines on real sockets: relay, retries, errors, health, feedback. */
+class GatewayStubTest {
+  static final int BS = 4;
+  static final HttpClient HTTP =
+      HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+
+  private final List<AutoCloseable> open = new ArrayList<>();
+
+  @AfterEach
+  void close() throws Exception {
+    for (int i = open.size() - 1; i >= 0; i--) open.get(i).close();
+  }
+
+  static Path tiny() throws Exception {
+    return Path.of(GatewayStubTest.class.getResource("/models/tiny/tokenizer.json").toURI())
+        .getParent();
+  }
+
+  Gateway gateway(GatewayConfig.Builder b) throws Exception {
+    Gateway g =
+        Gateway.start(
+            KvRouterServer.Config.builder().port(0).maxBodyBytes(64 * 1024).build(),
+            b.model("tiny", tiny()).build());
+    open.add(g);
+    return g;
+  }
+
+  StubEngine stub() {
+    StubEngine s = new StubEngine();
+    open.add(s);
+    return s;
+  }
+
+  static RouterModel register(Gateway g, long id, String url) {
+    return g.host.register("tiny", null, BS, id, 0, url, null, null, null);
+  }
+
+  /** The engine {@code id} caches the full blocks of {@code tokens}. */
+  static void holds(RouterModel m, long id, int[] tokens) {
+    long[] local = BlockHasher.of(BS).localHashes(tokens);
+    m.router()
+        .applyEvent(
+            new RouterEvent(
+                new Worker(id, 0),
+                0,
+                CacheEvent.storedAtRoot(SequenceHasher.sequenceHashes(local), local)));
+  }
+
+  static int[] range(int n) {
+    int[] t = new int[n];
+    for (int i = 0; i < n; i++) t[i] = 10 + i;
+    return t;
+  }
+
+  static String ids(int[] t) {
+    StringBuilder b = new StringBuilder("[");
+    for (int i = 0; i < t.length; i++) b.append(i == 0 ? "" : ",").append(t[i]);
+    return b.append(']').toString();
+  }
+
+  static HttpResponse<String> post(Gateway g, String path, String body, String... headers)
+      throws Exception {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create(g.url() + path))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(body));
+    for (int i = 0; i < headers.length; i += 2) b.header(headers[i], headers[i + 1]);
+    return HTTP.send(b.build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  static String completion(int[] prompt, boolean stream, String extra) {
+    return "{\"model\":\"tiny\",\"prompt\":"
+        + ids(prompt)
+        + ",\"max_tokens\":3"
+        + (stream ? ",\"stream\":true" : "")
+        + extra
+        + "}";
+  }
+
+  static final String CHAT =
+      "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"stream\":true}";
+
+  @Test
+  void streamedChatIsRelayedUnchangedWithoutTheUsageChunkItAskedFor() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    RouterModel m = register(g, 1, e.url());
+    HttpResponse<String> r = post(g, "/v1/chat/completions", CHAT, "x-request-id", "req-abc");
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(r.body()).isEqualTo(e.expectedStream(true, false));
+    assertThat(r.headers().firstValue("x-kvrouter-worker")).hasValue("1");
+    assertThat(r.headers().firstValue("x-kvrouter-overlap-tokens")).hasValue("0");
+    assertThat(r.headers().firstValue("x-request-id")).hasValue("req-abc");
+    assertThat(r.headers().firstValue("content-type").orElseThrow())
+        .startsWith("text/event-stream");
+    // the engine got the body with include_usage added, and the client's request id
+    assertThat(new String(e.bodies.get(0), StandardCharsets.UTF_8))
+        .isEqualTo(
+            CHAT.substring(0, CHAT.length() - 1) + ",\"stream_options\":{\"include_usage\":true}}");
+    assertThat(e.requestIds).containsExactly("req-abc");
+    assertThat(m.router().inFlight()).isZero();
+  }
+
+  @Test
+  void aClientThatAsksForUsageGetsTheEnginesBytesExactly() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    String body = completion(range(12), true, ",\"stream_options\":{\"include_usage\":true}");
+    HttpResponse<String> r = post(g, "/v1/completions", body);
+    assertThat(r.body()).isEqualTo(e.expectedStream(false, true));
+    assertThat(e.bodies.get(0)).isEqualTo(body.getBytes(StandardCharsets.UTF_8));
+    // include_usage false is turned true, and the usage chunk removed again
+    String off = completion(range(12), true, ",\"stream_options\":{\"include_usage\":false}");
+    assertThat(post(g, "/v1/completions", off).body()).isEqualTo(e.expectedStream(false, false));
+    assertThat(new String(e.bodies.get(1), StandardCharsets.UTF_8))
+        .isEqualTo(off.replace("\"include_usage\":false", "\"include_usage\":true"));
+    String empty = completion(range(12), true, ",\"stream_options\":{}");
+    assertThat(post(g, "/v1/completions", empty).body()).isEqualTo(e.expectedStream(false, false));
+    assertThat(new String(e.bodies.get(2), StandardCharsets.UTF_8))
+        .isEqualTo(empty.replace("{}", "{\"include_usage\":true}"));
+  }
+
+  @Test
+  void wholeAnswersAreRelayedUnchangedAndTheirUsageIsCompared() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    RouterModel m = register(g, 7, e.url());
+    int[] prompt = range(12);
+    holds(m, 7, range(8)); // 2 blocks
+    e.cachedTokens.set(8);
+    String body = completion(prompt, false, "");
+    HttpResponse<String> r = post(g, "/v1/completions", body);
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(r.body()).isEqualTo(e.whole(false));
+    assertThat(r.headers().firstValue("x-kvrouter-overlap-tokens")).hasValue("8");
+    assertThat(e.bodies.get(0)).isEqualTo(body.getBytes(StandardCharsets.UTF_8));
+    assertThat(m.accuracy(new Worker(7, 0)).compared()).isEqualTo(1);
+    assertThat(m.accuracy(new Worker(7, 0)).exact()).isEqualTo(1);
+    // /workers shows it
+    String workers =
+        HTTP.send(
+                HttpRequest.newBuilder(URI.create(g.url() + "/workers")).build(),
+                HttpResponse.BodyHandlers.ofString())
+            .body();
+    assertThat(workers)
+        .contains("\"base_url\":\"" + e.url() + "\"")
+        .contains("\"prediction\":{\"compared\":1,\"exact\":1,\"engine_fewer\":0");
+    assertThat(m.router().inFlight()).isZero();
+  }
+
+  @Test
+  void aFailingEngineIsRetriedOnTheNextBestBeforeTheFirstByte() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine bad = stub();
+    StubEngine good = stub();
+    bad.status.set(500);
+    RouterModel m = register(g, 1, bad.url());
+    register(g, 2, good.url());
+    int[] prompt = range(12);
+    holds(m, 1, prompt); // the failing engine holds the prefix: the router picks it first
+    HttpResponse<String> r = post(g, "/v1/completions", completion(prompt, false, ""));
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(r.body()).isEqualTo(good.whole(false));
+    assertThat(r.headers().firstValue("x-kvrouter-worker")).hasValue("2");
+    assertThat(r.headers().firstValue("x-kvrouter-attempts")).hasValue("2");
+    assertThat(bad.hits()).isEqualTo(1);
+    assertThat(good.hits()).isEqualTo(1);
+    assertThat(m.router().inFlight()).isZero();
+    // both failing: the last engine's answer is the client's, after max attempts
+    good.status.set(503);
+    bad.status.set(503);
+    HttpResponse<String> r3 = post(g, "/v1/completions", completion(range(12), false, ""));
+    assertThat(r3.statusCode()).isEqualTo(503);
+    assertThat(r3.body()).contains("stub fails"); // the engine's own answer, passed through
+    good.status.set(200);
+    // a refused connection too
+    StubEngine gone = new StubEngine();
+    String goneUrl = gone.url();
+    gone.close();
+    register(g, 3, goneUrl);
+    holds(m, 3, range(16)); // more overlap than 1's: 3 is first, then 1
+    bad.status.set(200);
+    HttpResponse<String> r2 = post(g, "/v1/completions", completion(range(16), false, ""));
+    assertThat(r2.statusCode()).isEqualTo(200);
+    assertThat(r2.headers().firstValue("x-kvrouter-attempts")).hasValue("2");
+    assertThat(r2.headers().firstValue("x-kvrouter-worker")).hasValue("1");
+    assertThat(m.router().inFlight()).isZero();
+  }
+
+  @Test
+  void errorsAreOpenAiShapedAndNeverReachAnEngine() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().apiKey("sekret"));
+    String auth = "Bearer sekret";
+    // model configured, nothing registered
+    HttpResponse<String> none =
+        post(g, "/v1/completions", completion(range(8), false, ""), "Authorization", auth);
+    assertThat(none.statusCode()).isEqualTo(503);
+    assertThat(none.body())
+        .contains("\"code\":\"no_engines\"")
+        .startsWith("{\"error\":{\"message\":");
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    HttpResponse<String> noKey = post(g, "/v1/completions", completion(range(8), false, ""));
+    assertThat(noKey.statusCode()).isEqualTo(401);
+    assertThat(noKey.body())
+        .contains("\"code\":\"invalid_api_key\"")
+        .contains("\"type\":\"invalid_request_error\"");
+    assertThat(post(g, "/v1/completions", "{\"model\":", "Authorization", auth).statusCode())
+        .isEqualTo(400);
+    HttpResponse<String> noModel =
+        post(g, "/v1/completions", "{\"prompt\":\"hi\"}", "Authorization", auth);
+    assertThat(noModel.statusCode()).isEqualTo(400);
+    assertThat(noModel.body()).contains("\"param\":\"model\"");
+    HttpResponse<String> unknown =
+        post(g, "/v1/chat/completions", CHAT.replace("tiny", "nope"), "Authorization", auth);
+    assertThat(unknown.statusCode()).isEqualTo(404);
+    assertThat(unknown.body()).contains("\"code\":\"model_not_found\"");
+    String big = "{\"model\":\"tiny\",\"prompt\":\"" + "x".repeat(70_000) + "\"}";
+    HttpResponse<String> tooBig = post(g, "/v1/completions", big, "Authorization", auth);
+    assertThat(tooBig.statusCode()).isEqualTo(413);
+    assertThat(tooBig.body()).contains("\"error\":{");
+    assertThat(
+            post(g, "/v1/chat/completions", "{\"model\":\"tiny\"}", "Authorization", auth)
+                .statusCode())
+        .isEqualTo(400);
+    assertThat(e.hits()).isZero();
+    // the router's admin endpoints keep their own token (none here), the client key is not needed
+    assertThat(
+            HTTP.send(
+                    HttpRequest.newBuilder(URI.create(g.url() + "/workers")).build(),
+                    HttpResponse.BodyHandlers.ofString())
+                .statusCode())
+        .isEqualTo(200);
+    // and a good request passes, with the engine key sent to the engine
+    assertThat(
+            post(g, "/v1/completions", completion(range(8), false, ""), "Authorization", auth)
+                .statusCode())
+        .isEqualTo(200);
+  }
+
+  @Test
+  void theEngineKeyIsSentToEngines() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().engineApiKey("engine-key"));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    post(g, "/v1/completions", completion(range(8), false, ""));
+    assertThat(e.auth).containsExactly("Bearer engine-key");
+  }
+
+  @Test
+  void aClientThatGoesAwayFreesItsRequestAndAbortsTheEngine() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    RouterModel m = register(g, 1, e.url());
+    e.holdAfterFirst = new CountDownLatch(1);
+    HttpRequest req =
+        HttpRequest.newBuilder(URI.create(g.url() + "/v1/completions"))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(completion(range(12), true, "")))
+            .build();
+    HttpResponse<InputStream> r = HTTP.send(req, HttpResponse.BodyHandlers.ofInputStream());
+    InputStream in = r.body();
+    byte[] first = in.readNBytes(6);
+    assertThat(new String(first, StandardCharsets.UTF_8)).isEqualTo("data: ");
+    assertThat(m.router().inFlight()).isEqualTo(1);
+    // the first token reached the client: its prefill is no longer charged, its blocks are
+    io.kvrouter.route.WorkerLoad load = m.router().load(new Worker(1, 0));
+    assertThat(load.activePrefillTokens()).isZero();
+    assertThat(load.activeBlocks()).isEqualTo(3);
+    in.close(); // the client hangs up mid-stream
+    assertThat(e.aborted.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (m.router().inFlight() != 0 && System.nanoTime() < deadline) Thread.onSpinWait();
+    assertThat(m.router().inFlight()).isZero();
+  }
+
+  @Test
+  void shutdownDrainsStreamsInFlight() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    CountDownLatch hold = new CountDownLatch(1);
+    e.holdAfterFirst = hold;
+    HttpResponse<InputStream> r =
+        HTTP.send(
+            HttpRequest.newBuilder(URI.create(g.url() + "/v1/completions"))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(completion(range(12), true, "")))
+                .build(),
+            HttpResponse.BodyHandlers.ofInputStream());
+    InputStream in = r.body();
+    assertThat(new String(in.readNBytes(6), StandardCharsets.UTF_8)).isEqualTo("data: ");
+    Thread stopper = Thread.ofVirtual().start(g::close);
+    await("the server stops taking traffic", () -> !g.server().isReady());
+    hold.countDown(); // the engine finishes its answer while the gateway stops
+    String rest = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+    assertThat(rest).endsWith("data: [DONE]\n\n").contains("\"t2\"");
+    stopper.join();
+  }
+
+  @Test
+  void aStreamLongerThanTheReadTimeoutIsNotCutOff() throws Exception {
+    // the edge's read deadline is for the request's arrival, not for a long answer
+    Gateway g =
+        Gateway.start(
+            KvRouterServer.Config.builder().port(0).readTimeout(Duration.ofMillis(300)).build(),
+            GatewayConfig.builder().model("tiny", tiny()).build());
+    open.add(g);
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    CountDownLatch hold = new CountDownLatch(1);
+    e.holdAfterFirst = hold;
+    java.util.concurrent.ScheduledExecutorService timer =
+        java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
+    try {
+      // released well after the read timeout (and Helidon's idle timer of the same length)
+      timer.schedule(hold::countDown, 1500, java.util.concurrent.TimeUnit.MILLISECONDS);
+      HttpResponse<String> r = post(g, "/v1/completions", completion(range(12), true, ""));
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.body()).endsWith("data: [DONE]\n\n").contains(StubEngine.chunk(false, 2));
+    } finally {
+      timer.shutdownNow();
+    }
+  }
+
+  @Test
+  void severalModelsEachWithTheirEnginesAndBlockSize() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().model("other", tiny()));
+    StubEngine a = stub();
+    StubEngine b = stub();
+    register(g, 1, a.url()); // tiny, block size 4
+    RouterModel other = g.host.register("other", null, 8, 1, 0, b.url(), null, null, null);
+    assertThat(other.blockSize()).isEqualTo(8);
+    HttpResponse<String> r =
+        post(
+            g, "/v1/completions", completion(range(8), false, "").replace("\"tiny\"", "\"other\""));
+    assertThat(r.statusCode()).isEqualTo(200);
+    assertThat(b.hits()).isEqualTo(1);
+    assertThat(a.hits()).isZero();
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(200);
+    assertThat(a.hits()).isEqualTo(1);
+  }
+
+  static void await(String what, java.util.function.BooleanSupplier cond) {
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (!cond.getAsBoolean()) {
+      if (System.nanoTime() > deadline) throw new AssertionError("timed out waiting for " + what);
+      Thread.onSpinWait();
+    }
+  }
+
+  @Test
+  void healthChecksTakeADeadEngineOutAndPutItBack() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().healthInterval(Duration.ofMillis(50)));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    e.healthy.set(false);
+    awaitHealthy(g, e.url(), false);
+    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), false, ""));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.body()).contains("\"code\":\"all_unhealthy\"");
+    assertThat(e.hits()).isZero();
+    e.healthy.set(true);
+    awaitHealthy(g, e.url(), true);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(200);
+  }
+
+  static void awaitHealthy(Gateway g, String url, boolean healthy) {
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (System.nanoTime() < deadline) {
+      EngineState s = g.engines.get(url);
+      if (s != null && s.healthy() == healthy) return;
+      Thread.onSpinWait();
+    }
+    throw new AssertionError(url + " did not become " + (healthy ? "healthy" : "unhealthy"));
+  }
+
+  @Test
+  void anEngineSilentPastTheTimeoutIsRetriedElsewhere() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().engineTimeout(Duration.ofMillis(300)));
+    StubEngine slow = stub();
+    StubEngine good = stub();
+    RouterModel m = register(g, 1, slow.url());
+    register(g, 2, good.url());
+    holds(m, 1, range(12));
+    CountDownLatch never = new CountDownLatch(1);
+    slow.holdBeforeAnswer = never;
+    try {
+      HttpResponse<String> r = post(g, "/v1/completions", completion(range(12), true, ""));
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.headers().firstValue("x-kvrouter-worker")).hasValue("2");
+      assertThat(r.headers().firstValue("x-kvrouter-attempts")).hasValue("2");
+      assertThat(r.body()).isEqualTo(good.expectedStream(false, false));
+      good.holdBeforeAnswer = never; // now both are silent: 504
+      HttpResponse<String> t = post(g, "/v1/completions", completion(range(12), false, ""));
+      assertThat(t.statusCode()).isEqualTo(504);
+      assertThat(t.body()).contains("\"code\":\"engine_timeout\"");
+    } finally {
+      never.countDown();
+    }
+    assertThat(m.router().inFlight()).isZero();
+  }
+
+  @Test
+  void everyEngineBusyIsA503() throws Exception {
+    Gateway g =
+        Gateway.start(
+            KvRouterServer.Config.builder().port(0).busyPrefillTokens(0).build(),
+            GatewayConfig.builder().model("tiny", tiny()).build());
+    open.add(g);
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    CountDownLatch hold = new CountDownLatch(1);
+    e.holdBeforeAnswer = hold; // the first request stays in prefill
+    Thread first =
+        Thread.ofVirtual()
+            .start(
+                () -> {
+                  try {
+                    post(g, "/v1/completions", completion(range(12), false, ""));
+                  } catch (Exception x) {
+                    throw new AssertionError(x);
+                  }
+                });
+    assertThat(e.arrived.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), false, ""));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.body()).contains("\"code\":\"all_busy\"");
+    hold.countDown();
+    first.join();
+    assertThat(e.hits()).isEqualTo(1);
+  }
+
+  @Test
+  void consecutiveFailuresOpenTheBreaker() throws Exception {
+    Gateway g =
+        gateway(
+            GatewayConfig.builder()
+                .maxAttempts(1)
+                .breakerFailures(2)
+                .breakerOpen(Duration.ofMinutes(5)));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    e.status.set(500);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(500);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(500);
+    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), false, ""));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.body()).contains("\"code\":\"circuit_open\"");
+    assertThat(e.hits()).isEqualTo(2);
+  }
+
+  @Test
+  void aHalfOpenProbeClosesTheBreaker() throws Exception {
+    Gateway g =
+        gateway(
+            GatewayConfig.builder()
+                .maxAttempts(1)
+                .breakerFailures(1)
+                .breakerOpen(Duration.ofMillis(200)));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    e.status.set(500);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(500);
+    EngineState st = g.engines.get(e.url());
+    assertThat(st.breaker(System.nanoTime())).isEqualTo(EngineState.Breaker.OPEN);
+    await(
+        "the breaker to turn half-open",
+        () -> st.breaker(System.nanoTime()) == EngineState.Breaker.HALF_OPEN);
+    e.status.set(200);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(200);
+    assertThat(st.breaker(System.nanoTime())).isEqualTo(EngineState.Breaker.CLOSED);
+  }
+
+  @Test
+  void persistentUnderPredictionIsWarnedAboutAndCounted() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    RouterModel m = register(g, 1, e.url());
+    List<String> warnings = new ArrayList<>();
+    Handler h =
+        new Handler() {
+          @Override
+          public void publish(LogRecord r) {
+            synchronized (warnings) {
+              warnings.add(r.getMessage());
+            }
+          }
+
+          @Override
+          public void flush() {}
+
+          @Override
+          public void close() {}
+        };
+    PredictionCheck.LOG.addHandler(h);
+    try {
+      e.cachedTokens.set(8); // the engine hits 8 tokens the router never heard of
+      e.promptTokens.set(13); // and counts another prompt length than the gateway's 12
+      for (int i = 0; i < PredictionCheck.MIN_SAMPLES; i++) {
+        assertThat(post(g, "/v1/completions", completion(range(12), false, "")).statusCode())
+            .isEqualTo(200);
+      }
+    } finally {
+      PredictionCheck.LOG.removeHandler(h);
+    }
+    assertThat(warnings).hasSize(1);
+    assertThat(warnings.get(0))
+        .contains("MORE cached tokens than the router predicted")
+        .contains("model 'tiny'")
+        .contains(e.url())
+        .contains("prompt_tokens differing");
+    assertThat(m.accuracy(new Worker(1, 0)).more()).isEqualTo(PredictionCheck.MIN_SAMPLES);
+    String metrics =
+        HTTP.send(
+                HttpRequest.newBuilder(URI.create(g.url() + "/metrics")).build(),
+                HttpResponse.BodyHandlers.ofString())
+            .body();
+    assertThat(metrics)
+        .contains(
+            "kvrouter_prefix_prediction_total{engine=\"1\",model=\"tiny\",outcome=\"engine_more\"} 8.0")
+        .contains(
+            "kvrouter_prefix_prediction_prompt_mismatch_total{engine=\"1\",model=\"tiny\"} 8.0")
+        .contains("kvrouter_prefix_prediction_error_tokens_bucket");
+  }
+
+  @Test
+  void modelsTokenizeAndUnknownPaths() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().lora("tiny-sql", "tiny"));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    String models =
+        HTTP.send(
+                HttpRequest.newBuilder(URI.create(g.url() + "/v1/models")).build(),
+                HttpResponse.BodyHandlers.ofString())
+            .body();
+    assertThat(models)
+        .startsWith("{\"object\":\"list\",\"data\":[{\"id\":\"tiny\",\"object\":\"model\"")
+        .contains("{\"id\":\"tiny-sql\",\"object\":\"model\"")
+        .contains("\"parent\":\"tiny\"");
+    HttpResponse<String> tok = post(g, "/tokenize", "{\"model\":\"tiny\",\"prompt\":\"hell\"}");
+    assertThat(tok.body())
+        .isEqualTo("{\"count\":2,\"max_model_len\":16,\"tokens\":[303,261],\"token_strs\":null}\n");
+    HttpResponse<String> detok = post(g, "/detokenize", "{\"model\":\"tiny\",\"tokens\":[261]}");
+    assertThat(detok.body()).isEqualTo("{\"prompt\":\"hell\"}\n");
+    HttpResponse<String> nope = post(g, "/v1/embeddings", "{}");
+    assertThat(nope.statusCode()).isEqualTo(404);
+    assertThat(nope.body()).contains("\"code\":\"unknown_url\"");
+    // a LoRA request routes among its base model's engines
+    assertThat(
+            post(
+                    g,
+                    "/v1/completions",
+                    completion(range(8), false, "").replace("\"tiny\"", "\"tiny-sql\""))
+                .statusCode())
+        .isEqualTo(200);
+  }
+}

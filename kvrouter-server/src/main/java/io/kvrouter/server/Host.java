@@ -1,0 +1,106 @@
+package io.kvrouter.server;
+
+import io.helidon.webserver.http.ServerRequest;
+import io.kvrouter.event.Worker;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.BooleanSupplier;
+
+/**
+ * The {@link ServerHost} a {@link KvRouterServer} gives its extension: views of its Registry, its
+ * body reading (HttpPlumbing, through Api), its metrics registry and its registration path. Holds
+ * no state of its own; thread-safe as what it delegates to.
+ */
+final class Host implements ServerHost {
+  private final Registry registry;
+  private final Api api;
+  private final ServerMetrics metrics;
+  private final KvRouterServer.Config config;
+  private final BooleanSupplier serving;
+
+  Host(
+      Registry registry,
+      Api api,
+      ServerMetrics metrics,
+      KvRouterServer.Config config,
+      BooleanSupplier serving) {
+    this.registry = registry;
+    this.api = api;
+    this.metrics = metrics;
+    this.config = config;
+    this.serving = serving;
+  }
+
+  @Override
+  public RouterModel model(String modelName, String routingGroup) {
+    return registry.get(new ModelKey(modelName, routingGroup));
+  }
+
+  @Override
+  public List<RouterModel> models() {
+    return new ArrayList<>(registry.indexes());
+  }
+
+  @Override
+  public byte[] body(ServerRequest req) {
+    try {
+      return api.body(req);
+    } catch (ApiException e) {
+      throw new HttpError(e.status(), e.getMessage(), e.connectionLost());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  @Override
+  public PrometheusRegistry metricsRegistry() {
+    return metrics.registry();
+  }
+
+  @Override
+  public RouterModel register(
+      String modelName,
+      String routingGroup,
+      int blockSize,
+      long instanceId,
+      int dpRank,
+      String baseUrl,
+      String endpoint,
+      String replayEndpoint,
+      String topic) {
+    try {
+      if (blockSize < 1 || blockSize > (1 << 20)) {
+        throw ApiException.badRequest("block_size: must be in 1..1048576, got " + blockSize);
+      }
+      if (endpoint == null && (replayEndpoint != null || topic != null)) {
+        throw ApiException.badRequest("replay_endpoint and topic need an endpoint");
+      }
+      return api.register(
+          new ModelKey(modelName, routingGroup),
+          blockSize,
+          new Worker(instanceId, dpRank),
+          endpoint,
+          replayEndpoint,
+          endpoint == null ? null : topic,
+          blockSize,
+          0,
+          baseUrl,
+          config.zmqConnectTimeout());
+    } catch (ApiException e) {
+      throw new HttpError(e.status(), e.getMessage(), false);
+    }
+  }
+
+  @Override
+  public boolean serving() {
+    return serving.getAsBoolean();
+  }
+
+  @Override
+  public KvRouterServer.Config config() {
+    return config;
+  }
+}

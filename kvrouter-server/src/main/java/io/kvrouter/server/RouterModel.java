@@ -1,0 +1,38 @@
+package io.kvrouter.server;
+
+import io.kvrouter.event.Worker;
+import io.kvrouter.route.KvRouter;
+import java.util.List;
+
+/**
+ * One index of a running {@link KvRouterServer} as an extension ({@link ServerExtension}, the
+ * gateway) sees it: its router, its block size and its registered ranks with their engines' HTTP
+ * base URLs. Thread-safe; valid until {@link #closed()} (the last rank unregistered: a later
+ * registration makes a new one).
+ */
+public interface RouterModel {
+  /** A registered rank: its worker, the engine's base URL (or null) and its block size. */
+  record Rank(Worker worker, String baseUrl, int engineBlockSize) {}
+
+  String modelName();
+
+  String routingGroup();
+
+  /** The index's block size (fixed by its first registration). */
+  int blockSize();
+
+  /** The router: route, markPrefillCompleted and free requests here. */
+  KvRouter router();
+
+  /** The base URL registered for {@code worker}, or null (not registered, or without one). */
+  String baseUrl(Worker worker);
+
+  /** The registered ranks, in worker order (a new list on each call). */
+  List<Rank> ranks();
+
+  /** The prediction counters of {@code worker}'s rank shown in {@code /workers}. */
+  PredictionAccuracy accuracy(Worker worker);
+
+  /** Whether the index was dropped (its last rank unregistered). */
+  boolean closed();
+}

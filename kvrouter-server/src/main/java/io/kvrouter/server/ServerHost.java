@@ -1,0 +1,71 @@
+package io.kvrouter.server;
+
+import io.helidon.webserver.http.ServerRequest;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.util.List;
+
+/** What a {@link ServerExtension} may use of the server it extends. Thread-safe. */
+public interface ServerHost {
+  /** A request the server refused while reading it: the status to answer and why. */
+  final class HttpError extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final int status;
+    private final boolean connectionLost;
+
+    HttpError(int status, String message, boolean connectionLost) {
+      super(message, null, false, false);
+      this.status = status;
+      this.connectionLost = connectionLost;
+    }
+
+    /** The HTTP status to answer. */
+    public int status() {
+      return status;
+    }
+
+    /** Whether the client is gone or was cut off (an answer may not reach it). */
+    public boolean connectionLost() {
+      return connectionLost;
+    }
+  }
+
+  /** The index of {@code (modelName, routingGroup)} (null: {@code "default"}), or null. */
+  RouterModel model(String modelName, String routingGroup);
+
+  /** Every live index, ordered by model name then routing group. */
+  List<RouterModel> models();
+
+  /**
+   * The request's whole body, read as the server reads its own (the body limit, the read deadline,
+   * JSON content types only).
+   *
+   * @throws HttpError 413, 415, 408 or 400 as the server's endpoints answer them
+   */
+  byte[] body(ServerRequest req);
+
+  /** The registry {@code GET /metrics} writes: register the extension's metrics here. */
+  PrometheusRegistry metricsRegistry();
+
+  /**
+   * Registers one rank as {@code POST /register} does (waiting for its ZMQ connection as the
+   * server's {@code --zmq-connect-timeout-ms} says).
+   *
+   * @throws HttpError with the status and message {@code POST /register} would answer
+   */
+  RouterModel register(
+      String modelName,
+      String routingGroup,
+      int blockSize,
+      long instanceId,
+      int dpRank,
+      String baseUrl,
+      String endpoint,
+      String replayEndpoint,
+      String topic);
+
+  /** Whether the server serves (false during a warm start and once stopping). */
+  boolean serving();
+
+  /** The server's configuration. */
+  KvRouterServer.Config config();
+}

@@ -1,0 +1,102 @@
+package io.kvrouter.server;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.helidon.http.Method;
+import io.kvrouter.event.Worker;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code base_url} on {@code /register} (the gateway's engine address): checked, normalised, echoed
+ * in {@code /workers} and {@code /dump}, restored by a warm start; and the ServerExtension hook:
+ * extra routes on the same server, seeing the registrations.
+ */
+class BaseUrlRegistrationTest {
+  static String reg(String baseUrl) {
+    return "{\"instance_id\":1,\"model_name\":\"m\",\"block_size\":4,\"base_url\":" + baseUrl + "}";
+  }
+
+  @Test
+  void baseUrlIsCheckedEchoedDumpedAndWarmStarted() {
+    try (HttpFixture a = new HttpFixture()) {
+      assertThat(a.post("/register", reg("\"ftp://x\"")).status()).isEqualTo(400);
+      HttpFixture.Reply bad = a.post("/register", reg("\"http://h:1/?q=1\""));
+      assertThat(bad.status()).isEqualTo(400);
+      assertThat(bad.body()).contains("base_url");
+      assertThat(a.get("/workers").body()).isEqualTo("[]\n");
+      HttpFixture.Reply ok = a.post("/register", reg("\"http://10.0.0.5:8000/v1/\""));
+      assertThat(ok.status()).isEqualTo(201);
+      assertThat(ok.body()).contains("\"base_url\":\"http://10.0.0.5:8000\"");
+      assertThat(a.get("/workers").body()).contains("\"base_url\":\"http://10.0.0.5:8000\"");
+      assertThat(a.get("/dump").body()).contains("\"base_url\":\"http://10.0.0.5:8000\"");
+      try (HttpFixture b = new HttpFixture(KvRouterServer.Config.builder().peer(a.url))) {
+        assertThat(b.get("/workers").body()).contains("\"base_url\":\"http://10.0.0.5:8000\"");
+      }
+    }
+  }
+
+  @Test
+  void anExtensionServesBesideTheRouterAndSeesItsRanks() {
+    ServerHost[] seen = new ServerHost[1];
+    boolean[] closed = new boolean[1];
+    ServerExtension ext =
+        new ServerExtension() {
+          @Override
+          public void routing(io.helidon.webserver.http.HttpRouting.Builder r, ServerHost host) {
+            seen[0] = host;
+            r.route(
+                Method.GET,
+                "/ext",
+                (req, res) -> {
+                  RouterModel m = host.model("m", null);
+                  res.send(m == null ? "none" : m.baseUrl(new Worker(1, 0)));
+                });
+          }
+
+          @Override
+          public void close() {
+            closed[0] = true;
+          }
+        };
+    KvRouterServer s = KvRouterServer.start(KvRouterServer.Config.builder().port(0).build(), ext);
+    try {
+      HttpFixture.Reply none = new HttpFixtureClient(s.url()).get("/ext");
+      assertThat(none.body()).isEqualTo("none");
+      RouterModel m = seen[0].register("m", null, 4, 1, 0, "http://e:9", null, null, null);
+      assertThat(m.ranks())
+          .containsExactly(new RouterModel.Rank(new Worker(1, 0), "http://e:9", 4));
+      assertThat(new HttpFixtureClient(s.url()).get("/ext").body()).isEqualTo("http://e:9");
+      // the router's own endpoints and its 404 are still there
+      assertThat(new HttpFixtureClient(s.url()).get("/workers").body()).contains("http://e:9");
+      assertThat(new HttpFixtureClient(s.url()).get("/nope").status()).isEqualTo(404);
+      m.accuracy(new Worker(1, 0)).record(8, 4);
+      assertThat(new HttpFixtureClient(s.url()).get("/workers").body())
+          .contains(
+              "\"prediction\":{\"compared\":1,\"exact\":0,\"engine_fewer\":1,\"engine_more\":0");
+    } finally {
+      s.stop();
+    }
+    assertThat(closed[0]).isTrue();
+  }
+
+  /** A client of a server that HttpFixture did not start. */
+  static final class HttpFixtureClient {
+    final String url;
+
+    HttpFixtureClient(String url) {
+      this.url = url;
+    }
+
+    HttpFixture.Reply get(String path) {
+      try {
+        java.net.http.HttpResponse<String> r =
+            HttpFixture.CLIENT.send(
+                java.net.http.HttpRequest.newBuilder(java.net.URI.create(url + path)).build(),
+                java.net.http.HttpResponse.BodyHandlers.ofString());
+        return new HttpFixture.Reply(r.statusCode(), r.body(), r);
+      } catch (Exception e) {
+        throw new AssertionError(e);
+      }
+    }
+  }
+}
