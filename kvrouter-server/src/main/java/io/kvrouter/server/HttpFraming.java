@@ -51,6 +51,10 @@ final class HttpFraming implements Http1ConnectionListener {
     boolean answered;
     boolean chunked;
     boolean closeAfter;
+
+    /** The request's path is under /v1/ (the gateway's OpenAI API): refusals in OpenAI's shape. */
+    boolean openAi;
+
     String refusal;
     int refusalStatus;
   }
@@ -74,6 +78,7 @@ final class HttpFraming implements Http1ConnectionListener {
     s.answered = false;
     s.chunked = false;
     s.closeAfter = false;
+    s.openAi = prologue.uriPath().rawPath().startsWith("/v1/");
     s.refusal = null;
     s.refusalStatus = 0;
   }

@@ -381,10 +381,12 @@ final class HttpPlumbing {
   }
 
   /**
-   * Answers requests refused before routing with the same {@code {"error": ...}} as the endpoints,
-   * counted under endpoint {@code "unrouted"}: bad framing (HttpFraming: 400, or 501), a request
-   * line or header Helidon cannot parse (400), a declared body over the limit (413), HTTP/1.0
-   * (505), a request cut off by its read deadline (408). Helidon closes the connection after it.
+   * Answers requests refused before routing with the same {@code {"error": ...}} as the endpoints
+   * (on {@code /v1/*} paths, the gateway's, in OpenAI's shape {@code {"error": {"message", "type",
+   * "param", "code"}}}), counted under endpoint {@code "unrouted"}: bad framing (HttpFraming: 400,
+   * or 501), a request line or header Helidon cannot parse (400), a declared body over the limit
+   * (413), HTTP/1.0 (505), a request cut off by its read deadline (408). Helidon closes the
+   * connection after it.
    */
   DirectHandler directHandler() {
     return (request, eventType, defaultStatus, responseHeaders, message) -> {
@@ -429,9 +431,18 @@ final class HttpPlumbing {
           .status(status)
           .headers(responseHeaders)
           .header(HeaderNames.CONTENT_TYPE, JSON)
-          .entity(JsonOut.error(text))
+          .entity(
+              openAiPath(request) || (st != null && st.lineSeen && st.openAi)
+                  ? JsonOut.openAiError(status.code(), text)
+                  : JsonOut.error(text))
           .build();
     };
+  }
+
+  /** Whether a request refused before routing was for the OpenAI API (the gateway's /v1/*). */
+  private static boolean openAiPath(DirectHandler.TransportRequest request) {
+    String path = request == null ? null : request.path();
+    return path != null && path.startsWith("/v1/");
   }
 
   private static String firstLine(String s) {

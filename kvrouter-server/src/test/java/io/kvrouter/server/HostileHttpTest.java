@@ -148,6 +148,24 @@ class HostileHttpTest {
   }
 
   @Test
+  void badFramingOnTheOpenAiPathsIsAnsweredInOpenAisErrorShape() throws Exception {
+    for (String c :
+        List.of(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}",
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                + "Transfer-Encoding: chunked\r\n\r\n{}")) {
+      Exchange e = Exchange.send(http.server.port(), c);
+      String why = printable(c) + " -> " + e;
+      assertThat(e.statuses).as(why).containsExactly(400);
+      assertThat(e.bodies.getFirst())
+          .as(why)
+          .startsWith("{\"error\":{\"message\":\"")
+          .endsWith(",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}\n");
+      assertThat(e.closed).as(why).isTrue();
+    }
+  }
+
+  @Test
   void http10GetsOne505NamingHttp11AndTheConnectionIsClosed() throws Exception {
     Exchange e = Exchange.send(http.server.port(), "GET /health HTTP/1.0\r\n\r\n");
     assertThat(e.statuses).as(e.toString()).containsExactly(505);
