@@ -39,6 +39,7 @@ final class SlotTable {
   /** One registered worker rank. */
   static final class Slot {
     final Worker worker;
+    final Long boxedWorkerId; // for RouteOptions' Set<Long> without boxing per route
     final long kvBlocks; // capacity; 0 = unknown
     final int dpSize; // 0: registered on its own (registerRank)
     ActiveSequences seqs; // set once, right after construction
@@ -48,6 +49,7 @@ final class SlotTable {
 
     private Slot(Worker worker, int dpSize, long kvBlocks) {
       this.worker = worker;
+      this.boxedWorkerId = worker.workerId();
       this.dpSize = dpSize;
       this.kvBlocks = kvBlocks;
     }
