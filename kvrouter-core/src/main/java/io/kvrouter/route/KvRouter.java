@@ -88,6 +88,7 @@ public final class KvRouter implements AutoCloseable {
 
   private final ReentrantLock lock = new ReentrantLock();
   private final SlotTable table; // under lock
+  private Slot[] rankScratch = new Slot[0]; // under lock: decide()'s ranks by column index
 
   private KvRouter(Builder b) {
     this.blockSize = b.blockSize;
@@ -406,7 +407,8 @@ public final class KvRouter implements AutoCloseable {
     final int n = all.length;
     // one column per load term; eligible ranks fill [0, m) in ascending order, busy ones fill
     // (n - busy, n) from the end (so in descending order there): no object per rank
-    final Slot[] ranks = new Slot[n];
+    Slot[] ranks = rankScratch; // not kept past this call: reused
+    if (ranks.length < n) rankScratch = ranks = new Slot[n];
     final Worker[] workers = new Worker[n];
     final int[] overlap = new int[n];
     final int[] cached = new int[n];
@@ -441,6 +443,7 @@ public final class KvRouter implements AutoCloseable {
       relativePressure[k] = evicted;
     }
     if (m == 0) {
+      Arrays.fill(ranks, 0, n, null);
       if (busy == 0) return new RouteDecision.NoWorkers();
       return new RouteDecision.AllBusy(
           busyCandidates(workers, overlap, cached, prefillBlocks, decode, n, busy));
@@ -458,6 +461,7 @@ public final class KvRouter implements AutoCloseable {
           "selector " + selector + " returned " + chosen + " for " + m + " candidates");
     }
     final Slot target = ranks[chosen];
+    Arrays.fill(ranks, 0, n, null); // keep no unregistered slot alive
     final long charge = ActiveSequences.prefillTokens(isl, target.overlap, blockSize);
     table.record(requestId, target, seq, charge, now);
     if (predictions != null) predictions.record(target.worker, seq, local, now);
