@@ -41,6 +41,13 @@ final class ActiveSequences {
   /** The default time after which a request that was never freed is dropped. */
   static final Duration DEFAULT_EXPIRY = Duration.ofSeconds(300);
 
+  /**
+   * blockRefs' load factor: below fastutil's 0.75 so that its linear-probing clusters stay short,
+   * since every add and free probes once per block and every release removes (a backward shift over
+   * the cluster) once per block no other request holds (docs/BENCHMARKS.md, Routing).
+   */
+  static final float LOAD_FACTOR = 0.5f;
+
   /** Told of every request that leaves, after its blocks and tokens are released. */
   @FunctionalInterface
   interface Listener {
@@ -70,7 +77,7 @@ final class ActiveSequences {
   private final long expiryNanos;
   private final Listener listener;
   private final HashMap<String, Request> requests = new HashMap<>();
-  private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap();
+  private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap(64, LOAD_FACTOR);
   private long activePrefillTokens;
   private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
   private Request head; // oldest deadline
