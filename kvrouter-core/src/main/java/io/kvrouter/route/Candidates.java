@@ -24,8 +24,10 @@ import java.util.RandomAccess;
  * default selector reads the columns and builds none: no object per worker on the route path).
  * newBlocks is derived from promptBlocks and the candidate's overlap, not stored.
  *
- * Threading: the router builds and reads it under its lock; a selector that hands it to another
- * thread must publish it safely (the lazily built records are not).
+ * Threading: the router builds it and calls the selector under its lock; the decision's
+ * candidate list keeps reading it afterwards from whatever thread holds the decision. The
+ * columns never change after construction; the record cache is racy on purpose, as in
+ * PricedCandidates (concurrent readers may each build an equal record).
  * </pre>
  */
 public final class Candidates extends AbstractList<Candidate> implements RandomAccess {

@@ -1,5 +1,6 @@
 package io.kvrouter.route;
 
+import io.kvrouter.event.Worker;
 import java.util.AbstractList;
 import java.util.Objects;
 import java.util.RandomAccess;
@@ -16,9 +17,12 @@ import java.util.RandomAccess;
  * the selector filled (the router's own, not handed to anyone else once select returned). So
  * route() builds no object per candidate; a caller that reads the list pays for the records it
  * reads, each built once and kept (get(i) returns the same object each time). Routed keeps this
- * list as it is instead of copying it (List.copyOf would build every element). Element reads
- * are not synchronised: publish a decision to another thread safely (any handoff through a
- * lock, a volatile or a concurrent queue does), as for any object.
+ * list as it is instead of copying it (List.copyOf would build every element).
+ *
+ * Threading: the columns and costs are written before the decision is returned and never
+ * after. The element cache is racy on purpose: threads that read one decision at once may each
+ * build an element (equal records with final fields, so never a torn one) and keep their own,
+ * so "the same object each time" holds within a thread; equality always holds.
  * </pre>
  */
 final class PricedCandidates extends AbstractList<CandidateCost> implements RandomAccess {
@@ -47,7 +51,7 @@ final class PricedCandidates extends AbstractList<CandidateCost> implements Rand
   }
 
   /** The cost of the candidate whose worker is {@code worker}, or NaN; builds no element. */
-  double costOf(io.kvrouter.event.Worker worker) {
+  double costOf(Worker worker) {
     for (int i = 0, n = candidates.size(); i < n; i++) {
       if (candidates.worker(i).equals(worker)) return costs[i];
     }
