@@ -8,6 +8,7 @@ import java.nio.IntBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * Computes the local block hashes of a token sequence: XXH3-64 over each full block of tokens as
@@ -19,14 +20,20 @@ import java.util.Map;
  * Immutable and thread-safe. The seed is 1337 plus the salts (DESIGN.md §2); a LoRA name or
  * namespace changes the seed, never the hashed bytes.
  *
- * Serialising: tokens go into a per-thread scratch byte[] through its little-endian IntBuffer
+ * Serialising: tokens go into a pooled scratch byte[] through its little-endian IntBuffer
  * view, whose bulk put(index, int[], off, len) is one memory copy on a little-endian machine
  * (a byte swap per int elsewhere: same bytes either way). Without multimodal hashes the whole
  * prompt is copied (in chunks of up to 8,192 tokens, or one block if longer) and each block is hashed in place with hash4j's one-shot XXH3
  * (hashBytesToLong(buf, offset, length)); with them, one block at a time is copied to the start
  * of the buffer and its sorted mm hashes appended after it. The only allocation is the result
- * array (the scratch grows once per thread, to at most a chunk or a block, and is reused; a thread
- * that hashes once, such as a virtual thread per request, pays for one scratch per call).
+ * array.
+ *
+ * Scratch pool: 8 slots (each on its own cache line of an AtomicReferenceArray), a thread's slot
+ * chosen by its id. A call takes its slot's scratch with getAndSet(null) and puts it back with
+ * setRelease, so a scratch is used by one thread at a time; a call that finds its slot empty
+ * (another thread of the same slot is hashing) or the scratch too short makes a new one, which
+ * then replaces the slot's. Not a ThreadLocal, so that a virtual thread per request does not
+ * allocate a scratch per request. At most 8 scratches of at most a chunk or a block stay alive.
  * </pre>
  */
 public final class BlockHasher {
@@ -36,7 +43,13 @@ public final class BlockHasher {
   /** Tokens copied to the scratch at a time (more when one block is longer). */
   private static final int CHUNK_TOKENS = 8192;
 
-  private static final ThreadLocal<Scratch> SCRATCH = ThreadLocal.withInitial(() -> new Scratch(0));
+  /** Pool slots (a power of two); each slot sits on a cache line of its own. */
+  private static final int POOL_SLOTS = 8;
+
+  private static final int SLOT_STRIDE = 16; // references: 64 bytes with compressed oops
+
+  private static final AtomicReferenceArray<Scratch> POOL =
+      new AtomicReferenceArray<>(POOL_SLOTS * SLOT_STRIDE);
 
   private final int blockSize;
   private final String loraName;
@@ -123,7 +136,8 @@ public final class BlockHasher {
       // blocks side by side, up to CHUNK_TOKENS at a time: one bulk copy per chunk, then one XXH3
       // call per block on its part of the buffer
       final int chunkBlocks = Math.min(blocks, Math.max(1, CHUNK_TOKENS / size));
-      final Scratch sc = scratch(chunkBlocks * size);
+      final int slot = slot();
+      final Scratch sc = borrow(slot, chunkBlocks * size);
       final byte[] buf = sc.bytes;
       final IntBuffer ints = sc.ints;
       final int blockBytes = size * 4;
@@ -135,9 +149,11 @@ public final class BlockHasher {
         }
         b += n;
       }
+      POOL.setRelease(slot, sc);
       return out;
     }
-    final Scratch sc = scratch(size + maxExtra * 2);
+    final int slot = slot();
+    final Scratch sc = borrow(slot, size + maxExtra * 2);
     final byte[] buf = sc.bytes;
     final IntBuffer ints = sc.ints;
     for (int b = 0, t = 0; b < blocks; b++, t += size) {
@@ -149,6 +165,7 @@ public final class BlockHasher {
       }
       out[b] = h.hashBytesToLong(buf, 0, pos);
     }
+    POOL.setRelease(slot, sc);
     return out;
   }
 
@@ -166,13 +183,20 @@ public final class BlockHasher {
     return pos;
   }
 
-  /** This thread's scratch, at least {@code ints} 4-byte values long. */
-  private static Scratch scratch(int ints) {
-    Scratch sc = SCRATCH.get();
-    if (sc.bytes.length < ints * 4) {
-      sc = new Scratch(Math.max(ints, 1024));
-      SCRATCH.set(sc);
-    }
+  /** This thread's pool slot (threads spread by id; several threads may share one). */
+  private static int slot() {
+    return (int) (Thread.currentThread().threadId() & (POOL_SLOTS - 1)) * SLOT_STRIDE;
+  }
+
+  /**
+   * Takes the scratch of {@code slot} out of the pool, or makes one when the slot is empty (its
+   * scratch is in use by another thread) or too short; at least {@code ints} 4-byte values long.
+   * The caller puts it back with {@code POOL.setRelease(slot, sc)} (an exception in between only
+   * loses the scratch to the garbage collector).
+   */
+  private static Scratch borrow(int slot, int ints) {
+    Scratch sc = POOL.getAndSet(slot, null);
+    if (sc == null || sc.bytes.length < ints * 4) sc = new Scratch(Math.max(ints, 1024));
     return sc;
   }
 

@@ -163,4 +163,57 @@ class BlockHasherRandomizedTest {
           .isEqualTo(refLocal(tokens, blockSize, Map.of(), refSeed(null, "ns-" + (seed & 7))));
     }
   }
+
+  /**
+   * Many threads at once (eight times as many as the hasher's scratch pool has slots, so slots are
+   * shared), each hashing its own prompts and comparing with the reference computed beforehand: a
+   * scratch used by two threads at a time would give wrong hashes.
+   */
+  @Test
+  void concurrentCallersGetTheirOwnHashes() throws Exception {
+    final int threads = 64;
+    final int prompts = 8;
+    final long seed = BASE_SEED ^ 0x5eed;
+    SplittableRandom r = new SplittableRandom(seed);
+    int[][][] tokens = new int[threads][prompts][];
+    long[][][] expected = new long[threads][prompts][];
+    BlockHasher hasher = BlockHasher.of(16);
+    for (int t = 0; t < threads; t++) {
+      for (int p = 0; p < prompts; p++) {
+        int[] tk = new int[1024 + r.nextInt(4_000)];
+        for (int i = 0; i < tk.length; i++) tk[i] = r.nextInt();
+        tokens[t][p] = tk;
+        expected[t][p] = refLocal(tk, 16, Map.of(), 1337L);
+      }
+    }
+    java.util.concurrent.CountDownLatch start = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.atomic.AtomicReference<String> failure =
+        new java.util.concurrent.atomic.AtomicReference<>();
+    List<Thread> all = new ArrayList<>();
+    for (int t = 0; t < threads; t++) {
+      final int me = t;
+      Thread th =
+          new Thread(
+              () -> {
+                try {
+                  start.await();
+                  for (int round = 0; round < 300 && failure.get() == null; round++) {
+                    int p = round % prompts;
+                    if (!java.util.Arrays.equals(
+                        hasher.localHashes(tokens[me][p]), expected[me][p])) {
+                      failure.compareAndSet(
+                          null, "thread " + me + " prompt " + p + " round " + round);
+                    }
+                  }
+                } catch (InterruptedException e) {
+                  Thread.currentThread().interrupt();
+                }
+              });
+      th.start();
+      all.add(th);
+    }
+    start.countDown();
+    for (Thread th : all) th.join();
+    assertThat(failure.get()).as("seed " + seed).isNull();
+  }
 }
