@@ -2,6 +2,7 @@ package io.kvrouter.bench;
 
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import java.util.Arrays;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -17,7 +18,9 @@ import org.openjdk.jmh.annotations.State;
  * Measures the time and allocation of the request-side hashing of DESIGN.md §2: the local block
  * hashes of a 1,024-token prompt ({@link BlockHasher#localHashes(int[])}, block sizes 16 and 64,
  * i.e. 64 and 16 blocks) and the sequence-hash chain over 64 local hashes ({@link
- * SequenceHasher#sequenceHashes(long[])}).
+ * SequenceHasher#sequenceHashes(long[])}). {@code localHashesOld} runs the serialisation the hasher
+ * had before issue 21 (a copy, {@link OldBlockHasher}) on the same input, so that old and new are
+ * compared in one run; setup checks that both give the same hashes.
  *
  * <p>Each operation should allocate only its result array: 16 + 8 × 64 = 528 bytes for 64 hashes,
  * 16 + 8 × 16 = 144 bytes for 16 (compressed class pointers), which {@code -prof gc} reports as
@@ -49,6 +52,7 @@ public class HashingBenchmark {
 
     int[] tokens;
     BlockHasher hasher;
+    OldBlockHasher oldHasher;
 
     @Setup
     public void setUp() {
@@ -58,6 +62,10 @@ public class HashingBenchmark {
         tokens[i] = r.nextInt(152_064); // a typical vocabulary size; ids are u32 anyway
       }
       hasher = BlockHasher.of(blockSize);
+      oldHasher = new OldBlockHasher(blockSize);
+      if (!Arrays.equals(hasher.localHashes(tokens), oldHasher.localHashes(tokens))) {
+        throw new IllegalStateException("the old and the new hasher disagree");
+      }
     }
   }
 
@@ -80,6 +88,15 @@ public class HashingBenchmark {
   @Benchmark
   public long[] localHashes(Prompt p) {
     return p.hasher.localHashes(p.tokens);
+  }
+
+  /**
+   * The same with the serialisation {@code BlockHasher} had before issue 21 (one byte at a time;
+   * {@link OldBlockHasher}), for the side-by-side.
+   */
+  @Benchmark
+  public long[] localHashesOld(Prompt p) {
+    return p.oldHasher.localHashes(p.tokens);
   }
 
   /** Sequence hashes of a 64-block chain from the root, default chain seed. */

@@ -2,9 +2,13 @@ package io.kvrouter.hash;
 
 import com.dynatrace.hash4j.hashing.Hasher64;
 import com.dynatrace.hash4j.hashing.Hashing;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.IntBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * Computes the local block hashes of a token sequence: XXH3-64 over each full block of tokens as
@@ -14,16 +18,38 @@ import java.util.Map;
  * Implementation notes
  *
  * Immutable and thread-safe. The seed is 1337 plus the salts (DESIGN.md §2); a LoRA name or
- * namespace changes the seed, never the hashed bytes. Each call serialises one block at a time
- * into a per-thread scratch buffer and hashes it with hash4j's one-shot XXH3, so the only
- * allocation is the result array (the scratch buffer grows once per thread and is reused).
+ * namespace changes the seed, never the hashed bytes.
+ *
+ * Serialising: tokens go into a pooled scratch byte[] through its little-endian IntBuffer
+ * view, whose bulk put(index, int[], off, len) is one memory copy on a little-endian machine
+ * (a byte swap per int elsewhere: same bytes either way). Without multimodal hashes the whole
+ * prompt is copied (in chunks of up to 8,192 tokens, or one block if longer) and each block is hashed in place with hash4j's one-shot XXH3
+ * (hashBytesToLong(buf, offset, length)); with them, one block at a time is copied to the start
+ * of the buffer and its sorted mm hashes appended after it. The only allocation is the result
+ * array.
+ *
+ * Scratch pool: 8 slots (each on its own cache line of an AtomicReferenceArray), a thread's slot
+ * chosen by its id. A call takes its slot's scratch with getAndSet(null) and puts it back with
+ * setRelease, so a scratch is used by one thread at a time; a call that finds its slot empty
+ * (another thread of the same slot is hashing) or the scratch too short makes a new one, which
+ * then replaces the slot's. Not a ThreadLocal, so that a virtual thread per request does not
+ * allocate a scratch per request. At most 8 scratches of at most a chunk or a block stay alive.
  * </pre>
  */
 public final class BlockHasher {
   /** The seed of every local block hash without salt (Dynamo's contract). */
   public static final long DEFAULT_SEED = 1337L;
 
-  private static final ThreadLocal<byte[]> SCRATCH = ThreadLocal.withInitial(() -> new byte[0]);
+  /** Tokens copied to the scratch at a time (more when one block is longer). */
+  private static final int CHUNK_TOKENS = 8192;
+
+  /** Pool slots (a power of two); each slot sits on a cache line of its own. */
+  private static final int POOL_SLOTS = 8;
+
+  private static final int SLOT_STRIDE = 16; // references: 64 bytes with compressed oops
+
+  private static final AtomicReferenceArray<Scratch> POOL =
+      new AtomicReferenceArray<>(POOL_SLOTS * SLOT_STRIDE);
 
   private final int blockSize;
   private final String loraName;
@@ -105,26 +131,41 @@ public final class BlockHasher {
       }
       maxExtra = Math.max(maxExtra, mm.length);
     }
-    final byte[] buf = scratch(size * 4 + maxExtra * 8);
     final Hasher64 h = hasher;
-    for (int b = 0, t = 0; b < blocks; b++) {
-      int pos = 0;
-      for (int end = t + size; t < end; t++) {
-        int v = tokens[t];
-        buf[pos] = (byte) v;
-        buf[pos + 1] = (byte) (v >>> 8);
-        buf[pos + 2] = (byte) (v >>> 16);
-        buf[pos + 3] = (byte) (v >>> 24);
-        pos += 4;
-      }
-      if (!mmHashesByBlock.isEmpty()) {
-        long[] mm = mmHashesByBlock.get(b);
-        if (mm != null && mm.length > 0) {
-          pos = appendSortedUnsigned(buf, pos, mm);
+    if (mmHashesByBlock.isEmpty()) {
+      // blocks side by side, up to CHUNK_TOKENS at a time: one bulk copy per chunk, then one XXH3
+      // call per block on its part of the buffer
+      final int chunkBlocks = Math.min(blocks, Math.max(1, CHUNK_TOKENS / size));
+      final int slot = slot();
+      final Scratch sc = borrow(slot, chunkBlocks * size);
+      final byte[] buf = sc.bytes;
+      final IntBuffer ints = sc.ints;
+      final int blockBytes = size * 4;
+      for (int b = 0; b < blocks; ) {
+        final int n = Math.min(chunkBlocks, blocks - b);
+        ints.put(0, tokens, b * size, n * size);
+        for (int k = 0, off = 0; k < n; k++, off += blockBytes) {
+          out[b + k] = h.hashBytesToLong(buf, off, blockBytes);
         }
+        b += n;
+      }
+      POOL.setRelease(slot, sc);
+      return out;
+    }
+    final int slot = slot();
+    final Scratch sc = borrow(slot, size + maxExtra * 2);
+    final byte[] buf = sc.bytes;
+    final IntBuffer ints = sc.ints;
+    for (int b = 0, t = 0; b < blocks; b++, t += size) {
+      ints.put(0, tokens, t, size);
+      int pos = size * 4;
+      long[] mm = mmHashesByBlock.get(b);
+      if (mm != null && mm.length > 0) {
+        pos = appendSortedUnsigned(buf, pos, mm);
       }
       out[b] = h.hashBytesToLong(buf, 0, pos);
     }
+    POOL.setRelease(slot, sc);
     return out;
   }
 
@@ -142,13 +183,32 @@ public final class BlockHasher {
     return pos;
   }
 
-  private static byte[] scratch(int length) {
-    byte[] buf = SCRATCH.get();
-    if (buf.length < length) {
-      buf = new byte[Math.max(length, 256)];
-      SCRATCH.set(buf);
+  /** This thread's pool slot (threads spread by id; several threads may share one). */
+  private static int slot() {
+    return (int) (Thread.currentThread().threadId() & (POOL_SLOTS - 1)) * SLOT_STRIDE;
+  }
+
+  /**
+   * Takes the scratch of {@code slot} out of the pool, or makes one when the slot is empty (its
+   * scratch is in use by another thread) or too short; at least {@code ints} 4-byte values long.
+   * The caller puts it back with {@code POOL.setRelease(slot, sc)} (an exception in between only
+   * loses the scratch to the garbage collector).
+   */
+  private static Scratch borrow(int slot, int ints) {
+    Scratch sc = POOL.getAndSet(slot, null);
+    if (sc == null || sc.bytes.length < ints * 4) sc = new Scratch(Math.max(ints, 1024));
+    return sc;
+  }
+
+  /** A byte array and its little-endian int view, so that tokens go in by bulk copy. */
+  private static final class Scratch {
+    final byte[] bytes;
+    final IntBuffer ints;
+
+    Scratch(int ints) {
+      this.bytes = new byte[ints * 4];
+      this.ints = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer();
     }
-    return buf;
   }
 
   private static long seedFor(String loraName, String namespace) {

@@ -20,7 +20,8 @@ import java.util.Objects;
  * order and lazy expiry pops from the head in O(1) per request, freeing unlinks in O(1).
  * blockRefs maps every active sequence hash to the number of (request, position) pairs that hold
  * it, so a block shared by several requests counts once and leaves when the last one is freed;
- * activeBlocks() is its size. activePrefillTokens is the sum of the live requests' charges.
+ * activeBlocks() is its size (kept in a field of its own, so that the router's loop over every
+ * rank reads this object only). activePrefillTokens is the sum of the live requests' charges.
  *
  * Threading: not thread-safe. KvRouter owns one instance per worker rank and calls it only under
  * its lock (docs/routing.md).
@@ -39,6 +40,13 @@ import java.util.Objects;
 final class ActiveSequences {
   /** The default time after which a request that was never freed is dropped. */
   static final Duration DEFAULT_EXPIRY = Duration.ofSeconds(300);
+
+  /**
+   * blockRefs' load factor: below fastutil's 0.75 so that its linear-probing clusters stay short,
+   * since every add and free probes once per block and every release removes (a backward shift over
+   * the cluster) once per block no other request holds (docs/BENCHMARKS.md, Routing).
+   */
+  static final float LOAD_FACTOR = 0.5f;
 
   /** Told of every request that leaves, after its blocks and tokens are released. */
   @FunctionalInterface
@@ -69,8 +77,9 @@ final class ActiveSequences {
   private final long expiryNanos;
   private final Listener listener;
   private final HashMap<String, Request> requests = new HashMap<>();
-  private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap();
+  private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap(64, LOAD_FACTOR);
   private long activePrefillTokens;
+  private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
   private Request head; // oldest deadline
   private Request tail;
 
@@ -122,7 +131,11 @@ final class ActiveSequences {
     Request r = new Request(requestId, seqHashes, prefillTokens, nowNanos + expiryNanos);
     requests.put(requestId, r);
     final Long2IntOpenHashMap refs = blockRefs;
-    for (long h : seqHashes) refs.addTo(h, 1);
+    int added = 0;
+    for (long h : seqHashes) {
+      if (refs.addTo(h, 1) == 0) added++;
+    }
+    activeBlocks += added;
     activePrefillTokens += prefillTokens;
     append(r);
   }
@@ -167,10 +180,15 @@ final class ActiveSequences {
 
   private void release(Request r) {
     final Long2IntOpenHashMap refs = blockRefs;
+    int gone = 0;
     for (long h : r.seqHashes) {
       int left = refs.addTo(h, -1) - 1;
-      if (left == 0) refs.remove(h);
+      if (left == 0) {
+        refs.remove(h);
+        gone++;
+      }
     }
+    activeBlocks -= gone;
     activePrefillTokens -= r.prefillTokens;
     r.prefillTokens = 0;
     unlink(r);
@@ -199,7 +217,22 @@ final class ActiveSequences {
 
   /** Distinct blocks held by the requests in flight. */
   int activeBlocks() {
-    return blockRefs.size();
+    return activeBlocks;
+  }
+
+  /** Whether any request is in flight; then {@link #nextDeadline()} is defined. */
+  boolean hasRequests() {
+    return head != null;
+  }
+
+  /** The deadline of the oldest request in flight (call only when {@link #hasRequests()}). */
+  long nextDeadline() {
+    return head.deadline;
+  }
+
+  /** The deadline of the request added last (call only when {@link #hasRequests()}). */
+  long lastDeadline() {
+    return tail.deadline;
   }
 
   /** Prefill tokens charged to the requests in flight. */
@@ -232,7 +265,7 @@ final class ActiveSequences {
   int newBlocksOfChain(long[] seqHashes) {
     final Long2IntOpenHashMap refs = blockRefs;
     final int n = seqHashes.length;
-    if (n == 0 || refs.isEmpty() || !refs.containsKey(seqHashes[0])) return n;
+    if (n == 0 || activeBlocks == 0 || !refs.containsKey(seqHashes[0])) return n;
     // invariant: seqHashes[lo - 1] is active; seqHashes[hi] is not (hi == n: past the end)
     int lo = 1;
     int hi = n;

@@ -1,5 +1,6 @@
 package io.kvrouter.route;
 
+import io.kvrouter.event.Worker;
 import java.util.AbstractList;
 import java.util.List;
 import java.util.Objects;
@@ -9,25 +10,52 @@ import java.util.RandomAccess;
  * The candidates of one routing decision, as a {@link WorkerSelector} gets them: an unmodifiable
  * list of the eligible worker ranks' {@link Candidate}s (DESIGN.md §6's load terms) in ascending
  * worker order, with what the eviction-pressure term of docs/routing.md needs for each: its {@link
- * #newBlocks new blocks} and its {@link #relativePressure relative eviction pressure}.
+ * #newBlocks new blocks} and its {@link #relativePressure relative eviction pressure}. The terms of
+ * candidate {@code i} can also be read one by one ({@link #worker(int)}, {@link
+ * #overlapBlocks(int)}, ...), which builds no {@code Candidate}.
  *
  * <pre>
  * Implementation notes
  *
- * A view over arrays the router fills for this decision alone (candidates[0..size) and
- * relativePressure[0..size)); nothing changes them afterwards, so a selector may keep it.
+ * Columns: parallel arrays the router fills for this decision alone (workers, overlap, cached,
+ * prefill, decode, relativePressure, each used on [0..size)); nothing changes them afterwards,
+ * so a selector may keep the view. A Candidate record is built only when get(i) asks for it, and
+ * kept in a lazily allocated array so that get(i) returns the same object each time (the router's
+ * default selector reads the columns and builds none: no object per worker on the route path).
  * newBlocks is derived from promptBlocks and the candidate's overlap, not stored.
+ *
+ * Threading: the router builds it and calls the selector under its lock; the decision's
+ * candidate list keeps reading it afterwards from whatever thread holds the decision. The
+ * columns never change after construction; the record cache is racy on purpose, as in
+ * PricedCandidates (concurrent readers may each build an equal record).
  * </pre>
  */
 public final class Candidates extends AbstractList<Candidate> implements RandomAccess {
-  private final Candidate[] candidates;
+  private final Worker[] workers;
+  private final int[] overlap;
+  private final int[] cached;
+  private final double[] prefill;
+  private final int[] decode;
   private final int size;
   private final int promptBlocks;
   private final double[] relativePressure;
+  private Candidate[] built; // get(i)'s records, made on first use
 
   /** The router's constructor: no copies, no checks (see the class comment). */
-  Candidates(Candidate[] candidates, int size, int promptBlocks, double[] relativePressure) {
-    this.candidates = candidates;
+  Candidates(
+      Worker[] workers,
+      int[] overlap,
+      int[] cached,
+      double[] prefill,
+      int[] decode,
+      int size,
+      int promptBlocks,
+      double[] relativePressure) {
+    this.workers = workers;
+    this.overlap = overlap;
+    this.cached = cached;
+    this.prefill = prefill;
+    this.decode = decode;
     this.size = size;
     this.promptBlocks = promptBlocks;
     this.relativePressure = relativePressure;
@@ -54,21 +82,42 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
     if (promptBlocks < 0) {
       throw new IllegalArgumentException("promptBlocks must be >= 0, got " + promptBlocks);
     }
-    for (int i = 0; i < c.length; i++) {
+    final int n = c.length;
+    Worker[] workers = new Worker[n];
+    int[] overlap = new int[n];
+    int[] cached = new int[n];
+    double[] prefill = new double[n];
+    int[] decode = new int[n];
+    for (int i = 0; i < n; i++) {
       Objects.requireNonNull(c[i], "candidate");
       double p = relativePressure[i];
       if (!(p >= 0) || Double.isInfinite(p)) {
         throw new IllegalArgumentException(
             "relative pressure " + i + " must be finite and >= 0, got " + p);
       }
+      workers[i] = c[i].worker();
+      overlap[i] = c[i].overlapBlocks();
+      cached[i] = c[i].cachedBlocks();
+      prefill[i] = c[i].prefillBlocks();
+      decode[i] = c[i].decodeBlocks();
     }
-    return new Candidates(c, c.length, promptBlocks, relativePressure.clone());
+    Candidates out =
+        new Candidates(
+            workers, overlap, cached, prefill, decode, n, promptBlocks, relativePressure.clone());
+    out.built = c;
+    return out;
   }
 
   @Override
   public Candidate get(int i) {
     Objects.checkIndex(i, size);
-    return candidates[i];
+    Candidate[] b = built;
+    if (b == null) built = b = new Candidate[size];
+    Candidate c = b[i];
+    if (c == null) {
+      b[i] = c = new Candidate(workers[i], overlap[i], cached[i], prefill[i], decode[i]);
+    }
+    return c;
   }
 
   @Override
@@ -81,12 +130,42 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
     return promptBlocks;
   }
 
+  /** {@code get(i).worker()}, without building the candidate. */
+  public Worker worker(int i) {
+    Objects.checkIndex(i, size);
+    return workers[i];
+  }
+
+  /** {@code get(i).overlapBlocks()}, without building the candidate. */
+  public int overlapBlocks(int i) {
+    Objects.checkIndex(i, size);
+    return overlap[i];
+  }
+
+  /** {@code get(i).cachedBlocks()}, without building the candidate. */
+  public int cachedBlocks(int i) {
+    Objects.checkIndex(i, size);
+    return cached[i];
+  }
+
+  /** {@code get(i).prefillBlocks()}, without building the candidate. */
+  public double prefillBlocks(int i) {
+    Objects.checkIndex(i, size);
+    return prefill[i];
+  }
+
+  /** {@code get(i).decodeBlocks()}, without building the candidate. */
+  public int decodeBlocks(int i) {
+    Objects.checkIndex(i, size);
+    return decode[i];
+  }
+
   /**
    * The prompt's full blocks that candidate {@code i} does not cache: {@code promptBlocks −
    * overlapBlocks}, never negative; what storing the prompt there adds to its cache.
    */
   public int newBlocks(int i) {
-    return Math.max(0, promptBlocks - get(i).overlapBlocks());
+    return Math.max(0, promptBlocks - overlapBlocks(i));
   }
 
   /**

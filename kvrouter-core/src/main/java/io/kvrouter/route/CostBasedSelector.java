@@ -18,7 +18,8 @@ import java.util.SplittableRandom;
  * Temperature > 0: logit_i = −(cost_i − min) / (max − min) / T lies in [−1/T, 0], so exp never
  * overflows and the cheapest candidate has weight 1; weights are summed, a uniform draw scaled
  * by the sum picks the bucket. Weights go to a reused scratch array: no allocation once it is
- * large enough.
+ * large enough. Candidates are read column by column (Candidates.prefillBlocks(i) ...), so no
+ * Candidate record is built.
  * </pre>
  */
 final class CostBasedSelector implements WorkerSelector {
@@ -53,8 +54,7 @@ final class CostBasedSelector implements WorkerSelector {
     final double w = overlapWeight;
     final double pw = pressureWeight;
     for (int i = 0; i < n; i++) {
-      Candidate c = candidates.get(i);
-      costs[i] = w * c.prefillBlocks() + c.decodeBlocks();
+      costs[i] = w * candidates.prefillBlocks(i) + candidates.decodeBlocks(i);
       if (pw > 0) costs[i] += pw * candidates.newBlocks(i) * candidates.relativePressure(i);
     }
     if (n == 1) return 0;
@@ -68,7 +68,7 @@ final class CostBasedSelector implements WorkerSelector {
     int ties = 0;
     for (int i = 0; i < n; i++) {
       double c = costs[i];
-      int cached = candidates.get(i).cachedBlocks();
+      int cached = candidates.cachedBlocks(i);
       if (c < best || (c == best && cached < bestCached)) {
         best = c;
         bestCached = cached;
@@ -79,7 +79,7 @@ final class CostBasedSelector implements WorkerSelector {
     }
     int pick = ties == 1 ? 0 : random.nextInt(ties);
     for (int i = 0; i < n; i++) {
-      if (costs[i] == best && candidates.get(i).cachedBlocks() == bestCached && pick-- == 0) {
+      if (costs[i] == best && candidates.cachedBlocks(i) == bestCached && pick-- == 0) {
         return i;
       }
     }

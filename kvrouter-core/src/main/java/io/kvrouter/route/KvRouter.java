@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
@@ -50,7 +51,9 @@ import java.util.function.LongSupplier;
  * one ReentrantLock, lock, is held for the bookkeeping: expire overdue requests (and in
  * approximate mode overdue predictions, then findMatches, so that an expired prediction is
  * never matched), build the Candidates from the loads, ask the selector, record the request,
- * record the prediction. Every read and write of the table, the predictions and the selector
+ * record the prediction. The candidate loop fills one primitive column per load term (arrays as
+ * long as the rank count) and builds no object per rank: the Candidates and the decision's
+ * candidate list (PricedCandidates) are views over those columns and the costs. Every read and write of the table, the predictions and the selector
  * happens under lock, so two concurrent routes see each other's load and a request id is
  * admitted once.
  *
@@ -85,6 +88,7 @@ public final class KvRouter implements AutoCloseable {
 
   private final ReentrantLock lock = new ReentrantLock();
   private final SlotTable table; // under lock
+  private Slot[] rankScratch = new Slot[0]; // under lock: decide()'s ranks by column index
 
   private KvRouter(Builder b) {
     this.blockSize = b.blockSize;
@@ -400,78 +404,98 @@ public final class KvRouter implements AutoCloseable {
   private RouteDecision decide(
       String requestId, long[] seq, long[] local, int isl, RouteOptions options, long now) {
     final Slot[] all = table.slots();
-    final Slot[] eligible = new Slot[all.length];
-    final Candidate[] cands = new Candidate[all.length];
+    final int n = all.length;
+    // one column per load term; eligible ranks fill [0, m) in ascending order, busy ones fill
+    // (n - busy, n) from the end (so in descending order there): no object per rank
+    Slot[] ranks = rankScratch; // not kept past this call: reused
+    if (ranks.length < n) rankScratch = ranks = new Slot[n];
+    final Worker[] workers = new Worker[n];
+    final int[] overlap = new int[n];
+    final int[] cached = new int[n];
+    final double[] prefillBlocks = new double[n];
+    final int[] decode = new int[n];
     // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
     // (busy ones included; docs/routing.md)
-    final double[] relativePressure = new double[all.length];
-    List<Candidate> busy = null;
+    final double[] relativePressure = new double[n];
+    final Set<Long> allowedIds = options.allowedWorkerIds();
+    final int bs = blockSize;
     double evictedSum = 0;
     int allowed = 0;
     int m = 0;
-    for (Slot s : all) {
-      if (!options.allows(s.worker.workerId())) continue;
+    int busy = 0;
+    for (int i = 0; i < n; i++) {
+      final Slot s = all[i];
+      if (allowedIds != null && !allowedIds.contains(s.boxedWorkerId)) continue;
       allowed++;
       final double evicted = pressure.of(s.worker, now);
       evictedSum += evicted;
       final ActiveSequences a = s.seqs;
       final long prefill = a.activePrefillTokens();
       final int active = a.activeBlocks();
-      Candidate c =
-          new Candidate(
-              s.worker,
-              s.overlap,
-              s.cached,
-              (prefill + ActiveSequences.prefillTokens(isl, s.overlap, blockSize))
-                  / (double) blockSize,
-              active + s.newBlocks(seq));
-      if (isBusy(s, active, prefill)) {
-        if (busy == null) busy = new ArrayList<>();
-        busy.add(c);
-      } else {
-        relativePressure[m] = evicted;
-        eligible[m] = s;
-        cands[m++] = c;
-      }
+      final int k = isBusy(s, active, prefill) ? n - 1 - busy++ : m++;
+      ranks[k] = s;
+      workers[k] = s.worker;
+      overlap[k] = s.overlap;
+      cached[k] = s.cached;
+      prefillBlocks[k] =
+          (prefill + ActiveSequences.prefillTokens(isl, s.overlap, bs)) / (double) bs;
+      decode[k] = active + s.newBlocks(seq);
+      relativePressure[k] = evicted;
     }
     if (m == 0) {
-      return busy == null ? new RouteDecision.NoWorkers() : new RouteDecision.AllBusy(busy);
+      Arrays.fill(ranks, 0, n, null);
+      if (busy == 0) return new RouteDecision.NoWorkers();
+      return new RouteDecision.AllBusy(
+          busyCandidates(workers, overlap, cached, prefillBlocks, decode, n, busy));
     }
     // a floor, so that the remains of evictions long ago are not a multiple of a mean near 0
     final double mean = Math.max(evictedSum / allowed, PRESSURE_FLOOR_BLOCKS);
     for (int k = 0; k < m; k++) relativePressure[k] /= mean;
     final double[] costs = new double[m];
-    final int chosen =
-        selector.select(new Candidates(cands, m, seq.length, relativePressure), costs);
+    final Candidates cands =
+        new Candidates(
+            workers, overlap, cached, prefillBlocks, decode, m, seq.length, relativePressure);
+    final int chosen = selector.select(cands, costs);
     if (chosen < 0 || chosen >= m) {
       throw new IllegalStateException(
           "selector " + selector + " returned " + chosen + " for " + m + " candidates");
     }
-    final Slot target = eligible[chosen];
+    final Slot target = ranks[chosen];
+    Arrays.fill(ranks, 0, n, null); // keep no unregistered slot alive
     final long charge = ActiveSequences.prefillTokens(isl, target.overlap, blockSize);
     table.record(requestId, target, seq, charge, now);
     if (predictions != null) predictions.record(target.worker, seq, local, now);
-    return routed(target, cands, costs, m, busy);
-  }
-
-  /** The decision for {@code target}, with every eligible candidate's cost and the busy ranks. */
-  private RouteDecision.Routed routed(
-      Slot target, Candidate[] cands, double[] costs, int m, List<Candidate> busy) {
-    CandidateCost[] priced = new CandidateCost[m];
-    for (int i = 0; i < m; i++) priced[i] = new CandidateCost(cands[i], costs[i]);
-    List<Worker> busyWorkers;
-    if (busy == null) {
+    final List<Worker> busyWorkers;
+    if (busy == 0) {
       busyWorkers = List.of();
     } else {
-      busyWorkers = new ArrayList<>(busy.size());
-      for (Candidate c : busy) busyWorkers.add(c.worker());
+      Worker[] bw = new Worker[busy];
+      for (int j = 0; j < busy; j++) bw[j] = workers[n - 1 - j];
+      busyWorkers = Arrays.asList(bw);
     }
     return new RouteDecision.Routed(
         target.worker,
         target.overlap,
         target.overlap * blockSize,
-        Arrays.asList(priced),
+        new PricedCandidates(cands, costs),
         busyWorkers);
+  }
+
+  /** The busy ranks' candidates, ascending (they sit at the end of the columns, descending). */
+  private static List<Candidate> busyCandidates(
+      Worker[] workers,
+      int[] overlap,
+      int[] cached,
+      double[] prefill,
+      int[] decode,
+      int n,
+      int busy) {
+    List<Candidate> out = new ArrayList<>(busy);
+    for (int j = 0; j < busy; j++) {
+      int k = n - 1 - j;
+      out.add(new Candidate(workers[k], overlap[k], cached[k], prefill[k], decode[k]));
+    }
+    return out;
   }
 
   /** Distinct root blocks of requests in flight (for tests of the bookkeeping). */

@@ -27,12 +27,18 @@ public sealed interface RouteDecision {
       List<Worker> busy)
       implements RouteDecision {
     public Routed {
-      candidates = List.copyOf(candidates);
+      // the router's own view is unmodifiable and built lazily: copying it would build every
+      // element (PricedCandidates)
+      if (!(candidates instanceof PricedCandidates)) candidates = List.copyOf(candidates);
       busy = List.copyOf(busy);
     }
 
     /** The cost of the chosen worker. */
     public double cost() {
+      if (candidates instanceof PricedCandidates p) {
+        double c = p.costOf(worker);
+        if (!Double.isNaN(c)) return c;
+      }
       for (CandidateCost c : candidates) {
         if (c.worker().equals(worker)) return c.cost();
       }

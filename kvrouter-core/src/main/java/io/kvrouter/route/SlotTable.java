@@ -30,6 +30,10 @@ import java.util.List;
  * that leaves (freed or expired) to a listener that keeps requests and rootHolders in step;
  * removing a rank drops its ids and root entries here.
  *
+ * Expiry: nextDeadline is at most the earliest deadline of any request in flight (record lowers
+ * it, a pass of expire() recomputes it, frees and removals only make the true earliest later),
+ * so expire(now) before it has nothing to drop and skips the pass over every rank.
+ *
  * Threading: not thread-safe; KvRouter calls everything under its lock. The scratch fields of a
  * Slot (overlap, cached, holdsRoot) are written by prepare() and read by the same route().
  * </pre>
@@ -39,6 +43,7 @@ final class SlotTable {
   /** One registered worker rank. */
   static final class Slot {
     final Worker worker;
+    final Long boxedWorkerId; // for RouteOptions' Set<Long> without boxing per route
     final long kvBlocks; // capacity; 0 = unknown
     final int dpSize; // 0: registered on its own (registerRank)
     ActiveSequences seqs; // set once, right after construction
@@ -48,6 +53,7 @@ final class SlotTable {
 
     private Slot(Worker worker, int dpSize, long kvBlocks) {
       this.worker = worker;
+      this.boxedWorkerId = worker.workerId();
       this.dpSize = dpSize;
       this.kvBlocks = kvBlocks;
     }
@@ -116,6 +122,10 @@ final class SlotTable {
   private final HashMap<Worker, Slot> byWorker = new HashMap<>();
   private final HashMap<String, Slot> requests = new HashMap<>();
   private final Long2ObjectOpenHashMap<RootHolders> rootHolders = new Long2ObjectOpenHashMap<>();
+  // no request in flight has a deadline before nextDeadline (when deadlinePending): expire(now)
+  // skips the pass over every rank until then
+  private boolean deadlinePending;
+  private long nextDeadline;
 
   SlotTable(Duration requestExpiry) {
     this.requestExpiry = requestExpiry;
@@ -216,8 +226,8 @@ final class SlotTable {
    * that hold the prompt's root block.
    */
   void prepare(long now, OverlapScores scores, long[] seq) {
+    expire(now);
     for (Slot s : slots) {
-      s.seqs.expire(now);
       s.overlap = 0;
       s.cached = 0;
       s.holdsRoot = false;
@@ -246,6 +256,11 @@ final class SlotTable {
    */
   void record(String requestId, Slot target, long[] seq, long prefillTokens, long now) {
     target.seqs.add(requestId, seq, prefillTokens, now);
+    final long deadline = target.seqs.lastDeadline();
+    if (!deadlinePending || deadline - nextDeadline < 0) {
+      deadlinePending = true;
+      nextDeadline = deadline;
+    }
     requests.put(requestId, target);
     if (seq.length > 0) {
       RootHolders h = rootHolders.get(seq[0]);
@@ -271,9 +286,25 @@ final class SlotTable {
     return s.seqs.free(requestId);
   }
 
-  /** Expires overdue requests on every rank. */
+  /**
+   * Expires overdue requests on every rank: a pass over the ranks when the earliest deadline in
+   * flight has come, nothing before.
+   */
   void expire(long now) {
-    for (Slot s : slots) s.seqs.expire(now);
+    if (!deadlinePending || now - nextDeadline < 0) return;
+    boolean pending = false;
+    long next = 0;
+    for (Slot s : slots) {
+      final ActiveSequences a = s.seqs;
+      a.expire(now);
+      if (a.hasRequests()) {
+        final long d = a.nextDeadline();
+        if (!pending || d - next < 0) next = d;
+        pending = true;
+      }
+    }
+    deadlinePending = pending;
+    nextDeadline = next;
   }
 
   /** Requests in flight (call after expiring). */

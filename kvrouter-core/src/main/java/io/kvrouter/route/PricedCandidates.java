@@ -1,0 +1,60 @@
+package io.kvrouter.route;
+
+import io.kvrouter.event.Worker;
+import java.util.AbstractList;
+import java.util.Objects;
+import java.util.RandomAccess;
+
+/**
+ * The {@link RouteDecision.Routed#candidates()} of a decision the router made: an unmodifiable list
+ * view of the {@link Candidates} the selector saw and the costs it wrote, whose {@link
+ * CandidateCost} elements are built on first access.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Holds the decision's Candidates (whose columns nothing changes afterwards) and the costs array
+ * the selector filled (the router's own, not handed to anyone else once select returned). So
+ * route() builds no object per candidate; a caller that reads the list pays for the records it
+ * reads, each built once and kept (get(i) returns the same object each time). Routed keeps this
+ * list as it is instead of copying it (List.copyOf would build every element).
+ *
+ * Threading: the columns and costs are written before the decision is returned and never
+ * after. The element cache is racy on purpose: threads that read one decision at once may each
+ * build an element (equal records with final fields, so never a torn one) and keep their own,
+ * so "the same object each time" holds within a thread; equality always holds.
+ * </pre>
+ */
+final class PricedCandidates extends AbstractList<CandidateCost> implements RandomAccess {
+  private final Candidates candidates;
+  private final double[] costs;
+  private CandidateCost[] built;
+
+  PricedCandidates(Candidates candidates, double[] costs) {
+    this.candidates = candidates;
+    this.costs = costs;
+  }
+
+  @Override
+  public CandidateCost get(int i) {
+    Objects.checkIndex(i, candidates.size());
+    CandidateCost[] b = built;
+    if (b == null) built = b = new CandidateCost[candidates.size()];
+    CandidateCost c = b[i];
+    if (c == null) b[i] = c = new CandidateCost(candidates.get(i), costs[i]);
+    return c;
+  }
+
+  @Override
+  public int size() {
+    return candidates.size();
+  }
+
+  /** The cost of the candidate whose worker is {@code worker}, or NaN; builds no element. */
+  double costOf(Worker worker) {
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      if (candidates.worker(i).equals(worker)) return costs[i];
+    }
+    return Double.NaN;
+  }
+}
