@@ -522,6 +522,10 @@ public final class KvRouterServer implements AutoCloseable {
    * @param maxInflightBodyBytes the request bodies held at once, across all connections, take at
    *     most this many bytes; a body that would grow past it gets 503; 0 (the default): a quarter
    *     of the JVM's maximum heap, and never less than {@code maxBodyBytes}
+   * @param selector makes the {@link io.kvrouter.route.WorkerSelector} of each new index's router
+   *     (one per index: a selector need not be thread-safe), replacing the cost built from the
+   *     weights above; null (the default): that cost. For benchmarks that compare policies ({@code
+   *     kvrouter bench fleet}); no flag of {@code serve} sets it
    */
   public record Config(
       String host,
@@ -546,7 +550,8 @@ public final class KvRouterServer implements AutoCloseable {
       long maxBlocks,
       Duration readTimeout,
       Duration natsApplyWait,
-      long maxInflightBodyBytes) {
+      long maxInflightBodyBytes,
+      java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -695,6 +700,7 @@ public final class KvRouterServer implements AutoCloseable {
       if (busyBlockFraction > 0) b.busyBlockFraction(busyBlockFraction);
       // the router does not close an index it is given; a block index holds nothing to close
       if (maxBlocks > 0) b.index(KvIndexes.concurrentRadixTree(maxBlocks));
+      if (selector != null) b.selector(selector.get());
       return b.build();
     }
 
@@ -708,6 +714,7 @@ public final class KvRouterServer implements AutoCloseable {
       private Duration shutdownGrace = Duration.ofSeconds(10);
       private double overlapWeight = 1.0;
       private double pressureWeight = KvRouter.DEFAULT_PRESSURE_WEIGHT;
+      private java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector;
       private double temperature;
       private long seed;
       private long busyPrefillTokens = -1;
@@ -843,6 +850,12 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#selector()}. */
+      public Builder selector(java.util.function.Supplier<io.kvrouter.route.WorkerSelector> v) {
+        this.selector = v;
+        return this;
+      }
+
       public Config build() {
         return new Config(
             host,
@@ -867,7 +880,8 @@ public final class KvRouterServer implements AutoCloseable {
             maxBlocks,
             readTimeout,
             natsApplyWait,
-            maxInflightBodyBytes);
+            maxInflightBodyBytes,
+            selector);
       }
     }
   }
