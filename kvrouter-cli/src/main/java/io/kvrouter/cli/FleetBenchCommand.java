@@ -152,8 +152,10 @@ public final class FleetBenchCommand implements Callable<Integer> {
   @Option(
       names = "--speedup",
       paramLabel = "X",
-      defaultValue = "4",
-      description = "Trace time compression, as simulate's (default: ${DEFAULT-VALUE}).")
+      defaultValue = "2",
+      description =
+          "Trace time compression, as simulate's (default: ${DEFAULT-VALUE}: 4 engines at 2 carry"
+              + " the load per engine of simulate's defaults, 8 at 4).")
   double speedup;
 
   @Option(
@@ -180,10 +182,12 @@ public final class FleetBenchCommand implements Callable<Integer> {
   @Option(
       names = "--max-output-tokens",
       paramLabel = "N",
+      defaultValue = "64",
       description =
-          "Cap every request's output length (default: the trace's). Fewer streamed events;"
-              + " changes decode load, so --compare-simulate is then not like for like.")
-  Integer maxOutputTokens;
+          "Cap every request's output length (default: ${DEFAULT-VALUE}; 0: the trace's). Fewer"
+              + " streamed events for the client and gateway to carry; --compare-simulate replays"
+              + " the same capped requests.")
+  int maxOutputTokens;
 
   @Option(
       names = "--clients",
@@ -216,7 +220,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
       check(engines >= 1, "--engines must be >= 1");
       check(clients >= 1, "--clients must be >= 1");
       check(speedup > 0 && timeScale > 0, "--speedup and --time-scale must be > 0");
-      check(maxOutputTokens == null || maxOutputTokens >= 1, "--max-output-tokens must be >= 1");
+      check(maxOutputTokens >= 0, "--max-output-tokens must be >= 0");
       for (String p : policies) selector(p, 0);
       prompts = TracePrompts.load(trace, requests);
     } catch (IllegalArgumentException e) {
@@ -247,7 +251,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
         out.flush();
       }
     }
-    JsonNode sim = compareSimulate ? simulate() : null;
+    JsonNode sim = compareSimulate ? simulate(prompts) : null;
     if (json) {
       out.println(
           JSON.writerWithDefaultPrettyPrinter().writeValueAsString(toJson(prompts, runs, sim)));
@@ -285,6 +289,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     double makespanSec;
     long eventsApplied;
     double settleMs;
+    double[] lagMs = new double[0];
     double wallSec;
     List<String> indexProblems = new ArrayList<>();
     List<Long> pids = new ArrayList<>();
@@ -320,10 +325,13 @@ public final class FleetBenchCommand implements Callable<Integer> {
               new EngineSpec(e.url(), MODEL, blockSize, i + 1, 0, e.events(), e.replay(), null),
               blockSize);
         }
-        replay(g.url(), prompts, run);
-        long s0 = System.nanoTime();
-        checkIndex(g.url(), fleet, run);
-        run.settleMs = (System.nanoTime() - s0) / 1e6;
+        try (LagProbe lag = new LagProbe(fleet)) {
+          replay(g.url(), prompts, run);
+          long s0 = System.nanoTime();
+          checkIndex(g.url(), fleet, run);
+          run.settleMs = (System.nanoTime() - s0) / 1e6;
+          run.lagMs = lag.sortedLags();
+        }
         run.eventsApplied = eventsApplied(g.url());
       }
     } finally {
@@ -467,7 +475,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
       boolean[] ok) {
     int[] tokens = prompts.liveTokens(i);
     int max = prompts.outputLength(i);
-    if (maxOutputTokens != null) max = Math.min(max, maxOutputTokens);
+    if (maxOutputTokens > 0) max = Math.min(max, maxOutputTokens);
     max = Math.max(1, max);
     StringBuilder b = new StringBuilder(tokens.length * 11 + 160);
     b.append("{\"model\":\"")
@@ -636,6 +644,72 @@ public final class FleetBenchCommand implements Callable<Integer> {
       for (JsonNode r : w.path("ranks")) sum += r.path("zmq").path("events_applied").asLong();
     }
     return sum;
+  }
+
+  /**
+   * Event lag: a ZMQ SUB of its own on every engine's PUB socket, beside the router's, takes each
+   * batch's {@code ts} (the engine's wall clock at publish, in milliseconds as the mock engine
+   * writes it) from the receive time. The router's own subscriber sees the same messages on the
+   * same path; applying a batch adds microseconds.
+   */
+  static final class LagProbe implements AutoCloseable {
+    private final org.zeromq.ZContext ctx = new org.zeromq.ZContext(1);
+    private final List<Thread> threads = new ArrayList<>();
+    private final List<Double> lagsMs = java.util.Collections.synchronizedList(new ArrayList<>());
+    private volatile boolean stop;
+
+    LagProbe(List<Engine> fleet) {
+      for (Engine e : fleet) {
+        org.zeromq.ZMQ.Socket sub = ctx.createSocket(org.zeromq.SocketType.SUB);
+        sub.setReceiveTimeOut(100);
+        sub.setRcvHWM(0);
+        sub.subscribe(new byte[0]);
+        sub.connect(e.events());
+        threads.add(Thread.ofPlatform().daemon().name("bench-fleet-lag").start(() -> loop(sub)));
+      }
+    }
+
+    private void loop(org.zeromq.ZMQ.Socket sub) {
+      while (!stop) {
+        org.zeromq.ZMsg m;
+        try {
+          m = org.zeromq.ZMsg.recvMsg(sub);
+        } catch (RuntimeException closed) {
+          return;
+        }
+        if (m == null || m.size() < 3) continue;
+        double now = java.time.Instant.now().toEpochMilli();
+        byte[] payload = m.getLast().getData();
+        try (var u = org.msgpack.core.MessagePack.newDefaultUnpacker(payload)) {
+          u.unpackArrayHeader();
+          double ts = u.unpackDouble();
+          lagsMs.add(now - ts * 1000.0);
+        } catch (java.io.IOException | RuntimeException ignored) {
+          // not a batch this probe understands: not counted
+        }
+      }
+      sub.close();
+    }
+
+    /** The lags seen so far, sorted. */
+    double[] sortedLags() {
+      synchronized (lagsMs) {
+        return sorted(lagsMs);
+      }
+    }
+
+    @Override
+    public void close() {
+      stop = true;
+      for (Thread t : threads) {
+        try {
+          t.join(2000);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+      ctx.close();
+    }
   }
 
   // ---- engines ----
@@ -870,9 +944,17 @@ public final class FleetBenchCommand implements Callable<Integer> {
 
   // ---- simulate, side by side ----
 
-  private JsonNode simulate() throws Exception {
+  private JsonNode simulate(TracePrompts prompts) throws Exception {
     List<String> a = new ArrayList<>();
-    if (trace != null) a.addAll(List.of("--trace", trace.toString()));
+    Path capped = null;
+    if (maxOutputTokens > 0) {
+      // simulate replays the same requests with the same cap
+      capped = java.nio.file.Files.createTempFile("kvrouter-fleet-trace", ".jsonl");
+      prompts.writeCapped(capped, maxOutputTokens);
+      a.addAll(List.of("--trace", capped.toString()));
+    } else if (trace != null) {
+      a.addAll(List.of("--trace", trace.toString()));
+    }
     a.addAll(
         List.of(
             "--requests",
@@ -905,7 +987,12 @@ public final class FleetBenchCommand implements Callable<Integer> {
     List<String> full = new ArrayList<>();
     full.add("simulate");
     full.addAll(a);
-    int rc = Main.run(new PrintWriter(so), new PrintWriter(se), full.toArray(String[]::new));
+    int rc;
+    try {
+      rc = Main.run(new PrintWriter(so), new PrintWriter(se), full.toArray(String[]::new));
+    } finally {
+      if (capped != null) java.nio.file.Files.deleteIfExists(capped);
+    }
     if (rc != 0 && so.toString().isBlank()) {
       throw new IllegalStateException("simulate failed (" + rc + "): " + se);
     }
@@ -933,10 +1020,14 @@ public final class FleetBenchCommand implements Callable<Integer> {
 
   private void printTable(PrintWriter out, List<PolicyRun> runs, JsonNode sim) {
     out.println();
-    out.println("times are model time (wall time x " + num(timeScale) + ")");
+    out.println(
+        "times are model time (wall time x "
+            + num(timeScale)
+            + "), but the event lag (engine publish -> a subscriber beside the router) is wall"
+            + " time");
     out.printf(
         Locale.ROOT,
-        "%-13s %6s %6s %9s %9s %9s %9s %9s %9s %9s %8s %10s %9s %8s%n",
+        "%-13s %6s %6s %9s %9s %9s %9s %9s %9s %9s %8s %10s %9s %11s %8s%n",
         "policy",
         "done",
         "errors",
@@ -950,11 +1041,12 @@ public final class FleetBenchCommand implements Callable<Integer> {
         "req/s",
         "out tok/s",
         "events",
+        "lag p50/p99",
         "index");
     for (PolicyRun r : runs) {
       out.printf(
           Locale.ROOT,
-          "%-13s %6d %6d %8.1f%% %8.1f%% %9s %9s %9s %9s %9s %8.2f %,10.0f %,9d %8s%n",
+          "%-13s %6d %6d %8.1f%% %8.1f%% %9s %9s %9s %9s %9s %8.2f %,10.0f %,9d %11s %8s%n",
           r.policy,
           r.completed,
           r.errors,
@@ -968,6 +1060,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
           r.completed / r.makespanSec,
           r.outputTokens / r.makespanSec,
           r.eventsApplied,
+          String.format(Locale.ROOT, "%.0f/%.0f ms", pct(r.lagMs, 50), pct(r.lagMs, 99)),
           r.indexProblems.isEmpty() ? "equal" : "DIFFERS");
     }
     for (PolicyRun r : runs) {
@@ -1013,6 +1106,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     root.put("block_size", blockSize);
     root.put("speedup", speedup);
     root.put("time_scale", timeScale);
+    root.put("max_output_tokens", maxOutputTokens);
     ArrayNode ps = root.putArray("policies");
     for (PolicyRun r : runs) {
       ObjectNode o = ps.addObject();
@@ -1031,6 +1125,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
       o.put("requests_per_sec", r.completed / r.makespanSec);
       o.put("output_tokens_per_sec", r.outputTokens / r.makespanSec);
       o.put("events_applied", r.eventsApplied);
+      pcts(o.putObject("event_lag_wall_ms"), r.lagMs);
       o.put("index_settle_wall_ms", r.settleMs);
       o.put("index_equal", r.indexProblems.isEmpty());
       o.put("blocks_compared", r.blocksCompared);

@@ -108,6 +108,7 @@ class FleetBenchTest {
       assertThat(p.path("blocks_compared").asLong()).as(name + " blocks compared").isPositive();
       assertThat(p.path("events_applied").asLong()).as(name + " events applied").isPositive();
       assertThat(p.path("ttft_ms").path("count").asInt()).isEqualTo(250);
+      assertThat(p.path("event_lag_wall_ms").path("count").asInt()).as(name + " lags").isPositive();
     }
     double kv = policy(r, "kv").path("hit_rate").asDouble();
     double rr = policy(r, "round-robin").path("hit_rate").asDouble();

@@ -65,6 +65,31 @@ public final class TracePrompts {
     return requests.get(i).outputLength();
   }
 
+  /**
+   * Writes the trace again in its own format (Mooncake JSONL), every output length capped at {@code
+   * maxOutput}: what {@code simulate} must replay to compare with a live run that capped them.
+   */
+  public void writeCapped(Path file, int maxOutput) throws java.io.IOException {
+    try (java.io.BufferedWriter w = java.nio.file.Files.newBufferedWriter(file)) {
+      for (TraceRequest r : requests) {
+        StringBuilder b = new StringBuilder("{\"timestamp\":");
+        b.append(
+            r.timestampMs() == Math.rint(r.timestampMs())
+                ? Long.toString((long) r.timestampMs())
+                : Double.toString(r.timestampMs()));
+        b.append(",\"input_length\":").append(r.inputLength());
+        b.append(",\"output_length\":").append(Math.min(r.outputLength(), maxOutput));
+        b.append(",\"hash_ids\":[");
+        long[] ids = r.hashIds();
+        for (int k = 0; k < ids.length; k++) {
+          if (k > 0) b.append(',');
+          b.append(ids[k]);
+        }
+        w.write(b.append("]}\n").toString());
+      }
+    }
+  }
+
   /** Request {@code i}'s prompt exactly as {@code simulate} builds it. */
   public int[] tokens(int i) {
     return TraceTokens.tokens(requests.get(i));
