@@ -24,10 +24,9 @@ import org.junit.jupiter.api.io.TempDir;
  * <p>Each turn of a conversation repeats the previous prompt and adds two trace blocks; the
  * conversations come back in a new (seeded) order every turn, so round-robin sends a turn to the
  * engine of the conversation's previous turn about one time in three, whatever the arrival order's
- * jitter; kv follows the cached prefix. simulate gives 52 % for kv and 41 % for round-robin on this
- * trace and fleet; the live runs measured 52-57 % and 41 %. Prefill is made cheap and the timing
- * scaled 4x, so a policy takes a few seconds and the fleet stays far from saturation on two shared
- * cores.
+ * jitter; kv follows the cached prefix. Measured: kv 55 % and round-robin 43 % in-process, 50 % and
+ * 43 % as processes (the engines' JVMs start cold). Prefill is made cheap and the timing scaled 4x,
+ * so a policy takes a few seconds and the fleet stays far from saturation on two shared cores.
  */
 class FleetBenchTest {
   @TempDir static Path dir;
