@@ -209,11 +209,25 @@ public final class FleetBenchCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    PrintWriter out = spec.commandLine().getOut();
-    PrintWriter err = spec.commandLine().getErr();
+    Level[] before = {
+      QUIET_HELIDON.getLevel(), QUIET_KVROUTER.getLevel(), QUIET_PREDICTION.getLevel()
+    };
     QUIET_HELIDON.setLevel(Level.WARNING);
     QUIET_KVROUTER.setLevel(Level.WARNING);
     QUIET_PREDICTION.setLevel(Level.SEVERE);
+    try {
+      return bench();
+    } finally {
+      // an embedding JVM (the tests) gets its logging back
+      QUIET_HELIDON.setLevel(before[0]);
+      QUIET_KVROUTER.setLevel(before[1]);
+      QUIET_PREDICTION.setLevel(before[2]);
+    }
+  }
+
+  private int bench() throws Exception {
+    PrintWriter out = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
     TracePrompts prompts;
     try {
       check(requests >= 1, "--requests must be >= 1");
