@@ -207,6 +207,16 @@ public final class FleetBenchCommand implements Callable<Integer> {
   @Option(names = "--json", description = "Print the results as JSON.")
   boolean json;
 
+  @Option(
+      names = "--report",
+      paramLabel = "FILE",
+      defaultValue = "kvrouter-fleet-report.html",
+      description = "Self-contained HTML report with plots (default: ${DEFAULT-VALUE}).")
+  Path report;
+
+  @Option(names = "--no-report", description = "Write no HTML report.")
+  boolean noReport;
+
   @Override
   public Integer call() throws Exception {
     Level[] before = {
@@ -271,6 +281,34 @@ public final class FleetBenchCommand implements Callable<Integer> {
           JSON.writerWithDefaultPrettyPrinter().writeValueAsString(toJson(prompts, runs, sim)));
     } else {
       printTable(out, runs, sim);
+    }
+    if (!noReport) {
+      Path target = report.toAbsolutePath();
+      try {
+        List<String> args = spec.commandLine().getParseResult().originalArgs();
+        int at = args.indexOf(spec.name());
+        String line = String.join(" ", at < 0 ? args : args.subList(at + 1, args.size()));
+        String setup =
+            String.format(
+                Locale.ROOT,
+                "%s, %,d requests (speedup %s, time scale %s, output capped at %s), %d %s mock"
+                    + " engines x %,d KV blocks of %d tokens",
+                prompts.name(),
+                prompts.size(),
+                num(speedup),
+                num(timeScale),
+                maxOutputTokens > 0 ? Integer.toString(maxOutputTokens) : "none",
+                engines,
+                inProcess ? "in-process" : "process",
+                gpuBlocks,
+                blockSize);
+        java.nio.file.Files.writeString(
+            target, FleetHtmlReport.render(runs, sim, setup, line, timeScale));
+        (json ? err : out).println("report: " + target);
+      } catch (java.io.IOException e) {
+        err.println("kvrouter bench fleet: cannot write the report " + report + ": " + e);
+        return 1;
+      }
     }
     out.flush();
     boolean ok = runs.stream().allMatch(r -> r.indexProblems.isEmpty());

@@ -119,12 +119,18 @@ class FleetBenchTest {
 
   @Test
   void inProcessKvBeatsRoundRobinAndIndexesEqualCaches() throws Exception {
-    checkRun(run("--in-process"));
+    Path report = dir.resolve("fleet.html");
+    checkRun(run("--in-process", "--report", report.toString()));
+    String html = Files.readString(report);
+    assertThat(html).startsWith("<!DOCTYPE html>").doesNotContain("<script").contains("<svg");
+    // one hit-rate bar and one TTFT curve per policy
+    assertThat(html.split("<rect class=\"bar\"", -1)).hasSize(3);
+    assertThat(html.split("<polyline class=\"cdf\"", -1)).hasSize(3);
   }
 
   @Test
   void engineProcessesKvBeatsRoundRobinAndNoProcessIsLeft() throws Exception {
-    JsonNode r = run();
+    JsonNode r = run("--no-report");
     checkRun(r);
     long self = ProcessHandle.current().pid();
     int pids = 0;
