@@ -97,7 +97,11 @@ final class FleetHtmlReport {
           .append("</td>");
       h.append("<td>")
           .append(
-              r.indexProblems.isEmpty() ? "equal" : "differs: " + esc(r.indexProblems.toString()))
+              !r.indexChecked
+                  ? "n/a"
+                  : r.indexProblems.isEmpty()
+                      ? "equal"
+                      : "differs: " + esc(r.indexProblems.toString()))
           .append("</td></tr>");
     }
     h.append("</table>");

@@ -526,6 +526,10 @@ public final class KvRouterServer implements AutoCloseable {
    *     (one per index: a selector need not be thread-safe), replacing the cost built from the
    *     weights above; null (the default): that cost. For benchmarks that compare policies ({@code
    *     kvrouter bench fleet}); no flag of {@code serve} sets it
+   * @param approximate every new index's router runs in approximate mode ({@code
+   *     KvRouter.Builder.approximate()}: no KV events, it predicts caches from its own decisions);
+   *     register its engines without ZMQ endpoints and post no events. Default false; for {@code
+   *     kvrouter bench fleet}, no flag of {@code serve} sets it
    */
   public record Config(
       String host,
@@ -551,7 +555,8 @@ public final class KvRouterServer implements AutoCloseable {
       Duration readTimeout,
       Duration natsApplyWait,
       long maxInflightBodyBytes,
-      java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector) {
+      java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector,
+      boolean approximate) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -699,7 +704,8 @@ public final class KvRouterServer implements AutoCloseable {
       if (busyPrefillTokens >= 0) b.busyPrefillTokens(busyPrefillTokens);
       if (busyBlockFraction > 0) b.busyBlockFraction(busyBlockFraction);
       // the router does not close an index it is given; a block index holds nothing to close
-      if (maxBlocks > 0) b.index(KvIndexes.concurrentRadixTree(maxBlocks));
+      if (approximate) b.approximate();
+      else if (maxBlocks > 0) b.index(KvIndexes.concurrentRadixTree(maxBlocks));
       if (selector != null) b.selector(selector.get());
       return b.build();
     }
@@ -715,6 +721,7 @@ public final class KvRouterServer implements AutoCloseable {
       private double overlapWeight = 1.0;
       private double pressureWeight = KvRouter.DEFAULT_PRESSURE_WEIGHT;
       private java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector;
+      private boolean approximate;
       private double temperature;
       private long seed;
       private long busyPrefillTokens = -1;
@@ -850,6 +857,12 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#approximate()}. */
+      public Builder approximate(boolean v) {
+        this.approximate = v;
+        return this;
+      }
+
       /** See {@link Config#selector()}. */
       public Builder selector(java.util.function.Supplier<io.kvrouter.route.WorkerSelector> v) {
         this.selector = v;
@@ -881,7 +894,8 @@ public final class KvRouterServer implements AutoCloseable {
             readTimeout,
             natsApplyWait,
             maxInflightBodyBytes,
-            selector);
+            selector,
+            approximate);
       }
     }
   }
