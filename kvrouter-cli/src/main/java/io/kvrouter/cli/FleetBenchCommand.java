@@ -472,7 +472,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     Semaphore slots = new Semaphore(clients);
     double scale = speedup * timeScale;
     long t0 = System.nanoTime() + 50_000_000L;
-    URIHolder uri = new URIHolder(java.net.URI.create(gateway + "/v1/completions"));
+    java.net.URI uri = java.net.URI.create(gateway + "/v1/completions");
     try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
       for (int i = 0; i < n; i++) {
         long due = t0 + Math.round(prompts.offsetMs(i) * 1e6 / scale);
@@ -484,8 +484,8 @@ public final class FleetBenchCommand implements Callable<Integer> {
             () -> {
               try {
                 one(
-                    uri.uri, prompts, k, due, ttft, e2e, finish, itl, prompt, cached, predicted,
-                    output, ok);
+                    uri, prompts, k, due, ttft, e2e, finish, itl, prompt, cached, predicted, output,
+                    ok);
               } finally {
                 slots.release();
               }
@@ -524,8 +524,6 @@ public final class FleetBenchCommand implements Callable<Integer> {
     run.itlMs = Arrays.copyOf(itlMs, at);
     run.makespanSec = (last - t0) * k / 1e9;
   }
-
-  private record URIHolder(java.net.URI uri) {}
 
   private void one(
       java.net.URI uri,
