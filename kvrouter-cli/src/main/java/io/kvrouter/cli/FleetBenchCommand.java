@@ -346,6 +346,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     double[] lagMs = new double[0];
     double wallSec;
     List<String> indexProblems = new ArrayList<>();
+    Map<String, Integer> errorReasons = new java.util.TreeMap<>();
     List<Long> pids = new ArrayList<>();
     long blocksCompared;
     boolean indexChecked = true;
@@ -469,6 +470,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     int[] predicted = new int[n];
     int[] output = new int[n];
     boolean[] ok = new boolean[n];
+    String[] why = new String[n];
     Semaphore slots = new Semaphore(clients);
     double scale = speedup * timeScale;
     long t0 = System.nanoTime() + 50_000_000L;
@@ -485,7 +487,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
               try {
                 one(
                     uri, prompts, k, due, ttft, e2e, finish, itl, prompt, cached, predicted, output,
-                    ok);
+                    ok, why);
               } finally {
                 slots.release();
               }
@@ -506,6 +508,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
       run.sent++;
       if (!ok[i]) {
         run.errors++;
+        run.errorReasons.merge(why[i] == null ? "unknown" : why[i], 1, Integer::sum);
         continue;
       }
       run.completed++;
@@ -538,7 +541,8 @@ public final class FleetBenchCommand implements Callable<Integer> {
       int[] cached,
       int[] predicted,
       int[] output,
-      boolean[] ok) {
+      boolean[] ok,
+      String[] why) {
     int[] tokens = prompts.liveTokens(i);
     int max = prompts.outputLength(i);
     if (maxOutputTokens > 0) max = Math.min(max, maxOutputTokens);
@@ -566,6 +570,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
               java.net.http.HttpResponse.BodyHandlers.ofLines());
       try (java.util.stream.Stream<String> lines = r.body()) {
         if (r.statusCode() != 200) {
+          why[i] = "status " + r.statusCode();
           lines.forEach(l -> {});
           return;
         }
@@ -609,10 +614,16 @@ public final class FleetBenchCommand implements Callable<Integer> {
         if (done[0] && st[1] == 1 && st[0] > 0) {
           itl[i] = Arrays.copyOf(gaps, Math.min(gaps.length, st[0] - 1));
           ok[i] = true;
+        } else {
+          why[i] =
+              st[1] == 2
+                  ? "error event in the stream"
+                  : !done[0] ? "stream ended without [DONE]" : st[1] == 0 ? "no usage" : "no token";
         }
       }
     } catch (Exception x) {
       if (x instanceof InterruptedException) Thread.currentThread().interrupt();
+      why[i] = x.getClass().getSimpleName() + (x.getMessage() == null ? "" : ": " + x.getMessage());
     }
   }
 
@@ -1131,6 +1142,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     }
     for (PolicyRun r : runs) {
       for (String p : r.indexProblems) out.println("  " + r.policy + ": " + p);
+      r.errorReasons.forEach((why, n) -> out.println("  " + r.policy + ": " + n + " x " + why));
     }
     if (sim != null) {
       out.println();
@@ -1180,6 +1192,8 @@ public final class FleetBenchCommand implements Callable<Integer> {
       o.put("sent", r.sent);
       o.put("completed", r.completed);
       o.put("errors", r.errors);
+      ObjectNode reasons = o.putObject("error_reasons");
+      r.errorReasons.forEach(reasons::put);
       o.put("prompt_tokens", r.promptTokens);
       o.put("cached_tokens", r.cachedTokens);
       o.put("hit_rate", hitRate(r));
