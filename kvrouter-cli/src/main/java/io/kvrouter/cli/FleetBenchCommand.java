@@ -68,6 +68,12 @@ import picocli.CommandLine.Spec;
  * last_event_seq); wait until the router's /workers shows that sequence for the rank (the router
  * dealt with every batch), then the router's /dump's stored blocks of that worker must equal the
  * engine's blocks, hash for hash.
+ *
+ * Policies are KvRouterServer.Config settings of a fresh gateway: a WorkerSelector supplier
+ * (round-robin, random, least-loaded; one selector per index, called under the router's lock) or
+ * approximate mode (approx: engines registered without ZMQ endpoints, no end check). The event
+ * lag comes from LagProbe, a SUB socket per engine beside the router's, on its own platform
+ * thread; its list of lags is the only state it shares (synchronized).
  * </pre>
  */
 @Command(
