@@ -78,7 +78,7 @@ public final class Main implements Callable<Integer> {
       name = "bench",
       mixinStandardHelpOptions = true,
       description = "Benchmarks: trace replay stress against an index.",
-      subcommands = {BenchTraceCommand.class, GatewayBenchCommand.class})
+      subcommands = {BenchTraceCommand.class, GatewayBenchCommand.class, FleetBenchCommand.class})
   static final class Bench implements Callable<Integer> {
     @Spec CommandSpec spec;
 

@@ -522,6 +522,14 @@ public final class KvRouterServer implements AutoCloseable {
    * @param maxInflightBodyBytes the request bodies held at once, across all connections, take at
    *     most this many bytes; a body that would grow past it gets 503; 0 (the default): a quarter
    *     of the JVM's maximum heap, and never less than {@code maxBodyBytes}
+   * @param selector makes the {@link io.kvrouter.route.WorkerSelector} of each new index's router
+   *     (one per index: a selector need not be thread-safe), replacing the cost built from the
+   *     weights above; null (the default): that cost. For benchmarks that compare policies ({@code
+   *     kvrouter bench fleet}); no flag of {@code serve} sets it
+   * @param approximate every new index's router runs in approximate mode ({@code
+   *     KvRouter.Builder.approximate()}: no KV events, it predicts caches from its own decisions);
+   *     register its engines without ZMQ endpoints and post no events. Default false; for {@code
+   *     kvrouter bench fleet}, no flag of {@code serve} sets it
    */
   public record Config(
       String host,
@@ -546,7 +554,9 @@ public final class KvRouterServer implements AutoCloseable {
       long maxBlocks,
       Duration readTimeout,
       Duration natsApplyWait,
-      long maxInflightBodyBytes) {
+      long maxInflightBodyBytes,
+      java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector,
+      boolean approximate) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -694,7 +704,9 @@ public final class KvRouterServer implements AutoCloseable {
       if (busyPrefillTokens >= 0) b.busyPrefillTokens(busyPrefillTokens);
       if (busyBlockFraction > 0) b.busyBlockFraction(busyBlockFraction);
       // the router does not close an index it is given; a block index holds nothing to close
-      if (maxBlocks > 0) b.index(KvIndexes.concurrentRadixTree(maxBlocks));
+      if (approximate) b.approximate();
+      else if (maxBlocks > 0) b.index(KvIndexes.concurrentRadixTree(maxBlocks));
+      if (selector != null) b.selector(selector.get());
       return b.build();
     }
 
@@ -708,6 +720,8 @@ public final class KvRouterServer implements AutoCloseable {
       private Duration shutdownGrace = Duration.ofSeconds(10);
       private double overlapWeight = 1.0;
       private double pressureWeight = KvRouter.DEFAULT_PRESSURE_WEIGHT;
+      private java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector;
+      private boolean approximate;
       private double temperature;
       private long seed;
       private long busyPrefillTokens = -1;
@@ -843,6 +857,18 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#approximate()}. */
+      public Builder approximate(boolean v) {
+        this.approximate = v;
+        return this;
+      }
+
+      /** See {@link Config#selector()}. */
+      public Builder selector(java.util.function.Supplier<io.kvrouter.route.WorkerSelector> v) {
+        this.selector = v;
+        return this;
+      }
+
       public Config build() {
         return new Config(
             host,
@@ -867,7 +893,9 @@ public final class KvRouterServer implements AutoCloseable {
             maxBlocks,
             readTimeout,
             natsApplyWait,
-            maxInflightBodyBytes);
+            maxInflightBodyBytes,
+            selector,
+            approximate);
       }
     }
   }
