@@ -115,6 +115,11 @@ class FleetBenchTest {
       assertThat(p.path("blocks_compared").asLong()).as(name + " blocks compared").isPositive();
       assertThat(p.path("events_applied").asLong()).as(name + " events applied").isPositive();
       assertThat(p.path("event_lag_wall_ms").path("count").asInt()).as(name + " lags").isPositive();
+      // the router's own lag, publish to applied: measured, and never negative
+      assertThat(p.path("router_event_lag_mean_wall_ms").isNumber())
+          .as(name + " router lag")
+          .isTrue();
+      assertThat(p.path("router_event_lag_mean_wall_ms").asDouble()).isGreaterThanOrEqualTo(0);
     }
     double kv = policy(r, "kv").path("hit_rate").asDouble();
     double rr = policy(r, "round-robin").path("hit_rate").asDouble();

@@ -217,6 +217,12 @@ final class JsonOut {
     g.writeNumberField("dropped_unregistered", l.droppedUnregistered());
     g.writeNumberField("tail_probes", s.tailProbes());
     g.writeNumberField("tail_recovered", s.tailRecovered());
+    if (s.lagBatches() == 0) {
+      g.writeNullField("mean_event_lag_ms");
+    } else {
+      g.writeNumberField(
+          "mean_event_lag_ms", Math.round((double) s.lagMicros() / s.lagBatches()) / 1000.0);
+    }
     double silent = l.secondsSinceLastMessage();
     if (silent < 0) {
       g.writeNullField("seconds_since_last_message");

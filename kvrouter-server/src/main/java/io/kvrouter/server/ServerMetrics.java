@@ -155,6 +155,9 @@ final class ServerMetrics {
           new ZmqField(
               "kvrouter_zmq_tail_recovered_messages_total", null, l -> l.stats().tailRecovered()),
           new ZmqField(
+              "kvrouter_zmq_event_lag_microseconds_total", null, l -> l.stats().lagMicros()),
+          new ZmqField("kvrouter_zmq_event_lag_batches_total", null, l -> l.stats().lagBatches()),
+          new ZmqField(
               "kvrouter_zmq_connection_events_total", "connected", l -> l.stats().connections()),
           new ZmqField(
               "kvrouter_zmq_connection_events_total", "reconnected", l -> l.stats().reconnects()),
@@ -216,6 +219,16 @@ final class ServerMetrics {
                 "Batches those probes found in the engine's replay buffer: the lost tail of a"
                     + " burst, recovered"
               }),
+          Map.entry(
+              "kvrouter_zmq_event_lag_microseconds_total",
+              new String[] {
+                "Sum over applied batches of the time from the engine's publish (the batch's ts)"
+                    + " to applied, in microseconds; divided by kvrouter_zmq_event_lag_batches_total"
+                    + " it is the mean event lag"
+              }),
+          Map.entry(
+              "kvrouter_zmq_event_lag_batches_total",
+              new String[] {"Applied batches with a timestamp (in the event lag sum)"}),
           Map.entry(
               "kvrouter_zmq_connection_events_total",
               new String[] {

@@ -74,7 +74,7 @@ class ServiceEndpointsTest {
                 + "\"bad_frames\":0,\"duplicates\":0,\"gaps\":0,\"lost_messages\":0,"
                 + "\"replays\":0,\"replay_failures\":0,\"restarts\":0,\"connections\":0,"
                 + "\"reconnects\":0,\"disconnects\":0,\"dropped_foreign_rank\":0,"
-                + "\"dropped_unregistered\":0,\"tail_probes\":0,\"tail_recovered\":0,"
+                + "\"dropped_unregistered\":0,\"tail_probes\":0,\"tail_recovered\":0,\"mean_event_lag_ms\":null,"
                 + "\"seconds_since_last_message\":null}}]},"
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\","
                 + "\"block_size\":8,\"endpoints\":{},\"ranks\":["

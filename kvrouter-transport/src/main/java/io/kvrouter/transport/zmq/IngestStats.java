@@ -36,6 +36,10 @@ package io.kvrouter.transport.zmq;
  * @param tailRecovered batches such probes found in the engine's replay buffer and applied: the
  *     tail of a burst that never arrived on the live socket (also counted in {@code
  *     replayedMessages})
+ * @param lagMicros the sum over applied batches with a timestamp of (applied − the batch's {@code
+ *     ts}) in microseconds of wall-clock time (0 where the engine's clock is ahead): publish to
+ *     applied, replayed batches included
+ * @param lagBatches the batches in {@code lagMicros}; their mean lag is lagMicros / lagBatches
  */
 public record IngestStats(
     long messages,
@@ -62,4 +66,6 @@ public record IngestStats(
     long disconnects,
     long sinkErrors,
     long tailProbes,
-    long tailRecovered) {}
+    long tailRecovered,
+    long lagMicros,
+    long lagBatches) {}

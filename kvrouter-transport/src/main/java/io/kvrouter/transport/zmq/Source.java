@@ -492,6 +492,12 @@ final class Source {
     for (TieredEvent e : c.events()) {
       deliver(e);
     }
+    if (batch.ts() > 0) {
+      // publish (the engine's wall clock) to applied (ours): vLLM's ts is time.time()
+      long lag = Math.round(System.currentTimeMillis() * 1e3 - batch.ts() * 1e6);
+      counters.add(Counters.C.LAG_MICROS, Math.max(0, lag));
+      counters.inc(Counters.C.LAG_BATCHES);
+    }
   }
 
   private void deliver(TieredEvent e) {

@@ -44,6 +44,12 @@ class SourceTest {
                 seq, null, List.of(EngineEvent.BlockRemoved.of(1000L * era + seq)), 0));
   }
 
+  /** Batch {@code seq} of era 0 published at {@code ts} (seconds, the engine's wall clock). */
+  private static byte[] batchAt(long seq, double ts) {
+    return VllmEncoder.arrayLike()
+        .encode(new KvEventBatch(ts, null, List.of(EngineEvent.BlockRemoved.of(seq)), 0));
+  }
+
   private Source source(boolean withReplay) {
     return new Source(
         EngineSpec.of(7, 4).withTopic("t"),
@@ -71,6 +77,22 @@ class SourceTest {
     assertThat(applied()).containsExactly(-1L, 0L, 1L, 2L);
     assertThat(s.lastApplied()).isEqualTo(2);
     assertThat(Counters.snapshot(counters).batches()).isEqualTo(3);
+  }
+
+  @Test
+  void eventLagIsPublishToAppliedForBatchesWithATimestamp() {
+    Source s = source(false);
+    double now = System.currentTimeMillis() / 1e3;
+    s.onLive(0, batchAt(0, now - 2.0));
+    IngestStats a = Counters.snapshot(counters);
+    assertThat(a.lagBatches()).isEqualTo(1);
+    assertThat(a.lagMicros()).isGreaterThanOrEqualTo(2_000_000);
+    s.onLive(1, batchAt(1, 0)); // no timestamp: not counted
+    s.onLive(2, batchAt(2, now + 3600)); // the engine's clock ahead: counted, as 0
+    IngestStats b = Counters.snapshot(counters);
+    assertThat(b.batches()).isEqualTo(3);
+    assertThat(b.lagBatches()).isEqualTo(2);
+    assertThat(b.lagMicros()).isEqualTo(a.lagMicros());
   }
 
   @Test
