@@ -888,6 +888,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     a.add(System.getProperty("java.class.path"));
     a.add(Main.class.getName());
     a.add("mock-engine");
+    a.add("--exit-with-parent"); // no engine outlives this command, even a SIGKILL of it
     a.addAll(
         List.of(
             "--host",

@@ -59,6 +59,13 @@ public final class MockEngineCommand implements Callable<Integer> {
   Path modelDir;
 
   @Option(
+      names = "--exit-with-parent",
+      description =
+          "Stop (as on SIGTERM) when the process that started this one ends, even by SIGKILL:"
+              + " for engines started by another program, such as kvrouter bench fleet.")
+  boolean exitWithParent;
+
+  @Option(
       names = "--served-model-name",
       paramLabel = "NAME",
       description =
@@ -289,6 +296,19 @@ public final class MockEngineCommand implements Callable<Integer> {
             },
             "mock-engine-shutdown");
     Runtime.getRuntime().addShutdownHook(hook);
+    if (exitWithParent) {
+      // the parent's end, however it ends (a SIGKILL runs no hook of its), ends this process
+      ProcessHandle.current()
+          .parent()
+          .map(ProcessHandle::onExit)
+          .orElse(java.util.concurrent.CompletableFuture.completedFuture(null))
+          .thenRun(
+              () -> {
+                err.println("kvrouter mock-engine: the parent process ended; stopping");
+                err.flush();
+                System.exit(0);
+              });
+    }
     out.println(
         "kvrouter mock-engine: model "
             + s.model()

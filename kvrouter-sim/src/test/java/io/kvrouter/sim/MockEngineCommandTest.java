@@ -42,7 +42,8 @@ class MockEngineCommandTest {
           "--die-after-seconds",
           "--http-start-delay-ms",
           "--zmq-start-delay-ms",
-          "--stall-after-tokens"
+          "--stall-after-tokens",
+          "--exit-with-parent"
         }) {
       assertThat(help).as(flag).containsPattern("(?m)^\\s+" + flag + "(\\s|=)");
     }
