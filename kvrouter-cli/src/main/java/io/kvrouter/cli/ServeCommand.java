@@ -1,21 +1,15 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.gateway.ConfigFileArgs;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.OutOfMemoryExit;
-import java.io.IOException;
 import java.io.PrintWriter;
-import java.io.Reader;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Properties;
-import java.util.TreeSet;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.logging.Level;
@@ -23,7 +17,6 @@ import java.util.logging.Logger;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
-import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
@@ -283,46 +276,17 @@ public final class ServeCommand implements Callable<Integer> {
   }
 
   /**
-   * Parses the config file's settings followed by the original arguments into a fresh command; null
+   * The config file's settings followed by the original arguments parsed into a fresh command; null
    * (after printing why) when the file is unreadable or names an unknown flag.
    */
   private static ServeCommand withConfigFile(CommandSpec spec, Path file, PrintWriter err) {
-    Properties props = new Properties();
-    try (Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
-      props.load(r);
-    } catch (IOException e) {
-      err.println("kvrouter serve: cannot read --config " + file + ": " + e);
-      return null;
-    }
-    List<String> args = new ArrayList<>();
-    for (String key : new TreeSet<>(props.stringPropertyNames())) {
-      OptionSpec o = spec.findOption("--" + key);
-      if (o == null || key.equals("config") || o.usageHelp() || o.versionHelp()) {
-        err.println(
-            "kvrouter serve: --config "
-                + file
-                + ": unknown key '"
-                + key
-                + "'; keys are the long flag names without dashes, e.g. port=8091");
-        return null;
-      }
-      args.add("--" + key + "=" + props.getProperty(key).trim());
-    }
-    // then the command line's own flags (not the parent's arguments), so that they win
-    for (OptionSpec o : spec.commandLine().getParseResult().matchedOptions()) {
-      if (o.longestName().equals("--config")) continue;
-      List<String> values = o.originalStringValues();
-      if (values.isEmpty()) {
-        args.add(o.longestName());
-      } else {
-        for (String v : values) args.add(o.longestName() + "=" + v);
-      }
-    }
+    String[] args = ConfigFileArgs.args(spec, file, "kvrouter serve", List.of(), err);
+    if (args == null) return null;
     ServeCommand fresh = new ServeCommand();
     CommandLine cl = new CommandLine(fresh);
     cl.setOverwrittenOptionsAllowed(true);
     try {
-      cl.parseArgs(args.toArray(new String[0]));
+      cl.parseArgs(args);
     } catch (CommandLine.ParameterException e) {
       err.println("kvrouter serve: --config " + file + ": " + e.getMessage());
       return null;

@@ -3,18 +3,13 @@ package io.kvrouter.gateway;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.tokenize.TokenizerException;
-import java.io.IOException;
 import java.io.PrintWriter;
-import java.io.Reader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.Properties;
-import java.util.TreeSet;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.logging.Level;
@@ -22,7 +17,6 @@ import java.util.logging.Logger;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
-import picocli.CommandLine.Model.OptionSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
@@ -292,41 +286,18 @@ public final class GatewayCommand implements Callable<Integer> {
     return effective.run(out, err);
   }
 
+  /**
+   * The config file's settings followed by the original arguments parsed into a fresh command; null
+   * (after printing why) when the file is unreadable or names an unknown flag.
+   */
   private static GatewayCommand withConfigFile(CommandSpec spec, Path file, PrintWriter err) {
-    Properties props = new Properties();
-    try (Reader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
-      props.load(r);
-    } catch (IOException e) {
-      err.println("kvrouter gateway: cannot read --config " + file + ": " + e);
-      return null;
-    }
-    List<String> args = new ArrayList<>();
-    for (String key : new TreeSet<>(props.stringPropertyNames())) {
-      OptionSpec o = spec.findOption("--" + key);
-      if (o == null || key.equals("config") || o.usageHelp() || o.versionHelp()) {
-        err.println("kvrouter gateway: --config " + file + ": unknown key '" + key + "'");
-        return null;
-      }
-      String v = props.getProperty(key).trim();
-      if (MULTI.contains(key)) {
-        for (String part : v.split("\\s+")) {
-          if (!part.isEmpty()) args.add("--" + key + "=" + part);
-        }
-      } else {
-        args.add("--" + key + "=" + v);
-      }
-    }
-    for (OptionSpec o : spec.commandLine().getParseResult().matchedOptions()) {
-      if (o.longestName().equals("--config")) continue;
-      List<String> values = o.originalStringValues();
-      if (values.isEmpty()) args.add(o.longestName());
-      else for (String v : values) args.add(o.longestName() + "=" + v);
-    }
+    String[] args = ConfigFileArgs.args(spec, file, "kvrouter gateway", MULTI, err);
+    if (args == null) return null;
     GatewayCommand fresh = new GatewayCommand();
     CommandLine cl = new CommandLine(fresh);
     cl.setOverwrittenOptionsAllowed(true);
     try {
-      cl.parseArgs(args.toArray(new String[0]));
+      cl.parseArgs(args);
     } catch (CommandLine.ParameterException e) {
       err.println("kvrouter gateway: --config " + file + ": " + e.getMessage());
       return null;

@@ -12,6 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * A Hugging Face tokenizer loaded from a model directory ({@code tokenizer.json}, {@code
@@ -82,8 +83,7 @@ public final class Tokenizer implements AutoCloseable {
   private final int[] specialSuffix;
   private final SegmentCache cache;
   private final LongTextCuts cuts;
-  private final java.util.concurrent.atomic.LongAdder longSegmentParts =
-      new java.util.concurrent.atomic.LongAdder();
+  private final LongAdder longSegmentParts = new LongAdder();
   private final SpecialTokens special;
   private final Map<String, Object> specialTokenVariables;
   private final ChatTemplate chatTemplate;
