@@ -23,7 +23,8 @@ final class Source {
    *
    * Thread ownership: every method runs on the subscriber's thread; only lastApplied and
    * lastMessageNanos are read elsewhere (lastSequence(), nanosSinceLastMessage()), so they alone
-   * are volatile.
+   * are volatile. lastApplied is written after the batch's counters and sink calls, so a reader
+   * that sees it also sees them.
    *
    * State: lastApplied is the highest sequence number dealt with (applied, rejected as
    * malformed, or given up as lost), -1 before the first; lastPayload is that message's payload
@@ -444,8 +445,17 @@ final class Source {
       fromZero = true;
       hasLastRank = false;
     }
-    lastApplied = s;
     lastPayload = payload;
+    try {
+      decodeAndDeliver(s, payload);
+    } finally {
+      // written last: a reader that sees lastSequence() == s also sees the batch's counters and
+      // its events in the sink (the volatile write publishes them)
+      lastApplied = s;
+    }
+  }
+
+  private void decodeAndDeliver(long s, byte[] payload) {
     KvEventBatch batch;
     try {
       batch = KvEventDecoder.decode(payload);
