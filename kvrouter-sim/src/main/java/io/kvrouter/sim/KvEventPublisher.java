@@ -178,8 +178,6 @@ final class KvEventPublisher implements AutoCloseable {
       }
       bound.complete(null);
       ArrayDeque<Object[]> buffer = new ArrayDeque<>();
-      ZMQ.Poller poller = ctx.createPoller(1);
-      if (router != null) poller.register(router, ZMQ.Poller.POLLIN);
       while (running) {
         Object[] item = queue.poll(router == null ? 20 : 1, TimeUnit.MILLISECONDS);
         while (item != null) {
@@ -190,9 +188,11 @@ final class KvEventPublisher implements AutoCloseable {
           if (buffer.size() > config.bufferSteps()) buffer.removeFirst();
           item = queue.poll();
         }
-        if (router != null && poller.poll(0) > 0) serveReplays(router, buffer);
+        // a non-blocking receive each turn (at most 1 ms apart), not a poller: a zero-timeout
+        // poll of the ROUTER could miss a request that had already arrived (a replay then got
+        // no answer within 10 s on a loaded machine)
+        if (router != null) serveReplays(router, buffer);
       }
-      poller.close();
     } catch (InterruptedException e) {
       // closed
     }
