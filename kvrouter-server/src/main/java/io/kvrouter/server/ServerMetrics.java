@@ -175,6 +175,10 @@ final class ServerMetrics {
           new ZmqField(
               "kvrouter_zmq_events_dropped_total", "skipped", l -> l.stats().skippedEvents()),
           new ZmqField(
+              "kvrouter_zmq_events_dropped_total",
+              "placeholder",
+              l -> l.stats().placeholderEvents()),
+          new ZmqField(
               "kvrouter_zmq_events_dropped_total", "sink_error", l -> l.stats().sinkErrors()));
 
   private static final Map<String, String[]> ZMQ_HELP =
@@ -244,8 +248,8 @@ final class ServerMetrics {
               new String[] {
                 "Events not applied: another rank than the registered one (foreign_rank), rank"
                     + " unregistered meanwhile, block size other than the registered one"
-                    + " (refused), unknown type or secondary KV cache group (skipped), sink"
-                    + " failure",
+                    + " (refused), unknown type or secondary KV cache group (skipped), offloaded"
+                    + " blocks announced without token ids (placeholder), sink failure",
                 "reason"
               }));
 

@@ -280,6 +280,7 @@ final class BatchReader {
   private static final int GROUP_IDX = 8;
   private static final int KIND = 9;
   private static final int CACHE_SALT = 10;
+  private static final int LOCALITY = 11;
 
   private static final String[] FIELD_NAMES = {
     "block_hashes",
@@ -292,7 +293,8 @@ final class BatchReader {
     "extra_keys",
     "group_idx",
     "kv_cache_spec_kind",
-    "cache_salt"
+    "cache_salt",
+    "locality"
   };
 
   /** BlockStored's positions; the first four are required; kv_cache_spec_sliding_window after. */
@@ -326,6 +328,7 @@ final class BatchReader {
       case "group_idx" -> GROUP_IDX;
       case "kv_cache_spec_kind" -> KIND;
       case "cache_salt" -> CACHE_SALT;
+      case "locality" -> LOCALITY;
       default -> -1;
     };
   }
@@ -394,12 +397,12 @@ final class BatchReader {
           case "BlockStored" -> {
             requireField(f.blockHashes != null, "block_hashes");
             requireField(f.tokenIds != null, "token_ids");
-            requireField(f.blockSize > 0, "block_size");
-            yield f.stored();
+            requireField((f.seen & (1 << BLOCK_SIZE)) != 0, "block_size");
+            yield f.remote() ? null : f.stored();
           }
           case "BlockRemoved" -> {
             requireField(f.blockHashes != null, "block_hashes");
-            yield f.removed();
+            yield f.remote() ? null : f.removed();
           }
           case "AllBlocksCleared" -> new EngineEvent.AllBlocksCleared();
           default -> null;
@@ -428,6 +431,7 @@ final class BatchReader {
     Integer groupIdx;
     String kind;
     String cacheSalt;
+    String locality;
     int seen;
 
     /** Reads the value of field {@code id}: the one reader of every field, both forms. */
@@ -452,8 +456,17 @@ final class BatchReader {
         case GROUP_IDX -> groupIdx = readOptionalGroup();
         case KIND -> kind = readOptionalString();
         case CACHE_SALT -> cacheSalt = readOptionalString();
+        case LOCALITY -> locality = readOptionalString();
         default -> throw new IllegalStateException("field " + id);
       }
+    }
+
+    /**
+     * Whether the event is about a copy on another node ({@code locality} {@code "REMOTE"}, vLLM
+     * 0.26+): not this worker's cache, so it is skipped as Dynamo does.
+     */
+    boolean remote() {
+      return locality != null && locality.equalsIgnoreCase("REMOTE");
     }
 
     EngineEvent.BlockStored stored() {
@@ -545,7 +558,8 @@ final class BatchReader {
   }
 
   private int readBlockSize() throws IOException {
-    return (int) readInteger(1, Integer.MAX_VALUE, "a block size (an integer >= 1)");
+    // 0 is what vLLM's placeholder offload events carry (no tokens); the converter counts them
+    return (int) readInteger(0, Integer.MAX_VALUE, "a block size (an integer >= 0)");
   }
 
   private Integer readOptionalGroup() throws IOException {

@@ -14,6 +14,9 @@ import java.util.Objects;
  *     the engine block size registered for the source
  * @param droppedBlocks engine blocks of {@code BlockStored} events left out because {@code
  *     token_ids} did not hold all of their tokens (a partial block is never indexed)
+ * @param placeholderEvents off-device {@code BlockStored} events without token ids (vLLM's
+ *     OffloadingConnector without {@code self_describing_kv_events}): the router cannot hash their
+ *     blocks, so they are left out
  * @param dropReason why the whole batch was dropped, or {@code null} when it was not; a dropped
  *     batch has no events and changed no converter state
  */
@@ -22,6 +25,7 @@ public record ConvertedBatch(
     int ignoredEvents,
     int refusedEvents,
     int droppedBlocks,
+    int placeholderEvents,
     String dropReason) {
   public ConvertedBatch {
     events = List.copyOf(Objects.requireNonNull(events, "events"));
@@ -33,6 +37,6 @@ public record ConvertedBatch(
   }
 
   static ConvertedBatch drop(String reason) {
-    return new ConvertedBatch(List.of(), 0, 0, 0, reason);
+    return new ConvertedBatch(List.of(), 0, 0, 0, 0, reason);
   }
 }

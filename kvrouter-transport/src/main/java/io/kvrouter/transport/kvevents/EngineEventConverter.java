@@ -27,7 +27,12 @@ import java.util.Objects;
  *       remembers them, so a later {@code BlockRemoved} of the engine hash removes all {@code k}.
  *   <li>Only engine blocks whose tokens are all present are indexed (a partial block never is).
  *   <li>{@code medium} selects the {@link StorageTier}; {@code AllBlocksCleared} clears the device
- *       tier of the batch's rank; secondary KV cache groups of hybrid models are ignored.
+ *       tier of the batch's rank (vLLM's offloaded copies survive its prefix-cache reset);
+ *       secondary KV cache groups of hybrid models are ignored.
+ *   <li>An off-device store without token ids (vLLM's placeholder offload events) is counted and
+ *       left out: without tokens the router cannot hash its blocks. Off-device stores and removals
+ *       are reference-counted per hash, as an offloading engine announces a block once per chunk
+ *       that holds it.
  *   <li>A batch that names a block as its own ancestor (a stored hash equal to its parent or
  *       repeated within one store) is dropped whole.
  * </ul>
@@ -48,7 +53,10 @@ public final class EngineEventConverter {
    *   saltByHash  engine hash -> cache salt, only for salted blocks, so a continuation store
    *               (which carries the salt only in its first request's block 0, as vLLM does)
    *               hashes with the salt of its parent chain.
-   * Both maps lose an entry when its block is removed and are dropped whole by Cleared (device
+   *   tierRefs    off-device tiers only: engine hash -> how many stores announced it and no
+   *               removal took back (offloading engines announce a block once per chunk that
+   *               holds it); a removal is passed on when the count reaches 0.
+   * The maps lose an entry when its block is removed and are dropped whole by Cleared (device
    * tier) and by reset(). Unsalted traffic with k == 1 keeps no per-block state at all.
    *
    * convert() first checks the batch for self-references without touching state, so a dropped
@@ -66,6 +74,7 @@ public final class EngineEventConverter {
     final Map<Long, long[]> subBlocks = new HashMap<>();
     final Map<Long, Integer> subBlockRefs = new HashMap<>();
     final Map<Long, String> saltByHash = new HashMap<>();
+    final Map<Long, Integer> tierRefs = new HashMap<>();
   }
 
   private final long workerId;
@@ -154,6 +163,7 @@ public final class EngineEventConverter {
     int ignored = 0;
     int refused = 0;
     int droppedBlocks = 0;
+    int placeholders = 0;
     for (EngineEvent e : batch.events()) {
       switch (e) {
         case EngineEvent.AllBlocksCleared c -> {
@@ -163,6 +173,9 @@ public final class EngineEventConverter {
         case EngineEvent.BlockStored s -> {
           if (!isMainGroup(s.groupIdx(), s.kvCacheSpecKind())) {
             ignored++;
+          } else if (s.tokenIds().length == 0
+              && StorageTier.ofMedium(s.medium()) != StorageTier.DEVICE) {
+            placeholders++;
           } else if (s.blockSize() != engineBlockSize) {
             refused++;
           } else {
@@ -170,7 +183,12 @@ public final class EngineEventConverter {
             droppedBlocks += s.blockHashes().length - blocks;
             if (blocks > 0) {
               StorageTier tier = StorageTier.ofMedium(s.medium());
-              out.add(emit(worker, tier, stored(state(worker, tier), s, blocks)));
+              RankState st = state(worker, tier);
+              if (tier != StorageTier.DEVICE) {
+                for (int j = 0; j < blocks; j++)
+                  st.tierRefs.merge(s.blockHashes()[j], 1, Integer::sum);
+              }
+              out.add(emit(worker, tier, stored(st, s, blocks)));
             }
           }
         }
@@ -179,12 +197,14 @@ public final class EngineEventConverter {
             ignored++;
           } else if (r.blockHashes().length > 0) {
             StorageTier tier = StorageTier.ofMedium(r.medium());
-            out.add(emit(worker, tier, removed(state(worker, tier), r.blockHashes())));
+            RankState st = state(worker, tier);
+            long[] hashes = tier == StorageTier.DEVICE ? r.blockHashes() : lastReferences(st, r);
+            if (hashes.length > 0) out.add(emit(worker, tier, removed(st, hashes)));
           }
         }
       }
     }
-    return new ConvertedBatch(out, ignored, refused, droppedBlocks, null);
+    return new ConvertedBatch(out, ignored, refused, droppedBlocks, placeholders, null);
   }
 
   /**
@@ -282,6 +302,29 @@ public final class EngineEventConverter {
       st.saltByHash.remove(h);
     }
     return CacheEvent.removed(n == out.length ? out : Arrays.copyOf(out, n));
+  }
+
+  /**
+   * The hashes of an off-device removal whose last announcement this is: an offloading engine
+   * announces a block again for each chunk that holds it (vLLM's self-describing events) and
+   * removes it once per chunk, so a block leaves the tier when its count reaches 0. Hashes the tier
+   * never stored (placeholder removals, repeats) are left out.
+   */
+  private static long[] lastReferences(RankState st, EngineEvent.BlockRemoved r) {
+    long[] in = r.blockHashes();
+    long[] out = new long[in.length];
+    int n = 0;
+    for (long h : in) {
+      Integer c = st.tierRefs.get(h);
+      if (c == null) continue;
+      if (c == 1) {
+        st.tierRefs.remove(h);
+        out[n++] = h;
+      } else {
+        st.tierRefs.put(h, c - 1);
+      }
+    }
+    return n == out.length ? out : Arrays.copyOf(out, n);
   }
 
   /** The cache salt of a store: explicit, from block 0's extra keys, or its parent chain's. */

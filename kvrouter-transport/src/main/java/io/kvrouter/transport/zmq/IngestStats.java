@@ -40,6 +40,9 @@ package io.kvrouter.transport.zmq;
  *     ts}) in microseconds of wall-clock time (0 where the engine's clock is ahead): publish to
  *     applied, replayed batches included
  * @param lagBatches the batches in {@code lagMicros}; their mean lag is lagMicros / lagBatches
+ * @param placeholderEvents off-device stores without token ids, left out (vLLM's
+ *     OffloadingConnector without {@code self_describing_kv_events}: the router cannot hash their
+ *     blocks)
  */
 public record IngestStats(
     long messages,
@@ -68,4 +71,5 @@ public record IngestStats(
     long tailProbes,
     long tailRecovered,
     long lagMicros,
-    long lagBatches) {}
+    long lagBatches,
+    long placeholderEvents) {}

@@ -480,6 +480,18 @@ final class Source {
     ConvertedBatch c = converter.convert(batch);
     counters.add(Counters.C.SKIPPED, batch.skipped() + c.ignoredEvents());
     counters.add(Counters.C.PARTIAL_BLOCKS, c.droppedBlocks());
+    if (c.placeholderEvents() > 0) {
+      long n = counters.add(Counters.C.PLACEHOLDER, c.placeholderEvents());
+      if (SingleWriterCounters.shouldLog(n)) {
+        LOG.warning(
+            name
+                + ": batch "
+                + s
+                + " announces offloaded blocks without their token ids, which the router cannot"
+                + " hash; left out (with vLLM's OffloadingConnector, set"
+                + " kv_connector_extra_config.self_describing_kv_events=true)");
+      }
+    }
     if (c.refusedEvents() > 0) {
       long n = counters.add(Counters.C.REFUSED, c.refusedEvents());
       if (SingleWriterCounters.shouldLog(n)) {

@@ -358,15 +358,67 @@ class EngineEventConverterTest {
   }
 
   @Test
+  void offDevicePlaceholdersAreCountedAndLeftOutAndTheirRemovalsIgnored() {
+    EngineEventConverter c = new EngineEventConverter(1, 0, 4, BlockHasher.of(4));
+    EngineEvent.BlockStored placeholder =
+        new EngineEvent.BlockStored(
+            new long[] {5}, false, 0, new int[0], 0, null, "CPU", null, null, null, null, null);
+    ConvertedBatch out =
+        c.convert(
+            batch(
+                0,
+                EngineEvent.BlockStored.of(new long[] {5}, null, new int[] {1, 2, 3, 4}, 4),
+                placeholder,
+                new EngineEvent.BlockRemoved(new long[] {5}, "CPU", null, null)));
+    assertThat(out.placeholderEvents()).isEqualTo(1);
+    assertThat(out.refusedEvents()).isZero();
+    // the device store only: the removal names a block the host tier never stored
+    assertThat(out.events()).extracting(TieredEvent::tier).containsExactly(StorageTier.DEVICE);
+    // a device store without tokens is no placeholder: another block size, refused as before
+    ConvertedBatch device =
+        c.convert(batch(0, EngineEvent.BlockStored.of(new long[] {6}, null, new int[0], 0)));
+    assertThat(device.placeholderEvents()).isZero();
+    assertThat(device.refusedEvents()).isEqualTo(1);
+  }
+
+  @Test
+  void anOffloadedBlockAnnouncedByTwoChunksLeavesTheTierWithTheLastRemoval() {
+    EngineEventConverter c = new EngineEventConverter(1, 0, 4, BlockHasher.of(4));
+    int[] t = {1, 2, 3, 4, 5, 6, 7, 8};
+    EngineEvent.BlockStored chunk =
+        new EngineEvent.BlockStored(
+            new long[] {10, 11}, false, 0, t, 4, null, "CPU", null, null, null, null, null);
+    c.convert(batch(0, chunk));
+    c.convert(batch(0, chunk));
+    ConvertedBatch first =
+        c.convert(batch(0, new EngineEvent.BlockRemoved(new long[] {10, 11}, "CPU", null, null)));
+    assertThat(first.events()).isEmpty();
+    ConvertedBatch second =
+        c.convert(batch(0, new EngineEvent.BlockRemoved(new long[] {11, 10}, "CPU", null, null)));
+    assertThat(second.events()).hasSize(1);
+    assertThat(second.events().get(0).tier()).isEqualTo(StorageTier.HOST);
+    assertThat(second.events().get(0).event().data()).isEqualTo(CacheEvent.removed(11, 10));
+    // the device tier is not counted: one removal removes
+    c.convert(
+        batch(0, EngineEvent.BlockStored.of(new long[] {12}, null, new int[] {1, 2, 3, 4}, 4)));
+    c.convert(
+        batch(0, EngineEvent.BlockStored.of(new long[] {12}, null, new int[] {1, 2, 3, 4}, 4)));
+    ConvertedBatch gpu =
+        c.convert(batch(0, new EngineEvent.BlockRemoved(new long[] {12}, "GPU", null, null)));
+    assertThat(data(gpu)).containsExactly(CacheEvent.removed(12));
+  }
+
+  @Test
   void theMediumSelectsTheTierAndResetClearsEveryRankAndTierSeen() {
     EngineEventConverter c = new EngineEventConverter(1, 0, 4, BlockHasher.of(4));
+    c.convert(batch(0, offloaded(1, "CPU")));
     ConvertedBatch out =
         c.convert(
             batch(
                 0,
                 new EngineEvent.BlockRemoved(new long[] {1}, "CPU", null, null),
                 new EngineEvent.BlockRemoved(new long[] {2}, "GPU", null, null)));
-    c.convert(batch(3, new EngineEvent.BlockRemoved(new long[] {3}, "s3", null, null)));
+    c.convert(batch(3, offloaded(3, "s3")));
     assertThat(out.events().stream().map(TieredEvent::tier))
         .containsExactly(StorageTier.HOST, StorageTier.DEVICE);
     List<TieredEvent> cleared = c.reset();
@@ -375,7 +427,12 @@ class EngineEventConverterTest {
         .containsExactlyInAnyOrder("HOST@0:Cleared", "DEVICE@0:Cleared", "EXTERNAL@3:Cleared");
     assertThat(c.reset()).isEmpty();
     RouterEvent last = cleared.get(cleared.size() - 1).event();
-    assertThat(last.eventId()).isEqualTo(c.lastEventId()).isEqualTo(6);
+    assertThat(last.eventId()).isEqualTo(c.lastEventId()).isEqualTo(7);
+  }
+
+  private static EngineEvent.BlockStored offloaded(long hash, String medium) {
+    return new EngineEvent.BlockStored(
+        new long[] {hash}, false, 0, T8.clone(), 4, null, medium, null, null, null, null, null);
   }
 
   @ParameterizedTest
@@ -391,6 +448,10 @@ class EngineEventConverterTest {
         "cpu_pinned, HOST",
         "DISK, DISK",
         "nvme, DISK",
+        "STORAGE, DISK",
+        "FS, DISK",
+        "CPU_TIER1, HOST",
+        "OBJ, EXTERNAL",
         "s3, EXTERNAL",
         "LMCache, EXTERNAL"
       })

@@ -1,6 +1,7 @@
 package io.kvrouter.transport.kvevents;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
 import java.io.IOException;
@@ -135,6 +136,65 @@ class KvEventDecoderTest {
     EngineEvent.BlockRemoved r =
         (EngineEvent.BlockRemoved) KvEventDecoder.decode(payload).events().get(0);
     assertThat(r.blockHashes()).containsExactly(0x010203L, 0x7feeeeeeeeeeee01L);
+  }
+
+  /**
+   * vLLM 0.26's map form as its OffloadingConnector sends it in one batch with the GPU events: a
+   * placeholder CPU store (no tokens, block_size 0) must not reject the batch, and events about a
+   * remote copy ({@code locality} REMOTE) are skipped and counted.
+   */
+  @Test
+  void offloadPlaceholdersDecodeAndRemoteCopiesAreSkipped() {
+    byte[] payload =
+        msgpack(
+            p -> {
+              p.packArrayHeader(3).packDouble(1.5).packArrayHeader(4);
+              p.packMapHeader(5).packString("type").packString("BlockStored");
+              p.packString("block_hashes").packArrayHeader(1).packInt(7);
+              p.packString("parent_block_hash").packNil();
+              p.packString("token_ids").packArrayHeader(2).packInt(1).packInt(2);
+              p.packString("block_size").packInt(2);
+              p.packMapHeader(6).packString("type").packString("BlockStored");
+              p.packString("block_hashes").packArrayHeader(1).packInt(7);
+              p.packString("parent_block_hash").packNil();
+              p.packString("token_ids").packArrayHeader(0);
+              p.packString("block_size").packInt(0);
+              p.packString("medium").packString("CPU");
+              p.packMapHeader(7).packString("type").packString("BlockStored");
+              p.packString("block_hashes").packArrayHeader(1).packInt(8);
+              p.packString("parent_block_hash").packNil();
+              p.packString("token_ids").packArrayHeader(2).packInt(3).packInt(4);
+              p.packString("block_size").packInt(2);
+              p.packString("medium").packString("STORAGE");
+              p.packString("locality").packString("REMOTE");
+              p.packMapHeader(4).packString("type").packString("BlockRemoved");
+              p.packString("block_hashes").packArrayHeader(1).packInt(8);
+              p.packString("medium").packString("CPU");
+              p.packString("locality").packString("remote");
+              p.packInt(0);
+            });
+    KvEventBatch b = KvEventDecoder.decode(payload);
+    assertThat(b.skipped()).isEqualTo(2);
+    assertThat(b.events()).hasSize(2);
+    EngineEvent.BlockStored placeholder = (EngineEvent.BlockStored) b.events().get(1);
+    assertThat(placeholder.blockSize()).isZero();
+    assertThat(placeholder.tokenIds()).isEmpty();
+    assertThat(placeholder.medium()).isEqualTo("CPU");
+  }
+
+  @Test
+  void aMapStoreWithoutABlockSizeIsStillMalformed() {
+    byte[] payload =
+        msgpack(
+            p -> {
+              p.packArrayHeader(2).packDouble(1).packArrayHeader(1);
+              p.packMapHeader(3).packString("type").packString("BlockStored");
+              p.packString("block_hashes").packArrayHeader(1).packInt(7);
+              p.packString("token_ids").packArrayHeader(0);
+            });
+    assertThatThrownBy(() -> KvEventDecoder.decode(payload))
+        .isInstanceOf(KvEventDecodeException.class)
+        .hasMessageContaining("block_size");
   }
 
   @Test
@@ -350,7 +410,7 @@ class KvEventDecoderTest {
             "events[0]",
             "found only 3 fields"),
         new Bad(
-            "block size 0",
+            "negative block size",
             oneEvent(
                 p ->
                     p.packArrayHeader(5)
@@ -358,9 +418,9 @@ class KvEventDecoderTest {
                         .packArrayHeader(0)
                         .packNil()
                         .packArrayHeader(0)
-                        .packInt(0)),
+                        .packInt(-1)),
             "events[0].block_size",
-            "expected a block size (an integer >= 1), found the integer 0 (out of range)"),
+            "expected a block size (an integer >= 0), found the integer -1 (out of range)"),
         new Bad(
             "token id beyond 32 bits",
             oneEvent(
