@@ -196,7 +196,8 @@ public final class Gateway implements AutoCloseable {
           e.baseUrl(),
           e.events(),
           e.replay(),
-          e.topic());
+          e.topic(),
+          e.role());
     } catch (ServerHost.HttpError x) {
       throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + x.getMessage(), x);
     }
