@@ -42,6 +42,14 @@ import java.util.logging.Level;
  * ends the stream with an SSE error event (streams) or cuts the body (whole answers), and a
  * client that went away (a write fails) closes the upstream response, which aborts the request
  * on the engine (Helidon's client closes a connection whose entity was not read to the end).
+ *
+ * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
+ * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
+ * a Disaggregated one is the hand-over (handOver): prefill request, its kv_transfer_params into
+ * the decode request (Handover), relay; never retried. The decision recorded two router entries,
+ * requestId#prefill (freed when the prefill answer is in) and requestId (the decode's, freed by
+ * the relay as any attempt's); handOver's finally frees whichever is still held, so an error at
+ * either step leaves nothing behind.
  * </pre>
  */
 final class Proxy {
