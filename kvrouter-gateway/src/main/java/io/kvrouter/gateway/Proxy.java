@@ -203,6 +203,13 @@ final class Proxy {
       }
       if (!(d instanceof RouteDecision.Routed r)) {
         if (last != null) break;
+        if (c.pair instanceof PairDecision.Refused) {
+          throw OpenAiError.unavailable(
+              "no_decode_engines",
+              "no decode (or both) engine of model '"
+                  + c.target.baseModel()
+                  + "' can take the request: its prefill engines cannot serve it alone");
+        }
         throw noEngine(c, a);
       }
       String url = c.model.baseUrl(r.worker());

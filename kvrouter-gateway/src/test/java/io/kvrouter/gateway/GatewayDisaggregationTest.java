@@ -203,4 +203,44 @@ class GatewayDisaggregationTest {
     assertThat(m.router().inFlight()).isZero();
     assertThat(m.router().loads()).allMatch(l -> l.requests() == 0);
   }
+
+  static boolean refuses(MockEngineServer e) {
+    URI u = URI.create(e.url());
+    try (java.net.Socket s = new java.net.Socket(u.getHost(), u.getPort())) {
+      return false;
+    } catch (java.io.IOException gone) {
+      return true;
+    }
+  }
+
+  @Test
+  void deadEnginesGiveAnOpenAiErrorAndFreeBothEntries() throws Exception {
+    Gateway g = gateway(0);
+    MockEngineServer p = engine(MockEngineServer.KvRole.PRODUCER, 0);
+    MockEngineServer d = engine(MockEngineServer.KvRole.CONSUMER, 0);
+    RouterModel m = register(g, 1, p, EngineRole.PREFILL);
+    register(g, 2, d, EngineRole.DECODE);
+    p.kill();
+    d.kill();
+    await("the engines' ports closed", () -> refuses(p) && refuses(d));
+
+    HttpResponse<String> r =
+        post(g.url(), "/v1/chat/completions", streaming(chat("Nobody will prefill this.")));
+
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(502);
+    assertThat(r.body())
+        .startsWith("{\"error\":{")
+        .contains("\"code\":\"prefill_engine_unreachable\"");
+    assertThat(m.router().inFlight()).isZero();
+  }
+
+  @Test
+  void prefillEnginesAloneRefuseWithTheReason() throws Exception {
+    Gateway g = gateway(0);
+    RouterModel m = register(g, 1, engine(MockEngineServer.KvRole.PRODUCER, 0), EngineRole.PREFILL);
+    HttpResponse<String> r = post(g.url(), "/v1/chat/completions", chat("Who decodes this?"));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.body()).contains("\"code\":\"no_decode_engines\"");
+    assertThat(m.router().inFlight()).isZero();
+  }
 }
