@@ -179,6 +179,42 @@ class SimulateCommandTest {
         .contains("index equals caches: yes");
   }
 
+  @Test
+  void prefillAndDecodeWorkersCompareTheThreeFleets() throws IOException {
+    assertThat(run("simulate", "--prefill-workers", "2", "--requests", "10")).isEqualTo(2);
+    assertThat(err.toString()).contains("give both --prefill-workers and --decode-workers");
+    assertThat(
+            run(
+                "simulate",
+                "--prefill-workers",
+                "2",
+                "--decode-workers",
+                "2",
+                "--requests",
+                "300",
+                "--pd-min-uncached-tokens",
+                "2000",
+                "--json"))
+        .as(err.toString())
+        .isZero();
+    String json = out.toString().trim();
+    assertThat(topLevelScalars(json))
+        .containsEntry("prefill_workers", 2L)
+        .containsEntry("decode_workers", 2L)
+        .containsEntry("min_uncached_tokens", 2000L);
+    assertThat(json)
+        .contains("\"fleet\":\"aggregated\",\"requests\":300,\"completed\":300,")
+        .contains("\"fleet\":\"disaggregated\",\"requests\":300,\"completed\":300,")
+        .contains("\"fleet\":\"conditional\",\"requests\":300,\"completed\":300,")
+        .contains("\"handed_over\":300,")
+        .doesNotContain("\"verified\":false");
+    // the aggregated fleet hands nothing over
+    assertThat(json)
+        .contains(
+            "\"fleet\":\"aggregated\",\"requests\":300,\"completed\":300,"
+                + "\"rejected\":0,\"handed_over\":0,");
+  }
+
   /** Parses a JSON document completely and returns its top-level scalar fields. */
   private static Map<String, Object> topLevelScalars(String json) throws IOException {
     Map<String, Object> out = new HashMap<>();

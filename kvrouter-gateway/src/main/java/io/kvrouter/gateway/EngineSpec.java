@@ -1,15 +1,17 @@
 package io.kvrouter.gateway;
 
+import io.kvrouter.route.EngineRole;
 import java.util.Locale;
 
 /**
  * A static engine of {@code --engine}: {@code 'http://10.0.0.5:8000;events=tcp://10.0.0.5:5557;
  * replay=tcp://10.0.0.5:5558'} and optionally {@code ;model=NAME;block_size=16;instance_id=N;
- * dp_rank=R;topic=T}. Registered as {@code POST /register} would.
+ * dp_rank=R;topic=T;role=prefill|decode|both}. Registered as {@code POST /register} would.
  *
  * @param instanceId the instance id; -1: the gateway numbers static engines 1, 2, ... in order
  * @param model the model; null: the gateway's only {@code --model}
  * @param blockSize tokens per KV block; 0: the gateway's {@code --block-size}
+ * @param role what the engine does in a disaggregated fleet ({@code both} when not given)
  */
 public record EngineSpec(
     String baseUrl,
@@ -19,7 +21,21 @@ public record EngineSpec(
     int dpRank,
     String events,
     String replay,
-    String topic) {
+    String topic,
+    EngineRole role) {
+
+  /** A spec of role {@code both}. */
+  public EngineSpec(
+      String baseUrl,
+      String model,
+      int blockSize,
+      long instanceId,
+      int dpRank,
+      String events,
+      String replay,
+      String topic) {
+    this(baseUrl, model, blockSize, instanceId, dpRank, events, replay, topic, EngineRole.BOTH);
+  }
 
   /**
    * Parses the {@code --engine} syntax.
@@ -40,6 +56,7 @@ public record EngineSpec(
     String events = null;
     String replay = null;
     String topic = null;
+    EngineRole role = EngineRole.BOTH;
     for (int i = 1; i < parts.length; i++) {
       String p = parts[i].trim();
       if (p.isEmpty()) continue;
@@ -58,6 +75,14 @@ public record EngineSpec(
           case "block_size" -> blockSize = Integer.parseInt(v);
           case "instance_id" -> id = Long.parseUnsignedLong(v);
           case "dp_rank" -> rank = Integer.parseInt(v);
+          case "role" -> {
+            try {
+              role = EngineRole.parse(v);
+            } catch (IllegalArgumentException e) {
+              throw new IllegalArgumentException(
+                  "--engine '" + spec + "': role " + e.getMessage(), e);
+            }
+          }
           default ->
               throw new IllegalArgumentException(
                   "--engine '"
@@ -65,7 +90,7 @@ public record EngineSpec(
                       + "': unknown key '"
                       + k
                       + "' (keys: events, replay, topic, model, block_size, instance_id,"
-                      + " dp_rank)");
+                      + " dp_rank, role)");
         }
       } catch (NumberFormatException e) {
         throw new IllegalArgumentException(
@@ -75,6 +100,6 @@ public record EngineSpec(
     if (replay != null && events == null) {
       throw new IllegalArgumentException("--engine '" + spec + "': replay= needs events=");
     }
-    return new EngineSpec(url, model, blockSize, id, rank, events, replay, topic);
+    return new EngineSpec(url, model, blockSize, id, rank, events, replay, topic, role);
   }
 }

@@ -91,6 +91,9 @@ public final class Gateway implements AutoCloseable {
   static final HeaderName X_OVERLAP = HeaderNames.create("x-kvrouter-overlap-tokens");
   static final HeaderName X_ATTEMPTS = HeaderNames.create("x-kvrouter-attempts");
   static final HeaderName X_GROUP = HeaderNames.create("x-kvrouter-routing-group");
+  static final HeaderName X_PATH = HeaderNames.create("x-kvrouter-path");
+  static final HeaderName X_PATH_REASON = HeaderNames.create("x-kvrouter-path-reason");
+  static final HeaderName X_PREFILL_WORKER = HeaderNames.create("x-kvrouter-prefill-worker");
   private static final String JSON = "application/json";
 
   final GatewayConfig config;
@@ -196,7 +199,8 @@ public final class Gateway implements AutoCloseable {
           e.baseUrl(),
           e.events(),
           e.replay(),
-          e.topic());
+          e.topic(),
+          e.role());
     } catch (ServerHost.HttpError x) {
       throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + x.getMessage(), x);
     }

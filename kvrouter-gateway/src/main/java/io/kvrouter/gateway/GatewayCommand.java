@@ -1,6 +1,7 @@
 package io.kvrouter.gateway;
 
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.PairRouter;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.PrintWriter;
@@ -97,7 +98,8 @@ public final class GatewayCommand implements Callable<Integer> {
       paramLabel = "SPEC",
       description =
           "A static engine: 'http://host:8000;events=tcp://host:5557;replay=tcp://host:5558'"
-              + " (optional ;model=NAME;block_size=N;instance_id=N;dp_rank=R;topic=T). Repeatable;"
+              + " (optional ;model=NAME;block_size=N;instance_id=N;dp_rank=R;topic=T;"
+              + "role=prefill|decode|both). Repeatable;"
               + " engines may also POST /register with base_url.")
   List<String> engines = new ArrayList<>();
 
@@ -137,6 +139,25 @@ public final class GatewayCommand implements Callable<Integer> {
       paramLabel = "N",
       description = "Engines tried per request before its first byte (default: ${DEFAULT-VALUE}).")
   int maxAttempts = 2;
+
+  @Option(
+      names = "--pd-min-uncached-tokens",
+      paramLabel = "N",
+      description =
+          "With prefill and decode engines: a request with fewer prompt tokens than this not"
+              + " cached on the best decode engine is served whole by a decode engine"
+              + " (default: ${DEFAULT-VALUE}; 0: every request a prefill engine can take is"
+              + " disaggregated).")
+  int pdMinUncachedTokens = PairRouter.DEFAULT_MIN_UNCACHED_TOKENS;
+
+  @Option(
+      names = "--pd-max-prefill-queue-tokens",
+      paramLabel = "N",
+      description =
+          "With prefill and decode engines: when every prefill engine has more prefill tokens"
+              + " in flight than this, requests are served whole by a decode engine (default:"
+              + " no limit).")
+  Long pdMaxPrefillQueueTokens;
 
   @Option(
       names = "--connect-timeout-ms",
@@ -344,7 +365,11 @@ public final class GatewayCommand implements Callable<Integer> {
             .healthTimeout(Duration.ofMillis(healthTimeoutMs))
             .unhealthyAfter(unhealthyAfter)
             .breakerFailures(breakerFailures)
-            .breakerOpen(Duration.ofMillis(breakerOpenMs));
+            .breakerOpen(Duration.ofMillis(breakerOpenMs))
+            .disaggregation(
+                new PairRouter.Config(
+                    pdMinUncachedTokens,
+                    pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens));
     if (models.isEmpty()) {
       throw new IllegalArgumentException(
           "give at least one --model NAME=DIR (a Hugging Face tokenizer directory)");

@@ -1,5 +1,6 @@
 package io.kvrouter.gateway;
 
+import io.kvrouter.route.PairRouter;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.LinkedHashMap;
@@ -29,6 +30,8 @@ import java.util.Objects;
  * @param breakerOpen how long an open breaker keeps the engine out before a probe (default 10 s)
  * @param warnInterval at most one prediction warning per engine and direction this often (default
  *     60 s)
+ * @param disaggregation the conditional rule of fleets with prefill and decode engines
+ *     (docs/routing.md, Disaggregated serving; default {@link PairRouter.Config#defaults()})
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -43,9 +46,11 @@ public record GatewayConfig(
     int unhealthyAfter,
     int breakerFailures,
     Duration breakerOpen,
-    Duration warnInterval) {
+    Duration warnInterval,
+    PairRouter.Config disaggregation) {
 
   public GatewayConfig {
+    Objects.requireNonNull(disaggregation, "disaggregation");
     models =
         java.util.Collections.unmodifiableMap(
             new LinkedHashMap<>(Objects.requireNonNull(models, "models")));
@@ -96,6 +101,7 @@ public record GatewayConfig(
     private int breakerFailures = 3;
     private Duration breakerOpen = Duration.ofSeconds(10);
     private Duration warnInterval = Duration.ofSeconds(60);
+    private PairRouter.Config disaggregation = PairRouter.Config.defaults();
 
     private Builder() {}
 
@@ -165,6 +171,11 @@ public record GatewayConfig(
       return this;
     }
 
+    public Builder disaggregation(PairRouter.Config v) {
+      disaggregation = v;
+      return this;
+    }
+
     public GatewayConfig build() {
       return new GatewayConfig(
           models,
@@ -179,7 +190,8 @@ public record GatewayConfig(
           unhealthyAfter,
           breakerFailures,
           breakerOpen,
-          warnInterval);
+          warnInterval,
+          disaggregation);
     }
   }
 }

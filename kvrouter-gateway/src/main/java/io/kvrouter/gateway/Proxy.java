@@ -10,6 +10,9 @@ import io.helidon.webclient.api.HttpClientResponse;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.PairDecision;
+import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.tokenize.EngineTokenizer;
@@ -39,6 +42,14 @@ import java.util.logging.Level;
  * ends the stream with an SSE error event (streams) or cuts the body (whole answers), and a
  * client that went away (a write fails) closes the upstream response, which aborts the request
  * on the engine (Helidon's client closes a connection whose entity was not read to the end).
+ *
+ * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
+ * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
+ * a Disaggregated one is the hand-over (handOver): prefill request, its kv_transfer_params into
+ * the decode request (Handover), relay; never retried. The decision recorded two router entries,
+ * requestId#prefill (freed when the prefill answer is in) and requestId (the decode's, freed by
+ * the relay as any attempt's); handOver's finally frees whichever is still held, so an error at
+ * either step leaves nothing behind.
  * </pre>
  */
 final class Proxy {
@@ -72,6 +83,12 @@ final class Proxy {
 
     /** The current attempt's route is still to be freed. */
     boolean routed;
+
+    /** The body to forward instead of the client's (the decode step of a hand-over), or null. */
+    byte[] body;
+
+    /** The pair routing's decision of the current attempt (fleets with roles), or null. */
+    PairDecision pair;
 
     /** Frees the current attempt's route; once per route. */
     void release() {
@@ -150,10 +167,23 @@ final class Proxy {
       RouteDecision d;
       long tr = System.nanoTime();
       try {
-        d =
-            c.model
-                .router()
-                .route(c.requestId, c.ids, Gateway.options(c.target, c.req.cacheSalt, a.ids));
+        if (disaggregated(c.ranks)) {
+          c.pair = pairRoute(c, a);
+          if (c.pair instanceof PairDecision.Disaggregated x) {
+            g.metrics.routeStage.observe((System.nanoTime() - tr) / 1e9);
+            handOver(c, x, res);
+            return;
+          }
+          d =
+              c.pair instanceof PairDecision.Aggregated ag
+                  ? ag.routed()
+                  : ((PairDecision.Refused) c.pair).decision();
+        } else {
+          d =
+              c.model
+                  .router()
+                  .route(c.requestId, c.ids, Gateway.options(c.target, c.req.cacheSalt, a.ids));
+        }
       } catch (IllegalArgumentException dup) {
         // the client's x-request-id is in flight already: keep it in logs, route under a new one
         c.requestId = c.requestId + "~" + g.nextSuffix();
@@ -173,6 +203,13 @@ final class Proxy {
       }
       if (!(d instanceof RouteDecision.Routed r)) {
         if (last != null) break;
+        if (c.pair instanceof PairDecision.Refused) {
+          throw OpenAiError.unavailable(
+              "no_decode_engines",
+              "no decode (or both) engine of model '"
+                  + c.target.baseModel()
+                  + "' can take the request: its prefill engines cannot serve it alone");
+        }
         throw noEngine(c, a);
       }
       String url = c.model.baseUrl(r.worker());
@@ -196,7 +233,11 @@ final class Proxy {
           () -> "request " + c.requestId + ": attempt on " + url + " failed: " + retry.reason);
       tried = add(tried, r.worker());
     }
-    // every attempt failed before the first byte
+    fail(c, res, last, attempts, lastEngine);
+  }
+
+  /** Answers the client when every attempt failed before the first byte ({@code last}: why). */
+  private void fail(Call c, ServerResponse res, Retry last, int attempts, String lastEngine) {
     if (last.body != null) {
       res.status(Status.create(last.status));
       if (last.contentType != null) res.header(HeaderNames.CONTENT_TYPE, last.contentType);
@@ -330,6 +371,178 @@ final class Proxy {
             + (a.noUrl > 0 ? ", " + a.noUrl + " without base_url" : ""));
   }
 
+  // ------------------------------------------------------------------ prefill/decode fleets
+
+  /** Whether the model's ranks include prefill or decode engines (then PairRouter routes). */
+  private static boolean disaggregated(List<RouterModel.Rank> ranks) {
+    for (int i = 0, n = ranks.size(); i < n; i++) {
+      if (ranks.get(i).role() != EngineRole.BOTH) return true;
+    }
+    return false;
+  }
+
+  private PairDecision pairRoute(Call c, Allowed a) {
+    Set<Long> prefill = new HashSet<>();
+    Set<Long> decode = new HashSet<>();
+    for (RouterModel.Rank r : c.ranks) {
+      (r.role() == EngineRole.PREFILL ? prefill : decode).add(r.worker().workerId());
+    }
+    PairDecision d =
+        new PairRouter(c.model.router(), g.config.disaggregation())
+            .route(
+                c.requestId,
+                c.ids,
+                Gateway.options(c.target, c.req.cacheSalt, a.ids),
+                prefill,
+                decode);
+    Gateway.LOG.log(Level.FINE, () -> "request " + c.requestId + ": " + d.why());
+    return d;
+  }
+
+  /**
+   * The hand-over of vLLM's disaggregated serving proxy (NixlConnector): the prefill request
+   * (Handover.prefillBody) to the prefill engine, its answer's kv_transfer_params into the client's
+   * request to the decode engine, whose answer is relayed. Not retried: a failure at either step
+   * answers the client with an error. Both router entries are freed whatever happens.
+   */
+  private void handOver(Call c, PairDecision.Disaggregated x, ServerResponse res) {
+    c.routed = true; // the decode, under c.requestId
+    String pid = x.prefillRequestId();
+    boolean prefillHeld = true;
+    String pEngine = Long.toUnsignedString(x.prefill().worker().workerId());
+    String dEngine = Long.toUnsignedString(x.decode().worker().workerId());
+    try {
+      String purl = c.model.baseUrl(x.prefill().worker());
+      String durl = c.model.baseUrl(x.decode().worker());
+      EngineState pst = purl == null ? null : g.engine(purl);
+      EngineState dst = durl == null ? null : g.engine(durl);
+      long now = System.nanoTime();
+      if (pst == null || dst == null || !pst.acquire(now)) {
+        count(c, pEngine, 503, 1);
+        throw OpenAiError.unavailable(
+            "circuit_open", "prefill engine " + pEngine + " cannot take the request now");
+      }
+      if (!dst.acquire(now)) {
+        pst.releaseProbe();
+        count(c, dEngine, 503, 1);
+        throw OpenAiError.unavailable(
+            "circuit_open", "decode engine " + dEngine + " cannot take the request now");
+      }
+      byte[] params;
+      try {
+        params = prefill(c, purl, pst, pEngine, res);
+      } catch (RuntimeException e) {
+        dst.releaseProbe();
+        throw e;
+      }
+      if (params == PREFILL_ANSWERED) {
+        dst.releaseProbe();
+        return;
+      }
+      c.model.router().free(pid);
+      prefillHeld = false;
+      c.body = Handover.decodeBody(c.req.upstreamBody(), params);
+      Retry retry = attempt(c, x.decode(), durl, dst, 1, res);
+      if (retry != null) {
+        dst.failed(System.nanoTime());
+        g.metrics.attemptFailures.labelValues(c.target.baseModel(), dEngine, retry.reason).inc();
+        int code = retry.timeout ? 504 : 502;
+        count(c, dEngine, code, 1);
+        throw new OpenAiError(
+            code,
+            "server_error",
+            retry.timeout ? "decode_engine_timeout" : "decode_engine_failed",
+            null,
+            "the decode engine "
+                + dEngine
+                + " failed after the prefill on "
+                + pEngine
+                + " ("
+                + retry.reason
+                + (retry.body != null && retry.body.length > 0 ? ": " + snippet(retry.body) : "")
+                + ")");
+      }
+    } finally {
+      if (prefillHeld) c.model.router().free(pid);
+      c.release();
+    }
+  }
+
+  /** A marker: the prefill engine's answer was relayed to the client (a 4xx). */
+  private static final byte[] PREFILL_ANSWERED = new byte[0];
+
+  /**
+   * Sends the prefill request; returns the answer's kv_transfer_params (null: none), or
+   * PREFILL_ANSWERED when the engine refused the request (4xx) and that answer went to the client.
+   *
+   * @throws OpenAiError 502 or 504 when the prefill engine failed
+   */
+  private byte[] prefill(Call c, String url, EngineState st, String engine, ServerResponse res) {
+    HttpClientRequest rq =
+        g.client
+            .post()
+            .uri(url + c.path)
+            .readTimeout(g.config.engineTimeout())
+            .header(HeaderNames.CONTENT_TYPE, "application/json")
+            .header(Gateway.X_REQUEST_ID, c.requestId);
+    if (g.config.engineApiKey() != null) {
+      rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
+    }
+    int status;
+    byte[] answer;
+    String ctype;
+    try (HttpClientResponse up = rq.submit(Handover.prefillBody(c.req.upstreamBody()))) {
+      status = up.status().code();
+      ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
+      answer = up.inputStream().readNBytes(PREFILL_ANSWER_LIMIT);
+    } catch (IOException | RuntimeException e) {
+      Retry r = failure(e instanceof RuntimeException re ? re : new RuntimeException(e));
+      st.failed(System.nanoTime());
+      g.metrics.attemptFailures.labelValues(c.target.baseModel(), engine, r.reason).inc();
+      int code = r.timeout ? 504 : 502;
+      count(c, engine, code, 1);
+      throw new OpenAiError(
+          code,
+          "server_error",
+          r.timeout ? "prefill_engine_timeout" : "prefill_engine_unreachable",
+          null,
+          "the prefill engine "
+              + engine
+              + (r.timeout
+                  ? " did not answer within " + g.config.engineTimeout().toMillis() + " ms"
+                  : " could not be reached: " + e.getMessage()));
+    }
+    if (status >= 500 || status == 429) {
+      st.failed(System.nanoTime());
+      g.metrics.attemptFailures.labelValues(c.target.baseModel(), engine, "status_" + status).inc();
+      count(c, engine, 502, 1);
+      throw new OpenAiError(
+          502,
+          "server_error",
+          "prefill_engine_failed",
+          null,
+          "the prefill engine " + engine + " answered " + status + ": " + snippet(answer));
+    }
+    st.succeeded();
+    if (status != 200) {
+      // the engine refused the request itself (400, 404 ...): the decode engine would too
+      res.status(Status.create(status));
+      res.header(HeaderNames.CONTENT_TYPE, ctype);
+      res.header(Gateway.X_PREFILL_WORKER, engine);
+      count(c, engine, status, 1);
+      res.send(answer);
+      return PREFILL_ANSWERED;
+    }
+    return Handover.kvTransferParams(answer);
+  }
+
+  private static final int PREFILL_ANSWER_LIMIT = 4 * 1024 * 1024;
+
+  private static String snippet(byte[] b) {
+    String s = new String(b, 0, Math.min(b.length, 300), java.nio.charset.StandardCharsets.UTF_8);
+    return s.strip();
+  }
+
   // ------------------------------------------------------------------ one attempt
 
   /** Forwards to one engine; null when the client got its answer (or is gone). */
@@ -350,7 +563,7 @@ final class Proxy {
       long ts = System.nanoTime();
       HttpClientResponse up;
       try {
-        up = rq.submit(c.req.upstreamBody());
+        up = rq.submit(c.body != null ? c.body : c.req.upstreamBody());
       } catch (RuntimeException e) {
         return failure(e);
       }
@@ -443,6 +656,16 @@ final class Proxy {
       res.header(Gateway.X_DP_RANK, Integer.toString(r.worker().dpRank()));
       res.header(Gateway.X_OVERLAP, Integer.toString(r.overlapTokens()));
       res.header(Gateway.X_ATTEMPTS, Integer.toString(attempt));
+      if (c.pair != null) {
+        res.header(Gateway.X_PATH, c.pair.path());
+        if (c.pair instanceof PairDecision.Aggregated ag) {
+          res.header(Gateway.X_PATH_REASON, ag.reason().wireName());
+        } else if (c.pair instanceof PairDecision.Disaggregated x) {
+          res.header(Gateway.X_PATH_REASON, PairDecision.Reason.DISAGGREGATED.wireName());
+          res.header(
+              Gateway.X_PREFILL_WORKER, Long.toUnsignedString(x.prefill().worker().workerId()));
+        }
+      }
       if (c.req.stream) {
         res.header(HeaderNames.CACHE_CONTROL, "no-cache");
       }
@@ -459,7 +682,8 @@ final class Proxy {
     private void finish(int answered) {
       c.release();
       count(c, engine, answered, attempt);
-      if (usage != null && status == 200) {
+      // a decode engine that pulled the prompt's KV reports it cached: nothing to compare
+      if (usage != null && status == 200 && !(c.pair instanceof PairDecision.Disaggregated)) {
         int ebs = engineBlockSize();
         g.predictions.record(c.model, r.worker(), url, ebs, r.overlapTokens(), c.ids.length, usage);
       }

@@ -3,6 +3,8 @@ package io.kvrouter.gateway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.PairRouter;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
@@ -52,10 +54,31 @@ class GatewayCommandTest {
                 "tcp://10.0.0.5:5557",
                 "tcp://10.0.0.5:5558",
                 null));
+    assertThat(EngineSpec.parse("http://a:1;role=decode").role()).isEqualTo(EngineRole.DECODE);
+    assertThat(EngineSpec.parse("http://a:1").role()).isEqualTo(EngineRole.BOTH);
+    assertThatThrownBy(() -> EngineSpec.parse("http://a:1;role=decoder"))
+        .hasMessageContaining("role must be \"prefill\", \"decode\" or \"both\"");
     assertThatThrownBy(() -> EngineSpec.parse("http://a:1;colour=red"))
         .hasMessageContaining("unknown key 'colour'");
     assertThatThrownBy(() -> EngineSpec.parse("http://a:1;replay=tcp://a:2"))
         .hasMessageContaining("replay= needs events=");
+  }
+
+  @Test
+  void theDisaggregationFlagsMakeTheRule() {
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c)
+        .parseArgs(
+            "--model",
+            "m",
+            "--pd-min-uncached-tokens",
+            "256",
+            "--pd-max-prefill-queue-tokens",
+            "9");
+    assertThat(c.gatewayConfig().disaggregation()).isEqualTo(new PairRouter.Config(256, 9));
+    GatewayCommand d = new GatewayCommand();
+    new CommandLine(d).parseArgs("--model", "m");
+    assertThat(d.gatewayConfig().disaggregation()).isEqualTo(PairRouter.Config.defaults());
   }
 
   @Test

@@ -14,6 +14,7 @@ import io.helidon.webserver.http.HttpRouting;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteDecision;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -110,6 +111,7 @@ final class Api {
       int engineBlockSize,
       long capacityBlocks,
       String baseUrl,
+      EngineRole role,
       Duration connectWait) {
     return registry.register(
         new Requests.Register(
@@ -121,7 +123,8 @@ final class Api {
             topic,
             engineBlockSize,
             capacityBlocks,
-            BaseUrls.check(baseUrl)),
+            BaseUrls.check(baseUrl),
+            role),
         connectWait);
   }
 

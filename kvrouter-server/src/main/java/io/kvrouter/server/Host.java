@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -70,7 +71,8 @@ final class Host implements ServerHost {
       String baseUrl,
       String endpoint,
       String replayEndpoint,
-      String topic) {
+      String topic,
+      EngineRole role) {
     try {
       if (blockSize < 1 || blockSize > (1 << 20)) {
         throw ApiException.badRequest("block_size: must be in 1..1048576, got " + blockSize);
@@ -88,6 +90,7 @@ final class Host implements ServerHost {
           blockSize,
           0,
           baseUrl,
+          role,
           config.zmqConnectTimeout());
     } catch (ApiException e) {
       throw new HttpError(e.status(), e.getMessage(), false);

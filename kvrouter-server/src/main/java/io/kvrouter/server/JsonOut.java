@@ -7,6 +7,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.index.OverlapScores;
 import io.kvrouter.route.Candidate;
 import io.kvrouter.route.CandidateCost;
+import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.zmq.IngestStats;
@@ -109,6 +110,7 @@ final class JsonOut {
     if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
     g.writeNumberField("capacity_blocks", r.capacityBlocks());
     if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
+    if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());
     g.writeStringField("ingestion", ingestion(m, r));
   }
 
@@ -182,6 +184,7 @@ final class JsonOut {
       g.writeNumberField("capacity_blocks", r.capacityBlocks());
       g.writeNumberField("indexed_blocks", m.router.index().blockCount(r.worker()));
       if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
+      if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());
       g.writeStringField("ingestion", ingestion(m, r));
       if (r.listener() != null) zmq(g, r.listener());
       PredictionAccuracy acc = m.accuracyOrNull(r.worker());

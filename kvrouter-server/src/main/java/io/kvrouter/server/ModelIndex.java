@@ -99,7 +99,7 @@ final class ModelIndex implements RouterModel {
   public List<Rank> ranks() {
     List<Rank> out = new ArrayList<>(registrations.size());
     for (Registration r : registrations.values()) {
-      out.add(new Rank(r.worker(), r.baseUrl(), r.engineBlockSize()));
+      out.add(new Rank(r.worker(), r.baseUrl(), r.engineBlockSize(), r.role()));
     }
     return out;
   }

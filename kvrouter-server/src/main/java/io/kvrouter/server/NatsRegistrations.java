@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.route.EngineRole;
 import io.kvrouter.transport.nats.NatsEventPublisher;
 import io.kvrouter.transport.nats.NatsEventStream;
 import io.kvrouter.transport.nats.NatsLog;
@@ -324,6 +325,7 @@ final class NatsRegistrations implements AutoCloseable {
           g.writeNumberField("block_size", r.blockSize());
           g.writeNumberField("capacity_blocks", r.capacityBlocks());
           if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
+          if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());
           if (r.endpoint() != null) {
             g.writeStringField("endpoint", r.endpoint());
             if (r.replayEndpoint() != null) {

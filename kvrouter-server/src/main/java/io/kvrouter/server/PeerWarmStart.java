@@ -7,6 +7,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
 import java.io.ByteArrayOutputStream;
@@ -221,6 +222,7 @@ final class PeerWarmStart {
             w.engineBlockSize() > 0 ? w.engineBlockSize() : blockSize,
             w.kvBlocks(),
             w.baseUrl(),
+            w.role(),
             Duration.ZERO);
       } catch (ApiException e) {
         throw new IllegalStateException(
@@ -268,7 +270,8 @@ final class PeerWarmStart {
       String topic,
       int engineBlockSize,
       long kvBlocks,
-      String baseUrl) {}
+      String baseUrl,
+      EngineRole role) {}
 
   private static DumpedWorker worker(JsonParser p, String peer, String where) throws IOException {
     expect(p, p.currentToken(), JsonToken.START_OBJECT, peer, where);
@@ -280,6 +283,7 @@ final class PeerWarmStart {
     long kvBlocks = 0;
     int engineBlockSize = 0;
     String baseUrl = null;
+    EngineRole role = EngineRole.BOTH;
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String f = p.currentName();
       JsonToken t = p.nextToken();
@@ -296,6 +300,10 @@ final class PeerWarmStart {
         case "replay_endpoint" -> replay = optText(p, t, peer, where + ".replay_endpoint");
         case "topic" -> topic = optText(p, t, peer, where + ".topic");
         case "base_url" -> baseUrl = optText(p, t, peer, where + ".base_url");
+        case "role" -> {
+          String v = optText(p, t, peer, where + ".role");
+          role = v == null ? EngineRole.BOTH : EngineRole.parse(v);
+        }
         case "engine_block_size" -> {
           expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".engine_block_size");
           engineBlockSize = p.getIntValue();
@@ -312,7 +320,14 @@ final class PeerWarmStart {
           "warm start: " + where + " of " + peer + "/dump has no instance_id: not a dump");
     }
     return new DumpedWorker(
-        new Worker(instance, rank), endpoint, replay, topic, engineBlockSize, kvBlocks, baseUrl);
+        new Worker(instance, rank),
+        endpoint,
+        replay,
+        topic,
+        engineBlockSize,
+        kvBlocks,
+        baseUrl,
+        role);
   }
 
   private static String text(JsonParser p, JsonToken t, String peer, String where)

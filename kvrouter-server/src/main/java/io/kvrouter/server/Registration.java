@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
 
 /**
  * One registered worker rank of one index, as {@code POST /register} gave it.
@@ -17,6 +18,7 @@ import io.kvrouter.event.Worker;
  *     events come through {@code POST /events}
  * @param baseUrl the engine's OpenAI HTTP base URL ({@code http://host:port}, no trailing slash)
  *     that the gateway forwards to, or null (the rank is then never forwarded to)
+ * @param role prefill, decode or both (docs/routing.md, Disaggregated serving)
  */
 record Registration(
     Worker worker,
@@ -26,7 +28,8 @@ record Registration(
     int engineBlockSize,
     long capacityBlocks,
     ZmqListener listener,
-    String baseUrl) {
+    String baseUrl,
+    EngineRole role) {
 
   /**
    * This registration as the {@code POST /register} request that makes it, for {@code key} with
@@ -43,7 +46,8 @@ record Registration(
         topic,
         engineBlockSize,
         capacityBlocks,
-        baseUrl);
+        baseUrl,
+        role);
   }
 
   /**

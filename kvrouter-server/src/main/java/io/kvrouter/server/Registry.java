@@ -196,7 +196,8 @@ final class Registry implements AutoCloseable {
             r.engineBlockSize(),
             r.capacityBlocks(),
             listener,
-            r.baseUrl());
+            r.baseUrl(),
+            r.role());
     try {
       return add(r.key(), r.blockSize(), reg);
     } catch (RuntimeException e) {
@@ -240,7 +241,8 @@ final class Registry implements AutoCloseable {
               r.engineBlockSize(),
               r.capacityBlocks(),
               null,
-              r.baseUrl()));
+              r.baseUrl(),
+              r.role()));
     } finally {
       membership.unlock();
     }

@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteOptions;
 import java.io.IOException;
 import java.util.HashSet;
@@ -92,6 +93,8 @@ final class Requests {
    * @param capacityBlocks {@code capacity_blocks} (or its former name {@code kv_blocks}); 0 when
    *     unknown
    * @param baseUrl {@code base_url}: the engine's OpenAI HTTP address for the gateway, or null
+   * @param role {@code role}: what the engine does in a disaggregated fleet ({@code both} when not
+   *     given)
    */
   record Register(
       ModelKey key,
@@ -102,7 +105,8 @@ final class Requests {
       String topic,
       int engineBlockSize,
       long capacityBlocks,
-      String baseUrl) {}
+      String baseUrl,
+      EngineRole role) {}
 
   /**
    * {@code POST /unregister}.
@@ -142,6 +146,7 @@ final class Requests {
           String replay = null;
           String topic = null;
           String baseUrl = null;
+          EngineRole role = EngineRole.BOTH;
           String model = null;
           Long blockSize = null;
           Long engineBlockSize = null;
@@ -155,6 +160,16 @@ final class Requests {
               case "replay_endpoint" -> replay = b.optString();
               case "topic" -> topic = b.optStringOrEmpty();
               case "base_url" -> baseUrl = b.optString();
+              case "role" -> {
+                String v = b.optString();
+                if (v != null) {
+                  try {
+                    role = EngineRole.parse(v);
+                  } catch (IllegalArgumentException e) {
+                    throw b.error("role", e.getMessage());
+                  }
+                }
+              }
               case "model_name" -> model = b.string();
               case "block_size" -> blockSize = b.integer(1, 1 << 20);
               case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
@@ -192,7 +207,8 @@ final class Requests {
               topic,
               engineBlockSize == null ? size : engineBlockSize.intValue(),
               capacity.value == null ? 0 : capacity.value,
-              baseUrl == null ? null : BaseUrls.normalize(baseUrl));
+              baseUrl == null ? null : BaseUrls.normalize(baseUrl),
+              role);
         });
   }
 

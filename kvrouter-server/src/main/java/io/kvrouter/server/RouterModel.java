@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.KvRouter;
 import java.util.List;
 
@@ -11,8 +12,16 @@ import java.util.List;
  * registration makes a new one).
  */
 public interface RouterModel {
-  /** A registered rank: its worker, the engine's base URL (or null) and its block size. */
-  record Rank(Worker worker, String baseUrl, int engineBlockSize) {}
+  /**
+   * A registered rank: its worker, the engine's base URL (or null), its block size and its role in
+   * a disaggregated fleet.
+   */
+  record Rank(Worker worker, String baseUrl, int engineBlockSize, EngineRole role) {
+    /** A rank of role {@code both}. */
+    public Rank(Worker worker, String baseUrl, int engineBlockSize) {
+      this(worker, baseUrl, engineBlockSize, EngineRole.BOTH);
+    }
+  }
 
   String modelName();
 

@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.helidon.webserver.http.ServerRequest;
+import io.kvrouter.route.EngineRole;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.List;
 
@@ -52,6 +53,34 @@ public interface ServerHost {
    *
    * @throws HttpError with the status and message {@code POST /register} would answer
    */
+  default RouterModel register(
+      String modelName,
+      String routingGroup,
+      int blockSize,
+      long instanceId,
+      int dpRank,
+      String baseUrl,
+      String endpoint,
+      String replayEndpoint,
+      String topic) {
+    return register(
+        modelName,
+        routingGroup,
+        blockSize,
+        instanceId,
+        dpRank,
+        baseUrl,
+        endpoint,
+        replayEndpoint,
+        topic,
+        EngineRole.BOTH);
+  }
+
+  /**
+   * Registers one rank as {@code POST /register} with {@code role} does.
+   *
+   * @throws HttpError with the status and message {@code POST /register} would answer
+   */
   RouterModel register(
       String modelName,
       String routingGroup,
@@ -61,7 +90,8 @@ public interface ServerHost {
       String baseUrl,
       String endpoint,
       String replayEndpoint,
-      String topic);
+      String topic,
+      EngineRole role);
 
   /** Whether the server serves (false during a warm start and once stopping). */
   boolean serving();

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.helidon.http.Method;
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -31,6 +32,41 @@ class BaseUrlRegistrationTest {
       assertThat(a.get("/dump").body()).contains("\"base_url\":\"http://10.0.0.5:8000\"");
       try (HttpFixture b = new HttpFixture(KvRouterServer.Config.builder().peer(a.url))) {
         assertThat(b.get("/workers").body()).contains("\"base_url\":\"http://10.0.0.5:8000\"");
+      }
+    }
+  }
+
+  @Test
+  void roleIsCheckedEchoedDumpedAndWarmStarted() {
+    try (HttpFixture a = new HttpFixture()) {
+      HttpFixture.Reply bad =
+          a.post(
+              "/register",
+              "{\"instance_id\":1,\"model_name\":\"m\",\"block_size\":4,\"role\":\"decoder\"}");
+      assertThat(bad.status()).isEqualTo(400);
+      assertThat(bad.body())
+          .contains("role")
+          .contains("\\\"prefill\\\", \\\"decode\\\" or \\\"both\\\"");
+      assertThat(
+              a.post(
+                      "/register",
+                      "{\"instance_id\":1,\"model_name\":\"m\",\"block_size\":4,"
+                          + "\"base_url\":\"http://p:1\",\"role\":\"prefill\"}")
+                  .status())
+          .isEqualTo(201);
+      assertThat(
+              a.post(
+                      "/register",
+                      reg("\"http://b:1\"").replace("\"instance_id\":1", "\"instance_id\":2"))
+                  .status())
+          .isEqualTo(201);
+      String workers = a.get("/workers").body();
+      // "both", the default, is not written
+      assertThat(workers.split("\"role\":", -1)).hasSize(2);
+      assertThat(workers).contains("\"role\":\"prefill\"");
+      assertThat(a.get("/dump").body()).contains("\"role\":\"prefill\"");
+      try (HttpFixture b = new HttpFixture(KvRouterServer.Config.builder().peer(a.url))) {
+        assertThat(b.get("/workers").body()).contains("\"role\":\"prefill\"");
       }
     }
   }
@@ -66,6 +102,11 @@ class BaseUrlRegistrationTest {
       assertThat(m.ranks())
           .containsExactly(new RouterModel.Rank(new Worker(1, 0), "http://e:9", 4));
       assertThat(new HttpFixtureClient(s.url()).get("/ext").body()).isEqualTo("http://e:9");
+      seen[0].register("m", null, 4, 2, 0, "http://d:9", null, null, null, EngineRole.DECODE);
+      assertThat(m.ranks())
+          .containsExactly(
+              new RouterModel.Rank(new Worker(1, 0), "http://e:9", 4, EngineRole.BOTH),
+              new RouterModel.Rank(new Worker(2, 0), "http://d:9", 4, EngineRole.DECODE));
       // the router's own endpoints and its 404 are still there
       assertThat(new HttpFixtureClient(s.url()).get("/workers").body()).contains("http://e:9");
       assertThat(new HttpFixtureClient(s.url()).get("/nope").status()).isEqualTo(404);

@@ -3,6 +3,7 @@ package io.kvrouter.server;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.EngineRole;
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
@@ -16,7 +17,16 @@ class NatsRegistrationsTest {
   void aRegistrationReadsBackAsTheSameRequest() {
     Requests.Register plain =
         new Requests.Register(
-            new ModelKey("m", "g"), 16, new Worker(-1L, 3), null, null, null, 16, 4096, null);
+            new ModelKey("m", "g"),
+            16,
+            new Worker(-1L, 3),
+            null,
+            null,
+            null,
+            16,
+            4096,
+            null,
+            EngineRole.BOTH);
     assertThat(Requests.register(NatsRegistrations.json(plain))).isEqualTo(plain);
     Requests.Register zmq =
         new Requests.Register(
@@ -28,8 +38,22 @@ class NatsRegistrationsTest {
             "kv",
             16,
             0,
-            "http://10.0.0.5:8000");
+            "http://10.0.0.5:8000",
+            EngineRole.PREFILL);
     assertThat(Requests.register(NatsRegistrations.json(zmq))).isEqualTo(zmq);
+    Requests.Register decode =
+        new Requests.Register(
+            new ModelKey("m", "default"),
+            4,
+            new Worker(8, 0),
+            null,
+            null,
+            null,
+            4,
+            0,
+            null,
+            EngineRole.DECODE);
+    assertThat(Requests.register(NatsRegistrations.json(decode))).isEqualTo(decode);
     // unsigned instance ids are written as unsigned numbers
     assertThat(new String(NatsRegistrations.json(plain), StandardCharsets.UTF_8))
         .startsWith("{\"instance_id\":18446744073709551615,\"dp_rank\":3,");
@@ -54,6 +78,15 @@ class NatsRegistrationsTest {
     assertThat(Requests.register(newer))
         .isEqualTo(
             new Requests.Register(
-                new ModelKey("m", "default"), 4, new Worker(1, 0), null, null, null, 4, 0, null));
+                new ModelKey("m", "default"),
+                4,
+                new Worker(1, 0),
+                null,
+                null,
+                null,
+                4,
+                0,
+                null,
+                EngineRole.BOTH));
   }
 }

@@ -51,6 +51,7 @@ final class EngineMetrics {
   final AtomicLong successLength = new AtomicLong();
   final AtomicLong successAbort = new AtomicLong();
   final AtomicLong preemptions = new AtomicLong();
+  final AtomicLong pulledBlocks = new AtomicLong();
   final Histogram ttft = new Histogram(TTFT_BUCKETS);
   final Histogram e2e = new Histogram(LATENCY_BUCKETS);
   final Histogram queue = new Histogram(LATENCY_BUCKETS);
@@ -145,6 +146,12 @@ final class EngineMetrics {
         l,
         preemptions.get());
     counter(sb, "vllm:prompt_tokens", "Number of prefill tokens processed.", l, promptTokens.get());
+    counter(
+        sb,
+        "mock:kv_pulled_blocks",
+        "KV blocks pulled from prefill engines (mock engine, --kv-role consumer).",
+        l,
+        pulledBlocks.get());
     counter(
         sb,
         "vllm:generation_tokens",

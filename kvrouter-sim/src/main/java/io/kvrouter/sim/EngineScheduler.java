@@ -3,6 +3,7 @@ package io.kvrouter.sim;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.prefixcache.PrefixCache;
 import io.kvrouter.transport.kvevents.EngineEvent;
 import java.util.ArrayDeque;
@@ -40,6 +41,13 @@ import java.util.concurrent.TimeUnit;
  * As vLLM, a prompt whose blocks are all cached still computes its last token: the hit reported
  * (cached_tokens) is capped at whole blocks within prompt length − 1.
  *
+ * A consumer's job with remoteBlocks (a disaggregated decode): admission stores the prompt's
+ * blocks as any admission does (BlockStored for the new ones: vLLM caches received blocks once
+ * their transfer is done), the blocks of remoteBlocks not cached here are "pulled" for
+ * kvTransferMsPerBlock each (not on the prefill lane: NIXL reads while the engine runs), then
+ * the prompt past the received blocks is computed on the prefill lane. cached_tokens reports the
+ * local and the received blocks; the prefix-cache hit counters only the local ones.
+ *
  * Events: PrefixCache's listener runs inside admit/clear on this thread; Stored events get the
  * prompt tokens of their blocks from `admitting` (the job being admitted). Block hashes on the
  * wire are the engine's own: a bijective 64-bit mix of the §2 sequence hash with a per-start
@@ -71,6 +79,10 @@ final class EngineScheduler implements AutoCloseable {
     final int[] prompt;
     final int maxTokens;
     final int stallAfter;
+
+    /** Blocks a remote prefill engine computed for this request (do_remote_prefill); 0: none. */
+    final int remoteBlocks;
+
     final Listener listener;
     final long arrival = System.nanoTime();
     // engine thread only
@@ -84,9 +96,22 @@ final class EngineScheduler implements AutoCloseable {
     private long modelPrefill;
     private int cachedTokens;
     private int emitted;
+    private int pulledBlocks;
 
     Job(long id, String requestId, int[] prompt, int maxTokens, int stallAfter, Listener l) {
+      this(id, requestId, prompt, maxTokens, stallAfter, 0, l);
+    }
+
+    Job(
+        long id,
+        String requestId,
+        int[] prompt,
+        int maxTokens,
+        int stallAfter,
+        int remoteBlocks,
+        Listener l) {
       this.id = id;
+      this.remoteBlocks = remoteBlocks;
       this.requestId = requestId;
       this.prompt = prompt;
       this.maxTokens = maxTokens;
@@ -112,6 +137,7 @@ final class EngineScheduler implements AutoCloseable {
   private final KvEventPublisher publisher;
   private final EngineMetrics metrics;
   private final long salt;
+  private final double transferNanosPerBlock;
   private final PrefixCache cache;
   private final LinkedBlockingQueue<Runnable> commands = new LinkedBlockingQueue<>();
   private final Thread thread;
@@ -138,6 +164,7 @@ final class EngineScheduler implements AutoCloseable {
     this.publisher = publisher;
     this.metrics = metrics;
     this.salt = mix(c.seed() ^ System.nanoTime() ^ 0x6d6f636b656e67L);
+    this.transferNanosPerBlock = c.kvTransferMsPerBlock() * 1e6;
     this.cache =
         PrefixCache.builder(new Worker(0, 0), c.blockSize(), c.numGpuBlocks())
             .listener(this::onCacheEvent)
@@ -153,6 +180,18 @@ final class EngineScheduler implements AutoCloseable {
   /** The engine's wire hash of a §2 sequence hash: a bijection salted per start. */
   long engineHash(long seqHash) {
     return mix(seqHash ^ salt);
+  }
+
+  /** The engine's id in the kv_transfer_params it hands out (new at every start). */
+  String engineId() {
+    return "mock-" + Long.toHexString(salt);
+  }
+
+  /** The wire hashes of the full blocks of {@code prompt}, as this engine's events name them. */
+  long[] engineBlockHashes(int[] prompt) {
+    long[] seq = SequenceHasher.sequenceHashes(cache.hasher().localHashes(prompt));
+    for (int i = 0; i < seq.length; i++) seq[i] = engineHash(seq[i]);
+    return seq;
   }
 
   /** splitmix64's finaliser: a bijection on 64-bit values. */
@@ -306,15 +345,26 @@ final class EngineScheduler implements AutoCloseable {
       long now = System.nanoTime();
       j.admitted = true;
       j.admittedAt = now;
-      int hitBlocks = Math.min(a.cachedBlocks(), Math.max(0, j.prompt.length - 1) / blockSize);
+      int maxHit = Math.max(0, j.prompt.length - 1) / blockSize;
+      int hitBlocks = Math.min(a.cachedBlocks(), maxHit);
+      int localHitTokens = hitBlocks * blockSize;
+      long ready = now;
+      if (j.remoteBlocks > 0) {
+        // as vLLM's NixlConnector: only the remote blocks not cached here are pulled (without
+        // holding the prefill lane); the rest of the prompt is computed here
+        j.pulledBlocks = Math.max(0, j.remoteBlocks - a.cachedBlocks());
+        ready = now + real(Math.round(j.pulledBlocks * transferNanosPerBlock));
+        hitBlocks = Math.min(Math.max(a.cachedBlocks(), j.remoteBlocks), maxHit);
+      }
       j.cachedTokens = hitBlocks * blockSize;
       heldBlocks += j.prompt.length / blockSize;
       j.modelPrefill = real(timing.prefillNanos(j.prompt.length - j.cachedTokens));
-      j.prefillStart = Math.max(now, prefillFreeAt);
+      j.prefillStart = Math.max(ready, prefillFreeAt);
       j.prefillEnd = j.prefillStart + j.modelPrefill;
       prefillFreeAt = j.prefillEnd;
       metrics.prefixQueries.addAndGet(j.prompt.length);
-      metrics.prefixHits.addAndGet(j.cachedTokens);
+      metrics.prefixHits.addAndGet(localHitTokens);
+      metrics.pulledBlocks.addAndGet(j.pulledBlocks);
       metrics.promptTokens.addAndGet(j.prompt.length);
       metrics.queue.observe((now - j.arrival) / 1e9);
       j.listener.admitted(j.cachedTokens);

@@ -228,6 +228,25 @@ public final class MockEngineCommand implements Callable<Integer> {
               + " blocks) until the engine stops; 0: never (default: ${DEFAULT-VALUE}).")
   int stallAfterTokens;
 
+  @Option(
+      names = "--kv-role",
+      paramLabel = "ROLE",
+      description =
+          "The KV connector role of prefill/decode disaggregation (vLLM's NixlConnector"
+              + " protocol): producer (answers kv_transfer_params.do_remote_decode with"
+              + " parameters naming its blocks), consumer (pulls the blocks do_remote_prefill"
+              + " names), or both; default: none (kv_transfer_params is ignored).")
+  String kvRole;
+
+  @Option(
+      names = "--kv-transfer-ms-per-block",
+      paramLabel = "MS",
+      defaultValue = "0.5",
+      description =
+          "Model time a consumer spends pulling one block it does not cache"
+              + " (default: ${DEFAULT-VALUE}).")
+  double kvTransferMsPerBlock;
+
   /** The configuration these flags give (bad values throw IllegalArgumentException). */
   MockEngineServer.Config config() {
     MockEngineServer.EventEncoding enc =
@@ -264,6 +283,9 @@ public final class MockEngineCommand implements Callable<Integer> {
         .httpStartDelay(Duration.ofMillis(httpStartDelayMs))
         .zmqStartDelay(Duration.ofMillis(zmqStartDelayMs))
         .stallAfterTokens(stallAfterTokens)
+        .kvRole(
+            kvRole == null ? MockEngineServer.KvRole.NONE : MockEngineServer.KvRole.parse(kvRole))
+        .kvTransferMsPerBlock(kvTransferMsPerBlock)
         .build();
   }
 

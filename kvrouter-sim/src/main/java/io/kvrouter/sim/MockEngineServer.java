@@ -46,6 +46,36 @@ import java.util.concurrent.TimeUnit;
  * </pre>
  */
 public final class MockEngineServer implements AutoCloseable {
+  /**
+   * The engine's KV connector role, as vLLM's {@code kv_role} of a NixlConnector: {@code
+   * kv_producer} (prefill engines), {@code kv_consumer} (decode engines), {@code kv_both}.
+   */
+  public enum KvRole {
+    NONE,
+    PRODUCER,
+    CONSUMER,
+    BOTH;
+
+    boolean produces() {
+      return this == PRODUCER || this == BOTH;
+    }
+
+    boolean consumes() {
+      return this == CONSUMER || this == BOTH;
+    }
+
+    /** {@code producer}, {@code consumer} or {@code both}. */
+    public static KvRole parse(String s) {
+      return switch (s) {
+        case "producer", "kv_producer" -> PRODUCER;
+        case "consumer", "kv_consumer" -> CONSUMER;
+        case "both", "kv_both" -> BOTH;
+        default ->
+            throw new IllegalArgumentException(
+                "--kv-role must be producer, consumer or both, got '" + s + "'");
+      };
+    }
+  }
 
   /** How KV events are shaped on the wire ({@code --kv-events-encoding}). */
   public enum EventEncoding {
@@ -87,6 +117,11 @@ public final class MockEngineServer implements AutoCloseable {
    * @param zmqStartDelay bind the ZMQ sockets only after this delay
    * @param stallAfterTokens a streamed response stops sending after this many tokens and holds the
    *     connection open until the client leaves; 0: never
+   * @param kvRole the KV connector role ({@code --kv-role}, docs/mock-engine.md): a producer
+   *     answers a request with {@code kv_transfer_params.do_remote_decode} with parameters naming
+   *     its blocks, a consumer pulls the blocks a request's {@code do_remote_prefill} parameters
+   *     name; {@link KvRole#NONE}: {@code kv_transfer_params} is ignored
+   * @param kvTransferMsPerBlock model time a consumer spends pulling one block it does not cache
    */
   public record Config(
       String host,
@@ -111,9 +146,15 @@ public final class MockEngineServer implements AutoCloseable {
       Duration dieAfter,
       Duration httpStartDelay,
       Duration zmqStartDelay,
-      int stallAfterTokens) {
+      int stallAfterTokens,
+      KvRole kvRole,
+      double kvTransferMsPerBlock) {
 
     public Config {
+      kvRole = kvRole == null ? KvRole.NONE : kvRole;
+      check(
+          kvTransferMsPerBlock >= 0 && Double.isFinite(kvTransferMsPerBlock),
+          "--kv-transfer-ms-per-block must be >= 0, got " + kvTransferMsPerBlock);
       Objects.requireNonNull(host, "host");
       Objects.requireNonNull(eventEncoding, "eventEncoding");
       httpStartDelay = httpStartDelay == null ? Duration.ZERO : httpStartDelay;
@@ -188,6 +229,8 @@ public final class MockEngineServer implements AutoCloseable {
       b.httpStartDelay = httpStartDelay;
       b.zmqStartDelay = zmqStartDelay;
       b.stallAfterTokens = stallAfterTokens;
+      b.kvRole = kvRole;
+      b.kvTransferMsPerBlock = kvTransferMsPerBlock;
       return b;
     }
   }
@@ -217,8 +260,20 @@ public final class MockEngineServer implements AutoCloseable {
     private Duration httpStartDelay = Duration.ZERO;
     private Duration zmqStartDelay = Duration.ZERO;
     private int stallAfterTokens;
+    private KvRole kvRole = KvRole.NONE;
+    private double kvTransferMsPerBlock = 0.5;
 
     private Builder() {}
+
+    public Builder kvRole(KvRole v) {
+      kvRole = v;
+      return this;
+    }
+
+    public Builder kvTransferMsPerBlock(double v) {
+      kvTransferMsPerBlock = v;
+      return this;
+    }
 
     public Builder host(String v) {
       host = v;
@@ -359,7 +414,9 @@ public final class MockEngineServer implements AutoCloseable {
           dieAfter,
           httpStartDelay,
           zmqStartDelay,
-          stallAfterTokens);
+          stallAfterTokens,
+          kvRole,
+          kvTransferMsPerBlock);
     }
   }
 

@@ -287,7 +287,8 @@ final class OpenAiApi {
       int maxTokens,
       boolean lengthLimited,
       List<String> stops,
-      Long seed) {}
+      Long seed,
+      Map<?, ?> kvTransfer) {}
 
   private Params params(Map<String, Object> b, List<int[]> prompts, boolean chat) {
     boolean stream = Boolean.TRUE.equals(bool(b, "stream"));
@@ -363,8 +364,18 @@ final class OpenAiApi {
     }
     Object seed = b.get("seed");
     Long seedValue = seed instanceof Number x ? x.longValue() : null;
+    Object kv = b.get("kv_transfer_params");
+    if (kv != null && !(kv instanceof Map<?, ?>)) {
+      throw ApiError.badRequest("kv_transfer_params: an object");
+    }
     return new Params(
-        stream, includeUsage, maxTokens, lengthLimited, List.copyOf(stops), seedValue);
+        stream,
+        includeUsage,
+        maxTokens,
+        lengthLimited,
+        List.copyOf(stops),
+        seedValue,
+        (Map<?, ?>) kv);
   }
 
   // ---------------------------------------------------------------- endpoints
@@ -487,9 +498,20 @@ final class OpenAiApi {
     long createdAt = System.currentTimeMillis() / 1000;
     LinkedBlockingQueue<Signal> signals = new LinkedBlockingQueue<>();
     List<Choice> choices = new ArrayList<>();
+    Map<?, ?> kv = p.kvTransfer();
+    boolean pull =
+        config.kvRole().consumes()
+            && kv != null
+            && Boolean.TRUE.equals(kv.get("do_remote_prefill"));
+    boolean handOut =
+        config.kvRole().produces() && kv != null && Boolean.TRUE.equals(kv.get("do_remote_decode"));
     for (int i = 0; i < prompts.size(); i++) {
       int idx = i;
       int[] prompt = prompts.get(i);
+      int remote = 0;
+      if (pull && kv.get("remote_block_ids") instanceof List<?> ids) {
+        remote = Math.min(ids.size(), prompt.length / config.blockSize());
+      }
       EngineScheduler.Listener l =
           new EngineScheduler.Listener() {
             @Override
@@ -519,6 +541,7 @@ final class OpenAiApi {
               prompt,
               p.maxTokens(),
               p.stream() ? config.stallAfterTokens() : 0,
+              remote,
               l);
       choices.add(new Choice(job, generator.tokens(prompt, p.seed(), p.maxTokens())));
     }
@@ -614,12 +637,12 @@ final class OpenAiApi {
         out.flush();
         out.close();
       } else {
-        sendJson(
-            res,
-            200,
+        Map<String, Object> body =
             chat
                 ? chatResponse(id, createdAt, choices)
-                : completionResponse(id, createdAt, choices));
+                : completionResponse(id, createdAt, choices);
+        if (handOut) body.put("kv_transfer_params", handOut(req, prompts.get(0)));
+        sendJson(res, 200, body);
       }
       onResponseSent.run();
     } catch (IOException | UncheckedIOException e) {
@@ -631,6 +654,25 @@ final class OpenAiApi {
       endAll(choices);
       throw e;
     }
+  }
+
+  /**
+   * The kv_transfer_params a producer answers a do_remote_decode request with, in the
+   * NixlConnector's fields: the blocks are named by the hashes this engine's KV events give them.
+   */
+  private Map<String, Object> handOut(ServerRequest req, int[] prompt) {
+    long[] hashes = scheduler.engineBlockHashes(prompt);
+    List<Object> ids = new ArrayList<>(hashes.length);
+    for (long h : hashes) ids.add(new java.math.BigInteger(Long.toUnsignedString(h)));
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("do_remote_prefill", true);
+    m.put("do_remote_decode", false);
+    m.put("remote_block_ids", ids);
+    m.put("remote_engine_id", scheduler.engineId());
+    m.put("remote_host", config.host());
+    m.put("remote_port", req.localPeer().port());
+    m.put("tp_size", 1);
+    return m;
   }
 
   private synchronized boolean drawFault() {

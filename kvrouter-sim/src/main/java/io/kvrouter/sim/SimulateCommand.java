@@ -206,6 +206,50 @@ public final class SimulateCommand implements Callable<Integer> {
   int verifyPrompts;
 
   @Option(
+      names = "--prefill-workers",
+      paramLabel = "N",
+      description =
+          "With --decode-workers: compare prefill/decode disaggregation instead of policies: an"
+              + " aggregated fleet of N + M engines, a disaggregated one of N prefill and M decode"
+              + " engines, and a conditional one (--pd-min-uncached-tokens), on TTFT,"
+              + " inter-token latency and throughput (docs/SIMULATION.md).")
+  Integer prefillWorkers;
+
+  @Option(
+      names = "--decode-workers",
+      paramLabel = "M",
+      description = "Decode engines of the disaggregation comparison (see --prefill-workers).")
+  Integer decodeWorkers;
+
+  @Option(
+      names = "--transfer-ms-per-block",
+      paramLabel = "MS",
+      defaultValue = "0.3",
+      description =
+          "Disaggregation: time to pull one KV block from the prefill engine (default:"
+              + " ${DEFAULT-VALUE}).")
+  double transferMsPerBlock;
+
+  @Option(
+      names = "--transfer-base-ms",
+      paramLabel = "MS",
+      defaultValue = "1",
+      description =
+          "Disaggregation: fixed cost of a hand-over that pulls any block (default:"
+              + " ${DEFAULT-VALUE}).")
+  double transferBaseMs;
+
+  @Option(
+      names = "--pd-min-uncached-tokens",
+      paramLabel = "N",
+      defaultValue = "1000",
+      description =
+          "Disaggregation, conditional fleet: a request with fewer prompt tokens than this not"
+              + " cached on the best decode engine is served whole there (default:"
+              + " ${DEFAULT-VALUE}).")
+  int pdMinUncachedTokens;
+
+  @Option(
       names = "--report",
       paramLabel = "FILE",
       defaultValue = "kvrouter-report.html",
@@ -227,6 +271,7 @@ public final class SimulateCommand implements Callable<Integer> {
   public Integer call() {
     PrintWriter out = spec.commandLine().getOut();
     PrintWriter err = spec.commandLine().getErr();
+    if (prefillWorkers != null || decodeWorkers != null) return disaggregation(out, err);
     List<Policy> chosen;
     SimConfig cfg;
     try {
@@ -308,6 +353,61 @@ public final class SimulateCommand implements Callable<Integer> {
               + (json ? " in \"verification\"" : "")
               + ").");
       return 1;
+    }
+    return 0;
+  }
+
+  /** {@code --prefill-workers N --decode-workers M}: the three fleets, one table. */
+  private int disaggregation(PrintWriter out, PrintWriter err) {
+    PdSimulation.Config cfg;
+    try {
+      if (prefillWorkers == null || decodeWorkers == null) {
+        throw new IllegalArgumentException("give both --prefill-workers and --decode-workers");
+      }
+      if (requests != null && requests < 1) {
+        throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+      cfg =
+          new PdSimulation.Config(
+              prefillWorkers,
+              decodeWorkers,
+              gpuBlocks,
+              blockSize,
+              speedup,
+              new TimingModel(prefillBaseMs, prefillMsPer1k, decodeMsPerToken, maxBatch),
+              transferBaseMs,
+              transferMsPerBlock,
+              pdMinUncachedTokens,
+              overlapWeight,
+              seed,
+              verifyPrompts);
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    TraceSource.Loaded loaded;
+    try {
+      loaded = TraceSource.load(trace, requests == null ? Integer.MAX_VALUE : requests);
+    } catch (TraceFormatException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    List<PdSimulation.Result> results = new ArrayList<>();
+    for (PdSimulation.Mode m : PdSimulation.Mode.values()) {
+      results.add(PdSimulation.run(loaded.requests(), cfg, m));
+    }
+    if (json) out.println(PdReport.json(loaded.name(), cfg, results));
+    else PdReport.print(loaded.name(), cfg, results, out);
+    out.flush();
+    for (PdSimulation.Result r : results) {
+      if (!r.verification().ok()) {
+        err.println(
+            "kvrouter simulate: the router index of the "
+                + r.mode().label
+                + " fleet does not equal the engines' caches: "
+                + r.verification().problems());
+        return 1;
+      }
     }
     return 0;
   }
