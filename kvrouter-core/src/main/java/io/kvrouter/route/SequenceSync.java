@@ -138,6 +138,7 @@ public final class SequenceSync {
   private final Object outbox = new Object();
   private final ArrayList<SequenceChange> pending = new ArrayList<>(); // under outbox
   private long assigned; // under outbox (and written under lock): last number given
+  private boolean woken; // under outbox: wake() was called since the last awaitPending
 
   private final HashMap<String, Peer> peers = new HashMap<>(); // under lock
   private long localChanges; // under outbox
@@ -227,16 +228,31 @@ public final class SequenceSync {
     }
   }
 
-  /** Waits until a change is pending or {@code nanos} passed; returns whether one is pending. */
+  /**
+   * Waits until a change is pending, {@link #wake()} is called or {@code nanos} passed; returns
+   * false only when the time passed.
+   */
   public boolean awaitPending(long nanos) throws InterruptedException {
     long end = System.nanoTime() + nanos;
     synchronized (outbox) {
       while (pending.isEmpty()) {
+        if (woken) {
+          woken = false;
+          return true;
+        }
         long left = end - System.nanoTime();
         if (left <= 0) return false;
         TimeUnit.NANOSECONDS.timedWait(outbox, left);
       }
       return true;
+    }
+  }
+
+  /** Ends a wait of {@link #awaitPending} now (the transport's publisher has something to do). */
+  public void wake() {
+    synchronized (outbox) {
+      woken = true;
+      outbox.notifyAll();
     }
   }
 

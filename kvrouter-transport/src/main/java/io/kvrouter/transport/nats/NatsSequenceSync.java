@@ -55,15 +55,23 @@ import java.util.regex.Pattern;
  *              snapshot right there, blocking this dispatcher: the peer's later batches wait in
  *              the dispatcher's queue, in order, and after load() every one numbered at or below
  *              the snapshot is skipped as a duplicate. One attempt per peer per `heartbeat`.
- *   answers    a second Dispatcher thread: answers snapshot requests (so two replicas fetching
+ *   answers    a second Dispatcher thread: answers hello (below) and snapshot requests (so two replicas fetching
  *              each other's snapshot at once never wait on each other): SequenceSync.snapshot()
  *              under the router's lock, sent in chunks of at most maxBytes to the reply inbox.
  * SequenceSync takes the router's lock for each apply, load, snapshot and drop; nothing here
  * holds a lock of its own while calling it. Counters are atomics.
  *
- * Readiness: ready() once `readyAfter` (2 heartbeats) passed since start, so that every live
- * peer has sent at least one heartbeat and been taken up, and no peer is waiting for a snapshot
- * (unsynced: peers whose snapshot fetch failed, until one succeeds or they fall silent).
+ * Start and readiness: the constructor subscribes subject and subject.snap.<own id>, then asks
+ * subject.hello who is there (a NATS request, before this replica answers hello itself): the
+ * first answer names its replica and every peer it knows, which is the set `expected`; NATS'
+ * "no responders" means nobody (expected empty, ready at once); no answer in time leaves it
+ * unknown (null: ready after 2 heartbeats, by when every live peer has sent one). A replica that
+ * answers hello also sends a heartbeat at once (beatNow), so the newcomer takes it up (from 1, or
+ * by its snapshot on the live dispatcher) within a round trip or two. ready(): every expected peer
+ * taken up (or peerTimeout passed since start), and no peer waiting for a snapshot (unsynced:
+ * peers whose snapshot fetch failed, until one succeeds or they fall silent). Two replicas that
+ * start at the same instant may both hear "no responders"; they take each other up at their
+ * first heartbeats.
  *
  * close(): stops the publisher (which sends what is pending and a goodbye, so that peers drop
  * this replica's requests at once), then unsubscribes both dispatchers. The connection is the
@@ -125,6 +133,8 @@ public final class NatsSequenceSync implements AutoCloseable {
   private final Dispatcher live;
   private final Dispatcher answers;
   private volatile boolean closed;
+  private volatile boolean beatNow; // a peer said hello: send a heartbeat at once
+  private final java.util.Set<String> expected; // peers named at start; null: unknown
   private final Object progress = new Object(); // notified after each message and sweep
 
   private final ConcurrentHashMap<String, Long> unsynced = new ConcurrentHashMap<>();
@@ -221,14 +231,61 @@ public final class NatsSequenceSync implements AutoCloseable {
     live.subscribe(subject);
     this.answers = nc.createDispatcher(this::onSnapshotRequest);
     answers.subscribe(snapshotSubject(sync.replicaId()));
-    try {
-      nc.flush(Duration.ofSeconds(5)); // subscribed before the first heartbeat goes out
-    } catch (Exception e) {
-      LOG.log(Level.FINE, "flush after subscribing", e);
-    }
+    flush();
+    this.expected = discover();
+    answers.subscribe(subject + ".hello", this::onHello);
+    flush(); // subscribed before the first heartbeat goes out
     this.publisher = new Thread(this::publishLoop, "kvrouter-seqsync-" + sync.replicaId());
     publisher.setDaemon(true);
     publisher.start();
+  }
+
+  private void flush() {
+    try {
+      nc.flush(Duration.ofSeconds(5));
+    } catch (Exception e) {
+      LOG.log(Level.FINE, "flush after subscribing", e);
+    }
+  }
+
+  /**
+   * Asks the live replicas of this subject who they are: the first answer names its replica and
+   * every peer it knows. No answer at all (NATS' "no responders"): nobody, an empty set. Timeout or
+   * failure: null (unknown; ready() then waits two heartbeats).
+   */
+  private java.util.Set<String> discover() {
+    try {
+      io.nats.client.Message r =
+          nc.request(subject + ".hello", sync.replicaId().getBytes(StandardCharsets.UTF_8))
+              .get(snapshotTimeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+      java.util.Set<String> ids = new java.util.HashSet<>();
+      for (String id : new String(r.getData(), StandardCharsets.UTF_8).split(",")) {
+        if (!id.isEmpty() && !id.equals(sync.replicaId())) ids.add(id);
+      }
+      return ids;
+    } catch (java.util.concurrent.CancellationException e) {
+      return java.util.Set.of(); // no responders: no peer is there
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
+    } catch (Exception e) {
+      return null;
+    }
+  }
+
+  /** A starting peer asks who is there: this replica and the peers it knows; then a heartbeat. */
+  private void onHello(io.nats.client.Message msg) {
+    String asker = new String(msg.getData(), StandardCharsets.UTF_8);
+    if (msg.getReplyTo() == null || asker.equals(sync.replicaId()) || closed) return;
+    StringBuilder b = new StringBuilder(sync.replicaId());
+    for (SequenceSync.PeerInfo p : sync.peers()) b.append(',').append(p.replicaId());
+    try {
+      nc.publish(msg.getReplyTo(), b.toString().getBytes(StandardCharsets.UTF_8));
+    } catch (RuntimeException e) {
+      publishErrors.incrementAndGet();
+    }
+    beatNow = true; // so that the asker takes this replica up now, not at the next heartbeat
+    sync.wake();
   }
 
   private String snapshotSubject(String replica) {
@@ -250,17 +307,25 @@ public final class NatsSequenceSync implements AutoCloseable {
    * its snapshot.
    */
   public boolean ready() {
-    if (System.nanoTime() - startedAt < heartbeat.multipliedBy(2).toNanos()) return false;
-    long now = System.nanoTime();
-    unsynced.values().removeIf(since -> now - since >= peerTimeout.toNanos());
-    return unsynced.isEmpty();
+    return notReadyReason() == null;
   }
 
-  /** Why not {@link #ready()}, or null. */
+  /** Why not {@link #ready()}, or null when ready. */
   public String notReadyReason() {
-    if (ready()) return null;
+    long now = System.nanoTime();
+    long age = now - startedAt;
+    if (expected == null) {
+      if (age < heartbeat.multipliedBy(2).toNanos()) {
+        return "listening for peers (" + heartbeat.multipliedBy(2).toMillis() + " ms after start)";
+      }
+    } else if (!expected.isEmpty() && age < peerTimeout.toNanos()) {
+      java.util.Set<String> missing = new java.util.TreeSet<>(expected);
+      for (SequenceSync.PeerInfo p : sync.peers()) missing.remove(p.replicaId());
+      if (!missing.isEmpty()) return "waiting to take up peer(s) " + missing;
+    }
+    unsynced.values().removeIf(since -> now - since >= peerTimeout.toNanos());
     if (!unsynced.isEmpty()) return "waiting for the snapshot of peer(s) " + unsynced.keySet();
-    return "listening for peers (" + heartbeat.multipliedBy(2).toMillis() + " ms after start)";
+    return null;
   }
 
   /**
@@ -298,11 +363,13 @@ public final class NatsSequenceSync implements AutoCloseable {
         long untilBeat = Math.max(1, beat - (System.nanoTime() - lastSent));
         boolean any = sync.awaitPending(untilBeat);
         if (closed) break;
-        if (any && !linger.isZero()) Thread.sleep(linger);
+        if (any && !beatNow && !linger.isZero()) Thread.sleep(linger);
         out.clear();
         long first = sync.drain(out);
         long now = System.nanoTime();
-        if (!out.isEmpty() || now - lastSent >= beat) {
+        boolean beatAsked = beatNow;
+        if (beatAsked) beatNow = false;
+        if (!out.isEmpty() || beatAsked || now - lastSent >= beat) {
           publish(first, out);
           lastSent = now;
         }

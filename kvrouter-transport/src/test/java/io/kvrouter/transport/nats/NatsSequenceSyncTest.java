@@ -161,6 +161,8 @@ class NatsSequenceSyncTest {
     // c joins late: b's and a2's requests come from their snapshots
     Replica c = replica("c");
     assertThat(c.sync.await(c.sync::ready, WAIT)).isTrue();
+    // ready means taken up: both peers' requests are here already
+    assertThat(c.router.loads()).isEqualTo(a2.router.loads());
     awaitSameLoads(b, a2, c);
     assertThat(c.router.inFlight()).isEqualTo(2);
     assertThat(c.router.load(Worker.of(2))).isEqualTo(new WorkerLoad(Worker.of(2), 5, 8, 2));
