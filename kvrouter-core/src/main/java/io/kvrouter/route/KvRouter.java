@@ -60,7 +60,7 @@ import java.util.function.LongSupplier;
  * Lock order: lock, then the index's writer lock (approximate mode and unregisterWorker call
  * the index under lock). applyEvent never takes lock. Nothing is called back under lock except
  * the selector and the ActiveSequences listener (which only edits the table's maps); with sequence
- * sync, the SequenceSync outbox monitor is taken under lock (a leaf).
+ * sync, the SequenceSync outbox lock is taken under lock (a leaf).
  *
  * Eviction pressure (EvictionPressure): applyEvent adds a Removed event's block count to its
  * rank's decaying count (a per-rank monitor, a leaf: nothing is taken under it); route reads every

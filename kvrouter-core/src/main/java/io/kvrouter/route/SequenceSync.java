@@ -11,7 +11,6 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
@@ -28,8 +27,8 @@ import java.util.function.LongSupplier;
  *
  * Outbox: KvRouter calls localRouted / localPrefillCompleted / localReleased under its lock, in
  * the order the changes happen; each change gets the next sequence number (1, 2, ...) of this
- * incarnation and is appended to pending, under the outbox monitor (a leaf: nothing is taken
- * under it; the transport's publisher thread takes only it, in drain and awaitPending). Sequence
+ * incarnation and is appended to pending, under the outbox lock (a ReentrantLock, a leaf: nothing
+ * is taken under it; the transport's publisher thread takes only it, in drain and awaitPending). Sequence
  * numbers are assigned under the router's lock too, so snapshot() (under that lock) sees exactly
  * the changes numbered up to its upToSequence. pending holds at most MAX_PENDING changes: past
  * that (a publisher that cannot publish) it is emptied, numbering goes on, and peers see the gap
@@ -135,7 +134,8 @@ public final class SequenceSync {
   private final SlotTable table; // under lock
   private final LongSupplier clock;
 
-  private final Object outbox = new Object();
+  private final ReentrantLock outbox = new ReentrantLock(); // a leaf
+  private final java.util.concurrent.locks.Condition nonEmpty = outbox.newCondition();
   private final ArrayList<SequenceChange> pending = new ArrayList<>(); // under outbox
   private long assigned; // under outbox (and written under lock): last number given
   private boolean woken; // under outbox: wake() was called since the last awaitPending
@@ -202,7 +202,8 @@ public final class SequenceSync {
   }
 
   private void enqueue(SequenceChange c) {
-    synchronized (outbox) {
+    outbox.lock();
+    try {
       assigned++;
       localChanges++;
       if (pending.size() >= MAX_PENDING) {
@@ -210,7 +211,9 @@ public final class SequenceSync {
         pending.clear();
       }
       pending.add(c);
-      if (pending.size() == 1) outbox.notifyAll();
+      if (pending.size() == 1) nonEmpty.signalAll();
+    } finally {
+      outbox.unlock();
     }
   }
 
@@ -220,11 +223,14 @@ public final class SequenceSync {
    * change will get (a heartbeat's number: peers check it for a gap).
    */
   public long drain(List<? super SequenceChange> out) {
-    synchronized (outbox) {
+    outbox.lock();
+    try {
       long first = assigned - pending.size() + 1;
       out.addAll(pending);
       pending.clear();
       return first;
+    } finally {
+      outbox.unlock();
     }
   }
 
@@ -233,26 +239,31 @@ public final class SequenceSync {
    * false only when the time passed.
    */
   public boolean awaitPending(long nanos) throws InterruptedException {
-    long end = System.nanoTime() + nanos;
-    synchronized (outbox) {
+    long left = nanos;
+    outbox.lock();
+    try {
       while (pending.isEmpty()) {
         if (woken) {
           woken = false;
           return true;
         }
-        long left = end - System.nanoTime();
         if (left <= 0) return false;
-        TimeUnit.NANOSECONDS.timedWait(outbox, left);
+        left = nonEmpty.awaitNanos(left);
       }
       return true;
+    } finally {
+      outbox.unlock();
     }
   }
 
   /** Ends a wait of {@link #awaitPending} now (the transport's publisher has something to do). */
   public void wake() {
-    synchronized (outbox) {
+    outbox.lock();
+    try {
       woken = true;
-      outbox.notifyAll();
+      nonEmpty.signalAll();
+    } finally {
+      outbox.unlock();
     }
   }
 
@@ -261,8 +272,11 @@ public final class SequenceSync {
     lock.lock();
     try {
       long upTo;
-      synchronized (outbox) {
+      outbox.lock();
+      try {
         upTo = assigned;
+      } finally {
+        outbox.unlock();
       }
       table.expire(clock.getAsLong());
       List<Routed> out = new ArrayList<>();
@@ -443,9 +457,12 @@ public final class SequenceSync {
   public Stats stats() {
     long lc;
     long od;
-    synchronized (outbox) {
+    outbox.lock();
+    try {
       lc = localChanges;
       od = outboxDropped;
+    } finally {
+      outbox.unlock();
     }
     lock.lock();
     try {
