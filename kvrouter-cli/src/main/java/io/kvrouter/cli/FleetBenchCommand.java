@@ -69,6 +69,14 @@ import picocli.CommandLine.Spec;
  * dealt with every batch), then the router's /dump's stored blocks of that worker must equal the
  * engine's blocks, hash for hash.
  *
+ * Gateways. --gateways N starts N Gateways in this JVM, each registering every engine with its
+ * ZMQ endpoints (each subscribes to every engine itself); request i goes to gateway i mod N. With
+ * --sync on (and N > 1) they share their requests in flight over a nats-server child process
+ * (NatsProcess, core NATS, in CHILDREN like the engines); every gateway's /ready must be 200
+ * before the replay, and the end check runs against every gateway. Imbalance: each answered
+ * request counts on its engine (x-kvrouter-worker) from when it was sent to its [DONE]; the
+ * busiest engine's sum over the mean.
+ *
  * Policies are KvRouterServer.Config settings of a fresh gateway: a WorkerSelector supplier
  * (round-robin, random, least-loaded; one selector per index, called under the router's lock) or
  * approximate mode (approx: engines registered without ZMQ endpoints, no end check). The event

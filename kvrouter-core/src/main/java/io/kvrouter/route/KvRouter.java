@@ -366,7 +366,8 @@ public final class KvRouter implements AutoCloseable {
    * handle (the same one on later calls with the same id): from now on every request routed,
    * prefill-completed, freed or expired here is numbered in its outbox, and peers' changes given to
    * it count as load here. A transport (kvrouter-transport's {@code NatsSequenceSync}) moves the
-   * changes between replicas.
+   * changes between replicas. {@link #loads()}, {@link #load} and {@link #inFlight()} then count
+   * the peers' requests too.
    *
    * @param replicaId this replica's name among its peers (non-empty)
    * @throws IllegalStateException when already on with another id
