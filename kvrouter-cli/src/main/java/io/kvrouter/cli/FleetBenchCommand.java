@@ -353,6 +353,10 @@ public final class FleetBenchCommand implements Callable<Integer> {
       err.println("kvrouter bench fleet: a router index does not equal its engine's cache");
       return 1;
     }
+    if (!runs.stream().allMatch(r -> r.syncSettled)) {
+      err.println("kvrouter bench fleet: a gateway still counts peer requests after every free");
+      return 1;
+    }
     return 0;
   }
 
@@ -399,6 +403,9 @@ public final class FleetBenchCommand implements Callable<Integer> {
     long syncApplied = -1;
 
     double syncLagMs = -1;
+
+    /** Whether every gateway's count of peer requests in flight went back to 0 at the end. */
+    boolean syncSettled = true;
 
     double wallSec;
     List<String> indexProblems = new ArrayList<>();
@@ -658,11 +665,26 @@ public final class FleetBenchCommand implements Callable<Integer> {
     }
   }
 
-  /** Sequence sync figures summed over the gateways' /metrics. */
+  /**
+   * Sequence sync figures summed over the gateways' /metrics, read once every gateway counts no
+   * peer request in flight any more (every request was freed where it was routed, so a peer request
+   * left over would be a stuck load: run.syncSettled stays false after 30 s).
+   */
   private void syncFigures(List<String> gateways, PolicyRun run) throws Exception {
-    long applied = 0;
-    double lagSum = 0;
-    double lagCount = 0;
+    long deadline = System.nanoTime() + 30_000_000_000L;
+    while (!(run.syncSettled = metricSum(gateways, "kvrouter_sync_peer_requests{") == 0)
+        && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    run.syncApplied = (long) metricSum(gateways, "kvrouter_sync_changes_applied_total{");
+    double lagSum = metricSum(gateways, "kvrouter_sync_lag_seconds_sum{");
+    double lagCount = metricSum(gateways, "kvrouter_sync_lag_seconds_count{");
+    run.syncLagMs = lagCount == 0 ? -1 : lagSum / lagCount * 1000;
+  }
+
+  /** The sum over the gateways' /metrics of the samples whose line starts with {@code prefix}. */
+  private double metricSum(List<String> gateways, String prefix) throws Exception {
+    double sum = 0;
     for (String g : gateways) {
       var r =
           http.send(
@@ -675,13 +697,10 @@ public final class FleetBenchCommand implements Callable<Integer> {
         } catch (RuntimeException notANumber) {
           continue;
         }
-        if (line.startsWith("kvrouter_sync_changes_applied_total{")) applied += (long) v;
-        else if (line.startsWith("kvrouter_sync_lag_seconds_sum{")) lagSum += v;
-        else if (line.startsWith("kvrouter_sync_lag_seconds_count{")) lagCount += v;
+        if (line.startsWith(prefix)) sum += v;
       }
     }
-    run.syncApplied = applied;
-    run.syncLagMs = lagCount == 0 ? -1 : lagSum / lagCount * 1000;
+    return sum;
   }
 
   /**
@@ -1404,10 +1423,13 @@ public final class FleetBenchCommand implements Callable<Integer> {
       for (PolicyRun r : runs) {
         out.printf(
             Locale.ROOT,
-            "  %s: sequence sync applied %,d peer changes, mean lag %.1f ms (wall)%n",
+            "  %s: sequence sync applied %,d peer changes, mean lag %.1f ms (wall), %s%n",
             r.policy,
             r.syncApplied,
-            r.syncLagMs);
+            r.syncLagMs,
+            r.syncSettled
+                ? "no peer request left at the end"
+                : "PEER REQUESTS LEFT IN FLIGHT at the end");
       }
     }
     for (PolicyRun r : runs) {
@@ -1474,6 +1496,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
       if (synced()) {
         o.put("sync_changes_applied", r.syncApplied);
         o.put("sync_lag_mean_wall_ms", r.syncLagMs);
+        o.put("sync_settled", r.syncSettled);
       }
       o.put("output_tokens", r.outputTokens);
       pcts(o.putObject("ttft_ms"), r.ttftMs);
