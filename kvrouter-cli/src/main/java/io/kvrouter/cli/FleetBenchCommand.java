@@ -69,6 +69,14 @@ import picocli.CommandLine.Spec;
  * dealt with every batch), then the router's /dump's stored blocks of that worker must equal the
  * engine's blocks, hash for hash.
  *
+ * Gateways. --gateways N starts N Gateways in this JVM, each registering every engine with its
+ * ZMQ endpoints (each subscribes to every engine itself); request i goes to gateway i mod N. With
+ * --sync on (and N > 1) they share their requests in flight over a nats-server child process
+ * (NatsProcess, core NATS, in CHILDREN like the engines); every gateway's /ready must be 200
+ * before the replay, and the end check runs against every gateway. Imbalance: each answered
+ * request counts on its engine (x-kvrouter-worker) from when it was sent to its [DONE]; the
+ * busiest engine's sum over the mean.
+ *
  * Policies are KvRouterServer.Config settings of a fresh gateway: a WorkerSelector supplier
  * (round-robin, random, least-loaded; one selector per index, called under the router's lock) or
  * approximate mode (approx: engines registered without ZMQ endpoints, no end check). The event
@@ -208,6 +216,24 @@ public final class FleetBenchCommand implements Callable<Integer> {
   long seed;
 
   @Option(
+      names = "--gateways",
+      paramLabel = "N",
+      defaultValue = "1",
+      description =
+          "Gateways in front of the engines, each subscribed to every engine's KV events;"
+              + " the client sends request i to gateway i mod N (default: ${DEFAULT-VALUE}).")
+  int gateways;
+
+  @Option(
+      names = "--sync",
+      paramLabel = "on|off",
+      defaultValue = "on",
+      description =
+          "With --gateways > 1: share the gateways' requests in flight over a nats-server this"
+              + " command starts (sequence sync), or not (default: ${DEFAULT-VALUE}).")
+  String sync;
+
+  @Option(
       names = "--compare-simulate",
       description = "Also run simulate on the same trace, fleet and timing; print both.")
   boolean compareSimulate;
@@ -253,6 +279,8 @@ public final class FleetBenchCommand implements Callable<Integer> {
       check(clients >= 1, "--clients must be >= 1");
       check(speedup > 0 && timeScale > 0, "--speedup and --time-scale must be > 0");
       check(maxOutputTokens >= 0, "--max-output-tokens must be >= 0");
+      check(gateways >= 1, "--gateways must be >= 1");
+      check(sync.equals("on") || sync.equals("off"), "--sync must be on or off");
       for (String p : policies) selector(p, 0);
       prompts = TracePrompts.load(trace, requests);
     } catch (IllegalArgumentException e) {
@@ -263,7 +291,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
       out.printf(
           Locale.ROOT,
           "kvrouter bench fleet: %s, %,d requests (speedup %s, time scale %s), %d %s engines x"
-              + " %,d KV blocks of %d tokens%n",
+              + " %,d KV blocks of %d tokens, %s%n",
           prompts.name(),
           prompts.size(),
           num(speedup),
@@ -271,7 +299,8 @@ public final class FleetBenchCommand implements Callable<Integer> {
           engines,
           inProcess ? "in-process" : "process",
           gpuBlocks,
-          blockSize);
+          blockSize,
+          gatewaysLabel());
       out.flush();
     }
     List<PolicyRun> runs = new ArrayList<>();
@@ -324,7 +353,20 @@ public final class FleetBenchCommand implements Callable<Integer> {
       err.println("kvrouter bench fleet: a router index does not equal its engine's cache");
       return 1;
     }
+    if (!runs.stream().allMatch(r -> r.syncSettled)) {
+      err.println("kvrouter bench fleet: a gateway still counts peer requests after every free");
+      return 1;
+    }
     return 0;
+  }
+
+  private String gatewaysLabel() {
+    if (gateways == 1) return "1 gateway";
+    return gateways + " gateways, round-robin, sequence sync " + sync;
+  }
+
+  private boolean synced() {
+    return gateways > 1 && sync.equals("on");
   }
 
   private static void check(boolean ok, String message) {
@@ -354,6 +396,17 @@ public final class FleetBenchCommand implements Callable<Integer> {
     /** The router's own mean event lag, publish to applied (its /metrics), -1 when unknown. */
     double routerLagMs = -1;
 
+    /** Busiest engine's time-averaged requests in flight over the mean (client-side times). */
+    double imbalance = Double.NaN;
+
+    /** Sequence sync: changes the gateways applied from their peers, and the mean lag. */
+    long syncApplied = -1;
+
+    double syncLagMs = -1;
+
+    /** Whether every gateway's count of peer requests in flight went back to 0 at the end. */
+    boolean syncSettled = true;
+
     double wallSec;
     List<String> indexProblems = new ArrayList<>();
     Map<String, Integer> errorReasons = new java.util.TreeMap<>();
@@ -370,25 +423,32 @@ public final class FleetBenchCommand implements Callable<Integer> {
     // endpoints) and predicts caches from its own decisions; there is no event-fed index to check
     boolean approx = policy.trim().equals("approx");
     List<Engine> fleet = new ArrayList<>();
+    List<Gateway> gws = new ArrayList<>();
+    NatsProcess nats = null;
     try {
       fleet.addAll(startEngines());
       for (Engine e : fleet) run.pids.add(e.pid());
-      KvRouterServer.Config sc =
-          KvRouterServer.Config.builder()
-              .port(0)
-              .seed(seed)
-              .requestExpiry(Duration.ofDays(1))
-              .shutdownGrace(Duration.ofSeconds(1))
-              .selector(selector(policy, seed))
-              .approximate(approx)
-              .build();
+      if (synced()) nats = NatsProcess.start();
       GatewayConfig gc =
           GatewayConfig.builder()
               .model(MODEL, null)
               .maxAttempts(1)
               .engineTimeout(Duration.ofSeconds(600))
               .build();
-      try (Gateway g = Gateway.start(sc, gc)) {
+      for (int k = 0; k < gateways; k++) {
+        KvRouterServer.Config sc =
+            KvRouterServer.Config.builder()
+                .port(0)
+                .seed(seed)
+                .requestExpiry(Duration.ofDays(1))
+                .shutdownGrace(Duration.ofSeconds(1))
+                .selector(selector(policy, seed))
+                .approximate(approx)
+                .sync(nats == null ? KvRouterServer.Config.SYNC_OFF : nats.url())
+                .replicaId("gw-" + (k + 1))
+                .build();
+        Gateway g = Gateway.start(sc, gc);
+        gws.add(g);
         for (int i = 0; i < fleet.size(); i++) {
           Engine e = fleet.get(i);
           g.register(
@@ -403,20 +463,28 @@ public final class FleetBenchCommand implements Callable<Integer> {
                   null),
               blockSize);
         }
-        try (LagProbe lag = new LagProbe(fleet)) {
-          replay(g.url(), prompts, run);
-          long s0 = System.nanoTime();
-          if (approx) run.indexChecked = false;
-          else checkIndex(g.url(), fleet, run);
-          run.settleMs = (System.nanoTime() - s0) / 1e6;
-          run.lagMs = lag.sortedLags();
-        }
-        if (!approx) {
-          run.eventsApplied = eventsApplied(g.url());
-          run.routerLagMs = routerLagMs(g.url());
-        }
       }
+      List<String> urls = new ArrayList<>();
+      for (Gateway g : gws) {
+        awaitReady(g.url());
+        urls.add(g.url());
+      }
+      try (LagProbe lag = new LagProbe(fleet)) {
+        replay(urls, prompts, run);
+        long s0 = System.nanoTime();
+        if (approx) run.indexChecked = false;
+        else for (String u : urls) checkIndex(u, fleet, run);
+        run.settleMs = (System.nanoTime() - s0) / 1e6;
+        run.lagMs = lag.sortedLags();
+      }
+      if (!approx) {
+        run.eventsApplied = eventsApplied(urls.getFirst());
+        run.routerLagMs = routerLagMs(urls.getFirst());
+      }
+      if (nats != null) syncFigures(urls, run);
     } finally {
+      for (Gateway g : gws) g.close();
+      if (nats != null) nats.close();
       for (Engine e : fleet) e.close();
     }
     run.wallSec = (System.nanoTime() - wall0) / 1e9;
@@ -471,9 +539,11 @@ public final class FleetBenchCommand implements Callable<Integer> {
           .connectTimeout(Duration.ofSeconds(5))
           .build();
 
-  private void replay(String gateway, TracePrompts prompts, PolicyRun run)
+  private void replay(List<String> gatewayUrls, TracePrompts prompts, PolicyRun run)
       throws InterruptedException {
     int n = prompts.size();
+    long[] sentAt = new long[n];
+    long[] worker = new long[n];
     long[] ttft = new long[n];
     long[] e2e = new long[n];
     long[] finish = new long[n];
@@ -487,7 +557,10 @@ public final class FleetBenchCommand implements Callable<Integer> {
     Semaphore slots = new Semaphore(clients);
     double scale = speedup * timeScale;
     long t0 = System.nanoTime() + 50_000_000L;
-    java.net.URI uri = java.net.URI.create(gateway + "/v1/completions");
+    java.net.URI[] uris = new java.net.URI[gatewayUrls.size()];
+    for (int g = 0; g < uris.length; g++) {
+      uris[g] = java.net.URI.create(gatewayUrls.get(g) + "/v1/completions");
+    }
     try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
       for (int i = 0; i < n; i++) {
         long due = t0 + Math.round(prompts.offsetMs(i) * 1e6 / scale);
@@ -498,9 +571,23 @@ public final class FleetBenchCommand implements Callable<Integer> {
         pool.execute(
             () -> {
               try {
+                sentAt[k] = System.nanoTime();
                 one(
-                    uri, prompts, k, due, ttft, e2e, finish, itl, prompt, cached, predicted, output,
-                    ok, why);
+                    uris[k % uris.length],
+                    prompts,
+                    k,
+                    due,
+                    ttft,
+                    e2e,
+                    finish,
+                    itl,
+                    prompt,
+                    cached,
+                    predicted,
+                    output,
+                    worker,
+                    ok,
+                    why);
               } finally {
                 slots.release();
               }
@@ -539,6 +626,157 @@ public final class FleetBenchCommand implements Callable<Integer> {
     Arrays.sort(itlMs, 0, at);
     run.itlMs = Arrays.copyOf(itlMs, at);
     run.makespanSec = (last - t0) * k / 1e9;
+    run.imbalance = imbalance(ok, worker, sentAt, finish);
+  }
+
+  /**
+   * The busiest engine's time-averaged requests in flight over the mean across engines, as
+   * simulate's imbalance: each answered request counts on its engine from when it was sent to its
+   * [DONE]; every engine counts, also one that served nothing.
+   */
+  private double imbalance(boolean[] ok, long[] worker, long[] sentAt, long[] finish) {
+    double[] busy = new double[engines];
+    for (int i = 0; i < ok.length; i++) {
+      int w = (int) worker[i] - 1;
+      if (ok[i] && w >= 0 && w < engines) busy[w] += finish[i] - sentAt[i];
+    }
+    double max = 0;
+    double sum = 0;
+    for (double b : busy) {
+      max = Math.max(max, b);
+      sum += b;
+    }
+    return sum == 0 ? Double.NaN : max / (sum / engines);
+  }
+
+  /** Waits (up to 60 s) until the gateway's /ready is 200. */
+  private void awaitReady(String gateway) throws Exception {
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    while (true) {
+      var r =
+          http.send(
+              java.net.http.HttpRequest.newBuilder(java.net.URI.create(gateway + "/ready")).build(),
+              java.net.http.HttpResponse.BodyHandlers.ofString());
+      if (r.statusCode() == 200) return;
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException(gateway + " not ready within 60 s: " + r.body());
+      }
+      Thread.sleep(20);
+    }
+  }
+
+  /**
+   * Sequence sync figures summed over the gateways' /metrics, read once every gateway counts no
+   * peer request in flight any more (every request was freed where it was routed, so a peer request
+   * left over would be a stuck load: run.syncSettled stays false after 30 s).
+   */
+  private void syncFigures(List<String> gateways, PolicyRun run) throws Exception {
+    long deadline = System.nanoTime() + 30_000_000_000L;
+    while (!(run.syncSettled = metricSum(gateways, "kvrouter_sync_peer_requests{") == 0)
+        && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+    }
+    run.syncApplied = (long) metricSum(gateways, "kvrouter_sync_changes_applied_total{");
+    double lagSum = metricSum(gateways, "kvrouter_sync_lag_seconds_sum{");
+    double lagCount = metricSum(gateways, "kvrouter_sync_lag_seconds_count{");
+    run.syncLagMs = lagCount == 0 ? -1 : lagSum / lagCount * 1000;
+  }
+
+  /** The sum over the gateways' /metrics of the samples whose line starts with {@code prefix}. */
+  private double metricSum(List<String> gateways, String prefix) throws Exception {
+    double sum = 0;
+    for (String g : gateways) {
+      var r =
+          http.send(
+              java.net.http.HttpRequest.newBuilder(java.net.URI.create(g + "/metrics")).build(),
+              java.net.http.HttpResponse.BodyHandlers.ofString());
+      for (String line : r.body().split("\n")) {
+        double v;
+        try {
+          v = Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        } catch (RuntimeException notANumber) {
+          continue;
+        }
+        if (line.startsWith(prefix)) sum += v;
+      }
+    }
+    return sum;
+  }
+
+  /**
+   * A nats-server child process for sequence sync (core NATS, no JetStream), on a free loopback
+   * port; found on PATH or in /usr/sbin, /usr/bin, /usr/local/bin (.ci/run installs it).
+   */
+  static final class NatsProcess implements AutoCloseable {
+    private final Process p;
+    private final int port;
+
+    private NatsProcess(Process p, int port) {
+      this.p = p;
+      this.port = port;
+    }
+
+    static NatsProcess start() throws Exception {
+      String bin = null;
+      List<String> dirs = new ArrayList<>();
+      String path = System.getenv("PATH");
+      if (path != null) dirs.addAll(Arrays.asList(path.split(java.io.File.pathSeparator)));
+      dirs.addAll(List.of("/usr/sbin", "/usr/bin", "/usr/local/bin"));
+      for (String d : dirs) {
+        Path c = Path.of(d, "nats-server");
+        if (java.nio.file.Files.isExecutable(c)) {
+          bin = c.toString();
+          break;
+        }
+      }
+      if (bin == null) {
+        throw new IllegalStateException(
+            "--sync on needs nats-server (apt-get install -y nats-server), or run with --sync off");
+      }
+      int port;
+      try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+        port = s.getLocalPort();
+      }
+      Process p;
+      synchronized (CHILDREN) {
+        p =
+            new ProcessBuilder(bin, "-a", "127.0.0.1", "-p", Integer.toString(port))
+                .redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+                .start();
+        CHILDREN.add(p);
+      }
+      NatsProcess n = new NatsProcess(p, port);
+      long deadline = System.nanoTime() + 10_000_000_000L;
+      while (true) {
+        try (java.net.Socket s = new java.net.Socket("127.0.0.1", port)) {
+          return n;
+        } catch (java.io.IOException notYet) {
+          if (!p.isAlive() || System.nanoTime() > deadline) {
+            n.close();
+            throw new IllegalStateException("nats-server did not start on port " + port);
+          }
+          Thread.sleep(20);
+        }
+      }
+    }
+
+    String url() {
+      return "nats://127.0.0.1:" + port;
+    }
+
+    @Override
+    public void close() {
+      p.destroyForcibly();
+      try {
+        p.waitFor(10, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      synchronized (CHILDREN) {
+        CHILDREN.remove(p);
+      }
+    }
   }
 
   private void one(
@@ -554,6 +792,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
       int[] cached,
       int[] predicted,
       int[] output,
+      long[] worker,
       boolean[] ok,
       String[] why) {
     int[] tokens = prompts.liveTokens(i);
@@ -588,6 +827,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
           return;
         }
         predicted[i] = (int) r.headers().firstValueAsLong("x-kvrouter-overlap-tokens").orElse(0);
+        worker[i] = r.headers().firstValueAsLong("x-kvrouter-worker").orElse(-1);
         long[] gaps = new long[Math.max(1, max)];
         int[] st = new int[2]; // [0] tokens seen, [1] 1 once usage and [DONE] are in, 2 on error
         long[] lastAt = new long[1];
@@ -1138,12 +1378,13 @@ public final class FleetBenchCommand implements Callable<Integer> {
             + " router (p50/p99), and publish -> applied in the router (its mean)");
     out.printf(
         Locale.ROOT,
-        "%-13s %6s %6s %9s %9s %9s %9s %9s %9s %9s %8s %10s %9s %11s %11s %8s%n",
+        "%-13s %6s %6s %9s %9s %9s %9s %9s %9s %9s %9s %8s %10s %9s %11s %11s %8s%n",
         "policy",
         "done",
         "errors",
         "hit rate",
         "predicted",
+        "imbalance",
         "TTFT p50",
         "p90",
         "p99",
@@ -1158,12 +1399,14 @@ public final class FleetBenchCommand implements Callable<Integer> {
     for (PolicyRun r : runs) {
       out.printf(
           Locale.ROOT,
-          "%-13s %6d %6d %8.1f%% %8.1f%% %9s %9s %9s %9s %9s %8.2f %,10.0f %,9d %11s %11s %8s%n",
+          "%-13s %6d %6d %8.1f%% %8.1f%% %9.2f %9s %9s %9s %9s %9s %8.2f %,10.0f %,9d %11s %11s"
+              + " %8s%n",
           r.policy,
           r.completed,
           r.errors,
           100 * hitRate(r),
           100 * predictedRate(r),
+          r.imbalance,
           ms(pct(r.ttftMs, 50)),
           ms(pct(r.ttftMs, 90)),
           ms(pct(r.ttftMs, 99)),
@@ -1175,6 +1418,19 @@ public final class FleetBenchCommand implements Callable<Integer> {
           String.format(Locale.ROOT, "%.0f/%.0f ms", pct(r.lagMs, 50), pct(r.lagMs, 99)),
           r.routerLagMs < 0 ? "n/a" : String.format(Locale.ROOT, "%.1f ms", r.routerLagMs),
           !r.indexChecked ? "n/a" : r.indexProblems.isEmpty() ? "equal" : "DIFFERS");
+    }
+    if (synced()) {
+      for (PolicyRun r : runs) {
+        out.printf(
+            Locale.ROOT,
+            "  %s: sequence sync applied %,d peer changes, mean lag %.1f ms (wall), %s%n",
+            r.policy,
+            r.syncApplied,
+            r.syncLagMs,
+            r.syncSettled
+                ? "no peer request left at the end"
+                : "PEER REQUESTS LEFT IN FLIGHT at the end");
+      }
     }
     for (PolicyRun r : runs) {
       for (String p : r.indexProblems) out.println("  " + r.policy + ": " + p);
@@ -1221,6 +1477,8 @@ public final class FleetBenchCommand implements Callable<Integer> {
     root.put("speedup", speedup);
     root.put("time_scale", timeScale);
     root.put("max_output_tokens", maxOutputTokens);
+    root.put("gateways", gateways);
+    root.put("sync", synced());
     ArrayNode ps = root.putArray("policies");
     for (PolicyRun r : runs) {
       ObjectNode o = ps.addObject();
@@ -1234,6 +1492,12 @@ public final class FleetBenchCommand implements Callable<Integer> {
       o.put("cached_tokens", r.cachedTokens);
       o.put("hit_rate", hitRate(r));
       o.put("predicted_hit_rate", predictedRate(r));
+      o.put("load_imbalance", r.imbalance);
+      if (synced()) {
+        o.put("sync_changes_applied", r.syncApplied);
+        o.put("sync_lag_mean_wall_ms", r.syncLagMs);
+        o.put("sync_settled", r.syncSettled);
+      }
       o.put("output_tokens", r.outputTokens);
       pcts(o.putObject("ttft_ms"), r.ttftMs);
       pcts(o.putObject("itl_ms"), r.itlMs);

@@ -227,6 +227,23 @@ public final class ServeCommand implements Callable<Integer> {
   String replicaId;
 
   @Option(
+      names = "--sync",
+      paramLabel = "URL|off",
+      description =
+          "nats://host:port: share every index's requests in flight with the other replicas on"
+              + " that NATS (subject kvrouter.seq.<model>.<group>), so each one's loads count the"
+              + " whole fleet's; off: do not (default: on with --events, on its server).")
+  String sync;
+
+  @Option(
+      names = "--sync-heartbeat-ms",
+      paramLabel = "MS",
+      description =
+          "With sync: heartbeat interval; a peer silent for 3 is dropped with its requests"
+              + " (default: 1000).")
+  Long syncHeartbeatMs;
+
+  @Option(
       names = "--max-blocks",
       paramLabel = "N",
       description =
@@ -329,6 +346,7 @@ public final class ServeCommand implements Callable<Integer> {
               .peer(peer)
               .events(events)
               .replicaId(replicaId)
+              .sync(sync)
               .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks));
       if (readTimeoutMs != null) {
         if (readTimeoutMs < 1) {
@@ -336,6 +354,13 @@ public final class ServeCommand implements Callable<Integer> {
               "--read-timeout-ms must be >= 1, got " + readTimeoutMs);
         }
         b.readTimeout(Duration.ofMillis(readTimeoutMs));
+      }
+      if (syncHeartbeatMs != null) {
+        if (syncHeartbeatMs < 1) {
+          throw new IllegalArgumentException(
+              "--sync-heartbeat-ms must be >= 1, got " + syncHeartbeatMs);
+        }
+        b.syncHeartbeat(Duration.ofMillis(syncHeartbeatMs));
       }
       if (natsApplyWaitMs != null) {
         if (natsApplyWaitMs < 1) {

@@ -158,4 +158,35 @@ class FleetBenchTest {
     assertThat(pids).isEqualTo(6);
     assertThat(FleetBenchCommand.CHILDREN).isEmpty();
   }
+
+  /**
+   * Two gateways sharing their requests in flight over a nats-server the command starts: every
+   * request answered, both indexes equal to the engines' caches, every change of one gateway
+   * applied once by the other (routed, prefill completed, freed: 3 per request), and no peer
+   * request left in flight at the end.
+   */
+  @Test
+  void twoSyncedGatewaysShareEveryRequestOnce() throws Exception {
+    JsonNode r =
+        run(
+            "kv",
+            "--in-process",
+            "--gateways",
+            "2",
+            "--sync",
+            "on",
+            "--requests",
+            "100",
+            "--no-report");
+    assertThat(r.path("gateways").asInt()).isEqualTo(2);
+    assertThat(r.path("sync").asBoolean()).isTrue();
+    JsonNode kv = policy(r, "kv");
+    assertThat(kv.path("completed").asInt()).isEqualTo(100);
+    assertThat(kv.path("index_equal").asBoolean())
+        .as(kv.path("index_problems").toString())
+        .isTrue();
+    assertThat(kv.path("sync_settled").asBoolean()).isTrue();
+    assertThat(kv.path("sync_changes_applied").asLong()).isEqualTo(3 * 100);
+    assertThat(kv.path("load_imbalance").asDouble()).isGreaterThanOrEqualTo(1.0);
+  }
 }

@@ -245,6 +245,20 @@ final class ActiveSequences {
     return requests.size();
   }
 
+  /** Sees one request in flight (see {@link #forEach}). */
+  @FunctionalInterface
+  interface Visitor {
+    /**
+     * @param seqHashes the request's hashes, as given to add (do not change them)
+     */
+    void visit(String requestId, long[] seqHashes, long prefillTokens);
+  }
+
+  /** Shows every request in flight, oldest first, with the prefill tokens still charged. */
+  void forEach(Visitor v) {
+    for (Request r = head; r != null; r = r.next) v.visit(r.id, r.seqHashes, r.prefillTokens);
+  }
+
   /** The ids of the requests in flight, oldest first. */
   List<String> requestIds() {
     List<String> ids = new ArrayList<>(requests.size());

@@ -59,7 +59,8 @@ import java.util.function.LongSupplier;
  *
  * Lock order: lock, then the index's writer lock (approximate mode and unregisterWorker call
  * the index under lock). applyEvent never takes lock. Nothing is called back under lock except
- * the selector and the ActiveSequences listener (which only edits the table's maps).
+ * the selector and the ActiveSequences listener (which only edits the table's maps); with sequence
+ * sync, the SequenceSync outbox lock is taken under lock (a leaf).
  *
  * Eviction pressure (EvictionPressure): applyEvent adds a Removed event's block count to its
  * rank's decaying count (a per-rank monitor, a leaf: nothing is taken under it); route reads every
@@ -67,6 +68,12 @@ import java.util.function.LongSupplier;
  * count over max(mean, PRESSURE_FLOOR_BLOCKS). Code that applies events to the index itself (a
  * NATS replica) goes through eventFeed(), so the counts see its events too. applyEvent reads
  * nanoClock on the caller's thread.
+ *
+ * Sequence sync (SequenceSync, off until sequenceSync() is called): sync is written once under
+ * lock; route, markPrefillCompleted and free tell it of every change they make, under lock, and
+ * the table tells it of requests that expire or leave with their rank (SlotTable.Departures).
+ * Peers' requests live in the same table under keys starting with U+0001, which route refuses
+ * and free / markPrefillCompleted do not find for a local caller.
  *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
  * that are not registered: they are ignored).
@@ -89,6 +96,7 @@ public final class KvRouter implements AutoCloseable {
   private final ReentrantLock lock = new ReentrantLock();
   private final SlotTable table; // under lock
   private Slot[] rankScratch = new Slot[0]; // under lock: decide()'s ranks by column index
+  private SequenceSync sync; // under lock; null: no sequence sync
 
   private KvRouter(Builder b) {
     this.blockSize = b.blockSize;
@@ -353,6 +361,38 @@ public final class KvRouter implements AutoCloseable {
     }
   }
 
+  /**
+   * Turns on sharing of this router's in-flight bookkeeping with other replicas and returns its
+   * handle (the same one on later calls with the same id): from now on every request routed,
+   * prefill-completed, freed or expired here is numbered in its outbox, and peers' changes given to
+   * it count as load here. A transport (kvrouter-transport's {@code NatsSequenceSync}) moves the
+   * changes between replicas. {@link #loads()}, {@link #load} and {@link #inFlight()} then count
+   * the peers' requests too.
+   *
+   * @param replicaId this replica's name among its peers (non-empty)
+   * @throws IllegalStateException when already on with another id
+   */
+  public SequenceSync sequenceSync(String replicaId) {
+    lock.lock();
+    try {
+      if (sync != null) {
+        if (sync.replicaId().equals(replicaId)) return sync;
+        throw new IllegalStateException(
+            "sequence sync is already on as replica " + sync.replicaId() + ", not " + replicaId);
+      }
+      SequenceSync s = new SequenceSync(replicaId, lock, table, nanoClock);
+      table.departures(s::departed);
+      sync = s;
+      return s;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private static boolean peerKey(String requestId) {
+    return requestId != null && !requestId.isEmpty() && requestId.charAt(0) == SequenceSync.MARK;
+  }
+
   // ------------------------------------------------------------------ routing
 
   /** {@link #route(String, int[], RouteOptions)} with default options. */
@@ -371,6 +411,9 @@ public final class KvRouter implements AutoCloseable {
     Objects.requireNonNull(requestId, "requestId");
     Objects.requireNonNull(tokens, "tokens");
     Objects.requireNonNull(options, "options");
+    if (peerKey(requestId)) {
+      throw new IllegalArgumentException("a request id must not start with U+0001");
+    }
     final long[] local = hasherFor(options).localHashes(tokens);
     final long[] seq = SequenceHasher.sequenceHashes(local);
     OverlapScores scores = predictions == null ? index.findMatches(local, false) : null;
@@ -464,6 +507,7 @@ public final class KvRouter implements AutoCloseable {
     Arrays.fill(ranks, 0, n, null); // keep no unregistered slot alive
     final long charge = ActiveSequences.prefillTokens(isl, target.overlap, blockSize);
     table.record(requestId, target, seq, charge, now);
+    if (sync != null) sync.localRouted(requestId, target.worker, seq, charge);
     if (predictions != null) predictions.record(target.worker, seq, local, now);
     final List<Worker> busyWorkers;
     if (busy == 0) {
@@ -543,7 +587,10 @@ public final class KvRouter implements AutoCloseable {
   public boolean markPrefillCompleted(String requestId) {
     lock.lock();
     try {
-      return table.markPrefillCompleted(requestId, nanoClock.getAsLong());
+      if (peerKey(requestId)) return false;
+      boolean done = table.markPrefillCompleted(requestId, nanoClock.getAsLong());
+      if (done && sync != null) sync.localPrefillCompleted(requestId);
+      return done;
     } finally {
       lock.unlock();
     }
@@ -556,7 +603,10 @@ public final class KvRouter implements AutoCloseable {
   public boolean free(String requestId) {
     lock.lock();
     try {
-      return table.free(requestId, nanoClock.getAsLong());
+      if (peerKey(requestId)) return false;
+      boolean freed = table.free(requestId, nanoClock.getAsLong());
+      if (freed && sync != null) sync.localReleased(requestId, false);
+      return freed;
     } finally {
       lock.unlock();
     }

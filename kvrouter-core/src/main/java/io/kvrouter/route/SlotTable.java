@@ -34,6 +34,9 @@ import java.util.List;
  * it, a pass of expire() recomputes it, frees and removals only make the true earliest later),
  * so expire(now) before it has nothing to drop and skips the pass over every rank.
  *
+ * Departures: when set (KvRouter does, when sequence sync is on), departed is told of every
+ * request that leaves without free(): expired, or dropped with its rank (remove, removeWorker).
+ *
  * Threading: not thread-safe; KvRouter calls everything under its lock. The scratch fields of a
  * Slot (overlap, cached, holdsRoot) are written by prepare() and read by the same route().
  * </pre>
@@ -117,7 +120,14 @@ final class SlotTable {
     }
   }
 
+  /** Told of a request that leaves without {@link #free}: expired, or dropped with its rank. */
+  @FunctionalInterface
+  interface Departures {
+    void departed(String requestId, boolean expired);
+  }
+
   private final Duration requestExpiry;
+  private Departures departed; // null: nobody listens
   private Slot[] slots = new Slot[0];
   private final HashMap<Worker, Slot> byWorker = new HashMap<>();
   private final HashMap<String, Slot> requests = new HashMap<>();
@@ -129,6 +139,11 @@ final class SlotTable {
 
   SlotTable(Duration requestExpiry) {
     this.requestExpiry = requestExpiry;
+  }
+
+  /** Sets the listener of requests that leave without {@link #free} (once, under lock). */
+  void departures(Departures d) {
+    this.departed = d;
   }
 
   // ------------------------------------------------------------------ ranks
@@ -167,6 +182,7 @@ final class SlotTable {
             (id, seq, expired) -> {
               if (expired) requests.remove(id);
               forgetRoot(s, seq);
+              if (expired && departed != null) departed.departed(id, true);
             });
     byWorker.put(w, s);
     return s;
@@ -176,7 +192,10 @@ final class SlotTable {
   boolean remove(Worker rank) {
     Slot gone = byWorker.remove(rank);
     if (gone == null) return false;
-    for (String id : gone.seqs.requestIds()) requests.remove(id);
+    for (String id : gone.seqs.requestIds()) {
+      requests.remove(id);
+      if (departed != null) departed.departed(id, false);
+    }
     List<Slot> keep = new ArrayList<>(slots.length);
     for (Slot s : slots) {
       if (s != gone) keep.add(s);
@@ -202,7 +221,10 @@ final class SlotTable {
       }
       gone.add(s.worker);
       byWorker.remove(s.worker);
-      for (String id : s.seqs.requestIds()) requests.remove(id);
+      for (String id : s.seqs.requestIds()) {
+        requests.remove(id);
+        if (departed != null) departed.departed(id, false);
+      }
     }
     if (gone.isEmpty()) return gone;
     slots = keep.toArray(new Slot[0]);

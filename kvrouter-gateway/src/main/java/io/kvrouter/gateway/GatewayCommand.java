@@ -278,6 +278,31 @@ public final class GatewayCommand implements Callable<Integer> {
   long readyGraceSeconds = 30;
 
   @Option(
+      names = "--sync",
+      paramLabel = "URL",
+      description =
+          "nats://host:port: share the requests in flight with the other gateways on that NATS"
+              + " (subject kvrouter.seq.<model>.<group>), so every gateway's loads count the whole"
+              + " fleet's; run several gateways behind one load balancer with it (default: off).")
+  String sync;
+
+  @Option(
+      names = "--replica-id",
+      paramLabel = "ID",
+      description =
+          "With --sync: this gateway's name among its peers; keep it stable across restarts"
+              + " (default: serve-<port>-<random>).")
+  String replicaId;
+
+  @Option(
+      names = "--sync-heartbeat-ms",
+      paramLabel = "MS",
+      description =
+          "With --sync: heartbeat interval; a peer silent for 3 is dropped with its requests"
+              + " (default: ${DEFAULT-VALUE}).")
+  long syncHeartbeatMs = 1000;
+
+  @Option(
       names = "--read-timeout-ms",
       paramLabel = "MS",
       description = "A client request must arrive whole within this long (default: 30000).")
@@ -348,7 +373,10 @@ public final class GatewayCommand implements Callable<Integer> {
             .busyBlockFraction(busyBlockFraction)
             .requestExpiry(Duration.ofSeconds(requestExpirySeconds))
             .zmqConnectTimeout(Duration.ofMillis(zmqConnectTimeoutMs))
-            .readyGrace(Duration.ofSeconds(readyGraceSeconds));
+            .readyGrace(Duration.ofSeconds(readyGraceSeconds))
+            .sync(sync)
+            .replicaId(replicaId)
+            .syncHeartbeat(Duration.ofMillis(syncHeartbeatMs));
     if (readTimeoutMs != null) b.readTimeout(Duration.ofMillis(readTimeoutMs));
     return b.build();
   }

@@ -78,6 +78,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final ServerExtension extension;
   private NatsEvents nats;
   private NatsRegistrations registrations;
+  private SequenceSyncs syncs;
   private final ServerMetrics metrics;
   private volatile boolean ready;
   private volatile boolean serving;
@@ -261,6 +262,7 @@ public final class KvRouterServer implements AutoCloseable {
         throw new StartException(e.getMessage(), e);
       }
       s.registry.nats(s.nats);
+      startSync(s, config);
       // the registrations every replica made: applied before this one serves
       s.warmStartState = "replaying the registrations on NATS (" + config.events() + ")";
       try {
@@ -287,6 +289,7 @@ public final class KvRouterServer implements AutoCloseable {
             null);
       }
     }
+    if (config.events() == null) startSync(s, config);
     if (config.peer() != null) {
       try {
         s.warmStart = PeerWarmStart.load(config.peer(), s.api, s.registry);
@@ -297,6 +300,38 @@ public final class KvRouterServer implements AutoCloseable {
     }
     s.serving = true;
     return s;
+  }
+
+  /**
+   * With sequence sync on ({@link Config#effectiveSync()}): connects (or shares the events'
+   * connection to the same URL) so that every index made from now on syncs with its peers.
+   */
+  private static void startSync(KvRouterServer s, Config config) {
+    String url = config.effectiveSync();
+    if (url == null) return;
+    String id =
+        config.replicaId() != null
+            ? config.replicaId()
+            : "serve-"
+                + s.port()
+                + "-"
+                + Integer.toHexString(
+                    java.util.concurrent.ThreadLocalRandom.current().nextInt() | 0x10000000);
+    try {
+      io.nats.client.Connection shared =
+          s.nats != null && url.equals(config.events()) ? s.nats.connection() : null;
+      s.syncs = SequenceSyncs.connect(url, id, config.syncHeartbeat(), shared);
+    } catch (RuntimeException e) {
+      s.stop();
+      throw new StartException("sync: " + e.getMessage(), e);
+    }
+    s.registry.syncs(s.syncs);
+  }
+
+  /** The replica id of sequence sync, or null when it is off. */
+  public String syncReplicaId() {
+    SequenceSyncs y = syncs;
+    return y == null ? null : y.replicaId();
   }
 
   /** How long start() waits for the registrations on NATS to be applied. */
@@ -323,6 +358,11 @@ public final class KvRouterServer implements AutoCloseable {
 
   private static String hostPort(String host, int port) {
     return (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;
+  }
+
+  /** The indexes (for tests). */
+  Registry registry() {
+    return registry;
   }
 
   /** Connections this server's read deadline cut off (for tests). */
@@ -368,6 +408,14 @@ public final class KvRouterServer implements AutoCloseable {
         if (catchingUp++ == 0) firstSubject = f.stream().subject();
       }
     }
+    int syncing = 0;
+    String syncWhy = null;
+    for (ModelIndex m : registry.indexes()) {
+      io.kvrouter.transport.nats.NatsSequenceSync y = m.sync;
+      if (y != null && !y.ready()) {
+        if (syncing++ == 0) syncWhy = y.notReadyReason() + " (subject " + y.subject() + ")";
+      }
+    }
     String reason = null;
     if (!ready) {
       reason = "shutting down";
@@ -391,6 +439,11 @@ public final class KvRouterServer implements AutoCloseable {
               + firstSubject
               + (catchingUp > 1 ? ", ..." : "")
               + ")";
+    } else if (syncing > 0) {
+      reason =
+          "sharing in-flight requests with peer replicas: "
+              + syncWhy
+              + (syncing > 1 ? " and " + (syncing - 1) + " more index(es)" : "");
     }
     return new Readiness(reason == null, reason, listeners, connecting, givenUp);
   }
@@ -457,6 +510,7 @@ public final class KvRouterServer implements AutoCloseable {
     // the log's thread applies registrations to the registry: stopped first
     if (registrations != null) registrations.close();
     registry.close();
+    if (syncs != null) syncs.close();
     if (nats != null) nats.close();
     readDeadline.close();
   }
@@ -508,7 +562,8 @@ public final class KvRouterServer implements AutoCloseable {
    *     {@code POST /events} publishes there (several servers then hold the same indexes); null:
    *     events are applied in-process
    * @param replicaId with {@code events}: the name of this server's snapshots and consumers; null:
-   *     {@code serve-<port>}
+   *     {@code serve-<port>}. With sync, also this server's name among its peers (null: {@code
+   *     serve-<port>-<random>}, a new one at each start)
    * @param maxBlocks each model's index holds at most this many (worker rank, block) pairs,
    *     dropping the least recently used past it ({@code KvIndexes.concurrentRadixTree(long)}); 0:
    *     no bound (the default)
@@ -530,6 +585,14 @@ public final class KvRouterServer implements AutoCloseable {
    *     KvRouter.Builder.approximate()}: no KV events, it predicts caches from its own decisions);
    *     register its engines without ZMQ endpoints and post no events. Default false; for {@code
    *     kvrouter bench fleet}, no flag of {@code serve} sets it
+   * @param sync sequence sync (docs/service.md, "Several replicas share their in-flight load"):
+   *     {@code nats://host:port} shares every index's requests in flight with the other replicas on
+   *     that NATS server, so that each one's loads count the whole fleet's; {@code "off"}: not
+   *     shared; null (the default): shared on the {@code events} server when there is one, off
+   *     otherwise
+   * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
+   *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
+   *     200; default 1 s
    */
   public record Config(
       String host,
@@ -556,7 +619,9 @@ public final class KvRouterServer implements AutoCloseable {
       Duration natsApplyWait,
       long maxInflightBodyBytes,
       java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector,
-      boolean approximate) {
+      boolean approximate,
+      String sync,
+      Duration syncHeartbeat) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -634,6 +699,29 @@ public final class KvRouterServer implements AutoCloseable {
             "maxInflightBodyBytes must be >= 1 (or 0 for the default), got "
                 + maxInflightBodyBytes);
       }
+      if (sync == null || sync.isBlank()) {
+        sync = null;
+      } else if (sync.trim().equalsIgnoreCase(SYNC_OFF)) {
+        sync = SYNC_OFF;
+      } else {
+        sync = io.kvrouter.transport.nats.NatsConnections.checkUrl("sync", sync);
+      }
+      Objects.requireNonNull(syncHeartbeat, "syncHeartbeat");
+      if (syncHeartbeat.isNegative() || syncHeartbeat.isZero()) {
+        throw new IllegalArgumentException("syncHeartbeat must be > 0, got " + syncHeartbeat);
+      }
+    }
+
+    /** The value of {@link #sync()} that turns sequence sync off. */
+    public static final String SYNC_OFF = "off";
+
+    /**
+     * The NATS URL sequence sync uses, or null when it is off: {@link #sync()} when it is a URL,
+     * else {@link #events()} (sync is on by default with NATS), null with {@code "off"}.
+     */
+    public String effectiveSync() {
+      if (SYNC_OFF.equals(sync)) return null;
+      return sync != null ? sync : events;
     }
 
     /**
@@ -679,6 +767,11 @@ public final class KvRouterServer implements AutoCloseable {
         m.put("replica-id", replicaId == null ? "(serve-<port>)" : replicaId);
         m.put("nats-apply-wait-ms", Long.toString(natsApplyWait.toMillis()));
       }
+      String effSync = effectiveSync();
+      m.put(
+          "sync",
+          effSync == null ? "(off)" : effSync + (sync == null ? " (the --events server)" : ""));
+      if (effSync != null) m.put("sync-heartbeat-ms", Long.toString(syncHeartbeat.toMillis()));
       m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
       m.put(
@@ -737,8 +830,22 @@ public final class KvRouterServer implements AutoCloseable {
       private Duration readTimeout = ReadDeadline.configured();
       private Duration natsApplyWait = DEFAULT_NATS_APPLY_WAIT;
       private long maxInflightBodyBytes;
+      private String sync;
+      private Duration syncHeartbeat = Duration.ofSeconds(1);
 
       private Builder() {}
+
+      /** See {@link Config#sync()}: a NATS URL, {@code "off"}, or null (follow the events'). */
+      public Builder sync(String sync) {
+        this.sync = sync;
+        return this;
+      }
+
+      /** See {@link Config#syncHeartbeat()}. */
+      public Builder syncHeartbeat(Duration syncHeartbeat) {
+        this.syncHeartbeat = syncHeartbeat;
+        return this;
+      }
 
       /** See {@link Config#maxInflightBodyBytes()}; 0: the default. */
       public Builder maxInflightBodyBytes(long maxInflightBodyBytes) {
@@ -895,7 +1002,9 @@ public final class KvRouterServer implements AutoCloseable {
             natsApplyWait,
             maxInflightBodyBytes,
             selector,
-            approximate);
+            approximate,
+            sync,
+            syncHeartbeat);
       }
     }
   }

@@ -59,6 +59,12 @@ final class ModelIndex implements RouterModel {
    */
   NatsEvents.Feed nats;
 
+  /**
+   * With sequence sync (docs/service.md, "Several replicas share their in-flight load"): this
+   * index's sync with the other replicas; set once before the index is visible, null otherwise.
+   */
+  io.kvrouter.transport.nats.NatsSequenceSync sync;
+
   ModelIndex(ModelKey key, int blockSize, KvRouter router, DistributionDataPoint findMatches) {
     this.key = key;
     this.blockSize = blockSize;

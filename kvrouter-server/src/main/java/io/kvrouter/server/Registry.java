@@ -46,6 +46,10 @@ import java.util.function.IntFunction;
  * applyUnregister for every replica's registrations in stream order, so all replicas (and one
  * restarted later) hold the same ones. A registration equal to the one held (every field of
  * Requests.Register, through Registration.request) is accepted as it is, without publishing.
+ *
+ * With sequence sync (SequenceSyncs), a new index's NatsSequenceSync is started next to its feed
+ * and stored in ModelIndex.sync before the index is published; it is closed (a goodbye to the
+ * peers) before the router when the index is dropped or the registry closes.
  * </pre>
  */
 final class Registry implements AutoCloseable {
@@ -58,6 +62,7 @@ final class Registry implements AutoCloseable {
   private ServerMetrics metrics;
   private NatsEvents nats;
   private NatsRegistrations log;
+  private SequenceSyncs syncs;
 
   /** {@code routers} builds the router of a new index from its block size. */
   Registry(IntFunction<KvRouter> routers) {
@@ -72,6 +77,11 @@ final class Registry implements AutoCloseable {
   /** With {@code serve --events nats://...}: every new index follows its NATS subject. */
   void nats(NatsEvents nats) {
     this.nats = nats;
+  }
+
+  /** With sequence sync: every new index shares its in-flight bookkeeping with the peers. */
+  void syncs(SequenceSyncs syncs) {
+    this.syncs = syncs;
   }
 
   /**
@@ -286,6 +296,23 @@ final class Registry implements AutoCloseable {
             throw e;
           }
         }
+        if (syncs != null) {
+          try {
+            m.sync = syncs.follow(key, m.router);
+          } catch (RuntimeException e) {
+            if (m.nats != null) m.nats.close();
+            m.router.close();
+            throw new ApiException(
+                503,
+                "cannot share in-flight requests of "
+                    + key.describe()
+                    + " on NATS ("
+                    + syncs.url()
+                    + "): "
+                    + e.getMessage()
+                    + "; nothing was registered");
+          }
+        }
         indexes.put(key, m);
       }
       m.router.registerRank(r.worker(), blockSize, routerBlocks(r, blockSize));
@@ -429,6 +456,7 @@ final class Registry implements AutoCloseable {
             // the replica's thread writes the index without this lock: stop it (and delete its
             // consumer) before the index closes
             if (m.nats != null) m.nats.close();
+            if (m.sync != null) m.sync.close();
             metrics.retire(m);
             m.router.close();
           }
@@ -459,6 +487,7 @@ final class Registry implements AutoCloseable {
           if (r.listener() != null) r.listener().close();
         }
         if (m.nats != null) m.nats.close();
+        if (m.sync != null) m.sync.close();
       }
       for (ModelIndex m : indexes.values()) {
         m.lock.writeLock().lock();

@@ -1,0 +1,296 @@
+package io.kvrouter.transport.nats;
+
+import io.kvrouter.event.Worker;
+import io.kvrouter.route.SequenceChange;
+import io.kvrouter.route.SequenceChange.PrefillCompleted;
+import io.kvrouter.route.SequenceChange.Released;
+import io.kvrouter.route.SequenceChange.Routed;
+import java.nio.BufferUnderflowException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The wire format of sequence sync (docs/service.md, "Several replicas share their in-flight
+ * load"): one binary message carries a batch of one replica's bookkeeping changes, its goodbye, or
+ * one chunk of its snapshot.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Binary, not JSON: a routed request carries its sequence hashes (one 64-bit number per block,
+ * hundreds for a long prompt), 8 bytes each here against about 20 as JSON digits, and decoding is
+ * a loop of getLong. Big-endian, no dependency.
+ *
+ *   message = magic 0x4B 0x53 ("KS"), version u8 (1), kind u8 (1 batch, 2 bye, 3 snapshot chunk),
+ *             replica id (varint length, UTF-8), incarnation i64, sequence i64 (batch: the number
+ *             of its first change, or for an empty batch, a heartbeat, the next one; snapshot:
+ *             upToSequence), sent-at wall-clock milliseconds i64,
+ *             [snapshot only: chunk index varint, chunk count varint],
+ *             record count varint, records
+ *   record  = type u8, body length varint, body
+ *     1 routed             request id (varint length, UTF-8), worker id i64, dp rank varint,
+ *                          prefill tokens varint, hash count varint, hashes i64 each
+ *     2 prefill completed  request id
+ *     3 freed              request id
+ *     4 expired            request id
+ *     other                reserved (5: approximate-mode predictions); skipped by its length and
+ *                          not numbered: sequence numbers count records of types 1-4 only
+ *
+ * A decoder never trusts a length: every count and length is checked against the bytes left, so a
+ * corrupt message is a FormatException, never a huge allocation.
+ * </pre>
+ */
+final class SyncCodec {
+  static final byte MAGIC0 = 0x4B;
+  static final byte MAGIC1 = 0x53;
+  static final byte VERSION = 1;
+  static final byte KIND_BATCH = 1;
+  static final byte KIND_BYE = 2;
+  static final byte KIND_SNAPSHOT = 3;
+  static final byte ROUTED = 1;
+  static final byte PREFILL_COMPLETED = 2;
+  static final byte FREED = 3;
+  static final byte EXPIRED = 4;
+
+  /** Reserved record type: approximate-mode predictions (not written yet). */
+  static final byte PREDICTED = 5;
+
+  private SyncCodec() {}
+
+  /** A message that is not one of ours, or is cut short. */
+  static final class FormatException extends Exception {
+    FormatException(String message) {
+      super(message);
+    }
+  }
+
+  /**
+   * A decoded message.
+   *
+   * @param sequence a batch's first change number (or a heartbeat's next), a snapshot's upTo
+   * @param chunk a snapshot chunk's index (0 otherwise)
+   * @param chunks a snapshot's chunk count (0 otherwise)
+   */
+  record Message(
+      byte kind,
+      String replicaId,
+      long incarnation,
+      long sequence,
+      long sentAtMillis,
+      int chunk,
+      int chunks,
+      List<SequenceChange> changes) {}
+
+  /** Bytes of {@code c} as a record (type, length, body). */
+  static int recordSize(SequenceChange c) {
+    int body = bodySize(c);
+    return 1 + varintSize(body) + body;
+  }
+
+  private static int bodySize(SequenceChange c) {
+    int id = utf8Length(c.requestId());
+    int n = varintSize(id) + id;
+    if (c instanceof Routed r) {
+      n += 8 + varintSize(r.worker().dpRank()) + varintSize(r.prefillTokens());
+      n += varintSize(r.seqHashes().length) + 8 * r.seqHashes().length;
+    }
+    return n;
+  }
+
+  /** Bytes of the header of a message from {@code replicaId} (snapshot chunks: a bit more). */
+  static int headerSize(String replicaId) {
+    int id = utf8Length(replicaId);
+    return 4 + varintSize(id) + id + 24 + 10 + 5;
+  }
+
+  /** Encodes a batch (or, with no changes, a heartbeat) of {@code changes}. */
+  static byte[] batch(
+      String replicaId, long incarnation, long first, long sentAt, List<SequenceChange> changes) {
+    return encode(KIND_BATCH, replicaId, incarnation, first, sentAt, 0, 0, changes);
+  }
+
+  /** Encodes a goodbye: the replica is stopping, drop its requests. */
+  static byte[] bye(String replicaId, long incarnation, long next, long sentAt) {
+    return encode(KIND_BYE, replicaId, incarnation, next, sentAt, 0, 0, List.of());
+  }
+
+  /** Encodes chunk {@code chunk} of {@code chunks} of a snapshot up to {@code upTo}. */
+  static byte[] snapshotChunk(
+      String replicaId,
+      long incarnation,
+      long upTo,
+      long sentAt,
+      int chunk,
+      int chunks,
+      List<? extends SequenceChange> entries) {
+    return encode(KIND_SNAPSHOT, replicaId, incarnation, upTo, sentAt, chunk, chunks, entries);
+  }
+
+  private static byte[] encode(
+      byte kind,
+      String replicaId,
+      long incarnation,
+      long sequence,
+      long sentAt,
+      int chunk,
+      int chunks,
+      List<? extends SequenceChange> changes) {
+    int size = headerSize(replicaId) + 2 * 5;
+    for (SequenceChange c : changes) size += recordSize(c);
+    ByteBuffer b = ByteBuffer.allocate(size);
+    b.put(MAGIC0).put(MAGIC1).put(VERSION).put(kind);
+    putString(b, replicaId);
+    b.putLong(incarnation).putLong(sequence).putLong(sentAt);
+    if (kind == KIND_SNAPSHOT) {
+      putVarint(b, chunk);
+      putVarint(b, chunks);
+    }
+    putVarint(b, changes.size());
+    for (SequenceChange c : changes) {
+      byte type =
+          switch (c) {
+            case Routed r -> ROUTED;
+            case PrefillCompleted p -> PREFILL_COMPLETED;
+            case Released r -> r.expired() ? EXPIRED : FREED;
+          };
+      b.put(type);
+      byte[] id = c.requestId().getBytes(StandardCharsets.UTF_8);
+      int body = varintSize(id.length) + id.length;
+      if (c instanceof Routed r) {
+        body += 8 + varintSize(r.worker().dpRank()) + varintSize(r.prefillTokens());
+        body += varintSize(r.seqHashes().length) + 8 * r.seqHashes().length;
+      }
+      putVarint(b, body);
+      putVarint(b, id.length);
+      b.put(id);
+      if (c instanceof Routed r) {
+        b.putLong(r.worker().workerId());
+        putVarint(b, r.worker().dpRank());
+        putVarint(b, r.prefillTokens());
+        long[] h = r.seqHashes();
+        putVarint(b, h.length);
+        for (long x : h) b.putLong(x);
+      }
+    }
+    byte[] out = new byte[b.position()];
+    b.flip().get(out);
+    return out;
+  }
+
+  /** Decodes a message; records of unknown types are skipped. */
+  static Message decode(byte[] data) throws FormatException {
+    ByteBuffer b = ByteBuffer.wrap(data);
+    try {
+      if (b.remaining() < 4 || b.get() != MAGIC0 || b.get() != MAGIC1) {
+        throw new FormatException("not a sequence sync message");
+      }
+      byte version = b.get();
+      if (version != VERSION) throw new FormatException("unknown version " + version);
+      byte kind = b.get();
+      if (kind != KIND_BATCH && kind != KIND_BYE && kind != KIND_SNAPSHOT) {
+        throw new FormatException("unknown kind " + kind);
+      }
+      String replica = getString(b);
+      long incarnation = b.getLong();
+      long sequence = b.getLong();
+      long sentAt = b.getLong();
+      int chunk = 0;
+      int chunks = 0;
+      if (kind == KIND_SNAPSHOT) {
+        chunk = (int) getVarint(b, Integer.MAX_VALUE);
+        chunks = (int) getVarint(b, Integer.MAX_VALUE);
+        if (chunk >= chunks) throw new FormatException("chunk " + chunk + " of " + chunks);
+      }
+      int count = (int) getVarint(b, Integer.MAX_VALUE);
+      if (count > b.remaining() / 2) throw new FormatException(count + " records cut short");
+      List<SequenceChange> changes = new ArrayList<>(count);
+      for (int i = 0; i < count; i++) {
+        if (b.remaining() < 2) throw new FormatException("record " + i + " cut short");
+        byte type = b.get();
+        int len = (int) getVarint(b, Integer.MAX_VALUE);
+        if (len > b.remaining()) throw new FormatException("record " + i + " cut short");
+        int end = b.position() + len;
+        switch (type) {
+          case ROUTED -> {
+            String id = getString(b);
+            long worker = b.getLong();
+            int rank = (int) getVarint(b, Integer.MAX_VALUE);
+            long prefill = getVarint(b, Long.MAX_VALUE);
+            int n = (int) getVarint(b, (end - b.position()) / 8);
+            long[] h = new long[n];
+            for (int k = 0; k < n; k++) h[k] = b.getLong();
+            changes.add(new Routed(id, new Worker(worker, rank), h, prefill));
+          }
+          case PREFILL_COMPLETED -> changes.add(new PrefillCompleted(getString(b)));
+          case FREED -> changes.add(new Released(getString(b), false));
+          case EXPIRED -> changes.add(new Released(getString(b), true));
+          default -> {} // reserved or newer: skipped, not numbered
+        }
+        if (b.position() > end) throw new FormatException("record " + i + " overruns its length");
+        b.position(end);
+      }
+      return new Message(kind, replica, incarnation, sequence, sentAt, chunk, chunks, changes);
+    } catch (BufferUnderflowException | IllegalArgumentException e) {
+      throw new FormatException("cut short or corrupt: " + e);
+    }
+  }
+
+  // ------------------------------------------------------------------ primitives
+
+  private static void putString(ByteBuffer b, String s) {
+    byte[] u = s.getBytes(StandardCharsets.UTF_8);
+    putVarint(b, u.length);
+    b.put(u);
+  }
+
+  private static String getString(ByteBuffer b) throws FormatException {
+    int n = (int) getVarint(b, Integer.MAX_VALUE);
+    if (n > b.remaining()) throw new FormatException("string of " + n + " bytes cut short");
+    String s = new String(b.array(), b.position(), n, StandardCharsets.UTF_8);
+    b.position(b.position() + n);
+    return s;
+  }
+
+  private static void putVarint(ByteBuffer b, long v) {
+    while ((v & ~0x7FL) != 0) {
+      b.put((byte) ((v & 0x7F) | 0x80));
+      v >>>= 7;
+    }
+    b.put((byte) v);
+  }
+
+  /** An unsigned varint of at most {@code max}. */
+  private static long getVarint(ByteBuffer b, long max) throws FormatException {
+    long v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      byte x = b.get();
+      v |= (long) (x & 0x7F) << shift;
+      if (x >= 0) {
+        if (v < 0 || v > max) throw new FormatException("length or count " + v + " too large");
+        return v;
+      }
+    }
+    throw new FormatException("varint longer than 64 bits");
+  }
+
+  private static int varintSize(long v) {
+    int n = 1;
+    while ((v & ~0x7FL) != 0) {
+      n++;
+      v >>>= 7;
+    }
+    return n;
+  }
+
+  private static int utf8Length(String s) {
+    // exact for well-formed strings; an upper bound with lone surrogates (encoded as '?')
+    int n = 0;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      n += c < 0x80 ? 1 : c < 0x800 ? 2 : Character.isSurrogate(c) ? 2 : 3;
+    }
+    return n;
+  }
+}

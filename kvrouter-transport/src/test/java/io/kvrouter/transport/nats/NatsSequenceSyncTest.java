@@ -1,0 +1,170 @@
+package io.kvrouter.transport.nats;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.kvrouter.event.Worker;
+import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.RouteDecision;
+import io.kvrouter.route.RouteOptions;
+import io.kvrouter.route.WorkerLoad;
+import io.nats.client.Connection;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Replicas in one JVM on a real nats-server share their requests in flight: routed on one, load on
+ * every one; a killed replica's requests are dropped by the survivors; a restarted or late one
+ * converges from snapshots.
+ */
+class NatsSequenceSyncTest {
+  static final int BS = 4;
+  static final Duration BEAT = Duration.ofMillis(100);
+  static final Duration WAIT = Duration.ofSeconds(20);
+  static final String SUBJECT = NatsSequenceSync.subject("m.x", "default");
+
+  NatsServer server;
+  final List<AutoCloseable> open = new ArrayList<>();
+
+  @BeforeEach
+  void start() {
+    server = NatsServer.start();
+  }
+
+  @AfterEach
+  void stop() throws Exception {
+    for (int i = open.size() - 1; i >= 0; i--) {
+      try {
+        open.get(i).close();
+      } catch (Exception ignored) {
+        // already closed by the test
+      }
+    }
+    server.close();
+  }
+
+  /** One replica: a router with workers 1 and 2, its own connection, its sync. */
+  record Replica(KvRouter router, Connection nc, NatsSequenceSync sync) {}
+
+  Replica replica(String id) {
+    return replica(id, BEAT.multipliedBy(3));
+  }
+
+  Replica replica(String id, Duration peerTimeout) {
+    KvRouter r = KvRouter.builder(BS).build();
+    r.registerWorker(1, 1, BS);
+    r.registerWorker(2, 1, BS);
+    Connection nc = server.connect();
+    NatsSequenceSync s =
+        NatsSequenceSync.builder(nc, SUBJECT, r.sequenceSync(id))
+            .heartbeat(BEAT)
+            .peerTimeout(peerTimeout)
+            .start();
+    open.add(nc);
+    open.add(s);
+    return new Replica(r, nc, s);
+  }
+
+  static int[] tokens(int from, int n) {
+    return IntStream.range(from, from + n).toArray();
+  }
+
+  static void route(Replica x, String id, int from, int n, long worker) {
+    assertThat(
+            x.router.route(id, tokens(from, n), RouteOptions.defaults().withAllowedWorkers(worker)))
+        .isInstanceOf(RouteDecision.Routed.class);
+  }
+
+  static void awaitSameLoads(Replica of, Replica... others) throws InterruptedException {
+    for (Replica o : others) {
+      assertThat(o.sync.await(() -> o.router.loads().equals(of.router.loads()), WAIT))
+          .as("loads of %s = %s", o.sync.sync().replicaId(), of.router.loads())
+          .isTrue();
+    }
+  }
+
+  @Test
+  void routedOnAIsLoadOnBAndFreedOnAIsGoneOnB() throws Exception {
+    Replica a = replica("a");
+    Replica b = replica("b");
+    assertThat(a.sync.await(a.sync::ready, WAIT)).isTrue();
+    assertThat(b.sync.await(b.sync::ready, WAIT)).isTrue();
+    route(a, "r1", 1, 10, 1); // 2 blocks, 10 prefill tokens
+    route(b, "r1", 100, 16, 2); // b's own r1
+    route(a, "r2", 1, 10, 1); // shares r1's blocks
+    awaitSameLoads(a, b);
+    awaitSameLoads(b, a);
+    assertThat(b.router.load(Worker.of(1))).isEqualTo(new WorkerLoad(Worker.of(1), 2, 20, 2));
+    assertThat(b.router.load(Worker.of(2))).isEqualTo(new WorkerLoad(Worker.of(2), 4, 16, 1));
+    a.router.markPrefillCompleted("r1");
+    a.router.free("r2");
+    awaitSameLoads(a, b);
+    assertThat(b.router.load(Worker.of(1))).isEqualTo(new WorkerLoad(Worker.of(1), 2, 0, 1));
+    a.router.free("r1");
+    b.router.free("r1");
+    awaitSameLoads(a, b);
+    awaitSameLoads(b, a);
+    assertThat(b.router.inFlight()).isZero();
+    assertThat(a.sync.stats().ownSkipped()).isPositive(); // its own batches came back, unapplied
+    assertThat(b.sync.stats().sync().peerChangesApplied()).isEqualTo(5);
+  }
+
+  @Test
+  void aKilledReplicasRequestsAreDroppedByTheSurvivor() throws Exception {
+    Replica a = replica("a");
+    Replica b = replica("b");
+    route(a, "r1", 1, 8, 1);
+    route(a, "r2", 50, 8, 2);
+    awaitSameLoads(a, b);
+    assertThat(b.router.inFlight()).isEqualTo(2);
+    a.nc.close(); // killed: no goodbye, no more heartbeats
+    assertThat(b.sync.await(() -> b.router.inFlight() == 0, WAIT)).isTrue();
+    assertThat(b.sync.stats().peers()).isZero();
+    assertThat(b.sync.stats().sync().peersDropped()).isEqualTo(1);
+  }
+
+  @Test
+  void aClosedReplicaSaysGoodbye() throws Exception {
+    Replica a = replica("a");
+    Replica b = replica("b", Duration.ofMinutes(5)); // silence would take far longer than WAIT
+    route(a, "r1", 1, 8, 1);
+    awaitSameLoads(a, b);
+    a.sync.close();
+    assertThat(b.sync.await(() -> b.router.inFlight() == 0, WAIT)).isTrue();
+    // before a silence timeout could have dropped it: by the goodbye
+    assertThat(b.sync.stats().sync().peersDropped()).isEqualTo(1);
+  }
+
+  @Test
+  void aRestartedReplicaAndALateOneConverge() throws Exception {
+    Replica a = replica("a");
+    Replica b = replica("b");
+    route(a, "r1", 1, 8, 1);
+    route(b, "s1", 20, 12, 2);
+    b.router.markPrefillCompleted("s1");
+    route(b, "s2", 60, 8, 1);
+    b.router.free("s2");
+    awaitSameLoads(a, b);
+    awaitSameLoads(b, a);
+    // a dies and comes back under the same id: its old requests are gone, b forgets them
+    a.nc.close();
+    Replica a2 = replica("a");
+    assertThat(a2.sync.await(a2.sync::ready, WAIT)).isTrue();
+    assertThat(a2.router.inFlight()).isEqualTo(1); // b's s1, from b's snapshot
+    assertThat(a2.sync.stats().snapshotsFetched()).isEqualTo(1);
+    awaitSameLoads(a2, b);
+    route(a2, "r1", 1, 8, 2);
+    // c joins late: b's and a2's requests come from their snapshots
+    Replica c = replica("c");
+    assertThat(c.sync.await(c.sync::ready, WAIT)).isTrue();
+    // ready means taken up: both peers' requests are here already
+    assertThat(c.router.loads()).isEqualTo(a2.router.loads());
+    awaitSameLoads(b, a2, c);
+    assertThat(c.router.inFlight()).isEqualTo(2);
+    assertThat(c.router.load(Worker.of(2))).isEqualTo(new WorkerLoad(Worker.of(2), 5, 8, 2));
+  }
+}
