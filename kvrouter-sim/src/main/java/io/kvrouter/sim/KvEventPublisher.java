@@ -54,6 +54,9 @@ final class KvEventPublisher implements AutoCloseable {
   private final String replayBind;
   private final int pubPort;
   private final int replayPort;
+  // the endpoints as bound (with ZMQ's port for a wildcard); written before bound completes
+  private volatile String pubBound;
+  private volatile String replayBound;
   private final LinkedBlockingQueue<Object[]> queue = new LinkedBlockingQueue<>();
   private final AtomicLong nextSeq = new AtomicLong();
   private final CompletableFuture<Void> bound = new CompletableFuture<>();
@@ -68,10 +71,13 @@ final class KvEventPublisher implements AutoCloseable {
     this.encoding = encoding;
     this.startDelay = startDelay;
     this.topic = config.topic().getBytes(StandardCharsets.UTF_8);
-    this.pubPort = port(config.endpoint());
+    // a free port is left to ZMQ's own bind (no window in which another process takes it),
+    // except with a start delay, whose endpoints must be known before the bind
+    boolean upFront = !startDelay.isZero();
+    this.pubPort = port(config.endpoint(), upFront);
     this.pubBind = withPort(config.endpoint(), pubPort);
     if (config.replayEndpoint() != null) {
-      this.replayPort = port(config.replayEndpoint());
+      this.replayPort = port(config.replayEndpoint(), upFront);
       this.replayBind = withPort(config.replayEndpoint(), replayPort);
     } else {
       this.replayPort = -1;
@@ -80,10 +86,14 @@ final class KvEventPublisher implements AutoCloseable {
     this.thread = Thread.ofPlatform().daemon().name("mock-engine-kv-events").unstarted(this::run);
   }
 
-  /** The port of {@code tcp://host:port}, a free one for {@code *} or 0. */
-  private static int port(String endpoint) {
+  /**
+   * The port of {@code tcp://host:port}; for {@code *} or 0 a free one chosen now when {@code
+   * upFront}, else 0 (ZMQ picks one at bind).
+   */
+  private static int port(String endpoint, boolean upFront) {
     String p = endpoint.substring(endpoint.lastIndexOf(':') + 1);
     if (p.equals("*") || p.equals("0")) {
+      if (!upFront) return 0;
       try (ServerSocket s = new ServerSocket(0)) {
         return s.getLocalPort();
       } catch (IOException e) {
@@ -98,7 +108,7 @@ final class KvEventPublisher implements AutoCloseable {
   }
 
   private static String withPort(String endpoint, int port) {
-    return endpoint.substring(0, endpoint.lastIndexOf(':') + 1) + port;
+    return endpoint.substring(0, endpoint.lastIndexOf(':') + 1) + (port == 0 ? "*" : port);
   }
 
   private static String connectable(String bind) {
@@ -124,11 +134,14 @@ final class KvEventPublisher implements AutoCloseable {
   }
 
   String pubEndpoint() {
-    return connectable(pubBind);
+    String b = pubBound;
+    return connectable(b != null ? b : pubBind);
   }
 
   String replayEndpoint() {
-    return replayBind == null ? null : connectable(replayBind);
+    if (replayBind == null) return null;
+    String b = replayBound;
+    return connectable(b != null ? b : replayBind);
   }
 
   /** Sequence number of the last batch queued, -1 before the first. */
@@ -157,10 +170,12 @@ final class KvEventPublisher implements AutoCloseable {
         pub.setLinger(0);
         pub.setSndHWM(config.hwm());
         pub.bind(pubBind);
+        pubBound = pub.getLastEndpoint();
         if (replayBind != null) {
           router = ctx.createSocket(SocketType.ROUTER);
           router.setLinger(0);
           router.bind(replayBind);
+          replayBound = router.getLastEndpoint();
         }
       } catch (InterruptedException e) {
         bound.completeExceptionally(e);
