@@ -7,53 +7,70 @@ import io.kvrouter.index.KvIndex;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.Map;
 
 /**
- * Approximate mode's cache model: the blocks the router predicts each worker holds because it sent
- * them a prompt, each until a TTL runs out, mirrored into a {@link KvIndex} as Stored and Removed
- * events so that routing reads predictions exactly as it reads real events.
+ * Approximate mode's cache model: the blocks the router predicts each worker rank holds because it
+ * sent them a prompt, kept per rank as an LRU of the rank's capacity in blocks (the engine's own KV
+ * block count, or learned from the engines' cached-token reports), with a TTL as an upper bound;
+ * mirrored into a {@link KvIndex} as Stored and Removed events so that routing reads predictions
+ * exactly as it reads real events.
  *
  * <pre>
  * Implementation notes
  *
- * Layout: one Entry per predicted (worker rank, sequence hash), found through a per-worker
- * Long2ObjectOpenHashMap and threaded on one global intrusive doubly linked list in deadline
- * order (head expires first). The TTL is one fixed duration and the clock monotonic, so a new or
- * refreshed prediction (deadline now + TTL) always belongs at the tail: record() and refresh are
- * O(1) per block, with no heap and no stale queue entries; the list holds exactly size entries.
+ * Layout: one Rank per rank that was ever predicted, with a Long2ObjectOpenHashMap from sequence
+ * hash to Entry and its own intrusive doubly linked LRU list (head = least recently touched). Each
+ * Entry is also threaded on one global list in touch order (head = touched longest ago). The clock
+ * is monotonic and a touch always moves an entry to the tail of both lists, so both lists are
+ * sorted by touch time: the global head is the first to outlive the TTL (one fixed duration), and a
+ * rank's head is what its LRU evicts. Touching, inserting and evicting are O(1) per block; no
+ * heap, no stale entries; each list holds exactly its entries.
  *
- * Re-prediction: a block predicted again is unlinked and re-appended with the new deadline, so
- * the older deadline never removes it (the index keeps it; it is not re-stored).
+ * Chains: record() walks a chain leaf first, appending each block, so within one chain the deepest
+ * block sits nearest the heads and a block's ancestors are touched whenever it is. Every removal
+ * (LRU eviction, TTL expiry, the global bound, a correction) pops from a head, so a chain loses its
+ * leaves before its root and predictions stay closed under prefixes (no holes in the index). This
+ * is the order an engine's prefix cache evicts in (vLLM, SGLang: LRU, leaves first).
  *
- * Chains: record() walks a chain leaf first, so within one chain the deepest block sits nearest
- * the head. Expiry and pruning pop from the head, so a chain loses its leaves before its root
- * and predictions stay closed under prefixes (no holes in the index). A block's ancestors are
- * refreshed whenever it is, so their deadlines are never earlier than its own.
+ * Capacity: Rank.capacity is the registered KV blocks of the rank (Slot.kvBlocks, passed on every
+ * record) or, when that is 0 (unknown), learned: unbounded until a correction shows the engine
+ * evicted what is predicted, then the rank's predicted size after the correction, grown by every
+ * block the engine reports that the model had already dropped. A record that takes a rank past
+ * its capacity evicts the rank's LRU blocks down to it at once (at most the blocks it added) and
+ * reports the count to the Evictions listener: KvRouter feeds it to the eviction-pressure term,
+ * as it feeds Removed events in event mode. TTL expiry and the global bound are not evictions an
+ * engine would make and are not reported.
+ *
+ * Correction (observe): an engine reports k cached blocks of a prompt it was sent, at its
+ * admission. Blocks 0..k-1 were there: any the model no longer holds are predicted again (the
+ * whole chain 0..k-1 is touched, leaf first, to keep prefixes closed). Block k was not there:
+ * when the router had predicted it (k < the decision's predicted blocks), the engine evicted it
+ * before admission, and an LRU evicts in touch order, so every prediction of that rank touched no
+ * later than block k's touch before this request's (Entry.prevTouched) is gone from the engine
+ * too: those are dropped (the blocks of this request, touched since, stay; the engine stored them).
  *
  * Index: the router's own index (it accepts no outside events in this mode). A record that adds
  * any new block applies one Stored of the whole chain at the root (the index treats held blocks
- * idempotently); a record that only refreshes applies nothing. Expiry and pruning apply one
- * Removed per run of consecutive entries of the same worker.
+ * idempotently); a record that only refreshes applies nothing. Removals apply one Removed per run
+ * of consecutive entries of the same rank.
  *
- * Bound: more than maxEntries entries after a record starts a pruning phase that removes the
- * oldest-expiring entries until 80% of maxEntries remain. The work is spread over the records
- * that follow: each removes at most max(MIN_PRUNE_STEP, 2 × the entries it added), so no single
- * routing decision pays for ~maxEntries/5 index removals at once (about 210k at the default
- * bound). A record in the phase removes at least twice what it adds (or down to 80%), so after
- * every record the size is at most maxEntries, and 80% is reached after about
- * maxEntries/(5 × new blocks per record) records. Expiry is not spread: every overdue entry is removed before matching, so
- * an expired prediction is never matched.
+ * Bound: more than maxEntries entries in all after a record starts a pruning phase that removes
+ * the entries touched longest ago until 80% of maxEntries remain, spread over the records that
+ * follow: each removes at most max(MIN_PRUNE_STEP, 2 × the entries it added), so after every record
+ * the size is at most maxEntries. Expiry is not spread: every overdue entry is removed before
+ * matching, so an expired prediction is never matched.
  *
  * Threading: not thread-safe; KvRouter calls it under its lock. Lock order: the router's lock,
- * then the index's writer lock (inside apply).
+ * then the index's writer lock (inside apply); the Evictions listener takes only a leaf monitor.
  * </pre>
  */
 final class PredictedBlocks {
-  /** The default time a predicted block is believed to stay cached. */
-  static final Duration DEFAULT_TTL = Duration.ofSeconds(120);
+  /** The default upper bound on how long a predicted block is believed to stay cached untouched. */
+  static final Duration DEFAULT_TTL = Duration.ofHours(1);
 
   /** The default bound on (worker, block) predictions: 2^20. */
   static final int DEFAULT_MAX_ENTRIES = 1 << 20;
@@ -61,16 +78,43 @@ final class PredictedBlocks {
   /** The least a record removes while a pruning phase is in progress. */
   static final int MIN_PRUNE_STEP = 64;
 
-  private static final class Entry {
-    final Worker worker;
-    final long seqHash;
-    long deadline;
-    Entry prev;
-    Entry next;
+  /** Told of every block the capacity model evicts. */
+  interface Evictions {
+    void evicted(Worker rank, int blocks, long nowNanos);
+  }
 
-    Entry(Worker worker, long seqHash) {
-      this.worker = worker;
+  private static final class Entry {
+    final Rank rank;
+    final long seqHash;
+    long touched;
+    long prevTouched; // the touch before the last; == touched for a new entry
+    Entry prev; // rank LRU
+    Entry next;
+    Entry gPrev; // global, by touch time
+    Entry gNext;
+
+    Entry(Rank rank, long seqHash) {
+      this.rank = rank;
       this.seqHash = seqHash;
+    }
+  }
+
+  private static final class Rank {
+    final Worker worker;
+    final Long2ObjectOpenHashMap<Entry> map = new Long2ObjectOpenHashMap<>();
+    long registered; // registered KV blocks; 0 = unknown
+    long capacity; // effective: registered, or learned (Long.MAX_VALUE until learned)
+    Entry head;
+    Entry tail;
+
+    Rank(Worker worker, long registered) {
+      this.worker = worker;
+      setRegistered(registered);
+    }
+
+    void setRegistered(long kvBlocks) {
+      this.registered = kvBlocks;
+      this.capacity = kvBlocks > 0 ? kvBlocks : Long.MAX_VALUE;
     }
   }
 
@@ -78,15 +122,16 @@ final class PredictedBlocks {
   private final long ttlNanos;
   private final int maxEntries;
   private final int pruneTarget;
-  private final HashMap<Worker, Long2ObjectOpenHashMap<Entry>> byWorker = new HashMap<>();
+  private final Evictions evictions;
+  private final HashMap<Worker, Rank> ranks = new HashMap<>();
   private final LongArrayList removals = new LongArrayList();
-  private Entry head;
-  private Entry tail;
+  private Entry gHead;
+  private Entry gTail;
   private int size;
   private boolean pruning; // a pruning phase is in progress: size > pruneTarget
   private long eventId;
 
-  PredictedBlocks(KvIndex index, Duration ttl, int maxEntries) {
+  PredictedBlocks(KvIndex index, Duration ttl, int maxEntries, Evictions evictions) {
     if (index == null) throw new IllegalArgumentException("index must not be null");
     if (ttl == null || ttl.isNegative() || ttl.isZero()) {
       throw new IllegalArgumentException("ttl must be positive, got " + ttl);
@@ -98,131 +143,261 @@ final class PredictedBlocks {
     this.ttlNanos = ttl.toNanos();
     this.maxEntries = maxEntries;
     this.pruneTarget = (int) (maxEntries * 0.8);
+    this.evictions = evictions == null ? (w, b, t) -> {} : evictions;
+  }
+
+  private Rank rank(Worker worker, long kvBlocks) {
+    Rank r = ranks.get(worker);
+    if (r == null) {
+      r = new Rank(worker, kvBlocks);
+      ranks.put(worker, r);
+    } else if (r.registered != kvBlocks) {
+      r.setRegistered(kvBlocks);
+    }
+    return r;
   }
 
   /**
-   * Predicts that {@code worker} now caches the chain with these sequence and local hashes, until
-   * {@code nowNanos + ttl}. The arrays are handed to the index: the caller must not change them.
+   * Predicts that {@code worker}, a rank of {@code kvBlocks} KV blocks (0: unknown), now caches the
+   * chain with these sequence and local hashes. The arrays are handed to the index: the caller must
+   * not change them.
    */
-  void record(Worker worker, long[] seqHashes, long[] localHashes, long nowNanos) {
+  void record(Worker worker, long kvBlocks, long[] seqHashes, long[] localHashes, long nowNanos) {
     final int n = seqHashes.length;
     if (n == 0) return;
-    Long2ObjectOpenHashMap<Entry> mine = byWorker.get(worker);
-    if (mine == null) {
-      mine = new Long2ObjectOpenHashMap<>();
-      byWorker.put(worker, mine);
-    }
-    final long deadline = nowNanos + ttlNanos;
-    int added = 0;
-    for (int i = n - 1; i >= 0; i--) { // leaf first: see the class comment
-      long seq = seqHashes[i];
-      Entry e = mine.get(seq);
-      if (e == null) {
-        e = new Entry(worker, seq);
-        mine.put(seq, e);
-        size++;
-        added++;
-      } else {
-        unlink(e);
-      }
-      e.deadline = deadline;
-      append(e);
-    }
+    final Rank r = rank(worker, kvBlocks);
+    final int added = touchChain(r, seqHashes, n, nowNanos);
     if (added > 0) {
       index.apply(
           new RouterEvent(worker, eventId++, CacheEvent.storedAtRoot(seqHashes, localHashes)));
     }
+    fitCapacity(r, nowNanos);
     if (size > maxEntries) pruning = true;
     if (pruning) {
       int step = Math.max(MIN_PRUNE_STEP, 2 * added);
-      removeHead(Math.max(pruneTarget, size - step), Long.MIN_VALUE, false);
+      pruneGlobal(Math.max(pruneTarget, size - step));
       if (size <= pruneTarget) pruning = false;
     }
   }
 
-  /** Removes every prediction whose deadline has passed at {@code nowNanos}; returns how many. */
-  int expire(long nowNanos) {
-    if (head == null || nowNanos - head.deadline < 0) return 0;
-    return removeHead(-1, nowNanos, true);
+  /** Touches blocks {@code 0..n-1} of the chain on {@code r}, leaf first; returns how many new. */
+  private int touchChain(Rank r, long[] seqHashes, int n, long now) {
+    final Long2ObjectOpenHashMap<Entry> map = r.map;
+    int added = 0;
+    for (int i = n - 1; i >= 0; i--) { // leaf first: see the class comment
+      final long seq = seqHashes[i];
+      Entry e = map.get(seq);
+      if (e == null) {
+        e = new Entry(r, seq);
+        map.put(seq, e);
+        e.prevTouched = now;
+        size++;
+        added++;
+      } else {
+        unlink(e);
+        e.prevTouched = e.touched;
+      }
+      e.touched = now;
+      append(e);
+    }
+    return added;
+  }
+
+  /** Evicts {@code r}'s least recently touched blocks down to its capacity; reports them. */
+  private void fitCapacity(Rank r, long now) {
+    final long over = r.map.size() - r.capacity;
+    if (over <= 0) return;
+    final LongArrayList batch = removals;
+    batch.clear();
+    for (long i = 0; i < over; i++) {
+      Entry e = r.head;
+      removeEntry(e);
+      batch.add(e.seqHash);
+    }
+    flushRemovals(r.worker, batch);
+    evictions.evicted(r.worker, (int) over, now);
   }
 
   /**
-   * Pops entries from the head while either {@code size > downTo} (pruning) or, when {@code
-   * byDeadline}, the head's deadline has passed at {@code nowNanos}; mirrors them into the index.
+   * Corrects the model with an engine's report: {@code worker} found {@code cachedBlocks} leading
+   * blocks of the chain cached at admission, where the router had predicted {@code
+   * predictedBlocks}. See the class comment.
+   *
+   * @return the predictions dropped (as denied) minus the predictions added (as unpredicted hits);
+   *     for tests and counters
    */
-  private int removeHead(int downTo, long nowNanos, boolean byDeadline) {
+  long observe(
+      Worker worker,
+      long kvBlocks,
+      long[] seqHashes,
+      long[] localHashes,
+      int predictedBlocks,
+      int cachedBlocks,
+      long nowNanos) {
+    final int n = seqHashes.length;
+    final int k = Math.max(0, Math.min(cachedBlocks, n));
+    final Rank r = rank(worker, kvBlocks);
+    long dropped = 0;
+    if (k < n && k < predictedBlocks) {
+      Entry denied = r.map.get(seqHashes[k]);
+      if (denied != null) {
+        final long horizon = denied.prevTouched;
+        final LongArrayList batch = removals;
+        batch.clear();
+        Entry e;
+        while ((e = r.head) != null && e.touched - horizon <= 0) {
+          removeEntry(e);
+          batch.add(e.seqHash);
+          dropped++;
+        }
+        if (dropped > 0) flushRemovals(worker, batch);
+        if (r.registered == 0) r.capacity = Math.max(1, r.map.size());
+      }
+    }
+    int missing = 0;
+    for (int i = 0; i < k; i++) {
+      if (!r.map.containsKey(seqHashes[i])) missing++;
+    }
+    if (missing > 0) {
+      touchChain(r, seqHashes, k, nowNanos);
+      index.apply(
+          new RouterEvent(
+              worker,
+              eventId++,
+              CacheEvent.storedAtRoot(Arrays.copyOf(seqHashes, k), Arrays.copyOf(localHashes, k))));
+      if (r.registered == 0 && r.capacity != Long.MAX_VALUE) {
+        r.capacity = Math.max(r.capacity, r.map.size());
+      }
+      fitCapacity(r, nowNanos);
+    }
+    return dropped - missing;
+  }
+
+  /** Removes every prediction whose TTL has passed at {@code nowNanos}; returns how many. */
+  int expire(long nowNanos) {
+    final long cutoff = nowNanos - ttlNanos; // entries touched at or before it are overdue
+    if (gHead == null || gHead.touched - cutoff > 0) return 0;
     int n = 0;
     final LongArrayList batch = removals;
     batch.clear();
-    Worker batchWorker = null;
+    Rank batchRank = null;
     Entry e;
-    while ((e = head) != null && (byDeadline ? nowNanos - e.deadline >= 0 : size > downTo)) {
-      unlink(e);
-      Long2ObjectOpenHashMap<Entry> mine = byWorker.get(e.worker);
-      mine.remove(e.seqHash);
-      if (mine.isEmpty()) byWorker.remove(e.worker);
-      size--;
-      n++;
-      if (batchWorker != null && !batchWorker.equals(e.worker)) {
-        flushRemovals(batchWorker, batch);
-      }
-      batchWorker = e.worker;
+    while ((e = gHead) != null && e.touched - cutoff <= 0) {
+      if (batchRank != null && batchRank != e.rank) flushRemovals(batchRank.worker, batch);
+      batchRank = e.rank;
+      removeEntry(e);
       batch.add(e.seqHash);
+      n++;
     }
-    if (batchWorker != null) flushRemovals(batchWorker, batch);
+    if (batchRank != null) flushRemovals(batchRank.worker, batch);
     return n;
   }
 
+  /** Pops entries from the global head while {@code size > downTo}; mirrors them. */
+  private void pruneGlobal(int downTo) {
+    final LongArrayList batch = removals;
+    batch.clear();
+    Rank batchRank = null;
+    Entry e;
+    while ((e = gHead) != null && size > downTo) {
+      if (batchRank != null && batchRank != e.rank) flushRemovals(batchRank.worker, batch);
+      batchRank = e.rank;
+      removeEntry(e);
+      batch.add(e.seqHash);
+    }
+    if (batchRank != null) flushRemovals(batchRank.worker, batch);
+  }
+
+  private void removeEntry(Entry e) {
+    unlink(e);
+    e.rank.map.remove(e.seqHash);
+    size--;
+  }
+
   private void flushRemovals(Worker worker, LongArrayList batch) {
+    if (batch.isEmpty()) return;
     index.apply(new RouterEvent(worker, eventId++, CacheEvent.removed(batch.toLongArray())));
     batch.clear();
   }
 
   /** Forgets every prediction for every rank of {@code workerId} (the caller clears the index). */
   void removeWorker(long workerId) {
-    Iterator<Map.Entry<Worker, Long2ObjectOpenHashMap<Entry>>> it = byWorker.entrySet().iterator();
+    Iterator<Map.Entry<Worker, Rank>> it = ranks.entrySet().iterator();
     while (it.hasNext()) {
-      Map.Entry<Worker, Long2ObjectOpenHashMap<Entry>> me = it.next();
+      Map.Entry<Worker, Rank> me = it.next();
       if (me.getKey().workerId() != workerId) continue;
-      for (Entry e : me.getValue().values()) {
-        unlink(e);
-        size--;
-      }
+      forget(me.getValue());
       it.remove();
     }
   }
 
   /** Forgets every prediction for one rank (the caller clears the index). */
   void removeRank(Worker rank) {
-    Long2ObjectOpenHashMap<Entry> entries = byWorker.remove(rank);
-    if (entries == null) return;
-    for (Entry e : entries.values()) {
-      unlink(e);
+    Rank r = ranks.remove(rank);
+    if (r != null) forget(r);
+  }
+
+  private void forget(Rank r) {
+    for (Entry e = r.head; e != null; e = e.next) {
+      gUnlink(e);
       size--;
     }
+    r.map.clear();
+    r.head = r.tail = null;
   }
 
   private void append(Entry e) {
-    e.prev = tail;
+    final Rank r = e.rank;
+    e.prev = r.tail;
     e.next = null;
-    if (tail == null) head = e;
-    else tail.next = e;
-    tail = e;
+    if (r.tail == null) r.head = e;
+    else r.tail.next = e;
+    r.tail = e;
+    e.gPrev = gTail;
+    e.gNext = null;
+    if (gTail == null) gHead = e;
+    else gTail.gNext = e;
+    gTail = e;
   }
 
   private void unlink(Entry e) {
+    final Rank r = e.rank;
     Entry p = e.prev;
     Entry x = e.next;
-    if (p == null) head = x;
+    if (p == null) r.head = x;
     else p.next = x;
-    if (x == null) tail = p;
+    if (x == null) r.tail = p;
     else x.prev = p;
     e.prev = null;
     e.next = null;
+    gUnlink(e);
+  }
+
+  private void gUnlink(Entry e) {
+    Entry p = e.gPrev;
+    Entry x = e.gNext;
+    if (p == null) gHead = x;
+    else p.gNext = x;
+    if (x == null) gTail = p;
+    else x.gPrev = p;
+    e.gPrev = null;
+    e.gNext = null;
   }
 
   /** Predicted (worker rank, block) pairs held now. */
   int size() {
     return size;
+  }
+
+  /** Predicted blocks of one rank (for tests). */
+  int size(Worker worker) {
+    Rank r = ranks.get(worker);
+    return r == null ? 0 : r.map.size();
+  }
+
+  /** The rank's effective capacity in blocks; {@code Long.MAX_VALUE} when unknown (for tests). */
+  long capacity(Worker worker) {
+    Rank r = ranks.get(worker);
+    return r == null ? Long.MAX_VALUE : r.capacity;
   }
 }

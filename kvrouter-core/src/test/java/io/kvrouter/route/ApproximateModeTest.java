@@ -161,14 +161,14 @@ class ApproximateModeTest {
   }
 
   @Test
-  void theDefaultBoundIsTwoToTheTwentiethAndTheDefaultTtl120Seconds() {
+  void theDefaultBoundIsTwoToTheTwentiethAndTheDefaultTtlOneHour() {
     assertThat(PredictedBlocks.DEFAULT_MAX_ENTRIES).isEqualTo(1 << 20);
-    assertThat(PredictedBlocks.DEFAULT_TTL).isEqualTo(Duration.ofSeconds(120));
+    assertThat(PredictedBlocks.DEFAULT_TTL).isEqualTo(Duration.ofHours(1));
     KvRouter router =
         KvRouter.builder(4).approximate().nanoClock(clock::get).build(); // the defaults
     router.registerWorker(0, 1, 4);
     routed(router.route("r", tokens(1, 4)));
-    clock.addAndGet(Duration.ofSeconds(120).toNanos() - 1);
+    clock.addAndGet(Duration.ofHours(1).toNanos() - 1);
     assertThat(matches(router, tokens(1, 4))).isEqualTo(Map.of(W0, 1));
     clock.addAndGet(1);
     assertThat(matches(router, tokens(1, 4))).isEmpty();

@@ -22,6 +22,9 @@ import java.util.Objects;
  * @param loadSamples about this many samples of per-rank load over the arrival period
  * @param maxBlocks the router index's bound on (rank, block) pairs (--max-blocks); 0: none
  * @param removedEvents how the engines publish evictions (--removed-events)
+ * @param approxCorrection whether the approx policy's router is told each request's cached tokens
+ *     when it finishes ({@code KvRouter.observeCachedTokens}), as the gateway tells it from {@code
+ *     usage} (--no-approx-correction turns it off)
  */
 record SimConfig(
     int workers,
@@ -38,7 +41,44 @@ record SimConfig(
     int verifyPrompts,
     int loadSamples,
     long maxBlocks,
-    RemovedEvents removedEvents) {
+    RemovedEvents removedEvents,
+    boolean approxCorrection) {
+
+  /** With the approx policy's correction on. */
+  SimConfig(
+      int workers,
+      int dpSize,
+      int gpuBlocks,
+      int blockSize,
+      double speedup,
+      TimingModel timing,
+      double eventDelayMs,
+      boolean jsonEvents,
+      double overlapWeight,
+      double pressureWeight,
+      long seed,
+      int verifyPrompts,
+      int loadSamples,
+      long maxBlocks,
+      RemovedEvents removedEvents) {
+    this(
+        workers,
+        dpSize,
+        gpuBlocks,
+        blockSize,
+        speedup,
+        timing,
+        eventDelayMs,
+        jsonEvents,
+        overlapWeight,
+        pressureWeight,
+        seed,
+        verifyPrompts,
+        loadSamples,
+        maxBlocks,
+        removedEvents,
+        true);
+  }
 
   SimConfig {
     if (workers < 1) throw new IllegalArgumentException("workers must be >= 1, got " + workers);
