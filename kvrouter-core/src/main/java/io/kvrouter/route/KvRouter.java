@@ -507,11 +507,12 @@ public final class KvRouter implements AutoCloseable {
    * {@code tokens} (hashed with {@code options}' salt) with {@code cachedTokens} of it served from
    * its prefix cache ({@code usage.prompt_tokens_details.cached_tokens}), where the router's
    * decision had predicted {@code predictedTokens} ({@link RouteDecision.Routed#overlapTokens()}).
-   * The blocks the engine had are predicted again if the model had dropped them; when the engine
-   * lacked a block the router predicted, every prediction of that rank touched no later than that
-   * block is dropped (an LRU evicted them first), and a rank registered without a capacity learns
-   * one. docs/routing.md, "Approximate mode". Call it for a request routed to {@code worker}, at
-   * any time after the engine's answer (freed or not). Does nothing for an unregistered rank.
+   * The difference corrects the rank's modelled capacity: fewer cached than predicted shrinks it by
+   * the difference, and the LRU drops the oldest predictions down to it; more grows it (never past
+   * the registered {@code kvBlocks}); a rank registered without a capacity learns one. The blocks
+   * the engine had are predicted again if the model had dropped them. docs/routing.md, "Approximate
+   * mode". Call it for a request routed to {@code worker}, once the engine reported (freed or not).
+   * Does nothing for an unregistered rank.
    *
    * @throws IllegalStateException in event mode, where the engines' events keep the index exact
    */
@@ -555,7 +556,9 @@ public final class KvRouter implements AutoCloseable {
   long predictedCapacity(Worker worker) {
     lock.lock();
     try {
-      return predictions == null ? Long.MAX_VALUE : predictions.capacity(worker);
+      Slot s = table.get(worker);
+      if (predictions == null || s == null) return Long.MAX_VALUE;
+      return predictions.capacity(worker, s.kvBlocks);
     } finally {
       lock.unlock();
     }

@@ -36,22 +36,24 @@ import java.util.Map;
  * leaves before its root and predictions stay closed under prefixes (no holes in the index). This
  * is the order an engine's prefix cache evicts in (vLLM, SGLang: LRU, leaves first).
  *
- * Capacity: Rank.capacity is the registered KV blocks of the rank (Slot.kvBlocks, passed on every
- * record) or, when that is 0 (unknown), learned: unbounded until a correction shows the engine
- * evicted what is predicted, then the rank's predicted size after the correction, grown by every
- * block the engine reports that the model had already dropped. A record that takes a rank past
+ * Capacity: Rank.capacity starts as the registered KV blocks of the rank (Slot.kvBlocks, passed on
+ * every record), or unbounded when that is 0 (unknown), and is then learned from corrections
+ * (below), never above the registered count. A record that takes a rank past
  * its capacity evicts the rank's LRU blocks down to it at once (at most the blocks it added) and
  * reports the count to the Evictions listener: KvRouter feeds it to the eviction-pressure term,
  * as it feeds Removed events in event mode. TTL expiry and the global bound are not evictions an
  * engine would make and are not reported.
  *
- * Correction (observe): an engine reports k cached blocks of a prompt it was sent, at its
- * admission. Blocks 0..k-1 were there: any the model no longer holds are predicted again (the
- * whole chain 0..k-1 is touched, leaf first, to keep prefixes closed). Block k was not there:
- * when the router had predicted it (k < the decision's predicted blocks), the engine evicted it
- * before admission, and an LRU evicts in touch order, so every prediction of that rank touched no
- * later than block k's touch before this request's (Entry.prevTouched) is gone from the engine
- * too: those are dropped (the blocks of this request, touched since, stay; the engine stored them).
+ * Correction (observe): an engine reports k cached blocks of a prompt at its admission, where
+ * the decision predicted p. The engine stored the whole prompt at admission, so the report says
+ * nothing about that prompt's blocks now; it says how far the model is off. k < p: the model
+ * holds more than the engine, so the rank's capacity shrinks by p - k (an unbounded one starts
+ * from the rank's predicted size), and the LRU drops its oldest predictions down to it: under
+ * LRU those are the blocks the engine evicted first. k > p: the engine kept blocks the model had
+ * dropped, so the capacity grows by k - p (up to the registered count). Either way the blocks
+ * 0..k-1 are predicted again if the model lacks any (the whole chain is touched, leaf first, to
+ * keep prefixes closed). The capacity is an integrator of the reported error, in blocks, with
+ * gain 1: no tuned constant. Evictions made by a correction are not reported to Evictions.
  *
  * Index: the router's own index (it accepts no outside events in this mode). A record that adds
  * any new block applies one Stored of the whole chain at the root (the index treats held blocks
@@ -87,7 +89,6 @@ final class PredictedBlocks {
     final Rank rank;
     final long seqHash;
     long touched;
-    long prevTouched; // the touch before the last; == touched for a new entry
     Entry prev; // rank LRU
     Entry next;
     Entry gPrev; // global, by touch time
@@ -171,7 +172,7 @@ final class PredictedBlocks {
       index.apply(
           new RouterEvent(worker, eventId++, CacheEvent.storedAtRoot(seqHashes, localHashes)));
     }
-    fitCapacity(r, nowNanos);
+    fitCapacity(r, nowNanos, true);
     if (size > maxEntries) pruning = true;
     if (pruning) {
       int step = Math.max(MIN_PRUNE_STEP, 2 * added);
@@ -190,12 +191,10 @@ final class PredictedBlocks {
       if (e == null) {
         e = new Entry(r, seq);
         map.put(seq, e);
-        e.prevTouched = now;
         size++;
         added++;
       } else {
         unlink(e);
-        e.prevTouched = e.touched;
       }
       e.touched = now;
       append(e);
@@ -203,8 +202,11 @@ final class PredictedBlocks {
     return added;
   }
 
-  /** Evicts {@code r}'s least recently touched blocks down to its capacity; reports them. */
-  private void fitCapacity(Rank r, long now) {
+  /**
+   * Evicts {@code r}'s least recently touched blocks down to its capacity; reports them when {@code
+   * report} (engine-like evictions, not corrections of the model).
+   */
+  private void fitCapacity(Rank r, long now, boolean report) {
     final long over = r.map.size() - r.capacity;
     if (over <= 0) return;
     final LongArrayList batch = removals;
@@ -215,7 +217,7 @@ final class PredictedBlocks {
       batch.add(e.seqHash);
     }
     flushRemovals(r.worker, batch);
-    evictions.evicted(r.worker, (int) over, now);
+    if (report) evictions.evicted(r.worker, (int) over, now);
   }
 
   /**
@@ -223,10 +225,9 @@ final class PredictedBlocks {
    * blocks of the chain cached at admission, where the router had predicted {@code
    * predictedBlocks}. See the class comment.
    *
-   * @return the predictions dropped (as denied) minus the predictions added (as unpredicted hits);
-   *     for tests and counters
+   * @return the blocks added as predictions (unpredicted hits)
    */
-  long observe(
+  int observe(
       Worker worker,
       long kvBlocks,
       long[] seqHashes,
@@ -236,23 +237,14 @@ final class PredictedBlocks {
       long nowNanos) {
     final int n = seqHashes.length;
     final int k = Math.max(0, Math.min(cachedBlocks, n));
+    final int p = Math.max(0, Math.min(predictedBlocks, n));
     final Rank r = rank(worker, kvBlocks);
-    long dropped = 0;
-    if (k < n && k < predictedBlocks) {
-      Entry denied = r.map.get(seqHashes[k]);
-      if (denied != null) {
-        final long horizon = denied.prevTouched;
-        final LongArrayList batch = removals;
-        batch.clear();
-        Entry e;
-        while ((e = r.head) != null && e.touched - horizon <= 0) {
-          removeEntry(e);
-          batch.add(e.seqHash);
-          dropped++;
-        }
-        if (dropped > 0) flushRemovals(worker, batch);
-        if (r.registered == 0) r.capacity = Math.max(1, r.map.size());
-      }
+    if (k < p) { // the engine denied p - k predicted blocks: the model holds too much
+      long from = r.capacity == Long.MAX_VALUE ? r.map.size() : r.capacity;
+      r.capacity = Math.max(1, from - (p - k));
+    } else if (k > p && r.capacity != Long.MAX_VALUE) { // it had more: the model evicts too soon
+      long ceiling = r.registered > 0 ? r.registered : Long.MAX_VALUE;
+      r.capacity = Math.min(ceiling, r.capacity + (k - p));
     }
     int missing = 0;
     for (int i = 0; i < k; i++) {
@@ -265,12 +257,9 @@ final class PredictedBlocks {
               worker,
               eventId++,
               CacheEvent.storedAtRoot(Arrays.copyOf(seqHashes, k), Arrays.copyOf(localHashes, k))));
-      if (r.registered == 0 && r.capacity != Long.MAX_VALUE) {
-        r.capacity = Math.max(r.capacity, r.map.size());
-      }
-      fitCapacity(r, nowNanos);
     }
-    return dropped - missing;
+    fitCapacity(r, nowNanos, false);
+    return missing;
   }
 
   /** Removes every prediction whose TTL has passed at {@code nowNanos}; returns how many. */
@@ -395,9 +384,13 @@ final class PredictedBlocks {
     return r == null ? 0 : r.map.size();
   }
 
-  /** The rank's effective capacity in blocks; {@code Long.MAX_VALUE} when unknown (for tests). */
-  long capacity(Worker worker) {
+  /**
+   * The rank's effective capacity in blocks, for a rank registered with {@code kvBlocks}; {@code
+   * Long.MAX_VALUE} when unknown (for tests).
+   */
+  long capacity(Worker worker, long kvBlocks) {
     Rank r = ranks.get(worker);
-    return r == null ? Long.MAX_VALUE : r.capacity;
+    if (r != null) return r.capacity;
+    return kvBlocks > 0 ? kvBlocks : Long.MAX_VALUE;
   }
 }

@@ -210,7 +210,11 @@ final class FleetSimulation {
               this::publish,
               listener);
       for (int r = 0; r < cfg.dpSize(); r++) ranks[w * cfg.dpSize() + r] = engines[w].rank(r);
-      router.registerWorker(w, cfg.dpSize(), cfg.blockSize(), cfg.gpuBlocks());
+      router.registerWorker(
+          w,
+          cfg.dpSize(),
+          cfg.blockSize(),
+          policy == Policy.APPROX ? cfg.approxRegisteredBlocks() : cfg.gpuBlocks());
     }
   }
 

@@ -25,6 +25,9 @@ import java.util.Objects;
  * @param approxCorrection whether the approx policy's router is told each request's cached tokens
  *     when it finishes ({@code KvRouter.observeCachedTokens}), as the gateway tells it from {@code
  *     usage} (--no-approx-correction turns it off)
+ * @param approxKvBlocks the KV blocks per rank the approx policy's router is registered with: -1
+ *     for the engines' real count (gpuBlocks), 0 for unknown (learned from the correction), or any
+ *     other count, to see the model with a wrong capacity (--approx-kv-blocks)
  */
 record SimConfig(
     int workers,
@@ -42,7 +45,8 @@ record SimConfig(
     int loadSamples,
     long maxBlocks,
     RemovedEvents removedEvents,
-    boolean approxCorrection) {
+    boolean approxCorrection,
+    long approxKvBlocks) {
 
   /** With the approx policy's correction on. */
   SimConfig(
@@ -77,7 +81,8 @@ record SimConfig(
         loadSamples,
         maxBlocks,
         removedEvents,
-        true);
+        true,
+        -1);
   }
 
   SimConfig {
@@ -102,9 +107,18 @@ record SimConfig(
           "max blocks must be >= 1 (or 0 for none), got " + maxBlocks);
     }
     Objects.requireNonNull(removedEvents, "removedEvents");
+    if (approxKvBlocks < -1) {
+      throw new IllegalArgumentException(
+          "approx kv blocks must be >= 0 (or -1 for the engines'), got " + approxKvBlocks);
+    }
     if (verifyPrompts < 0) {
       throw new IllegalArgumentException("verify prompts must be >= 0, got " + verifyPrompts);
     }
+  }
+
+  /** The KV blocks per rank the approx policy's router registers. */
+  long approxRegisteredBlocks() {
+    return approxKvBlocks < 0 ? gpuBlocks : approxKvBlocks;
   }
 
   /** Worker ranks in the fleet. */

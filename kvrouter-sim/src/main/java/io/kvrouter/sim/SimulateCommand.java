@@ -197,6 +197,15 @@ public final class SimulateCommand implements Callable<Integer> {
   boolean noApproxCorrection;
 
   @Option(
+      names = "--approx-kv-blocks",
+      paramLabel = "N",
+      defaultValue = "-1",
+      description =
+          "KV blocks per rank the approx policy's router is registered with (default: the"
+              + " engines' --gpu-blocks; 0: unknown, learned from the cached-token correction).")
+  long approxKvBlocks;
+
+  @Option(
       names = "--seed",
       paramLabel = "N",
       defaultValue = "0",
@@ -256,7 +265,8 @@ public final class SimulateCommand implements Callable<Integer> {
               200,
               maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks),
               RemovedEvents.parse(removedEvents),
-              !noApproxCorrection);
+              !noApproxCorrection,
+              approxKvBlocks);
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
       }
