@@ -511,8 +511,9 @@ public final class KvRouter implements AutoCloseable {
    * the difference, and the LRU drops the oldest predictions down to it; more grows it (never past
    * the registered {@code kvBlocks}); a rank registered without a capacity learns one. The blocks
    * the engine had are predicted again if the model had dropped them. docs/routing.md, "Approximate
-   * mode". Call it for a request routed to {@code worker}, once the engine reported (freed or not).
-   * Does nothing for an unregistered rank.
+   * mode". Both counts are compared in whole blocks, capped below the prompt's last token, which an
+   * engine never reports as cached. Call it for a request routed to {@code worker}, once the engine
+   * reported (freed or not). Does nothing for an unregistered rank.
    *
    * @throws IllegalStateException in event mode, where the engines' events keep the index exact
    */
@@ -528,9 +529,11 @@ public final class KvRouter implements AutoCloseable {
     }
     final long[] local = hasherFor(options).localHashes(tokens);
     final long[] seq = SequenceHasher.sequenceHashes(local);
-    final int predictedBlocks = Math.max(0, predictedTokens) / blockSize;
-    final int cachedBlocks =
-        (int) Math.min(Integer.MAX_VALUE, Math.max(0, cachedTokens) / blockSize);
+    // an engine never reports a prompt's last token as cached (vLLM recomputes it for the logits):
+    // both sides are compared in whole blocks below that
+    final int cap = Math.max(0, tokens.length - 1) / blockSize;
+    final int predictedBlocks = Math.min(cap, Math.max(0, predictedTokens) / blockSize);
+    final int cachedBlocks = (int) Math.min(cap, Math.max(0, cachedTokens) / blockSize);
     lock.lock();
     try {
       Slot s = table.get(worker);

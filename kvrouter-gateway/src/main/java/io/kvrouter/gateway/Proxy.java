@@ -461,7 +461,15 @@ final class Proxy {
       count(c, engine, answered, attempt);
       if (usage != null && status == 200) {
         int ebs = engineBlockSize();
-        g.predictions.record(c.model, r.worker(), url, ebs, r.overlapTokens(), c.ids.length, usage);
+        g.predictions.record(
+            c.model,
+            r.worker(),
+            url,
+            ebs,
+            r.overlapTokens(),
+            c.ids,
+            Gateway.options(c.target, c.req.cacheSalt, null),
+            usage);
       }
     }
 
