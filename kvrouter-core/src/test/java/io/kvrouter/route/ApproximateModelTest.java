@@ -188,7 +188,13 @@ class ApproximateModelTest {
         ref.expire(clock.get()); // observe does not expire; routing and overlaps do
         router.expire();
         router.observeCachedTokens(w, t, RouteOptions.defaults(), predicted, cachedTokens);
-        ref.observe(w, seq(t), predicted / BS, (int) (cachedTokens / BS), clock.get());
+        int cap = (t.length - 1) / BS; // an engine never reports the last token as cached
+        ref.observe(
+            w,
+            seq(t),
+            Math.min(cap, predicted / BS),
+            (int) Math.min(cap, cachedTokens / BS),
+            clock.get());
       }
       // every rank's predictions, probed with fresh prompts, equal the reference's
       ref.expire(clock.get());
@@ -300,15 +306,16 @@ class ApproximateModelTest {
     assertThat(router.overlaps(seen, RouteOptions.defaults()).scores()).isEqualTo(Map.of(w0, 6));
     assertThat(router.predictedCapacity(w0)).isEqualTo(100);
     assertThat(router.predictedEntries(w0)).isEqualTo(14);
-    // "a" again, predicted 4 blocks; the engine had only 1: capacity 100 - 3 = 97, still above 14
+    // "a" again, predicted 4 blocks, compared as 3 (an engine never reports the last token of 16
+    // as cached); the engine had 1: capacity 100 - 2 = 98, still above 14
     clock.addAndGet(MS);
     RouteDecision.Routed again = routed(router.route("a2", p));
     assertThat(again.overlapBlocks()).isEqualTo(4);
     router.observeCachedTokens(w0, p, RouteOptions.defaults(), again.overlapTokens(), 4);
-    assertThat(router.predictedCapacity(w0)).isEqualTo(97);
+    assertThat(router.predictedCapacity(w0)).isEqualTo(98);
     assertThat(router.predictedEntries(w0)).isEqualTo(14);
-    // a denial of 85 blocks: capacity 12, so the 2 least recently used ("old") go
-    router.observeCachedTokens(w0, KvRouterTest.tokens(1, 400), RouteOptions.defaults(), 340, 0);
+    // a denial of 86 blocks: capacity 12, so the 2 least recently used ("old") go
+    router.observeCachedTokens(w0, KvRouterTest.tokens(1, 400), RouteOptions.defaults(), 344, 0);
     assertThat(router.predictedCapacity(w0)).isEqualTo(12);
     assertThat(router.overlaps(old, RouteOptions.defaults()).scores()).isEmpty();
     assertThat(router.overlaps(p, RouteOptions.defaults()).scores()).isEqualTo(Map.of(w0, 4));
@@ -328,14 +335,14 @@ class ApproximateModelTest {
     }
     assertThat(router.predictedCapacity(w0)).isEqualTo(Long.MAX_VALUE);
     assertThat(router.predictedEntries(w0)).isEqualTo(20);
-    // the engine had 1 of the 4 blocks of the newest: it holds about 20 - 3 blocks
+    // the engine had 1 of the newest's 3 reportable blocks: it holds about 20 - 2
     router.observeCachedTokens(w0, KvRouterTest.tokens(5000, 16), RouteOptions.defaults(), 16, 4);
-    assertThat(router.predictedCapacity(w0)).isEqualTo(17);
-    assertThat(router.predictedEntries(w0)).isEqualTo(17);
+    assertThat(router.predictedCapacity(w0)).isEqualTo(18);
+    assertThat(router.predictedEntries(w0)).isEqualTo(18);
     assertThat(router.overlaps(KvRouterTest.tokens(1000, 16), RouteOptions.defaults()).scores())
-        .as("the oldest prompt lost its 3 deepest blocks")
-        .isEqualTo(Map.of(w0, 1));
-    // more than predicted grows it again
+        .as("the oldest prompt lost its 2 deepest blocks")
+        .isEqualTo(Map.of(w0, 2));
+    // more than predicted grows it again: 3 reportable blocks cached, 2 predicted
     router.observeCachedTokens(w0, KvRouterTest.tokens(4000, 16), RouteOptions.defaults(), 8, 16);
     assertThat(router.predictedCapacity(w0)).isEqualTo(19);
   }
