@@ -468,7 +468,9 @@ public final class KvRouter implements AutoCloseable {
     Arrays.fill(ranks, 0, n, null); // keep no unregistered slot alive
     final long charge = ActiveSequences.prefillTokens(isl, target.overlap, blockSize);
     table.record(requestId, target, seq, charge, now);
-    if (predictions != null) predictions.record(target.worker, target.kvBlocks, seq, local, now);
+    if (predictions != null) {
+      predictions.record(target.worker, target.kvBlocks, seq, local, target.overlap, now);
+    }
     final List<Worker> busyWorkers;
     if (busy == 0) {
       busyWorkers = List.of();

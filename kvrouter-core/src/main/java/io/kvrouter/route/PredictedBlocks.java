@@ -55,6 +55,11 @@ import java.util.Map;
  * keep prefixes closed). The capacity is an integrator of the reported error, in blocks, with
  * gain 1: no tuned constant. Evictions made by a correction are not reported to Evictions.
  *
+ * Speed: record() is told the index's overlap for the rank; blocks from there on are new
+ * (prefixes are closed), so they are put without a lookup first. Removed entries are kept in a
+ * pool of at most POOL_MAX for reuse, so a rank at capacity (as many evictions as new blocks)
+ * allocates no Entry.
+ *
  * Index: the router's own index (it accepts no outside events in this mode). A record that adds
  * any new block applies one Stored of the whole chain at the root (the index treats held blocks
  * idempotently); a record that only refreshes applies nothing. Removals apply one Removed per run
@@ -77,6 +82,9 @@ final class PredictedBlocks {
   /** The default bound on (worker, block) predictions: 2^20. */
   static final int DEFAULT_MAX_ENTRIES = 1 << 20;
 
+  /** The most removed entries kept for reuse. */
+  static final int POOL_MAX = 4096;
+
   /** The least a record removes while a pruning phase is in progress. */
   static final int MIN_PRUNE_STEP = 64;
 
@@ -86,8 +94,8 @@ final class PredictedBlocks {
   }
 
   private static final class Entry {
-    final Rank rank;
-    final long seqHash;
+    Rank rank; // rank and seqHash change only when a pooled entry is reused
+    long seqHash;
     long touched;
     Entry prev; // rank LRU
     Entry next;
@@ -126,6 +134,8 @@ final class PredictedBlocks {
   private final Evictions evictions;
   private final HashMap<Worker, Rank> ranks = new HashMap<>();
   private final LongArrayList removals = new LongArrayList();
+  private Entry pool; // removed entries kept for reuse, linked through next
+  private int pooled;
   private Entry gHead;
   private Entry gTail;
   private int size;
@@ -163,11 +173,17 @@ final class PredictedBlocks {
    * chain with these sequence and local hashes. The arrays are handed to the index: the caller must
    * not change them.
    */
-  void record(Worker worker, long kvBlocks, long[] seqHashes, long[] localHashes, long nowNanos) {
+  void record(
+      Worker worker,
+      long kvBlocks,
+      long[] seqHashes,
+      long[] localHashes,
+      int predictedBlocks,
+      long nowNanos) {
     final int n = seqHashes.length;
     if (n == 0) return;
     final Rank r = rank(worker, kvBlocks);
-    final int added = touchChain(r, seqHashes, n, nowNanos);
+    final int added = touchChain(r, seqHashes, n, Math.min(predictedBlocks, n), nowNanos);
     if (added > 0) {
       index.apply(
           new RouterEvent(worker, eventId++, CacheEvent.storedAtRoot(seqHashes, localHashes)));
@@ -181,25 +197,65 @@ final class PredictedBlocks {
     }
   }
 
-  /** Touches blocks {@code 0..n-1} of the chain on {@code r}, leaf first; returns how many new. */
-  private int touchChain(Rank r, long[] seqHashes, int n, long now) {
+  /**
+   * Touches blocks {@code 0..n-1} of the chain on {@code r}, leaf first; returns how many new.
+   * Blocks from {@code held} on are expected to be new (the index's overlap for {@code r}: the
+   * predictions are closed under prefixes), so they are put without a lookup first; one found there
+   * anyway is kept.
+   */
+  private int touchChain(Rank r, long[] seqHashes, int n, int held, long now) {
     final Long2ObjectOpenHashMap<Entry> map = r.map;
     int added = 0;
     for (int i = n - 1; i >= 0; i--) { // leaf first: see the class comment
       final long seq = seqHashes[i];
-      Entry e = map.get(seq);
-      if (e == null) {
-        e = new Entry(r, seq);
-        map.put(seq, e);
-        size++;
-        added++;
+      Entry e;
+      if (i >= held) {
+        e = newEntry(r, seq);
+        Entry old = map.put(seq, e);
+        if (old == null) {
+          size++;
+          added++;
+        } else { // not new after all: keep the old entry
+          map.put(seq, old);
+          recycle(e);
+          e = old;
+          unlink(e);
+        }
       } else {
-        unlink(e);
+        e = map.get(seq);
+        if (e == null) {
+          e = newEntry(r, seq);
+          map.put(seq, e);
+          size++;
+          added++;
+        } else {
+          unlink(e);
+        }
       }
       e.touched = now;
       append(e);
     }
     return added;
+  }
+
+  private Entry newEntry(Rank r, long seq) {
+    Entry e = pool;
+    if (e == null) return new Entry(r, seq);
+    pool = e.next;
+    e.next = null;
+    pooled--;
+    e.rank = r;
+    e.seqHash = seq;
+    return e;
+  }
+
+  /** Keeps a removed entry for reuse (at most POOL_MAX), so steady churn allocates nothing. */
+  private void recycle(Entry e) {
+    if (pooled >= POOL_MAX) return;
+    e.rank = null;
+    e.next = pool;
+    pool = e;
+    pooled++;
   }
 
   /**
@@ -213,8 +269,8 @@ final class PredictedBlocks {
     batch.clear();
     for (long i = 0; i < over; i++) {
       Entry e = r.head;
-      removeEntry(e);
       batch.add(e.seqHash);
+      removeEntry(e);
     }
     flushRemovals(r.worker, batch);
     if (report) evictions.evicted(r.worker, (int) over, now);
@@ -251,7 +307,7 @@ final class PredictedBlocks {
       if (!r.map.containsKey(seqHashes[i])) missing++;
     }
     if (missing > 0) {
-      touchChain(r, seqHashes, k, nowNanos);
+      touchChain(r, seqHashes, k, 0, nowNanos);
       index.apply(
           new RouterEvent(
               worker,
@@ -274,8 +330,8 @@ final class PredictedBlocks {
     while ((e = gHead) != null && e.touched - cutoff <= 0) {
       if (batchRank != null && batchRank != e.rank) flushRemovals(batchRank.worker, batch);
       batchRank = e.rank;
-      removeEntry(e);
       batch.add(e.seqHash);
+      removeEntry(e);
       n++;
     }
     if (batchRank != null) flushRemovals(batchRank.worker, batch);
@@ -291,8 +347,8 @@ final class PredictedBlocks {
     while ((e = gHead) != null && size > downTo) {
       if (batchRank != null && batchRank != e.rank) flushRemovals(batchRank.worker, batch);
       batchRank = e.rank;
-      removeEntry(e);
       batch.add(e.seqHash);
+      removeEntry(e);
     }
     if (batchRank != null) flushRemovals(batchRank.worker, batch);
   }
@@ -301,6 +357,7 @@ final class PredictedBlocks {
     unlink(e);
     e.rank.map.remove(e.seqHash);
     size--;
+    recycle(e);
   }
 
   private void flushRemovals(Worker worker, LongArrayList batch) {
