@@ -56,7 +56,10 @@ import java.util.Map;
  * gain 1: no tuned constant. Evictions made by a correction are not reported to Evictions.
  *
  * Speed: record() is told the index's overlap for the rank; blocks from there on are new
- * (prefixes are closed), so they are put without a lookup first. Removed entries are kept in a
+ * (prefixes are closed), so they are put without a lookup first; the blocks before are reached
+ * from the deepest held one by Entry.parent (a block's parent is removed only after it, since
+ * every removal pops leaves first), checked against the chain's hash, so one hash lookup touches
+ * the whole held prefix. Removed entries are kept in a
  * pool of at most POOL_MAX for reuse, so a rank at capacity (as many evictions as new blocks)
  * allocates no Entry.
  *
@@ -97,6 +100,7 @@ final class PredictedBlocks {
     Rank rank; // rank and seqHash change only when a pooled entry is reused
     long seqHash;
     long touched;
+    Entry parent; // the entry of the block before, same rank: it outlives this one (leaves first)
     Entry prev; // rank LRU
     Entry next;
     Entry gPrev; // global, by touch time
@@ -206,6 +210,7 @@ final class PredictedBlocks {
   private int touchChain(Rank r, long[] seqHashes, int n, int held, long now) {
     final Long2ObjectOpenHashMap<Entry> map = r.map;
     int added = 0;
+    Entry child = null; // the entry of block i + 1, touched just before
     for (int i = n - 1; i >= 0; i--) { // leaf first: see the class comment
       final long seq = seqHashes[i];
       Entry e;
@@ -222,18 +227,26 @@ final class PredictedBlocks {
           unlink(e);
         }
       } else {
-        e = map.get(seq);
-        if (e == null) {
-          e = newEntry(r, seq);
-          map.put(seq, e);
-          size++;
-          added++;
-        } else {
+        Entry p = child == null ? null : child.parent;
+        if (p != null && p.rank == r && p.seqHash == seq) {
+          e = p; // the parent link: no hash lookup
           unlink(e);
+        } else {
+          e = map.get(seq);
+          if (e == null) {
+            e = newEntry(r, seq);
+            map.put(seq, e);
+            size++;
+            added++;
+          } else {
+            unlink(e);
+          }
         }
       }
       e.touched = now;
       append(e);
+      if (child != null) child.parent = e;
+      child = e;
     }
     return added;
   }
@@ -243,6 +256,7 @@ final class PredictedBlocks {
     if (e == null) return new Entry(r, seq);
     pool = e.next;
     e.next = null;
+    e.parent = null;
     pooled--;
     e.rank = r;
     e.seqHash = seq;
@@ -253,6 +267,7 @@ final class PredictedBlocks {
   private void recycle(Entry e) {
     if (pooled >= POOL_MAX) return;
     e.rank = null;
+    e.parent = null;
     e.next = pool;
     pool = e;
     pooled++;
