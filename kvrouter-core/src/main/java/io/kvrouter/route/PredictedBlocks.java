@@ -68,7 +68,11 @@ import java.util.Map;
  * idempotently); a record that only refreshes applies nothing. Removals apply one Removed per run
  * of consecutive entries of the same rank.
  *
- * Bound: more than maxEntries entries in all after a record starts a pruning phase that removes
+ * Bound: each rank keeps at most maxEntries / (ranks with predictions) blocks (the share), by the
+ * same LRU as its capacity and reported the same way, so that a fleet whose capacities add up to
+ * more than the bound is trimmed rank by rank, one Removed per record. The share shrinks when a
+ * rank appears, and the other ranks are trimmed at their next record, so the total can pass the
+ * bound for a while; more than maxEntries entries in all after a record starts a pruning phase that removes
  * the entries touched longest ago until 80% of maxEntries remain, spread over the records that
  * follow: each removes at most max(MIN_PRUNE_STEP, 2 × the entries it added), so after every record
  * the size is at most maxEntries. Expiry is not spread: every overdue entry is removed before
@@ -278,7 +282,10 @@ final class PredictedBlocks {
    * report} (engine-like evictions, not corrections of the model).
    */
   private void fitCapacity(Rank r, long now, boolean report) {
-    final long over = r.map.size() - r.capacity;
+    // the bound in all is shared evenly, so that a large fleet trims each rank by its own LRU
+    // (one Removed per record) rather than through the global pruning below
+    final long limit = Math.min(r.capacity, Math.max(1, maxEntries / ranks.size()));
+    final long over = r.map.size() - limit;
     if (over <= 0) return;
     final LongArrayList batch = removals;
     batch.clear();
