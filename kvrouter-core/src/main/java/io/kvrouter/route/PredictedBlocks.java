@@ -38,11 +38,11 @@ import java.util.Map;
  *
  * Capacity: Rank.capacity starts as the registered KV blocks of the rank (Slot.kvBlocks, passed on
  * every record), or unbounded when that is 0 (unknown), and is then learned from corrections
- * (below), never above the registered count. A record that takes a rank past
- * its capacity evicts the rank's LRU blocks down to it at once (at most the blocks it added) and
- * reports the count to the Evictions listener: KvRouter feeds it to the eviction-pressure term,
- * as it feeds Removed events in event mode. TTL expiry and the global bound are not evictions an
- * engine would make and are not reported.
+ * (below), never above the registered count. A record that takes a rank past its capacity (or
+ * its share of the bound, below) evicts the rank's LRU blocks down to it at once and reports the
+ * count to the Evictions listener: KvRouter feeds it to the eviction-pressure term, as it feeds
+ * Removed events in event mode. TTL expiry and the global pruning are not evictions an engine
+ * would make and are not reported.
  *
  * Correction (observe): an engine reports k cached blocks of a prompt at its admission, where
  * the decision predicted p. The engine stored the whole prompt at admission, so the report says
@@ -71,8 +71,9 @@ import java.util.Map;
  * Bound: each rank keeps at most maxEntries / (ranks with predictions) blocks (the share), by the
  * same LRU as its capacity and reported the same way, so that a fleet whose capacities add up to
  * more than the bound is trimmed rank by rank, one Removed per record. The share shrinks when a
- * rank appears, and the other ranks are trimmed at their next record, so the total can pass the
- * bound for a while; more than maxEntries entries in all after a record starts a pruning phase that removes
+ * rank appears, and the other ranks are trimmed only at their next record, so the total could pass
+ * the bound; for that, more than maxEntries entries in all after a record starts a pruning phase
+ * that removes
  * the entries touched longest ago until 80% of maxEntries remain, spread over the records that
  * follow: each removes at most max(MIN_PRUNE_STEP, 2 × the entries it added), so after every record
  * the size is at most maxEntries. Expiry is not spread: every overdue entry is removed before
