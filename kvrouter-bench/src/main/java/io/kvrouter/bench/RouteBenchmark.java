@@ -33,7 +33,10 @@ import org.openjdk.jmh.annotations.TearDown;
  * Stored events applied in setup; approximate mode: warmed by routing), followed by 512 random
  * tokens, so every prompt has a 32-block cached prefix somewhere and a 32-block fresh suffix.
  * {@code route} times the decision alone (the free runs untimed); {@code hash} and {@code overlaps}
- * isolate the first two stages.
+ * isolate the first two stages. Every rank is registered with 16,384 KV blocks: in approximate mode
+ * each rank's predictions fill up to that (each route adds 32 new blocks) and then evict 32 blocks
+ * per route, at 256 workers bounded by the 2^20 predictions in all first; in event mode the index
+ * does not change after setup (no events arrive during the measurement).
  *
  * <pre>
  * ./mvnw -B -q -pl kvrouter-bench -am package -DskipTests
@@ -51,6 +54,7 @@ public class RouteBenchmark {
   static final int PREFIX_TOKENS = 512;
   static final int PREFIXES = 64;
   static final int PROMPTS = 4096; // a power of two
+  static final long KV_BLOCKS = 16_384; // per rank: 256k tokens, an 8B model's cache on one GPU
 
   @Param({"16", "256"})
   public int workers;
@@ -71,7 +75,7 @@ public class RouteBenchmark {
     KvRouter.Builder b = KvRouter.builder(BLOCK_SIZE);
     if (mode.equals("approximate")) b.approximate();
     router = b.build();
-    for (int w = 0; w < workers; w++) router.registerWorker(w, 1, BLOCK_SIZE);
+    for (int w = 0; w < workers; w++) router.registerWorker(w, 1, BLOCK_SIZE, KV_BLOCKS);
 
     int[][] prefixes = new int[PREFIXES][PREFIX_TOKENS];
     for (int[] p : prefixes) {

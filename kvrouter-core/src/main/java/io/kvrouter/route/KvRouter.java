@@ -42,7 +42,9 @@ import java.util.function.LongSupplier;
  * Data: table (SlotTable) holds the registered worker ranks in ascending Worker order, each with
  * its ActiveSequences and KV capacity, the requests in flight and the directory of their root
  * blocks; see its notes. In approximate mode, predictions (PredictedBlocks) models what each
- * worker caches and writes it into the router's own index. salted (SaltedHashers) builds the
+ * rank caches (an LRU of the slot's kvBlocks, corrected by observeCachedTokens) and writes it
+ * into the router's own index; its predicted evictions feed the eviction-pressure counts as
+ * Removed events do in event mode. salted (SaltedHashers) builds the
  * hasher of a salted request, caching at most 64 hashers of short salts: salts are the client's
  * strings, so nothing keyed by them may grow with their number or length.
  *
@@ -91,7 +93,7 @@ public final class KvRouter implements AutoCloseable {
   private final long busyPrefillTokens;
   private final LongSupplier nanoClock;
   private final PredictedBlocks predictions; // null in event mode
-  private final EvictionPressure pressure; // fed by applyEvent; empty in approximate mode
+  private final EvictionPressure pressure; // fed by applyEvent, or the predicted evictions
 
   private final ReentrantLock lock = new ReentrantLock();
   private final SlotTable table; // under lock
@@ -114,7 +116,9 @@ public final class KvRouter implements AutoCloseable {
     if (b.approximate) {
       this.index = KvIndexes.concurrentRadixTree();
       this.ownsIndex = true;
-      this.predictions = new PredictedBlocks(index, b.predictionTtl, b.maxPredictions);
+      // the capacity model's evictions feed the pressure term, as Removed events do in event mode
+      this.predictions =
+          new PredictedBlocks(index, b.predictionTtl, b.maxPredictions, pressure::evicted);
     } else {
       this.ownsIndex = b.index == null;
       this.index = b.index != null ? b.index : KvIndexes.concurrentRadixTree();
@@ -508,7 +512,9 @@ public final class KvRouter implements AutoCloseable {
     final long charge = ActiveSequences.prefillTokens(isl, target.overlap, blockSize);
     table.record(requestId, target, seq, charge, now);
     if (sync != null) sync.localRouted(requestId, target.worker, seq, charge);
-    if (predictions != null) predictions.record(target.worker, seq, local, now);
+    if (predictions != null) {
+      predictions.record(target.worker, target.kvBlocks, seq, local, target.overlap, now);
+    }
     final List<Worker> busyWorkers;
     if (busy == 0) {
       busyWorkers = List.of();
@@ -540,6 +546,71 @@ public final class KvRouter implements AutoCloseable {
       out.add(new Candidate(workers[k], overlap[k], cached[k], prefill[k], decode[k]));
     }
     return out;
+  }
+
+  /**
+   * Approximate mode's correction from what an engine reports: {@code worker} answered the prompt
+   * {@code tokens} (hashed with {@code options}' salt) with {@code cachedTokens} of it served from
+   * its prefix cache ({@code usage.prompt_tokens_details.cached_tokens}), where the router's
+   * decision had predicted {@code predictedTokens} ({@link RouteDecision.Routed#overlapTokens()}).
+   * The difference corrects the rank's modelled capacity: fewer cached than predicted shrinks it by
+   * the difference, and the LRU drops the oldest predictions down to it; more grows it (never past
+   * the registered {@code kvBlocks}); a rank registered without a capacity learns one. The blocks
+   * the engine had are predicted again if the model had dropped them. docs/routing.md, "Approximate
+   * mode". Both counts are compared in whole blocks, capped below the prompt's last token, which an
+   * engine never reports as cached. Call it for a request routed to {@code worker}, once the engine
+   * reported (freed or not). Does nothing for an unregistered rank.
+   *
+   * @throws IllegalStateException in event mode, where the engines' events keep the index exact
+   */
+  public void observeCachedTokens(
+      Worker worker, int[] tokens, RouteOptions options, int predictedTokens, long cachedTokens) {
+    Objects.requireNonNull(worker, "worker");
+    Objects.requireNonNull(tokens, "tokens");
+    Objects.requireNonNull(options, "options");
+    if (predictions == null) {
+      throw new IllegalStateException(
+          "event mode: the engines' KV events keep the index; observeCachedTokens is for"
+              + " approximate mode");
+    }
+    final long[] local = hasherFor(options).localHashes(tokens);
+    final long[] seq = SequenceHasher.sequenceHashes(local);
+    // an engine never reports a prompt's last token as cached (vLLM recomputes it for the logits):
+    // both sides are compared in whole blocks below that
+    final int cap = Math.max(0, tokens.length - 1) / blockSize;
+    final int predictedBlocks = Math.min(cap, Math.max(0, predictedTokens) / blockSize);
+    final int cachedBlocks = (int) Math.min(cap, Math.max(0, cachedTokens) / blockSize);
+    lock.lock();
+    try {
+      Slot s = table.get(worker);
+      if (s == null) return;
+      predictions.observe(
+          worker, s.kvBlocks, seq, local, predictedBlocks, cachedBlocks, nanoClock.getAsLong());
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Predicted blocks held for one rank in approximate mode (for tests). */
+  int predictedEntries(Worker worker) {
+    lock.lock();
+    try {
+      return predictions == null ? 0 : predictions.size(worker);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** The capacity approximate mode models for one rank; {@code Long.MAX_VALUE} unknown (tests). */
+  long predictedCapacity(Worker worker) {
+    lock.lock();
+    try {
+      Slot s = table.get(worker);
+      if (predictions == null || s == null) return Long.MAX_VALUE;
+      return predictions.capacity(worker, s.kvBlocks);
+    } finally {
+      lock.unlock();
+    }
   }
 
   /** Distinct root blocks of requests in flight (for tests of the bookkeeping). */
@@ -838,15 +909,18 @@ public final class KvRouter implements AutoCloseable {
       return this;
     }
 
-    /** Approximate mode with the default TTL (120 s) and bound (2^20 entries). */
+    /** Approximate mode with the default TTL bound (1 h) and entry bound (2^20). */
     public Builder approximate() {
       return approximate(PredictedBlocks.DEFAULT_TTL, PredictedBlocks.DEFAULT_MAX_ENTRIES);
     }
 
     /**
      * Approximate mode, for engines that publish no KV events: each decision is taken as the chosen
-     * worker caching the prompt's blocks for {@code ttl}; past {@code maxEntries} (worker, block)
-     * predictions the oldest-expiring are pruned down to 80%.
+     * rank caching the prompt's blocks. Each rank's predictions are an LRU of the rank's KV
+     * capacity (the {@code kvBlocks} it was registered with; learned from {@link
+     * KvRouter#observeCachedTokens} when 0); a block untouched for {@code ttl} is dropped whatever
+     * the capacity; past {@code maxEntries} (rank, block) predictions in all, the least recently
+     * touched are pruned down to 80%.
      */
     public Builder approximate(Duration ttl, int maxEntries) {
       if (ttl == null || ttl.isNegative() || ttl.isZero()) {

@@ -7,70 +7,132 @@ import io.kvrouter.index.KvIndex;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.Map;
 
 /**
- * Approximate mode's cache model: the blocks the router predicts each worker holds because it sent
- * them a prompt, each until a TTL runs out, mirrored into a {@link KvIndex} as Stored and Removed
- * events so that routing reads predictions exactly as it reads real events.
+ * Approximate mode's cache model: the blocks the router predicts each worker rank holds because it
+ * sent them a prompt, kept per rank as an LRU of the rank's capacity in blocks (the engine's own KV
+ * block count, or learned from the engines' cached-token reports), with a TTL as an upper bound;
+ * mirrored into a {@link KvIndex} as Stored and Removed events so that routing reads predictions
+ * exactly as it reads real events.
  *
  * <pre>
  * Implementation notes
  *
- * Layout: one Entry per predicted (worker rank, sequence hash), found through a per-worker
- * Long2ObjectOpenHashMap and threaded on one global intrusive doubly linked list in deadline
- * order (head expires first). The TTL is one fixed duration and the clock monotonic, so a new or
- * refreshed prediction (deadline now + TTL) always belongs at the tail: record() and refresh are
- * O(1) per block, with no heap and no stale queue entries; the list holds exactly size entries.
+ * Layout: one Rank per rank that was ever predicted, with a Long2ObjectOpenHashMap from sequence
+ * hash to Entry and its own intrusive doubly linked LRU list (head = least recently touched). Each
+ * Entry is also threaded on one global list in touch order (head = touched longest ago). The clock
+ * is monotonic and a touch always moves an entry to the tail of both lists, so both lists are
+ * sorted by touch time: the global head is the first to outlive the TTL (one fixed duration), and a
+ * rank's head is what its LRU evicts. Touching, inserting and evicting are O(1) per block; no
+ * heap, no stale entries; each list holds exactly its entries.
  *
- * Re-prediction: a block predicted again is unlinked and re-appended with the new deadline, so
- * the older deadline never removes it (the index keeps it; it is not re-stored).
+ * Chains: record() walks a chain leaf first, appending each block, so within one chain the deepest
+ * block sits nearest the heads and a block's ancestors are touched whenever it is. Every removal
+ * (LRU eviction, TTL expiry, the global bound, a correction) pops from a head, so a chain loses its
+ * leaves before its root and predictions stay closed under prefixes (no holes in the index). This
+ * is the order an engine's prefix cache evicts in (vLLM, SGLang: LRU, leaves first).
  *
- * Chains: record() walks a chain leaf first, so within one chain the deepest block sits nearest
- * the head. Expiry and pruning pop from the head, so a chain loses its leaves before its root
- * and predictions stay closed under prefixes (no holes in the index). A block's ancestors are
- * refreshed whenever it is, so their deadlines are never earlier than its own.
+ * Capacity: Rank.capacity starts as the registered KV blocks of the rank (Slot.kvBlocks, passed on
+ * every record), or unbounded when that is 0 (unknown), and is then learned from corrections
+ * (below), never above the registered count. A record that takes a rank past its capacity (or
+ * its share of the bound, below) evicts the rank's LRU blocks down to it at once and reports the
+ * count to the Evictions listener: KvRouter feeds it to the eviction-pressure term, as it feeds
+ * Removed events in event mode. TTL expiry and the global pruning are not evictions an engine
+ * would make and are not reported.
+ *
+ * Correction (observe): an engine reports k cached blocks of a prompt at its admission, where
+ * the decision predicted p. The engine stored the whole prompt at admission, so the report says
+ * nothing about that prompt's blocks now; it says how far the model is off. k < p: the model
+ * holds more than the engine, so the rank's capacity shrinks by p - k (an unbounded one starts
+ * from the rank's predicted size), and the LRU drops its oldest predictions down to it: under
+ * LRU those are the blocks the engine evicted first. k > p: the engine kept blocks the model had
+ * dropped, so the capacity grows by k - p (up to the registered count). Either way the blocks
+ * 0..k-1 are predicted again if the model lacks any (the whole chain is touched, leaf first, to
+ * keep prefixes closed). The capacity is an integrator of the reported error, in blocks, with
+ * gain 1: no tuned constant. Evictions made by a correction are not reported to Evictions.
+ *
+ * Speed: record() is told the index's overlap for the rank; blocks from there on are new
+ * (prefixes are closed), so they are put without a lookup first; the blocks before are reached
+ * from the deepest held one by Entry.parent (a block's parent is removed only after it, since
+ * every removal pops leaves first), checked against the chain's hash, so one hash lookup touches
+ * the whole held prefix. Removed entries are kept in a
+ * pool of at most POOL_MAX for reuse, so a rank at capacity (as many evictions as new blocks)
+ * allocates no Entry.
  *
  * Index: the router's own index (it accepts no outside events in this mode). A record that adds
  * any new block applies one Stored of the whole chain at the root (the index treats held blocks
- * idempotently); a record that only refreshes applies nothing. Expiry and pruning apply one
- * Removed per run of consecutive entries of the same worker.
+ * idempotently); a record that only refreshes applies nothing. Removals apply one Removed per run
+ * of consecutive entries of the same rank.
  *
- * Bound: more than maxEntries entries after a record starts a pruning phase that removes the
- * oldest-expiring entries until 80% of maxEntries remain. The work is spread over the records
- * that follow: each removes at most max(MIN_PRUNE_STEP, 2 × the entries it added), so no single
- * routing decision pays for ~maxEntries/5 index removals at once (about 210k at the default
- * bound). A record in the phase removes at least twice what it adds (or down to 80%), so after
- * every record the size is at most maxEntries, and 80% is reached after about
- * maxEntries/(5 × new blocks per record) records. Expiry is not spread: every overdue entry is removed before matching, so
- * an expired prediction is never matched.
+ * Bound: each rank keeps at most maxEntries / (ranks with predictions) blocks (the share), by the
+ * same LRU as its capacity and reported the same way, so that a fleet whose capacities add up to
+ * more than the bound is trimmed rank by rank, one Removed per record. The share shrinks when a
+ * rank appears, and the other ranks are trimmed only at their next record, so the total could pass
+ * the bound; for that, more than maxEntries entries in all after a record starts a pruning phase
+ * that removes
+ * the entries touched longest ago until 80% of maxEntries remain, spread over the records that
+ * follow: each removes at most max(MIN_PRUNE_STEP, 2 × the entries it added), so after every record
+ * the size is at most maxEntries. Expiry is not spread: every overdue entry is removed before
+ * matching, so an expired prediction is never matched.
  *
  * Threading: not thread-safe; KvRouter calls it under its lock. Lock order: the router's lock,
- * then the index's writer lock (inside apply).
+ * then the index's writer lock (inside apply); the Evictions listener takes only a leaf monitor.
  * </pre>
  */
 final class PredictedBlocks {
-  /** The default time a predicted block is believed to stay cached. */
-  static final Duration DEFAULT_TTL = Duration.ofSeconds(120);
+  /** The default upper bound on how long a predicted block is believed to stay cached untouched. */
+  static final Duration DEFAULT_TTL = Duration.ofHours(1);
 
   /** The default bound on (worker, block) predictions: 2^20. */
   static final int DEFAULT_MAX_ENTRIES = 1 << 20;
 
+  /** The most removed entries kept for reuse. */
+  static final int POOL_MAX = 4096;
+
   /** The least a record removes while a pruning phase is in progress. */
   static final int MIN_PRUNE_STEP = 64;
 
-  private static final class Entry {
-    final Worker worker;
-    final long seqHash;
-    long deadline;
-    Entry prev;
-    Entry next;
+  /** Told of every block the capacity model evicts. */
+  interface Evictions {
+    void evicted(Worker rank, int blocks, long nowNanos);
+  }
 
-    Entry(Worker worker, long seqHash) {
-      this.worker = worker;
+  private static final class Entry {
+    Rank rank; // rank and seqHash change only when a pooled entry is reused
+    long seqHash;
+    long touched;
+    Entry parent; // the entry of the block before, same rank: it outlives this one (leaves first)
+    Entry prev; // rank LRU
+    Entry next;
+    Entry gPrev; // global, by touch time
+    Entry gNext;
+
+    Entry(Rank rank, long seqHash) {
+      this.rank = rank;
       this.seqHash = seqHash;
+    }
+  }
+
+  private static final class Rank {
+    final Worker worker;
+    final Long2ObjectOpenHashMap<Entry> map = new Long2ObjectOpenHashMap<>();
+    long registered; // registered KV blocks; 0 = unknown
+    long capacity; // effective: registered, or learned (Long.MAX_VALUE until learned)
+    Entry head;
+    Entry tail;
+
+    Rank(Worker worker, long registered) {
+      this.worker = worker;
+      setRegistered(registered);
+    }
+
+    void setRegistered(long kvBlocks) {
+      this.registered = kvBlocks;
+      this.capacity = kvBlocks > 0 ? kvBlocks : Long.MAX_VALUE;
     }
   }
 
@@ -78,15 +140,18 @@ final class PredictedBlocks {
   private final long ttlNanos;
   private final int maxEntries;
   private final int pruneTarget;
-  private final HashMap<Worker, Long2ObjectOpenHashMap<Entry>> byWorker = new HashMap<>();
+  private final Evictions evictions;
+  private final HashMap<Worker, Rank> ranks = new HashMap<>();
   private final LongArrayList removals = new LongArrayList();
-  private Entry head;
-  private Entry tail;
+  private Entry pool; // removed entries kept for reuse, linked through next
+  private int pooled;
+  private Entry gHead;
+  private Entry gTail;
   private int size;
   private boolean pruning; // a pruning phase is in progress: size > pruneTarget
   private long eventId;
 
-  PredictedBlocks(KvIndex index, Duration ttl, int maxEntries) {
+  PredictedBlocks(KvIndex index, Duration ttl, int maxEntries, Evictions evictions) {
     if (index == null) throw new IllegalArgumentException("index must not be null");
     if (ttl == null || ttl.isNegative() || ttl.isZero()) {
       throw new IllegalArgumentException("ttl must be positive, got " + ttl);
@@ -98,131 +163,314 @@ final class PredictedBlocks {
     this.ttlNanos = ttl.toNanos();
     this.maxEntries = maxEntries;
     this.pruneTarget = (int) (maxEntries * 0.8);
+    this.evictions = evictions == null ? (w, b, t) -> {} : evictions;
+  }
+
+  private Rank rank(Worker worker, long kvBlocks) {
+    Rank r = ranks.get(worker);
+    if (r == null) {
+      r = new Rank(worker, kvBlocks);
+      ranks.put(worker, r);
+    } else if (r.registered != kvBlocks) {
+      r.setRegistered(kvBlocks);
+    }
+    return r;
   }
 
   /**
-   * Predicts that {@code worker} now caches the chain with these sequence and local hashes, until
-   * {@code nowNanos + ttl}. The arrays are handed to the index: the caller must not change them.
+   * Predicts that {@code worker}, a rank of {@code kvBlocks} KV blocks (0: unknown), now caches the
+   * chain with these sequence and local hashes. The arrays are handed to the index: the caller must
+   * not change them.
    */
-  void record(Worker worker, long[] seqHashes, long[] localHashes, long nowNanos) {
+  void record(
+      Worker worker,
+      long kvBlocks,
+      long[] seqHashes,
+      long[] localHashes,
+      int predictedBlocks,
+      long nowNanos) {
     final int n = seqHashes.length;
     if (n == 0) return;
-    Long2ObjectOpenHashMap<Entry> mine = byWorker.get(worker);
-    if (mine == null) {
-      mine = new Long2ObjectOpenHashMap<>();
-      byWorker.put(worker, mine);
-    }
-    final long deadline = nowNanos + ttlNanos;
-    int added = 0;
-    for (int i = n - 1; i >= 0; i--) { // leaf first: see the class comment
-      long seq = seqHashes[i];
-      Entry e = mine.get(seq);
-      if (e == null) {
-        e = new Entry(worker, seq);
-        mine.put(seq, e);
-        size++;
-        added++;
-      } else {
-        unlink(e);
-      }
-      e.deadline = deadline;
-      append(e);
-    }
+    final Rank r = rank(worker, kvBlocks);
+    final int added = touchChain(r, seqHashes, n, Math.min(predictedBlocks, n), nowNanos);
     if (added > 0) {
       index.apply(
           new RouterEvent(worker, eventId++, CacheEvent.storedAtRoot(seqHashes, localHashes)));
     }
+    fitCapacity(r, nowNanos, true);
     if (size > maxEntries) pruning = true;
     if (pruning) {
       int step = Math.max(MIN_PRUNE_STEP, 2 * added);
-      removeHead(Math.max(pruneTarget, size - step), Long.MIN_VALUE, false);
+      pruneGlobal(Math.max(pruneTarget, size - step));
       if (size <= pruneTarget) pruning = false;
     }
   }
 
-  /** Removes every prediction whose deadline has passed at {@code nowNanos}; returns how many. */
-  int expire(long nowNanos) {
-    if (head == null || nowNanos - head.deadline < 0) return 0;
-    return removeHead(-1, nowNanos, true);
+  /**
+   * Touches blocks {@code 0..n-1} of the chain on {@code r}, leaf first; returns how many new.
+   * Blocks from {@code held} on are expected to be new (the index's overlap for {@code r}: the
+   * predictions are closed under prefixes), so they are put without a lookup first; one found there
+   * anyway is kept.
+   */
+  private int touchChain(Rank r, long[] seqHashes, int n, int held, long now) {
+    final Long2ObjectOpenHashMap<Entry> map = r.map;
+    int added = 0;
+    Entry child = null; // the entry of block i + 1, touched just before
+    for (int i = n - 1; i >= 0; i--) { // leaf first: see the class comment
+      final long seq = seqHashes[i];
+      Entry e;
+      if (i >= held) {
+        e = newEntry(r, seq);
+        Entry old = map.put(seq, e);
+        if (old == null) {
+          size++;
+          added++;
+        } else { // not new after all: keep the old entry
+          map.put(seq, old);
+          recycle(e);
+          e = old;
+          unlink(e);
+        }
+      } else {
+        Entry p = child == null ? null : child.parent;
+        if (p != null && p.rank == r && p.seqHash == seq) {
+          e = p; // the parent link: no hash lookup
+          unlink(e);
+        } else {
+          e = map.get(seq);
+          if (e == null) {
+            e = newEntry(r, seq);
+            map.put(seq, e);
+            size++;
+            added++;
+          } else {
+            unlink(e);
+          }
+        }
+      }
+      e.touched = now;
+      append(e);
+      if (child != null) child.parent = e;
+      child = e;
+    }
+    return added;
+  }
+
+  private Entry newEntry(Rank r, long seq) {
+    Entry e = pool;
+    if (e == null) return new Entry(r, seq);
+    pool = e.next;
+    e.next = null;
+    e.parent = null;
+    pooled--;
+    e.rank = r;
+    e.seqHash = seq;
+    return e;
+  }
+
+  /** Keeps a removed entry for reuse (at most POOL_MAX), so steady churn allocates nothing. */
+  private void recycle(Entry e) {
+    if (pooled >= POOL_MAX) return;
+    e.rank = null;
+    e.parent = null;
+    e.next = pool;
+    pool = e;
+    pooled++;
   }
 
   /**
-   * Pops entries from the head while either {@code size > downTo} (pruning) or, when {@code
-   * byDeadline}, the head's deadline has passed at {@code nowNanos}; mirrors them into the index.
+   * Evicts {@code r}'s least recently touched blocks down to its capacity; reports them when {@code
+   * report} (engine-like evictions, not corrections of the model).
    */
-  private int removeHead(int downTo, long nowNanos, boolean byDeadline) {
+  private void fitCapacity(Rank r, long now, boolean report) {
+    // the bound in all is shared evenly, so that a large fleet trims each rank by its own LRU
+    // (one Removed per record) rather than through the global pruning below
+    final long limit = Math.min(r.capacity, Math.max(1, maxEntries / ranks.size()));
+    final long over = r.map.size() - limit;
+    if (over <= 0) return;
+    final LongArrayList batch = removals;
+    batch.clear();
+    for (long i = 0; i < over; i++) {
+      Entry e = r.head;
+      batch.add(e.seqHash);
+      removeEntry(e);
+    }
+    flushRemovals(r.worker, batch);
+    if (report) evictions.evicted(r.worker, (int) over, now);
+  }
+
+  /**
+   * Corrects the model with an engine's report: {@code worker} found {@code cachedBlocks} leading
+   * blocks of the chain cached at admission, where the router had predicted {@code
+   * predictedBlocks}. See the class comment.
+   *
+   * @return the blocks added as predictions (unpredicted hits)
+   */
+  int observe(
+      Worker worker,
+      long kvBlocks,
+      long[] seqHashes,
+      long[] localHashes,
+      int predictedBlocks,
+      int cachedBlocks,
+      long nowNanos) {
+    final int n = seqHashes.length;
+    final int k = Math.max(0, Math.min(cachedBlocks, n));
+    final int p = Math.max(0, Math.min(predictedBlocks, n));
+    final Rank r = rank(worker, kvBlocks);
+    if (k < p) { // the engine denied p - k predicted blocks: the model holds too much
+      long from = r.capacity == Long.MAX_VALUE ? r.map.size() : r.capacity;
+      r.capacity = Math.max(1, from - (p - k));
+    } else if (k > p && r.capacity != Long.MAX_VALUE) { // it had more: the model evicts too soon
+      long ceiling = r.registered > 0 ? r.registered : Long.MAX_VALUE;
+      r.capacity = Math.min(ceiling, r.capacity + (k - p));
+    }
+    int missing = 0;
+    for (int i = 0; i < k; i++) {
+      if (!r.map.containsKey(seqHashes[i])) missing++;
+    }
+    if (missing > 0) {
+      touchChain(r, seqHashes, k, 0, nowNanos);
+      index.apply(
+          new RouterEvent(
+              worker,
+              eventId++,
+              CacheEvent.storedAtRoot(Arrays.copyOf(seqHashes, k), Arrays.copyOf(localHashes, k))));
+    }
+    fitCapacity(r, nowNanos, false);
+    return missing;
+  }
+
+  /** Removes every prediction whose TTL has passed at {@code nowNanos}; returns how many. */
+  int expire(long nowNanos) {
+    final long cutoff = nowNanos - ttlNanos; // entries touched at or before it are overdue
+    if (gHead == null || gHead.touched - cutoff > 0) return 0;
     int n = 0;
     final LongArrayList batch = removals;
     batch.clear();
-    Worker batchWorker = null;
+    Rank batchRank = null;
     Entry e;
-    while ((e = head) != null && (byDeadline ? nowNanos - e.deadline >= 0 : size > downTo)) {
-      unlink(e);
-      Long2ObjectOpenHashMap<Entry> mine = byWorker.get(e.worker);
-      mine.remove(e.seqHash);
-      if (mine.isEmpty()) byWorker.remove(e.worker);
-      size--;
-      n++;
-      if (batchWorker != null && !batchWorker.equals(e.worker)) {
-        flushRemovals(batchWorker, batch);
-      }
-      batchWorker = e.worker;
+    while ((e = gHead) != null && e.touched - cutoff <= 0) {
+      if (batchRank != null && batchRank != e.rank) flushRemovals(batchRank.worker, batch);
+      batchRank = e.rank;
       batch.add(e.seqHash);
+      removeEntry(e);
+      n++;
     }
-    if (batchWorker != null) flushRemovals(batchWorker, batch);
+    if (batchRank != null) flushRemovals(batchRank.worker, batch);
     return n;
   }
 
+  /** Pops entries from the global head while {@code size > downTo}; mirrors them. */
+  private void pruneGlobal(int downTo) {
+    final LongArrayList batch = removals;
+    batch.clear();
+    Rank batchRank = null;
+    Entry e;
+    while ((e = gHead) != null && size > downTo) {
+      if (batchRank != null && batchRank != e.rank) flushRemovals(batchRank.worker, batch);
+      batchRank = e.rank;
+      batch.add(e.seqHash);
+      removeEntry(e);
+    }
+    if (batchRank != null) flushRemovals(batchRank.worker, batch);
+  }
+
+  private void removeEntry(Entry e) {
+    unlink(e);
+    e.rank.map.remove(e.seqHash);
+    size--;
+    recycle(e);
+  }
+
   private void flushRemovals(Worker worker, LongArrayList batch) {
+    if (batch.isEmpty()) return;
     index.apply(new RouterEvent(worker, eventId++, CacheEvent.removed(batch.toLongArray())));
     batch.clear();
   }
 
   /** Forgets every prediction for every rank of {@code workerId} (the caller clears the index). */
   void removeWorker(long workerId) {
-    Iterator<Map.Entry<Worker, Long2ObjectOpenHashMap<Entry>>> it = byWorker.entrySet().iterator();
+    Iterator<Map.Entry<Worker, Rank>> it = ranks.entrySet().iterator();
     while (it.hasNext()) {
-      Map.Entry<Worker, Long2ObjectOpenHashMap<Entry>> me = it.next();
+      Map.Entry<Worker, Rank> me = it.next();
       if (me.getKey().workerId() != workerId) continue;
-      for (Entry e : me.getValue().values()) {
-        unlink(e);
-        size--;
-      }
+      forget(me.getValue());
       it.remove();
     }
   }
 
   /** Forgets every prediction for one rank (the caller clears the index). */
   void removeRank(Worker rank) {
-    Long2ObjectOpenHashMap<Entry> entries = byWorker.remove(rank);
-    if (entries == null) return;
-    for (Entry e : entries.values()) {
-      unlink(e);
+    Rank r = ranks.remove(rank);
+    if (r != null) forget(r);
+  }
+
+  private void forget(Rank r) {
+    for (Entry e = r.head; e != null; e = e.next) {
+      gUnlink(e);
       size--;
     }
+    r.map.clear();
+    r.head = r.tail = null;
   }
 
   private void append(Entry e) {
-    e.prev = tail;
+    final Rank r = e.rank;
+    e.prev = r.tail;
     e.next = null;
-    if (tail == null) head = e;
-    else tail.next = e;
-    tail = e;
+    if (r.tail == null) r.head = e;
+    else r.tail.next = e;
+    r.tail = e;
+    e.gPrev = gTail;
+    e.gNext = null;
+    if (gTail == null) gHead = e;
+    else gTail.gNext = e;
+    gTail = e;
   }
 
   private void unlink(Entry e) {
+    final Rank r = e.rank;
     Entry p = e.prev;
     Entry x = e.next;
-    if (p == null) head = x;
+    if (p == null) r.head = x;
     else p.next = x;
-    if (x == null) tail = p;
+    if (x == null) r.tail = p;
     else x.prev = p;
     e.prev = null;
     e.next = null;
+    gUnlink(e);
+  }
+
+  private void gUnlink(Entry e) {
+    Entry p = e.gPrev;
+    Entry x = e.gNext;
+    if (p == null) gHead = x;
+    else p.gNext = x;
+    if (x == null) gTail = p;
+    else x.gPrev = p;
+    e.gPrev = null;
+    e.gNext = null;
   }
 
   /** Predicted (worker rank, block) pairs held now. */
   int size() {
     return size;
+  }
+
+  /** Predicted blocks of one rank (for tests). */
+  int size(Worker worker) {
+    Rank r = ranks.get(worker);
+    return r == null ? 0 : r.map.size();
+  }
+
+  /**
+   * The rank's effective capacity in blocks, for a rank registered with {@code kvBlocks}; {@code
+   * Long.MAX_VALUE} when unknown (for tests).
+   */
+  long capacity(Worker worker, long kvBlocks) {
+    Rank r = ranks.get(worker);
+    if (r != null) return r.capacity;
+    return kvBlocks > 0 ? kvBlocks : Long.MAX_VALUE;
   }
 }

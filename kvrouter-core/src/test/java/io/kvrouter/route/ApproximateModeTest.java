@@ -114,7 +114,7 @@ class ApproximateModeTest {
   }
 
   @Test
-  void theBoundPrunesTheOldestExpiringEntriesDownToEightyPercentLeavesFirst() {
+  void theBoundIsSharedAmongTheRanksAndTrimsEachByItsLruLeavesFirst() {
     KvRouter router = router(4, Duration.ofSeconds(120), 10, 1);
     int[] p1 = tokens(100, 16); // 4 blocks each
     int[] p2 = tokens(200, 16);
@@ -124,9 +124,9 @@ class ApproximateModeTest {
     routed(router.route("2", p2));
     clock.addAndGet(MS);
     assertThat(router.predictedEntries()).isEqualTo(8);
-    routed(router.route("3", p3)); // 11 > 10: prune 3 oldest-expiring, p1's leaves first
-    assertThat(router.predictedEntries()).isEqualTo(8);
-    assertThat(matches(router, p1)).as("p1 keeps its root block: no hole").isEqualTo(Map.of(W0, 1));
+    routed(router.route("3", p3)); // 11 > 10 (one rank: its share is all 10): p1's leaf goes
+    assertThat(router.predictedEntries()).isEqualTo(10);
+    assertThat(matches(router, p1)).as("p1 keeps its prefix: no hole").isEqualTo(Map.of(W0, 3));
     assertThat(matches(router, p2)).isEqualTo(Map.of(W0, 4));
     assertThat(matches(router, p3)).isEqualTo(Map.of(W0, 3));
   }
@@ -134,41 +134,44 @@ class ApproximateModeTest {
   @Test
   void pruningIsSpreadOverTheFollowingDecisionsAndNeverExceedsTheBound() {
     int max = 1000;
-    KvRouter router = router(4, Duration.ofSeconds(120), max, 1);
-    int records = 0;
-    int peak = 0;
-    boolean reachedTarget = false;
+    KvRouter router = router(4, Duration.ofSeconds(120), max, 2);
+    RouteOptions onW0 = RouteOptions.defaults().withAllowedWorkers(0);
+    RouteOptions onW1 = RouteOptions.defaults().withAllowedWorkers(1);
+    for (int p = 0; p < 63; p++) { // 1,008 blocks on w0, trimmed to its share: all 1,000
+      routed(router.route("a" + p, tokens(10_000 * (p + 1), 64), onW0));
+      router.free("a" + p);
+    }
+    assertThat(router.predictedEntries()).isEqualTo(1000);
+    // w1's first record: 1,016 in all > 1,000. Each record now removes 64 of the oldest (w0's)
+    // and adds 16, so 80% is reached over several decisions, not in one
     List<Integer> sizes = new ArrayList<>();
-    for (int p = 0; p < 120; p++) {
-      routed(router.route("r" + p, tokens(10_000 * (p + 1), 64))); // 16 fresh blocks each
-      router.free("r" + p);
-      records++;
+    boolean reachedTarget = false;
+    for (int p = 0; p < 20; p++) {
+      routed(router.route("b" + p, tokens(5_000_000 + 10_000 * p, 64), onW1));
+      router.free("b" + p);
       int size = router.predictedEntries();
       sizes.add(size);
-      peak = Math.max(peak, size);
-      assertThat(size).as("after record %d", records).isLessThanOrEqualTo(max);
-      if (size <= 800 && records > 63) reachedTarget = true;
+      assertThat(size).as("after w1's record %d", p).isLessThanOrEqualTo(max);
+      if (size <= 800) reachedTarget = true;
     }
-    // record 63 crosses the bound (1008): each later record removes 64 and adds 16 → 80% is
-    // reached over several decisions, not in one
-    assertThat(sizes.get(62)).isEqualTo(1008 - 64);
-    assertThat(sizes.get(63)).isEqualTo(1008 - 64 + 16 - 64);
+    assertThat(sizes.get(0)).isEqualTo(1000 + 16 - 64);
+    assertThat(sizes.get(1)).isEqualTo(1000 + 32 - 128);
     assertThat(reachedTarget).isTrue();
-    assertThat(peak).isLessThanOrEqualTo(max);
-    // oldest-expiring first: the first prompts are gone, the last ones whole
+    assertThat(router.predictedEntries(W1)).isEqualTo(20 * 16);
+    // the oldest first: w0's first prompts are gone, its last one whole
     assertThat(matches(router, tokens(10_000, 64))).isEmpty();
-    assertThat(matches(router, tokens(10_000 * 120, 64))).isEqualTo(Map.of(W0, 16));
+    assertThat(matches(router, tokens(10_000 * 63, 64))).isEqualTo(Map.of(W0, 16));
   }
 
   @Test
-  void theDefaultBoundIsTwoToTheTwentiethAndTheDefaultTtl120Seconds() {
+  void theDefaultBoundIsTwoToTheTwentiethAndTheDefaultTtlOneHour() {
     assertThat(PredictedBlocks.DEFAULT_MAX_ENTRIES).isEqualTo(1 << 20);
-    assertThat(PredictedBlocks.DEFAULT_TTL).isEqualTo(Duration.ofSeconds(120));
+    assertThat(PredictedBlocks.DEFAULT_TTL).isEqualTo(Duration.ofHours(1));
     KvRouter router =
         KvRouter.builder(4).approximate().nanoClock(clock::get).build(); // the defaults
     router.registerWorker(0, 1, 4);
     routed(router.route("r", tokens(1, 4)));
-    clock.addAndGet(Duration.ofSeconds(120).toNanos() - 1);
+    clock.addAndGet(Duration.ofHours(1).toNanos() - 1);
     assertThat(matches(router, tokens(1, 4))).isEqualTo(Map.of(W0, 1));
     clock.addAndGet(1);
     assertThat(matches(router, tokens(1, 4))).isEmpty();

@@ -1,6 +1,8 @@
 package io.kvrouter.gateway;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.RouteOptions;
 import io.kvrouter.server.RouterModel;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.logging.Level;
@@ -20,6 +22,10 @@ import java.util.logging.Logger;
  * with ebs the rank's engine block size. An engine that leaves prompt_tokens_details out
  * (vLLM does when cached_tokens is 0, and always without --enable-prompt-tokens-details) counts
  * as 0 once it has shown details at least once; before that the request is not compared.
+ *
+ * Correction: in approximate mode the same report goes to KvRouter.observeCachedTokens (with
+ * the raw prediction: the router applies the same last-token and block cap), except when the
+ * engine's prompt_tokens differs from the gateway's, where the report is about other tokens.
  *
  * Window per (model, engine): the last WINDOW outcomes in a ring under the window's monitor
  * (held for a few stores, no I/O). When at least MIN_SAMPLES of the window are in and half or
@@ -49,9 +55,11 @@ final class PredictionCheck {
   }
 
   /**
-   * Records one answered request.
+   * Records one answered request; in approximate mode also hands the report to the router ({@code
+   * KvRouter.observeCachedTokens}), which corrects its predictions with it.
    *
-   * @param gatewayPromptTokens the prompt's length as the gateway tokenized it
+   * @param tokens the prompt as the gateway tokenized it (and routed it)
+   * @param options the options it was routed with (their salt)
    */
   void record(
       RouterModel model,
@@ -59,8 +67,10 @@ final class PredictionCheck {
       String baseUrl,
       int engineBlockSize,
       long predicted,
-      int gatewayPromptTokens,
+      int[] tokens,
+      RouteOptions options,
       Usage u) {
+    final int gatewayPromptTokens = tokens.length;
     if (u == null || !u.usage || u.promptTokens < 0) return;
     String engine = Long.toUnsignedString(worker.workerId());
     String key = model.modelName() + "\u0000" + baseUrl;
@@ -75,6 +85,12 @@ final class PredictionCheck {
     }
     boolean promptMismatch = u.promptTokens != gatewayPromptTokens;
     if (promptMismatch) metrics.promptMismatch.labelValues(model.modelName(), engine).inc();
+    KvRouter router = model.router();
+    if (router.isApproximate() && !promptMismatch) {
+      // the engine's word on the prefix it had; a prompt it tokenized differently says nothing
+      router.observeCachedTokens(
+          worker, tokens, options, (int) Math.min(Integer.MAX_VALUE, predicted), reported);
+    }
     long expected = expected(predicted, u.promptTokens, engineBlockSize);
     model.accuracy(worker).record(expected, reported);
     metrics.predictionError.labelValues(model.modelName(), engine).observe(reported - expected);

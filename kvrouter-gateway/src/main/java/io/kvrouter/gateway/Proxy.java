@@ -685,7 +685,15 @@ final class Proxy {
       // a decode engine that pulled the prompt's KV reports it cached: nothing to compare
       if (usage != null && status == 200 && !(c.pair instanceof PairDecision.Disaggregated)) {
         int ebs = engineBlockSize();
-        g.predictions.record(c.model, r.worker(), url, ebs, r.overlapTokens(), c.ids.length, usage);
+        g.predictions.record(
+            c.model,
+            r.worker(),
+            url,
+            ebs,
+            r.overlapTokens(),
+            c.ids,
+            Gateway.options(c.target, c.req.cacheSalt, null),
+            usage);
       }
     }
 

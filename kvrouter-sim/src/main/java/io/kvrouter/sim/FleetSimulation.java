@@ -8,6 +8,7 @@ import io.kvrouter.prefixcache.PrefixCache;
 import io.kvrouter.route.Candidates;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RouteDecision;
+import io.kvrouter.route.RouteOptions;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.transport.json.RouterEventJson;
 import java.time.Duration;
@@ -38,7 +39,10 @@ import java.util.function.Predicate;
  * weight 0; round-robin and random are WorkerSelectors. All of them see the candidates in
  * ascending Worker order, which is the engines' rank order (no busy thresholds are set, so every
  * registered rank is a candidate). approx is KvRouter.approximate(), which takes no events; its
- * engines' events go to a separate shadow index, only to verify that they were right.
+ * engines' events go to a separate shadow index, only to verify that they were right. Its router
+ * models each rank's cache as an LRU of --gpu-blocks (the capacity it is registered with) and,
+ * unless cfg.approxCorrection() is off, is told each request's cached tokens when it finishes
+ * (observeCachedTokens), as the gateway tells it from usage.
  *
  * KV events: each engine's PrefixCache publishes into publish(), at the simulated time of the
  * store or eviction. With no delay the event is applied at once, inside the engine's call, as
@@ -131,7 +135,11 @@ final class FleetSimulation {
             .seed(cfg.seed());
     if (policy == Policy.APPROX) {
       index = newIndex(cfg); // shadow: verified, never routed from
-      router = b.overlapWeight(cfg.overlapWeight()).approximate().build();
+      router =
+          b.overlapWeight(cfg.overlapWeight())
+              .pressureWeight(cfg.pressureWeight())
+              .approximate()
+              .build();
       feed = nats == null ? null : nats.attach(policy, index, fleet(cfg));
       sink = feed != null ? feed : index::apply;
     } else {
@@ -161,6 +169,15 @@ final class FleetSimulation {
           @Override
           public void finished(SimRequest r) {
             router.free(r.routerId);
+            if (policy == Policy.APPROX && cfg.approxCorrection()) {
+              // what the gateway does with usage.prompt_tokens_details.cached_tokens
+              router.observeCachedTokens(
+                  r.routedTo,
+                  TraceTokens.tokens(r.trace),
+                  RouteOptions.defaults(),
+                  r.routedOverlapTokens,
+                  r.cachedTokens);
+            }
             completed++;
             promptTokens += r.trace.inputLength();
             cachedTokens += r.cachedTokens;
@@ -193,7 +210,11 @@ final class FleetSimulation {
               this::publish,
               listener);
       for (int r = 0; r < cfg.dpSize(); r++) ranks[w * cfg.dpSize() + r] = engines[w].rank(r);
-      router.registerWorker(w, cfg.dpSize(), cfg.blockSize(), cfg.gpuBlocks());
+      router.registerWorker(
+          w,
+          cfg.dpSize(),
+          cfg.blockSize(),
+          policy == Policy.APPROX ? cfg.approxRegisteredBlocks() : cfg.gpuBlocks());
     }
   }
 
@@ -276,6 +297,7 @@ final class FleetSimulation {
     }
     r.routedOverlapTokens = routed.overlapTokens();
     Worker w = routed.worker();
+    r.routedTo = w;
     engines[(int) w.workerId()].submit(r, w.dpRank());
   }
 

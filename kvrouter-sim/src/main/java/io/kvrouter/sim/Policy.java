@@ -14,7 +14,9 @@ enum Policy {
   /** KvRouter's load alone: the cost with overlap weight 0 (fewest active blocks). */
   LEAST_LOADED("least-loaded", "fewest active KV blocks (KvRouter cost, overlap weight 0)"),
   /** KvRouter in approximate mode: no events, it predicts caches from its own decisions. */
-  APPROX("approx", "KvRouter approximate mode: no events, predicted caches (TTL 120 s)");
+  APPROX(
+      "approx",
+      "KvRouter approximate mode: no events, predicted caches (an LRU of each rank's capacity)");
 
   private final String cliName;
   private final String description;

@@ -22,6 +22,12 @@ import java.util.Objects;
  * @param loadSamples about this many samples of per-rank load over the arrival period
  * @param maxBlocks the router index's bound on (rank, block) pairs (--max-blocks); 0: none
  * @param removedEvents how the engines publish evictions (--removed-events)
+ * @param approxCorrection whether the approx policy's router is told each request's cached tokens
+ *     when it finishes ({@code KvRouter.observeCachedTokens}), as the gateway tells it from {@code
+ *     usage} (--no-approx-correction turns it off)
+ * @param approxKvBlocks the KV blocks per rank the approx policy's router is registered with: -1
+ *     for the engines' real count (gpuBlocks), 0 for unknown (learned from the correction), or any
+ *     other count, to see the model with a wrong capacity (--approx-kv-blocks)
  */
 record SimConfig(
     int workers,
@@ -38,7 +44,46 @@ record SimConfig(
     int verifyPrompts,
     int loadSamples,
     long maxBlocks,
-    RemovedEvents removedEvents) {
+    RemovedEvents removedEvents,
+    boolean approxCorrection,
+    long approxKvBlocks) {
+
+  /** With the approx policy's correction on. */
+  SimConfig(
+      int workers,
+      int dpSize,
+      int gpuBlocks,
+      int blockSize,
+      double speedup,
+      TimingModel timing,
+      double eventDelayMs,
+      boolean jsonEvents,
+      double overlapWeight,
+      double pressureWeight,
+      long seed,
+      int verifyPrompts,
+      int loadSamples,
+      long maxBlocks,
+      RemovedEvents removedEvents) {
+    this(
+        workers,
+        dpSize,
+        gpuBlocks,
+        blockSize,
+        speedup,
+        timing,
+        eventDelayMs,
+        jsonEvents,
+        overlapWeight,
+        pressureWeight,
+        seed,
+        verifyPrompts,
+        loadSamples,
+        maxBlocks,
+        removedEvents,
+        true,
+        -1);
+  }
 
   SimConfig {
     if (workers < 1) throw new IllegalArgumentException("workers must be >= 1, got " + workers);
@@ -62,9 +107,18 @@ record SimConfig(
           "max blocks must be >= 1 (or 0 for none), got " + maxBlocks);
     }
     Objects.requireNonNull(removedEvents, "removedEvents");
+    if (approxKvBlocks < -1) {
+      throw new IllegalArgumentException(
+          "approx kv blocks must be >= 0 (or -1 for the engines'), got " + approxKvBlocks);
+    }
     if (verifyPrompts < 0) {
       throw new IllegalArgumentException("verify prompts must be >= 0, got " + verifyPrompts);
     }
+  }
+
+  /** The KV blocks per rank the approx policy's router registers. */
+  long approxRegisteredBlocks() {
+    return approxKvBlocks < 0 ? gpuBlocks : approxKvBlocks;
   }
 
   /** Worker ranks in the fleet. */

@@ -8,6 +8,7 @@ final class SimRequest {
   final long arrival;
 
   int routedOverlapTokens; // what the router expected the chosen rank to hold
+  io.kvrouter.event.Worker routedTo; // the chosen rank
   int cachedTokens; // what the rank's cache held at admission
   long admitted = -1;
   long firstToken = -1;

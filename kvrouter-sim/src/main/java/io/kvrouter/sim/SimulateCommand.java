@@ -183,10 +183,27 @@ public final class SimulateCommand implements Callable<Integer> {
       paramLabel = "G",
       defaultValue = "20",
       description =
-          "Eviction-pressure weight of the kv policy's cost, docs/routing.md: new blocks cost"
+          "Eviction-pressure weight of the kv and approx policies' cost, docs/routing.md: new blocks cost"
               + " more on a rank whose cache evicts faster than the others' (default:"
               + " ${DEFAULT-VALUE}, the router's; 0 gives DESIGN.md §6's cost).")
   double pressureWeight;
+
+  @Option(
+      names = "--no-approx-correction",
+      description =
+          "The approx policy's router is not told the cached tokens each engine reports (by"
+              + " default it is, when the request finishes, as the gateway does from usage:"
+              + " KvRouter.observeCachedTokens).")
+  boolean noApproxCorrection;
+
+  @Option(
+      names = "--approx-kv-blocks",
+      paramLabel = "N",
+      defaultValue = "-1",
+      description =
+          "KV blocks per rank the approx policy's router is registered with (default: the"
+              + " engines' --gpu-blocks; 0: unknown, learned from the cached-token correction).")
+  long approxKvBlocks;
 
   @Option(
       names = "--seed",
@@ -292,7 +309,9 @@ public final class SimulateCommand implements Callable<Integer> {
               verifyPrompts,
               200,
               maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks),
-              RemovedEvents.parse(removedEvents));
+              RemovedEvents.parse(removedEvents),
+              !noApproxCorrection,
+              approxKvBlocks);
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
       }
