@@ -1014,6 +1014,38 @@ final class CompressedTreeIndex implements KvIndex {
     }
   }
 
+  /**
+   * An estimate of the heap the index retains, from its structure (compressed references, 16-byte
+   * array headers): every node and state with their arrays and child tables, and every worker's
+   * name table. Deterministic, for tests that check memory returns to a bound after churn; the
+   * measured figure is IndexFootprint's (kvrouter-bench). Writer-side (takes the lock).
+   */
+  long footprintBytes() {
+    lock();
+    try {
+      long bytes = 0;
+      final ArrayDeque<RunNode> stack = new ArrayDeque<>();
+      final List<RunNode> children = new ArrayList<>();
+      stack.push(root);
+      while (!stack.isEmpty()) {
+        final RunNode x = stack.pop();
+        final RunState st = x.plain();
+        bytes += 32 + 32 + 2 * (16 + 8L * st.length()) + 2 * (16 + 4L * st.ids.length);
+        if (st.children instanceof RunChildren t) bytes += 24 + 16 + 4L * t.capacity();
+        children.clear();
+        RunNode.addChildren(st.children, children);
+        for (RunNode c : children) stack.push(c);
+      }
+      for (RunWorker ws : live()) {
+        bytes += 48 + 2 * 16 + 6L * ws.names.capacity();
+        if (ws.others != null) bytes += 48 + 32L * ws.others.size();
+      }
+      return bytes;
+    } finally {
+      unlock();
+    }
+  }
+
   @Override
   public void flush() {}
 

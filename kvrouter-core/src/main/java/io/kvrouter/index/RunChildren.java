@@ -104,6 +104,10 @@ final class RunChildren {
     return live == 0;
   }
 
+  int capacity() {
+    return slots.length;
+  }
+
   int size() {
     return live;
   }
