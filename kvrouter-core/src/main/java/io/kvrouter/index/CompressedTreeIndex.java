@@ -305,7 +305,7 @@ final class CompressedTreeIndex implements KvIndex {
       foundOff = ws.names.offAt(i);
       return true;
     }
-    foundSlot = -1;
+    foundSlot = i; // negative: where an insert of seq would go (RunNames.putAt)
     if (ws.others != null) {
       RunWorker.Ref r = ws.others.get(seq);
       if (r != null) {
@@ -323,9 +323,10 @@ final class CompressedTreeIndex implements KvIndex {
     else ws.others.remove(seq);
   }
 
+  /** Names block (x, off) by {@code seq}; right after a lookup of seq that found nothing. */
   private void name(RunWorker ws, long seq, RunNode x, int off) {
     if (x.plain().seqs[off] == seq) {
-      ws.names.put(seq, x, off);
+      ws.names.putAt(foundSlot, seq, x, off);
     } else {
       if (ws.others == null) ws.others = new it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<>();
       ws.others.put(seq, new RunWorker.Ref(x, off));
@@ -807,6 +808,12 @@ final class CompressedTreeIndex implements KvIndex {
       counters.add(IndexCounters.BLOCKS_MISSING, seqs.length);
       return;
     }
+    // A run of the worker's blocks of one node listed deepest first (how engines evict) is one
+    // change: after the run's first block, each next one is the worker's last block in the
+    // node, so its removal only lowers the cut; the cut is published once for the run.
+    RunNode pend = null; // the node whose cut is pending, or null
+    int pendCut = 0;
+    int pendSigned = 0;
     for (long seq : seqs) {
       if (!lookup(ws, seq)) {
         counters.inc(IndexCounters.BLOCKS_MISSING);
@@ -815,8 +822,35 @@ final class CompressedTreeIndex implements KvIndex {
       final RunNode x = foundNode;
       final int off = foundOff;
       unname(ws, seq);
+      if (x == pend && off == pendCut - 1 && (ws.aliases == null || ws.aliases.isEmpty())) {
+        pendCut = off;
+        ws.heldBlocks--;
+        counters.add(IndexCounters.BLOCKS_INDEXED, -1);
+        if (pendSigned < 0) ws.detachedCount--;
+        continue;
+      }
+      if (pend != null) publishCut(pend, ws.id, pendSigned, pendCut);
+      pend = null;
       release(ws, x, off);
+      if (!x.dead) {
+        final RunState st = x.plain();
+        final int e = st.entry(ws.id);
+        if (e >= 0 && st.cuts[e] == off) {
+          pend = x;
+          pendCut = off;
+          pendSigned = st.ids[e];
+        }
+      }
     }
+    if (pend != null) publishCut(pend, ws.id, pendSigned, pendCut);
+  }
+
+  private void publishCut(RunNode x, int id, int signedId, int cut) {
+    final RunState st = x.plain();
+    final int e = st.entry(id);
+    if (e >= 0 && st.cuts[e] == cut) return;
+    x.publish(st.withEntry(id, signedId, cut));
+    touched.add(x);
   }
 
   /** The nodes where {@code ws} has an entry: those of the blocks it names. */

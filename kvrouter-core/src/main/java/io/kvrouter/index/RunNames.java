@@ -76,7 +76,15 @@ final class RunNames {
 
   /** Names block ({@code node}, {@code off}), whose own hash is {@code seq}, by it; a new name. */
   void put(long seq, RunNode node, int off) {
-    int i = find(seq);
+    putAt(find(seq), seq, node, off);
+  }
+
+  /**
+   * Like {@link #put}, given what {@link #find}{@code (seq)} returned, with no change to the table
+   * since.
+   */
+  void putAt(int found, long seq, RunNode node, int off) {
+    final int i = found;
     if (i >= 0) throw new IllegalStateException("name taken");
     final int f = -1 - i;
     if (meta[f] == TOMBSTONE) {
