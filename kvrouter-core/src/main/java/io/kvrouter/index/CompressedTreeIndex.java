@@ -824,12 +824,9 @@ final class CompressedTreeIndex implements KvIndex {
       unname(ws, seq);
       if (x == pend && off == pendCut - 1 && (ws.aliases == null || ws.aliases.isEmpty())) {
         pendCut = off;
-        ws.heldBlocks--;
-        counters.add(IndexCounters.BLOCKS_INDEXED, -1);
-        if (pendSigned < 0) ws.detachedCount--;
         continue;
       }
-      if (pend != null) publishCut(pend, ws.id, pendSigned, pendCut);
+      if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
       pend = null;
       release(ws, x, off);
       if (!x.dead) {
@@ -842,14 +839,19 @@ final class CompressedTreeIndex implements KvIndex {
         }
       }
     }
-    if (pend != null) publishCut(pend, ws.id, pendSigned, pendCut);
+    if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
   }
 
-  private void publishCut(RunNode x, int id, int signedId, int cut) {
+  /** Lowers {@code ws}'s cut in {@code x} to {@code cut}, counting the blocks it drops. */
+  private void publishCut(RunWorker ws, RunNode x, int signedId, int cut) {
     final RunState st = x.plain();
-    final int e = st.entry(id);
-    if (e >= 0 && st.cuts[e] == cut) return;
-    x.publish(st.withEntry(id, signedId, cut));
+    final int e = st.entry(ws.id);
+    final int dropped = st.cuts[e] - cut;
+    if (dropped == 0) return;
+    ws.heldBlocks -= dropped; // one volatile write for the run
+    counters.add(IndexCounters.BLOCKS_INDEXED, -dropped);
+    if (signedId < 0) ws.detachedCount -= dropped;
+    x.publish(st.withEntry(ws.id, signedId, cut));
     touched.add(x);
   }
 

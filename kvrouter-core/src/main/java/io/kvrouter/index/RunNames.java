@@ -133,16 +133,22 @@ final class RunNames {
   private void rebuild(int capacity) {
     final RunNode[] oldNodes = nodes;
     final short[] oldMeta = meta;
+    // first load every key: independent loads the CPU overlaps (the nodes are mostly not in
+    // cache); then insert without touching the nodes again
+    final long[] keys = new long[live];
+    int k = 0;
+    for (int i = 0; i < oldNodes.length; i++) {
+      final RunNode n = oldNodes[i];
+      if (n != null) keys[k++] = n.plain().seqs[oldMeta[i] & OFF_MASK];
+    }
     nodes = new RunNode[capacity];
     meta = new short[capacity];
     live = 0;
     used = 0;
+    k = 0;
     for (int i = 0; i < oldNodes.length; i++) {
       final RunNode n = oldNodes[i];
-      if (n != null) {
-        final int off = oldMeta[i] & OFF_MASK;
-        insert(n.plain().seqs[off], n, off);
-      }
+      if (n != null) insert(keys[k++], n, oldMeta[i] & OFF_MASK);
     }
   }
 
