@@ -625,7 +625,17 @@ final class CompressedTreeIndex implements KvIndex {
 
   private int segmentFrom(RunWorker ws, RunNode x, int from, int end, long[] seqs, int i) {
     int pend = from;
-    for (int j = from; j < end; j++) {
+    // Blocks the worker holds already, stored again under their own hashes (a shared prefix):
+    // when the worker has no other names, a held block's only name is its own hash, so the
+    // name is known to be there without a lookup.
+    if (ws.others == null || ws.others.isEmpty()) {
+      final RunState st = x.plain();
+      final int e = st.entry(ws.id);
+      final int held = Math.min(end, e >= 0 ? st.cuts[e] : 0);
+      final long[] own = st.seqs;
+      while (pend < held && own[pend] == seqs[i + pend - from]) pend++;
+    }
+    for (int j = pend; j < end; j++) {
       final long seq = seqs[i + j - from];
       if (lookup(ws, seq)) {
         if (foundNode == x && foundOff == j) {
