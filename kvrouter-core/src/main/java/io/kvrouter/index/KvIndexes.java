@@ -54,7 +54,8 @@ public final class KvIndexes {
   /**
    * A compressed block tree for one thread at a time (as {@link #radixTree()}): one node per run of
    * blocks that the same workers hold, with per-worker cutoffs for workers that hold a prefix of a
-   * run; runs split where workers diverge and merge again when a split is no longer needed.
+   * run; runs split where workers diverge and merge again when a split is no longer needed, so the
+   * node count follows the live set, not its history. No bounded variant yet.
    */
   public static KvIndex compressedTree() {
     return new CompressedTreeIndex(false);
