@@ -518,7 +518,11 @@ final class CompressedTreeIndex implements KvIndex {
         continue;
       }
       mergeDown(x);
-      if (!x.dead && x.parent != root) mergeDown(x.parent);
+      // a merge may have taken in an unheld, childless child that was still to be pruned (the
+      // touched list is in no particular order): then x is one too
+      final RunState ms = x.plain();
+      if (ms.ids.length == 0 && ms.children == null) continue;
+      if (x.parent != root) mergeDown(x.parent);
       return;
     }
   }

@@ -152,6 +152,14 @@ class CompressedTreeChurnTest {
         maxNodes,
         index.nodeCount(),
         index.footprintBytes());
+    // and once every block is removed, no node is left (each base sequence in one event, in
+    // one of the three orders)
+    for (Chain c : outstanding) removeChain(index, c, 0);
+    for (int s = 0; s < baseSeqs.length; s++) {
+      removeChain(index, new Chain(worker(s), baseSeqs[s]), s % 3);
+    }
+    assertThat(index.stats().blocksIndexed()).isZero();
+    assertThat(index.nodeCount()).as("nodes once every block is removed").isZero();
     assertThat(checkpoints).isGreaterThanOrEqualTo((int) (EVENTS / CHECKPOINT));
     assertThat(splitsStored).isGreaterThan(EVENTS / 10);
   }
