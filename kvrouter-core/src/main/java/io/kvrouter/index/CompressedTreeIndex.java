@@ -45,6 +45,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *    changed (settle), so no two nodes could be one: a node ends a run only where a worker's cut
  *    ends, where the tree branches, or at MAX_RUN. The node count is therefore bounded by the
  *    live set, not by its history (CompressedTreeChurnTest churns prefixes and checks it).
+ *  - A store below the end of a childless run that its worker holds whole appends to the run
+ *    (extend: in place when the arrays have room, RunState notes) rather than making a child
+ *    that settle would merge back at once.
  *  - A split keeps the head in the node (its key in the parent's children does not change) and
  *    moves the tail to a new node; a merge appends the child's run to the node. Either moves
  *    blocks: the writer repoints the names (RunNames.repoint, RunWorker refs) of every holder of
@@ -157,8 +160,8 @@ final class CompressedTreeIndex implements KvIndex {
   }
 
   /** How many leading blocks of {@code run} equal the query's from {@code depth}. */
-  private static int match(long[] run, long[] q, int depth) {
-    final int n = Math.min(run.length, q.length - depth);
+  private static int match(long[] run, int len, long[] q, int depth) {
+    final int n = Math.min(len, q.length - depth);
     int j = 0;
     while (j < n && run[j] == q[depth + j]) j++;
     return j;
@@ -172,7 +175,7 @@ final class CompressedTreeIndex implements KvIndex {
   private static int step(int[] ids, int[] scores, int alive, RunState s, int m, int depth) {
     final int[] h = s.ids;
     final int[] cuts = s.cuts;
-    final int len = s.locals.length;
+    final int len = s.len;
     int i = 0;
     while (i < alive) {
       final int id = ids[i];
@@ -202,14 +205,14 @@ final class CompressedTreeIndex implements KvIndex {
     if (cnt == 0) return RunScores.EMPTY;
     final int[] ids = Arrays.copyOfRange(first, from, first.length);
     final int[] scores = new int[cnt];
-    int m = match(s.locals, q, 0);
+    int m = match(s.locals, s.len, q, 0);
     int alive = step(ids, scores, cnt, s, m, 0);
     int depth = m;
     while (alive > 0 && depth < len && !(earlyExit && alive == 1)) {
       final RunNode next = RunNode.child(s.children, q[depth]);
       if (next == null) break;
       s = next.state();
-      m = match(s.locals, q, depth);
+      m = match(s.locals, s.len, q, depth);
       alive = step(ids, scores, alive, s, m, depth);
       depth += m;
     }
@@ -415,6 +418,39 @@ final class CompressedTreeIndex implements KvIndex {
     return c;
   }
 
+  /**
+   * Whether new blocks below the end of {@code x}'s run may go into the run itself: {@code x} has
+   * no children and {@code ws} holds all of it, so a new child holding them would be merged into it
+   * at the end of the event anyway.
+   */
+  private boolean canExtend(RunWorker ws, RunNode x, RunState st) {
+    if (x == root || st.children != null || st.length() >= MAX_RUN) return false;
+    final int e = st.entry(ws.id);
+    return e >= 0 && st.cuts[e] == st.length();
+  }
+
+  /**
+   * Appends blocks {@code i..} of a store (as many as fit in MAX_RUN), unheld, to the run of {@code
+   * x}, in place when its arrays have room (RunState notes), else in arrays grown by half.
+   */
+  private RunNode extend(RunNode x, long[] seqs, long[] locals, int i) {
+    final RunState st = x.plain();
+    final int len = st.length();
+    final int n = Math.min(seqs.length - i, MAX_RUN - len);
+    long[] l = st.locals;
+    long[] s = st.seqs;
+    if (len + n > l.length) {
+      final int cap = Math.min(MAX_RUN, Math.max(len + n, len + (len >>> 1) + 1));
+      l = Arrays.copyOf(l, cap);
+      s = Arrays.copyOf(s, cap);
+    }
+    System.arraycopy(locals, i, l, len, n);
+    System.arraycopy(seqs, i, s, len, n);
+    x.publish(new RunState(l, s, st.ids, st.cuts, null, len + n));
+    touched.add(x);
+    return x;
+  }
+
   /** Splits {@code n}'s run before offset {@code k} (0 < k < length); returns the new tail. */
   private RunNode split(RunNode n, int k) {
     final RunState st = n.plain();
@@ -598,8 +634,14 @@ final class CompressedTreeIndex implements KvIndex {
         }
       } else {
         final RunNode c = RunNode.child(st.children, locals[i]);
-        at = c != null ? c : newRun(x, seqs, locals, i);
-        from = 0;
+        if (c == null && canExtend(ws, x, st)) {
+          // what newRun and the merge at the end of the event would make, without copying
+          from = st.length();
+          at = extend(x, seqs, locals, i);
+        } else {
+          at = c != null ? c : newRun(x, seqs, locals, i);
+          from = 0;
+        }
       }
       i = segment(ws, at, from, seqs, locals, i);
     }
@@ -1080,7 +1122,7 @@ final class CompressedTreeIndex implements KvIndex {
       while (!stack.isEmpty()) {
         final RunNode x = stack.pop();
         final RunState st = x.plain();
-        bytes += 32 + 32 + 2 * (16 + 8L * st.length()) + 2 * (16 + 4L * st.ids.length);
+        bytes += 32 + 32 + 2 * (16 + 8L * st.locals.length) + 2 * (16 + 4L * st.ids.length);
         if (st.children instanceof RunChildren t) bytes += 24 + 16 + 4L * t.capacity();
         children.clear();
         RunNode.addChildren(st.children, children);

@@ -10,8 +10,11 @@ import java.util.Arrays;
  * Implementation notes
  *
  * locals, seqs  the run's local hashes and the sequence hashes its blocks were first stored
- *               under (the block's canonical name, RunNames), one each per block; the run's
- *               length is locals.length. Never changed once published.
+ *               under (the block's canonical name, RunNames), one each per block, in slots
+ *               [0, len). The arrays may be longer (spare capacity for appends): a writer that
+ *               extends the run in place writes slots >= len, which no published state shows,
+ *               and then publishes a state with the larger len; slots below any published len
+ *               never change (a split copies), so states of one node may share the arrays.
  * ids, cuts     parallel: ids sorted, cuts[i] the number of leading blocks of the run worker
  *               ids[i] holds (1..length). A worker holds a prefix of every run it is in: writers
  *               split a run where that would not hold. ids[i] >= 0 (connected) when the worker
@@ -38,21 +41,27 @@ final class RunState {
   final int[] ids;
   final int[] cuts;
   final Object children;
+  final int len;
 
   RunState(long[] locals, long[] seqs, int[] ids, int[] cuts, Object children) {
+    this(locals, seqs, ids, cuts, children, locals.length);
+  }
+
+  RunState(long[] locals, long[] seqs, int[] ids, int[] cuts, Object children, int len) {
     this.locals = locals;
     this.seqs = seqs;
     this.ids = ids;
     this.cuts = cuts;
     this.children = children;
+    this.len = len;
   }
 
   int length() {
-    return locals.length;
+    return len;
   }
 
   RunState withChildren(Object c) {
-    return new RunState(locals, seqs, ids, cuts, c);
+    return new RunState(locals, seqs, ids, cuts, c, len);
   }
 
   /** The index of worker {@code id}'s entry (connected or detached), or -1. */
@@ -87,7 +96,7 @@ final class RunState {
     if (at >= 0 && ids[at] == signedId && cut > 0) {
       nc = cuts.clone();
       nc[at] = cut;
-      return new RunState(locals, seqs, ids, nc, children);
+      return new RunState(locals, seqs, ids, nc, children, len);
     }
     // remove the old entry, then insert the new one
     int[] bi = ids;
@@ -106,7 +115,7 @@ final class RunState {
       }
     }
     if (cut <= 0)
-      return new RunState(locals, seqs, bi.length == 1 ? single(bi[0]) : bi, bc, children);
+      return new RunState(locals, seqs, bi.length == 1 ? single(bi[0]) : bi, bc, children, len);
     int pos = -Arrays.binarySearch(bi, signedId) - 1;
     int m = bi.length;
     if (m == 0) {
@@ -122,6 +131,6 @@ final class RunState {
       System.arraycopy(bi, pos, ni, pos + 1, m - pos);
       System.arraycopy(bc, pos, nc, pos + 1, m - pos);
     }
-    return new RunState(locals, seqs, ni, nc, children);
+    return new RunState(locals, seqs, ni, nc, children, len);
   }
 }
