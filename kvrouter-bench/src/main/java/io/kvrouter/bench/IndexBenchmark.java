@@ -39,7 +39,7 @@ import org.openjdk.jmh.annotations.TearDown;
 @BenchmarkMode(Mode.SampleTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
 public class IndexBenchmark {
-  @Param({"radix", "concurrent", "positional32"})
+  @Param({"radix", "concurrent", "positional32", "compressed", "concurrentCompressed"})
   public String kind;
 
   @Param({"A"})

@@ -36,7 +36,7 @@ import org.openjdk.jmh.annotations.TearDown;
 @BenchmarkMode(Mode.SampleTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
 public class IndexChurnBenchmark {
-  @Param({"concurrent", "positional32"})
+  @Param({"concurrent", "positional32", "concurrentCompressed"})
   public String kind;
 
   @Param({"A"})

@@ -134,6 +134,8 @@ final class IndexWorkload {
     return switch (kind) {
       case "radix" -> KvIndexes.radixTree();
       case "concurrent" -> KvIndexes.concurrentRadixTree();
+      case "compressed" -> KvIndexes.compressedTree();
+      case "concurrentCompressed" -> KvIndexes.concurrentCompressedTree();
       default -> throw new IllegalArgumentException("unknown index kind " + kind);
     };
   }

@@ -37,7 +37,7 @@ import org.openjdk.jmh.annotations.State;
 @BenchmarkMode(Mode.SingleShotTime)
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
 public class IndexWriteBenchmark {
-  @Param({"radix", "concurrent", "positional32"})
+  @Param({"radix", "concurrent", "positional32", "compressed", "concurrentCompressed"})
   public String kind;
 
   @Param({"A"})
@@ -77,7 +77,7 @@ public class IndexWriteBenchmark {
 
   @Benchmark
   public KvIndex storeAllThreadPool2() {
-    if (kind.equals("radix")) return scratch; // radixTree() is not concurrent
+    if (kind.equals("radix") || kind.equals("compressed")) return scratch; // not concurrent
     KvIndex idx = KvIndexes.threadPool(scratch, 2);
     for (RouterEvent e : stores) idx.apply(e);
     idx.flush();

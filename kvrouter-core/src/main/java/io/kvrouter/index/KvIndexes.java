@@ -52,6 +52,24 @@ public final class KvIndexes {
   }
 
   /**
+   * A compressed block tree for one thread at a time (as {@link #radixTree()}): one node per run of
+   * blocks that the same workers hold, with per-worker cutoffs for workers that hold a prefix of a
+   * run; runs split where workers diverge and merge again when a split is no longer needed, so the
+   * node count follows the live set, not its history. No bounded variant yet.
+   */
+  public static KvIndex compressedTree() {
+    return new CompressedTreeIndex(false);
+  }
+
+  /**
+   * Like {@link #compressedTree()}, read without locks while writers of any workers apply events
+   * (writers take turns on one lock), as {@link #concurrentRadixTree()}.
+   */
+  public static KvIndex concurrentCompressedTree() {
+    return new CompressedTreeIndex(true);
+  }
+
+  /**
    * A position-first index keyed by (position, local hash) that probes {@code jumpSize} positions
    * ahead and scans back only where workers drop out.
    */
@@ -99,9 +117,11 @@ public final class KvIndexes {
       throw new IllegalArgumentException("threads must be >= 1, got " + threads);
     }
     if (!(concurrentIndex instanceof TreeIndex t && t.isConcurrent()
-        || concurrentIndex instanceof PositionalIndex)) {
+        || concurrentIndex instanceof PositionalIndex
+        || concurrentIndex instanceof CompressedTreeIndex c && c.isConcurrent())) {
       throw new IllegalArgumentException(
-          "threadPool needs a concurrent index (concurrentRadixTree() or positional(j)), got "
+          "threadPool needs a concurrent index (concurrentRadixTree(), concurrentCompressedTree() or"
+              + " positional(j)), got "
               + concurrentIndex.getClass().getSimpleName()
               + (concurrentIndex instanceof TreeIndex ? " made by radixTree()" : ""));
     }

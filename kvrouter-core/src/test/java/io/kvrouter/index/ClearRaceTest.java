@@ -64,6 +64,9 @@ class ClearRaceTest {
     tests.add(
         DynamicTest.dynamicTest("concurrentRadixTree", () -> run(KvIndexes::concurrentRadixTree)));
     tests.add(DynamicTest.dynamicTest("positional(32)", () -> run(() -> KvIndexes.positional(32))));
+    tests.add(
+        DynamicTest.dynamicTest(
+            "concurrentCompressedTree", () -> run(KvIndexes::concurrentCompressedTree)));
     tests.add(DynamicTest.dynamicTest("positional(1)", () -> run(() -> KvIndexes.positional(1))));
     tests.add(
         DynamicTest.dynamicTest(

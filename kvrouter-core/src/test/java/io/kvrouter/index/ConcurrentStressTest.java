@@ -37,6 +37,7 @@ class ConcurrentStressTest {
     for (Supplier<KvIndex> kind : IndexKinds.suppliers()) {
       try (KvIndex probe = kind.get()) {
         if (probe instanceof TreeIndex t && !t.isConcurrent()) continue;
+        if (probe instanceof CompressedTreeIndex c && !c.isConcurrent()) continue;
         if (probe instanceof ThreadPoolIndexer) continue; // progress is not observable through it
         if (probe instanceof TreeIndex) continue; // covered above
         tests.add(DynamicTest.dynamicTest(probe.getClass().getSimpleName(), () -> run(kind, 12)));

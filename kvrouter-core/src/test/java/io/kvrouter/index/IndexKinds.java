@@ -18,6 +18,9 @@ final class IndexKinds {
     out.add(() -> KvIndexes.positional(32));
     out.add(() -> KvIndexes.positional(1));
     out.add(() -> KvIndexes.threadPool(KvIndexes.concurrentRadixTree(), 2));
+    out.add(KvIndexes::compressedTree);
+    out.add(KvIndexes::concurrentCompressedTree);
+    out.add(() -> KvIndexes.threadPool(KvIndexes.concurrentCompressedTree(), 2));
     out.add(() -> KvIndexes.threadPool(KvIndexes.positional(32), 2));
     // bounded kinds with a bound no test reaches: they must answer exactly like the others
     out.add(() -> KvIndexes.radixTree(NEVER_REACHED));

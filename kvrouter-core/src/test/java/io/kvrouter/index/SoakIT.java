@@ -20,19 +20,20 @@ import org.junit.jupiter.api.TestFactory;
 
 /**
  * Soak: continuous store/remove churn with prefix splits, holes and queries on every tree kind,
- * unbounded and bounded; memory must not grow and every node must go when every block does.
+ * unbounded and bounded, and the compressed tree (unbounded); memory must not grow and every node
+ * must go when every block does.
  *
  * <pre>
  * Implementation notes
  *
  * Runs under failsafe (verify), in a JVM of its own, so the heap readings hold nothing of other
- * tests. The six kinds run one after the other in that JVM; each one's index is closed and
+ * tests. The eight kinds run one after the other in that JVM; each one's index is closed and
  * unreachable, and collected, before the next one's first reading.
  * Phases, per kind: fill (every worker's FIFO full: WORKERS * PATHS_PER_WORKER stores), warm-up
  * (STORES more stores: the workload's node count settles only after several generations of
  * paths, as holes and continuations accumulate and then balance), measured (STORES more). Both
  * are counted, not timed, so a slow machine makes them slower, never emptier. With
- * kvrouter.soak.seconds (the long form) each kind gets a sixth of it: the warm-up runs to at least
+ * kvrouter.soak.seconds (the long form) each kind gets an eighth of it: the warm-up runs to at least
  * half of that share and the measured phase to its end, each still at least STORES stores.
  * Workload, per kind: WORKERS workers each keep their last PATHS_PER_WORKER paths live (a FIFO).
  * A path is one of PROMPTS shared 4-block prompts followed by 4..28 blocks drawn from a 4-letter
@@ -67,12 +68,17 @@ class SoakIT {
   private static final long SLACK = 2L << 20;
   private static final long BOUND = Long.getLong("kvrouter.soak.maxBlocks", 40_000);
 
+  /** The kinds below, among which the long form's time is shared. */
+  private static final int KINDS = 8;
+
   @TestFactory
   Stream<DynamicTest> churnLeaksNothing() {
     List<DynamicTest> tests = new ArrayList<>();
     addKind(tests, "radixTree", KvIndexes::radixTree);
     addKind(tests, "concurrentRadixTree", KvIndexes::concurrentRadixTree);
     addKind(tests, "positional(32)", () -> KvIndexes.positional(32));
+    addKind(tests, "compressedTree", KvIndexes::compressedTree);
+    addKind(tests, "concurrentCompressedTree", KvIndexes::concurrentCompressedTree);
     addKind(tests, "radixTree(" + BOUND + ")", () -> KvIndexes.radixTree(BOUND));
     addKind(
         tests, "concurrentRadixTree(" + BOUND + ")", () -> KvIndexes.concurrentRadixTree(BOUND));
@@ -81,7 +87,7 @@ class SoakIT {
   }
 
   private static void addKind(List<DynamicTest> tests, String name, Supplier<KvIndex> kind) {
-    long nanos = SECONDS * 1_000_000_000L / 6;
+    long nanos = SECONDS * 1_000_000_000L / KINDS;
     tests.add(DynamicTest.dynamicTest(name, () -> new Soak(name, kind, nanos).run()));
   }
 
@@ -128,14 +134,16 @@ class SoakIT {
       final long before = heapAfterGc();
       final long start = System.nanoTime();
       try (KvIndex index = kind.get()) {
-        BlockIndex<?> bi = (BlockIndex<?>) index;
+        // the compressed tree is not a BlockIndex: no bound, its own node count
+        final BlockIndex<?> bi = index instanceof BlockIndex<?> b ? b : null;
+        final CompressedTreeIndex ci = bi == null ? (CompressedTreeIndex) index : null;
         // fill: every worker's FIFO full
         for (int i = 0; i < WORKERS * PATHS_PER_WORKER; i++) step(index, i % WORKERS);
         for (long i = 0; i < STORES || System.nanoTime() - start < nanos / 2; i++) {
           step(index, rnd.nextInt(WORKERS));
         }
         final long warmHeap = heapAfterGc();
-        final int warmNodes = IndexProbe.nodeCount(bi);
+        final int warmNodes = (bi != null ? IndexProbe.nodeCount(bi) : ci.nodeCount());
         final IndexStats warmStats = index.stats();
         final long warmPairs = warmStats.blocksIndexed();
         final long runFrom = System.nanoTime();
@@ -147,7 +155,7 @@ class SoakIT {
         }
         final double runSeconds = (System.nanoTime() - runFrom) / 1e9;
         final long endHeap = heapAfterGc();
-        final int endNodes = IndexProbe.nodeCount(bi);
+        final int endNodes = (bi != null ? IndexProbe.nodeCount(bi) : ci.nodeCount());
         final IndexStats endStats = index.stats();
 
         // remove everything: every node must go (splits merged, nothing left behind)
@@ -156,9 +164,9 @@ class SoakIT {
           while (!q.isEmpty()) removePath(index, w, q.pollFirst());
         }
         index.flush();
-        final int emptyNodes = IndexProbe.nodeCount(bi);
+        final int emptyNodes = (bi != null ? IndexProbe.nodeCount(bi) : ci.nodeCount());
         final long emptyPairs = index.stats().blocksIndexed();
-        final int emptyClock = IndexProbe.clockSize(bi);
+        final int emptyClock = (bi != null ? IndexProbe.clockSize(bi) : 0);
         final long emptyHeap = heapAfterGc();
 
         System.out.printf(
@@ -212,7 +220,7 @@ class SoakIT {
         assertThat(emptyNodes).as("nodes once every block is removed").isZero();
         assertThat(emptyPairs).isZero();
         assertThat(emptyClock).as("queued nodes once every block is removed").isZero();
-        if (bi.bounded) {
+        if (bi != null && bi.bounded) {
           assertThat(endStats.blocksIndexed()).isLessThanOrEqualTo(BOUND);
           assertThat(endNodes).isLessThanOrEqualTo((int) BOUND);
           assertThat(endStats.evictedBlocks()).isPositive();

@@ -1,0 +1,1156 @@
+package io.kvrouter.index;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import it.unimi.dsi.fastutil.ints.Int2LongOpenHashMap;
+import it.unimi.dsi.fastutil.longs.Long2ObjectMap;
+import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The compressed block tree: one node per run of blocks that the same workers hold, with per-worker
+ * cutoffs for workers that hold only a prefix of a run; behind {@link KvIndexes#compressedTree()}
+ * and {@link KvIndexes#concurrentCompressedTree()}.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Layout: RunNodes under a root whose run is empty; each node's RunState holds the run's local
+ * and sequence hashes in two long[] (16 bytes a block), its holders as sorted ids with a cut
+ * each (how many leading blocks of the run the worker holds), and its children. A block is
+ * (node, offset). Per worker rank a RunWorker names its blocks (RunNames: 6 bytes a slot, no key).
+ *
+ * Invariants (writer-side, after every event):
+ *  - A worker holds a prefix of every run it is in (cut), so a run is split where a worker's
+ *    blocks would stop being a prefix: a store that diverges inside a run (the tail moves to a
+ *    new child, the new blocks are another child), a store into a run below a block the worker
+ *    does not hold, a removal of a block that is not the worker's last in the run.
+ *  - Holders are prefix-closed as in BlockIndex: an id >= 0 (connected) in a node's holders
+ *    holds the whole path above it; a worker that misses a block above is there as ~id
+ *    (detached), which readers skip. Holes are made and filled as in BlockIndex (leaf first,
+ *    root first), with the same version steps of at most STEP_CHANGES changes.
+ *  - Merge: a node that is not the root, with exactly one child whose every holder holds the
+ *    node's whole run, is merged with that child (runs of at most MAX_RUN blocks). Every event
+ *    ends by pruning the nodes it left unheld and childless and merging around every node it
+ *    changed (settle), so no two nodes could be one: a node ends a run only where a worker's cut
+ *    ends, where the tree branches, or at MAX_RUN. The node count is therefore bounded by the
+ *    live set, not by its history (CompressedTreeChurnTest churns prefixes and checks it).
+ *  - A store below the end of a childless run that its worker holds whole appends to the run
+ *    (extend: in place when the arrays have room, RunState notes) rather than making a child
+ *    that settle would merge back at once.
+ *  - A split keeps the head in the node (its key in the parent's children does not change) and
+ *    moves the tail to a new node; a merge appends the child's run to the node. Either moves
+ *    blocks: the writer repoints the names (RunNames.repoint, RunWorker refs) of every holder of
+ *    the moved blocks, and the store's cursor (the position of the block before the next one).
+ *
+ * Writers: under writeLock when concurrent, on the caller's thread otherwise. The writer owns every
+ * node's parent and dead fields, every RunWorker, the worker table and the counters.
+ * Readers: findMatches takes no lock. It walks states (acquire loads) from the root by the query's
+ * local hashes, compares the query with each run, and intersects the workers still alive with
+ * each node's holders; a worker ends in a node at the smaller of its cut and the matched length.
+ * A split or merge is one publication of the node's new state, made after any new node is
+ * complete, so a reader sees the run before or after it. A reader that read a state before a
+ * merge may go on to the merged child's last state: that state is valid for its blocks and older
+ * than what the reader reads below, as in TreeIndex a walk reads each node at a later instant than
+ * its parent. The version check and the waiting-readers pause are BlockIndex's, copied.
+ * </pre>
+ */
+final class CompressedTreeIndex implements KvIndex {
+  private static final VarHandle VERSION;
+  private static final VarHandle WAITING;
+  private static final VarHandle BY_ID;
+
+  static {
+    try {
+      MethodHandles.Lookup l = MethodHandles.lookup();
+      VERSION = l.findVarHandle(CompressedTreeIndex.class, "version", long.class);
+      WAITING = l.findVarHandle(CompressedTreeIndex.class, "waitingReaders", int.class);
+      BY_ID = l.findVarHandle(CompressedTreeIndex.class, "byId", RunWorker[].class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
+  /** The longest run of one node (RunNames keeps offsets in 11 bits). */
+  static final int MAX_RUN = 2048;
+
+  private static final int OPTIMISTIC_ATTEMPTS = 64;
+  static final int STEP_CHANGES = BlockIndex.STEP_CHANGES;
+  private static final int PAUSE_SPINS = 1 << 16;
+  private static final long[] NO_HASHES = new long[0];
+
+  final RunNode root =
+      new RunNode(0L, null, new RunState(NO_HASHES, NO_HASHES, RunState.NONE, RunState.NONE, null));
+  final IndexCounters counters = new IndexCounters();
+  private final ReentrantLock writeLock; // null: single-threaded
+
+  @SuppressWarnings("unused") // through VERSION
+  private long version;
+
+  @SuppressWarnings("unused") // through WAITING
+  private int waitingReaders;
+
+  @SuppressWarnings("unused") // through BY_ID
+  private RunWorker[] byId = new RunWorker[8];
+
+  private final Object2IntOpenHashMap<Worker> workerIds = new Object2IntOpenHashMap<>();
+  private int nextId;
+
+  // writer scratch
+  private int stepChanges;
+  private final ArrayList<RunNode> touched = new ArrayList<>();
+  private final ArrayList<RunNode> childScratch = new ArrayList<>();
+  private final RunWorker.Ref cursor = new RunWorker.Ref(null, 0);
+  private RunNode foundNode;
+  private int foundOff;
+  private int foundSlot;
+
+  CompressedTreeIndex(boolean concurrent) {
+    this.writeLock = concurrent ? new ReentrantLock() : null;
+    workerIds.defaultReturnValue(-1);
+  }
+
+  boolean isConcurrent() {
+    return writeLock != null;
+  }
+
+  // ------------------------------------------------------------------ reads
+
+  @Override
+  public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
+    final long before = (long) VERSION.getAcquire(this);
+    if ((before & 1L) == 0) {
+      final OverlapScores s = walk(localHashes, earlyExit);
+      if ((long) VERSION.getAcquire(this) == before) return s;
+    }
+    return findMatchesContended(localHashes, earlyExit);
+  }
+
+  private OverlapScores findMatchesContended(long[] localHashes, boolean earlyExit) {
+    if (writeLock == null || writeLock.isHeldByCurrentThread()) {
+      return walk(localHashes, earlyExit);
+    }
+    boolean waiting = false;
+    try {
+      for (int attempt = 1; ; attempt++) {
+        if (attempt == OPTIMISTIC_ATTEMPTS) {
+          WAITING.getAndAdd(this, 1);
+          waiting = true;
+        }
+        Thread.onSpinWait();
+        final long before = (long) VERSION.getAcquire(this);
+        if ((before & 1L) == 0) {
+          final OverlapScores s = walk(localHashes, earlyExit);
+          if ((long) VERSION.getAcquire(this) == before) return s;
+        }
+      }
+    } finally {
+      if (waiting) WAITING.getAndAdd(this, -1);
+    }
+  }
+
+  /** How many leading blocks of {@code run} equal the query's from {@code depth}. */
+  private static int match(long[] run, int len, long[] q, int depth) {
+    final int n = Math.min(len, q.length - depth);
+    int j = 0;
+    while (j < n && run[j] == q[depth + j]) j++;
+    return j;
+  }
+
+  /**
+   * Keeps in {@code ids[0..alive)} the workers that hold the whole run of {@code s} connected when
+   * the query matched all {@code m} blocks of it; each other gets its final score {@code depth +
+   * min(cut, m)} behind the alive range. Returns the new alive count.
+   */
+  private static int step(int[] ids, int[] scores, int alive, RunState s, int m, int depth) {
+    final int[] h = s.ids;
+    final int[] cuts = s.cuts;
+    final int len = s.len;
+    int i = 0;
+    while (i < alive) {
+      final int id = ids[i];
+      final int p = Arrays.binarySearch(h, id);
+      final int c = p >= 0 ? cuts[p] : 0;
+      if (c == len && m == len) {
+        i++;
+      } else {
+        alive--;
+        ids[i] = ids[alive];
+        ids[alive] = id;
+        scores[alive] = depth + Math.min(c, m);
+      }
+    }
+    return alive;
+  }
+
+  private OverlapScores walk(long[] q, boolean earlyExit) {
+    final int len = q.length;
+    if (len == 0) return RunScores.EMPTY;
+    RunNode node = RunNode.child(root.state().children, q[0]);
+    if (node == null) return RunScores.EMPTY;
+    RunState s = node.state();
+    final int[] first = s.ids;
+    final int from = RunState.connectedFrom(first);
+    final int cnt = first.length - from;
+    if (cnt == 0) return RunScores.EMPTY;
+    final int[] ids = Arrays.copyOfRange(first, from, first.length);
+    final int[] scores = new int[cnt];
+    int m = match(s.locals, s.len, q, 0);
+    int alive = step(ids, scores, cnt, s, m, 0);
+    int depth = m;
+    while (alive > 0 && depth < len && !(earlyExit && alive == 1)) {
+      final RunNode next = RunNode.child(s.children, q[depth]);
+      if (next == null) break;
+      s = next.state();
+      m = match(s.locals, s.len, q, depth);
+      alive = step(ids, scores, alive, s, m, depth);
+      depth += m;
+    }
+    for (int i = 0; i < alive; i++) scores[i] = depth;
+    final RunWorker[] states = (RunWorker[]) BY_ID.getAcquire(this);
+    final int[] counts = new int[cnt];
+    for (int i = 0; i < cnt; i++) counts[i] = states[ids[i]].heldBlocks;
+    return new RunScores(states, ids, scores, counts, cnt);
+  }
+
+  // ------------------------------------------------------------------ steps
+
+  private void lock() {
+    if (writeLock != null) writeLock.lock();
+  }
+
+  private void unlock() {
+    if (writeLock != null) writeLock.unlock();
+  }
+
+  private void beginStep() {
+    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
+    stepChanges = 0;
+  }
+
+  private void endStep() {
+    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
+    if ((int) WAITING.getOpaque(this) != 0) {
+      for (int i = 0; i < PAUSE_SPINS && (int) WAITING.getAcquire(this) != 0; i++) {
+        Thread.onSpinWait();
+      }
+    }
+  }
+
+  /** After a holders change inside a step, where the state is valid. */
+  private void changedInStep() {
+    if (++stepChanges >= STEP_CHANGES) {
+      endStep();
+      beginStep();
+    }
+  }
+
+  // ------------------------------------------------------------------ workers
+
+  private RunWorker intern(Worker worker) {
+    int id = workerIds.getInt(worker);
+    RunWorker[] table = (RunWorker[]) BY_ID.get(this);
+    if (id >= 0) return table[id];
+    id = nextId++;
+    if (id == table.length) table = Arrays.copyOf(table, table.length * 2);
+    RunWorker ws = new RunWorker(worker, id);
+    table[id] = ws;
+    BY_ID.setRelease(this, table);
+    workerIds.put(worker, id);
+    counters.inc(IndexCounters.WORKERS);
+    return ws;
+  }
+
+  private RunWorker findWorker(Worker worker) {
+    int id = workerIds.getInt(worker);
+    return id < 0 ? null : ((RunWorker[]) BY_ID.get(this))[id];
+  }
+
+  private RunWorker byId(int id) {
+    return ((RunWorker[]) BY_ID.get(this))[id < 0 ? ~id : id];
+  }
+
+  private List<RunWorker> live() {
+    RunWorker[] table = (RunWorker[]) BY_ID.get(this);
+    List<RunWorker> out = new ArrayList<>();
+    for (int i = 0; i < nextId; i++) {
+      if (!table[i].forgotten) out.add(table[i]);
+    }
+    return out;
+  }
+
+  private List<RunWorker> ranksOf(long workerId) {
+    List<RunWorker> out = new ArrayList<>();
+    for (RunWorker ws : live()) {
+      if (ws.worker.workerId() == workerId) out.add(ws);
+    }
+    return out;
+  }
+
+  // ------------------------------------------------------------------ names
+
+  /** Finds the block {@code ws} names {@code seq} into foundNode/foundOff/foundSlot. */
+  private boolean lookup(RunWorker ws, long seq) {
+    final int i = ws.names.find(seq);
+    if (i >= 0) {
+      foundSlot = i;
+      foundNode = ws.names.nodeAt(i);
+      foundOff = ws.names.offAt(i);
+      return true;
+    }
+    foundSlot = i; // negative: where an insert of seq would go (RunNames.putAt)
+    if (ws.others != null) {
+      RunWorker.Ref r = ws.others.get(seq);
+      if (r != null) {
+        foundNode = r.node;
+        foundOff = r.off;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Drops the name {@code seq} found by the last lookup. */
+  private void unname(RunWorker ws, long seq) {
+    if (foundSlot >= 0) ws.names.removeAt(foundSlot);
+    else ws.others.remove(seq);
+  }
+
+  /** Names block (x, off) by {@code seq}; right after a lookup of seq that found nothing. */
+  private void name(RunWorker ws, long seq, RunNode x, int off) {
+    if (x.plain().seqs[off] == seq) {
+      ws.names.putAt(foundSlot, seq, x, off);
+    } else {
+      if (ws.others == null) ws.others = new it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<>();
+      ws.others.put(seq, new RunWorker.Ref(x, off));
+    }
+  }
+
+  private static void addAlias(RunWorker ws, RunNode x, int off) {
+    if (ws.aliases == null) ws.aliases = new ArrayList<>();
+    for (RunWorker.Ref r : ws.aliases) {
+      if (r.node == x && r.off == off) {
+        r.extra++;
+        return;
+      }
+    }
+    RunWorker.Ref r = new RunWorker.Ref(x, off);
+    r.extra = 1;
+    ws.aliases.add(r);
+  }
+
+  private static boolean removeAlias(RunWorker ws, RunNode x, int off) {
+    if (ws.aliases == null) return false;
+    for (int i = 0; i < ws.aliases.size(); i++) {
+      RunWorker.Ref r = ws.aliases.get(i);
+      if (r.node == x && r.off == off) {
+        if (--r.extra == 0) ws.aliases.remove(i);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Moves {@code ws}'s refs to blocks of {@code from} at offsets >= {@code fromOff}. */
+  private static void moveRefs(RunWorker ws, RunNode from, int fromOff, RunNode to, int delta) {
+    if (ws.others != null) {
+      for (RunWorker.Ref r : ws.others.values()) moveRef(r, from, fromOff, to, delta);
+    }
+    if (ws.aliases != null) {
+      for (RunWorker.Ref r : ws.aliases) moveRef(r, from, fromOff, to, delta);
+    }
+  }
+
+  private static void moveRef(RunWorker.Ref r, RunNode from, int fromOff, RunNode to, int delta) {
+    if (r.node == from && r.off >= fromOff) {
+      r.node = to;
+      r.off += delta;
+    }
+  }
+
+  // ------------------------------------------------------------------ structure
+
+  private void addChild(RunNode p, RunNode c) {
+    final RunState ps = p.plain();
+    final Object ch = ps.children;
+    if (ch == null) {
+      p.publish(ps.withChildren(c));
+    } else if (ch instanceof RunNode only) {
+      p.publish(ps.withChildren(RunChildren.of(only, c)));
+    } else {
+      RunChildren t = (RunChildren) ch;
+      RunChildren grown = t.put(c);
+      if (grown != t) p.publish(ps.withChildren(grown));
+    }
+  }
+
+  private void removeChild(RunNode p, RunNode c) {
+    final RunState ps = p.plain();
+    final Object ch = ps.children;
+    if (ch == c) {
+      p.publish(ps.withChildren(null));
+    } else if (ch instanceof RunChildren t && t.remove(c)) {
+      if (t.size() == 1) p.publish(ps.withChildren(t.only()));
+      else if (t.isEmpty()) p.publish(ps.withChildren(null));
+    } else {
+      throw new IllegalStateException("not a child");
+    }
+  }
+
+  /** A new childless, unheld node under {@code p} with blocks {@code i..} of a store. */
+  private RunNode newRun(RunNode p, long[] seqs, long[] locals, int i) {
+    final int n = Math.min(seqs.length - i, MAX_RUN);
+    final long[] l = Arrays.copyOfRange(locals, i, i + n);
+    final long[] s = Arrays.copyOfRange(seqs, i, i + n);
+    final RunNode c = new RunNode(l[0], p, new RunState(l, s, RunState.NONE, RunState.NONE, null));
+    addChild(p, c);
+    touched.add(c);
+    return c;
+  }
+
+  /**
+   * Whether new blocks below the end of {@code x}'s run may go into the run itself: {@code x} has
+   * no children and {@code ws} holds all of it, so a new child holding them would be merged into it
+   * at the end of the event anyway.
+   */
+  private boolean canExtend(RunWorker ws, RunNode x, RunState st) {
+    if (x == root || st.children != null || st.length() >= MAX_RUN) return false;
+    final int e = st.entry(ws.id);
+    return e >= 0 && st.cuts[e] == st.length();
+  }
+
+  /**
+   * Appends blocks {@code i..} of a store (as many as fit in MAX_RUN), unheld, to the run of {@code
+   * x}, in place when its arrays have room (RunState notes), else in arrays grown by half.
+   */
+  private RunNode extend(RunNode x, long[] seqs, long[] locals, int i) {
+    final RunState st = x.plain();
+    final int len = st.length();
+    final int n = Math.min(seqs.length - i, MAX_RUN - len);
+    long[] l = st.locals;
+    long[] s = st.seqs;
+    if (len + n > l.length) {
+      final int cap = Math.min(MAX_RUN, Math.max(len + n, len + (len >>> 1) + 1));
+      l = Arrays.copyOf(l, cap);
+      s = Arrays.copyOf(s, cap);
+    }
+    System.arraycopy(locals, i, l, len, n);
+    System.arraycopy(seqs, i, s, len, n);
+    x.publish(new RunState(l, s, st.ids, st.cuts, null, len + n));
+    touched.add(x);
+    return x;
+  }
+
+  /** Splits {@code n}'s run before offset {@code k} (0 < k < length); returns the new tail. */
+  private RunNode split(RunNode n, int k) {
+    final RunState st = n.plain();
+    final int len = st.length();
+    final long[] tl = Arrays.copyOfRange(st.locals, k, len);
+    final long[] ts = Arrays.copyOfRange(st.seqs, k, len);
+    int tn = 0;
+    for (int c : st.cuts) if (c > k) tn++;
+    final int[] tIds = new int[tn];
+    final int[] tCuts = new int[tn];
+    final int[] hCuts = new int[st.cuts.length];
+    int t = 0;
+    for (int i = 0; i < st.ids.length; i++) {
+      final int c = st.cuts[i];
+      hCuts[i] = Math.min(c, k);
+      if (c > k) {
+        tIds[t] = st.ids[i];
+        tCuts[t++] = c - k;
+      }
+    }
+    final RunNode tail =
+        new RunNode(
+            tl[0],
+            n,
+            new RunState(tl, ts, tn == 1 ? RunState.single(tIds[0]) : tIds, tCuts, st.children));
+    childScratch.clear();
+    RunNode.addChildren(st.children, childScratch);
+    for (RunNode c : childScratch) c.parent = tail;
+    childScratch.clear();
+    for (int i = 0; i < tn; i++) {
+      final RunWorker ws = byId(tIds[i]);
+      for (int j = k; j < k + tCuts[i]; j++) ws.names.repoint(st.seqs[j], n, j, tail, j - k);
+      if (ws.hasRefs()) moveRefs(ws, n, k, tail, -k);
+    }
+    if (cursor.node == n && cursor.off >= k) {
+      cursor.node = tail;
+      cursor.off -= k;
+    }
+    n.publish(
+        new RunState(Arrays.copyOf(st.locals, k), Arrays.copyOf(st.seqs, k), st.ids, hCuts, tail));
+    touched.add(n);
+    touched.add(tail);
+    return tail;
+  }
+
+  /** Whether {@code c}, the only child, can be appended to the run of {@code n}. */
+  private static boolean mergeable(RunState ns, RunState cs) {
+    final int ln = ns.length();
+    if (ln + cs.length() > MAX_RUN) return false;
+    for (int i = 0; i < cs.ids.length; i++) {
+      final int p = Arrays.binarySearch(ns.ids, cs.ids[i]);
+      if (p < 0 || ns.cuts[p] != ln) return false;
+    }
+    return true;
+  }
+
+  /** Appends the run of {@code c}, the only child of {@code n}, to {@code n}'s. */
+  private void merge(RunNode n, RunNode c) {
+    final RunState ns = n.plain();
+    final RunState cs = c.plain();
+    final int ln = ns.length();
+    final int lc = cs.length();
+    final long[] l = Arrays.copyOf(ns.locals, ln + lc);
+    System.arraycopy(cs.locals, 0, l, ln, lc);
+    final long[] s = Arrays.copyOf(ns.seqs, ln + lc);
+    System.arraycopy(cs.seqs, 0, s, ln, lc);
+    final int[] cuts = ns.cuts.clone();
+    for (int i = 0; i < cs.ids.length; i++) {
+      final int p = Arrays.binarySearch(ns.ids, cs.ids[i]);
+      cuts[p] = ln + cs.cuts[i];
+      final RunWorker ws = byId(cs.ids[i]);
+      for (int j = 0; j < cs.cuts[i]; j++) ws.names.repoint(cs.seqs[j], c, j, n, ln + j);
+      if (ws.hasRefs()) moveRefs(ws, c, 0, n, ln);
+    }
+    childScratch.clear();
+    RunNode.addChildren(cs.children, childScratch);
+    for (RunNode g : childScratch) g.parent = n;
+    childScratch.clear();
+    if (cursor.node == c) {
+      cursor.node = n;
+      cursor.off += ln;
+    }
+    n.publish(new RunState(l, s, ns.ids, cuts, cs.children));
+    c.dead = true;
+  }
+
+  /** Prunes and merges around every node the event changed. */
+  private void settleTouched() {
+    for (int k = 0; k < touched.size(); k++) settle(touched.get(k));
+    touched.clear();
+  }
+
+  private void settle(RunNode x) {
+    while (x != root && !x.dead) {
+      final RunState st = x.plain();
+      if (st.ids.length == 0 && st.children == null) {
+        final RunNode p = x.parent;
+        removeChild(p, x);
+        x.dead = true;
+        x = p;
+        continue;
+      }
+      mergeDown(x);
+      // a merge may have taken in an unheld, childless child that was still to be pruned (the
+      // touched list is in no particular order): then x is one too
+      final RunState ms = x.plain();
+      if (ms.ids.length == 0 && ms.children == null) continue;
+      if (x.parent != root) mergeDown(x.parent);
+      return;
+    }
+  }
+
+  private void mergeDown(RunNode n) {
+    while (!n.dead && n != root) {
+      final RunState st = n.plain();
+      if (!(st.children instanceof RunNode c)) return;
+      if (!mergeable(st, c.plain())) return;
+      merge(n, c);
+    }
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  @Override
+  public void apply(RouterEvent event) {
+    lock();
+    try {
+      applyLocked(event);
+    } finally {
+      unlock();
+    }
+  }
+
+  private void applyLocked(RouterEvent event) {
+    CacheEvent data = event.data();
+    try {
+      if (data instanceof CacheEvent.Stored s) {
+        store(intern(event.worker()), s);
+      } else if (data instanceof CacheEvent.Removed r) {
+        remove(findWorker(event.worker()), r);
+      } else {
+        clear(intern(event.worker()));
+        counters.inc(IndexCounters.CLEARED_EVENTS);
+      }
+    } finally {
+      cursor.node = null;
+      settleTouched();
+    }
+  }
+
+  private void store(RunWorker ws, CacheEvent.Stored s) {
+    if (s.hasParent()) {
+      if (!lookup(ws, s.parentHash())) {
+        counters.inc(IndexCounters.PARENT_MISSING);
+        return;
+      }
+      cursor.node = foundNode;
+      cursor.off = foundOff;
+    } else {
+      cursor.node = root;
+      cursor.off = -1;
+    }
+    final long[] seqs = s.blockHashes();
+    final long[] locals = s.tokensHashes();
+    final int n = seqs.length;
+    int i = 0;
+    while (i < n) {
+      final RunNode x = cursor.node;
+      final int off = cursor.off;
+      final RunState st = x.plain();
+      final RunNode at;
+      final int from;
+      if (off + 1 < st.length()) {
+        if (st.locals[off + 1] == locals[i]) {
+          at = x;
+          from = off + 1;
+        } else {
+          split(x, off + 1);
+          at = newRun(x, seqs, locals, i);
+          from = 0;
+        }
+      } else {
+        final RunNode c = RunNode.child(st.children, locals[i]);
+        if (c == null && canExtend(ws, x, st)) {
+          // what newRun and the merge at the end of the event would make, without copying
+          from = st.length();
+          at = extend(x, seqs, locals, i);
+        } else {
+          at = c != null ? c : newRun(x, seqs, locals, i);
+          from = 0;
+        }
+      }
+      i = segment(ws, at, from, seqs, locals, i);
+    }
+    counters.inc(IndexCounters.STORED_EVENTS);
+  }
+
+  /**
+   * Stores blocks {@code i..} of a chain along the run of {@code x} from offset {@code from} (whose
+   * first block matches), as far as the run and the chain agree; leaves the cursor on the last
+   * block stored and returns the index of the next chain block to store.
+   */
+  private int segment(RunWorker ws, RunNode x, int from, long[] seqs, long[] locals, int i) {
+    RunState st = x.plain();
+    final int len = st.length();
+    final int n = seqs.length;
+    int end = from + 1;
+    while (end < len && i + (end - from) < n && st.locals[end] == locals[i + end - from]) end++;
+    final int e = st.entry(ws.id);
+    final int c = e >= 0 ? st.cuts[e] : 0;
+    if (c < from) {
+      // the worker does not hold the block before: its blocks go to a run of their own, whose
+      // offset 0 is chain block i
+      return segmentFrom(ws, split(x, from), 0, end - from, seqs, i);
+    }
+    return segmentFrom(ws, x, from, end, seqs, i);
+  }
+
+  private int segmentFrom(RunWorker ws, RunNode x, int from, int end, long[] seqs, int i) {
+    int pend = from;
+    // Blocks the worker holds already, stored again under their own hashes (a shared prefix):
+    // when the worker has no other names, a held block's only name is its own hash, so the
+    // name is known to be there without a lookup.
+    if (ws.others == null || ws.others.isEmpty()) {
+      final RunState st = x.plain();
+      final int e = st.entry(ws.id);
+      final int held = Math.min(end, e >= 0 ? st.cuts[e] : 0);
+      final long[] own = st.seqs;
+      while (pend < held && own[pend] == seqs[i + pend - from]) pend++;
+    }
+    for (int j = pend; j < end; j++) {
+      final long seq = seqs[i + j - from];
+      if (lookup(ws, seq)) {
+        if (foundNode == x && foundOff == j) {
+          if (pend < j) hold(ws, x, pend, j);
+          pend = j + 1;
+          continue;
+        }
+        // the hash named another block: the newer store wins
+        if (pend < j) hold(ws, x, pend, j);
+        final RunNode prevNode = foundNode;
+        final int prevOff = foundOff;
+        unname(ws, seq);
+        if (j > 0) {
+          cursor.node = x;
+          cursor.off = j - 1;
+        } else {
+          cursor.node = x.parent;
+          cursor.off = x.parent.plain().length() - 1;
+        }
+        release(ws, prevNode, prevOff);
+        return i + j - from;
+      }
+      name(ws, seq, x, j);
+    }
+    if (pend < end) hold(ws, x, pend, end);
+    cursor.node = x;
+    cursor.off = end - 1;
+    return i + end - from;
+  }
+
+  private boolean parentConnected(int id, RunNode x) {
+    final RunNode p = x.parent;
+    if (p == root) return true;
+    final RunState ps = p.plain();
+    final int e = ps.entry(id);
+    return e >= 0 && ps.ids[e] >= 0 && ps.cuts[e] == ps.length();
+  }
+
+  /** Records that {@code ws} holds blocks [from, to) of {@code x}, each under one new name. */
+  private void hold(RunWorker ws, RunNode x, int from, int to) {
+    final int id = ws.id;
+    final RunState st = x.plain();
+    final int e = st.entry(id);
+    final int c = e >= 0 ? st.cuts[e] : 0;
+    if (c < from) throw new IllegalStateException("hold past the worker's cut");
+    for (int j = from; j < Math.min(c, to); j++) addAlias(ws, x, j);
+    if (to <= c) return;
+    final int added = to - c;
+    final boolean connected = e >= 0 ? st.ids[e] >= 0 : parentConnected(id, x);
+    ws.heldBlocks += added;
+    counters.add(IndexCounters.BLOCKS_INDEXED, added);
+    if (!connected) ws.detachedCount += added;
+    final RunState ns = st.withEntry(id, connected ? id : ~id, to);
+    touched.add(x);
+    if (connected && to == st.length() && ws.detachedCount > 0 && hasChildWith(ns.children, ~id)) {
+      beginStep();
+      try {
+        x.publish(ns);
+        changedInStep();
+        reconnectBelow(ws, x);
+      } finally {
+        endStep();
+      }
+    } else {
+      x.publish(ns);
+    }
+  }
+
+  /** Whether a child in {@code children} has the entry {@code signedId}. */
+  private boolean hasChildWith(Object children, int signedId) {
+    if (children == null) return false;
+    childScratch.clear();
+    RunNode.addChildren(children, childScratch);
+    boolean found = false;
+    for (int i = 0; i < childScratch.size() && !found; i++) {
+      found = Arrays.binarySearch(childScratch.get(i).plain().ids, signedId) >= 0;
+    }
+    childScratch.clear();
+    return found;
+  }
+
+  /** Turns {@code ws}'s detached entries below {@code x} (just connected in full) connected. */
+  private void reconnectBelow(RunWorker ws, RunNode x) {
+    final int id = ws.id;
+    final ArrayDeque<RunNode> stack = new ArrayDeque<>();
+    final List<RunNode> children = new ArrayList<>();
+    pushWith(x.plain().children, ~id, stack, children);
+    while (!stack.isEmpty()) {
+      final RunNode y = stack.pop();
+      final RunState ys = y.plain();
+      final int c = ys.cuts[Arrays.binarySearch(ys.ids, ~id)];
+      y.publish(ys.withEntry(id, id, c));
+      touched.add(y);
+      ws.detachedCount -= c;
+      changedInStep(); // root first: every connected entry's parent is connected
+      if (ws.detachedCount == 0) return;
+      if (c == ys.length()) pushWith(ys.children, ~id, stack, children);
+    }
+  }
+
+  private static void pushWith(
+      Object ch, int signedId, ArrayDeque<RunNode> stack, List<RunNode> scratch) {
+    scratch.clear();
+    RunNode.addChildren(ch, scratch);
+    for (RunNode c : scratch) {
+      if (Arrays.binarySearch(c.plain().ids, signedId) >= 0) stack.push(c);
+    }
+    scratch.clear();
+  }
+
+  /** Undoes one hold of block ({@code x}, {@code off}) by {@code ws}, whose name was dropped. */
+  private void release(RunWorker ws, RunNode x, int off) {
+    if (removeAlias(ws, x, off)) return;
+    final int id = ws.id;
+    RunState st = x.plain();
+    int e = st.entry(id);
+    if (e < 0 || st.cuts[e] <= off) throw new IllegalStateException("release of an unheld block");
+    if (off < st.cuts[e] - 1) {
+      // not the worker's last block of the run: its blocks after it go to a run of their own
+      split(x, off + 1);
+      st = x.plain();
+      e = st.entry(id);
+    }
+    ws.heldBlocks--;
+    counters.add(IndexCounters.BLOCKS_INDEXED, -1);
+    touched.add(x);
+    if (st.ids[e] < 0) {
+      ws.detachedCount--;
+      x.publish(st.withEntry(id, ~id, off));
+      return;
+    }
+    if (st.cuts[e] == st.length() && hasChildWith(st.children, id)) {
+      beginStep();
+      try {
+        detachBelow(ws, x);
+        x.publish(x.plain().withEntry(id, id, off));
+      } finally {
+        endStep();
+      }
+    } else {
+      x.publish(st.withEntry(id, id, off));
+    }
+  }
+
+  /** Turns {@code ws}'s connected entries below {@code x} detached, leaf first. */
+  private void detachBelow(RunWorker ws, RunNode x) {
+    final int id = ws.id;
+    final List<RunNode> order = new ArrayList<>();
+    final ArrayDeque<RunNode> stack = new ArrayDeque<>();
+    final List<RunNode> children = new ArrayList<>();
+    stack.push(x);
+    while (!stack.isEmpty()) {
+      final RunNode n = stack.pop();
+      children.clear();
+      RunNode.addChildren(n.plain().children, children);
+      for (RunNode c : children) {
+        final RunState cs = c.plain();
+        final int p = Arrays.binarySearch(cs.ids, id);
+        if (p >= 0) {
+          order.add(c);
+          if (cs.cuts[p] == cs.length()) stack.push(c);
+        }
+      }
+    }
+    for (int k = order.size() - 1; k >= 0; k--) {
+      final RunNode y = order.get(k);
+      final RunState ys = y.plain();
+      final int c = ys.cuts[Arrays.binarySearch(ys.ids, id)];
+      y.publish(ys.withEntry(id, ~id, c));
+      touched.add(y);
+      ws.detachedCount += c;
+      changedInStep();
+    }
+  }
+
+  private void remove(RunWorker ws, CacheEvent.Removed r) {
+    final long[] seqs = r.blockHashes();
+    counters.inc(IndexCounters.REMOVED_EVENTS);
+    if (ws == null) {
+      counters.add(IndexCounters.BLOCKS_MISSING, seqs.length);
+      return;
+    }
+    // A run of the worker's blocks of one node listed deepest first (how engines evict) is one
+    // change: after the run's first block, each next one is the worker's last block in the
+    // node, so its removal only lowers the cut; the cut is published once for the run.
+    RunNode pend = null; // the node whose cut is pending, or null
+    int pendCut = 0;
+    int pendSigned = 0;
+    for (long seq : seqs) {
+      if (!lookup(ws, seq)) {
+        counters.inc(IndexCounters.BLOCKS_MISSING);
+        continue;
+      }
+      final RunNode x = foundNode;
+      final int off = foundOff;
+      unname(ws, seq);
+      if (x == pend && off == pendCut - 1 && (ws.aliases == null || ws.aliases.isEmpty())) {
+        pendCut = off;
+        continue;
+      }
+      if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
+      pend = null;
+      release(ws, x, off);
+      if (!x.dead) {
+        final RunState st = x.plain();
+        final int e = st.entry(ws.id);
+        if (e >= 0 && st.cuts[e] == off) {
+          pend = x;
+          pendCut = off;
+          pendSigned = st.ids[e];
+        }
+      }
+    }
+    if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
+  }
+
+  /** Lowers {@code ws}'s cut in {@code x} to {@code cut}, counting the blocks it drops. */
+  private void publishCut(RunWorker ws, RunNode x, int signedId, int cut) {
+    final RunState st = x.plain();
+    final int e = st.entry(ws.id);
+    final int dropped = st.cuts[e] - cut;
+    if (dropped == 0) return;
+    ws.heldBlocks -= dropped; // one volatile write for the run
+    counters.add(IndexCounters.BLOCKS_INDEXED, -dropped);
+    if (signedId < 0) ws.detachedCount -= dropped;
+    x.publish(st.withEntry(ws.id, signedId, cut));
+    touched.add(x);
+  }
+
+  /** The nodes where {@code ws} has an entry: those of the blocks it names. */
+  private List<RunNode> nodesOf(RunWorker ws) {
+    final IdentityHashMap<RunNode, Boolean> seen = new IdentityHashMap<>();
+    final List<RunNode> out = new ArrayList<>();
+    final RunNames names = ws.names;
+    for (int i = 0, cap = names.capacity(); i < cap; i++) {
+      final RunNode n = names.nodeAt(i);
+      if (n != null && seen.put(n, Boolean.TRUE) == null) out.add(n);
+    }
+    if (ws.others != null) {
+      for (RunWorker.Ref r : ws.others.values()) {
+        if (seen.put(r.node, Boolean.TRUE) == null) out.add(r.node);
+      }
+    }
+    return out;
+  }
+
+  private int depthOf(RunNode n) {
+    int d = 0;
+    for (RunNode a = n; a != root; a = a.parent) d++;
+    return d;
+  }
+
+  /** Drops every block of {@code ws}, deepest node first, in steps. */
+  private void clear(RunWorker ws) {
+    final List<RunNode> nodes = nodesOf(ws);
+    if (nodes.isEmpty()) return;
+    final int id = ws.id;
+    final long[] keys = new long[nodes.size()];
+    for (int i = 0; i < keys.length; i++) keys[i] = (long) -depthOf(nodes.get(i)) << 32 | i;
+    Arrays.sort(keys);
+    beginStep();
+    try {
+      for (long k : keys) {
+        final RunNode n = nodes.get((int) k);
+        final RunState st = n.plain();
+        final int e = st.entry(id);
+        if (e < 0) continue;
+        final int c = st.cuts[e];
+        n.publish(st.withEntry(id, st.ids[e], 0));
+        touched.add(n);
+        ws.heldBlocks -= c;
+        counters.add(IndexCounters.BLOCKS_INDEXED, -c);
+        changedInStep();
+      }
+    } finally {
+      endStep();
+    }
+    ws.names.clear();
+    ws.others = null;
+    ws.aliases = null;
+    ws.heldBlocks = 0;
+    ws.detachedCount = 0;
+  }
+
+  @Override
+  public void clearWorker(long workerId) {
+    lock();
+    try {
+      for (RunWorker ws : ranksOf(workerId)) clear(ws);
+    } finally {
+      settleTouched();
+      unlock();
+    }
+  }
+
+  @Override
+  public void removeWorker(long workerId) {
+    lock();
+    try {
+      for (RunWorker ws : ranksOf(workerId)) {
+        clear(ws);
+        workerIds.removeInt(ws.worker);
+        ws.forgotten = true;
+        counters.add(IndexCounters.WORKERS, -1);
+      }
+    } finally {
+      settleTouched();
+      unlock();
+    }
+  }
+
+  // ------------------------------------------------------------------ dump, stats
+
+  /** {@code ws}'s name of block ({@code x}, {@code off}). */
+  private static long nameOf(
+      RunWorker ws, RunNode x, int off, Map<RunNode, Int2LongOpenHashMap> otherNames) {
+    final long seq = x.plain().seqs[off];
+    final int i = ws.names.find(seq);
+    if (i >= 0 && ws.names.nodeAt(i) == x && ws.names.offAt(i) == off) return seq;
+    final Int2LongOpenHashMap m = otherNames == null ? null : otherNames.get(x);
+    if (m != null && m.containsKey(off)) return m.get(off);
+    throw new IllegalStateException("a held block without a name");
+  }
+
+  @Override
+  public List<RouterEvent> dump() {
+    lock();
+    try {
+      final List<RunWorker> workers = live();
+      final Map<RunWorker, List<RouterEvent>> events = new HashMap<>();
+      final Map<RunWorker, Map<RunNode, Int2LongOpenHashMap>> otherNames = new HashMap<>();
+      for (RunWorker ws : workers) {
+        events.put(ws, new ArrayList<>());
+        if (ws.others != null && !ws.others.isEmpty()) {
+          Map<RunNode, Int2LongOpenHashMap> m = new IdentityHashMap<>();
+          for (Long2ObjectMap.Entry<RunWorker.Ref> en : ws.others.long2ObjectEntrySet()) {
+            RunWorker.Ref r = en.getValue();
+            m.computeIfAbsent(r.node, k -> new Int2LongOpenHashMap()).put(r.off, en.getLongKey());
+          }
+          otherNames.put(ws, m);
+        }
+      }
+      final ArrayDeque<RunNode> queue = new ArrayDeque<>();
+      final List<RunNode> children = new ArrayList<>();
+      RunNode.addChildren(root.plain().children, children);
+      queue.addAll(children);
+      while (!queue.isEmpty()) {
+        final RunNode x = queue.poll();
+        final RunState st = x.plain();
+        for (int i = RunState.connectedFrom(st.ids); i < st.ids.length; i++) {
+          final RunWorker ws = byId(st.ids[i]);
+          final Map<RunNode, Int2LongOpenHashMap> on = otherNames.get(ws);
+          final int c = st.cuts[i];
+          final long[] names = new long[c];
+          for (int j = 0; j < c; j++) names[j] = nameOf(ws, x, j, on);
+          final List<RouterEvent> out = events.get(ws);
+          final CacheEvent ev;
+          if (x.parent == root) {
+            ev = CacheEvent.storedAtRoot(names, Arrays.copyOf(st.locals, c));
+          } else {
+            final RunNode p = x.parent;
+            final long parentName = nameOf(ws, p, p.plain().length() - 1, on);
+            ev = CacheEvent.stored(parentName, names, Arrays.copyOf(st.locals, c));
+          }
+          out.add(new RouterEvent(ws.worker, out.size(), ev));
+        }
+        children.clear();
+        RunNode.addChildren(st.children, children);
+        queue.addAll(children);
+      }
+      final List<RouterEvent> all = new ArrayList<>();
+      for (RunWorker ws : workers) {
+        final List<RouterEvent> mine = events.get(ws);
+        if (mine.isEmpty()) all.add(new RouterEvent(ws.worker, 0, CacheEvent.cleared()));
+        else all.addAll(mine);
+      }
+      return all;
+    } finally {
+      unlock();
+    }
+  }
+
+  @Override
+  public long[] workerIds() {
+    lock();
+    try {
+      return live().stream().mapToLong(ws -> ws.worker.workerId()).distinct().sorted().toArray();
+    } finally {
+      unlock();
+    }
+  }
+
+  @Override
+  public int blockCount(Worker worker) {
+    lock();
+    try {
+      final RunWorker ws = findWorker(worker);
+      return ws == null ? 0 : ws.heldBlocks - ws.detachedCount;
+    } finally {
+      unlock();
+    }
+  }
+
+  /** The nodes in the tree now, the root not counted. Writer-side (takes the lock). */
+  int nodeCount() {
+    lock();
+    try {
+      int count = 0;
+      final ArrayDeque<RunNode> stack = new ArrayDeque<>();
+      final List<RunNode> children = new ArrayList<>();
+      stack.push(root);
+      while (!stack.isEmpty()) {
+        final RunNode x = stack.pop();
+        children.clear();
+        RunNode.addChildren(x.plain().children, children);
+        count += children.size();
+        for (RunNode c : children) stack.push(c);
+      }
+      return count;
+    } finally {
+      unlock();
+    }
+  }
+
+  /**
+   * An estimate of the heap the index retains, from its structure (compressed references, 16-byte
+   * array headers): every node and state with their arrays and child tables, and every worker's
+   * name table. Deterministic, for tests that check memory returns to a bound after churn; the
+   * measured figure is IndexFootprint's (kvrouter-bench). Writer-side (takes the lock).
+   */
+  long footprintBytes() {
+    lock();
+    try {
+      long bytes = 0;
+      final ArrayDeque<RunNode> stack = new ArrayDeque<>();
+      final List<RunNode> children = new ArrayList<>();
+      stack.push(root);
+      while (!stack.isEmpty()) {
+        final RunNode x = stack.pop();
+        final RunState st = x.plain();
+        bytes += 32 + 32 + 2 * (16 + 8L * st.locals.length) + 2 * (16 + 4L * st.ids.length);
+        if (st.children instanceof RunChildren t) bytes += 24 + 16 + 4L * t.capacity();
+        children.clear();
+        RunNode.addChildren(st.children, children);
+        for (RunNode c : children) stack.push(c);
+      }
+      for (RunWorker ws : live()) {
+        bytes += 48 + 2 * 16 + 6L * ws.names.capacity();
+        if (ws.others != null) bytes += 48 + 32L * ws.others.size();
+      }
+      return bytes;
+    } finally {
+      unlock();
+    }
+  }
+
+  @Override
+  public void flush() {}
+
+  @Override
+  public IndexStats stats() {
+    return counters.stats();
+  }
+
+  @Override
+  public void close() {}
+
+  @Override
+  public String toString() {
+    return writeLock != null ? "concurrentCompressedTree" : "compressedTree";
+  }
+}

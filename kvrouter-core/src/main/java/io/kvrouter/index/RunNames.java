@@ -1,0 +1,170 @@
+package io.kvrouter.index;
+
+/**
+ * The canonical names one worker gave its blocks in a {@link CompressedTreeIndex}: each sequence
+ * hash that is the block's own (the hash it was first stored under, kept in its run's {@code
+ * seqs}), mapped to the block as (node, offset in the run), with no key stored.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * nodes[] and meta[] are parallel, open addressing with linear probing from the fastrange home of
+ * a spread of the hash. meta is 0 for an empty slot, 1 for a tombstone, else tag << 11 | offset:
+ * the offset of the block in its run (runs are at most CompressedTreeIndex.MAX_RUN = 2,048 blocks)
+ * and a 4-bit tag (1..15) of the hash apart from its home slot. A slot's key is the hash at its
+ * block, nodes[i].plain().seqs[offset], so a probe loads a node only on a matching tag and the
+ * key costs nothing: 6 bytes a slot, mostly between 1/2 and 3/4 full (NameTable's policy).
+ * A hash names at most one block, so no two slots have the same key.
+ *
+ * A split or merge moves blocks to another node: the index calls repoint for every moved block of
+ * every holder. Writer-only: readers never touch it.
+ * </pre>
+ */
+final class RunNames {
+  private static final int MIN_CAPACITY = 16;
+  private static final long PHI = 0x9E3779B97F4A7C15L;
+  private static final int TOMBSTONE = 1;
+  private static final int OFF_MASK = 0x7FF;
+
+  private RunNode[] nodes = new RunNode[MIN_CAPACITY];
+  private short[] meta = new short[MIN_CAPACITY];
+  private int live;
+  private int used; // live + tombstones
+
+  private static int home(long seq, int capacity) {
+    return (int) ((((seq * PHI) >>> 32) * capacity) >>> 32);
+  }
+
+  private static int tag(long seq) {
+    return 1 + (int) (((seq * PHI) >>> 8) & 0xF) % 15;
+  }
+
+  private static short code(long seq, int off) {
+    return (short) (tag(seq) << 11 | off);
+  }
+
+  /**
+   * The slot naming {@code seq}, or {@code -1 - f} where {@code f} is the slot an insert would
+   * take.
+   */
+  int find(long seq) {
+    final short[] g = meta;
+    final RunNode[] t = nodes;
+    final int cap = t.length;
+    final int tag = tag(seq);
+    int free = -1;
+    for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
+      final int m = g[i];
+      if (m == 0) return -1 - (free >= 0 ? free : i);
+      if (m == TOMBSTONE) {
+        if (free < 0) free = i;
+      } else if ((m >>> 11) == tag) {
+        final long[] s = t[i].plain().seqs;
+        final int off = m & OFF_MASK;
+        if (off < s.length && s[off] == seq) return i;
+      }
+    }
+  }
+
+  RunNode nodeAt(int slot) {
+    return nodes[slot];
+  }
+
+  int offAt(int slot) {
+    return meta[slot] & OFF_MASK;
+  }
+
+  /** Names block ({@code node}, {@code off}), whose own hash is {@code seq}, by it; a new name. */
+  void put(long seq, RunNode node, int off) {
+    putAt(find(seq), seq, node, off);
+  }
+
+  /**
+   * Like {@link #put}, given what {@link #find}{@code (seq)} returned, with no change to the table
+   * since.
+   */
+  void putAt(int found, long seq, RunNode node, int off) {
+    final int i = found;
+    if (i >= 0) throw new IllegalStateException("name taken");
+    final int f = -1 - i;
+    if (meta[f] == TOMBSTONE) {
+      nodes[f] = node;
+      meta[f] = code(seq, off);
+      live++;
+    } else if ((used + 1) * 4 <= nodes.length * 3) {
+      nodes[f] = node;
+      meta[f] = code(seq, off);
+      live++;
+      used++;
+    } else {
+      rebuild(live * 2 > nodes.length ? nodes.length + (nodes.length >>> 1) : nodes.length);
+      insert(seq, node, off);
+    }
+  }
+
+  void removeAt(int i) {
+    nodes[i] = null;
+    meta[i] = TOMBSTONE;
+    live--;
+    if (live * 8 < nodes.length && nodes.length > MIN_CAPACITY) {
+      rebuild(Math.max(MIN_CAPACITY, nodes.length >>> 1));
+    }
+  }
+
+  /** Moves the name {@code seq} of block (from, fromOff), if it names it, to (to, toOff). */
+  void repoint(long seq, RunNode from, int fromOff, RunNode to, int toOff) {
+    final int i = find(seq);
+    if (i >= 0 && nodes[i] == from && offAt(i) == fromOff) {
+      nodes[i] = to;
+      meta[i] = code(seq, toOff);
+    }
+  }
+
+  private void insert(long seq, RunNode node, int off) {
+    final int cap = nodes.length;
+    int i = home(seq, cap);
+    while (meta[i] != 0) i = i + 1 < cap ? i + 1 : 0;
+    nodes[i] = node;
+    meta[i] = code(seq, off);
+    live++;
+    used++;
+  }
+
+  private void rebuild(int capacity) {
+    final RunNode[] oldNodes = nodes;
+    final short[] oldMeta = meta;
+    // first load every key: independent loads the CPU overlaps (the nodes are mostly not in
+    // cache); then insert without touching the nodes again
+    final long[] keys = new long[live];
+    int k = 0;
+    for (int i = 0; i < oldNodes.length; i++) {
+      final RunNode n = oldNodes[i];
+      if (n != null) keys[k++] = n.plain().seqs[oldMeta[i] & OFF_MASK];
+    }
+    nodes = new RunNode[capacity];
+    meta = new short[capacity];
+    live = 0;
+    used = 0;
+    k = 0;
+    for (int i = 0; i < oldNodes.length; i++) {
+      final RunNode n = oldNodes[i];
+      if (n != null) insert(keys[k++], n, oldMeta[i] & OFF_MASK);
+    }
+  }
+
+  int size() {
+    return live;
+  }
+
+  void clear() {
+    nodes = new RunNode[MIN_CAPACITY];
+    meta = new short[MIN_CAPACITY];
+    live = 0;
+    used = 0;
+  }
+
+  /** The number of slots, for iterating with nodeAt (null: no name there). */
+  int capacity() {
+    return nodes.length;
+  }
+}

@@ -1,0 +1,98 @@
+package io.kvrouter.index;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.List;
+
+/**
+ * One node of the compressed block tree ({@link CompressedTreeIndex}): a run of blocks, each the
+ * child of the one before, reached from its parent by the local hash of its first block.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * first   the local hash of the run's first block, the key in the parent's children. Final: a
+ *         split keeps the head in this object and moves the tail to a new node, a merge appends
+ *         the only child's run to this one, so the first block never changes.
+ * state   everything a reader needs, in one immutable RunState (the run's hashes, its holders
+ *         and their cutoffs, the children), published with a release store and read with an
+ *         acquire load: a reader sees a run, its holders and its children as one writer left
+ *         them, never a half-made split or merge. Every change publishes a new RunState (the
+ *         hash arrays are shared between states whose run did not change).
+ * parent  the node above; writer-only (it changes when a split or merge moves this node).
+ * dead    writer-only: set when the node left the tree (pruned, or merged into its parent). A
+ *         reader that still holds it sees its last state, which is valid for the blocks it names.
+ *
+ * Written by the index's writer (under its lock or on its one thread); read by any number of
+ * lock-free readers through state().
+ * </pre>
+ */
+final class RunNode {
+  private static final VarHandle STATE;
+
+  static {
+    try {
+      STATE = MethodHandles.lookup().findVarHandle(RunNode.class, "state", RunState.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
+  final long first;
+  RunNode parent; // writer-only
+  boolean dead; // writer-only
+
+  @SuppressWarnings("unused") // through STATE
+  private RunState state;
+
+  RunNode(long first, RunNode parent, RunState state) {
+    this.first = first;
+    this.parent = parent;
+    STATE.setRelease(this, state);
+  }
+
+  /** The state as readers see it (acquire load). */
+  RunState state() {
+    return (RunState) STATE.getAcquire(this);
+  }
+
+  /** The writer's own read of the state. Writer-only. */
+  RunState plain() {
+    return (RunState) STATE.get(this);
+  }
+
+  /** Publishes {@code s} (release store). Writer-only. */
+  void publish(RunState s) {
+    STATE.setRelease(this, s);
+  }
+
+  /** The child of a state's {@code children} whose first block has this local hash, or null. */
+  static RunNode child(Object children, long local) {
+    if (children instanceof RunChildren t) return t.get(local);
+    RunNode only = (RunNode) children;
+    return only != null && only.first == local ? only : null;
+  }
+
+  /** The number of children in a state's {@code children}. */
+  static int childCount(Object children) {
+    if (children == null) return 0;
+    if (children instanceof RunChildren t) return t.size();
+    return 1;
+  }
+
+  /** Appends every child in a state's {@code children} to {@code out}. Writer-side. */
+  static void addChildren(Object children, List<RunNode> out) {
+    if (children instanceof RunChildren t) t.addTo(out);
+    else if (children != null) out.add((RunNode) children);
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return this == o;
+  }
+
+  @Override
+  public int hashCode() {
+    return System.identityHashCode(this);
+  }
+}
