@@ -12,7 +12,12 @@ enum IndexKind {
   /** {@code KvIndexes.concurrentRadixTree()}, events through {@code threadPool} lanes. */
   CONCURRENT_RADIX_TREE("concurrent-radix-tree"),
   /** {@code KvIndexes.positional(jump)}, events through {@code threadPool} lanes. */
-  POSITIONAL("positional");
+  POSITIONAL("positional"),
+  /**
+   * {@code KvIndexes.concurrentCompressedTree()} (one node per run of blocks), events through
+   * {@code threadPool} lanes; unbounded only.
+   */
+  COMPRESSED_TREE("compressed-tree");
 
   private final String cliName;
 
@@ -22,6 +27,11 @@ enum IndexKind {
 
   String cliName() {
     return cliName;
+  }
+
+  /** Whether the kind has a bounded form ({@code --max-blocks}). */
+  boolean boundable() {
+    return this != COMPRESSED_TREE;
   }
 
   boolean concurrent() {
@@ -44,12 +54,17 @@ enum IndexKind {
         case CONCURRENT_RADIX_TREE ->
             pooled(KvIndexes.concurrentRadixTree(maxBlocks), eventThreads);
         case POSITIONAL -> pooled(KvIndexes.positional(jumpSize, maxBlocks), eventThreads);
+        case COMPRESSED_TREE ->
+            throw new IllegalArgumentException(
+                "the compressed-tree index has no bounded form yet; drop --max-blocks or choose"
+                    + " another --indexes kind");
       };
     }
     return switch (this) {
       case RADIX_TREE -> new LockedIndex(KvIndexes.radixTree());
       case CONCURRENT_RADIX_TREE -> pooled(KvIndexes.concurrentRadixTree(), eventThreads);
       case POSITIONAL -> pooled(KvIndexes.positional(jumpSize), eventThreads);
+      case COMPRESSED_TREE -> pooled(KvIndexes.concurrentCompressedTree(), eventThreads);
     };
   }
 
