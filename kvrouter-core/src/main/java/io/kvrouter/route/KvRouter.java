@@ -121,7 +121,7 @@ public final class KvRouter implements AutoCloseable {
           new PredictedBlocks(index, b.predictionTtl, b.maxPredictions, pressure::evicted);
     } else {
       this.ownsIndex = b.index == null;
-      this.index = b.index != null ? b.index : KvIndexes.concurrentRadixTree();
+      this.index = b.index != null ? b.index : KvIndexes.concurrentCompressedTree();
       this.predictions = null;
     }
   }
@@ -937,7 +937,7 @@ public final class KvRouter implements AutoCloseable {
 
     /**
      * The index to route from in event mode (the caller feeds it and closes it); default: a new
-     * {@link KvIndexes#concurrentRadixTree()} that the router closes.
+     * {@link KvIndexes#concurrentCompressedTree()} that the router closes.
      */
     public Builder index(KvIndex index) {
       this.index = Objects.requireNonNull(index, "index");

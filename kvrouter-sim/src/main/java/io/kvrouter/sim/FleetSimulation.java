@@ -93,7 +93,7 @@ final class FleetSimulation {
   private static KvIndex newIndex(SimConfig cfg) {
     return cfg.maxBlocks() > 0
         ? KvIndexes.concurrentRadixTree(cfg.maxBlocks())
-        : KvIndexes.concurrentRadixTree();
+        : KvIndexes.concurrentCompressedTree();
   }
 
   FleetSimulation(
