@@ -69,7 +69,11 @@ import java.util.logging.Logger;
  * limit, read deadline), parse it once (ClientRequest), tokenize (a Tokenizer per --model,
  * loaded at start, with its segment cache; or an engine's /tokenize), route with the index's
  * KvRouter, forward with one shared Helidon WebClient (blocking, pooled connections per engine,
- * a per-request read timeout = --engine-timeout-ms) and relay (Relay). Nothing is shared between
+ * a per-request read timeout = --engine-timeout-ms) and relay (Relay). The proxy's client and
+ * the health checker's have separate connection pools (not Helidon's JVM-wide shared one): a
+ * pooled connection's idle monitor gives up on it after as long as the read timeout of its last
+ * request, and a request handed it at that moment fails; with one timeout per pool that is
+ * --engine-timeout-ms of idleness, never a health check's 2 s. Nothing is shared between
  * requests but the router (thread-safe), the engine states (EngineState), the metrics and the
  * prediction windows.
  *
@@ -126,14 +130,21 @@ public final class Gateway implements AutoCloseable {
       throw e;
     }
     this.tokenizers = Map.copyOf(toks);
+    // Each client keeps its own pool (Helidon shares one JVM-wide pool by default): a pooled
+    // connection expires after as long idle as the read timeout of its last request, and a request
+    // handed that connection in its last ~0.1 s fails with a SocketTimeoutException. A proxy
+    // request on a connection a health check used last (2 s) failed so, as a false 504, in
+    // bench fleet runs (docs/gateway.md, Timeouts).
     this.client =
         WebClient.builder()
+            .shareConnectionCache(false)
             .socketOptions(s -> s.connectTimeout(config.connectTimeout()))
             .readTimeout(config.engineTimeout())
             .followRedirects(false)
             .build();
     this.healthClient =
         WebClient.builder()
+            .shareConnectionCache(false)
             .socketOptions(s -> s.connectTimeout(config.healthTimeout()))
             .readTimeout(config.healthTimeout())
             .followRedirects(false)
@@ -225,6 +236,9 @@ public final class Gateway implements AutoCloseable {
       }
     }
     for (Tokenizer tok : tokenizers.values()) tok.close();
+    // the pools are this gateway's own: close their idle connections (and monitor threads)
+    client.closeResource();
+    healthClient.closeResource();
   }
 
   /** The routes, given to the server. */

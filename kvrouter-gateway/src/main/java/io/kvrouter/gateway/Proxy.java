@@ -63,8 +63,7 @@ final class Proxy {
   }
 
   /** Why an attempt did not answer the client. */
-  private record Retry(
-      String reason, int status, byte[] body, String contentType, boolean timeout) {}
+  record Retry(String reason, int status, byte[] body, String contentType, boolean timeout) {}
 
   /** What one request carries through its attempts. */
   private static final class Call {
@@ -600,11 +599,21 @@ final class Proxy {
     }
   }
 
-  private static Retry failure(RuntimeException e) {
+  /**
+   * Why a send or a read failed before the first byte reached the client. A failure that came
+   * through an ExecutionException is Helidon's idle monitor of a pooled connection (it reads the
+   * idle socket on its own thread and gives up after the read timeout of the connection's last
+   * request): that connection expired as it was handed to this request, the engine did not time
+   * out, so it is "stale_connection", not "timeout" (a false 504 before).
+   */
+  static Retry failure(RuntimeException e) {
     boolean timeout = false;
+    boolean monitor = false;
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof SocketTimeoutException) timeout = true;
+      if (t instanceof java.util.concurrent.ExecutionException) monitor = true;
     }
+    if (monitor) return new Retry("stale_connection", 0, null, null, false);
     return new Retry(timeout ? "timeout" : "connect", 0, null, null, timeout);
   }
 

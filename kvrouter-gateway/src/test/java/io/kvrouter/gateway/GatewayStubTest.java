@@ -405,6 +405,51 @@ class GatewayStubTest {
     throw new AssertionError(url + " did not become " + (healthy ? "healthy" : "unhealthy"));
   }
 
+  /**
+   * Helidon's idle monitor gives up on a pooled connection after as long idle as the read timeout
+   * of its last request, and a request handed that connection at that moment fails with a
+   * SocketTimeoutException. With one pool for both clients a proxy request could ride on a
+   * connection a health check (2 s) used last, and failed so: a false 504 engine_timeout in bench
+   * fleet runs. The proxy and the health checker have separate pools.
+   */
+  @Test
+  void proxyRequestsNeverRideOnAHealthCheckConnection() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().healthInterval(Duration.ofHours(1)));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    // checkAll joins its checks, each closes its response: the connection is idle in its pool
+    g.checkAll();
+    assertThat(e.healthPorts).hasSize(1);
+    assertThat(post(g, "/v1/completions", completion(range(8), true, "")).statusCode())
+        .isEqualTo(200);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(200);
+    g.checkAll();
+    assertThat(e.healthPorts).hasSize(2);
+    assertThat(e.requestPorts).hasSize(2).doesNotContainAnyElementsOf(e.healthPorts);
+  }
+
+  @Test
+  void aPooledConnectionThatExpiredAsItWasHandedOutIsNotAnEngineTimeout() {
+    // what Helidon's idle monitor throws (IdleInputStream.endIdle) when it gave up on the socket
+    Proxy.Retry stale =
+        Proxy.failure(
+            new RuntimeException(
+                "Exception in socket monitor thread.",
+                new java.util.concurrent.ExecutionException(
+                    new java.io.UncheckedIOException(
+                        new java.net.SocketTimeoutException("Read timed out")))));
+    assertThat(stale.reason()).isEqualTo("stale_connection");
+    assertThat(stale.timeout()).isFalse();
+    // the engine itself silent past the read timeout
+    Proxy.Retry silent =
+        Proxy.failure(
+            new java.io.UncheckedIOException(
+                new java.net.SocketTimeoutException("Read timed out")));
+    assertThat(silent.reason()).isEqualTo("timeout");
+    assertThat(silent.timeout()).isTrue();
+  }
+
   @Test
   void anEngineSilentPastTheTimeoutIsRetriedElsewhere() throws Exception {
     Gateway g = gateway(GatewayConfig.builder().engineTimeout(Duration.ofMillis(300)));

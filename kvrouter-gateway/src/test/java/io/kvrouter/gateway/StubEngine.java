@@ -42,6 +42,11 @@ final class StubEngine implements AutoCloseable {
   final CountDownLatch aborted = new CountDownLatch(1);
 
   final AtomicInteger health = new AtomicInteger();
+
+  /** The client-side port of each connection a health check / a generation request came on. */
+  final List<Integer> healthPorts = new CopyOnWriteArrayList<>();
+
+  final List<Integer> requestPorts = new CopyOnWriteArrayList<>();
   private final WebServer server;
 
   StubEngine() {
@@ -58,6 +63,7 @@ final class StubEngine implements AutoCloseable {
                             "/health",
                             (q, s) -> {
                               health.incrementAndGet();
+                              healthPorts.add(q.remotePeer().port());
                               s.status(
                                       healthy.get()
                                           ? Status.OK_200
@@ -126,6 +132,7 @@ final class StubEngine implements AutoCloseable {
   private void answer(ServerRequest q, ServerResponse s, boolean chat) throws Exception {
     byte[] body = q.content().inputStream().readAllBytes();
     bodies.add(body);
+    requestPorts.add(q.remotePeer().port());
     requestIds.add(q.headers().first(HeaderNames.create("x-request-id")).orElse(null));
     auth.add(q.headers().first(HeaderNames.AUTHORIZATION).orElse(null));
     arrived.countDown();
