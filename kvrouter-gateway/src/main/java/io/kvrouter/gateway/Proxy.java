@@ -43,6 +43,10 @@ import java.util.logging.Level;
  * client that went away (a write fails) closes the upstream response, which aborts the request
  * on the engine (Helidon's client closes a connection whose entity was not read to the end).
  *
+ * send() resends a request once, on a connection of its own, when the pooled connection it went
+ * on expired as it was handed out (Helidon's idle monitor gave up on it; see failure()): that is
+ * neither an attempt nor the engine's failure.
+ *
  * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
  * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
  * a Disaggregated one is the hand-over (handOver): prefill request, its kv_transfer_params into
@@ -477,20 +481,10 @@ final class Proxy {
    * @throws OpenAiError 502 or 504 when the prefill engine failed
    */
   private byte[] prefill(Call c, String url, EngineState st, String engine, ServerResponse res) {
-    HttpClientRequest rq =
-        g.client
-            .post()
-            .uri(url + c.path)
-            .readTimeout(g.config.engineTimeout())
-            .header(HeaderNames.CONTENT_TYPE, "application/json")
-            .header(Gateway.X_REQUEST_ID, c.requestId);
-    if (g.config.engineApiKey() != null) {
-      rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
-    }
     int status;
     byte[] answer;
     String ctype;
-    try (HttpClientResponse up = rq.submit(Handover.prefillBody(c.req.upstreamBody()))) {
+    try (HttpClientResponse up = send(c, url, Handover.prefillBody(c.req.upstreamBody()))) {
       status = up.status().code();
       ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
       answer = up.inputStream().readNBytes(PREFILL_ANSWER_LIMIT);
@@ -549,20 +543,10 @@ final class Proxy {
       Call c, RouteDecision.Routed r, String url, EngineState st, int attempt, ServerResponse res) {
     String engine = Long.toUnsignedString(r.worker().workerId());
     try {
-      HttpClientRequest rq =
-          g.client
-              .post()
-              .uri(url + c.path)
-              .readTimeout(g.config.engineTimeout())
-              .header(HeaderNames.CONTENT_TYPE, "application/json")
-              .header(Gateway.X_REQUEST_ID, c.requestId);
-      if (g.config.engineApiKey() != null) {
-        rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
-      }
       long ts = System.nanoTime();
       HttpClientResponse up;
       try {
-        up = rq.submit(c.body != null ? c.body : c.req.upstreamBody());
+        up = send(c, url, c.body != null ? c.body : c.req.upstreamBody());
       } catch (RuntimeException e) {
         return failure(e);
       }
@@ -600,6 +584,44 @@ final class Proxy {
   }
 
   /**
+   * Sends {@code body} to the engine and reads the answer's status line and headers. When the
+   * pooled connection it went on expired as it was handed out (Helidon's idle monitor gave up on
+   * it: "stale_connection", below) the engine is not at fault and has answered nothing: the request
+   * is sent once more, on a connection of its own ({@code Connection: close}), and counted in
+   * kvrouter_gateway_stale_connection_resends_total. The engine may have read the first copy; its
+   * connection is closed, so vLLM (and the mock engine, at its next write) aborts it.
+   */
+  private HttpClientResponse send(Call c, String url, byte[] body) {
+    try {
+      return request(c, url).submit(body);
+    } catch (RuntimeException e) {
+      if (!failure(e).reason.equals(STALE)) throw e;
+      g.metrics.staleResends.inc();
+      Gateway.LOG.log(
+          Level.FINE,
+          () ->
+              "request " + c.requestId + ": pooled connection to " + url + " expired; sent again");
+      return request(c, url).header(HeaderNames.CONNECTION, "close").submit(body);
+    }
+  }
+
+  private HttpClientRequest request(Call c, String url) {
+    HttpClientRequest rq =
+        g.client
+            .post()
+            .uri(url + c.path)
+            .readTimeout(g.config.engineTimeout())
+            .header(HeaderNames.CONTENT_TYPE, "application/json")
+            .header(Gateway.X_REQUEST_ID, c.requestId);
+    if (g.config.engineApiKey() != null) {
+      rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
+    }
+    return rq;
+  }
+
+  static final String STALE = "stale_connection";
+
+  /**
    * Why a send or a read failed before the first byte reached the client. A failure that came
    * through an ExecutionException is Helidon's idle monitor of a pooled connection (it reads the
    * idle socket on its own thread and gives up after the read timeout of the connection's last
@@ -613,7 +635,7 @@ final class Proxy {
       if (t instanceof SocketTimeoutException) timeout = true;
       if (t instanceof java.util.concurrent.ExecutionException) monitor = true;
     }
-    if (monitor) return new Retry("stale_connection", 0, null, null, false);
+    if (monitor) return new Retry(STALE, 0, null, null, false);
     return new Retry(timeout ? "timeout" : "connect", 0, null, null, timeout);
   }
 
