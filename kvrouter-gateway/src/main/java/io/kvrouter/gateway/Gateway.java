@@ -83,8 +83,10 @@ import java.util.logging.Logger;
  * first token written to the client (streams) or when the engine's answer starts (whole bodies).
  *
  * The health checker is one virtual thread: every --health-interval it GETs /health of every
- * registered base URL (each check on its own virtual thread, joined) and updates EngineState;
- * states of base URLs no longer registered are dropped. close() stops it.
+ * registered base URL (each check on its own virtual thread, joined) and updates EngineState.
+ * Before each round, prune() drops everything kept per engine (EngineState, engine tokenizers,
+ * PredictionCheck's windows, metric series) of engines no longer registered; ModelIndex drops its
+ * prediction counters of a rank when it is unregistered. close() stops it.
  * </pre>
  */
 public final class Gateway implements AutoCloseable {
@@ -650,15 +652,9 @@ public final class Gateway implements AutoCloseable {
     }
   }
 
-  /** One round of health checks of every registered base URL. */
+  /** One round of health checks of every registered base URL (after pruning: {@link #prune}). */
   void checkAll() {
-    Set<String> urls = new HashSet<>();
-    for (RouterModel m : host.models()) {
-      for (RouterModel.Rank r : m.ranks()) {
-        if (r.baseUrl() != null) urls.add(r.baseUrl());
-      }
-    }
-    engines.keySet().retainAll(urls);
+    Set<String> urls = prune();
     List<Thread> checks = new ArrayList<>(urls.size());
     for (String u : urls) {
       EngineState s = engine(u);
@@ -693,6 +689,48 @@ public final class Gateway implements AutoCloseable {
                 + " health checks in a row: out of routing until it answers (its index is kept)");
       }
     }
+  }
+
+  /**
+   * Drops what the gateway keeps per engine for engines no longer registered: their EngineState,
+   * engine tokenizers, prediction windows and metric series (a model's, when its last engine left).
+   * Called at every health round, so an engine unregistered (or a fleet whose engines come and go
+   * under new ids) leaves nothing behind after one --health-interval-ms; a request in flight to it
+   * may make an entry again, which the next round drops.
+   *
+   * @return the registered base URLs
+   */
+  Set<String> prune() {
+    Set<String> urls = new HashSet<>();
+    Set<String> modelUrls = new HashSet<>();
+    Set<String> modelEngines = new HashSet<>();
+    Set<String> models = new HashSet<>(config.models().keySet());
+    for (RouterModel m : host.models()) {
+      models.add(m.modelName());
+      for (RouterModel.Rank r : m.ranks()) {
+        modelEngines.add(m.modelName() + "\u0000" + Long.toUnsignedString(r.worker().workerId()));
+        if (r.baseUrl() != null) {
+          urls.add(r.baseUrl());
+          modelUrls.add(m.modelName() + "\u0000" + r.baseUrl());
+        }
+      }
+    }
+    engines.keySet().retainAll(urls);
+    engineTokenizers.keySet().removeIf(k -> !urls.contains(k.substring(0, k.indexOf('\u0000'))));
+    if (predictions != null) predictions.retain(modelUrls, urls);
+    if (metrics != null) {
+      metrics.retain(
+          (model, engine) ->
+              engine.equals("none")
+                  ? models.contains(model)
+                  : modelEngines.contains(model + "\u0000" + engine));
+    }
+    return urls;
+  }
+
+  /** Engine tokenizers kept (tests). */
+  int engineTokenizerCount() {
+    return engineTokenizers.size();
   }
 
   /** The engine states (tests). */

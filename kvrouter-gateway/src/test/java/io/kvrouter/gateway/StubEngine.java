@@ -59,6 +59,9 @@ final class StubEngine implements AutoCloseable {
                 r ->
                     r.post("/v1/completions", (q, s) -> answer(q, s, false))
                         .post("/v1/chat/completions", (q, s) -> answer(q, s, true))
+                        // one stub as many engines: base URLs url()/e1, url()/e2 ... (url(n))
+                        .post("/{engine}/v1/completions", (q, s) -> answer(q, s, false))
+                        .get("/{engine}/health", (q, s) -> s.send())
                         .get(
                             "/health",
                             (q, s) -> {
@@ -76,6 +79,11 @@ final class StubEngine implements AutoCloseable {
 
   String url() {
     return "http://127.0.0.1:" + server.port();
+  }
+
+  /** Another base URL of this stub (a path prefix): to the gateway, engine {@code n}. */
+  String url(int n) {
+    return url() + "/e" + n;
   }
 
   int hits() {
