@@ -414,6 +414,12 @@ public final class FleetBenchCommand implements Callable<Integer> {
     /** Each failed request: its id, when it was due and sent, how long it ran, and why. */
     List<String> failed = new ArrayList<>();
 
+    /** The gateways' attempts that failed before the first byte, by reason (their /metrics). */
+    Map<String, Long> attemptFailures = new java.util.TreeMap<>();
+
+    /** Requests the gateways sent again because a pooled connection expired as it was taken. */
+    long staleResends;
+
     List<Long> pids = new ArrayList<>();
     long blocksCompared;
     boolean indexChecked = true;
@@ -486,6 +492,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
         run.routerLagMs = routerLagMs(urls.getFirst());
       }
       if (nats != null) syncFigures(urls, run);
+      gatewayFailures(urls, run);
     } finally {
       for (Gateway g : gws) g.close();
       if (nats != null) nats.close();
@@ -697,6 +704,27 @@ public final class FleetBenchCommand implements Callable<Integer> {
     double lagSum = metricSum(gateways, "kvrouter_sync_lag_seconds_sum{");
     double lagCount = metricSum(gateways, "kvrouter_sync_lag_seconds_count{");
     run.syncLagMs = lagCount == 0 ? -1 : lagSum / lagCount * 1000;
+  }
+
+  /** The gateways' failed attempts by reason and their stale-connection resends. */
+  private void gatewayFailures(List<String> gateways, PolicyRun run) throws Exception {
+    String failures = "kvrouter_gateway_attempt_failures_total{";
+    for (String g : gateways) {
+      var r =
+          http.send(
+              java.net.http.HttpRequest.newBuilder(java.net.URI.create(g + "/metrics")).build(),
+              java.net.http.HttpResponse.BodyHandlers.ofString());
+      for (String line : r.body().split("\n")) {
+        if (!line.startsWith(failures)) continue;
+        int at = line.indexOf("reason=\"");
+        if (at < 0) continue;
+        String reason = line.substring(at + 8, line.indexOf('"', at + 8));
+        long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        if (v > 0) run.attemptFailures.merge(reason, v, Long::sum);
+      }
+    }
+    run.staleResends =
+        (long) metricSum(gateways, "kvrouter_gateway_stale_connection_resends_total");
   }
 
   /** The sum over the gateways' /metrics of the samples whose line starts with {@code prefix}. */
@@ -1477,6 +1505,15 @@ public final class FleetBenchCommand implements Callable<Integer> {
     }
     for (PolicyRun r : runs) {
       for (String p : r.indexProblems) out.println("  " + r.policy + ": " + p);
+      if (!r.attemptFailures.isEmpty() || r.staleResends > 0) {
+        out.println(
+            "  "
+                + r.policy
+                + ": gateway: attempts failed before the first byte "
+                + r.attemptFailures
+                + ", requests resent after a pooled connection expired: "
+                + r.staleResends);
+      }
       r.errorReasons.forEach((why, n) -> out.println("  " + r.policy + ": " + n + " x " + why));
       for (int f = 0; f < Math.min(r.failed.size(), 20); f++) {
         out.println("    " + r.failed.get(f));
@@ -1537,6 +1574,9 @@ public final class FleetBenchCommand implements Callable<Integer> {
       r.errorReasons.forEach(reasons::put);
       ArrayNode failed = o.putArray("failed_requests");
       r.failed.forEach(failed::add);
+      ObjectNode af = o.putObject("gateway_attempt_failures");
+      r.attemptFailures.forEach(af::put);
+      o.put("gateway_stale_connection_resends", r.staleResends);
       o.put("prompt_tokens", r.promptTokens);
       o.put("cached_tokens", r.cachedTokens);
       o.put("hit_rate", hitRate(r));
