@@ -27,7 +27,6 @@ import io.kvrouter.tokenize.Tokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -614,23 +613,49 @@ public final class Gateway implements AutoCloseable {
       throw OpenAiError.unavailable(
           "no_engines", "no engine of model '" + t.baseModel() + "' can take the request now");
     }
-    HttpClientRequest rq = client.post().uri(url + path).header(HeaderNames.CONTENT_TYPE, JSON);
-    if (config.engineApiKey() != null) {
-      rq.header(HeaderNames.AUTHORIZATION, "Bearer " + config.engineApiKey());
-    }
-    try (HttpClientResponse up = rq.submit(body)) {
+    java.util.function.Supplier<HttpClientRequest> rq =
+        () -> {
+          HttpClientRequest q =
+              client.post().uri(url + path).header(HeaderNames.CONTENT_TYPE, JSON);
+          if (config.engineApiKey() != null) {
+            q.header(HeaderNames.AUTHORIZATION, "Bearer " + config.engineApiKey());
+          }
+          return q;
+        };
+    try (HttpClientResponse up = submit(rq, body, path + " to " + url)) {
       byte[] answer = up.inputStream().readAllBytes();
       res.status(up.status());
       res.header(
           HeaderNames.CONTENT_TYPE, up.headers().first(HeaderNames.CONTENT_TYPE).orElse(JSON));
       res.send(answer);
-    } catch (IOException | UncheckedIOException e) {
+    } catch (IOException | RuntimeException e) {
       throw new OpenAiError(
           502,
           "server_error",
           "engine_unreachable",
           null,
           "engine " + url + " did not answer " + path + ": " + e.getMessage());
+    }
+  }
+
+  /**
+   * Sends {@code body} with a request {@code make} builds and reads the answer's status line and
+   * headers. When the pooled connection it went on expired as it was handed out (Helidon's idle
+   * monitor gave up on it: Proxy.failure's "stale_connection") the engine is not at fault and has
+   * answered nothing: the request is sent once more, on a connection of its own ({@code Connection:
+   * close}), and counted in kvrouter_gateway_stale_connection_resends_total. The engine may have
+   * read the first copy; its connection is closed, so vLLM (and the mock engine, at its next write)
+   * aborts it.
+   */
+  HttpClientResponse submit(
+      java.util.function.Supplier<HttpClientRequest> make, byte[] body, String what) {
+    try {
+      return make.get().submit(body);
+    } catch (RuntimeException e) {
+      if (!Proxy.failure(e).reason().equals(Proxy.STALE)) throw e;
+      metrics.staleResends.inc();
+      LOG.log(Level.FINE, () -> what + ": a pooled connection expired as it was taken; sent again");
+      return make.get().header(HeaderNames.CONNECTION, "close").submit(body);
     }
   }
 

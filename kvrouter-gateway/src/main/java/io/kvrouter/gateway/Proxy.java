@@ -584,25 +584,11 @@ final class Proxy {
   }
 
   /**
-   * Sends {@code body} to the engine and reads the answer's status line and headers. When the
-   * pooled connection it went on expired as it was handed out (Helidon's idle monitor gave up on
-   * it: "stale_connection", below) the engine is not at fault and has answered nothing: the request
-   * is sent once more, on a connection of its own ({@code Connection: close}), and counted in
-   * kvrouter_gateway_stale_connection_resends_total. The engine may have read the first copy; its
-   * connection is closed, so vLLM (and the mock engine, at its next write) aborts it.
+   * Sends {@code body} to the engine and reads the answer's status line and headers; a request
+   * whose pooled connection expired as it was handed out is sent once more (Gateway.submit).
    */
   private HttpClientResponse send(Call c, String url, byte[] body) {
-    try {
-      return request(c, url).submit(body);
-    } catch (RuntimeException e) {
-      if (!failure(e).reason.equals(STALE)) throw e;
-      g.metrics.staleResends.inc();
-      Gateway.LOG.log(
-          Level.FINE,
-          () ->
-              "request " + c.requestId + ": pooled connection to " + url + " expired; sent again");
-      return request(c, url).header(HeaderNames.CONNECTION, "close").submit(body);
-    }
+    return g.submit(() -> request(c, url), body, "request " + c.requestId + " to " + url);
   }
 
   private HttpClientRequest request(Call c, String url) {
