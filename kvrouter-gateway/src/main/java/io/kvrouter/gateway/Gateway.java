@@ -135,7 +135,7 @@ public final class Gateway implements AutoCloseable {
     // connection expires after as long idle as the read timeout of its last request, and a request
     // handed that connection in its last ~0.1 s fails with a SocketTimeoutException. A proxy
     // request on a connection a health check used last (2 s) failed so, as a false 504, in
-    // bench fleet runs (docs/gateway.md, Timeouts).
+    // bench fleet runs (docs/gateway.md, Pooled connections).
     this.client =
         WebClient.builder()
             .shareConnectionCache(false)
@@ -622,7 +622,7 @@ public final class Gateway implements AutoCloseable {
           }
           return q;
         };
-    try (HttpClientResponse up = submit(rq, body, path + " to " + url)) {
+    try (HttpClientResponse up = submit(rq, body, path, url)) {
       byte[] answer = up.inputStream().readAllBytes();
       res.status(up.status());
       res.header(
@@ -648,13 +648,15 @@ public final class Gateway implements AutoCloseable {
    * aborts it.
    */
   HttpClientResponse submit(
-      java.util.function.Supplier<HttpClientRequest> make, byte[] body, String what) {
+      java.util.function.Supplier<HttpClientRequest> make, byte[] body, String what, String url) {
     try {
       return make.get().submit(body);
     } catch (RuntimeException e) {
       if (!Proxy.failure(e).reason().equals(Proxy.STALE)) throw e;
       metrics.staleResends.inc();
-      LOG.log(Level.FINE, () -> what + ": a pooled connection expired as it was taken; sent again");
+      LOG.log(
+          Level.FINE,
+          () -> what + " to " + url + ": a pooled connection expired as it was taken; sent again");
       return make.get().header(HeaderNames.CONNECTION, "close").submit(body);
     }
   }

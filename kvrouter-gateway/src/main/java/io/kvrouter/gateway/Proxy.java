@@ -588,7 +588,7 @@ final class Proxy {
    * whose pooled connection expired as it was handed out is sent once more (Gateway.submit).
    */
   private HttpClientResponse send(Call c, String url, byte[] body) {
-    return g.submit(() -> request(c, url), body, "request " + c.requestId + " to " + url);
+    return g.submit(() -> request(c, url), body, c.requestId, url);
   }
 
   private HttpClientRequest request(Call c, String url) {
