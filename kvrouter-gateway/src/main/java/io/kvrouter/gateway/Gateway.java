@@ -699,7 +699,7 @@ public final class Gateway implements AutoCloseable {
 
   private void check(EngineState s) {
     boolean ok;
-    try (HttpClientResponse r = healthClient.get().uri(s.baseUrl + "/health").request()) {
+    try (HttpClientResponse r = health(s.baseUrl, false)) {
       ok = r.status().code() == 200;
     } catch (RuntimeException e) {
       ok = false;
@@ -758,6 +758,21 @@ public final class Gateway implements AutoCloseable {
   /** Engine tokenizers kept (tests). */
   int engineTokenizerCount() {
     return engineTokenizers.size();
+  }
+
+  /**
+   * {@code GET /health}; once more on a connection of its own when the pooled one expired as it was
+   * taken (see submit: possible when --health-interval-ms is below --health-timeout-ms).
+   */
+  private HttpClientResponse health(String baseUrl, boolean fresh) {
+    HttpClientRequest rq = healthClient.get().uri(baseUrl + "/health");
+    if (fresh) return rq.header(HeaderNames.CONNECTION, "close").request();
+    try {
+      return rq.request();
+    } catch (RuntimeException e) {
+      if (!Proxy.failure(e).reason().equals(Proxy.STALE)) throw e;
+      return health(baseUrl, true);
+    }
   }
 
   /** The engine states (tests). */
