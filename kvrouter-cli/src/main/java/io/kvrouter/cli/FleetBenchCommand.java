@@ -410,6 +410,16 @@ public final class FleetBenchCommand implements Callable<Integer> {
     double wallSec;
     List<String> indexProblems = new ArrayList<>();
     Map<String, Integer> errorReasons = new java.util.TreeMap<>();
+
+    /** Each failed request: its id, when it was due and sent, how long it ran, and why. */
+    List<String> failed = new ArrayList<>();
+
+    /** The gateways' attempts that failed before the first byte, by reason (their /metrics). */
+    Map<String, Long> attemptFailures = new java.util.TreeMap<>();
+
+    /** Requests the gateways sent again because a pooled connection expired as it was taken. */
+    long staleResends;
+
     List<Long> pids = new ArrayList<>();
     long blocksCompared;
     boolean indexChecked = true;
@@ -482,6 +492,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
         run.routerLagMs = routerLagMs(urls.getFirst());
       }
       if (nats != null) syncFigures(urls, run);
+      gatewayFailures(urls, run);
     } finally {
       for (Gateway g : gws) g.close();
       if (nats != null) nats.close();
@@ -543,6 +554,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
       throws InterruptedException {
     int n = prompts.size();
     long[] sentAt = new long[n];
+    long[] endedAt = new long[n];
     long[] worker = new long[n];
     long[] ttft = new long[n];
     long[] e2e = new long[n];
@@ -554,6 +566,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     int[] output = new int[n];
     boolean[] ok = new boolean[n];
     String[] why = new String[n];
+    String[] detail = new String[n];
     Semaphore slots = new Semaphore(clients);
     double scale = speedup * timeScale;
     long t0 = System.nanoTime() + 50_000_000L;
@@ -563,7 +576,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
     }
     try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
       for (int i = 0; i < n; i++) {
-        long due = t0 + Math.round(prompts.offsetMs(i) * 1e6 / scale);
+        long due = due(prompts, i, t0, scale);
         long wait = due - System.nanoTime();
         if (wait > 0) TimeUnit.NANOSECONDS.sleep(wait);
         slots.acquire();
@@ -587,8 +600,10 @@ public final class FleetBenchCommand implements Callable<Integer> {
                     output,
                     worker,
                     ok,
-                    why);
+                    why,
+                    detail);
               } finally {
+                endedAt[k] = System.nanoTime();
                 slots.release();
               }
             });
@@ -609,6 +624,15 @@ public final class FleetBenchCommand implements Callable<Integer> {
       if (!ok[i]) {
         run.errors++;
         run.errorReasons.merge(why[i] == null ? "unknown" : why[i], 1, Integer::sum);
+        run.failed.add(
+            String.format(
+                Locale.ROOT,
+                "fleet-%d (due at %.1f s, sent %.0f ms late, ended %.0f ms after sending, wall): %s",
+                i,
+                (due(prompts, i, t0, scale) - t0) / 1e9,
+                Math.max(0, sentAt[i] - due(prompts, i, t0, scale)) / 1e6,
+                (endedAt[i] - sentAt[i]) / 1e6,
+                detail[i] != null ? detail[i] : why[i] == null ? "unknown" : why[i]));
         continue;
       }
       run.completed++;
@@ -680,6 +704,27 @@ public final class FleetBenchCommand implements Callable<Integer> {
     double lagSum = metricSum(gateways, "kvrouter_sync_lag_seconds_sum{");
     double lagCount = metricSum(gateways, "kvrouter_sync_lag_seconds_count{");
     run.syncLagMs = lagCount == 0 ? -1 : lagSum / lagCount * 1000;
+  }
+
+  /** The gateways' failed attempts by reason and their stale-connection resends. */
+  private void gatewayFailures(List<String> gateways, PolicyRun run) throws Exception {
+    String failures = "kvrouter_gateway_attempt_failures_total{";
+    for (String g : gateways) {
+      var r =
+          http.send(
+              java.net.http.HttpRequest.newBuilder(java.net.URI.create(g + "/metrics")).build(),
+              java.net.http.HttpResponse.BodyHandlers.ofString());
+      for (String line : r.body().split("\n")) {
+        if (!line.startsWith(failures)) continue;
+        int at = line.indexOf("reason=\"");
+        if (at < 0) continue;
+        String reason = line.substring(at + 8, line.indexOf('"', at + 8));
+        long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        if (v > 0) run.attemptFailures.merge(reason, v, Long::sum);
+      }
+    }
+    run.staleResends =
+        (long) metricSum(gateways, "kvrouter_gateway_stale_connection_resends_total");
   }
 
   /** The sum over the gateways' /metrics of the samples whose line starts with {@code prefix}. */
@@ -779,6 +824,11 @@ public final class FleetBenchCommand implements Callable<Integer> {
     }
   }
 
+  /** When request i is due (System.nanoTime scale). */
+  private static long due(TracePrompts prompts, int i, long t0, double scale) {
+    return t0 + Math.round(prompts.offsetMs(i) * 1e6 / scale);
+  }
+
   private void one(
       java.net.URI uri,
       TracePrompts prompts,
@@ -794,7 +844,8 @@ public final class FleetBenchCommand implements Callable<Integer> {
       int[] output,
       long[] worker,
       boolean[] ok,
-      String[] why) {
+      String[] why,
+      String[] detail) {
     int[] tokens = prompts.liveTokens(i);
     int max = prompts.outputLength(i);
     if (maxOutputTokens > 0) max = Math.min(max, maxOutputTokens);
@@ -822,8 +873,27 @@ public final class FleetBenchCommand implements Callable<Integer> {
               java.net.http.HttpResponse.BodyHandlers.ofLines());
       try (java.util.stream.Stream<String> lines = r.body()) {
         if (r.statusCode() != 200) {
-          why[i] = "status " + r.statusCode();
-          lines.forEach(l -> {});
+          // the gateway's refusal is OpenAI-shaped: its code names the cause (engine_timeout ...)
+          StringBuilder body = new StringBuilder();
+          lines.forEach(l -> body.append(l).append('\n'));
+          String code = null;
+          String message = body.toString().strip();
+          try {
+            JsonNode err = JSON.readTree(message).path("error");
+            if (err.hasNonNull("code")) code = err.get("code").asText();
+            if (err.hasNonNull("message")) message = err.get("message").asText();
+          } catch (Exception x) {
+            // not JSON: keep the body as it is
+          }
+          why[i] = "status " + r.statusCode() + (code == null ? "" : " " + code);
+          detail[i] =
+              why[i]
+                  + r.headers()
+                      .firstValue("x-kvrouter-attempts")
+                      .map(a -> ", attempts " + a)
+                      .orElse("")
+                  + ": "
+                  + (message.length() > 300 ? message.substring(0, 300) + "..." : message);
           return;
         }
         predicted[i] = (int) r.headers().firstValueAsLong("x-kvrouter-overlap-tokens").orElse(0);
@@ -857,6 +927,7 @@ public final class FleetBenchCommand implements Callable<Integer> {
               }
               if (d.startsWith("{\"error\"")) {
                 st[1] = 2;
+                detail[i] = "error event in the stream: " + d;
                 return;
               }
               if (st[0] == 0) ttft[i] = now - due;
@@ -1434,7 +1505,20 @@ public final class FleetBenchCommand implements Callable<Integer> {
     }
     for (PolicyRun r : runs) {
       for (String p : r.indexProblems) out.println("  " + r.policy + ": " + p);
+      if (!r.attemptFailures.isEmpty() || r.staleResends > 0) {
+        out.println(
+            "  "
+                + r.policy
+                + ": gateway: attempts failed before the first byte "
+                + r.attemptFailures
+                + ", requests resent after a pooled connection expired: "
+                + r.staleResends);
+      }
       r.errorReasons.forEach((why, n) -> out.println("  " + r.policy + ": " + n + " x " + why));
+      for (int f = 0; f < Math.min(r.failed.size(), 20); f++) {
+        out.println("    " + r.failed.get(f));
+      }
+      if (r.failed.size() > 20) out.println("    ... " + (r.failed.size() - 20) + " more (--json)");
     }
     if (sim != null) {
       out.println();
@@ -1488,6 +1572,11 @@ public final class FleetBenchCommand implements Callable<Integer> {
       o.put("errors", r.errors);
       ObjectNode reasons = o.putObject("error_reasons");
       r.errorReasons.forEach(reasons::put);
+      ArrayNode failed = o.putArray("failed_requests");
+      r.failed.forEach(failed::add);
+      ObjectNode af = o.putObject("gateway_attempt_failures");
+      r.attemptFailures.forEach(af::put);
+      o.put("gateway_stale_connection_resends", r.staleResends);
       o.put("prompt_tokens", r.promptTokens);
       o.put("cached_tokens", r.cachedTokens);
       o.put("hit_rate", hitRate(r));

@@ -27,7 +27,6 @@ import io.kvrouter.tokenize.Tokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -69,7 +68,11 @@ import java.util.logging.Logger;
  * limit, read deadline), parse it once (ClientRequest), tokenize (a Tokenizer per --model,
  * loaded at start, with its segment cache; or an engine's /tokenize), route with the index's
  * KvRouter, forward with one shared Helidon WebClient (blocking, pooled connections per engine,
- * a per-request read timeout = --engine-timeout-ms) and relay (Relay). Nothing is shared between
+ * a per-request read timeout = --engine-timeout-ms) and relay (Relay). The proxy's client and
+ * the health checker's have separate connection pools (not Helidon's JVM-wide shared one): a
+ * pooled connection's idle monitor gives up on it after as long as the read timeout of its last
+ * request, and a request handed it at that moment fails; with one timeout per pool that is
+ * --engine-timeout-ms of idleness, never a health check's 2 s. Nothing is shared between
  * requests but the router (thread-safe), the engine states (EngineState), the metrics and the
  * prediction windows.
  *
@@ -79,8 +82,10 @@ import java.util.logging.Logger;
  * first token written to the client (streams) or when the engine's answer starts (whole bodies).
  *
  * The health checker is one virtual thread: every --health-interval it GETs /health of every
- * registered base URL (each check on its own virtual thread, joined) and updates EngineState;
- * states of base URLs no longer registered are dropped. close() stops it.
+ * registered base URL (each check on its own virtual thread, joined) and updates EngineState.
+ * Before each round, prune() drops everything kept per engine (EngineState, engine tokenizers,
+ * PredictionCheck's windows, metric series) of engines no longer registered; ModelIndex drops its
+ * prediction counters of a rank when it is unregistered. close() stops it.
  * </pre>
  */
 public final class Gateway implements AutoCloseable {
@@ -126,14 +131,21 @@ public final class Gateway implements AutoCloseable {
       throw e;
     }
     this.tokenizers = Map.copyOf(toks);
+    // Each client keeps its own pool (Helidon shares one JVM-wide pool by default): a pooled
+    // connection expires after as long idle as the read timeout of its last request, and a request
+    // handed that connection in its last ~0.1 s fails with a SocketTimeoutException. A proxy
+    // request on a connection a health check used last (2 s) failed so, as a false 504, in
+    // bench fleet runs (docs/gateway.md, Pooled connections).
     this.client =
         WebClient.builder()
+            .shareConnectionCache(false)
             .socketOptions(s -> s.connectTimeout(config.connectTimeout()))
             .readTimeout(config.engineTimeout())
             .followRedirects(false)
             .build();
     this.healthClient =
         WebClient.builder()
+            .shareConnectionCache(false)
             .socketOptions(s -> s.connectTimeout(config.healthTimeout()))
             .readTimeout(config.healthTimeout())
             .followRedirects(false)
@@ -225,6 +237,9 @@ public final class Gateway implements AutoCloseable {
       }
     }
     for (Tokenizer tok : tokenizers.values()) tok.close();
+    // the pools are this gateway's own: close their idle connections (and monitor threads)
+    client.closeResource();
+    healthClient.closeResource();
   }
 
   /** The routes, given to the server. */
@@ -598,23 +613,51 @@ public final class Gateway implements AutoCloseable {
       throw OpenAiError.unavailable(
           "no_engines", "no engine of model '" + t.baseModel() + "' can take the request now");
     }
-    HttpClientRequest rq = client.post().uri(url + path).header(HeaderNames.CONTENT_TYPE, JSON);
-    if (config.engineApiKey() != null) {
-      rq.header(HeaderNames.AUTHORIZATION, "Bearer " + config.engineApiKey());
-    }
-    try (HttpClientResponse up = rq.submit(body)) {
+    java.util.function.Supplier<HttpClientRequest> rq =
+        () -> {
+          HttpClientRequest q =
+              client.post().uri(url + path).header(HeaderNames.CONTENT_TYPE, JSON);
+          if (config.engineApiKey() != null) {
+            q.header(HeaderNames.AUTHORIZATION, "Bearer " + config.engineApiKey());
+          }
+          return q;
+        };
+    try (HttpClientResponse up = submit(rq, body, path, url)) {
       byte[] answer = up.inputStream().readAllBytes();
       res.status(up.status());
       res.header(
           HeaderNames.CONTENT_TYPE, up.headers().first(HeaderNames.CONTENT_TYPE).orElse(JSON));
       res.send(answer);
-    } catch (IOException | UncheckedIOException e) {
+    } catch (IOException | RuntimeException e) {
       throw new OpenAiError(
           502,
           "server_error",
           "engine_unreachable",
           null,
           "engine " + url + " did not answer " + path + ": " + e.getMessage());
+    }
+  }
+
+  /**
+   * Sends {@code body} with a request {@code make} builds and reads the answer's status line and
+   * headers. When the pooled connection it went on expired as it was handed out (Helidon's idle
+   * monitor gave up on it: Proxy.failure's "stale_connection") the engine is not at fault and has
+   * answered nothing: the request is sent once more, on a connection of its own ({@code Connection:
+   * close}), and counted in kvrouter_gateway_stale_connection_resends_total. The engine may have
+   * read the first copy; its connection is closed, so vLLM (and the mock engine, at its next write)
+   * aborts it.
+   */
+  HttpClientResponse submit(
+      java.util.function.Supplier<HttpClientRequest> make, byte[] body, String what, String url) {
+    try {
+      return make.get().submit(body);
+    } catch (RuntimeException e) {
+      if (!Proxy.failure(e).reason().equals(Proxy.STALE)) throw e;
+      metrics.staleResends.inc();
+      LOG.log(
+          Level.FINE,
+          () -> what + " to " + url + ": a pooled connection expired as it was taken; sent again");
+      return make.get().header(HeaderNames.CONNECTION, "close").submit(body);
     }
   }
 
@@ -636,15 +679,9 @@ public final class Gateway implements AutoCloseable {
     }
   }
 
-  /** One round of health checks of every registered base URL. */
+  /** One round of health checks of every registered base URL (after pruning: {@link #prune}). */
   void checkAll() {
-    Set<String> urls = new HashSet<>();
-    for (RouterModel m : host.models()) {
-      for (RouterModel.Rank r : m.ranks()) {
-        if (r.baseUrl() != null) urls.add(r.baseUrl());
-      }
-    }
-    engines.keySet().retainAll(urls);
+    Set<String> urls = prune();
     List<Thread> checks = new ArrayList<>(urls.size());
     for (String u : urls) {
       EngineState s = engine(u);
@@ -662,7 +699,7 @@ public final class Gateway implements AutoCloseable {
 
   private void check(EngineState s) {
     boolean ok;
-    try (HttpClientResponse r = healthClient.get().uri(s.baseUrl + "/health").request()) {
+    try (HttpClientResponse r = health(s.baseUrl, false)) {
       ok = r.status().code() == 200;
     } catch (RuntimeException e) {
       ok = false;
@@ -678,6 +715,63 @@ public final class Gateway implements AutoCloseable {
                 + config.unhealthyAfter()
                 + " health checks in a row: out of routing until it answers (its index is kept)");
       }
+    }
+  }
+
+  /**
+   * Drops what the gateway keeps per engine for engines no longer registered: their EngineState,
+   * engine tokenizers, prediction windows and metric series (a model's, when its last engine left).
+   * Called at every health round, so an engine unregistered (or a fleet whose engines come and go
+   * under new ids) leaves nothing behind after one --health-interval-ms; a request in flight to it
+   * may make an entry again, which the next round drops.
+   *
+   * @return the registered base URLs
+   */
+  Set<String> prune() {
+    Set<String> urls = new HashSet<>();
+    Set<String> modelUrls = new HashSet<>();
+    Set<String> modelEngines = new HashSet<>();
+    Set<String> models = new HashSet<>(config.models().keySet());
+    for (RouterModel m : host.models()) {
+      models.add(m.modelName());
+      for (RouterModel.Rank r : m.ranks()) {
+        modelEngines.add(m.modelName() + "\u0000" + Long.toUnsignedString(r.worker().workerId()));
+        if (r.baseUrl() != null) {
+          urls.add(r.baseUrl());
+          modelUrls.add(m.modelName() + "\u0000" + r.baseUrl());
+        }
+      }
+    }
+    engines.keySet().retainAll(urls);
+    engineTokenizers.keySet().removeIf(k -> !urls.contains(k.substring(0, k.indexOf('\u0000'))));
+    if (predictions != null) predictions.retain(modelUrls, urls);
+    if (metrics != null) {
+      metrics.retain(
+          (model, engine) ->
+              engine.equals("none")
+                  ? models.contains(model)
+                  : modelEngines.contains(model + "\u0000" + engine));
+    }
+    return urls;
+  }
+
+  /** Engine tokenizers kept (tests). */
+  int engineTokenizerCount() {
+    return engineTokenizers.size();
+  }
+
+  /**
+   * {@code GET /health}; once more on a connection of its own when the pooled one expired as it was
+   * taken (see submit: possible when --health-interval-ms is below --health-timeout-ms).
+   */
+  private HttpClientResponse health(String baseUrl, boolean fresh) {
+    HttpClientRequest rq = healthClient.get().uri(baseUrl + "/health");
+    if (fresh) return rq.header(HeaderNames.CONNECTION, "close").request();
+    try {
+      return rq.request();
+    } catch (RuntimeException e) {
+      if (!Proxy.failure(e).reason().equals(Proxy.STALE)) throw e;
+      return health(baseUrl, true);
     }
   }
 

@@ -41,6 +41,7 @@ final class GatewayMetrics {
   final DistributionDataPoint routeStage;
   final DistributionDataPoint upstreamStage;
   final Gauge openStreams;
+  final Counter staleResends;
   final Histogram predictionError;
   final Counter predictions;
   final Counter promptMismatch;
@@ -97,6 +98,13 @@ final class GatewayMetrics {
     tokenizeStage = stage.labelValues("tokenize");
     routeStage = stage.labelValues("route");
     upstreamStage = stage.labelValues("upstream");
+    staleResends =
+        Counter.builder()
+            .name("kvrouter_gateway_stale_connection_resends_total")
+            .help(
+                "Requests sent again on a new connection because the pooled one expired as it was"
+                    + " handed out (not the engine's failure)")
+            .register(r);
     openStreams =
         Gauge.builder()
             .name("kvrouter_gateway_open_streams")
@@ -147,5 +155,19 @@ final class GatewayMetrics {
                     + " tokenizer or chat template mismatch)")
             .labelNames("model", "engine")
             .register(r);
+  }
+
+  /**
+   * Drops the series of engines that are gone: every per-engine series (labels model, engine first)
+   * for which {@code keep(model, engine)} is false. The health round calls it (Gateway.prune).
+   */
+  void retain(java.util.function.BiPredicate<String, String> keep) {
+    java.util.function.Function<java.util.List<String>, Boolean> gone =
+        l -> !keep.test(l.get(0), l.get(1));
+    requests.removeIf(gone);
+    attemptFailures.removeIf(gone);
+    predictionError.removeIf(gone);
+    predictions.removeIf(gone);
+    promptMismatch.removeIf(gone);
   }
 }

@@ -30,7 +30,9 @@ import java.util.logging.Logger;
  * Window per (model, engine): the last WINDOW outcomes in a ring under the window's monitor
  * (held for a few stores, no I/O). When at least MIN_SAMPLES of the window are in and half or
  * more disagree in one direction, a warning is logged, at most once per warnInterval per
- * window and direction. Windows are kept per registered rank (bounded by registrations).
+ * window and direction. Windows are kept per (model, base URL) and showsDetails per base URL;
+ * the health round drops those of engines no longer registered (retain), so both are bounded by
+ * the registrations (and what one health interval's churn adds).
  * </pre>
  */
 final class PredictionCheck {
@@ -46,6 +48,25 @@ final class PredictionCheck {
   PredictionCheck(GatewayMetrics metrics, long warnNanos) {
     this.metrics = metrics;
     this.warnNanos = warnNanos;
+  }
+
+  /**
+   * Keeps the windows of the registered (model, base URL) pairs ({@code model + "\u0000" + url})
+   * and what is known of the registered base URLs; drops the rest.
+   */
+  void retain(java.util.Set<String> modelUrls, java.util.Set<String> urls) {
+    windows.keySet().retainAll(modelUrls);
+    showsDetails.keySet().retainAll(urls);
+  }
+
+  /** Windows kept (tests). */
+  int windowCount() {
+    return windows.size();
+  }
+
+  /** Base URLs known to report prompt details (tests). */
+  int detailCount() {
+    return showsDetails.size();
   }
 
   /** The expected cached tokens for a prediction; see the implementation notes. */

@@ -43,6 +43,10 @@ import java.util.logging.Level;
  * client that went away (a write fails) closes the upstream response, which aborts the request
  * on the engine (Helidon's client closes a connection whose entity was not read to the end).
  *
+ * send() resends a request once, on a connection of its own, when the pooled connection it went
+ * on expired as it was handed out (Helidon's idle monitor gave up on it; see failure()): that is
+ * neither an attempt nor the engine's failure.
+ *
  * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
  * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
  * a Disaggregated one is the hand-over (handOver): prefill request, its kv_transfer_params into
@@ -63,8 +67,7 @@ final class Proxy {
   }
 
   /** Why an attempt did not answer the client. */
-  private record Retry(
-      String reason, int status, byte[] body, String contentType, boolean timeout) {}
+  record Retry(String reason, int status, byte[] body, String contentType, boolean timeout) {}
 
   /** What one request carries through its attempts. */
   private static final class Call {
@@ -478,20 +481,10 @@ final class Proxy {
    * @throws OpenAiError 502 or 504 when the prefill engine failed
    */
   private byte[] prefill(Call c, String url, EngineState st, String engine, ServerResponse res) {
-    HttpClientRequest rq =
-        g.client
-            .post()
-            .uri(url + c.path)
-            .readTimeout(g.config.engineTimeout())
-            .header(HeaderNames.CONTENT_TYPE, "application/json")
-            .header(Gateway.X_REQUEST_ID, c.requestId);
-    if (g.config.engineApiKey() != null) {
-      rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
-    }
     int status;
     byte[] answer;
     String ctype;
-    try (HttpClientResponse up = rq.submit(Handover.prefillBody(c.req.upstreamBody()))) {
+    try (HttpClientResponse up = send(c, url, Handover.prefillBody(c.req.upstreamBody()))) {
       status = up.status().code();
       ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
       answer = up.inputStream().readNBytes(PREFILL_ANSWER_LIMIT);
@@ -550,20 +543,10 @@ final class Proxy {
       Call c, RouteDecision.Routed r, String url, EngineState st, int attempt, ServerResponse res) {
     String engine = Long.toUnsignedString(r.worker().workerId());
     try {
-      HttpClientRequest rq =
-          g.client
-              .post()
-              .uri(url + c.path)
-              .readTimeout(g.config.engineTimeout())
-              .header(HeaderNames.CONTENT_TYPE, "application/json")
-              .header(Gateway.X_REQUEST_ID, c.requestId);
-      if (g.config.engineApiKey() != null) {
-        rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
-      }
       long ts = System.nanoTime();
       HttpClientResponse up;
       try {
-        up = rq.submit(c.body != null ? c.body : c.req.upstreamBody());
+        up = send(c, url, c.body != null ? c.body : c.req.upstreamBody());
       } catch (RuntimeException e) {
         return failure(e);
       }
@@ -600,11 +583,45 @@ final class Proxy {
     }
   }
 
-  private static Retry failure(RuntimeException e) {
+  /**
+   * Sends {@code body} to the engine and reads the answer's status line and headers; a request
+   * whose pooled connection expired as it was handed out is sent once more (Gateway.submit).
+   */
+  private HttpClientResponse send(Call c, String url, byte[] body) {
+    return g.submit(() -> request(c, url), body, c.requestId, url);
+  }
+
+  private HttpClientRequest request(Call c, String url) {
+    HttpClientRequest rq =
+        g.client
+            .post()
+            .uri(url + c.path)
+            .readTimeout(g.config.engineTimeout())
+            .header(HeaderNames.CONTENT_TYPE, "application/json")
+            .header(Gateway.X_REQUEST_ID, c.requestId);
+    if (g.config.engineApiKey() != null) {
+      rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
+    }
+    return rq;
+  }
+
+  static final String STALE = "stale_connection";
+
+  /**
+   * Why a send or a read failed before the first byte reached the client. A failure that came
+   * through an ExecutionException is Helidon's idle monitor of a pooled connection (it reads the
+   * idle socket on its own thread and gives up after the read timeout of the connection's last
+   * request): that connection expired as it was handed to this request, the engine did not time
+   * out, so it is "stale_connection", not "timeout" (a false 504 before).
+   */
+  static Retry failure(RuntimeException e) {
     boolean timeout = false;
+    boolean monitor = false;
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof SocketTimeoutException) timeout = true;
+      if (t instanceof java.util.concurrent.ExecutionException) monitor = true;
     }
+    if (monitor) return new Retry(STALE, 0, null, null, false);
     return new Retry(timeout ? "timeout" : "connect", 0, null, null, timeout);
   }
 

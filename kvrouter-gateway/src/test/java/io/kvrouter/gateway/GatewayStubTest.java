@@ -405,6 +405,106 @@ class GatewayStubTest {
     throw new AssertionError(url + " did not become " + (healthy ? "healthy" : "unhealthy"));
   }
 
+  /**
+   * Helidon's idle monitor gives up on a pooled connection after as long idle as the read timeout
+   * of its last request, and a request handed that connection at that moment fails with a
+   * SocketTimeoutException. With one pool for both clients a proxy request could ride on a
+   * connection a health check (2 s) used last, and failed so: a false 504 engine_timeout in bench
+   * fleet runs. The proxy and the health checker have separate pools.
+   */
+  @Test
+  void proxyRequestsNeverRideOnAHealthCheckConnection() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().healthInterval(Duration.ofHours(1)));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    // checkAll joins its checks, each closes its response: the connection is idle in its pool
+    g.checkAll();
+    assertThat(e.healthPorts).hasSize(1);
+    assertThat(post(g, "/v1/completions", completion(range(8), true, "")).statusCode())
+        .isEqualTo(200);
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(200);
+    g.checkAll();
+    assertThat(e.healthPorts).hasSize(2);
+    assertThat(e.requestPorts).hasSize(2).doesNotContainAnyElementsOf(e.healthPorts);
+  }
+
+  /**
+   * Engines that come and go under new ids (autoscaling, restarts) leave nothing behind: what the
+   * gateway keeps per engine (EngineState, engine tokenizers, prediction windows, metric series) is
+   * pruned at the next health round, and the model's last engine leaving prunes the model's.
+   */
+  @Test
+  void perEngineStateStaysBoundedAsEnginesComeAndGo() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().healthInterval(Duration.ofHours(1)));
+    StubEngine e = stub();
+    e.cachedTokens.set(4); // the answers show prompt details: every request is compared
+    RouterModel m = register(g, 1, e.url());
+    g.engineTokenizer(e.url(), "tiny");
+    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
+        .isEqualTo(200);
+    int cycles = 40;
+    for (int i = 0; i < cycles; i++) {
+      long id = 100 + i;
+      register(g, id, e.url(i));
+      g.engineTokenizer(e.url(i), "tiny");
+      holds(m, id, range(8 + i)); // the router sends this prompt to engine id
+      HttpResponse<String> r = post(g, "/v1/completions", completion(range(8 + i), false, ""));
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.headers().firstValue("x-kvrouter-worker")).hasValue(Long.toString(id));
+      assertThat(metrics(g)).contains("engine=\"" + id + "\"");
+      assertThat(g.predictions.windowCount()).isEqualTo(2);
+      HttpResponse<String> u =
+          post(g, "/unregister", "{\"instance_id\":" + id + ",\"model_name\":\"tiny\"}");
+      assertThat(u.statusCode()).isEqualTo(200);
+      g.checkAll();
+      // only engine 1 is left: nothing of engine id stays
+      assertThat(g.engineStates()).hasSize(1);
+      assertThat(g.engineTokenizerCount()).isEqualTo(1);
+      assertThat(g.predictions.windowCount()).isEqualTo(1);
+      assertThat(g.predictions.detailCount()).isEqualTo(1);
+      assertThat(metrics(g)).doesNotContain("engine=\"" + id + "\"").contains("engine=\"1\"");
+    }
+    assertThat(e.hits()).isEqualTo(cycles + 1);
+    // the model's last engine leaves
+    assertThat(post(g, "/unregister", "{\"instance_id\":1,\"model_name\":\"tiny\"}").statusCode())
+        .isEqualTo(200);
+    g.checkAll();
+    assertThat(g.engineStates()).isEmpty();
+    assertThat(g.engineTokenizerCount()).isZero();
+    assertThat(g.predictions.windowCount()).isZero();
+    assertThat(g.predictions.detailCount()).isZero();
+    assertThat(metrics(g)).doesNotContain("engine=\"1\"");
+  }
+
+  static String metrics(Gateway g) throws Exception {
+    return HTTP.send(
+            HttpRequest.newBuilder(URI.create(g.url() + "/metrics")).build(),
+            HttpResponse.BodyHandlers.ofString())
+        .body();
+  }
+
+  @Test
+  void aPooledConnectionThatExpiredAsItWasHandedOutIsNotAnEngineTimeout() {
+    // what Helidon's idle monitor throws (IdleInputStream.endIdle) when it gave up on the socket
+    Proxy.Retry stale =
+        Proxy.failure(
+            new RuntimeException(
+                "Exception in socket monitor thread.",
+                new java.util.concurrent.ExecutionException(
+                    new java.io.UncheckedIOException(
+                        new java.net.SocketTimeoutException("Read timed out")))));
+    assertThat(stale.reason()).isEqualTo("stale_connection");
+    assertThat(stale.timeout()).isFalse();
+    // the engine itself silent past the read timeout
+    Proxy.Retry silent =
+        Proxy.failure(
+            new java.io.UncheckedIOException(
+                new java.net.SocketTimeoutException("Read timed out")));
+    assertThat(silent.reason()).isEqualTo("timeout");
+    assertThat(silent.timeout()).isTrue();
+  }
+
   @Test
   void anEngineSilentPastTheTimeoutIsRetriedElsewhere() throws Exception {
     Gateway g = gateway(GatewayConfig.builder().engineTimeout(Duration.ofMillis(300)));

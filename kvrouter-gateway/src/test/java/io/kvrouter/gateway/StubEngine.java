@@ -42,6 +42,11 @@ final class StubEngine implements AutoCloseable {
   final CountDownLatch aborted = new CountDownLatch(1);
 
   final AtomicInteger health = new AtomicInteger();
+
+  /** The client-side port of each connection a health check / a generation request came on. */
+  final List<Integer> healthPorts = new CopyOnWriteArrayList<>();
+
+  final List<Integer> requestPorts = new CopyOnWriteArrayList<>();
   private final WebServer server;
 
   StubEngine() {
@@ -54,10 +59,14 @@ final class StubEngine implements AutoCloseable {
                 r ->
                     r.post("/v1/completions", (q, s) -> answer(q, s, false))
                         .post("/v1/chat/completions", (q, s) -> answer(q, s, true))
+                        // one stub as many engines: base URLs url()/e1, url()/e2 ... (url(n))
+                        .post("/{engine}/v1/completions", (q, s) -> answer(q, s, false))
+                        .get("/{engine}/health", (q, s) -> s.send())
                         .get(
                             "/health",
                             (q, s) -> {
                               health.incrementAndGet();
+                              healthPorts.add(q.remotePeer().port());
                               s.status(
                                       healthy.get()
                                           ? Status.OK_200
@@ -70,6 +79,11 @@ final class StubEngine implements AutoCloseable {
 
   String url() {
     return "http://127.0.0.1:" + server.port();
+  }
+
+  /** Another base URL of this stub (a path prefix): to the gateway, engine {@code n}. */
+  String url(int n) {
+    return url() + "/e" + n;
   }
 
   int hits() {
@@ -126,6 +140,7 @@ final class StubEngine implements AutoCloseable {
   private void answer(ServerRequest q, ServerResponse s, boolean chat) throws Exception {
     byte[] body = q.content().inputStream().readAllBytes();
     bodies.add(body);
+    requestPorts.add(q.remotePeer().port());
     requestIds.add(q.headers().first(HeaderNames.create("x-request-id")).orElse(null));
     auth.add(q.headers().first(HeaderNames.AUTHORIZATION).orElse(null));
     arrived.countDown();

@@ -50,7 +50,10 @@ final class ModelIndex implements RouterModel {
   private final DistributionDataPoint findMatchesSeconds;
   volatile boolean closed;
 
-  /** The gateway's prediction counters per rank (made on first use; see PredictionAccuracy). */
+  /**
+   * The gateway's prediction counters per registered rank (made on first use; see
+   * PredictionAccuracy), dropped when the rank is unregistered.
+   */
   private final ConcurrentHashMap<Worker, PredictionAccuracy> accuracy = new ConcurrentHashMap<>();
 
   /**
@@ -115,7 +118,23 @@ final class ModelIndex implements RouterModel {
     PredictionAccuracy a = accuracy.get(worker);
     if (a != null) return a;
     if (!registrations.containsKey(worker)) return new PredictionAccuracy(); // not kept
-    return accuracy.computeIfAbsent(worker, w -> new PredictionAccuracy());
+    PredictionAccuracy made = accuracy.computeIfAbsent(worker, w -> new PredictionAccuracy());
+    // an unregister removes the registration, then this entry (forgetAccuracy): whichever order
+    // it interleaves with the lines above, a rank that is gone keeps no entry
+    if (!registrations.containsKey(worker)) accuracy.remove(worker, made);
+    return made;
+  }
+
+  /**
+   * Drops the prediction counters of a rank that was unregistered (Registry, after removing it).
+   */
+  void forgetAccuracy(Worker worker) {
+    accuracy.remove(worker);
+  }
+
+  /** How many ranks have prediction counters (tests: bounded by the registered ranks). */
+  int accuracyCount() {
+    return accuracy.size();
   }
 
   /** The prediction counters of {@code worker}, or null when the gateway made none. */

@@ -447,6 +447,7 @@ final class Registry implements AutoCloseable {
           for (Worker w : ranks) {
             m.router.unregisterRank(w);
             Registration gone = m.registrations.remove(w);
+            m.forgetAccuracy(w);
             if (gone != null && gone.listener() != null) stopped.add(gone.listener());
             out.add(new Removed(m.key, w));
           }

@@ -120,6 +120,31 @@ class BaseUrlRegistrationTest {
     assertThat(closed[0]).isTrue();
   }
 
+  /** The gateway's prediction counters of a rank go with the rank: churn leaves none behind. */
+  @Test
+  void predictionCountersOfUnregisteredRanksAreDropped() {
+    try (HttpFixture a = new HttpFixture()) {
+      String keep = "{\"instance_id\":1,\"model_name\":\"m\",\"block_size\":4}";
+      assertThat(a.post("/register", keep).status()).isEqualTo(201);
+      ModelIndex m = a.server.registry().get(new ModelKey("m", "default"));
+      m.accuracy(new Worker(1, 0)).record(8, 8);
+      for (int id = 2; id < 42; id++) {
+        String r = keep.replace("\"instance_id\":1", "\"instance_id\":" + id);
+        assertThat(a.post("/register", r).status()).isEqualTo(201);
+        m.accuracy(new Worker(id, 0)).record(8, 4);
+        assertThat(m.accuracyCount()).isEqualTo(2);
+        assertThat(
+                a.post("/unregister", "{\"instance_id\":" + id + ",\"model_name\":\"m\"}").status())
+            .isEqualTo(200);
+        assertThat(m.accuracyCount()).isEqualTo(1);
+        // an unregistered rank gets counters that are not kept
+        m.accuracy(new Worker(id, 0)).record(8, 4);
+        assertThat(m.accuracyCount()).isEqualTo(1);
+      }
+      assertThat(m.accuracy(new Worker(1, 0)).compared()).isEqualTo(1);
+    }
+  }
+
   /** A client of a server that HttpFixture did not start. */
   static final class HttpFixtureClient {
     final String url;
