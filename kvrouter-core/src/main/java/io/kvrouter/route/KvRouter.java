@@ -9,6 +9,7 @@ import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.index.OverlapScores;
+import io.kvrouter.index.Tier;
 import io.kvrouter.index.TieredIndex;
 import io.kvrouter.index.TieredScores;
 import io.kvrouter.route.SlotTable.Slot;
@@ -199,6 +200,30 @@ public final class KvRouter implements AutoCloseable {
     } else if (data instanceof CacheEvent.Cleared) {
       pressure.forget(event.worker()); // an emptied cache evicts nothing for a while
     }
+  }
+
+  /**
+   * Applies a worker's KV cache event about the copies on {@code tier}. With a {@link TieredIndex}
+   * (docs/routing.md, "Blocks beyond the GPU"), the event goes to that tier, and a {@code Cleared}
+   * clears that tier alone (vLLM's {@code AllBlocksCleared} keeps the offloaded copies); without
+   * one, device events are {@link #applyEvent(RouterEvent)} and the others are dropped. Only device
+   * removals count as evictions for the pressure term. Does not take the router's lock.
+   *
+   * @throws IllegalStateException in approximate mode, where the router writes the index itself
+   */
+  public void applyEvent(Tier tier, RouterEvent event) {
+    Objects.requireNonNull(tier, "tier");
+    if (tier == Tier.DEVICE && (tiered == null || !(event.data() instanceof CacheEvent.Cleared))) {
+      applyEvent(event);
+      return;
+    }
+    if (predictions != null) {
+      throw new IllegalStateException(
+          "approximate mode: the router predicts cache contents itself and accepts no events");
+    }
+    if (tiered == null) return; // an index without tiers: offloaded copies are not scored
+    tiered.apply(tier, event);
+    if (tier == Tier.DEVICE) pressure.forget(event.worker()); // a device Cleared
   }
 
   /** {@link #registerWorker(long, int, int, long)} with the KV capacity unknown. */
