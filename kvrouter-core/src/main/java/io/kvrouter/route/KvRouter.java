@@ -82,6 +82,11 @@ import java.util.function.LongSupplier;
  *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
  * that are not registered: they are ignored).
+ *
+ * Tiers (docs/routing.md, "Blocks beyond the GPU"): when the index is a TieredIndex that has seen
+ * an event of a non-device tier, route() asks it for findTiered (no lock, like findMatches) and
+ * prices each slot's prefill from its weighted blocks (Slot.tiers, written by prepareTiers under
+ * lock); otherwise nothing changes. applyEvent(Tier, event) goes to the TieredIndex without lock.
  * </pre>
  */
 public final class KvRouter implements AutoCloseable {
