@@ -436,10 +436,23 @@ public final class TieredIndex extends ForwardingKvIndex {
           out.add(new Entry(Tier.DEVICE, e));
           continue;
         }
+        // one event per block (a kind may dump a run of blocks as one store), under its own tiers
         RankTiers r = ranks.get(e.worker());
-        int mask = r == null ? 0 : r.mask.get(s.blockHashes()[0]);
-        for (int t = 0; t < TIERS; t++) {
-          if ((mask & (1 << t)) != 0) out.add(new Entry(Tier.of(t), e));
+        long[] h = s.blockHashes();
+        for (int i = 0; i < h.length; i++) {
+          long[] one = {h[i]};
+          long[] local = {s.tokensHashes()[i]};
+          CacheEvent block =
+              i > 0
+                  ? CacheEvent.stored(h[i - 1], one, local)
+                  : s.hasParent()
+                      ? CacheEvent.stored(s.parentHash(), one, local)
+                      : CacheEvent.storedAtRoot(one, local);
+          RouterEvent be = new RouterEvent(e.worker(), e.eventId(), block);
+          int mask = r == null ? 0 : r.mask.get(h[i]);
+          for (int t = 0; t < TIERS; t++) {
+            if ((mask & (1 << t)) != 0) out.add(new Entry(Tier.of(t), be));
+          }
         }
       }
       return out;

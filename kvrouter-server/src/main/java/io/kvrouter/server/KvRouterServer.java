@@ -813,13 +813,13 @@ public final class KvRouterServer implements AutoCloseable {
       if (approximate) {
         b.approximate();
       } else {
-        // the device index is the kind it always was; copies on other tiers get cumulative indexes
-        // of the same kind when their first event arrives (docs/routing.md, "Blocks beyond the
-        // GPU")
+        // the device index is the kind it always was (the router's default, the compressed tree,
+        // or the bounded radix tree); copies on other tiers get cumulative indexes of the same
+        // kind when their first event arrives (docs/routing.md, "Blocks beyond the GPU")
         java.util.function.Supplier<io.kvrouter.index.KvIndex> kind =
             maxBlocks > 0
                 ? () -> KvIndexes.concurrentRadixTree(maxBlocks)
-                : KvIndexes::concurrentRadixTree;
+                : KvIndexes::concurrentCompressedTree;
         b.index(io.kvrouter.index.TieredIndex.of(kind)).tierWeights(tierWeights);
       }
       if (selector != null) b.selector(selector.get());
