@@ -227,8 +227,10 @@ public final class KvRouter implements AutoCloseable {
           "approximate mode: the router predicts cache contents itself and accepts no events");
     }
     if (tiered == null) return; // an index without tiers: offloaded copies are not scored
+    // a device Cleared: forget the rank's evictions first, so that a route that sees the cleared
+    // index sees the count gone too (the monitor's release comes before the index's writes)
+    if (tier == Tier.DEVICE) pressure.forget(event.worker());
     tiered.apply(tier, event);
-    if (tier == Tier.DEVICE) pressure.forget(event.worker()); // a device Cleared
   }
 
   /** {@link #registerWorker(long, int, int, long)} with the KV capacity unknown. */
