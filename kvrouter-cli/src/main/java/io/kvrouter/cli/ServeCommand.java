@@ -135,6 +135,30 @@ public final class ServeCommand implements Callable<Integer> {
   double overlapWeight = 1.0;
 
   @Option(
+      names = "--host-tier-weight",
+      paramLabel = "W",
+      description =
+          "Routing: what a block cached in a worker's host memory (CPU offloading) saves of a"
+              + " recompute, 0..1; its prefill costs 1 - W (default: ${DEFAULT-VALUE}, Dynamo's"
+              + " host_cache_hit_weight).")
+  double hostTierWeight = io.kvrouter.route.TierWeights.DEFAULTS.host();
+
+  @Option(
+      names = "--disk-tier-weight",
+      paramLabel = "W",
+      description =
+          "Routing: the same for a block on a worker's disk (default: ${DEFAULT-VALUE}, Dynamo's"
+              + " disk_cache_hit_weight).")
+  double diskTierWeight = io.kvrouter.route.TierWeights.DEFAULTS.disk();
+
+  @Option(
+      names = "--external-tier-weight",
+      paramLabel = "W",
+      description =
+          "Routing: the same for a block in an external store (default: ${DEFAULT-VALUE}).")
+  double externalTierWeight = io.kvrouter.route.TierWeights.DEFAULTS.external();
+
+  @Option(
       names = "--pressure-weight",
       paramLabel = "G",
       description =
@@ -347,7 +371,10 @@ public final class ServeCommand implements Callable<Integer> {
               .events(events)
               .replicaId(replicaId)
               .sync(sync)
-              .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks));
+              .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks))
+              .tierWeights(
+                  new io.kvrouter.route.TierWeights(
+                      hostTierWeight, diskTierWeight, externalTierWeight));
       if (readTimeoutMs != null) {
         if (readTimeoutMs < 1) {
           throw new IllegalArgumentException(

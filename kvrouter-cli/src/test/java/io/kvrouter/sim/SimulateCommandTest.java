@@ -33,7 +33,7 @@ class SimulateCommandTest {
     assertThat(err.toString())
         .contains(
             "unknown policy 'fastest'; known policies: kv, round-robin, random, least-loaded,"
-                + " approx");
+                + " approx, kv-device");
   }
 
   @Test

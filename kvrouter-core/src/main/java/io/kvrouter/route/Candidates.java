@@ -39,6 +39,7 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   private final int size;
   private final int promptBlocks;
   private final double[] relativePressure;
+  private final TierOverlap[] tiers; // null without tiers
   private Candidate[] built; // get(i)'s records, made on first use
 
   /** The router's constructor: no copies, no checks (see the class comment). */
@@ -51,6 +52,21 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
       int size,
       int promptBlocks,
       double[] relativePressure) {
+    this(workers, overlap, cached, prefill, decode, size, promptBlocks, relativePressure, null);
+  }
+
+  /** The router's constructor with each candidate's prefix by tier ({@code null}: no tiers). */
+  Candidates(
+      Worker[] workers,
+      int[] overlap,
+      int[] cached,
+      double[] prefill,
+      int[] decode,
+      int size,
+      int promptBlocks,
+      double[] relativePressure,
+      TierOverlap[] tiers) {
+    this.tiers = tiers;
     this.workers = workers;
     this.overlap = overlap;
     this.cached = cached;
@@ -158,6 +174,16 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   public int decodeBlocks(int i) {
     Objects.checkIndex(i, size);
     return decode[i];
+  }
+
+  /**
+   * Candidate {@code i}'s cached prefix by tier, whose weighted blocks its {@link
+   * #prefillBlocks(int) prefill} credits; {@code null} when the index tracks no tier beyond the
+   * device (then the prefill credits {@link #overlapBlocks(int)}).
+   */
+  public TierOverlap tierOverlap(int i) {
+    Objects.checkIndex(i, size);
+    return tiers == null ? null : tiers[i];
   }
 
   /**

@@ -9,6 +9,9 @@ import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.index.OverlapScores;
+import io.kvrouter.index.Tier;
+import io.kvrouter.index.TieredIndex;
+import io.kvrouter.index.TieredScores;
 import io.kvrouter.route.SlotTable.Slot;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -79,6 +82,11 @@ import java.util.function.LongSupplier;
  *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
  * that are not registered: they are ignored).
+ *
+ * Tiers (docs/routing.md, "Blocks beyond the GPU"): when the index is a TieredIndex that has seen
+ * an event of a non-device tier, route() asks it for findTiered (no lock, like findMatches) and
+ * prices each slot's prefill from its weighted blocks (Slot.tiers, written by prepareTiers under
+ * lock); otherwise nothing changes. applyEvent(Tier, event) goes to the TieredIndex without lock.
  * </pre>
  */
 public final class KvRouter implements AutoCloseable {
@@ -94,6 +102,8 @@ public final class KvRouter implements AutoCloseable {
   private final LongSupplier nanoClock;
   private final PredictedBlocks predictions; // null in event mode
   private final EvictionPressure pressure; // fed by applyEvent, or the predicted evictions
+  private final TieredIndex tiered; // index as a TieredIndex, or null: no tiers
+  private final TierWeights tierWeights;
 
   private final ReentrantLock lock = new ReentrantLock();
   private final SlotTable table; // under lock
@@ -124,6 +134,8 @@ public final class KvRouter implements AutoCloseable {
       this.index = b.index != null ? b.index : KvIndexes.concurrentCompressedTree();
       this.predictions = null;
     }
+    this.tiered = index instanceof TieredIndex t ? t : null;
+    this.tierWeights = b.tierWeights;
   }
 
   /**
@@ -193,6 +205,32 @@ public final class KvRouter implements AutoCloseable {
     } else if (data instanceof CacheEvent.Cleared) {
       pressure.forget(event.worker()); // an emptied cache evicts nothing for a while
     }
+  }
+
+  /**
+   * Applies a worker's KV cache event about the copies on {@code tier}. With a {@link TieredIndex}
+   * (docs/routing.md, "Blocks beyond the GPU"), the event goes to that tier, and a {@code Cleared}
+   * clears that tier alone (vLLM's {@code AllBlocksCleared} keeps the offloaded copies); without
+   * one, device events are {@link #applyEvent(RouterEvent)} and the others are dropped. Only device
+   * removals count as evictions for the pressure term. Does not take the router's lock.
+   *
+   * @throws IllegalStateException in approximate mode, where the router writes the index itself
+   */
+  public void applyEvent(Tier tier, RouterEvent event) {
+    Objects.requireNonNull(tier, "tier");
+    if (tier == Tier.DEVICE && (tiered == null || !(event.data() instanceof CacheEvent.Cleared))) {
+      applyEvent(event);
+      return;
+    }
+    if (predictions != null) {
+      throw new IllegalStateException(
+          "approximate mode: the router predicts cache contents itself and accepts no events");
+    }
+    if (tiered == null) return; // an index without tiers: offloaded copies are not scored
+    // a device Cleared: forget the rank's evictions first, so that a route that sees the cleared
+    // index sees the count gone too (the monitor's release comes before the index's writes)
+    if (tier == Tier.DEVICE) pressure.forget(event.worker());
+    tiered.apply(tier, event);
   }
 
   /** {@link #registerWorker(long, int, int, long)} with the KV capacity unknown. */
@@ -420,7 +458,13 @@ public final class KvRouter implements AutoCloseable {
     }
     final long[] local = hasherFor(options).localHashes(tokens);
     final long[] seq = SequenceHasher.sequenceHashes(local);
-    OverlapScores scores = predictions == null ? index.findMatches(local, false) : null;
+    // tiers (docs/routing.md, "Blocks beyond the GPU"): the device answer plus the cumulative ones
+    final TieredScores tiers =
+        tiered != null && tiered.hasTiers() ? tiered.findTiered(local) : null;
+    OverlapScores scores =
+        tiers != null
+            ? tiers.device()
+            : predictions == null ? index.findMatches(local, false) : null;
     lock.lock();
     try {
       final long now = nanoClock.getAsLong();
@@ -429,6 +473,7 @@ public final class KvRouter implements AutoCloseable {
         scores = index.findMatches(local, false);
       }
       table.prepare(now, scores, seq);
+      if (tiers != null) table.prepareTiers(tiers, tierWeights);
       Slot holder = table.holding(requestId);
       if (holder != null) {
         throw new IllegalArgumentException(
@@ -464,6 +509,7 @@ public final class KvRouter implements AutoCloseable {
     // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
     // (busy ones included; docs/routing.md)
     final double[] relativePressure = new double[n];
+    final TierOverlap[] tierColumn = n > 0 && all[0].tiers != null ? new TierOverlap[n] : null;
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
     double evictedSum = 0;
@@ -484,8 +530,8 @@ public final class KvRouter implements AutoCloseable {
       workers[k] = s.worker;
       overlap[k] = s.overlap;
       cached[k] = s.cached;
-      prefillBlocks[k] =
-          (prefill + ActiveSequences.prefillTokens(isl, s.overlap, bs)) / (double) bs;
+      prefillBlocks[k] = (prefill + chargedTokens(isl, s, bs)) / (double) bs;
+      if (tierColumn != null) tierColumn[k] = s.tiers;
       decode[k] = active + s.newBlocks(seq);
       relativePressure[k] = evicted;
     }
@@ -501,7 +547,15 @@ public final class KvRouter implements AutoCloseable {
     final double[] costs = new double[m];
     final Candidates cands =
         new Candidates(
-            workers, overlap, cached, prefillBlocks, decode, m, seq.length, relativePressure);
+            workers,
+            overlap,
+            cached,
+            prefillBlocks,
+            decode,
+            m,
+            seq.length,
+            relativePressure,
+            tierColumn);
     final int chosen = selector.select(cands, costs);
     if (chosen < 0 || chosen >= m) {
       throw new IllegalStateException(
@@ -509,7 +563,7 @@ public final class KvRouter implements AutoCloseable {
     }
     final Slot target = ranks[chosen];
     Arrays.fill(ranks, 0, n, null); // keep no unregistered slot alive
-    final long charge = ActiveSequences.prefillTokens(isl, target.overlap, blockSize);
+    final long charge = chargedTokens(isl, target, blockSize);
     table.record(requestId, target, seq, charge, now);
     if (sync != null) sync.localRouted(requestId, target.worker, seq, charge);
     if (predictions != null) {
@@ -528,7 +582,18 @@ public final class KvRouter implements AutoCloseable {
         target.overlap,
         target.overlap * blockSize,
         new PricedCandidates(cands, costs),
-        busyWorkers);
+        busyWorkers,
+        target.tiers);
+  }
+
+  /**
+   * The prefill tokens a request of {@code isl} tokens costs on {@code s}: the tokens past its
+   * device overlap, less the weighted credit of the blocks its slower tiers add (a block loaded
+   * from the host costs {@code 1 − w_host} of a recompute); never negative.
+   */
+  private static long chargedTokens(int isl, Slot s, int bs) {
+    if (s.tiers == null) return ActiveSequences.prefillTokens(isl, s.overlap, bs);
+    return Math.max(0L, Math.round(isl - s.tiers.weightedBlocks() * bs));
   }
 
   /** The busy ranks' candidates, ascending (they sit at the end of the columns, descending). */
@@ -818,6 +883,7 @@ public final class KvRouter implements AutoCloseable {
     private int maxPredictions = PredictedBlocks.DEFAULT_MAX_ENTRIES;
     private KvIndex index;
     private LongSupplier nanoClock = System::nanoTime;
+    private TierWeights tierWeights = TierWeights.DEFAULTS;
 
     private Builder(int blockSize) {
       if (blockSize < 1) {
@@ -941,6 +1007,16 @@ public final class KvRouter implements AutoCloseable {
      */
     public Builder index(KvIndex index) {
       this.index = Objects.requireNonNull(index, "index");
+      return this;
+    }
+
+    /**
+     * What a block on each slower tier saves of a recompute, when the index is a {@link
+     * TieredIndex} (docs/routing.md, "Blocks beyond the GPU"); default {@link
+     * TierWeights#DEFAULTS}.
+     */
+    public Builder tierWeights(TierWeights weights) {
+      this.tierWeights = Objects.requireNonNull(weights, "weights");
       return this;
     }
 

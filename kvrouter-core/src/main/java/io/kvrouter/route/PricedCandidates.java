@@ -50,6 +50,14 @@ final class PricedCandidates extends AbstractList<CandidateCost> implements Rand
     return candidates.size();
   }
 
+  /** The tier split of the candidate whose worker is {@code worker}, or null. */
+  TierOverlap tierOverlapOf(Worker worker) {
+    for (int i = 0, n = candidates.size(); i < n; i++) {
+      if (candidates.worker(i).equals(worker)) return candidates.tierOverlap(i);
+    }
+    return null;
+  }
+
   /** The cost of the candidate whose worker is {@code worker}, or NaN; builds no element. */
   double costOf(Worker worker) {
     for (int i = 0, n = candidates.size(); i < n; i++) {

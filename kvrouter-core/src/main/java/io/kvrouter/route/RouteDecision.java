@@ -18,19 +18,42 @@ public sealed interface RouteDecision {
    * @param candidates every worker rank that was eligible, with its load terms and cost, in
    *     ascending {@link Worker} order
    * @param busy worker ranks that were allowed but excluded as busy, in ascending order
+   * @param tierOverlap the chosen worker's cached prefix by tier (device, then what host, disk and
+   *     external copies add); {@code null} when the index tracks no tier beyond the device
    */
   record Routed(
       Worker worker,
       int overlapBlocks,
       int overlapTokens,
       List<CandidateCost> candidates,
-      List<Worker> busy)
+      List<Worker> busy,
+      TierOverlap tierOverlap)
       implements RouteDecision {
+    /** A decision without tiers. */
+    public Routed(
+        Worker worker,
+        int overlapBlocks,
+        int overlapTokens,
+        List<CandidateCost> candidates,
+        List<Worker> busy) {
+      this(worker, overlapBlocks, overlapTokens, candidates, busy, null);
+    }
+
     public Routed {
       // the router's own view is unmodifiable and built lazily: copying it would build every
       // element (PricedCandidates)
       if (!(candidates instanceof PricedCandidates)) candidates = List.copyOf(candidates);
       busy = List.copyOf(busy);
+    }
+
+    /**
+     * The cached prefix by tier of the candidate whose worker is {@code worker}; {@code null} when
+     * it is not a candidate or the index tracks no tier beyond the device.
+     */
+    public TierOverlap tierOverlapOf(Worker worker) {
+      if (tierOverlap == null) return null;
+      if (candidates instanceof PricedCandidates p) return p.tierOverlapOf(worker);
+      return worker.equals(this.worker) ? tierOverlap : null;
     }
 
     /** The cost of the chosen worker. */

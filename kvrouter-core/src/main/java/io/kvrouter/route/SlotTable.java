@@ -53,6 +53,12 @@ final class SlotTable {
     int overlap; // scratch of one route: leading blocks the index says it caches
     int cached; // scratch: distinct blocks the index says it caches (0 unless overlap > 0)
     boolean holdsRoot; // scratch: has a request in flight with the prompt's block 0
+    TierOverlap tiers; // scratch: its cached prefix by tier (prepareTiers), null without tiers
+
+    /** Leading blocks the cost credits: the weighted tiered blocks, or the device overlap. */
+    double creditBlocks() {
+      return tiers == null ? overlap : tiers.weightedBlocks();
+    }
 
     private Slot(Worker worker, int dpSize, long kvBlocks) {
       this.worker = worker;
@@ -253,6 +259,7 @@ final class SlotTable {
       s.overlap = 0;
       s.cached = 0;
       s.holdsRoot = false;
+      s.tiers = null;
     }
     for (int i = 0, n = scores.size(); i < n; i++) {
       Slot s = byWorker.get(scores.worker(i));
@@ -264,6 +271,26 @@ final class SlotTable {
     RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
     if (roots != null) {
       for (int i = 0; i < roots.size; i++) roots.slots[i].holdsRoot = true;
+    }
+  }
+
+  /**
+   * After {@link #prepare}: writes each slot's cached prefix by tier from {@code tiered} (a slot
+   * with no score on any tier gets all zeros).
+   */
+  void prepareTiers(io.kvrouter.index.TieredScores tiered, TierWeights weights) {
+    final TierOverlap none = TierOverlap.of(0, 0, 0, 0, weights);
+    for (Slot s : slots) s.tiers = none;
+    for (int i = 0, n = tiered.size(); i < n; i++) {
+      Slot s = byWorker.get(tiered.worker(i));
+      if (s == null) continue;
+      s.tiers =
+          TierOverlap.of(
+              tiered.blocks(i, io.kvrouter.index.Tier.DEVICE),
+              tiered.blocks(i, io.kvrouter.index.Tier.HOST),
+              tiered.blocks(i, io.kvrouter.index.Tier.DISK),
+              tiered.blocks(i, io.kvrouter.index.Tier.EXTERNAL),
+              weights);
     }
   }
 

@@ -149,13 +149,16 @@ final class Api {
     Requests.Query q = Requests.query(http.body(req));
     ModelIndex m = registry.require(q.key());
     long[] hashes = m.localHashes(q.tokens(), q.loraName(), q.cacheSalt());
-    return send(res, 200, JsonOut.scores(m.findMatches(hashes), m.blockSize));
+    return send(res, 200, JsonOut.scores(m.findMatches(hashes), m.findTiered(hashes), m.blockSize));
   }
 
   private int queryByHash(ServerRequest req, ServerResponse res) throws IOException {
     Requests.HashQuery q = Requests.queryByHash(http.body(req));
     ModelIndex m = registry.require(q.key());
-    return send(res, 200, JsonOut.scores(m.findMatches(q.localHashes()), m.blockSize));
+    return send(
+        res,
+        200,
+        JsonOut.scores(m.findMatches(q.localHashes()), m.findTiered(q.localHashes()), m.blockSize));
   }
 
   private int route(ServerRequest req, ServerResponse res) throws IOException {

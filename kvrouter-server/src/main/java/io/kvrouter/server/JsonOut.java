@@ -5,10 +5,13 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.OverlapScores;
+import io.kvrouter.index.Tier;
+import io.kvrouter.index.TieredScores;
 import io.kvrouter.route.Candidate;
 import io.kvrouter.route.CandidateCost;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteDecision;
+import io.kvrouter.route.TierOverlap;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.zmq.IngestStats;
 import java.io.ByteArrayOutputStream;
@@ -244,6 +247,16 @@ final class JsonOut {
    * rank with at least one matched block, in worker order.
    */
   static byte[] scores(OverlapScores s, int blockSize) {
+    return scores(s, null, blockSize);
+  }
+
+  /**
+   * {@link #scores(OverlapScores, int)}, plus, when {@code tiers} is not null (an engine published
+   * offloaded copies), {@code "tier_blocks": {"<instance>": {"<dp_rank>": {"device": n, "host": n,
+   * "disk": n, "external": n}}}}: the device prefix, then how many more leading blocks each slower
+   * tier adds, for every rank with a block on some tier (docs/routing.md, "Blocks beyond the GPU").
+   */
+  static byte[] scores(OverlapScores s, TieredScores tiers, int blockSize) {
     final int n = s.size();
     Worker[] workers = new Worker[n];
     int[] score = new int[n];
@@ -262,6 +275,7 @@ final class JsonOut {
           nested(g, "scores", workers, order, score, blockSize);
           nested(g, "blocks", workers, order, score, 1);
           nested(g, "tree_sizes", workers, order, held, 1);
+          if (tiers != null) tierBlocks(g, tiers);
           g.writeNumberField("block_size", blockSize);
           g.writeEndObject();
         });
@@ -287,7 +301,50 @@ final class JsonOut {
     g.writeEndObject();
   }
 
-  /** The 200 answer of {@code /route}: the chosen rank, its cost, every candidate, the busy. */
+  private static void tierBlocks(JsonGenerator g, TieredScores t) throws IOException {
+    final int n = t.size();
+    Integer[] order = new Integer[n];
+    for (int i = 0; i < n; i++) order[i] = i;
+    Arrays.sort(order, (a, b) -> t.worker(a).compareTo(t.worker(b)));
+    g.writeObjectFieldStart("tier_blocks");
+    long open = 0;
+    boolean any = false;
+    for (Integer i : order) {
+      Worker w = t.worker(i);
+      if (!any || w.workerId() != open) {
+        if (any) g.writeEndObject();
+        g.writeObjectFieldStart(Long.toUnsignedString(w.workerId()));
+        open = w.workerId();
+        any = true;
+      }
+      g.writeObjectFieldStart(Integer.toString(w.dpRank()));
+      int below = 0;
+      for (Tier tier : Tier.values()) {
+        int p = t.blocks(i, tier);
+        g.writeNumberField(tier.name().toLowerCase(java.util.Locale.ROOT), p - below);
+        below = p;
+      }
+      g.writeEndObject();
+    }
+    if (any) g.writeEndObject();
+    g.writeEndObject();
+  }
+
+  private static void tierOverlap(JsonGenerator g, TierOverlap t) throws IOException {
+    if (t == null) return;
+    g.writeObjectFieldStart("tier_blocks");
+    g.writeNumberField("device", t.device());
+    g.writeNumberField("host", t.host());
+    g.writeNumberField("disk", t.disk());
+    g.writeNumberField("external", t.external());
+    g.writeEndObject();
+    g.writeNumberField("weighted_blocks", t.weightedBlocks());
+  }
+
+  /**
+   * The 200 answer of {@code /route}: the chosen rank, its cost, every candidate, the busy; with
+   * tiers, each with its {@code tier_blocks} and {@code weighted_blocks}.
+   */
   static byte[] routed(String requestId, RouteDecision.Routed r) {
     return bytes(
         g -> {
@@ -298,8 +355,11 @@ final class JsonOut {
           g.writeNumberField("overlap_blocks", r.overlapBlocks());
           g.writeNumberField("overlap_tokens", r.overlapTokens());
           g.writeNumberField("cost", r.cost());
+          tierOverlap(g, r.tierOverlap());
           g.writeArrayFieldStart("candidates");
-          for (CandidateCost c : r.candidates()) candidate(g, c.candidate(), c.cost());
+          for (CandidateCost c : r.candidates()) {
+            candidate(g, c.candidate(), c.cost(), r.tierOverlapOf(c.worker()));
+          }
           g.writeEndArray();
           g.writeArrayFieldStart("busy");
           for (Worker w : r.busy()) {
@@ -321,13 +381,14 @@ final class JsonOut {
           g.writeStringField(
               "error", "every allowed worker of " + key.describe() + " is busy; nothing recorded");
           g.writeArrayFieldStart("candidates");
-          for (Candidate c : b.candidates()) candidate(g, c, Double.NaN);
+          for (Candidate c : b.candidates()) candidate(g, c, Double.NaN, null);
           g.writeEndArray();
           g.writeEndObject();
         });
   }
 
-  private static void candidate(JsonGenerator g, Candidate c, double cost) throws IOException {
+  private static void candidate(JsonGenerator g, Candidate c, double cost, TierOverlap tiers)
+      throws IOException {
     g.writeStartObject();
     u64Field(g, "instance_id", c.worker().workerId());
     g.writeNumberField("dp_rank", c.worker().dpRank());
@@ -336,6 +397,7 @@ final class JsonOut {
     g.writeNumberField("prefill_blocks", c.prefillBlocks());
     g.writeNumberField("decode_blocks", c.decodeBlocks());
     if (!Double.isNaN(cost)) g.writeNumberField("cost", cost);
+    tierOverlap(g, tiers);
     g.writeEndObject();
   }
 

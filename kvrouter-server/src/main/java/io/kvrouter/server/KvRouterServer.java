@@ -593,6 +593,9 @@ public final class KvRouterServer implements AutoCloseable {
    * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
    *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
    *     200; default 1 s
+   * @param tierWeights what a block cached on the host, disk or an external store saves of a
+   *     recompute, for engines that publish offloaded copies (docs/routing.md, "Blocks beyond the
+   *     GPU"); null: {@link io.kvrouter.route.TierWeights#DEFAULTS}
    */
   public record Config(
       String host,
@@ -621,7 +624,8 @@ public final class KvRouterServer implements AutoCloseable {
       java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector,
       boolean approximate,
       String sync,
-      Duration syncHeartbeat) {
+      Duration syncHeartbeat,
+      io.kvrouter.route.TierWeights tierWeights) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -647,6 +651,7 @@ public final class KvRouterServer implements AutoCloseable {
         throw new IllegalArgumentException("shutdownGrace must be >= 0, got " + shutdownGrace);
       }
       KvRouter.requireWeight("overlapWeight", overlapWeight);
+      if (tierWeights == null) tierWeights = io.kvrouter.route.TierWeights.DEFAULTS;
       KvRouter.requireWeight("pressureWeight", pressureWeight);
       KvRouter.requireWeight("temperature", temperature);
       if (busyPrefillTokens < -1) {
@@ -773,6 +778,14 @@ public final class KvRouterServer implements AutoCloseable {
           effSync == null ? "(off)" : effSync + (sync == null ? " (the --events server)" : ""));
       if (effSync != null) m.put("sync-heartbeat-ms", Long.toString(syncHeartbeat.toMillis()));
       m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
+      m.put(
+          "tier-weights",
+          "host "
+              + tierWeights.host()
+              + ", disk "
+              + tierWeights.disk()
+              + ", external "
+              + tierWeights.external());
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
       m.put(
           "max-inflight-body-size",
@@ -797,8 +810,18 @@ public final class KvRouterServer implements AutoCloseable {
       if (busyPrefillTokens >= 0) b.busyPrefillTokens(busyPrefillTokens);
       if (busyBlockFraction > 0) b.busyBlockFraction(busyBlockFraction);
       // the router does not close an index it is given; a block index holds nothing to close
-      if (approximate) b.approximate();
-      else if (maxBlocks > 0) b.index(KvIndexes.concurrentRadixTree(maxBlocks));
+      if (approximate) {
+        b.approximate();
+      } else {
+        // the device index is the kind it always was (the router's default, the compressed tree,
+        // or the bounded radix tree); copies on other tiers get cumulative indexes of the same
+        // kind when their first event arrives (docs/routing.md, "Blocks beyond the GPU")
+        java.util.function.Supplier<io.kvrouter.index.KvIndex> kind =
+            maxBlocks > 0
+                ? () -> KvIndexes.concurrentRadixTree(maxBlocks)
+                : KvIndexes::concurrentCompressedTree;
+        b.index(io.kvrouter.index.TieredIndex.of(kind)).tierWeights(tierWeights);
+      }
       if (selector != null) b.selector(selector.get());
       return b.build();
     }
@@ -827,6 +850,7 @@ public final class KvRouterServer implements AutoCloseable {
       private String events;
       private String replicaId;
       private long maxBlocks;
+      private io.kvrouter.route.TierWeights tierWeights = io.kvrouter.route.TierWeights.DEFAULTS;
       private Duration readTimeout = ReadDeadline.configured();
       private Duration natsApplyWait = DEFAULT_NATS_APPLY_WAIT;
       private long maxInflightBodyBytes;
@@ -948,6 +972,15 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /**
+       * What a cached block on each slower tier saves of a recompute (docs/routing.md, "Blocks
+       * beyond the GPU"); default {@link io.kvrouter.route.TierWeights#DEFAULTS}.
+       */
+      public Builder tierWeights(io.kvrouter.route.TierWeights tierWeights) {
+        this.tierWeights = Objects.requireNonNull(tierWeights, "tierWeights");
+        return this;
+      }
+
       public Builder maxBlocks(long maxBlocks) {
         this.maxBlocks = maxBlocks;
         return this;
@@ -1004,7 +1037,8 @@ public final class KvRouterServer implements AutoCloseable {
             selector,
             approximate,
             sync,
-            syncHeartbeat);
+            syncHeartbeat,
+            tierWeights);
       }
     }
   }

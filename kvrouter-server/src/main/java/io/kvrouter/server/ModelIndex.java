@@ -161,6 +161,20 @@ final class ModelIndex implements RouterModel {
     return h.localHashes(tokens);
   }
 
+  /**
+   * The index's tiers when an engine published copies beyond the device (docs/routing.md, "Blocks
+   * beyond the GPU"), else null.
+   */
+  io.kvrouter.index.TieredIndex tiers() {
+    return router.index() instanceof io.kvrouter.index.TieredIndex t && t.hasTiers() ? t : null;
+  }
+
+  /** Every worker's scores on every tier (see {@link #tiers()}), or null without tiers. */
+  io.kvrouter.index.TieredScores findTiered(long[] localHashes) {
+    io.kvrouter.index.TieredIndex t = tiers();
+    return t == null ? null : t.findTiered(localHashes);
+  }
+
   /** Exact scores of every worker the index knows, timed into the findMatches histogram. */
   OverlapScores findMatches(long[] localHashes) {
     long t0 = System.nanoTime();
@@ -170,16 +184,16 @@ final class ModelIndex implements RouterModel {
   }
 
   /**
-   * Applies one event of a ZMQ listener, under the read lock, only while {@code r} is still the
-   * registration of its rank.
+   * Applies one event of a ZMQ listener about the copies on {@code tier}, under the read lock, only
+   * while {@code r} is still the registration of its rank.
    *
    * @return false (nothing applied) when the rank was unregistered or the index dropped meanwhile
    */
-  boolean applyFrom(Registration r, RouterEvent e) {
+  boolean applyFrom(Registration r, io.kvrouter.index.Tier tier, RouterEvent e) {
     lock.readLock().lock();
     try {
       if (closed || registrations.get(r.worker()) != r) return false;
-      router.applyEvent(e);
+      router.applyEvent(tier, e);
       return true;
     } finally {
       lock.readLock().unlock();

@@ -338,6 +338,33 @@ final class ServerMetrics {
             })
         .register(registry);
     GaugeWithCallback.builder()
+        .name("kvrouter_tier_blocks")
+        .help(
+            "Blocks per storage tier (device, host, disk, external) per model and routing group,"
+                + " for indexes whose engines published offloaded copies: device counts the"
+                + " (rank, block) pairs that can score, the others the distinct blocks the ranks'"
+                + " events left on that tier")
+        .labelNames("model_name", "routing_group", "tier")
+        .callback(
+            cb -> {
+              for (ModelIndex m : indexes.get()) {
+                io.kvrouter.index.TieredIndex t = m.tiers();
+                if (t == null) continue;
+                for (io.kvrouter.index.Tier tier : io.kvrouter.index.Tier.values()) {
+                  long n =
+                      tier == io.kvrouter.index.Tier.DEVICE
+                          ? t.stats().blocksIndexed()
+                          : t.blockCount(tier);
+                  cb.call(
+                      n,
+                      m.key.modelName(),
+                      m.key.routingGroup(),
+                      tier.name().toLowerCase(java.util.Locale.ROOT));
+                }
+              }
+            })
+        .register(registry);
+    GaugeWithCallback.builder()
         .name("kvrouter_requests_in_flight")
         .help("Routed requests not yet freed (nor expired) per model and routing group")
         .labelNames("model_name", "routing_group")

@@ -3,6 +3,7 @@ package io.kvrouter.server;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
+import io.kvrouter.index.Tier;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.zmq.EngineSpec;
 import io.kvrouter.transport.zmq.IngestStats;
@@ -34,7 +35,8 @@ import java.util.logging.Logger;
  * the registering thread before attached is counted down (the latch is the happens-before edge).
  * firstConnected is a volatile set by whichever thread first sees a completed connection.
  *
- * Events are applied through ModelIndex.applyFrom, under the index's read lock, only while this
+ * Events of every tier (device, and the host / disk / external copies of offloading engines) are
+ * applied through ModelIndex.applyFrom, under the index's read lock, only while this
  * exact Registration is the registered one: an unregister (write lock) therefore cannot leave
  * blocks behind, and a late event of a removed rank is counted in dropped[UNREGISTERED]. Events
  * of another (instance, rank) than the registered one (an engine publishing a
@@ -47,6 +49,13 @@ final class ZmqListener implements AutoCloseable {
   static final int FOREIGN_RANK = 0;
   static final int UNREGISTERED = 1;
   static final int APPLIED = 2;
+
+  /** The index's tier of each transport tier (the same constants in the same order). */
+  private static final Tier[] TIERS = new Tier[StorageTier.values().length];
+
+  static {
+    for (StorageTier t : StorageTier.values()) TIERS[t.ordinal()] = Tier.valueOf(t.name());
+  }
 
   private final Worker worker;
   private final String endpoint;
@@ -268,7 +277,6 @@ final class ZmqListener implements AutoCloseable {
   // ------------------------------------------------------------ the subscriber's thread
 
   private void accept(StorageTier tier, RouterEvent e) {
-    if (tier != StorageTier.DEVICE) return;
     if (!awaitAttached()) return;
     if (!e.worker().equals(worker)) {
       long n = bump(FOREIGN_RANK);
@@ -287,7 +295,7 @@ final class ZmqListener implements AutoCloseable {
       }
       return;
     }
-    if (target.applyFrom(registration, e)) {
+    if (target.applyFrom(registration, TIERS[tier.ordinal()], e)) {
       bump(APPLIED);
       received.inc();
     } else {

@@ -143,10 +143,16 @@ final class FleetSimulation {
       feed = nats == null ? null : nats.attach(policy, index, fleet(cfg));
       sink = feed != null ? feed : index::apply;
     } else {
-      index = newIndex(cfg);
+      // with a host tier, kv routes on a TieredIndex of the same kind (docs/routing.md, "Blocks
+      // beyond the GPU"); kv-device on the device index alone, which drops the host's events
+      index =
+          cfg.hostBlocks() > 0 && policy != Policy.KV_DEVICE
+              ? io.kvrouter.index.TieredIndex.of(() -> newIndex(cfg))
+              : newIndex(cfg);
       b.index(index);
       switch (policy) {
-        case KV -> b.overlapWeight(cfg.overlapWeight()).pressureWeight(cfg.pressureWeight());
+        case KV, KV_DEVICE ->
+            b.overlapWeight(cfg.overlapWeight()).pressureWeight(cfg.pressureWeight());
         case ROUND_ROBIN -> b.selector(roundRobin());
         case RANDOM -> b.selector(random(cfg.seed()));
         case LEAST_LOADED -> b.selector(WorkerSelector.costBased(0.0, 0.0, cfg.seed()));
@@ -208,7 +214,10 @@ final class FleetSimulation {
               loop,
               cfg.removedEvents(),
               this::publish,
-              listener);
+              listener,
+              cfg.hostBlocks(),
+              Math.round(cfg.hostMsPerBlock() * 1e6),
+              this::publishHost);
       for (int r = 0; r < cfg.dpSize(); r++) ranks[w * cfg.dpSize() + r] = engines[w].rank(r);
       router.registerWorker(
           w,
@@ -310,6 +319,24 @@ final class FleetSimulation {
     } else {
       loop.after(delay, () -> deliver(e));
     }
+  }
+
+  /**
+   * A host-tier event: to the router's TieredIndex (kv), dropped by a device-only router
+   * (kv-device, and every other policy's router, which has no tiers); never to the approx shadow
+   * index, which is checked against the device caches. Delayed like device events.
+   */
+  private void publishHost(RouterEvent e) {
+    eventsPublished++;
+    if (policy == Policy.APPROX || feed != null) return;
+    long delay = Math.round(cfg.eventDelayMs() * 1e6);
+    Runnable apply =
+        () -> {
+          router.applyEvent(io.kvrouter.index.Tier.HOST, e);
+          eventsApplied++;
+        };
+    if (delay == 0) apply.run();
+    else loop.after(delay, apply);
   }
 
   private void deliver(RouterEvent e) {

@@ -56,6 +56,7 @@ final class MockEngine {
   final class Rank {
     final Worker worker;
     final PrefixCache cache;
+    final HostTier host; // null without a host tier
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
     private int running;
     private long prefillFreeAt;
@@ -64,11 +65,17 @@ final class MockEngine {
     private double loadIntegral; // request-nanoseconds
     private long prefillBusy;
 
-    Rank(Worker worker, Consumer<RouterEvent> events, RemovedEvents removed) {
+    Rank(
+        Worker worker,
+        Consumer<RouterEvent> events,
+        RemovedEvents removed,
+        Consumer<RouterEvent> hostEvents) {
       this.worker = worker;
+      this.host =
+          hostBlocks > 0 ? new HostTier(worker, hostBlocks, hostTransferNanos, hostEvents) : null;
       this.cache =
           PrefixCache.builder(worker, blockSize, gpuBlocks)
-              .listener(events)
+              .listener(host == null ? events : host.tap(events))
               .removedEventPerBlock(removed.perBlock())
               .build();
     }
@@ -117,13 +124,24 @@ final class MockEngine {
         running++;
         final long now = loop.now();
         r.admitted = now;
-        r.cachedTokens = a.cachedBlocks() * blockSize;
+        // blocks past the device prefix that the host tier holds are loaded, not recomputed
+        final int fromHost = host == null ? 0 : host.hits(hashes(r), a.cachedBlocks());
+        r.cachedTokens = (a.cachedBlocks() + fromHost) * blockSize;
+        r.hostTokens = fromHost * blockSize;
         final long start = Math.max(now, prefillFreeAt);
-        final long end = start + timing.prefillNanos(r.trace.inputLength() - r.cachedTokens);
+        final long end =
+            start
+                + timing.prefillNanos(r.trace.inputLength() - r.cachedTokens)
+                + fromHost * (host == null ? 0 : host.transferNanos);
         prefillBusy += end - start;
         prefillFreeAt = end;
         loop.at(end, () -> prefillDone(r));
       }
+    }
+
+    private long[] hashes(SimRequest r) {
+      return io.kvrouter.hash.SequenceHasher.sequenceHashes(
+          cache.hasher().localHashes(TraceTokens.tokens(r.trace)));
     }
 
     private void prefillDone(SimRequest r) {
@@ -148,6 +166,8 @@ final class MockEngine {
   private final EventLoop loop;
   private final Listener listener;
   private final Rank[] ranks;
+  private final int hostBlocks;
+  private final long hostTransferNanos;
 
   /**
    * An engine for worker {@code workerId} with ranks {@code 0..dpSize-1}, each caching up to {@code
@@ -164,13 +184,40 @@ final class MockEngine {
       RemovedEvents removed,
       Consumer<RouterEvent> events,
       Listener listener) {
+    this(
+        workerId, dpSize, blockSize, gpuBlocks, timing, loop, removed, events, listener, 0, 0,
+        e -> {});
+  }
+
+  /**
+   * Like the other constructor, each rank with a host tier of {@code hostBlocks} blocks (0: none)
+   * that receives the blocks the device evicts and serves hits at {@code hostTransferNanos} per
+   * block; its events go to {@code hostEvents}.
+   */
+  MockEngine(
+      long workerId,
+      int dpSize,
+      int blockSize,
+      int gpuBlocks,
+      TimingModel timing,
+      EventLoop loop,
+      RemovedEvents removed,
+      Consumer<RouterEvent> events,
+      Listener listener,
+      int hostBlocks,
+      long hostTransferNanos,
+      Consumer<RouterEvent> hostEvents) {
+    this.hostBlocks = hostBlocks;
+    this.hostTransferNanos = hostTransferNanos;
     this.blockSize = blockSize;
     this.gpuBlocks = gpuBlocks;
     this.timing = timing;
     this.loop = loop;
     this.listener = listener;
     this.ranks = new Rank[dpSize];
-    for (int i = 0; i < dpSize; i++) ranks[i] = new Rank(new Worker(workerId, i), events, removed);
+    for (int i = 0; i < dpSize; i++) {
+      ranks[i] = new Rank(new Worker(workerId, i), events, removed, hostEvents);
+    }
   }
 
   /** The rank {@code dpRank}. */

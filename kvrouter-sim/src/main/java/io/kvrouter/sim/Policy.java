@@ -16,7 +16,12 @@ enum Policy {
   /** KvRouter in approximate mode: no events, it predicts caches from its own decisions. */
   APPROX(
       "approx",
-      "KvRouter approximate mode: no events, predicted caches (an LRU of each rank's capacity)");
+      "KvRouter approximate mode: no events, predicted caches (an LRU of each rank's capacity)"),
+  /**
+   * KvRouter as {@link #KV}, but with an index of the device tier alone: the host tier's events are
+   * dropped. Run only with a host tier (--host-blocks), to compare with tier-aware routing.
+   */
+  KV_DEVICE("kv-device", "as kv, but routing on device blocks alone (host-tier events dropped)");
 
   private final String cliName;
   private final String description;

@@ -28,6 +28,10 @@ import java.util.Objects;
  * @param approxKvBlocks the KV blocks per rank the approx policy's router is registered with: -1
  *     for the engines' real count (gpuBlocks), 0 for unknown (learned from the correction), or any
  *     other count, to see the model with a wrong capacity (--approx-kv-blocks)
+ * @param hostBlocks each rank's host tier (CPU offloading) in KV blocks, 0 for none (--host-blocks;
+ *     docs/SIMULATION.md, "A host tier")
+ * @param hostMsPerBlock simulated milliseconds to load one block from the host tier
+ *     (--host-ms-per-block)
  */
 record SimConfig(
     int workers,
@@ -46,7 +50,53 @@ record SimConfig(
     long maxBlocks,
     RemovedEvents removedEvents,
     boolean approxCorrection,
-    long approxKvBlocks) {
+    long approxKvBlocks,
+    int hostBlocks,
+    double hostMsPerBlock) {
+
+  /** The default of {@link #hostMsPerBlock()}, docs/SIMULATION.md, "A host tier". */
+  static final double DEFAULT_HOST_MS_PER_BLOCK = 0.6;
+
+  /** Without a host tier. */
+  SimConfig(
+      int workers,
+      int dpSize,
+      int gpuBlocks,
+      int blockSize,
+      double speedup,
+      TimingModel timing,
+      double eventDelayMs,
+      boolean jsonEvents,
+      double overlapWeight,
+      double pressureWeight,
+      long seed,
+      int verifyPrompts,
+      int loadSamples,
+      long maxBlocks,
+      RemovedEvents removedEvents,
+      boolean approxCorrection,
+      long approxKvBlocks) {
+    this(
+        workers,
+        dpSize,
+        gpuBlocks,
+        blockSize,
+        speedup,
+        timing,
+        eventDelayMs,
+        jsonEvents,
+        overlapWeight,
+        pressureWeight,
+        seed,
+        verifyPrompts,
+        loadSamples,
+        maxBlocks,
+        removedEvents,
+        approxCorrection,
+        approxKvBlocks,
+        0,
+        DEFAULT_HOST_MS_PER_BLOCK);
+  }
 
   /** With the approx policy's correction on. */
   SimConfig(
@@ -110,6 +160,12 @@ record SimConfig(
     if (approxKvBlocks < -1) {
       throw new IllegalArgumentException(
           "approx kv blocks must be >= 0 (or -1 for the engines'), got " + approxKvBlocks);
+    }
+    if (hostBlocks < 0) {
+      throw new IllegalArgumentException("host blocks must be >= 0, got " + hostBlocks);
+    }
+    if (!(hostMsPerBlock >= 0) || Double.isInfinite(hostMsPerBlock)) {
+      throw new IllegalArgumentException("host ms per block must be >= 0, got " + hostMsPerBlock);
     }
     if (verifyPrompts < 0) {
       throw new IllegalArgumentException("verify prompts must be >= 0, got " + verifyPrompts);

@@ -79,6 +79,26 @@ public final class SimulateCommand implements Callable<Integer> {
   int gpuBlocks;
 
   @Option(
+      names = "--host-blocks",
+      paramLabel = "N",
+      defaultValue = "0",
+      description =
+          "A host tier (CPU offloading) of N KV blocks per rank: it receives the blocks the device"
+              + " evicts (LRU) and serves the blocks that follow a prompt's device prefix at"
+              + " --host-ms-per-block each, publishing host-tier events; adds the kv-device policy"
+              + " (kv routing on device blocks alone) to compare (default: ${DEFAULT-VALUE}, none).")
+  int hostBlocks;
+
+  @Option(
+      names = "--host-ms-per-block",
+      paramLabel = "MS",
+      defaultValue = "0.6",
+      description =
+          "Time to load one block from the host tier (default: ${DEFAULT-VALUE}: an 8 MiB block"
+              + " of 64 tokens of an 8B model at 14 GB/s, Dynamo's mocker's GPU-host bandwidth).")
+  double hostMsPerBlock;
+
+  @Option(
       names = "--block-size",
       paramLabel = "TOKENS",
       defaultValue = "64",
@@ -311,7 +331,9 @@ public final class SimulateCommand implements Callable<Integer> {
               maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks),
               RemovedEvents.parse(removedEvents),
               !noApproxCorrection,
-              approxKvBlocks);
+              approxKvBlocks,
+              hostBlocks,
+              hostMsPerBlock);
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
       }
@@ -448,7 +470,11 @@ public final class SimulateCommand implements Callable<Integer> {
   }
 
   private List<Policy> policies() {
-    if (policies == null || policies.isEmpty()) return List.of(Policy.values());
+    if (policies == null || policies.isEmpty()) {
+      List<Policy> all = new ArrayList<>(List.of(Policy.values()));
+      if (hostBlocks == 0) all.remove(Policy.KV_DEVICE); // the same as kv without a host tier
+      return all;
+    }
     EnumSet<Policy> seen = EnumSet.noneOf(Policy.class);
     List<Policy> out = new ArrayList<>();
     for (String name : policies) {

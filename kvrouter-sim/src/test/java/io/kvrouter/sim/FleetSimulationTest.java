@@ -48,6 +48,46 @@ class FleetSimulationTest {
     return run(p, cfg, e -> true);
   }
 
+  /**
+   * With a host tier (docs/SIMULATION.md, "A host tier") on small device caches: kv, routing on the
+   * host copies too, finds more of the prompts cached than kv-device, which routes on the device
+   * alone; the device index still equals the device caches.
+   */
+  @Test
+  void withAHostTierKvRoutesToTheHostCopiesAndBeatsDeviceOnlyRouting() {
+    SimConfig c = config(4, 1, 0, false);
+    SimConfig cfg =
+        new SimConfig(
+            c.workers(),
+            c.dpSize(),
+            256,
+            c.blockSize(),
+            c.speedup(),
+            c.timing(),
+            0,
+            false,
+            1.0,
+            KvRouter.DEFAULT_PRESSURE_WEIGHT,
+            7,
+            300,
+            50,
+            0,
+            RemovedEvents.PER_EVICTION,
+            true,
+            -1,
+            2048,
+            0.6);
+    PolicyResult tiers = run(Policy.KV, cfg);
+    PolicyResult device = run(Policy.KV_DEVICE, cfg);
+    assertThat(tiers.completed()).isEqualTo(300);
+    assertThat(device.completed()).isEqualTo(300);
+    assertThat(tiers.hitRate()).isGreaterThan(device.hitRate());
+    for (PolicyResult r : List.of(tiers, device)) {
+      assertThat(r.verification().problems()).as(r.policy().cliName()).isEmpty();
+      assertThat(r.verification().ok()).isTrue();
+    }
+  }
+
   @Test
   void kvBeatsRoundRobinAndEveryIndexEqualsTheCaches() {
     SimConfig cfg = config(4, 1, 0, false);

@@ -1,0 +1,485 @@
+package io.kvrouter.index;
+
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import it.unimi.dsi.fastutil.longs.Long2IntMap;
+import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
+import it.unimi.dsi.fastutil.longs.LongArrayList;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
+
+/**
+ * A {@link KvIndex} of the device tier that also tracks the copies workers keep on slower tiers
+ * (host memory, disk, an external store), kind-agnostic: it keeps one cumulative index per tier,
+ * all made by the same factory, and asks each for its ordinary exact score.
+ *
+ * <p>As a {@link KvIndex} it is the device index, unchanged: {@link #apply(RouterEvent)} is a
+ * device event (except a {@code Cleared}, which drops the rank's blocks on every tier), and {@link
+ * #findMatches}, {@link #dump()}, {@link #blockCount(Worker)} and {@link #stats()} are the device
+ * index's. {@link #apply(Tier, RouterEvent)} applies an event of one tier, and {@link #findTiered}
+ * answers for every tier at once.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Data: levels[k] is the cumulative index C_(k+1): levels[0] is the device index itself, levels[1]
+ * holds device ∪ host, levels[2] device ∪ host ∪ disk, levels[3] all four tiers. A (rank, block)
+ * is in levels[k] iff some tier among the first k+1 holds it (as the events told; a store a level
+ * refuses because its parent is missing there is refused there, per DESIGN.md §4 rule 2).
+ * levels[1..k] are made the first time an event of tier k arrives, each seeded with the dump of
+ * the level below it (tier k had no event before, so the level below holds exactly what level k
+ * must hold; blocks a dump leaves out, detached ones, are left out of the new level too: they
+ * score nothing until a re-store, which the new level then refuses: an undercount, never an
+ * overcount). published is the array readers see (a copy, replaced when a level is made).
+ *
+ * ranks maps each rank to its tier masks: for each sequence hash (the engine's name of a block)
+ * one bit per tier that holds it, and the number of hashes per tier. Writers only (under lock),
+ * except counts (AtomicIntegerArray), which /metrics reads.
+ *
+ * Applying an event of tier t: a Stored sets bit t of each block and is applied whole to every
+ * level k >= t (stores are idempotent in every kind, so a block already there through another
+ * tier stays as it is). A Removed clears bit t and removes the block from level k >= t only when
+ * no tier among the first k+1 still holds it. A Cleared of tier t does that for every block of
+ * the rank with bit t (and the device level gets the Cleared itself when t is the device).
+ * A Cleared through apply(RouterEvent) (Dynamo's JSON events, unregistering a rank) clears every
+ * level and forgets the rank's masks. So each level is exactly the union of its tiers, and C_1 is
+ * the device index untouched: the same events, in the same order.
+ *
+ * Threading: until the first event of a non-device tier (active == false), every write goes
+ * straight to the device index: no lock, no map, no allocation beyond the device index's own;
+ * the only cost is the fastWriters gate (one increment and one decrement of an AtomicInteger).
+ * Activation (under lock) sets active, then waits until fastWriters is 0, so every device write
+ * that chose the direct path has landed before the masks are seeded from the device dump; a write
+ * that increments after reading active false reads it again after the increment (both volatile:
+ * either the writer sees active, or activation sees its increment and waits for it). From then on
+ * every write takes lock (writers take turns, as the concurrent kinds' own writers do) and
+ * applies to the levels in ascending order. Readers take no lock: findTiered reads published and
+ * calls each level's findMatches. A reader may see an event applied to a lower level and not yet
+ * to a higher one; findTiered makes the scores non-decreasing (P_k = max(P_(k-1), score of
+ * level k)), so each P_k is a prefix some level held at some moment during the call: never more
+ * than a tier held.
+ * </pre>
+ */
+public final class TieredIndex extends ForwardingKvIndex {
+  private static final int TIERS = TieredScores.TIERS;
+
+  /** An event of one tier, as {@link #dumpTiered()} gives them. */
+  public record Entry(Tier tier, RouterEvent event) {
+    public Entry {
+      Objects.requireNonNull(tier, "tier");
+      Objects.requireNonNull(event, "event");
+    }
+  }
+
+  private final Supplier<KvIndex> factory;
+  private final KvIndex device;
+  private final KvIndex[] levels = new KvIndex[TIERS]; // under lock
+  private volatile KvIndex[] published; // null until active
+  private final ReentrantLock lock = new ReentrantLock();
+  private volatile boolean active;
+  private final AtomicInteger fastWriters = new AtomicInteger();
+  private final ConcurrentHashMap<Worker, RankTiers> ranks = new ConcurrentHashMap<>();
+
+  /** The masks of one rank: writer-only, except the counts. */
+  private static final class RankTiers {
+    final Long2IntOpenHashMap mask = new Long2IntOpenHashMap();
+    final AtomicIntegerArray counts = new AtomicIntegerArray(TIERS);
+  }
+
+  private TieredIndex(KvIndex device, Supplier<KvIndex> factory) {
+    super(device);
+    this.device = device;
+    this.factory = factory;
+    this.levels[0] = device;
+  }
+
+  /**
+   * A tiered index whose device index and cumulative indexes are made by {@code factory} (one call
+   * now, one per cumulative index when its tier first appears).
+   */
+  public static TieredIndex of(Supplier<KvIndex> factory) {
+    Objects.requireNonNull(factory, "factory");
+    return new TieredIndex(Objects.requireNonNull(factory.get(), "factory.get()"), factory);
+  }
+
+  /**
+   * Like {@link #of(Supplier)}, with the cumulative indexes up to {@code upTo} made now, so that
+   * the tier masks follow every event from the first (exact even for device blocks a hole detached
+   * before the first event of another tier, which lazy creation leaves out). Every device write
+   * then takes the writer lock.
+   */
+  public static TieredIndex withTiers(Supplier<KvIndex> factory, Tier upTo) {
+    TieredIndex t = of(factory);
+    if (upTo != Tier.DEVICE) {
+      t.lock.lock();
+      try {
+        t.ensureLevels(upTo.ordinal());
+      } finally {
+        t.lock.unlock();
+      }
+    }
+    return t;
+  }
+
+  /**
+   * A tiered index over {@code device}, whose cumulative indexes are made by {@code factory}, which
+   * must make indexes of the same kind (and thread safety) as {@code device}.
+   */
+  public static TieredIndex over(KvIndex device, Supplier<KvIndex> factory) {
+    return new TieredIndex(
+        Objects.requireNonNull(device, "device"), Objects.requireNonNull(factory, "factory"));
+  }
+
+  /** The device index (C_1). */
+  public KvIndex deviceIndex() {
+    return device;
+  }
+
+  /** Whether an event of a tier other than the device arrived (the cumulative indexes exist). */
+  public boolean hasTiers() {
+    return active;
+  }
+
+  // ------------------------------------------------------------------ writes
+
+  /**
+   * A device event; a {@code Cleared} drops the rank's blocks on every tier (the meaning Dynamo
+   * gives its JSON {@code cleared}, and what unregistering a rank needs).
+   */
+  @Override
+  public void apply(RouterEvent event) {
+    if (!active) {
+      fastWriters.incrementAndGet();
+      try {
+        if (!active) {
+          device.apply(event);
+          return;
+        }
+      } finally {
+        fastWriters.decrementAndGet();
+      }
+    }
+    lock.lock();
+    try {
+      if (event.data() instanceof CacheEvent.Cleared) {
+        clearAllTiers(event);
+      } else {
+        applyLocked(0, event);
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * An event about the copies on {@code tier}: a {@code Cleared} drops only what that tier held
+   * (vLLM's {@code AllBlocksCleared} clears the device and keeps the offloaded copies).
+   */
+  public void apply(Tier tier, RouterEvent event) {
+    Objects.requireNonNull(tier, "tier");
+    Objects.requireNonNull(event, "event");
+    final int t = tier.ordinal();
+    if (t == 0 && !active) {
+      fastWriters.incrementAndGet();
+      try {
+        if (!active) {
+          device.apply(event);
+          return;
+        }
+      } finally {
+        fastWriters.decrementAndGet();
+      }
+    }
+    lock.lock();
+    try {
+      if (t > 0) ensureLevels(t);
+      applyLocked(t, event);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  @Override
+  public void clearWorker(long workerId) {
+    if (directly(() -> device.clearWorker(workerId))) return;
+    lock.lock();
+    try {
+      for (KvIndex l : levels) if (l != null) l.clearWorker(workerId);
+      ranks.keySet().removeIf(w -> w.workerId() == workerId);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  @Override
+  public void removeWorker(long workerId) {
+    if (directly(() -> device.removeWorker(workerId))) return;
+    lock.lock();
+    try {
+      for (KvIndex l : levels) if (l != null) l.removeWorker(workerId);
+      ranks.keySet().removeIf(w -> w.workerId() == workerId);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Runs {@code op} on the device index alone while not active; false when active. */
+  private boolean directly(Runnable op) {
+    if (active) return false;
+    fastWriters.incrementAndGet();
+    try {
+      if (active) return false;
+      op.run();
+      return true;
+    } finally {
+      fastWriters.decrementAndGet();
+    }
+  }
+
+  /** Makes levels 1..t that do not exist yet (under lock). */
+  private void ensureLevels(int t) {
+    if (levels[t] != null) return;
+    if (!active) activate();
+    for (int k = 1; k <= t; k++) {
+      if (levels[k] != null) continue;
+      KvIndex l = Objects.requireNonNull(factory.get(), "factory.get()");
+      for (RouterEvent e : levels[k - 1].dump()) l.apply(e);
+      levels[k] = l;
+    }
+    published = levels.clone();
+  }
+
+  /** The first non-device event: from now on every write goes through lock (under lock). */
+  private void activate() {
+    active = true;
+    while (fastWriters.get() != 0) Thread.onSpinWait();
+    for (RouterEvent e : device.dump()) {
+      RankTiers r = rank(e.worker());
+      if (e.data() instanceof CacheEvent.Stored s) {
+        for (long h : s.blockHashes()) set(r, h, 0);
+      }
+    }
+  }
+
+  private RankTiers rank(Worker w) {
+    RankTiers r = ranks.get(w);
+    if (r == null) ranks.put(w, r = new RankTiers());
+    return r;
+  }
+
+  private static void set(RankTiers r, long h, int t) {
+    final int bit = 1 << t;
+    int old = r.mask.get(h);
+    if ((old & bit) == 0) {
+      r.mask.put(h, old | bit);
+      r.counts.incrementAndGet(t);
+    }
+  }
+
+  private void applyLocked(int t, RouterEvent e) {
+    switch (e.data()) {
+      case CacheEvent.Stored s -> {
+        RankTiers r = rank(e.worker());
+        for (long h : s.blockHashes()) set(r, h, t);
+        for (int k = t; k < TIERS; k++) if (levels[k] != null) levels[k].apply(e);
+      }
+      case CacheEvent.Removed rm -> {
+        if (t == 0) device.apply(e);
+        RankTiers r = ranks.get(e.worker());
+        if (r == null) return;
+        LongArrayList[] out = new LongArrayList[TIERS];
+        for (long h : rm.blockHashes()) unset(r, h, t, out);
+        removeFromLevels(e, out);
+      }
+      case CacheEvent.Cleared c -> {
+        if (t == 0) device.apply(e);
+        RankTiers r = ranks.get(e.worker());
+        if (r == null) return;
+        final int bit = 1 << t;
+        LongArrayList held = new LongArrayList();
+        for (Long2IntMap.Entry x : r.mask.long2IntEntrySet()) {
+          if ((x.getIntValue() & bit) != 0) held.add(x.getLongKey());
+        }
+        LongArrayList[] out = new LongArrayList[TIERS];
+        for (int i = 0, n = held.size(); i < n; i++) unset(r, held.getLong(i), t, out);
+        removeFromLevels(e, out);
+      }
+    }
+  }
+
+  /**
+   * Clears bit {@code t} of {@code h} and adds {@code h} to {@code out[k]} for each level {@code k
+   * >= max(t, 1)} that no remaining tier among its first k+1 holds it in.
+   */
+  private void unset(RankTiers r, long h, int t, LongArrayList[] out) {
+    final int bit = 1 << t;
+    int old = r.mask.get(h);
+    if ((old & bit) == 0) return;
+    int rest = old & ~bit;
+    if (rest == 0) r.mask.remove(h);
+    else r.mask.put(h, rest);
+    r.counts.decrementAndGet(t);
+    int lowest = rest == 0 ? TIERS : Integer.numberOfTrailingZeros(rest);
+    for (int k = Math.max(t, 1); k < lowest; k++) {
+      if (levels[k] == null) continue;
+      if (out[k] == null) out[k] = new LongArrayList();
+      out[k].add(h);
+    }
+  }
+
+  private void removeFromLevels(RouterEvent e, LongArrayList[] out) {
+    for (int k = 1; k < TIERS; k++) {
+      if (out[k] == null || levels[k] == null) continue;
+      levels[k].apply(
+          new RouterEvent(e.worker(), e.eventId(), CacheEvent.removed(out[k].toLongArray())));
+    }
+  }
+
+  private void clearAllTiers(RouterEvent e) {
+    for (KvIndex l : levels) if (l != null) l.apply(e);
+    ranks.remove(e.worker());
+  }
+
+  // ------------------------------------------------------------------ reads
+
+  /**
+   * Every rank's cumulative scores {@code P_1..P_4} for the query (exact scores of each cumulative
+   * index, made non-decreasing); never blocks behind writers.
+   */
+  public TieredScores findTiered(long[] localHashes) {
+    final KvIndex[] lv = published;
+    final OverlapScores d = device.findMatches(localHashes, false);
+    if (lv == null) {
+      final int n = d.size();
+      Worker[] workers = new Worker[n];
+      int[] cum = new int[n * TIERS];
+      for (int i = 0; i < n; i++) {
+        workers[i] = d.worker(i);
+        java.util.Arrays.fill(cum, i * TIERS, i * TIERS + TIERS, d.scoreAt(i));
+      }
+      return new TieredScores(d, workers, cum, n);
+    }
+    OverlapScores[] s = new OverlapScores[TIERS];
+    s[0] = d;
+    for (int k = 1; k < TIERS; k++) if (lv[k] != null) s[k] = lv[k].findMatches(localHashes, false);
+    Map<Worker, Integer> row = new HashMap<>();
+    List<Worker> order = new ArrayList<>();
+    for (OverlapScores x : s) {
+      if (x == null) continue;
+      for (int i = 0, n = x.size(); i < n; i++) {
+        Worker w = x.worker(i);
+        if (row.putIfAbsent(w, order.size()) == null) order.add(w);
+      }
+    }
+    final int n = order.size();
+    int[] raw = new int[n * TIERS];
+    for (int k = 0; k < TIERS; k++) {
+      if (s[k] == null) continue;
+      for (int i = 0, m = s[k].size(); i < m; i++) {
+        raw[row.get(s[k].worker(i)) * TIERS + k] = s[k].scoreAt(i);
+      }
+    }
+    for (int i = 0; i < n; i++) {
+      for (int k = 1; k < TIERS; k++) {
+        int at = i * TIERS + k;
+        raw[at] = Math.max(raw[at - 1], raw[at]); // a missing level adds nothing
+      }
+    }
+    return new TieredScores(d, order.toArray(new Worker[0]), raw, n);
+  }
+
+  /**
+   * Blocks {@code worker} holds on {@code tier}: for the device, {@link #blockCount(Worker)} (those
+   * that can score); for the others, the distinct sequence hashes its events left there.
+   */
+  public int blockCount(Worker worker, Tier tier) {
+    if (tier == Tier.DEVICE) return device.blockCount(worker);
+    RankTiers r = ranks.get(worker);
+    return r == null ? 0 : r.counts.get(tier.ordinal());
+  }
+
+  /** The sum of {@link #blockCount(Worker, Tier)} over every rank with blocks off the device. */
+  public long blockCount(Tier tier) {
+    if (tier == Tier.DEVICE) throw new IllegalArgumentException("device blocks: ask per rank");
+    long sum = 0;
+    for (RankTiers r : ranks.values()) sum += r.counts.get(tier.ordinal());
+    return sum;
+  }
+
+  /**
+   * Every event needed to rebuild this index's answers on every tier: replayed in order through
+   * {@link #apply(Tier, RouterEvent)} into an empty tiered index of any kind, it gives equal {@link
+   * #findTiered} answers (blocks that score nothing are left out, as {@link #dump()} leaves them).
+   * Without tiers, the device dump.
+   */
+  public List<Entry> dumpTiered() {
+    lock.lock();
+    try {
+      List<Entry> out = new ArrayList<>();
+      if (!active) {
+        for (RouterEvent e : device.dump()) out.add(new Entry(Tier.DEVICE, e));
+        return out;
+      }
+      int top = TIERS - 1;
+      while (levels[top] == null) top--;
+      for (RouterEvent e : levels[top].dump()) {
+        if (!(e.data() instanceof CacheEvent.Stored s)) {
+          out.add(new Entry(Tier.DEVICE, e));
+          continue;
+        }
+        // one event per block (a kind may dump a run of blocks as one store), under its own tiers
+        RankTiers r = ranks.get(e.worker());
+        long[] h = s.blockHashes();
+        for (int i = 0; i < h.length; i++) {
+          long[] one = {h[i]};
+          long[] local = {s.tokensHashes()[i]};
+          CacheEvent block =
+              i > 0
+                  ? CacheEvent.stored(h[i - 1], one, local)
+                  : s.hasParent()
+                      ? CacheEvent.stored(s.parentHash(), one, local)
+                      : CacheEvent.storedAtRoot(one, local);
+          RouterEvent be = new RouterEvent(e.worker(), e.eventId(), block);
+          int mask = r == null ? 0 : r.mask.get(h[i]);
+          for (int t = 0; t < TIERS; t++) {
+            if ((mask & (1 << t)) != 0) out.add(new Entry(Tier.of(t), be));
+          }
+        }
+      }
+      return out;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  @Override
+  public void flush() {
+    KvIndex[] lv = published;
+    if (lv == null) {
+      device.flush();
+      return;
+    }
+    for (KvIndex l : lv) if (l != null) l.flush();
+  }
+
+  /** Closes every cumulative index and the device index. */
+  @Override
+  public void close() {
+    lock.lock();
+    try {
+      for (int k = TIERS - 1; k >= 1; k--) if (levels[k] != null) levels[k].close();
+    } finally {
+      lock.unlock();
+    }
+    device.close();
+  }
+}
