@@ -384,7 +384,7 @@ public final class KvRouter implements AutoCloseable {
         throw new IllegalStateException(
             "sequence sync is already on as replica " + sync.replicaId() + ", not " + replicaId);
       }
-      SequenceSync s = new SequenceSync(replicaId, lock, table, nanoClock);
+      SequenceSync s = new SequenceSync(replicaId, lock, table, predictions, nanoClock);
       table.departures(s::departed);
       sync = s;
       return s;
@@ -514,6 +514,7 @@ public final class KvRouter implements AutoCloseable {
     if (sync != null) sync.localRouted(requestId, target.worker, seq, charge);
     if (predictions != null) {
       predictions.record(target.worker, target.kvBlocks, seq, local, target.overlap, now);
+      if (sync != null) sync.localPredicted(target.worker, local);
     }
     final List<Worker> busyWorkers;
     if (busy == 0) {
@@ -586,6 +587,9 @@ public final class KvRouter implements AutoCloseable {
       if (s == null) return;
       predictions.observe(
           worker, s.kvBlocks, seq, local, predictedBlocks, cachedBlocks, nanoClock.getAsLong());
+      if (sync != null) {
+        sync.localCorrected(worker, Arrays.copyOf(local, cachedBlocks), predictedBlocks);
+      }
     } finally {
       lock.unlock();
     }

@@ -3,13 +3,17 @@ package io.kvrouter.route;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.KvIndex;
+import io.kvrouter.route.SequenceChange.Predicted;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -102,8 +106,9 @@ final class PredictedBlocks {
   }
 
   private static final class Entry {
-    Rank rank; // rank and seqHash change only when a pooled entry is reused
+    Rank rank; // rank, seqHash and localHash change only when a pooled entry is reused
     long seqHash;
+    long localHash;
     long touched;
     Entry parent; // the entry of the block before, same rank: it outlives this one (leaves first)
     Entry prev; // rank LRU
@@ -111,9 +116,10 @@ final class PredictedBlocks {
     Entry gPrev; // global, by touch time
     Entry gNext;
 
-    Entry(Rank rank, long seqHash) {
+    Entry(Rank rank, long seqHash, long localHash) {
       this.rank = rank;
       this.seqHash = seqHash;
+      this.localHash = localHash;
     }
   }
 
@@ -189,15 +195,31 @@ final class PredictedBlocks {
       long[] localHashes,
       int predictedBlocks,
       long nowNanos) {
+    put(worker, kvBlocks, seqHashes, localHashes, predictedBlocks, nowNanos, true);
+  }
+
+  /**
+   * {@link #record}, with the evictions it makes reported ({@code report}) or not (a snapshot being
+   * loaded). {@code nowNanos} must not be before the newest touch (see {@link #newest}).
+   */
+  private void put(
+      Worker worker,
+      long kvBlocks,
+      long[] seqHashes,
+      long[] localHashes,
+      int predictedBlocks,
+      long nowNanos,
+      boolean report) {
     final int n = seqHashes.length;
     if (n == 0) return;
     final Rank r = rank(worker, kvBlocks);
-    final int added = touchChain(r, seqHashes, n, Math.min(predictedBlocks, n), nowNanos);
+    final int added =
+        touchChain(r, seqHashes, localHashes, n, Math.min(predictedBlocks, n), nowNanos);
     if (added > 0) {
       index.apply(
           new RouterEvent(worker, eventId++, CacheEvent.storedAtRoot(seqHashes, localHashes)));
     }
-    fitCapacity(r, nowNanos, true);
+    fitCapacity(r, nowNanos, report);
     if (size > maxEntries) pruning = true;
     if (pruning) {
       int step = Math.max(MIN_PRUNE_STEP, 2 * added);
@@ -212,7 +234,7 @@ final class PredictedBlocks {
    * predictions are closed under prefixes), so they are put without a lookup first; one found there
    * anyway is kept.
    */
-  private int touchChain(Rank r, long[] seqHashes, int n, int held, long now) {
+  private int touchChain(Rank r, long[] seqHashes, long[] localHashes, int n, int held, long now) {
     final Long2ObjectOpenHashMap<Entry> map = r.map;
     int added = 0;
     Entry child = null; // the entry of block i + 1, touched just before
@@ -220,7 +242,7 @@ final class PredictedBlocks {
       final long seq = seqHashes[i];
       Entry e;
       if (i >= held) {
-        e = newEntry(r, seq);
+        e = newEntry(r, seq, localHashes[i]);
         Entry old = map.put(seq, e);
         if (old == null) {
           size++;
@@ -239,7 +261,7 @@ final class PredictedBlocks {
         } else {
           e = map.get(seq);
           if (e == null) {
-            e = newEntry(r, seq);
+            e = newEntry(r, seq, localHashes[i]);
             map.put(seq, e);
             size++;
             added++;
@@ -256,15 +278,16 @@ final class PredictedBlocks {
     return added;
   }
 
-  private Entry newEntry(Rank r, long seq) {
+  private Entry newEntry(Rank r, long seq, long localHash) {
     Entry e = pool;
-    if (e == null) return new Entry(r, seq);
+    if (e == null) return new Entry(r, seq, localHash);
     pool = e.next;
     e.next = null;
     e.parent = null;
     pooled--;
     e.rank = r;
     e.seqHash = seq;
+    e.localHash = localHash;
     return e;
   }
 
@@ -316,7 +339,7 @@ final class PredictedBlocks {
       long nowNanos) {
     final int n = seqHashes.length;
     final int k = Math.max(0, Math.min(cachedBlocks, n));
-    final int p = Math.max(0, Math.min(predictedBlocks, n));
+    final int p = Math.max(0, predictedBlocks); // the caller bounds it (a peer sends k blocks only)
     final Rank r = rank(worker, kvBlocks);
     if (k < p) { // the engine denied p - k predicted blocks: the model holds too much
       long from = r.capacity == Long.MAX_VALUE ? r.map.size() : r.capacity;
@@ -330,7 +353,7 @@ final class PredictedBlocks {
       if (!r.map.containsKey(seqHashes[i])) missing++;
     }
     if (missing > 0) {
-      touchChain(r, seqHashes, k, 0, nowNanos);
+      touchChain(r, seqHashes, localHashes, k, 0, nowNanos);
       index.apply(
           new RouterEvent(
               worker,
@@ -451,6 +474,67 @@ final class PredictedBlocks {
     else x.gPrev = p;
     e.gPrev = null;
     e.gNext = null;
+  }
+
+  /**
+   * The model as chains, for a peer's snapshot (the class comment, "Snapshot"): one per chain end,
+   * an entry whose predecessor in its rank's LRU list is not its child, with its local hashes from
+   * the root and its age; in touch order, oldest first, the order {@link #load} takes them in.
+   */
+  List<Predicted> chains(long nowNanos) {
+    List<Predicted> out = new ArrayList<>();
+    for (Entry e = gHead; e != null; e = e.gNext) {
+      if (e.prev != null && e.prev.parent == e) continue; // touched with its child: not an end
+      int depth = 0;
+      for (Entry x = e; x != null; x = x.parent) depth++;
+      long[] local = new long[depth];
+      int i = depth;
+      for (Entry x = e; x != null; x = x.parent) local[--i] = x.localHash;
+      // parents outlive their children, so the links are the chain; checked all the same
+      if (SequenceHasher.sequenceHashes(local)[depth - 1] != e.seqHash) continue;
+      out.add(
+          new Predicted(0, e.rank.worker, local, Math.max(0, nowNanos - e.touched) / 1_000_000));
+    }
+    return out;
+  }
+
+  /** Each predicted rank's effective capacity; {@code Long.MAX_VALUE} when unknown. */
+  Map<Worker, Long> capacities() {
+    Map<Worker, Long> out = new HashMap<>();
+    for (Rank r : ranks.values()) out.put(r.worker, r.capacity);
+    return out;
+  }
+
+  /**
+   * Takes a peer's capacity for {@code worker} (a rank of {@code kvBlocks} here): never above the
+   * registered count; an unknown one ({@code Long.MAX_VALUE}) changes nothing. Trims the rank to
+   * it; not reported as evictions.
+   */
+  void loadCapacity(Worker worker, long kvBlocks, long capacity, long nowNanos) {
+    if (capacity == Long.MAX_VALUE || capacity < 1) return;
+    final Rank r = rank(worker, kvBlocks);
+    r.capacity = r.registered > 0 ? Math.min(r.registered, capacity) : capacity;
+    fitCapacity(r, nowNanos, false);
+  }
+
+  /**
+   * Loads one chain of a peer's snapshot ({@link #chains}) for {@code worker}, a rank of {@code
+   * kvBlocks} blocks: recorded as touched {@code chain.ageMillis()} ago, but never before the
+   * newest touch held (the lists stay sorted by touch time, so a chain may live longer than it
+   * would have on the peer, never shorter) nor after {@code nowNanos}. A chain past the TTL is
+   * skipped. Evictions it makes are not reported. Returns whether it was loaded.
+   */
+  boolean load(Worker worker, long kvBlocks, Predicted chain, long nowNanos) {
+    final long[] local = chain.localHashes();
+    if (local.length == 0) return false;
+    final long age =
+        chain.ageMillis() >= ttlNanos / 1_000_000 ? ttlNanos : chain.ageMillis() * 1_000_000;
+    if (age >= ttlNanos) return false;
+    long t = nowNanos - age;
+    if (gTail != null && t - gTail.touched < 0) t = gTail.touched;
+    if (t - nowNanos > 0) t = nowNanos;
+    put(worker, kvBlocks, SequenceHasher.sequenceHashes(local), local, local.length, t, false);
+    return true;
   }
 
   /** Predicted (worker rank, block) pairs held now. */
