@@ -585,8 +585,9 @@ public final class KvRouter implements AutoCloseable {
     try {
       Slot s = table.get(worker);
       if (s == null) return;
-      predictions.observe(
-          worker, s.kvBlocks, seq, local, predictedBlocks, cachedBlocks, nanoClock.getAsLong());
+      final long now = nanoClock.getAsLong();
+      predictions.expire(now); // as before a route, and as a peer does before applying it
+      predictions.observe(worker, s.kvBlocks, seq, local, predictedBlocks, cachedBlocks, now);
       if (sync != null) {
         sync.localCorrected(worker, Arrays.copyOf(local, cachedBlocks), predictedBlocks);
       }
