@@ -75,7 +75,9 @@ import java.util.function.LongSupplier;
  * lock; route, markPrefillCompleted and free tell it of every change they make, under lock, and
  * the table tells it of requests that expire or leave with their rank (SlotTable.Departures).
  * Peers' requests live in the same table under keys starting with U+0001, which route refuses
- * and free / markPrefillCompleted do not find for a local caller.
+ * and free / markPrefillCompleted do not find for a local caller. In approximate mode, decide and
+ * observeCachedTokens also hand it each prediction and report (under lock), and peers' are
+ * applied to predictions under lock by SequenceSync.
  *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
  * that are not registered: they are ignored).

@@ -27,7 +27,8 @@ import java.util.Map;
  * Implementation notes
  *
  * Layout: one Rank per rank that was ever predicted, with a Long2ObjectOpenHashMap from sequence
- * hash to Entry and its own intrusive doubly linked LRU list (head = least recently touched). Each
+ * hash to Entry (which keeps the block's local hash too, for snapshots) and its own intrusive
+ * doubly linked LRU list (head = least recently touched). Each
  * Entry is also threaded on one global list in touch order (head = touched longest ago). The clock
  * is monotonic and a touch always moves an entry to the tail of both lists, so both lists are
  * sorted by touch time: the global head is the first to outlive the TTL (one fixed duration), and a
@@ -82,6 +83,24 @@ import java.util.Map;
  * follow: each removes at most max(MIN_PRUNE_STEP, 2 × the entries it added), so after every record
  * the size is at most maxEntries. Expiry is not spread: every overdue entry is removed before
  * matching, so an expired prediction is never matched.
+ *
+ * Peers (sequence sync, SequenceSync): a peer replica's prediction is applied by record() as if
+ * made here, with every block looked up (the overlap here may differ from the peer's), its
+ * evictions reported like local ones (they are the engine's); a peer's correction by observe()
+ * with the peer's counts (p is not bounded by the k hashes sent). Applied in the order they
+ * happened, the same decisions and reports give every replica the same model.
+ *
+ * Snapshot (chains / load / capacities / loadCapacity): the model goes to a joining peer as
+ * chains, root first. A rank's LRU list is made of runs, each the deepest block of one touch and
+ * the ancestors touched with it (each entry's predecessor is its child); a run starts at a chain
+ * end, an entry whose predecessor is not its child. chains() emits, walking the global list from
+ * its head, one chain per chain end (the end and all its ancestors) with the end's age. load()
+ * records them in that order, each as touched age ago: every entry lands where the newest chain
+ * containing it puts it, which is where its own run is, so the loader's lists have the same order
+ * as the peer's (PredictionSyncTest checks a joiner stays equal under more traffic) and, on an
+ * empty model, the same touch times to the millisecond. A shared prefix is repeated in each chain
+ * through it. A loaded touch is never before the newest one held (the lists stay sorted by time),
+ * so on a model that is not empty a loaded chain may outlive its peer's by up to the TTL.
  *
  * Threading: not thread-safe; KvRouter calls it under its lock. Lock order: the router's lock,
  * then the index's writer lock (inside apply); the Evictions listener takes only a leaf monitor.

@@ -54,6 +54,24 @@ import java.util.function.LongSupplier;
  *
  * A peer request's deadline counts from when it was applied here (clocks of two machines are not
  * comparable); the expiry keeps the table's deadline order (ActiveSequences).
+ *
+ * Predictions (approximate mode): KvRouter also hands the outbox each prediction it records
+ * (localPredicted, in decide after the Routed) and each engine report it applies
+ * (localCorrected). They are numbered in a sequence of their own (predAssigned, also under both
+ * locks) and take no number of the load changes: drain's first number counts only the others,
+ * so a receiver that skips them numbers the rest the same. A peer's are applied to this router's
+ * PredictedBlocks (nothing in event mode; a rank not registered here is counted as unknownRank):
+ * a number at or below the peer's last applied prediction is a duplicate, skipped; past last + 1
+ * is counted as a prediction gap and applied all the same (a lost prediction is a miss the next
+ * decision or report repairs; lost load changes are a gap that reloads the snapshot, which
+ * carries the model too). Predictions describe the engines' caches, not the peer's requests: a
+ * dropped peer's stay. snapshot() adds the model (PredictedBlocks.chains, every rank's,
+ * whoever predicted it), its capacities and predAssigned; load() takes predAssigned as the last
+ * applied (the batches a snapshot covers are skipped whole) and merges the model into this one
+ * (capacities first) only for the first snapshot with a model since this process started:
+ * every peer's model is the fleet's, so a joiner needs one, and a live replica reloading a peer
+ * after a gap already has it (the gap's predictions are then lost, as a prediction gap). Loading
+ * costs about a second for a full 2^20-entry model, under the router's lock.
  * </pre>
  */
 public final class SequenceSync {
@@ -195,6 +213,7 @@ public final class SequenceSync {
   private long snapshotsLoaded;
   private long peersDropped;
   private long predictionsApplied;
+  private boolean modelLoaded; // a snapshot's model was loaded (once per process)
   private long predictionGaps;
 
   SequenceSync(
@@ -526,7 +545,8 @@ public final class SequenceSync {
       for (Routed r : snapshot.entries()) add(p, key(peer, r.requestId()), r, now);
       p.applied = snapshot.upToSequence();
       p.predicted = snapshot.upToPrediction();
-      if (predictions != null) {
+      if (predictions != null && !modelLoaded && !snapshot.predictions().isEmpty()) {
+        modelLoaded = true; // one model is enough: every peer's is the fleet's
         predictions.expire(now);
         for (Capacity c : snapshot.capacities()) {
           Slot s = table.get(c.worker());

@@ -59,7 +59,9 @@ import java.util.regex.Pattern;
  *              the snapshot is skipped as a duplicate. One attempt per peer per `heartbeat`.
  *   answers    a second Dispatcher thread: answers hello (below) and snapshot requests (so two replicas fetching
  *              each other's snapshot at once never wait on each other): SequenceSync.snapshot()
- *              under the router's lock, sent in chunks of at most maxBytes to the reply inbox.
+ *              under the router's lock, sent in chunks of at most maxBytes to the reply inbox:
+ *              the requests, then (approximate mode) the model's chains, oldest first; chunk 0
+ *              also carries the capacities, every chunk the last prediction number.
  * SequenceSync takes the router's lock for each apply, load, snapshot and drop; nothing here
  * holds a lock of its own while calling it. Counters are atomics.
  *
