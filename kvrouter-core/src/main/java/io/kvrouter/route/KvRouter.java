@@ -65,9 +65,11 @@ import java.util.function.LongSupplier;
  * sync, the SequenceSync outbox lock is taken under lock (a leaf).
  *
  * Eviction pressure (EvictionPressure): applyEvent adds a Removed event's block count to its
- * rank's decaying count (a per-rank monitor, a leaf: nothing is taken under it); route reads every
- * allowed rank's count under lock and hands the selector, in the Candidates, each candidate's
- * count over max(mean, PRESSURE_FLOOR_BLOCKS). Code that applies events to the index itself (a
+ * rank's decaying count (a per-rank monitor, a leaf apart from the pressure's own monitor taken
+ * inside it once per 50 windows); each slot holds its rank's meter (set at registration), and
+ * route reads every allowed rank's count under lock, with one exp per decision and no monitor,
+ * and hands the selector, in the Candidates, each candidate's count over max(mean,
+ * PRESSURE_FLOOR_BLOCKS). Code that applies events to the index itself (a
  * NATS replica) goes through eventFeed(), so the counts see its events too. applyEvent reads
  * nanoClock on the caller's thread.
  *
@@ -110,7 +112,7 @@ public final class KvRouter implements AutoCloseable {
         b.selector != null
             ? b.selector
             : WorkerSelector.costBased(b.overlapWeight, b.pressureWeight, b.temperature, b.seed);
-    this.pressure = new EvictionPressure(b.pressureWindow.toNanos());
+    this.pressure = new EvictionPressure(b.pressureWindow.toNanos(), b.nanoClock.getAsLong());
     this.busyBlockFraction = b.busyBlockFraction;
     this.busyPrefillTokens = b.busyPrefillTokens;
     this.nanoClock = b.nanoClock;
@@ -193,7 +195,7 @@ public final class KvRouter implements AutoCloseable {
     if (data instanceof CacheEvent.Removed r) {
       pressure.evicted(event.worker(), r.blockHashes().length, nanoClock.getAsLong());
     } else if (data instanceof CacheEvent.Cleared) {
-      pressure.forget(event.worker()); // an emptied cache evicts nothing for a while
+      pressure.reset(event.worker()); // an emptied cache evicts nothing for a while
     }
   }
 
@@ -258,6 +260,7 @@ public final class KvRouter implements AutoCloseable {
       List<Worker> ranks = new ArrayList<>(dpSize);
       for (int rank = 0; rank < dpSize; rank++) ranks.add(new Worker(workerId, rank));
       table.add(ranks, dpSize, kvBlocksPerRank);
+      for (Worker w : ranks) table.get(w).meter = pressure.meter(w);
     } finally {
       lock.unlock();
     }
@@ -303,6 +306,7 @@ public final class KvRouter implements AutoCloseable {
                 + " (registerWorker); unregister it before registering ranks one by one");
       }
       table.add(List.of(rank), 0, kvBlocks);
+      table.get(rank).meter = pressure.meter(rank);
       return true;
     } finally {
       lock.unlock();
@@ -468,6 +472,9 @@ public final class KvRouter implements AutoCloseable {
     final double[] relativePressure = new double[n];
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
+    // the eviction counts' common decay, once per decision (EvictionPressure: scaled counts)
+    final int generation = pressure.generation(now);
+    final double decay = pressure.decay(generation, now);
     double evictedSum = 0;
     int allowed = 0;
     int m = 0;
@@ -476,7 +483,7 @@ public final class KvRouter implements AutoCloseable {
       final Slot s = all[i];
       if (allowedIds != null && !allowedIds.contains(s.boxedWorkerId)) continue;
       allowed++;
-      final double evicted = pressure.of(s.worker, now);
+      final double evicted = pressure.read(s.meter, generation, decay, now);
       evictedSum += evicted;
       final ActiveSequences a = s.seqs;
       final long prefill = a.activePrefillTokens();

@@ -42,6 +42,36 @@ class EvictionPressureTest {
         .hasMessageContaining("the pressure window must be > 0 ns, got 0");
   }
 
+  /**
+   * The counts are scaled to an epoch that moves every 50 windows: across several moves they stay
+   * the decayed sums, computed here directly; a rank silent for two moves reads 0 (e^-50 of it).
+   */
+  @Test
+  void countsStayExactAcrossEpochs() {
+    long w = 10 * S;
+    EvictionPressure p = new EvictionPressure(w, 0);
+    p.evicted(W1, 100, 0);
+    p.evicted(W2, 40, 3 * S);
+    Worker w3 = Worker.of(3);
+    p.evicted(w3, 1_000_000, 5 * S);
+    assertThat(p.of(W1, 499 * S)).isCloseTo(100 * Math.exp(-49.9), within(1e-30));
+    p.evicted(W1, 7, 600 * S); // a new epoch: W1 rescaled on its way
+    assertThat(p.of(W1, 600 * S)).isCloseTo(100 * Math.exp(-60) + 7, within(1e-9));
+    assertThat(p.of(W1, 605 * S))
+        .isCloseTo((100 * Math.exp(-60) + 7) * Math.exp(-0.5), within(1e-9));
+    // W2 is one epoch behind: converted when read
+    assertThat(p.of(W2, 601 * S) / (40 * Math.exp(-59.8))).isCloseTo(1.0, within(1e-9));
+    p.evicted(W1, 3, 1_200 * S); // another: W2 is one behind, w3 two (untouched since 5 s)
+    assertThat(p.of(W1, 1_210 * S))
+        .isCloseTo(((100 * Math.exp(-60) + 7) * Math.exp(-60) + 3) * Math.exp(-1), within(1e-9));
+    assertThat(p.of(W2, 1_210 * S) / (40 * Math.exp(-120.7))).isCloseTo(1.0, within(1e-9));
+    assertThat(p.of(w3, 1_210 * S)).isZero(); // exactly: 10^6 × e^-120.5 is below any use
+    p.evicted(w3, 5, 1_210 * S);
+    assertThat(p.of(w3, 1_210 * S)).isCloseTo(5, within(1e-9));
+    p.reset(W1);
+    assertThat(p.of(W1, 1_210 * S)).isZero();
+  }
+
   private long eventId;
   private long now;
 
