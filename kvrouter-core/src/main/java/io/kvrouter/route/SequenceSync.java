@@ -150,7 +150,8 @@ public final class SequenceSync {
    * @param peerChangesApplied peer changes applied
    * @param duplicates peer changes skipped as already applied
    * @param gaps batches that showed lost changes (a snapshot was then needed)
-   * @param unknownRank peer requests skipped because their rank is not registered here
+   * @param unknownRank peer requests, predictions and corrections skipped because their rank is not
+   *     registered here
    * @param snapshotsLoaded peer snapshots loaded
    * @param peersDropped peers whose requests were dropped (silent, gone, restarted)
    * @param localPredictions predictions and corrections of this replica numbered for the outbox
