@@ -12,7 +12,9 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * value(t) = Σ blocks_i · exp(−(t − t_i) / window) over the evictions i: the decayed sum, about
  * the blocks evicted over the last window at a steady rate. An event stamped earlier than the
- * meter's last one (clocks of several threads) is added as if stamped with that last time.
+ * meter's last one (clocks of several threads) is added as if stamped with that last time, and a
+ * read at a time before the last add (at, volatile) gets the count at that add: never the sum
+ * extrapolated backwards.
  *
  * Scaled counts: every meter keeps its sum scaled to one epoch E shared by all meters, S =
  * Σ blocks_i · exp((t_i − E) / window), so value(t) = S · exp(−(t − E) / window). The factor is
@@ -52,7 +54,10 @@ final class EvictionPressure {
     this(windowNanos, 0);
   }
 
-  /** A pressure whose first epoch is {@code startNanos} (any time near the clock's values). */
+  /**
+   * A pressure whose first epoch is {@code startNanos}: the clock's time now (a monotonic clock;
+   * epochs only move forward).
+   */
   EvictionPressure(long windowNanos, long startNanos) {
     if (windowNanos <= 0) {
       throw new IllegalArgumentException("the pressure window must be > 0 ns, got " + windowNanos);
@@ -84,14 +89,12 @@ final class EvictionPressure {
   /** The current generation at {@code now}, opening a new one when the epoch is too far. */
   int generation(long now) {
     final int g = gen;
-    final long d = now - epochs[g & 1];
-    return d > rebaseNanos || d < -rebaseNanos ? rebase(now) : g;
+    return now - epochs[g & 1] > rebaseNanos ? rebase(now) : g;
   }
 
   private synchronized int rebase(long now) {
     int g = gen;
-    final long d = now - epochs[g & 1];
-    if (d > rebaseNanos || d < -rebaseNanos) {
+    if (now - epochs[g & 1] > rebaseNanos) { // only forward: epochs 50 windows apart at least
       epochs[(g + 1) & 1] = now;
       gen = ++g;
     }
@@ -121,11 +124,18 @@ final class EvictionPressure {
     if (m == null) return 0;
     final int g1 = m.gen;
     final double s = m.scaled;
-    if (g1 == g && m.gen == g) return s * decay;
+    final long at = m.at;
+    if (s == 0) return 0; // never added, or reset
+    if (g1 == g && m.gen == g) {
+      // read before the meter's last add (another thread's clock): the count at that add
+      return now - at >= 0 ? s * decay : s * decay(g, at);
+    }
     synchronized (m) {
       if (m.gen < g) convert(m, g);
+      if (m.scaled == 0) return 0;
       final int mg = m.gen; // past g when a writer opened a generation meanwhile
-      return mg == g ? m.scaled * decay : m.scaled * decay(mg, now);
+      final long t = now - m.at >= 0 ? now : m.at;
+      return mg == g && t == now ? m.scaled * decay : m.scaled * decay(mg, t);
     }
   }
 
@@ -153,7 +163,7 @@ final class EvictionPressure {
   static final class Meter {
     private volatile double scaled;
     private volatile int gen; // the generation scaled belongs to; -1 while being converted
-    private long at; // under the monitor: the latest time added, once added
+    private volatile long at; // written under the monitor: the latest time added (0 before)
     private boolean added;
 
     Meter(int gen) {

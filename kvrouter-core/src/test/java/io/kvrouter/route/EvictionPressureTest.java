@@ -72,6 +72,50 @@ class EvictionPressureTest {
     assertThat(p.of(W1, 1_210 * S)).isZero();
   }
 
+  /**
+   * A reader racing a writer across 400 epochs never sees a count of one epoch read with another's
+   * scale (that would be off by e^50): 100 blocks every 100 ns with a 1 µs window keep the count
+   * between one add and the steady 100 / (1 − e^−0.1) ≈ 1,051.
+   */
+  @Test
+  void aRacingReaderSeesNoTornCount() throws Exception {
+    EvictionPressure p = new EvictionPressure(1_000, 0);
+    java.util.concurrent.atomic.AtomicLong latest = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicBoolean done =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
+    Thread writer =
+        new Thread(
+            () -> {
+              try {
+                started.await();
+              } catch (InterruptedException e) {
+                return;
+              }
+              for (long t = 100; t <= 20_000_000; t += 100) {
+                p.evicted(W1, 100, t);
+                latest.set(t);
+              }
+              done.set(true);
+            });
+    writer.start();
+    p.evicted(W1, 100, 0);
+    started.countDown();
+    long reads = 0;
+    while (!done.get() || reads < 1_000) {
+      long t = latest.get();
+      double v = p.of(W1, t);
+      // read at the last add the reader knows of; later adds (a few ns ahead) add a little
+      if (!(v >= 50 && v <= 3_000)) {
+        writer.join();
+        throw new AssertionError("count " + v + " at " + t + " after " + reads + " reads");
+      }
+      reads++;
+    }
+    writer.join();
+    assertThat(p.of(W1, 20_000_000)).isCloseTo(100 / (1 - Math.exp(-0.1)), within(1e-6));
+  }
+
   private long eventId;
   private long now;
 
