@@ -33,8 +33,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * with no lookup. Writers: KvRouter.applyEvent, from any ingestion thread, without the router's
  * lock, and the approximate model's evictions, under it; each add takes only its meter's monitor
  * (and, to open a generation, this object's monitor inside it: nothing takes them the other way).
- * Readers: KvRouter.decide, under the router's lock, without a monitor: a meter's scaled and gen
- * are volatile; a same-generation add changes only scaled (a read sees the old or the new sum),
+ * Readers: KvRouter.decide, under the router's lock, without a monitor: a meter's scaled, gen
+ * and at are volatile; a same-generation add changes only scaled (a read sees the old or the new sum),
  * and a conversion writes gen = -1, then scaled, then gen, so a reader that sees the same current
  * gen before and after reading scaled read a sum of that generation; otherwise it takes the
  * meter's monitor. A Cleared event resets a meter to 0 and keeps it (a slot may hold it).
