@@ -219,7 +219,7 @@ final class PredictedBlocks {
 
   /**
    * {@link #record}, with the evictions it makes reported ({@code report}) or not (a snapshot being
-   * loaded). {@code nowNanos} must not be before the newest touch (see {@link #newest}).
+   * loaded). {@code nowNanos} must not be before the newest touch held.
    */
   private void put(
       Worker worker,
