@@ -10,67 +10,164 @@ import java.util.concurrent.ConcurrentHashMap;
  * <pre>
  * Implementation notes
  *
- * One Meter per rank that ever evicted, in a ConcurrentHashMap (made on the rank's first eviction;
- * the only allocation). Writers: KvRouter.applyEvent, from any ingestion thread, without the
- * router's lock. Readers: KvRouter.route, under the router's lock. A Meter's value and time change
- * together under the Meter's own monitor, held for a multiply and an exp; nothing else waits on
- * it, and index readers never touch it.
- *
- * value(t) = value(t0) · exp(−(t − t0) / window) + blocks evicted since: the decayed sum, about
+ * value(t) = Σ blocks_i · exp(−(t − t_i) / window) over the evictions i: the decayed sum, about
  * the blocks evicted over the last window at a steady rate. An event stamped earlier than the
- * last one (clocks of several threads) is added without decay.
+ * meter's last one (clocks of several threads) is added as if stamped with that last time, and a
+ * read at a time before the last add (at, volatile) gets the count at that add: never the sum
+ * extrapolated backwards.
+ *
+ * Scaled counts: every meter keeps its sum scaled to one epoch E shared by all meters, S =
+ * Σ blocks_i · exp((t_i − E) / window), so value(t) = S · exp(−(t − E) / window). The factor is
+ * the same for every rank: a decision computes it once (decay) and reads each rank's count as one
+ * multiply, instead of an exp per rank. An eviction costs one exp. S grows as exp((t − E) /
+ * window), so once t − E passes REBASE_WINDOWS windows (50: S stays below 10^22 × blocks) the
+ * first reader or writer to see it opens a new generation with the epoch at its time: gen (a
+ * volatile int) is bumped after epochs[gen & 1] is written, under this object's monitor. A
+ * meter's S belongs to the generation in its gen field; one of the generation before is converted
+ * (multiplied by exp((E_old − E_new) / window)) under the meter's monitor by the next writer or
+ * reader that meets it; one older than that is taken as 0 (its last eviction is more than 50
+ * windows old: e^-50 of it is left).
+ *
+ * Meters: one per rank that ever evicted or is registered, in a ConcurrentHashMap (made on first
+ * use: the only allocation). KvRouter's slots hold their rank's meter, so a decision reads it
+ * with no lookup. Writers: KvRouter.applyEvent, from any ingestion thread, without the router's
+ * lock, and the approximate model's evictions, under it; each add takes only its meter's monitor
+ * (and, to open a generation, this object's monitor inside it: nothing takes them the other way).
+ * Readers: KvRouter.decide, under the router's lock, without a monitor: a meter's scaled, gen
+ * and at are volatile; a same-generation add changes only scaled (a read sees the old or the new sum),
+ * and a conversion writes gen = -1, then scaled, then gen, so a reader that sees the same current
+ * gen before and after reading scaled read a sum of that generation; otherwise it takes the
+ * meter's monitor. A Cleared event resets a meter to 0 and keeps it (a slot may hold it).
  * </pre>
  */
 final class EvictionPressure {
+  /** Windows after the epoch at which a new generation starts. */
+  static final double REBASE_WINDOWS = 50;
+
   private final ConcurrentHashMap<Worker, Meter> meters = new ConcurrentHashMap<>();
   private final double windowNanos;
+  private final long rebaseNanos;
+  private final long[] epochs = new long[2]; // epochs[g & 1]: generation g's epoch; then gen
+  private volatile int gen;
 
   EvictionPressure(long windowNanos) {
+    this(windowNanos, 0);
+  }
+
+  /**
+   * A pressure whose first epoch is {@code startNanos}: the clock's time now (a monotonic clock;
+   * epochs only move forward).
+   */
+  EvictionPressure(long windowNanos, long startNanos) {
     if (windowNanos <= 0) {
       throw new IllegalArgumentException("the pressure window must be > 0 ns, got " + windowNanos);
     }
     this.windowNanos = windowNanos;
+    this.rebaseNanos = (long) Math.min(Long.MAX_VALUE / 4.0, REBASE_WINDOWS * windowNanos);
+    this.epochs[0] = startNanos;
+  }
+
+  /** The meter of {@code worker}, made if needed (a slot keeps it). */
+  Meter meter(Worker worker) {
+    Meter m = meters.get(worker);
+    return m != null ? m : meters.computeIfAbsent(worker, w -> new Meter(gen));
   }
 
   /** Records that {@code worker} evicted {@code blocks} blocks at {@code now}. */
   void evicted(Worker worker, int blocks, long now) {
-    Meter m = meters.get(worker);
-    if (m == null) m = meters.computeIfAbsent(worker, w -> new Meter(now));
-    m.add(blocks, now, windowNanos);
+    final Meter m = meter(worker);
+    synchronized (m) {
+      final int g = generation(now);
+      if (m.gen != g) convert(m, g);
+      final long t = !m.added || now - m.at > 0 ? now : m.at; // earlier than the last: as it
+      m.at = t;
+      m.added = true;
+      m.scaled = m.scaled + blocks * Math.exp((t - epochs[g & 1]) / windowNanos);
+    }
+  }
+
+  /** The current generation at {@code now}, opening a new one when the epoch is too far. */
+  int generation(long now) {
+    final int g = gen;
+    return now - epochs[g & 1] > rebaseNanos ? rebase(now) : g;
+  }
+
+  private synchronized int rebase(long now) {
+    int g = gen;
+    if (now - epochs[g & 1] > rebaseNanos) { // only forward: epochs 50 windows apart at least
+      epochs[(g + 1) & 1] = now;
+      gen = ++g;
+    }
+    return g;
+  }
+
+  /** The factor that turns generation {@code g}'s scaled counts into counts at {@code now}. */
+  double decay(int g, long now) {
+    return Math.exp(-(now - epochs[g & 1]) / windowNanos);
+  }
+
+  /** Under m's monitor: rescales m to generation g (at or after its own). */
+  private void convert(Meter m, int g) {
+    final int from = m.gen;
+    final double s = m.scaled;
+    m.gen = -1;
+    m.scaled = from == g - 1 ? s * Math.exp((epochs[from & 1] - epochs[g & 1]) / windowNanos) : 0;
+    m.gen = g;
+  }
+
+  /**
+   * The decayed count of meter {@code m} ({@code null}: none) at {@code now}, given the current
+   * generation {@code g} and its {@link #decay} there: a multiply, without a monitor when the meter
+   * is of that generation.
+   */
+  double read(Meter m, int g, double decay, long now) {
+    if (m == null) return 0;
+    final int g1 = m.gen;
+    final double s = m.scaled;
+    final long at = m.at;
+    if (s == 0) return 0; // never added, or reset
+    if (g1 == g && m.gen == g) {
+      // read before the meter's last add (another thread's clock): the count at that add
+      return now - at >= 0 ? s * decay : s * decay(g, at);
+    }
+    synchronized (m) {
+      if (m.gen < g) convert(m, g);
+      if (m.scaled == 0) return 0;
+      final int mg = m.gen; // past g when a writer opened a generation meanwhile
+      final long t = now - m.at >= 0 ? now : m.at;
+      return mg == g && t == now ? m.scaled * decay : m.scaled * decay(mg, t);
+    }
   }
 
   /** The decayed count of blocks {@code worker} evicted, at {@code now}; 0 if it never did. */
   double of(Worker worker, long now) {
-    Meter m = meters.get(worker);
-    return m == null ? 0 : m.at(now, windowNanos);
+    final int g = generation(now);
+    return read(meters.get(worker), g, decay(g, now), now);
   }
 
-  /** Forgets {@code worker} (removed from the fleet). */
+  /** Sets {@code worker}'s count to 0 (its cache was emptied); a slot keeps its meter. */
+  void reset(Worker worker) {
+    final Meter m = meters.get(worker);
+    if (m == null) return;
+    synchronized (m) {
+      m.scaled = 0;
+    }
+  }
+
+  /** Forgets {@code worker} (removed from the fleet; its slot goes with it). */
   void forget(Worker worker) {
     meters.remove(worker);
   }
 
-  /** Times are nanoTime-style: compared by their difference, never by sign. */
-  private static final class Meter {
-    private double value;
-    private long at;
+  /** One rank's scaled count. Times are nanoTime-style: compared by their difference. */
+  static final class Meter {
+    private volatile double scaled;
+    private volatile int gen; // the generation scaled belongs to; -1 while being converted
+    private volatile long at; // written under the monitor: the latest time added (0 before)
+    private boolean added;
 
-    Meter(long now) {
-      this.at = now;
-    }
-
-    synchronized void add(int blocks, long now, double window) {
-      final long dt = now - at;
-      if (dt > 0) {
-        value *= Math.exp(-dt / window);
-        at = now;
-      }
-      value += blocks;
-    }
-
-    synchronized double at(long now, double window) {
-      final long dt = now - at;
-      return dt > 0 ? value * Math.exp(-dt / window) : value;
+    Meter(int gen) {
+      this.gen = gen;
     }
   }
 }

@@ -68,9 +68,11 @@ import java.util.function.LongSupplier;
  * sync, the SequenceSync outbox lock is taken under lock (a leaf).
  *
  * Eviction pressure (EvictionPressure): applyEvent adds a Removed event's block count to its
- * rank's decaying count (a per-rank monitor, a leaf: nothing is taken under it); route reads every
- * allowed rank's count under lock and hands the selector, in the Candidates, each candidate's
- * count over max(mean, PRESSURE_FLOOR_BLOCKS). Code that applies events to the index itself (a
+ * rank's decaying count (a per-rank monitor, a leaf apart from the pressure's own monitor taken
+ * inside it once per 50 windows); each slot holds its rank's meter (set at registration), and
+ * route reads every allowed rank's count under lock, with one exp per decision and no monitor,
+ * and hands the selector, in the Candidates, each candidate's count over max(mean,
+ * PRESSURE_FLOOR_BLOCKS). Code that applies events to the index itself (a
  * NATS replica) goes through eventFeed(), so the counts see its events too. applyEvent reads
  * nanoClock on the caller's thread.
  *
@@ -78,7 +80,9 @@ import java.util.function.LongSupplier;
  * lock; route, markPrefillCompleted and free tell it of every change they make, under lock, and
  * the table tells it of requests that expire or leave with their rank (SlotTable.Departures).
  * Peers' requests live in the same table under keys starting with U+0001, which route refuses
- * and free / markPrefillCompleted do not find for a local caller.
+ * and free / markPrefillCompleted do not find for a local caller. In approximate mode, decide and
+ * observeCachedTokens also hand it each prediction and report (under lock), and peers' are
+ * applied to predictions under lock by SequenceSync.
  *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
  * that are not registered: they are ignored).
@@ -118,7 +122,7 @@ public final class KvRouter implements AutoCloseable {
         b.selector != null
             ? b.selector
             : WorkerSelector.costBased(b.overlapWeight, b.pressureWeight, b.temperature, b.seed);
-    this.pressure = new EvictionPressure(b.pressureWindow.toNanos());
+    this.pressure = new EvictionPressure(b.pressureWindow.toNanos(), b.nanoClock.getAsLong());
     this.busyBlockFraction = b.busyBlockFraction;
     this.busyPrefillTokens = b.busyPrefillTokens;
     this.nanoClock = b.nanoClock;
@@ -203,7 +207,7 @@ public final class KvRouter implements AutoCloseable {
     if (data instanceof CacheEvent.Removed r) {
       pressure.evicted(event.worker(), r.blockHashes().length, nanoClock.getAsLong());
     } else if (data instanceof CacheEvent.Cleared) {
-      pressure.forget(event.worker()); // an emptied cache evicts nothing for a while
+      pressure.reset(event.worker()); // an emptied cache evicts nothing for a while
     }
   }
 
@@ -294,6 +298,7 @@ public final class KvRouter implements AutoCloseable {
       List<Worker> ranks = new ArrayList<>(dpSize);
       for (int rank = 0; rank < dpSize; rank++) ranks.add(new Worker(workerId, rank));
       table.add(ranks, dpSize, kvBlocksPerRank);
+      for (Worker w : ranks) table.get(w).meter = pressure.meter(w);
     } finally {
       lock.unlock();
     }
@@ -339,6 +344,7 @@ public final class KvRouter implements AutoCloseable {
                 + " (registerWorker); unregister it before registering ranks one by one");
       }
       table.add(List.of(rank), 0, kvBlocks);
+      table.get(rank).meter = pressure.meter(rank);
       return true;
     } finally {
       lock.unlock();
@@ -422,7 +428,7 @@ public final class KvRouter implements AutoCloseable {
         throw new IllegalStateException(
             "sequence sync is already on as replica " + sync.replicaId() + ", not " + replicaId);
       }
-      SequenceSync s = new SequenceSync(replicaId, lock, table, nanoClock);
+      SequenceSync s = new SequenceSync(replicaId, lock, table, predictions, nanoClock);
       table.departures(s::departed);
       sync = s;
       return s;
@@ -512,6 +518,9 @@ public final class KvRouter implements AutoCloseable {
     final TierOverlap[] tierColumn = n > 0 && all[0].tiers != null ? new TierOverlap[n] : null;
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
+    // the eviction counts' common decay, once per decision (EvictionPressure: scaled counts)
+    final int generation = pressure.generation(now);
+    final double decay = pressure.decay(generation, now);
     double evictedSum = 0;
     int allowed = 0;
     int m = 0;
@@ -520,7 +529,7 @@ public final class KvRouter implements AutoCloseable {
       final Slot s = all[i];
       if (allowedIds != null && !allowedIds.contains(s.boxedWorkerId)) continue;
       allowed++;
-      final double evicted = pressure.of(s.worker, now);
+      final double evicted = pressure.read(s.meter, generation, decay, now);
       evictedSum += evicted;
       final ActiveSequences a = s.seqs;
       final long prefill = a.activePrefillTokens();
@@ -568,6 +577,7 @@ public final class KvRouter implements AutoCloseable {
     if (sync != null) sync.localRouted(requestId, target.worker, seq, charge);
     if (predictions != null) {
       predictions.record(target.worker, target.kvBlocks, seq, local, target.overlap, now);
+      if (sync != null) sync.localPredicted(target.worker, local);
     }
     final List<Worker> busyWorkers;
     if (busy == 0) {
@@ -649,8 +659,12 @@ public final class KvRouter implements AutoCloseable {
     try {
       Slot s = table.get(worker);
       if (s == null) return;
-      predictions.observe(
-          worker, s.kvBlocks, seq, local, predictedBlocks, cachedBlocks, nanoClock.getAsLong());
+      final long now = nanoClock.getAsLong();
+      predictions.expire(now); // as before a route, and as a peer does before applying it
+      predictions.observe(worker, s.kvBlocks, seq, local, predictedBlocks, cachedBlocks, now);
+      if (sync != null) {
+        sync.localCorrected(worker, Arrays.copyOf(local, cachedBlocks), predictedBlocks);
+      }
     } finally {
       lock.unlock();
     }

@@ -3,13 +3,17 @@ package io.kvrouter.route;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.KvIndex;
+import io.kvrouter.route.SequenceChange.Predicted;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -23,7 +27,8 @@ import java.util.Map;
  * Implementation notes
  *
  * Layout: one Rank per rank that was ever predicted, with a Long2ObjectOpenHashMap from sequence
- * hash to Entry and its own intrusive doubly linked LRU list (head = least recently touched). Each
+ * hash to Entry (which keeps the block's local hash too, for snapshots) and its own intrusive
+ * doubly linked LRU list (head = least recently touched). Each
  * Entry is also threaded on one global list in touch order (head = touched longest ago). The clock
  * is monotonic and a touch always moves an entry to the tail of both lists, so both lists are
  * sorted by touch time: the global head is the first to outlive the TTL (one fixed duration), and a
@@ -79,6 +84,24 @@ import java.util.Map;
  * the size is at most maxEntries. Expiry is not spread: every overdue entry is removed before
  * matching, so an expired prediction is never matched.
  *
+ * Peers (sequence sync, SequenceSync): a peer replica's prediction is applied by record() as if
+ * made here, with every block looked up (the overlap here may differ from the peer's), its
+ * evictions reported like local ones (they are the engine's); a peer's correction by observe()
+ * with the peer's counts (p is not bounded by the k hashes sent). Applied in the order they
+ * happened, the same decisions and reports give every replica the same model.
+ *
+ * Snapshot (chains / load / capacities / loadCapacity): the model goes to a joining peer as
+ * chains, root first. A rank's LRU list is made of runs, each the deepest block of one touch and
+ * the ancestors touched with it (each entry's predecessor is its child); a run starts at a chain
+ * end, an entry whose predecessor is not its child. chains() emits, walking the global list from
+ * its head, one chain per chain end (the end and all its ancestors) with the end's age. load()
+ * records them in that order, each as touched age ago: every entry lands where the newest chain
+ * containing it puts it, which is where its own run is, so the loader's lists have the same order
+ * as the peer's (PredictionSyncTest checks a joiner stays equal under more traffic) and, on an
+ * empty model, the same touch times to the millisecond. A shared prefix is repeated in each chain
+ * through it. A loaded touch is never before the newest one held (the lists stay sorted by time),
+ * so on a model that is not empty a loaded chain may outlive its peer's by up to the TTL.
+ *
  * Threading: not thread-safe; KvRouter calls it under its lock. Lock order: the router's lock,
  * then the index's writer lock (inside apply); the Evictions listener takes only a leaf monitor.
  * </pre>
@@ -102,8 +125,9 @@ final class PredictedBlocks {
   }
 
   private static final class Entry {
-    Rank rank; // rank and seqHash change only when a pooled entry is reused
+    Rank rank; // rank, seqHash and localHash change only when a pooled entry is reused
     long seqHash;
+    long localHash;
     long touched;
     Entry parent; // the entry of the block before, same rank: it outlives this one (leaves first)
     Entry prev; // rank LRU
@@ -111,9 +135,10 @@ final class PredictedBlocks {
     Entry gPrev; // global, by touch time
     Entry gNext;
 
-    Entry(Rank rank, long seqHash) {
+    Entry(Rank rank, long seqHash, long localHash) {
       this.rank = rank;
       this.seqHash = seqHash;
+      this.localHash = localHash;
     }
   }
 
@@ -189,15 +214,31 @@ final class PredictedBlocks {
       long[] localHashes,
       int predictedBlocks,
       long nowNanos) {
+    put(worker, kvBlocks, seqHashes, localHashes, predictedBlocks, nowNanos, true);
+  }
+
+  /**
+   * {@link #record}, with the evictions it makes reported ({@code report}) or not (a snapshot being
+   * loaded). {@code nowNanos} must not be before the newest touch held.
+   */
+  private void put(
+      Worker worker,
+      long kvBlocks,
+      long[] seqHashes,
+      long[] localHashes,
+      int predictedBlocks,
+      long nowNanos,
+      boolean report) {
     final int n = seqHashes.length;
     if (n == 0) return;
     final Rank r = rank(worker, kvBlocks);
-    final int added = touchChain(r, seqHashes, n, Math.min(predictedBlocks, n), nowNanos);
+    final int added =
+        touchChain(r, seqHashes, localHashes, n, Math.min(predictedBlocks, n), nowNanos);
     if (added > 0) {
       index.apply(
           new RouterEvent(worker, eventId++, CacheEvent.storedAtRoot(seqHashes, localHashes)));
     }
-    fitCapacity(r, nowNanos, true);
+    fitCapacity(r, nowNanos, report);
     if (size > maxEntries) pruning = true;
     if (pruning) {
       int step = Math.max(MIN_PRUNE_STEP, 2 * added);
@@ -212,7 +253,7 @@ final class PredictedBlocks {
    * predictions are closed under prefixes), so they are put without a lookup first; one found there
    * anyway is kept.
    */
-  private int touchChain(Rank r, long[] seqHashes, int n, int held, long now) {
+  private int touchChain(Rank r, long[] seqHashes, long[] localHashes, int n, int held, long now) {
     final Long2ObjectOpenHashMap<Entry> map = r.map;
     int added = 0;
     Entry child = null; // the entry of block i + 1, touched just before
@@ -220,7 +261,7 @@ final class PredictedBlocks {
       final long seq = seqHashes[i];
       Entry e;
       if (i >= held) {
-        e = newEntry(r, seq);
+        e = newEntry(r, seq, localHashes[i]);
         Entry old = map.put(seq, e);
         if (old == null) {
           size++;
@@ -239,7 +280,7 @@ final class PredictedBlocks {
         } else {
           e = map.get(seq);
           if (e == null) {
-            e = newEntry(r, seq);
+            e = newEntry(r, seq, localHashes[i]);
             map.put(seq, e);
             size++;
             added++;
@@ -256,15 +297,16 @@ final class PredictedBlocks {
     return added;
   }
 
-  private Entry newEntry(Rank r, long seq) {
+  private Entry newEntry(Rank r, long seq, long localHash) {
     Entry e = pool;
-    if (e == null) return new Entry(r, seq);
+    if (e == null) return new Entry(r, seq, localHash);
     pool = e.next;
     e.next = null;
     e.parent = null;
     pooled--;
     e.rank = r;
     e.seqHash = seq;
+    e.localHash = localHash;
     return e;
   }
 
@@ -316,7 +358,7 @@ final class PredictedBlocks {
       long nowNanos) {
     final int n = seqHashes.length;
     final int k = Math.max(0, Math.min(cachedBlocks, n));
-    final int p = Math.max(0, Math.min(predictedBlocks, n));
+    final int p = Math.max(0, predictedBlocks); // the caller bounds it (a peer sends k blocks only)
     final Rank r = rank(worker, kvBlocks);
     if (k < p) { // the engine denied p - k predicted blocks: the model holds too much
       long from = r.capacity == Long.MAX_VALUE ? r.map.size() : r.capacity;
@@ -330,7 +372,7 @@ final class PredictedBlocks {
       if (!r.map.containsKey(seqHashes[i])) missing++;
     }
     if (missing > 0) {
-      touchChain(r, seqHashes, k, 0, nowNanos);
+      touchChain(r, seqHashes, localHashes, k, 0, nowNanos);
       index.apply(
           new RouterEvent(
               worker,
@@ -451,6 +493,67 @@ final class PredictedBlocks {
     else x.gPrev = p;
     e.gPrev = null;
     e.gNext = null;
+  }
+
+  /**
+   * The model as chains, for a peer's snapshot (the class comment, "Snapshot"): one per chain end,
+   * an entry whose predecessor in its rank's LRU list is not its child, with its local hashes from
+   * the root and its age; in touch order, oldest first, the order {@link #load} takes them in.
+   */
+  List<Predicted> chains(long nowNanos) {
+    List<Predicted> out = new ArrayList<>();
+    for (Entry e = gHead; e != null; e = e.gNext) {
+      if (e.prev != null && e.prev.parent == e) continue; // touched with its child: not an end
+      int depth = 0;
+      for (Entry x = e; x != null; x = x.parent) depth++;
+      long[] local = new long[depth];
+      int i = depth;
+      for (Entry x = e; x != null; x = x.parent) local[--i] = x.localHash;
+      // parents outlive their children, so the links are the chain; checked all the same
+      if (SequenceHasher.sequenceHashes(local)[depth - 1] != e.seqHash) continue;
+      out.add(
+          new Predicted(0, e.rank.worker, local, Math.max(0, nowNanos - e.touched) / 1_000_000));
+    }
+    return out;
+  }
+
+  /** Each predicted rank's effective capacity; {@code Long.MAX_VALUE} when unknown. */
+  Map<Worker, Long> capacities() {
+    Map<Worker, Long> out = new HashMap<>();
+    for (Rank r : ranks.values()) out.put(r.worker, r.capacity);
+    return out;
+  }
+
+  /**
+   * Takes a peer's capacity for {@code worker} (a rank of {@code kvBlocks} here): never above the
+   * registered count; an unknown one ({@code Long.MAX_VALUE}) changes nothing. Trims the rank to
+   * it; not reported as evictions.
+   */
+  void loadCapacity(Worker worker, long kvBlocks, long capacity, long nowNanos) {
+    if (capacity == Long.MAX_VALUE || capacity < 1) return;
+    final Rank r = rank(worker, kvBlocks);
+    r.capacity = r.registered > 0 ? Math.min(r.registered, capacity) : capacity;
+    fitCapacity(r, nowNanos, false);
+  }
+
+  /**
+   * Loads one chain of a peer's snapshot ({@link #chains}) for {@code worker}, a rank of {@code
+   * kvBlocks} blocks: recorded as touched {@code chain.ageMillis()} ago, but never before the
+   * newest touch held (the lists stay sorted by touch time, so a chain may live longer than it
+   * would have on the peer, never shorter) nor after {@code nowNanos}. A chain past the TTL is
+   * skipped. Evictions it makes are not reported. Returns whether it was loaded.
+   */
+  boolean load(Worker worker, long kvBlocks, Predicted chain, long nowNanos) {
+    final long[] local = chain.localHashes();
+    if (local.length == 0) return false;
+    final long age =
+        chain.ageMillis() >= ttlNanos / 1_000_000 ? ttlNanos : chain.ageMillis() * 1_000_000;
+    if (age >= ttlNanos) return false;
+    long t = nowNanos - age;
+    if (gTail != null && t - gTail.touched < 0) t = gTail.touched;
+    if (t - nowNanos > 0) t = nowNanos;
+    put(worker, kvBlocks, SequenceHasher.sequenceHashes(local), local, local.length, t, false);
+    return true;
   }
 
   /** Predicted (worker rank, block) pairs held now. */

@@ -1,6 +1,10 @@
 package io.kvrouter.route;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.route.SequenceChange.Corrected;
+import io.kvrouter.route.SequenceChange.Predicted;
+import io.kvrouter.route.SequenceChange.Prediction;
 import io.kvrouter.route.SequenceChange.PrefillCompleted;
 import io.kvrouter.route.SequenceChange.Released;
 import io.kvrouter.route.SequenceChange.Routed;
@@ -50,6 +54,24 @@ import java.util.function.LongSupplier;
  *
  * A peer request's deadline counts from when it was applied here (clocks of two machines are not
  * comparable); the expiry keeps the table's deadline order (ActiveSequences).
+ *
+ * Predictions (approximate mode): KvRouter also hands the outbox each prediction it records
+ * (localPredicted, in decide after the Routed) and each engine report it applies
+ * (localCorrected). They are numbered in a sequence of their own (predAssigned, also under both
+ * locks) and take no number of the load changes: drain's first number counts only the others,
+ * so a receiver that skips them numbers the rest the same. A peer's are applied to this router's
+ * PredictedBlocks (nothing in event mode; a rank not registered here is counted as unknownRank):
+ * a number at or below the peer's last applied prediction is a duplicate, skipped; past last + 1
+ * is counted as a prediction gap and applied all the same (a lost prediction is a miss the next
+ * decision or report repairs; lost load changes are a gap that reloads the snapshot, which
+ * carries the model too). Predictions describe the engines' caches, not the peer's requests: a
+ * dropped peer's stay. snapshot() adds the model (PredictedBlocks.chains, every rank's,
+ * whoever predicted it), its capacities and predAssigned; load() takes predAssigned as the last
+ * applied (the batches a snapshot covers are skipped whole) and merges the model into this one
+ * (capacities first) only for the first snapshot with a model since this process started:
+ * every peer's model is the fleet's, so a joiner needs one, and a live replica reloading a peer
+ * after a gap already has it (the gap's predictions are then lost, as a prediction gap). Loading
+ * costs about a second for a full 2^20-entry model, under the router's lock.
  * </pre>
  */
 public final class SequenceSync {
@@ -72,14 +94,42 @@ public final class SequenceSync {
   }
 
   /**
-   * A replica's requests in flight at one point of its change sequence.
+   * A replica's requests in flight at one point of its change sequence and, in approximate mode,
+   * its cache model.
    *
    * @param upToSequence the last change number the entries include
    * @param entries each request in flight, with the prefill tokens still charged
+   * @param upToPrediction the last prediction number the model includes
+   * @param predictions the model as chains with their ages (numbered 0), oldest first; empty in
+   *     event mode
+   * @param capacities the capacity the model has for each rank it predicts
    */
-  public record Snapshot(long upToSequence, List<Routed> entries) {
+  public record Snapshot(
+      long upToSequence,
+      List<Routed> entries,
+      long upToPrediction,
+      List<Predicted> predictions,
+      List<Capacity> capacities) {
     public Snapshot {
       entries = List.copyOf(entries);
+      predictions = List.copyOf(predictions);
+      capacities = List.copyOf(capacities);
+    }
+
+    /** A snapshot without a model. */
+    public Snapshot(long upToSequence, List<Routed> entries) {
+      this(upToSequence, entries, 0, List.of(), List.of());
+    }
+  }
+
+  /**
+   * The capacity approximate mode's model has for a rank: the registered KV blocks or what the
+   * corrections made of it; {@code Long.MAX_VALUE} when unknown.
+   */
+  public record Capacity(Worker worker, long blocks) {
+    public Capacity {
+      Objects.requireNonNull(worker, "worker");
+      if (blocks < 1) throw new IllegalArgumentException("blocks must be >= 1, got " + blocks);
     }
   }
 
@@ -100,9 +150,15 @@ public final class SequenceSync {
    * @param peerChangesApplied peer changes applied
    * @param duplicates peer changes skipped as already applied
    * @param gaps batches that showed lost changes (a snapshot was then needed)
-   * @param unknownRank peer requests skipped because their rank is not registered here
+   * @param unknownRank peer requests, predictions and corrections skipped because their rank is not
+   *     registered here
    * @param snapshotsLoaded peer snapshots loaded
    * @param peersDropped peers whose requests were dropped (silent, gone, restarted)
+   * @param localPredictions predictions and corrections of this replica numbered for the outbox
+   * @param peerPredictionsApplied peer predictions and corrections applied to this model (snapshot
+   *     chains included)
+   * @param predictionGaps peer predictions that arrived past a missing number (applied; the missing
+   *     ones are lost)
    */
   public record Stats(
       long localChanges,
@@ -112,12 +168,16 @@ public final class SequenceSync {
       long gaps,
       long unknownRank,
       long snapshotsLoaded,
-      long peersDropped) {}
+      long peersDropped,
+      long localPredictions,
+      long peerPredictionsApplied,
+      long predictionGaps) {}
 
   private static final class Peer {
     final String id;
     final long incarnation;
     long applied;
+    long predicted; // the last prediction number applied
     long lastHeard;
     final HashSet<String> keys = new HashSet<>();
 
@@ -132,16 +192,20 @@ public final class SequenceSync {
   private final long incarnation;
   private final ReentrantLock lock; // the router's
   private final SlotTable table; // under lock
+  private final PredictedBlocks predictions; // under lock; null in event mode
   private final LongSupplier clock;
 
   private final ReentrantLock outbox = new ReentrantLock(); // a leaf
   private final java.util.concurrent.locks.Condition nonEmpty = outbox.newCondition();
   private final ArrayList<SequenceChange> pending = new ArrayList<>(); // under outbox
   private long assigned; // under outbox (and written under lock): last number given
+  private int pendingNumbered; // under outbox: changes of pending that are not predictions
+  private long predAssigned; // under outbox (and written under lock): last prediction number
   private boolean woken; // under outbox: wake() was called since the last awaitPending
 
   private final HashMap<String, Peer> peers = new HashMap<>(); // under lock
   private long localChanges; // under outbox
+  private long localPredictions; // under outbox
   private long outboxDropped; // under outbox
   private long applied; // the rest under lock
   private long duplicates;
@@ -149,12 +213,21 @@ public final class SequenceSync {
   private long unknownRank;
   private long snapshotsLoaded;
   private long peersDropped;
+  private long predictionsApplied;
+  private boolean modelLoaded; // a snapshot's model was loaded (once per process)
+  private long predictionGaps;
 
-  SequenceSync(String replicaId, ReentrantLock lock, SlotTable table, LongSupplier clock) {
+  SequenceSync(
+      String replicaId,
+      ReentrantLock lock,
+      SlotTable table,
+      PredictedBlocks predictions,
+      LongSupplier clock) {
     this.replicaId = checkId(replicaId);
     this.incarnation = ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE | 1;
     this.lock = lock;
     this.table = table;
+    this.predictions = predictions;
     this.clock = clock;
   }
 
@@ -190,6 +263,32 @@ public final class SequenceSync {
     enqueue(new Released(requestId, expired));
   }
 
+  /** Approximate mode: {@code worker} now caches the chain of {@code localHashes} (not copied). */
+  void localPredicted(Worker worker, long[] localHashes) {
+    outbox.lock();
+    try {
+      enqueueLocked(new Predicted(++predAssigned, worker, localHashes, 0));
+    } finally {
+      outbox.unlock();
+    }
+  }
+
+  /** Approximate mode: an engine's report, {@code cachedLocalHashes} its first k blocks. */
+  void localCorrected(Worker worker, long[] cachedLocalHashes, int predictedBlocks) {
+    outbox.lock();
+    try {
+      enqueueLocked(
+          new Corrected(
+              ++predAssigned,
+              worker,
+              cachedLocalHashes,
+              predictedBlocks,
+              cachedLocalHashes.length));
+    } finally {
+      outbox.unlock();
+    }
+  }
+
   /** A request of the table left without free(): a peer's key, or one of ours. */
   void departed(String key, boolean expired) {
     if (key.isEmpty() || key.charAt(0) != MARK) {
@@ -205,29 +304,39 @@ public final class SequenceSync {
     outbox.lock();
     try {
       assigned++;
-      localChanges++;
-      if (pending.size() >= MAX_PENDING) {
-        outboxDropped += pending.size();
-        pending.clear();
-      }
-      pending.add(c);
-      if (pending.size() == 1) nonEmpty.signalAll();
+      enqueueLocked(c);
     } finally {
       outbox.unlock();
     }
   }
 
+  private void enqueueLocked(SequenceChange c) {
+    final boolean numbered = !(c instanceof Prediction);
+    if (numbered) localChanges++;
+    else localPredictions++;
+    if (pending.size() >= MAX_PENDING) {
+      outboxDropped += pending.size();
+      pending.clear();
+      pendingNumbered = 0;
+    }
+    pending.add(c);
+    if (numbered) pendingNumbered++;
+    if (pending.size() == 1) nonEmpty.signalAll();
+  }
+
   /**
    * Moves the pending changes, in order, to {@code out} and returns the sequence number of the
-   * first one; the others follow it one by one. With nothing pending, returns the number the next
+   * first one that is not a {@link Prediction}; the others follow it one by one (predictions carry
+   * their own numbers and take none of these). With none pending, returns the number the next
    * change will get (a heartbeat's number: peers check it for a gap).
    */
   public long drain(List<? super SequenceChange> out) {
     outbox.lock();
     try {
-      long first = assigned - pending.size() + 1;
+      long first = assigned - pendingNumbered + 1;
       out.addAll(pending);
       pending.clear();
+      pendingNumbered = 0;
       return first;
     } finally {
       outbox.unlock();
@@ -267,18 +376,32 @@ public final class SequenceSync {
     }
   }
 
-  /** This replica's requests in flight and the last change number they include. */
+  /**
+   * This replica's requests in flight and the last change number they include; in approximate mode,
+   * also its cache model (every rank's, whoever predicted it) and the last prediction number it
+   * includes.
+   */
   public Snapshot snapshot() {
     lock.lock();
     try {
       long upTo;
+      long predUpTo;
       outbox.lock();
       try {
         upTo = assigned;
+        predUpTo = predAssigned;
       } finally {
         outbox.unlock();
       }
-      table.expire(clock.getAsLong());
+      final long now = clock.getAsLong();
+      table.expire(now);
+      List<Predicted> model = List.of();
+      List<Capacity> caps = new ArrayList<>();
+      if (predictions != null) {
+        predictions.expire(now);
+        model = predictions.chains(now);
+        predictions.capacities().forEach((w, c) -> caps.add(new Capacity(w, c)));
+      }
       List<Routed> out = new ArrayList<>();
       for (Slot s : table.slots()) {
         final Worker w = s.worker;
@@ -287,7 +410,7 @@ public final class SequenceSync {
               if (id.isEmpty() || id.charAt(0) != MARK) out.add(new Routed(id, w, seq, prefill));
             });
       }
-      return new Snapshot(upTo, out);
+      return new Snapshot(upTo, out, predUpTo, model, caps);
     } finally {
       lock.unlock();
     }
@@ -323,34 +446,70 @@ public final class SequenceSync {
         gaps++;
         return Outcome.NEEDS_SNAPSHOT;
       }
-      if (n > 0 && firstSequence + n - 1 <= p.applied) {
-        duplicates += n;
-        return Outcome.DUPLICATE;
-      }
       table.expire(now);
+      if (predictions != null) predictions.expire(now);
+      int numbered = 0; // changes other than predictions seen so far: the next one's offset
+      int done = 0;
       for (int i = 0; i < n; i++) {
-        if (firstSequence + i <= p.applied) {
+        final SequenceChange c = changes.get(i);
+        if (c instanceof Prediction pr) {
+          if (pr.number() <= p.predicted) {
+            duplicates++;
+            continue;
+          }
+          if (pr.number() > p.predicted + 1) predictionGaps++;
+          p.predicted = pr.number();
+          applyPrediction(pr, now);
+          done++;
+          continue;
+        }
+        if (firstSequence + numbered++ <= p.applied) {
           duplicates++;
           continue;
         }
-        applyOne(p, changes.get(i), now);
+        applyOne(p, c, now);
+        done++;
       }
-      if (n > 0) p.applied = firstSequence + n - 1;
-      return Outcome.APPLIED;
+      p.applied = Math.max(p.applied, firstSequence + numbered - 1);
+      return n > 0 && done == 0 ? Outcome.DUPLICATE : Outcome.APPLIED;
     } finally {
       lock.unlock();
     }
   }
 
   private void applyOne(Peer p, SequenceChange c, long now) {
-    String key = key(p.id, c.requestId());
     applied++;
     switch (c) {
-      case Routed r -> add(p, key, r, now);
-      case PrefillCompleted pc -> table.markPrefillCompleted(key, now);
+      case Routed r -> add(p, key(p.id, r.requestId()), r, now);
+      case PrefillCompleted pc -> table.markPrefillCompleted(key(p.id, pc.requestId()), now);
       case Released rl -> {
+        String key = key(p.id, rl.requestId());
         if (table.free(key, now)) p.keys.remove(key);
       }
+      case Prediction pr -> throw new AssertionError("applied by applyPrediction");
+    }
+  }
+
+  /**
+   * A peer's prediction or correction, applied to this model as if made here; nothing in event
+   * mode, or for a rank not registered here (counted as unknownRank).
+   */
+  private void applyPrediction(Prediction pr, long now) {
+    if (predictions == null) return;
+    Slot s = table.get(pr.worker());
+    if (s == null) {
+      unknownRank++;
+      return;
+    }
+    predictionsApplied++;
+    final long[] local = pr.localHashes();
+    final long[] seq = SequenceHasher.sequenceHashes(local);
+    switch (pr) {
+      // every block looked up: the overlap here may differ from the peer's
+      case Predicted x -> predictions.record(s.worker, s.kvBlocks, seq, local, local.length, now);
+      case Corrected x ->
+          predictions.observe(
+              s.worker, s.kvBlocks, seq, local, x.predictedBlocks(), x.cachedBlocks(), now);
     }
   }
 
@@ -386,6 +545,20 @@ public final class SequenceSync {
       table.expire(now);
       for (Routed r : snapshot.entries()) add(p, key(peer, r.requestId()), r, now);
       p.applied = snapshot.upToSequence();
+      p.predicted = snapshot.upToPrediction();
+      if (predictions != null && !modelLoaded && !snapshot.predictions().isEmpty()) {
+        modelLoaded = true; // one model is enough: every peer's is the fleet's
+        predictions.expire(now);
+        for (Capacity c : snapshot.capacities()) {
+          Slot s = table.get(c.worker());
+          if (s != null) predictions.loadCapacity(s.worker, s.kvBlocks, c.blocks(), now);
+        }
+        for (Predicted c : snapshot.predictions()) {
+          Slot s = table.get(c.worker());
+          if (s == null) unknownRank++;
+          else if (predictions.load(s.worker, s.kvBlocks, c, now)) predictionsApplied++;
+        }
+      }
       snapshotsLoaded++;
     } finally {
       lock.unlock();
@@ -457,17 +630,29 @@ public final class SequenceSync {
   public Stats stats() {
     long lc;
     long od;
+    long lp;
     outbox.lock();
     try {
       lc = localChanges;
       od = outboxDropped;
+      lp = localPredictions;
     } finally {
       outbox.unlock();
     }
     lock.lock();
     try {
       return new Stats(
-          lc, od, applied, duplicates, gaps, unknownRank, snapshotsLoaded, peersDropped);
+          lc,
+          od,
+          applied,
+          duplicates,
+          gaps,
+          unknownRank,
+          snapshotsLoaded,
+          peersDropped,
+          lp,
+          predictionsApplied,
+          predictionGaps);
     } finally {
       lock.unlock();
     }

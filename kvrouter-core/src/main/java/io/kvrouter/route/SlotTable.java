@@ -50,6 +50,7 @@ final class SlotTable {
     final long kvBlocks; // capacity; 0 = unknown
     final int dpSize; // 0: registered on its own (registerRank)
     ActiveSequences seqs; // set once, right after construction
+    EvictionPressure.Meter meter; // the rank's eviction count, set at registration (under lock)
     int overlap; // scratch of one route: leading blocks the index says it caches
     int cached; // scratch: distinct blocks the index says it caches (0 unless overlap > 0)
     boolean holdsRoot; // scratch: has a request in flight with the prompt's block 0

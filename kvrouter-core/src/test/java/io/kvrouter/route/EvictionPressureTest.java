@@ -42,6 +42,80 @@ class EvictionPressureTest {
         .hasMessageContaining("the pressure window must be > 0 ns, got 0");
   }
 
+  /**
+   * The counts are scaled to an epoch that moves every 50 windows: across several moves they stay
+   * the decayed sums, computed here directly; a rank silent for two moves reads 0 (e^-50 of it).
+   */
+  @Test
+  void countsStayExactAcrossEpochs() {
+    long w = 10 * S;
+    EvictionPressure p = new EvictionPressure(w, 0);
+    p.evicted(W1, 100, 0);
+    p.evicted(W2, 40, 3 * S);
+    Worker w3 = Worker.of(3);
+    p.evicted(w3, 1_000_000, 5 * S);
+    assertThat(p.of(W1, 499 * S)).isCloseTo(100 * Math.exp(-49.9), within(1e-30));
+    p.evicted(W1, 7, 600 * S); // a new epoch: W1 rescaled on its way
+    assertThat(p.of(W1, 600 * S)).isCloseTo(100 * Math.exp(-60) + 7, within(1e-9));
+    assertThat(p.of(W1, 605 * S))
+        .isCloseTo((100 * Math.exp(-60) + 7) * Math.exp(-0.5), within(1e-9));
+    // W2 is one epoch behind: converted when read
+    assertThat(p.of(W2, 601 * S) / (40 * Math.exp(-59.8))).isCloseTo(1.0, within(1e-9));
+    p.evicted(W1, 3, 1_200 * S); // another: W2 is one behind, w3 two (untouched since 5 s)
+    assertThat(p.of(W1, 1_210 * S))
+        .isCloseTo(((100 * Math.exp(-60) + 7) * Math.exp(-60) + 3) * Math.exp(-1), within(1e-9));
+    assertThat(p.of(W2, 1_210 * S) / (40 * Math.exp(-120.7))).isCloseTo(1.0, within(1e-9));
+    assertThat(p.of(w3, 1_210 * S)).isZero(); // exactly: 10^6 × e^-120.5 is below any use
+    p.evicted(w3, 5, 1_210 * S);
+    assertThat(p.of(w3, 1_210 * S)).isCloseTo(5, within(1e-9));
+    p.reset(W1);
+    assertThat(p.of(W1, 1_210 * S)).isZero();
+  }
+
+  /**
+   * A reader racing a writer across 400 epochs never sees a count of one epoch read with another's
+   * scale (that would be off by e^50): 100 blocks every 100 ns with a 1 µs window keep the count
+   * between one add and the steady 100 / (1 − e^−0.1) ≈ 1,051.
+   */
+  @Test
+  void aRacingReaderSeesNoTornCount() throws Exception {
+    EvictionPressure p = new EvictionPressure(1_000, 0);
+    java.util.concurrent.atomic.AtomicLong latest = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicBoolean done =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
+    Thread writer =
+        new Thread(
+            () -> {
+              try {
+                started.await();
+              } catch (InterruptedException e) {
+                return;
+              }
+              for (long t = 100; t <= 20_000_000; t += 100) {
+                p.evicted(W1, 100, t);
+                latest.set(t);
+              }
+              done.set(true);
+            });
+    writer.start();
+    p.evicted(W1, 100, 0);
+    started.countDown();
+    long reads = 0;
+    while (!done.get() || reads < 1_000) {
+      long t = latest.get();
+      double v = p.of(W1, t);
+      // read at the last add the reader knows of; later adds (a few ns ahead) add a little
+      if (!(v >= 50 && v <= 3_000)) {
+        writer.join();
+        throw new AssertionError("count " + v + " at " + t + " after " + reads + " reads");
+      }
+      reads++;
+    }
+    writer.join();
+    assertThat(p.of(W1, 20_000_000)).isCloseTo(100 / (1 - Math.exp(-0.1)), within(1e-6));
+  }
+
   private long eventId;
   private long now;
 

@@ -1,6 +1,8 @@
 package io.kvrouter.transport.nats;
 
 import io.kvrouter.route.SequenceChange;
+import io.kvrouter.route.SequenceChange.Predicted;
+import io.kvrouter.route.SequenceChange.Prediction;
 import io.kvrouter.route.SequenceChange.Routed;
 import io.kvrouter.route.SequenceSync;
 import io.kvrouter.route.SequenceSync.Outcome;
@@ -57,7 +59,9 @@ import java.util.regex.Pattern;
  *              the snapshot is skipped as a duplicate. One attempt per peer per `heartbeat`.
  *   answers    a second Dispatcher thread: answers hello (below) and snapshot requests (so two replicas fetching
  *              each other's snapshot at once never wait on each other): SequenceSync.snapshot()
- *              under the router's lock, sent in chunks of at most maxBytes to the reply inbox.
+ *              under the router's lock, sent in chunks of at most maxBytes to the reply inbox:
+ *              the requests, then (approximate mode) the model's chains, oldest first; chunk 0
+ *              also carries the capacities, every chunk the last prediction number.
  * SequenceSync takes the router's lock for each apply, load, snapshot and drop; nothing here
  * holds a lock of its own while calling it. Counters are atomics.
  *
@@ -403,10 +407,14 @@ public final class NatsSequenceSync implements AutoCloseable {
     send(SyncCodec.bye(sync.replicaId(), sync.incarnation(), first + out.size(), wall()), 0);
   }
 
-  /** Publishes {@code changes} numbered from {@code first}, in messages of at most maxBytes. */
+  /**
+   * Publishes {@code changes}, the first that is not a prediction numbered {@code first}, in
+   * messages of at most maxBytes.
+   */
   private void publish(long first, List<SequenceChange> changes) {
     int header = SyncCodec.headerSize(sync.replicaId());
     int from = 0;
+    long next = first; // the number of the first change of the next part (predictions take none)
     do {
       int size = header;
       int to = from;
@@ -417,9 +425,10 @@ public final class NatsSequenceSync implements AutoCloseable {
         to++;
       }
       List<SequenceChange> part = changes.subList(from, to);
-      send(
-          SyncCodec.batch(sync.replicaId(), sync.incarnation(), first + from, wall(), part),
-          part.size());
+      send(SyncCodec.batch(sync.replicaId(), sync.incarnation(), next, wall(), part), part.size());
+      for (SequenceChange c : part) {
+        if (!(c instanceof Prediction)) next++;
+      }
       from = to;
     } while (from < changes.size());
   }
@@ -523,13 +532,22 @@ public final class NatsSequenceSync implements AutoCloseable {
         }
       }
       List<Routed> entries = new ArrayList<>();
+      List<Predicted> model = new ArrayList<>();
       for (Message c : chunks) {
         for (SequenceChange x : c.changes()) {
           if (x instanceof Routed r) entries.add(r);
+          else if (x instanceof Predicted p) model.add(p);
         }
       }
       sync.load(
-          peer, chunks[0].incarnation(), new SequenceSync.Snapshot(chunks[0].sequence(), entries));
+          peer,
+          chunks[0].incarnation(),
+          new SequenceSync.Snapshot(
+              chunks[0].sequence(),
+              entries,
+              chunks[0].upToPrediction(),
+              model,
+              chunks[0].capacities()));
       snapshotsFetched.incrementAndGet();
       unsynced.remove(peer);
       return true;
@@ -560,11 +578,14 @@ public final class NatsSequenceSync implements AutoCloseable {
     String reply = msg.getReplyTo();
     if (reply == null || closed) return;
     SequenceSync.Snapshot s = sync.snapshot();
-    int header = SyncCodec.headerSize(sync.replicaId()) + 10;
-    List<List<Routed>> parts = new ArrayList<>();
-    List<Routed> part = new ArrayList<>();
-    int size = header;
-    for (Routed r : s.entries()) {
+    int header = SyncCodec.headerSize(sync.replicaId()) + 10 + 12;
+    List<List<SequenceChange>> parts = new ArrayList<>();
+    List<SequenceChange> part = new ArrayList<>();
+    int size = header + SyncCodec.capacitiesSize(s.capacities()); // in chunk 0
+    List<SequenceChange> all = new ArrayList<>(s.entries().size() + s.predictions().size());
+    all.addAll(s.entries());
+    all.addAll(s.predictions()); // oldest first: the order load() takes them in
+    for (SequenceChange r : all) {
       int n = SyncCodec.recordSize(r);
       if (!part.isEmpty() && size + n > maxBytes) {
         parts.add(part);
@@ -583,6 +604,8 @@ public final class NatsSequenceSync implements AutoCloseable {
                 sync.replicaId(),
                 sync.incarnation(),
                 s.upToSequence(),
+                s.upToPrediction(),
+                i == 0 ? s.capacities() : List.of(),
                 wall(),
                 i,
                 parts.size(),

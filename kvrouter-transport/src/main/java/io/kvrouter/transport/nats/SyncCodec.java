@@ -2,9 +2,12 @@ package io.kvrouter.transport.nats;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.SequenceChange;
+import io.kvrouter.route.SequenceChange.Corrected;
+import io.kvrouter.route.SequenceChange.Predicted;
 import io.kvrouter.route.SequenceChange.PrefillCompleted;
 import io.kvrouter.route.SequenceChange.Released;
 import io.kvrouter.route.SequenceChange.Routed;
+import io.kvrouter.route.SequenceSync.Capacity;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -35,8 +38,19 @@ import java.util.List;
  *     2 prefill completed  request id
  *     3 freed              request id
  *     4 expired            request id
- *     other                reserved (5: approximate-mode predictions); skipped by its length and
- *                          not numbered: sequence numbers count records of types 1-4 only
+ *     5 predicted          prediction number varint, worker id i64, dp rank varint, age in ms
+ *                          varint, hash count varint, local hashes i64 each (root first)
+ *     6 corrected          prediction number varint, worker id i64, dp rank varint, predicted
+ *                          blocks varint, hash count varint (the cached blocks), local hashes
+ *     7 predictions up to  (snapshot chunks) the last prediction number the snapshot's model
+ *                          includes, varint
+ *     8 capacity           (snapshot chunk 0) worker id i64, dp rank varint, the model's capacity
+ *                          of that rank in blocks varint (0: unknown)
+ *     other                skipped by its length, not numbered
+ *   Sequence numbers count records of types 1-4 only: types 5 and 6 (approximate mode's cache
+ *   model, SequenceChange.Prediction) carry their own numbers, so a receiver that skips them (an
+ *   event-mode replica, or a build from before they existed, which skipped every type from 5 on)
+ *   numbers the rest the same.
  *
  * A decoder never trusts a length: every count and length is checked against the bytes left, so a
  * corrupt message is a FormatException, never a huge allocation.
@@ -54,8 +68,10 @@ final class SyncCodec {
   static final byte FREED = 3;
   static final byte EXPIRED = 4;
 
-  /** Reserved record type: approximate-mode predictions (not written yet). */
   static final byte PREDICTED = 5;
+  static final byte CORRECTED = 6;
+  static final byte PREDICTIONS_UP_TO = 7;
+  static final byte CAPACITY = 8;
 
   private SyncCodec() {}
 
@@ -72,6 +88,8 @@ final class SyncCodec {
    * @param sequence a batch's first change number (or a heartbeat's next), a snapshot's upTo
    * @param chunk a snapshot chunk's index (0 otherwise)
    * @param chunks a snapshot's chunk count (0 otherwise)
+   * @param upToPrediction a snapshot's last prediction number (0 otherwise)
+   * @param capacities a snapshot's model capacities (chunk 0; empty otherwise)
    */
   record Message(
       byte kind,
@@ -81,7 +99,27 @@ final class SyncCodec {
       long sentAtMillis,
       int chunk,
       int chunks,
+      long upToPrediction,
+      List<Capacity> capacities,
       List<SequenceChange> changes) {}
+
+  /** Bytes of {@code capacities} as records. */
+  static int capacitiesSize(List<Capacity> capacities) {
+    int n = 0;
+    for (Capacity c : capacities) {
+      int body = capacityBody(c);
+      n += 1 + varintSize(body) + body;
+    }
+    return n;
+  }
+
+  private static int capacityBody(Capacity c) {
+    return 8 + varintSize(c.worker().dpRank()) + varintSize(wireBlocks(c));
+  }
+
+  private static long wireBlocks(Capacity c) {
+    return c.blocks() == Long.MAX_VALUE ? 0 : c.blocks();
+  }
 
   /** Bytes of {@code c} as a record (type, length, body). */
   static int recordSize(SequenceChange c) {
@@ -90,13 +128,37 @@ final class SyncCodec {
   }
 
   private static int bodySize(SequenceChange c) {
-    int id = utf8Length(c.requestId());
-    int n = varintSize(id) + id;
-    if (c instanceof Routed r) {
-      n += 8 + varintSize(r.worker().dpRank()) + varintSize(r.prefillTokens());
-      n += varintSize(r.seqHashes().length) + 8 * r.seqHashes().length;
-    }
-    return n;
+    return switch (c) {
+      case Routed r ->
+          stringSize(r.requestId())
+              + 8
+              + varintSize(r.worker().dpRank())
+              + varintSize(r.prefillTokens())
+              + hashesSize(r.seqHashes());
+      case PrefillCompleted pc -> stringSize(pc.requestId());
+      case Released rl -> stringSize(rl.requestId());
+      case Predicted p ->
+          varintSize(p.number())
+              + 8
+              + varintSize(p.worker().dpRank())
+              + varintSize(p.ageMillis())
+              + hashesSize(p.localHashes());
+      case Corrected x ->
+          varintSize(x.number())
+              + 8
+              + varintSize(x.worker().dpRank())
+              + varintSize(x.predictedBlocks())
+              + hashesSize(x.localHashes());
+    };
+  }
+
+  private static int stringSize(String s) {
+    int n = utf8Length(s);
+    return varintSize(n) + n;
+  }
+
+  private static int hashesSize(long[] h) {
+    return varintSize(h.length) + 8 * h.length;
   }
 
   /** Bytes of the header of a message from {@code replicaId} (snapshot chunks: a bit more). */
@@ -108,24 +170,40 @@ final class SyncCodec {
   /** Encodes a batch (or, with no changes, a heartbeat) of {@code changes}. */
   static byte[] batch(
       String replicaId, long incarnation, long first, long sentAt, List<SequenceChange> changes) {
-    return encode(KIND_BATCH, replicaId, incarnation, first, sentAt, 0, 0, changes);
+    return encode(KIND_BATCH, replicaId, incarnation, first, 0, List.of(), sentAt, 0, 0, changes);
   }
 
   /** Encodes a goodbye: the replica is stopping, drop its requests. */
   static byte[] bye(String replicaId, long incarnation, long next, long sentAt) {
-    return encode(KIND_BYE, replicaId, incarnation, next, sentAt, 0, 0, List.of());
+    return encode(KIND_BYE, replicaId, incarnation, next, 0, List.of(), sentAt, 0, 0, List.of());
   }
 
-  /** Encodes chunk {@code chunk} of {@code chunks} of a snapshot up to {@code upTo}. */
+  /**
+   * Encodes chunk {@code chunk} of {@code chunks} of a snapshot up to change {@code upTo} and
+   * prediction {@code upToPrediction}: its requests (Routed), its model's chains (Predicted) and
+   * (the caller puts them in chunk 0) the model's capacities.
+   */
   static byte[] snapshotChunk(
       String replicaId,
       long incarnation,
       long upTo,
+      long upToPrediction,
+      List<Capacity> capacities,
       long sentAt,
       int chunk,
       int chunks,
       List<? extends SequenceChange> entries) {
-    return encode(KIND_SNAPSHOT, replicaId, incarnation, upTo, sentAt, chunk, chunks, entries);
+    return encode(
+        KIND_SNAPSHOT,
+        replicaId,
+        incarnation,
+        upTo,
+        upToPrediction,
+        capacities,
+        sentAt,
+        chunk,
+        chunks,
+        entries);
   }
 
   private static byte[] encode(
@@ -133,11 +211,13 @@ final class SyncCodec {
       String replicaId,
       long incarnation,
       long sequence,
+      long upToPrediction,
+      List<Capacity> capacities,
       long sentAt,
       int chunk,
       int chunks,
       List<? extends SequenceChange> changes) {
-    int size = headerSize(replicaId) + 2 * 5;
+    int size = headerSize(replicaId) + 2 * 5 + 12 + capacitiesSize(capacities);
     for (SequenceChange c : changes) size += recordSize(c);
     ByteBuffer b = ByteBuffer.allocate(size);
     b.put(MAGIC0).put(MAGIC1).put(VERSION).put(kind);
@@ -147,31 +227,60 @@ final class SyncCodec {
       putVarint(b, chunk);
       putVarint(b, chunks);
     }
-    putVarint(b, changes.size());
+    final boolean mark = kind == KIND_SNAPSHOT;
+    putVarint(b, changes.size() + (mark ? 1 : 0) + capacities.size());
+    if (mark) {
+      b.put(PREDICTIONS_UP_TO);
+      putVarint(b, varintSize(upToPrediction));
+      putVarint(b, upToPrediction);
+    }
+    for (Capacity c : capacities) {
+      b.put(CAPACITY);
+      putVarint(b, capacityBody(c));
+      b.putLong(c.worker().workerId());
+      putVarint(b, c.worker().dpRank());
+      putVarint(b, wireBlocks(c));
+    }
     for (SequenceChange c : changes) {
-      byte type =
-          switch (c) {
-            case Routed r -> ROUTED;
-            case PrefillCompleted p -> PREFILL_COMPLETED;
-            case Released r -> r.expired() ? EXPIRED : FREED;
-          };
-      b.put(type);
-      byte[] id = c.requestId().getBytes(StandardCharsets.UTF_8);
-      int body = varintSize(id.length) + id.length;
-      if (c instanceof Routed r) {
-        body += 8 + varintSize(r.worker().dpRank()) + varintSize(r.prefillTokens());
-        body += varintSize(r.seqHashes().length) + 8 * r.seqHashes().length;
-      }
-      putVarint(b, body);
-      putVarint(b, id.length);
-      b.put(id);
-      if (c instanceof Routed r) {
-        b.putLong(r.worker().workerId());
-        putVarint(b, r.worker().dpRank());
-        putVarint(b, r.prefillTokens());
-        long[] h = r.seqHashes();
-        putVarint(b, h.length);
-        for (long x : h) b.putLong(x);
+      final int body = bodySize(c);
+      switch (c) {
+        case Routed r -> {
+          b.put(ROUTED);
+          putVarint(b, body);
+          putString(b, r.requestId());
+          b.putLong(r.worker().workerId());
+          putVarint(b, r.worker().dpRank());
+          putVarint(b, r.prefillTokens());
+          putHashes(b, r.seqHashes());
+        }
+        case PrefillCompleted pc -> {
+          b.put(PREFILL_COMPLETED);
+          putVarint(b, body);
+          putString(b, pc.requestId());
+        }
+        case Released rl -> {
+          b.put(rl.expired() ? EXPIRED : FREED);
+          putVarint(b, body);
+          putString(b, rl.requestId());
+        }
+        case Predicted p -> {
+          b.put(PREDICTED);
+          putVarint(b, body);
+          putVarint(b, p.number());
+          b.putLong(p.worker().workerId());
+          putVarint(b, p.worker().dpRank());
+          putVarint(b, p.ageMillis());
+          putHashes(b, p.localHashes());
+        }
+        case Corrected x -> {
+          b.put(CORRECTED);
+          putVarint(b, body);
+          putVarint(b, x.number());
+          b.putLong(x.worker().workerId());
+          putVarint(b, x.worker().dpRank());
+          putVarint(b, x.predictedBlocks());
+          putHashes(b, x.localHashes());
+        }
       }
     }
     byte[] out = new byte[b.position()];
@@ -206,6 +315,8 @@ final class SyncCodec {
       int count = (int) getVarint(b, Integer.MAX_VALUE);
       if (count > b.remaining() / 2) throw new FormatException(count + " records cut short");
       List<SequenceChange> changes = new ArrayList<>(count);
+      long upToPrediction = 0;
+      List<Capacity> capacities = new ArrayList<>();
       for (int i = 0; i < count; i++) {
         if (b.remaining() < 2) throw new FormatException("record " + i + " cut short");
         byte type = b.get();
@@ -218,10 +329,30 @@ final class SyncCodec {
             long worker = b.getLong();
             int rank = (int) getVarint(b, Integer.MAX_VALUE);
             long prefill = getVarint(b, Long.MAX_VALUE);
-            int n = (int) getVarint(b, (end - b.position()) / 8);
-            long[] h = new long[n];
-            for (int k = 0; k < n; k++) h[k] = b.getLong();
-            changes.add(new Routed(id, new Worker(worker, rank), h, prefill));
+            changes.add(new Routed(id, new Worker(worker, rank), getHashes(b, end), prefill));
+          }
+          case PREDICTED -> {
+            long number = getVarint(b, Long.MAX_VALUE);
+            long worker = b.getLong();
+            int rank = (int) getVarint(b, Integer.MAX_VALUE);
+            long age = getVarint(b, Long.MAX_VALUE);
+            changes.add(new Predicted(number, new Worker(worker, rank), getHashes(b, end), age));
+          }
+          case CORRECTED -> {
+            long number = getVarint(b, Long.MAX_VALUE);
+            long worker = b.getLong();
+            int rank = (int) getVarint(b, Integer.MAX_VALUE);
+            int predicted = (int) getVarint(b, Integer.MAX_VALUE);
+            long[] h = getHashes(b, end);
+            changes.add(new Corrected(number, new Worker(worker, rank), h, predicted, h.length));
+          }
+          case PREDICTIONS_UP_TO -> upToPrediction = getVarint(b, Long.MAX_VALUE);
+          case CAPACITY -> {
+            long worker = b.getLong();
+            int rank = (int) getVarint(b, Integer.MAX_VALUE);
+            long blocks = getVarint(b, Long.MAX_VALUE);
+            capacities.add(
+                new Capacity(new Worker(worker, rank), blocks == 0 ? Long.MAX_VALUE : blocks));
           }
           case PREFILL_COMPLETED -> changes.add(new PrefillCompleted(getString(b)));
           case FREED -> changes.add(new Released(getString(b), false));
@@ -231,7 +362,17 @@ final class SyncCodec {
         if (b.position() > end) throw new FormatException("record " + i + " overruns its length");
         b.position(end);
       }
-      return new Message(kind, replica, incarnation, sequence, sentAt, chunk, chunks, changes);
+      return new Message(
+          kind,
+          replica,
+          incarnation,
+          sequence,
+          sentAt,
+          chunk,
+          chunks,
+          upToPrediction,
+          capacities,
+          changes);
     } catch (BufferUnderflowException | IllegalArgumentException e) {
       throw new FormatException("cut short or corrupt: " + e);
     }
@@ -243,6 +384,19 @@ final class SyncCodec {
     byte[] u = s.getBytes(StandardCharsets.UTF_8);
     putVarint(b, u.length);
     b.put(u);
+  }
+
+  private static void putHashes(ByteBuffer b, long[] h) {
+    putVarint(b, h.length);
+    for (long x : h) b.putLong(x);
+  }
+
+  /** A count and that many hashes, all before {@code end}. */
+  private static long[] getHashes(ByteBuffer b, int end) throws FormatException {
+    int n = (int) getVarint(b, Math.max(0, end - b.position()) / 8);
+    long[] h = new long[n];
+    for (int k = 0; k < n; k++) h[k] = b.getLong();
+    return h;
   }
 
   private static String getString(ByteBuffer b) throws FormatException {

@@ -11,6 +11,7 @@ import io.nats.client.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -58,6 +59,18 @@ class NatsSequenceSyncTest {
     KvRouter r = KvRouter.builder(BS).build();
     r.registerWorker(1, 1, BS);
     r.registerWorker(2, 1, BS);
+    return start(id, r, peerTimeout);
+  }
+
+  /** A replica in approximate mode whose workers 1 and 2 have 10 KV blocks each. */
+  Replica approximate(String id) {
+    KvRouter r = KvRouter.builder(BS).approximate().build();
+    r.registerWorker(1, 1, BS, 10);
+    r.registerWorker(2, 1, BS, 10);
+    return start(id, r, BEAT.multipliedBy(3));
+  }
+
+  Replica start(String id, KvRouter r, Duration peerTimeout) {
     Connection nc = server.connect();
     NatsSequenceSync s =
         NatsSequenceSync.builder(nc, SUBJECT, r.sequenceSync(id))
@@ -111,6 +124,52 @@ class NatsSequenceSyncTest {
     assertThat(b.router.inFlight()).isZero();
     assertThat(a.sync.stats().ownSkipped()).isPositive(); // its own batches came back, unapplied
     assertThat(b.sync.stats().sync().peerChangesApplied()).isEqualTo(5);
+  }
+
+  static Map<Worker, Integer> predicted(Replica x, int[] prompt) {
+    return x.router.overlaps(prompt, RouteOptions.defaults()).scores();
+  }
+
+  @Test
+  void approximatePredictionsAndCorrectionsAreSharedAndAJoinerTakesTheModel() throws Exception {
+    Replica a = approximate("a");
+    Replica b = approximate("b");
+    assertThat(a.sync.await(a.sync::ready, WAIT)).isTrue();
+    assertThat(b.sync.await(b.sync::ready, WAIT)).isTrue();
+    int[] prompt = tokens(1, 33); // 8 full blocks
+    assertThat(predicted(b, prompt)).isEmpty();
+    route(a, "r1", 1, 33, 1);
+    assertThat(predicted(a, prompt)).isEqualTo(Map.of(Worker.of(1), 8));
+    assertThat(b.sync.await(() -> predicted(b, prompt).equals(predicted(a, prompt)), WAIT))
+        .as("b predicts a's decision: %s", predicted(b, prompt))
+        .isTrue();
+    a.router.free("r1");
+    awaitSameLoads(a, b);
+    // b's own decision for the same prompt: the rank a sent it to, with the whole prefix cached
+    RouteDecision.Routed d = (RouteDecision.Routed) b.router.route("s1", prompt);
+    assertThat(d.worker()).isEqualTo(Worker.of(1));
+    assertThat(d.overlapTokens()).isEqualTo(32);
+    // worker 1's engine reports one block cached of 8 predicted: the capacity of 10 shrinks by 7
+    // and the LRU trims worker 1 to its 3 newest blocks (the prefix), on b and then on a
+    b.router.observeCachedTokens(Worker.of(1), prompt, RouteOptions.defaults(), 32, 4);
+    assertThat(predicted(b, prompt)).isEqualTo(Map.of(Worker.of(1), 3));
+    assertThat(a.sync.await(() -> predicted(a, prompt).equals(Map.of(Worker.of(1), 3)), WAIT))
+        .as("a applies b's correction: %s", predicted(a, prompt))
+        .isTrue();
+    // a late replica takes the model (blocks and learned capacity) from the snapshots
+    Replica c = approximate("c");
+    assertThat(c.sync.await(c.sync::ready, WAIT)).isTrue();
+    assertThat(predicted(c, prompt)).isEqualTo(Map.of(Worker.of(1), 3));
+    route(c, "t1", 1000, 16, 1); // 4 new blocks on worker 1: capacity 3 keeps the newest 3
+    int[] other = tokens(1000, 16);
+    assertThat(predicted(c, other)).isEqualTo(Map.of(Worker.of(1), 3));
+    assertThat(predicted(c, prompt)).isEmpty();
+    for (Replica x : List.of(a, b)) {
+      assertThat(x.sync.await(() -> predicted(x, other).equals(predicted(c, other)), WAIT))
+          .isTrue();
+      assertThat(predicted(x, prompt)).isEmpty();
+    }
+    assertThat(a.sync.stats().sync().peerPredictionsApplied()).isGreaterThanOrEqualTo(3);
   }
 
   @Test
