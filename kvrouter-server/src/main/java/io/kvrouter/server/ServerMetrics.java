@@ -546,7 +546,7 @@ final class ServerMetrics {
           new SyncField(
               "kvrouter_sync_changes_published_total",
               "Changes of this replica's bookkeeping published (routed, prefill done, freed,"
-                  + " expired)",
+                  + " expired; in approximate mode also predicted, corrected)",
               NatsSequenceSync.Stats::changesPublished),
           new SyncField(
               "kvrouter_sync_bytes_published_total",
@@ -569,6 +569,18 @@ final class ServerMetrics {
               "Peer changes applied to this replica's loads",
               st -> st.sync().peerChangesApplied()),
           new SyncField(
+              "kvrouter_sync_predictions_published_total",
+              "Approximate-mode predictions and corrections this replica shared",
+              st -> st.sync().localPredictions()),
+          new SyncField(
+              "kvrouter_sync_predictions_applied_total",
+              "Peer predictions and corrections applied to this replica's cache model",
+              st -> st.sync().peerPredictionsApplied()),
+          new SyncField(
+              "kvrouter_sync_prediction_gaps_total",
+              "Peer predictions never received (numbers skipped; the next ones apply anyway)",
+              st -> st.sync().predictionGaps()),
+          new SyncField(
               "kvrouter_sync_duplicates_total",
               "Peer changes skipped as already applied",
               st -> st.sync().duplicates()),
@@ -578,7 +590,8 @@ final class ServerMetrics {
               st -> st.sync().gaps()),
           new SyncField(
               "kvrouter_sync_unknown_rank_total",
-              "Peer requests skipped because their worker rank is not registered here",
+              "Peer requests and predictions skipped because their worker rank is not registered"
+                  + " here",
               st -> st.sync().unknownRank()),
           new SyncField(
               "kvrouter_sync_snapshots_fetched_total",

@@ -85,7 +85,11 @@ class SequenceSyncServeTest {
           .contains("kvrouter_sync_peer_requests{model_name=\"m\",routing_group=\"default\"} 1.0")
           .contains(
               "kvrouter_sync_changes_applied_total{model_name=\"m\",routing_group=\"default\"}")
-          .contains("kvrouter_sync_lag_seconds_count{model_name=\"m\",routing_group=\"default\"}");
+          .contains("kvrouter_sync_lag_seconds_count{model_name=\"m\",routing_group=\"default\"}")
+          // event mode shares no predictions: exported, and zero
+          .contains(
+              "kvrouter_sync_predictions_applied_total{model_name=\"m\",routing_group=\"default\"}"
+                  + " 0.0");
 
       assertThat(a.post("/requests/r1/free", "").status()).isEqualTo(200);
       awaitSameLoads(b, a);
