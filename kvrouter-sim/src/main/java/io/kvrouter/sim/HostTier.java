@@ -8,6 +8,7 @@ import it.unimi.dsi.fastutil.longs.LongOpenHashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.function.Consumer;
+import java.util.function.LongConsumer;
 
 /**
  * A simulated rank's host-memory KV tier (CPU offloading): blocks the device evicts are copied
@@ -41,6 +42,7 @@ final class HostTier {
   private final int capacity;
   final long transferNanos;
   private final Consumer<RouterEvent> out;
+  private final LongConsumer forgotten;
   private final Long2LongOpenHashMap parentOf = new Long2LongOpenHashMap();
   private final Long2LongOpenHashMap localOf = new Long2LongOpenHashMap();
   private final LongOpenHashSet roots = new LongOpenHashSet();
@@ -55,6 +57,20 @@ final class HostTier {
    * @param out where the host-tier events go
    */
   HostTier(Worker worker, int capacity, long transferNanos, Consumer<RouterEvent> out) {
+    this(worker, capacity, transferNanos, out, h -> {});
+  }
+
+  /**
+   * As above; {@code forgotten} hears each block this tier stops knowing (neither on the device nor
+   * here any more), for callers that keep their own per-block data (the mock engine's token ids).
+   */
+  HostTier(
+      Worker worker,
+      int capacity,
+      long transferNanos,
+      Consumer<RouterEvent> out,
+      LongConsumer forgotten) {
+    this.forgotten = forgotten;
     if (capacity < 1) throw new IllegalArgumentException("host blocks must be >= 1");
     this.worker = worker;
     this.capacity = capacity;
@@ -111,6 +127,7 @@ final class HostTier {
     parentOf.remove(h);
     localOf.remove(h);
     roots.remove(h);
+    forgotten.accept(h);
   }
 
   /** How many of {@code seq[from..]} are here, in a row from {@code from}; touches them. */
