@@ -4,6 +4,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2LongOpenHashMap;
+import it.unimi.dsi.fastutil.longs.LongIterator;
 import it.unimi.dsi.fastutil.longs.LongOpenHashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -27,7 +28,8 @@ import java.util.function.LongConsumer;
  * goes) and its parent, still on the device or already here, is known to a tiered index. lru is
  * an access-ordered LinkedHashMap of the blocks here; past capacity its eldest block leaves
  * (a host Removed). A block's parent and local hash are forgotten once it is neither on the
- * device nor here. hits() touches what it finds. The copy stays when a host block is loaded
+ * device nor here (a host eviction of a block not on the device, or a device Cleared for the
+ * blocks not here). hits() touches what it finds. The copy stays when a host block is loaded
  * back (write-through: the host keeps it).
  *
  * Model (docs/SIMULATION.md, "A host tier"): a hit costs transferNanos per block on the rank's
@@ -97,7 +99,15 @@ final class HostTier {
             if (onDevice.remove(h)) offload(h);
           }
         }
-        case CacheEvent.Cleared c -> onDevice.clear();
+        case CacheEvent.Cleared c -> {
+          // the device is empty: forget what is not here either (containsKey: no LRU touch)
+          LongIterator it = onDevice.iterator();
+          while (it.hasNext()) {
+            long h = it.nextLong();
+            if (!lru.containsKey(h)) forget(h);
+          }
+          onDevice.clear();
+        }
       }
       device.accept(e);
     };
