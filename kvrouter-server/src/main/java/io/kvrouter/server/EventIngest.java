@@ -134,9 +134,16 @@ final class EventIngest {
 
   /** Decodes a batch, checks it and applies or publishes it whole; runs on an ingest thread. */
   private int decodeAndApply(ModelKey key, byte[] body, String idempotencyKey) {
+    List<io.kvrouter.transport.kvevents.TieredEvent> tiered;
     List<RouterEvent> events;
+    boolean offTier = false;
     try {
-      events = RouterEventJson.readEvents(body);
+      tiered = RouterEventJson.readTieredEvents(body);
+      events = new java.util.ArrayList<>(tiered.size());
+      for (io.kvrouter.transport.kvevents.TieredEvent te : tiered) {
+        events.add(te.event());
+        offTier |= te.tier() != io.kvrouter.transport.kvevents.StorageTier.DEVICE;
+      }
     } catch (EventDecodeException e) {
       metrics.decodeError();
       metrics.eventBatchRejected("decode_error");
@@ -151,9 +158,16 @@ final class EventIngest {
               + ": no worker is registered for it (POST /register creates it); nothing was"
               + " applied");
     }
+    if (offTier && m.nats != null) {
+      // the NATS stream carries Dynamo's events without their tier (follow-up)
+      metrics.eventBatchRejected("bad_request");
+      throw ApiException.badRequest(
+          "events: a storage_tier other than \"device\" is not supported when the index"
+              + " replicates through NATS; nothing was applied");
+    }
     try {
       if (m.nats == null) {
-        m.applyEvents(events, acceptUnregistered);
+        m.applyTieredEvents(tiered, events, acceptUnregistered);
       } else {
         m.checkWorkers(events, acceptUnregistered);
       }

@@ -231,6 +231,33 @@ final class ModelIndex implements RouterModel {
     }
   }
 
+  /**
+   * {@link #applyEvents} for events with Dynamo's {@code storage_tier}: a device event, and a
+   * {@code Cleared} of any tier (Dynamo's indexer clears the rank on every tier whatever the
+   * event's tier says), is applied as {@link #applyEvents} applies it; a Stored or Removed of
+   * another tier goes to that tier of the index (dropped by an index without tiers, as over ZMQ).
+   */
+  void applyTieredEvents(
+      List<io.kvrouter.transport.kvevents.TieredEvent> tiered,
+      List<RouterEvent> events,
+      boolean acceptUnregistered) {
+    lock.readLock().lock();
+    try {
+      check(events, acceptUnregistered);
+      for (io.kvrouter.transport.kvevents.TieredEvent te : tiered) {
+        RouterEvent e = te.event();
+        if (te.tier() == io.kvrouter.transport.kvevents.StorageTier.DEVICE
+            || e.data() instanceof io.kvrouter.event.CacheEvent.Cleared) {
+          router.applyEvent(e);
+        } else {
+          router.applyEvent(io.kvrouter.index.Tier.valueOf(te.tier().name()), e);
+        }
+      }
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
   /** The checks of applyEvents; under the read lock. */
   private void check(List<RouterEvent> events, boolean acceptUnregistered) {
     if (closed) {

@@ -52,6 +52,7 @@ final class EngineMetrics {
   final AtomicLong successAbort = new AtomicLong();
   final AtomicLong preemptions = new AtomicLong();
   final AtomicLong pulledBlocks = new AtomicLong();
+  final AtomicLong hostLoadedBlocks = new AtomicLong();
   final Histogram ttft = new Histogram(TTFT_BUCKETS);
   final Histogram e2e = new Histogram(LATENCY_BUCKETS);
   final Histogram queue = new Histogram(LATENCY_BUCKETS);
@@ -152,6 +153,12 @@ final class EngineMetrics {
         "KV blocks pulled from prefill engines (mock engine, --kv-role consumer).",
         l,
         pulledBlocks.get());
+    counter(
+        sb,
+        "mock:kv_host_loaded_blocks",
+        "KV blocks loaded from the host tier instead of recomputed (mock engine, --host-blocks).",
+        l,
+        hostLoadedBlocks.get());
     counter(
         sb,
         "vllm:generation_tokens",

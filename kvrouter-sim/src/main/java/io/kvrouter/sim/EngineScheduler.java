@@ -6,6 +6,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.prefixcache.PrefixCache;
 import io.kvrouter.transport.kvevents.EngineEvent;
+import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -47,6 +48,15 @@ import java.util.concurrent.TimeUnit;
  * kvTransferMsPerBlock each (not on the prefill lane: NIXL reads while the engine runs), then
  * the prompt past the received blocks is computed on the prefill lane. cached_tokens reports the
  * local and the received blocks; the prefix-cache hit counters only the local ones.
+ *
+ * A host tier (--host-blocks, HostTier, docs/mock-engine.md): HostTier.tap sits between the
+ * PrefixCache and onCacheEvent, copies each evicted device block to its LRU and emits host
+ * events to onHostEvent, which turns them into medium-CPU engine events in the same step batch
+ * (the CPU store before the GPU removal). tokensOf keeps each known block's token ids (put at its
+ * device store, dropped when HostTier forgets the block) for those self-describing CPU stores.
+ * At admission, the blocks after the device prefix that the host holds are loaded at the host's
+ * transfer time each on the prefill lane, and count in cached_tokens (vLLM's num_cached_tokens
+ * includes a connector's tokens); not for a consumer's pulled requests.
  *
  * Events: PrefixCache's listener runs inside admit/clear on this thread; Stored events get the
  * prompt tokens of their blocks from `admitting` (the job being admitted). Block hashes on the
@@ -95,6 +105,7 @@ final class EngineScheduler implements AutoCloseable {
     private long lastTokenAt;
     private long modelPrefill;
     private int cachedTokens;
+    private int hostTokens;
     private int emitted;
     private int pulledBlocks;
 
@@ -139,6 +150,9 @@ final class EngineScheduler implements AutoCloseable {
   private final long salt;
   private final double transferNanosPerBlock;
   private final PrefixCache cache;
+  private final HostTier host; // null without --host-blocks
+  // §2 sequence hash -> the block's token ids, for the host tier's self-describing events
+  private final Long2ObjectOpenHashMap<int[]> tokensOf = new Long2ObjectOpenHashMap<>();
   private final LinkedBlockingQueue<Runnable> commands = new LinkedBlockingQueue<>();
   private final Thread thread;
   private volatile boolean running = true;
@@ -165,9 +179,19 @@ final class EngineScheduler implements AutoCloseable {
     this.metrics = metrics;
     this.salt = mix(c.seed() ^ System.nanoTime() ^ 0x6d6f636b656e67L);
     this.transferNanosPerBlock = c.kvTransferMsPerBlock() * 1e6;
+    Worker self = new Worker(0, 0);
+    this.host =
+        c.hostBlocks() > 0
+            ? new HostTier(
+                self,
+                c.hostBlocks(),
+                Math.round(c.hostMsPerBlock() * 1e6),
+                this::onHostEvent,
+                tokensOf::remove)
+            : null;
     this.cache =
-        PrefixCache.builder(new Worker(0, 0), c.blockSize(), c.numGpuBlocks())
-            .listener(this::onCacheEvent)
+        PrefixCache.builder(self, c.blockSize(), c.numGpuBlocks())
+            .listener(host == null ? this::onCacheEvent : host.tap(this::onCacheEvent))
             .removedEventPerBlock(true)
             .build();
     this.thread = Thread.ofPlatform().daemon().name("mock-engine-scheduler").unstarted(this::loop);
@@ -192,6 +216,10 @@ final class EngineScheduler implements AutoCloseable {
     long[] seq = SequenceHasher.sequenceHashes(cache.hasher().localHashes(prompt));
     for (int i = 0; i < seq.length; i++) seq[i] = engineHash(seq[i]);
     return seq;
+  }
+
+  private long[] sequenceHashes(int[] prompt) {
+    return SequenceHasher.sequenceHashes(cache.hasher().localHashes(prompt));
   }
 
   /** splitmix64's finaliser: a bijection on 64-bit values. */
@@ -356,15 +384,27 @@ final class EngineScheduler implements AutoCloseable {
         ready = now + real(Math.round(j.pulledBlocks * transferNanosPerBlock));
         hitBlocks = Math.min(Math.max(a.cachedBlocks(), j.remoteBlocks), maxHit);
       }
+      int hostBlocks = 0;
+      if (host != null && j.remoteBlocks == 0) {
+        // blocks past the device prefix that the host tier holds are loaded, not recomputed
+        int fromHost = host.hits(sequenceHashes(j.prompt), a.cachedBlocks());
+        hostBlocks = Math.max(0, Math.min(a.cachedBlocks() + fromHost, maxHit) - hitBlocks);
+        hitBlocks += hostBlocks;
+      }
+      j.hostTokens = hostBlocks * blockSize;
       j.cachedTokens = hitBlocks * blockSize;
       heldBlocks += j.prompt.length / blockSize;
-      j.modelPrefill = real(timing.prefillNanos(j.prompt.length - j.cachedTokens));
+      j.modelPrefill =
+          real(
+              timing.prefillNanos(j.prompt.length - j.cachedTokens)
+                  + (host == null ? 0 : hostBlocks * host.transferNanos));
       j.prefillStart = Math.max(ready, prefillFreeAt);
       j.prefillEnd = j.prefillStart + j.modelPrefill;
       prefillFreeAt = j.prefillEnd;
       metrics.prefixQueries.addAndGet(j.prompt.length);
       metrics.prefixHits.addAndGet(localHitTokens);
       metrics.pulledBlocks.addAndGet(j.pulledBlocks);
+      metrics.hostLoadedBlocks.addAndGet(hostBlocks);
       metrics.promptTokens.addAndGet(j.prompt.length);
       metrics.queue.observe((now - j.arrival) / 1e9);
       j.listener.admitted(j.cachedTokens);
@@ -426,6 +466,7 @@ final class EngineScheduler implements AutoCloseable {
             j.requestId,
             j.prompt.length,
             j.cachedTokens,
+            j.hostTokens,
             j.emitted,
             j.admitted ? j.admittedAt - j.arrival : now - j.arrival,
             j.firstTokenAt == 0 ? -1 : j.firstTokenAt - j.arrival,
@@ -446,7 +487,13 @@ final class EngineScheduler implements AutoCloseable {
         int n = s.length();
         int[] tokens = Arrays.copyOfRange(prompt, (full - n) * blockSize, full * blockSize);
         long[] hashes = new long[n];
-        for (int i = 0; i < n; i++) hashes[i] = engineHash(s.blockHashes()[i]);
+        for (int i = 0; i < n; i++) {
+          hashes[i] = engineHash(s.blockHashes()[i]);
+          if (host != null) {
+            tokensOf.put(
+                s.blockHashes()[i], Arrays.copyOfRange(tokens, i * blockSize, (i + 1) * blockSize));
+          }
+        }
         stepEvents.add(
             new EngineEvent.BlockStored(
                 hashes,
@@ -468,6 +515,40 @@ final class EngineScheduler implements AutoCloseable {
         stepEvents.add(new EngineEvent.BlockRemoved(hashes, "GPU", null, null));
       }
       case CacheEvent.Cleared c -> stepEvents.add(new EngineEvent.AllBlocksCleared());
+    }
+  }
+
+  /**
+   * A host-tier event (HostTier, one block each), as vLLM's OffloadingConnector publishes it with
+   * self-describing events: BlockStored with medium CPU, the block's token ids and its parent's
+   * engine hash, under the same engine hash as the block's GPU events; BlockRemoved medium CPU.
+   * Lands in the same step batch as the GPU events around it, in order.
+   */
+  private void onHostEvent(RouterEvent e) {
+    switch (e.data()) {
+      case CacheEvent.Stored s -> {
+        long h = s.blockHashes()[0];
+        stepEvents.add(
+            new EngineEvent.BlockStored(
+                new long[] {engineHash(h)},
+                s.hasParent(),
+                s.hasParent() ? engineHash(s.parentHash()) : 0L,
+                tokensOf.get(h),
+                blockSize,
+                null,
+                "CPU",
+                null,
+                null,
+                null,
+                null,
+                null));
+      }
+      case CacheEvent.Removed r -> {
+        long[] hashes = new long[r.blockHashes().length];
+        for (int i = 0; i < hashes.length; i++) hashes[i] = engineHash(r.blockHashes()[i]);
+        stepEvents.add(new EngineEvent.BlockRemoved(hashes, "CPU", null, null));
+      }
+      case CacheEvent.Cleared c -> {} // the host tier publishes no clears
     }
   }
 

@@ -4,10 +4,12 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2LongOpenHashMap;
+import it.unimi.dsi.fastutil.longs.LongIterator;
 import it.unimi.dsi.fastutil.longs.LongOpenHashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.function.Consumer;
+import java.util.function.LongConsumer;
 
 /**
  * A simulated rank's host-memory KV tier (CPU offloading): blocks the device evicts are copied
@@ -26,7 +28,8 @@ import java.util.function.Consumer;
  * goes) and its parent, still on the device or already here, is known to a tiered index. lru is
  * an access-ordered LinkedHashMap of the blocks here; past capacity its eldest block leaves
  * (a host Removed). A block's parent and local hash are forgotten once it is neither on the
- * device nor here. hits() touches what it finds. The copy stays when a host block is loaded
+ * device nor here (a host eviction of a block not on the device, or a device Cleared for the
+ * blocks not here). hits() touches what it finds. The copy stays when a host block is loaded
  * back (write-through: the host keeps it).
  *
  * Model (docs/SIMULATION.md, "A host tier"): a hit costs transferNanos per block on the rank's
@@ -41,6 +44,7 @@ final class HostTier {
   private final int capacity;
   final long transferNanos;
   private final Consumer<RouterEvent> out;
+  private final LongConsumer forgotten;
   private final Long2LongOpenHashMap parentOf = new Long2LongOpenHashMap();
   private final Long2LongOpenHashMap localOf = new Long2LongOpenHashMap();
   private final LongOpenHashSet roots = new LongOpenHashSet();
@@ -55,6 +59,20 @@ final class HostTier {
    * @param out where the host-tier events go
    */
   HostTier(Worker worker, int capacity, long transferNanos, Consumer<RouterEvent> out) {
+    this(worker, capacity, transferNanos, out, h -> {});
+  }
+
+  /**
+   * As above; {@code forgotten} hears each block this tier stops knowing (neither on the device nor
+   * here any more), for callers that keep their own per-block data (the mock engine's token ids).
+   */
+  HostTier(
+      Worker worker,
+      int capacity,
+      long transferNanos,
+      Consumer<RouterEvent> out,
+      LongConsumer forgotten) {
+    this.forgotten = forgotten;
     if (capacity < 1) throw new IllegalArgumentException("host blocks must be >= 1");
     this.worker = worker;
     this.capacity = capacity;
@@ -81,7 +99,15 @@ final class HostTier {
             if (onDevice.remove(h)) offload(h);
           }
         }
-        case CacheEvent.Cleared c -> onDevice.clear();
+        case CacheEvent.Cleared c -> {
+          // the device is empty: forget what is not here either (containsKey: no LRU touch)
+          LongIterator it = onDevice.iterator();
+          while (it.hasNext()) {
+            long h = it.nextLong();
+            if (!lru.containsKey(h)) forget(h);
+          }
+          onDevice.clear();
+        }
       }
       device.accept(e);
     };
@@ -111,6 +137,7 @@ final class HostTier {
     parentOf.remove(h);
     localOf.remove(h);
     roots.remove(h);
+    forgotten.accept(h);
   }
 
   /** How many of {@code seq[from..]} are here, in a row from {@code from}; touches them. */

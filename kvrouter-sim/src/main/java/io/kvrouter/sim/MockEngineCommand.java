@@ -247,6 +247,26 @@ public final class MockEngineCommand implements Callable<Integer> {
               + " (default: ${DEFAULT-VALUE}).")
   double kvTransferMsPerBlock;
 
+  @Option(
+      names = "--host-blocks",
+      paramLabel = "N",
+      defaultValue = "0",
+      description =
+          "A host tier (CPU offloading, as vLLM's OffloadingConnector) of N KV blocks: it receives"
+              + " the blocks the device evicts (LRU), publishes them as BlockStored/BlockRemoved"
+              + " events with medium CPU, and serves the blocks that follow a prompt's device"
+              + " prefix at --host-ms-per-block each (default: ${DEFAULT-VALUE}, none).")
+  int hostBlocks;
+
+  @Option(
+      names = "--host-ms-per-block",
+      paramLabel = "MS",
+      defaultValue = "0.6",
+      description =
+          "Model time to load one block from the host tier (default: ${DEFAULT-VALUE}, as"
+              + " simulate's).")
+  double hostMsPerBlock;
+
   /** The configuration these flags give (bad values throw IllegalArgumentException). */
   MockEngineServer.Config config() {
     MockEngineServer.EventEncoding enc =
@@ -286,6 +306,8 @@ public final class MockEngineCommand implements Callable<Integer> {
         .kvRole(
             kvRole == null ? MockEngineServer.KvRole.NONE : MockEngineServer.KvRole.parse(kvRole))
         .kvTransferMsPerBlock(kvTransferMsPerBlock)
+        .hostBlocks(hostBlocks)
+        .hostMsPerBlock(hostMsPerBlock)
         .build();
   }
 

@@ -122,6 +122,10 @@ public final class MockEngineServer implements AutoCloseable {
    *     its blocks, a consumer pulls the blocks a request's {@code do_remote_prefill} parameters
    *     name; {@link KvRole#NONE}: {@code kv_transfer_params} is ignored
    * @param kvTransferMsPerBlock model time a consumer spends pulling one block it does not cache
+   * @param hostBlocks blocks of the host tier (CPU offloading, {@code --host-blocks},
+   *     docs/mock-engine.md): device blocks the prefix cache evicts go there (LRU), published as
+   *     {@code medium} CPU events; 0: no host tier
+   * @param hostMsPerBlock model time to load one block from the host tier into the device
    */
   public record Config(
       String host,
@@ -148,9 +152,15 @@ public final class MockEngineServer implements AutoCloseable {
       Duration zmqStartDelay,
       int stallAfterTokens,
       KvRole kvRole,
-      double kvTransferMsPerBlock) {
+      double kvTransferMsPerBlock,
+      int hostBlocks,
+      double hostMsPerBlock) {
 
     public Config {
+      check(hostBlocks >= 0, "--host-blocks must be >= 0, got " + hostBlocks);
+      check(
+          hostMsPerBlock >= 0 && Double.isFinite(hostMsPerBlock),
+          "--host-ms-per-block must be >= 0, got " + hostMsPerBlock);
       kvRole = kvRole == null ? KvRole.NONE : kvRole;
       check(
           kvTransferMsPerBlock >= 0 && Double.isFinite(kvTransferMsPerBlock),
@@ -231,6 +241,8 @@ public final class MockEngineServer implements AutoCloseable {
       b.stallAfterTokens = stallAfterTokens;
       b.kvRole = kvRole;
       b.kvTransferMsPerBlock = kvTransferMsPerBlock;
+      b.hostBlocks = hostBlocks;
+      b.hostMsPerBlock = hostMsPerBlock;
       return b;
     }
   }
@@ -262,8 +274,20 @@ public final class MockEngineServer implements AutoCloseable {
     private int stallAfterTokens;
     private KvRole kvRole = KvRole.NONE;
     private double kvTransferMsPerBlock = 0.5;
+    private int hostBlocks;
+    private double hostMsPerBlock = 0.6;
 
     private Builder() {}
+
+    public Builder hostBlocks(int v) {
+      hostBlocks = v;
+      return this;
+    }
+
+    public Builder hostMsPerBlock(double v) {
+      hostMsPerBlock = v;
+      return this;
+    }
 
     public Builder kvRole(KvRole v) {
       kvRole = v;
@@ -416,7 +440,9 @@ public final class MockEngineServer implements AutoCloseable {
           zmqStartDelay,
           stallAfterTokens,
           kvRole,
-          kvTransferMsPerBlock);
+          kvTransferMsPerBlock,
+          hostBlocks,
+          hostMsPerBlock);
     }
   }
 
@@ -452,11 +478,15 @@ public final class MockEngineServer implements AutoCloseable {
    *
    * @param requestId the response id
    * @param promptTokens prompt length
-   * @param cachedTokens prompt tokens the prefix cache held at admission
+   * @param cachedTokens prompt tokens not computed: those the prefix cache held at admission, plus
+   *     those loaded from the host tier (as vLLM's {@code num_cached_tokens} counts a connector's
+   *     loaded tokens)
+   * @param hostTokens of {@code cachedTokens}, those loaded from the host tier
    * @param outputTokens tokens generated
    * @param queueNanos arrival to admission
    * @param ttftNanos arrival to the first token, as the engine released it
-   * @param modelPrefillNanos the prefill time the timing model gives for the uncached tokens
+   * @param modelPrefillNanos the prefill time the timing model gives for the uncached tokens, plus
+   *     the host tier's load time for {@code hostTokens}
    * @param prefillWaitNanos admission to the start of its prefill (other prefills ahead of it)
    * @param finishReason {@code stop}, {@code length} or {@code abort}
    */
@@ -464,6 +494,7 @@ public final class MockEngineServer implements AutoCloseable {
       String requestId,
       int promptTokens,
       int cachedTokens,
+      int hostTokens,
       int outputTokens,
       long queueNanos,
       long ttftNanos,

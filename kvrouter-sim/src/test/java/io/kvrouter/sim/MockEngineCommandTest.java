@@ -43,6 +43,8 @@ class MockEngineCommandTest {
           "--http-start-delay-ms",
           "--zmq-start-delay-ms",
           "--stall-after-tokens",
+          "--host-blocks",
+          "--host-ms-per-block",
           "--exit-with-parent"
         }) {
       assertThat(help).as(flag).containsPattern("(?m)^\\s+" + flag + "(\\s|=)");
@@ -74,6 +76,10 @@ class MockEngineCommandTest {
             "map",
             "--die-after-seconds",
             "1.5",
+            "--host-blocks",
+            "64",
+            "--host-ms-per-block",
+            "0.25",
             "--kv-events-config",
             "{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\",\"endpoint\":\"tcp://*:5557\","
                 + "\"replay_endpoint\":\"tcp://*:5558\",\"topic\":\"kv\",\"buffer_steps\":5}");
@@ -87,6 +93,12 @@ class MockEngineCommandTest {
     assertThat(cfg.speedup()).isEqualTo(4.0);
     assertThat(cfg.eventEncoding()).isEqualTo(MockEngineServer.EventEncoding.MAP);
     assertThat(cfg.dieAfter()).isEqualTo(Duration.ofMillis(1500));
+    assertThat(cfg.hostBlocks()).isEqualTo(64);
+    assertThat(cfg.hostMsPerBlock()).isEqualTo(0.25);
+    MockEngineCommand d = new MockEngineCommand();
+    new CommandLine(d).parseArgs(); // picocli fills the defaults on parse
+    assertThat(d.config().hostBlocks()).as("no host tier by default").isZero();
+    assertThat(d.config().hostMsPerBlock()).as("simulate's default").isEqualTo(0.6);
     assertThat(cfg.kvEvents())
         .isEqualTo(
             new KvEventsConfig(true, "zmq", "tcp://*:5557", "tcp://*:5558", "kv", 5, 100_000));
@@ -101,6 +113,8 @@ class MockEngineCommandTest {
           {"--kv-events-encoding", "xml"},
           {"--num-gpu-blocks", "4", "--block-size", "16", "--max-model-len", "100"},
           {"--speedup", "0"},
+          {"--host-blocks", "-1"},
+          {"--host-ms-per-block", "-0.5"},
         }) {
       StringWriter err = new StringWriter();
       int code =

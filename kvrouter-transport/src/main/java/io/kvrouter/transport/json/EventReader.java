@@ -7,6 +7,8 @@ import com.fasterxml.jackson.core.JsonToken;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.transport.kvevents.StorageTier;
+import io.kvrouter.transport.kvevents.TieredEvent;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -20,7 +22,8 @@ final class EventReader {
    * One instance per input document, used by one thread, then dropped. Recursive descent that
    * mirrors the wire form:
    *
-   *   {"worker_id": u64, "dp_rank"?: u32, "event": {"event_id": u64, "dp_rank"?: u32,
+   *   {"worker_id": u64, "dp_rank"?: u32, "storage_tier"?: "device" | "host_pinned" | "disk"
+   *     | "external", "event": {"event_id": u64, "dp_rank"?: u32,
    *     "data": "cleared" | {"cleared": null} | {"removed": {"block_hashes": [u64...]}}
    *           | {"stored": {"parent_hash"?: u64|null, "blocks": [{"block_hash": u64,
    *                                                                "tokens_hash": u64}...]}}}}
@@ -42,6 +45,11 @@ final class EventReader {
    * arrays owned by this instance (always of equal length) and are copied out at the right
    * length per event; a Removed event's hashes use a third scratch array.
    *
+   * storage_tier (Dynamo's StorageTier, serde snake_case, on the outer RouterEvent, default
+   * device) is read only by readArrayTiered(), which checks it and pairs it with the event; the
+   * other readers skip it as an unknown field, whatever its shape (their callers apply every
+   * event as a device event).
+   *
    * Nothing is returned until the whole document has been read and checked (including that no
    * content follows it), so a caller never sees part of a malformed input.
    */
@@ -49,6 +57,7 @@ final class EventReader {
   private static final int ROOT_WORKER_ID = 1;
   private static final int ROOT_EVENT = 2;
   private static final int ROOT_DP_RANK = 4;
+  private static final int ROOT_STORAGE_TIER = 8;
   private static final int EVENT_ID = 1;
   private static final int EVENT_DATA = 2;
   private static final int EVENT_DP_RANK = 4;
@@ -67,9 +76,27 @@ final class EventReader {
   private long eventId;
   private CacheEvent data;
   private int eventDpRank;
+  private StorageTier tier = StorageTier.DEVICE;
+  private boolean tiered; // readArrayTiered: storage_tier is read and checked
 
   EventReader(JsonParser p) {
     this.p = p;
+  }
+
+  /** Reads a document that holds exactly one array of events, each with its storage tier. */
+  List<TieredEvent> readArrayTiered() throws IOException {
+    JsonToken t = p.nextToken();
+    if (t != JsonToken.START_ARRAY) {
+      throw typeError(t, "an array of events");
+    }
+    tiered = true;
+    List<TieredEvent> out = new ArrayList<>();
+    while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
+      RouterEvent e = readEvent(t);
+      out.add(new TieredEvent(tier, e));
+    }
+    expectEndOfInput();
+    return out;
   }
 
   /** Reads a document that holds exactly one event. */
@@ -100,6 +127,7 @@ final class EventReader {
     int seen = 0;
     long workerId = 0;
     int rootDpRank = -1;
+    tier = StorageTier.DEVICE;
     while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
       String name = p.currentName();
       t = p.nextToken();
@@ -115,6 +143,14 @@ final class EventReader {
         case "dp_rank" -> {
           seen = once(seen, ROOT_DP_RANK);
           rootDpRank = dpRank(t);
+        }
+        case "storage_tier" -> {
+          if (tiered) {
+            seen = once(seen, ROOT_STORAGE_TIER);
+            tier = storageTier(t);
+          } else {
+            p.skipChildren(); // the device-only readers skip it, whatever its shape
+          }
         }
         default -> p.skipChildren();
       }
@@ -143,6 +179,33 @@ final class EventReader {
     CacheEvent d = data;
     data = null;
     return new RouterEvent(new Worker(workerId, dp), eventId, d);
+  }
+
+  /** Dynamo's StorageTier names (serde snake_case); anything else is an error, as in serde. */
+  private StorageTier storageTier(JsonToken t) throws IOException {
+    if (t == JsonToken.VALUE_STRING) {
+      switch (p.getText()) {
+        case "device" -> {
+          return StorageTier.DEVICE;
+        }
+        case "host_pinned" -> {
+          return StorageTier.HOST;
+        }
+        case "disk" -> {
+          return StorageTier.DISK;
+        }
+        case "external" -> {
+          return StorageTier.EXTERNAL;
+        }
+        default -> {}
+      }
+    }
+    throw error(
+        path(),
+        "storage_tier must be one of \"device\", \"host_pinned\", \"disk\", \"external\", found "
+            + (t == JsonToken.VALUE_STRING ? "\"" + p.getText() + "\"" : describe(t)),
+        p.currentTokenLocation(),
+        null);
   }
 
   private void readEventBody(JsonToken t) throws IOException {

@@ -10,6 +10,7 @@ import com.fasterxml.jackson.core.SerializableString;
 import com.fasterxml.jackson.core.io.SerializedString;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.transport.kvevents.TieredEvent;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.StringWriter;
@@ -25,10 +26,13 @@ import java.util.regex.Pattern;
  * <p>Reading accepts {@code "data":"stored"|"removed"} objects and {@code "data":"cleared"} (also
  * {@code {"cleared":null}}); {@code dp_rank} inside {@code event} (Dynamo's place) or at the top
  * level, defaulting to 0; a missing or null {@code parent_hash} means the chain starts at the root.
- * Unknown fields are skipped at every level whatever their shape; {@code mm_extra_info} is one of
- * them, because the router's own local hashes already include the multimodal hashes. Every u64
- * (worker id, event id, hashes) may be written as an unsigned decimal up to 2^64-1 or as a negative
- * signed value down to -2^63; either way it is kept as its 64-bit pattern.
+ * The outer {@code storage_tier} (Dynamo's, {@code "device"} when absent) is read by {@link
+ * #readTieredEvents}, which requires one of Dynamo's four names; the other readers skip it as an
+ * unknown field. Unknown fields are skipped at every level whatever their shape; {@code
+ * mm_extra_info} is one of them, because the router's own local hashes already include the
+ * multimodal hashes. Every u64 (worker id, event id, hashes) may be written as an unsigned decimal
+ * up to 2^64-1 or as a negative signed value down to -2^63; either way it is kept as its 64-bit
+ * pattern.
  *
  * <p>Anything else — a wrong type, a missing or duplicated field, a float or an integer beyond 64
  * bits where an integer belongs, a stored event without blocks, truncated or trailing input — is an
@@ -104,6 +108,25 @@ public final class RouterEventJson {
     Objects.requireNonNull(json, "json");
     try (JsonParser p = FACTORY.createParser(json)) {
       return readEvents(p);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /**
+   * Decodes a UTF-8 document holding one JSON array of events, each with the storage tier of its
+   * outer {@code storage_tier} (Dynamo's {@code StorageTier}: {@code "device"} (the default when
+   * absent), {@code "host_pinned"}, {@code "disk"}, {@code "external"}); returns all of them or
+   * throws.
+   */
+  public static List<TieredEvent> readTieredEvents(byte[] json) {
+    Objects.requireNonNull(json, "json");
+    try (JsonParser p = FACTORY.createParser(json)) {
+      try {
+        return new EventReader(p).readArrayTiered();
+      } catch (JacksonException e) {
+        throw translate(p, e);
+      }
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
