@@ -425,12 +425,15 @@ final class EngineScheduler implements AutoCloseable {
     j.lastTokenAt = now;
     j.emitted = k + 1;
     metrics.generationTokens.incrementAndGet();
-    j.listener.token(k);
     if (k + 1 >= j.maxTokens) {
+      // recorded (timings, metrics, blocks released) before the handler hears of the last token,
+      // which ends the response: a client that has its answer sees the request finished
       finish(j, null);
+      j.listener.token(k);
       j.listener.finished();
       return;
     }
+    j.listener.token(k);
     if (j.stallAfter > 0 && k + 1 >= j.stallAfter) return; // stalls until aborted or closed
     long decode = real(timing.decodeNanos(k + 2));
     at(j.prefillEnd + decode, () -> emit(j, k + 1));
