@@ -499,13 +499,21 @@ final class PredictedBlocks {
    * The model as chains, for a peer's snapshot (the class comment, "Snapshot"): one per chain end,
    * an entry whose predecessor in its rank's LRU list is not its child, with its local hashes from
    * the root and its age; in touch order, oldest first, the order {@link #load} takes them in.
+   *
+   * <p>A shared prefix is repeated in each chain through it, so the chains may hold far more hashes
+   * than the model has entries. They are taken newest first and stop at {@code 4 × maxEntries}
+   * hashes in all: past that the oldest chains are left out of the snapshot (the joiner misses what
+   * they predicted), so a snapshot never costs more than that much memory or lock time.
    */
   List<Predicted> chains(long nowNanos) {
     List<Predicted> out = new ArrayList<>();
-    for (Entry e = gHead; e != null; e = e.gNext) {
+    long budget = 4L * maxEntries;
+    for (Entry e = gTail; e != null; e = e.gPrev) {
       if (e.prev != null && e.prev.parent == e) continue; // touched with its child: not an end
       int depth = 0;
       for (Entry x = e; x != null; x = x.parent) depth++;
+      budget -= depth;
+      if (budget < 0) break;
       long[] local = new long[depth];
       int i = depth;
       for (Entry x = e; x != null; x = x.parent) local[--i] = x.localHash;
@@ -514,6 +522,7 @@ final class PredictedBlocks {
       out.add(
           new Predicted(0, e.rank.worker, local, Math.max(0, nowNanos - e.touched) / 1_000_000));
     }
+    java.util.Collections.reverse(out); // oldest first
     return out;
   }
 

@@ -508,8 +508,18 @@ public final class SequenceSync {
       // every block looked up: the overlap here may differ from the peer's
       case Predicted x -> predictions.record(s.worker, s.kvBlocks, seq, local, local.length, now);
       case Corrected x ->
+          // a peer's predicted count is bounded by the rank's blocks: one corrupt count must not
+          // shrink the modelled capacity to nothing
           predictions.observe(
-              s.worker, s.kvBlocks, seq, local, x.predictedBlocks(), x.cachedBlocks(), now);
+              s.worker,
+              s.kvBlocks,
+              seq,
+              local,
+              s.kvBlocks > 0
+                  ? (int) Math.min(x.predictedBlocks(), s.kvBlocks)
+                  : x.predictedBlocks(),
+              x.cachedBlocks(),
+              now);
     }
   }
 

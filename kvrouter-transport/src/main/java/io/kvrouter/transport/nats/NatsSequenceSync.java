@@ -374,13 +374,23 @@ public final class NatsSequenceSync implements AutoCloseable {
         boolean beatAsked = beatNow;
         if (beatAsked) beatNow = false;
         if (!out.isEmpty() || beatAsked || now - lastSent >= beat) {
-          publish(first, out);
+          try {
+            publish(first, out);
+          } catch (RuntimeException e) {
+            // one batch lost, not the publisher: peers see the gap in the numbers and reload
+            // this replica's snapshot, so nothing stays wrong
+            long n = publishErrors.incrementAndGet();
+            if (Long.bitCount(n) == 1) {
+              LOG.log(Level.WARNING, "sequence sync " + subject + ": a batch was not sent", e);
+            }
+          }
           lastSent = now;
         }
         if (now - lastSweep >= beat) {
           lastSweep = now;
           for (String gone : sync.dropSilent(peerTimeout.toNanos())) {
             unsynced.remove(gone);
+            lastAttempt.remove(gone);
             LOG.info(
                 () ->
                     "sequence sync "
@@ -495,7 +505,9 @@ public final class NatsSequenceSync implements AutoCloseable {
   /** Fetches {@code peer}'s snapshot and loads it; false (and counted) when that failed. */
   private boolean fetchAndLoad(String peer) {
     long now = System.nanoTime();
-    unsynced.putIfAbsent(peer, now);
+    // aged from the peer's last message needing it, so a live peer whose snapshot keeps failing
+    // keeps this replica unready; a silent one ages out after peerTimeout
+    unsynced.put(peer, now);
     Long last = lastAttempt.get(peer);
     if (last != null && now - last < heartbeat.toNanos()) return false;
     lastAttempt.put(peer, now);

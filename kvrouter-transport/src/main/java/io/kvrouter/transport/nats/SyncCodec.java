@@ -60,6 +60,14 @@ final class SyncCodec {
   static final byte MAGIC0 = 0x4B;
   static final byte MAGIC1 = 0x53;
   static final byte VERSION = 1;
+
+  /**
+   * The most chunks a snapshot may announce: a receiver sizes an array by the count, so a hostile
+   * or corrupt count must not allocate gigabytes (65,536 chunks of NATS's 1 MiB payload is 64 GiB,
+   * far past any model a router holds).
+   */
+  static final int MAX_CHUNKS = 1 << 16;
+
   static final byte KIND_BATCH = 1;
   static final byte KIND_BYE = 2;
   static final byte KIND_SNAPSHOT = 3;
@@ -308,8 +316,8 @@ final class SyncCodec {
       int chunk = 0;
       int chunks = 0;
       if (kind == KIND_SNAPSHOT) {
-        chunk = (int) getVarint(b, Integer.MAX_VALUE);
-        chunks = (int) getVarint(b, Integer.MAX_VALUE);
+        chunk = (int) getVarint(b, MAX_CHUNKS - 1);
+        chunks = (int) getVarint(b, MAX_CHUNKS); // a peer's count sizes the receiver's array
         if (chunk >= chunks) throw new FormatException("chunk " + chunk + " of " + chunks);
       }
       int count = (int) getVarint(b, Integer.MAX_VALUE);
@@ -328,7 +336,8 @@ final class SyncCodec {
             String id = getString(b);
             long worker = b.getLong();
             int rank = (int) getVarint(b, Integer.MAX_VALUE);
-            long prefill = getVarint(b, Long.MAX_VALUE);
+            // a prompt's tokens: an int locally, so a larger count is corrupt, not a load
+            long prefill = getVarint(b, Integer.MAX_VALUE);
             changes.add(new Routed(id, new Worker(worker, rank), getHashes(b, end), prefill));
           }
           case PREDICTED -> {

@@ -116,6 +116,27 @@ class SyncCodecTest {
     assertThat(m.capacities()).isEmpty();
   }
 
+  /** A peer's counts that would size memory or loads on the receiver are bounded. */
+  @Test
+  void countsPastTheirBoundsAreFormatExceptions() {
+    byte[] many =
+        SyncCodec.snapshotChunk(
+            "r", 5, 99, 0, List.of(), 1, 0, SyncCodec.MAX_CHUNKS + 1, List.of(ROUTED));
+    assertThatThrownBy(() -> SyncCodec.decode(many))
+        .isInstanceOf(SyncCodec.FormatException.class)
+        .hasMessageContaining("too large");
+    byte[] hugePrefill =
+        SyncCodec.batch(
+            "r",
+            1,
+            1,
+            0,
+            List.of(new Routed("x", new Worker(1, 0), new long[] {1}, 1L + Integer.MAX_VALUE)));
+    assertThatThrownBy(() -> SyncCodec.decode(hugePrefill))
+        .isInstanceOf(SyncCodec.FormatException.class)
+        .hasMessageContaining("too large");
+  }
+
   @Test
   void aRecordOfAnUnknownTypeIsSkippedByItsLength() throws Exception {
     byte[] one = SyncCodec.batch("r", 1, 1, 0, List.of(new Released("x", false)));
