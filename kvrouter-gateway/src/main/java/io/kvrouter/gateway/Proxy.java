@@ -169,18 +169,19 @@ final class Proxy {
       }
       RouteDecision d;
       long tr = System.nanoTime();
+      PairDecision.Disaggregated handOver = null;
       try {
         if (disaggregated(c.ranks)) {
           c.pair = pairRoute(c, a);
           if (c.pair instanceof PairDecision.Disaggregated x) {
-            g.metrics.routeStage.observe((System.nanoTime() - tr) / 1e9);
-            handOver(c, x, res);
-            return;
+            handOver = x;
+            d = null;
+          } else {
+            d =
+                c.pair instanceof PairDecision.Aggregated ag
+                    ? ag.routed()
+                    : ((PairDecision.Refused) c.pair).decision();
           }
-          d =
-              c.pair instanceof PairDecision.Aggregated ag
-                  ? ag.routed()
-                  : ((PairDecision.Refused) c.pair).decision();
         } else {
           d =
               c.model
@@ -193,6 +194,11 @@ final class Proxy {
         continue;
       }
       g.metrics.routeStage.observe((System.nanoTime() - tr) / 1e9);
+      if (handOver != null) {
+        // outside the try: an IllegalArgumentException of the hand-over is no duplicate id
+        handOver(c, handOver, res);
+        return;
+      }
       c.routed = d instanceof RouteDecision.Routed;
       if (d instanceof RouteDecision.AllBusy busy) {
         if (last != null) break;
