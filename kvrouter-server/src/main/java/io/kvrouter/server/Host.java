@@ -3,6 +3,7 @@ package io.kvrouter.server;
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.transport.kvevents.ClearScope;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -91,6 +92,7 @@ final class Host implements ServerHost {
           0,
           baseUrl,
           role,
+          ClearScope.DEVICE,
           config.zmqConnectTimeout());
     } catch (ApiException e) {
       throw new HttpError(e.status(), e.getMessage(), false);

@@ -250,6 +250,45 @@ class ZmqRegistrationTest {
     }
   }
 
+  /**
+   * {@code all_blocks_cleared}: {@code "all_tiers"} (SGLang HiCache) is accepted and echoed, the
+   * default {@code "device"} is not written, a warm start keeps it; another value, or the field
+   * without an endpoint, is a 400 naming the field, with nothing registered.
+   */
+  @Test
+  void theClearScopeIsCheckedAndEchoed() {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher pub = FakeVllmPublisher.bound("")) {
+      String body = registerBody(7, 0, pub, "");
+      assertError(
+          http.post("/register", body.replace("}", ",\"all_blocks_cleared\":\"host\"}")),
+          "all_blocks_cleared");
+      assertError(
+          http.post(
+              "/register",
+              "{\"instance_id\":1,\"model_name\":\"m\",\"block_size\":4,"
+                  + "\"all_blocks_cleared\":\"all_tiers\"}"),
+          "all_blocks_cleared: given without endpoint");
+      assertThat(http.get("/workers").body()).isEqualTo("[]\n");
+      HttpFixture.Reply ok =
+          http.post("/register", body.replace("}", ",\"all_blocks_cleared\":\"all_tiers\"}"));
+      assertThat(ok.status()).as(ok.body()).isEqualTo(201);
+      assertThat(ok.body()).contains("\"all_blocks_cleared\":\"all_tiers\"");
+      HttpFixture.Reply dflt =
+          http.post(
+              "/register",
+              registerBody(8, 0, pub, "").replace("}", ",\"all_blocks_cleared\":\"device\"}"));
+      assertThat(dflt.status()).as(dflt.body()).isEqualTo(201);
+      assertThat(dflt.body()).doesNotContain("all_blocks_cleared");
+      assertThat(http.get("/dump").body()).contains("\"all_blocks_cleared\":\"all_tiers\"");
+      // a warm start registers the rank again with its scope
+      try (HttpFixture warm = new HttpFixture(KvRouterServer.Config.builder().peer(http.url))) {
+        String workers = warm.get("/workers").body();
+        assertThat(workers.split("\"all_blocks_cleared\":\"all_tiers\"", -1)).hasSize(2);
+      }
+    }
+  }
+
   private static void assertError(HttpFixture.Reply r, String message) {
     assertThat(r.status()).as(r.body()).isEqualTo(400);
     assertThat(r.body()).startsWith("{\"error\":\"").contains(message);
