@@ -146,6 +146,38 @@ class TieredEngineFixturesTest {
                     .containsExactly(101, 102));
   }
 
+  /**
+   * SGLang's {@code BlockStoredWithMetadata} (kv_events.py: {@code BlockStored} plus a trailing
+   * {@code metadata: BlockStoredMetadata(cache_salt)}, a map, for salted requests): {@code
+   * ["BlockStored", hashes, parent, token_ids, block_size, lora_id, medium, {"cache_salt": s}]}.
+   * The salt is the namespace of the router's local hashes; the map is not a LoRA name.
+   */
+  @Test
+  void sglangSaltedStoresCarryTheirSaltInATrailingMetadataMap() {
+    byte[] payload =
+        msgpack(
+            p -> {
+              p.packArrayHeader(3).packDouble(1.0).packArrayHeader(1);
+              p.packArrayHeader(8).packString("BlockStored");
+              p.packArrayHeader(2).packLong(101).packLong(102);
+              p.packNil();
+              tokens(p, T8);
+              p.packInt(4).packNil().packString("CPU_PINNED");
+              p.packMapHeader(1).packString("cache_salt").packString("tenant-a");
+              p.packInt(0);
+            });
+    KvEventBatch b = KvEventDecoder.decode(payload);
+    EngineEvent.BlockStored s = (EngineEvent.BlockStored) b.events().get(0);
+    assertThat(s.cacheSalt()).isEqualTo("tenant-a");
+    assertThat(s.loraName()).isNull();
+    ConvertedBatch out = new EngineEventConverter(5, 0, 4, BlockHasher.of(4)).convert(b);
+    assertThat(out.events()).extracting(TieredEvent::tier).containsExactly(StorageTier.HOST);
+    CacheEvent.Stored host = (CacheEvent.Stored) out.events().get(0).event().data();
+    assertThat(host.tokensHashes())
+        .containsExactly(BlockHasher.of(4).withNamespace("tenant-a").localHashes(T8))
+        .doesNotContain(BlockHasher.of(4).localHashes(T8)[0]);
+  }
+
   @Test
   void sglangClearScopeClearsEveryTierAndVllmsTheDeviceOnly() {
     EngineEventConverter sglang =
