@@ -1,17 +1,21 @@
 package io.kvrouter.gateway;
 
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.transport.kvevents.ClearScope;
 import java.util.Locale;
 
 /**
  * A static engine of {@code --engine}: {@code 'http://10.0.0.5:8000;events=tcp://10.0.0.5:5557;
  * replay=tcp://10.0.0.5:5558'} and optionally {@code ;model=NAME;block_size=16;instance_id=N;
- * dp_rank=R;topic=T;role=prefill|decode|both}. Registered as {@code POST /register} would.
+ * dp_rank=R;topic=T;role=prefill|decode|both;all_blocks_cleared=device|all_tiers}. Registered as
+ * {@code POST /register} would.
  *
  * @param instanceId the instance id; -1: the gateway numbers static engines 1, 2, ... in order
  * @param model the model; null: the gateway's only {@code --model}
  * @param blockSize tokens per KV block; 0: the gateway's {@code --block-size}
  * @param role what the engine does in a disaggregated fleet ({@code both} when not given)
+ * @param clearScope the tiers the engine's {@code AllBlocksCleared} empties ({@code device} when
+ *     not given; {@code all_tiers} for SGLang HiCache; needs {@code events=})
  */
 public record EngineSpec(
     String baseUrl,
@@ -22,7 +26,32 @@ public record EngineSpec(
     String events,
     String replay,
     String topic,
-    EngineRole role) {
+    EngineRole role,
+    ClearScope clearScope) {
+
+  /** A spec whose {@code AllBlocksCleared} empties the device tier only. */
+  public EngineSpec(
+      String baseUrl,
+      String model,
+      int blockSize,
+      long instanceId,
+      int dpRank,
+      String events,
+      String replay,
+      String topic,
+      EngineRole role) {
+    this(
+        baseUrl,
+        model,
+        blockSize,
+        instanceId,
+        dpRank,
+        events,
+        replay,
+        topic,
+        role,
+        ClearScope.DEVICE);
+  }
 
   /** A spec of role {@code both}. */
   public EngineSpec(
@@ -57,6 +86,7 @@ public record EngineSpec(
     String replay = null;
     String topic = null;
     EngineRole role = EngineRole.BOTH;
+    ClearScope clearScope = ClearScope.DEVICE;
     for (int i = 1; i < parts.length; i++) {
       String p = parts[i].trim();
       if (p.isEmpty()) continue;
@@ -83,6 +113,14 @@ public record EngineSpec(
                   "--engine '" + spec + "': role " + e.getMessage(), e);
             }
           }
+          case "all_blocks_cleared" -> {
+            try {
+              clearScope = ClearScope.parse(v);
+            } catch (IllegalArgumentException e) {
+              throw new IllegalArgumentException(
+                  "--engine '" + spec + "': all_blocks_cleared " + e.getMessage(), e);
+            }
+          }
           default ->
               throw new IllegalArgumentException(
                   "--engine '"
@@ -90,7 +128,7 @@ public record EngineSpec(
                       + "': unknown key '"
                       + k
                       + "' (keys: events, replay, topic, model, block_size, instance_id,"
-                      + " dp_rank, role)");
+                      + " dp_rank, role, all_blocks_cleared)");
         }
       } catch (NumberFormatException e) {
         throw new IllegalArgumentException(
@@ -100,6 +138,10 @@ public record EngineSpec(
     if (replay != null && events == null) {
       throw new IllegalArgumentException("--engine '" + spec + "': replay= needs events=");
     }
-    return new EngineSpec(url, model, blockSize, id, rank, events, replay, topic, role);
+    if (clearScope != ClearScope.DEVICE && events == null) {
+      throw new IllegalArgumentException(
+          "--engine '" + spec + "': all_blocks_cleared= needs events=");
+    }
+    return new EngineSpec(url, model, blockSize, id, rank, events, replay, topic, role, clearScope);
   }
 }

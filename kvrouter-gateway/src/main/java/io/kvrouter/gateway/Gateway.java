@@ -212,7 +212,8 @@ public final class Gateway implements AutoCloseable {
           e.events(),
           e.replay(),
           e.topic(),
-          e.role());
+          e.role(),
+          e.clearScope());
     } catch (ServerHost.HttpError x) {
       throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + x.getMessage(), x);
     }

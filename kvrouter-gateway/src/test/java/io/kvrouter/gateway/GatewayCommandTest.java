@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.PairRouter;
+import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
@@ -56,6 +57,16 @@ class GatewayCommandTest {
                 null));
     assertThat(EngineSpec.parse("http://a:1;role=decode").role()).isEqualTo(EngineRole.DECODE);
     assertThat(EngineSpec.parse("http://a:1").role()).isEqualTo(EngineRole.BOTH);
+    assertThat(EngineSpec.parse("http://a:1").clearScope()).isEqualTo(ClearScope.DEVICE);
+    assertThat(
+            EngineSpec.parse("http://a:1;events=tcp://a:5557;all_blocks_cleared=all_tiers")
+                .clearScope())
+        .isEqualTo(ClearScope.ALL_TIERS);
+    assertThatThrownBy(
+            () -> EngineSpec.parse("http://a:1;events=tcp://a:5557;all_blocks_cleared=x"))
+        .hasMessageContaining("all_blocks_cleared must be \"device\" or \"all_tiers\"");
+    assertThatThrownBy(() -> EngineSpec.parse("http://a:1;all_blocks_cleared=all_tiers"))
+        .hasMessageContaining("all_blocks_cleared= needs events=");
     assertThatThrownBy(() -> EngineSpec.parse("http://a:1;role=decoder"))
         .hasMessageContaining("role must be \"prefill\", \"decode\" or \"both\"");
     assertThatThrownBy(() -> EngineSpec.parse("http://a:1;colour=red"))

@@ -16,6 +16,7 @@ import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteDecision;
+import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.time.Duration;
@@ -112,6 +113,7 @@ final class Api {
       long capacityBlocks,
       String baseUrl,
       EngineRole role,
+      ClearScope clearScope,
       Duration connectWait) {
     return registry.register(
         new Requests.Register(
@@ -124,7 +126,8 @@ final class Api {
             engineBlockSize,
             capacityBlocks,
             BaseUrls.check(baseUrl),
-            role),
+            role,
+            clearScope),
         connectWait);
   }
 

@@ -3,6 +3,7 @@ package io.kvrouter.server;
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.transport.kvevents.ClearScope;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -72,13 +73,17 @@ final class Host implements ServerHost {
       String endpoint,
       String replayEndpoint,
       String topic,
-      EngineRole role) {
+      EngineRole role,
+      ClearScope clearScope) {
     try {
       if (blockSize < 1 || blockSize > (1 << 20)) {
         throw ApiException.badRequest("block_size: must be in 1..1048576, got " + blockSize);
       }
       if (endpoint == null && (replayEndpoint != null || topic != null)) {
         throw ApiException.badRequest("replay_endpoint and topic need an endpoint");
+      }
+      if (endpoint == null && clearScope != ClearScope.DEVICE) {
+        throw ApiException.badRequest("all_blocks_cleared: given without endpoint");
       }
       return api.register(
           new ModelKey(modelName, routingGroup),
@@ -91,6 +96,7 @@ final class Host implements ServerHost {
           0,
           baseUrl,
           role,
+          clearScope,
           config.zmqConnectTimeout());
     } catch (ApiException e) {
       throw new HttpError(e.status(), e.getMessage(), false);

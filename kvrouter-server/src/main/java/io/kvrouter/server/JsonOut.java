@@ -13,6 +13,7 @@ import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.TierOverlap;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.ClearScope;
 import io.kvrouter.transport.zmq.IngestStats;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -111,6 +112,9 @@ final class JsonOut {
     stringOrNull(g, "replay_endpoint", r.replayEndpoint());
     if (r.topic() != null) g.writeStringField("topic", r.topic());
     if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
+    if (r.clearScope() != ClearScope.DEVICE) {
+      g.writeStringField("all_blocks_cleared", r.clearScope().wireName());
+    }
     g.writeNumberField("capacity_blocks", r.capacityBlocks());
     if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
     if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());
@@ -184,6 +188,9 @@ final class JsonOut {
       stringOrNull(g, "replay_endpoint", r.replayEndpoint());
       if (r.topic() != null) g.writeStringField("topic", r.topic());
       if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
+      if (r.clearScope() != ClearScope.DEVICE) {
+        g.writeStringField("all_blocks_cleared", r.clearScope().wireName());
+      }
       g.writeNumberField("capacity_blocks", r.capacityBlocks());
       g.writeNumberField("indexed_blocks", m.router.index().blockCount(r.worker()));
       if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());

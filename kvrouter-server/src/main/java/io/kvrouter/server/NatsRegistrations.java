@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.transport.kvevents.ClearScope;
 import io.kvrouter.transport.nats.NatsEventPublisher;
 import io.kvrouter.transport.nats.NatsEventStream;
 import io.kvrouter.transport.nats.NatsLog;
@@ -333,6 +334,9 @@ final class NatsRegistrations implements AutoCloseable {
             }
             if (r.topic() != null) g.writeStringField("topic", r.topic());
             g.writeNumberField("engine_block_size", r.engineBlockSize());
+            if (r.clearScope() != ClearScope.DEVICE) {
+              g.writeStringField("all_blocks_cleared", r.clearScope().wireName());
+            }
           }
         });
   }

@@ -10,6 +10,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.net.URI;
@@ -223,6 +224,7 @@ final class PeerWarmStart {
             w.kvBlocks(),
             w.baseUrl(),
             w.role(),
+            w.clearScope(),
             Duration.ZERO);
       } catch (ApiException e) {
         throw new IllegalStateException(
@@ -271,7 +273,8 @@ final class PeerWarmStart {
       int engineBlockSize,
       long kvBlocks,
       String baseUrl,
-      EngineRole role) {}
+      EngineRole role,
+      ClearScope clearScope) {}
 
   private static DumpedWorker worker(JsonParser p, String peer, String where) throws IOException {
     expect(p, p.currentToken(), JsonToken.START_OBJECT, peer, where);
@@ -284,6 +287,7 @@ final class PeerWarmStart {
     int engineBlockSize = 0;
     String baseUrl = null;
     EngineRole role = EngineRole.BOTH;
+    ClearScope clearScope = ClearScope.DEVICE;
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String f = p.currentName();
       JsonToken t = p.nextToken();
@@ -303,6 +307,10 @@ final class PeerWarmStart {
         case "role" -> {
           String v = optText(p, t, peer, where + ".role");
           role = v == null ? EngineRole.BOTH : EngineRole.parse(v);
+        }
+        case "all_blocks_cleared" -> {
+          String v = optText(p, t, peer, where + ".all_blocks_cleared");
+          clearScope = v == null ? ClearScope.DEVICE : ClearScope.parse(v);
         }
         case "engine_block_size" -> {
           expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".engine_block_size");
@@ -327,7 +335,8 @@ final class PeerWarmStart {
         engineBlockSize,
         kvBlocks,
         baseUrl,
-        role);
+        role,
+        clearScope);
   }
 
   private static String text(JsonParser p, JsonToken t, String peer, String where)

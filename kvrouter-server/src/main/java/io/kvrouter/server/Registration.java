@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.transport.kvevents.ClearScope;
 
 /**
  * One registered worker rank of one index, as {@code POST /register} gave it.
@@ -19,6 +20,7 @@ import io.kvrouter.route.EngineRole;
  * @param baseUrl the engine's OpenAI HTTP base URL ({@code http://host:port}, no trailing slash)
  *     that the gateway forwards to, or null (the rank is then never forwarded to)
  * @param role prefill, decode or both (docs/routing.md, Disaggregated serving)
+ * @param clearScope the tiers the engine's {@code AllBlocksCleared} empties (with an endpoint)
  */
 record Registration(
     Worker worker,
@@ -29,7 +31,8 @@ record Registration(
     long capacityBlocks,
     ZmqListener listener,
     String baseUrl,
-    EngineRole role) {
+    EngineRole role,
+    ClearScope clearScope) {
 
   /**
    * This registration as the {@code POST /register} request that makes it, for {@code key} with
@@ -47,7 +50,8 @@ record Registration(
         engineBlockSize,
         capacityBlocks,
         baseUrl,
-        role);
+        role,
+        clearScope);
   }
 
   /**

@@ -194,6 +194,7 @@ final class Registry implements AutoCloseable {
               topic,
               r.engineBlockSize(),
               r.blockSize(),
+              r.clearScope(),
               metrics.zmqEventsReceived());
       awaitConnection(listener, r.endpoint(), connectWait);
     }
@@ -207,7 +208,8 @@ final class Registry implements AutoCloseable {
             r.capacityBlocks(),
             listener,
             r.baseUrl(),
-            r.role());
+            r.role(),
+            r.clearScope());
     try {
       return add(r.key(), r.blockSize(), reg);
     } catch (RuntimeException e) {
@@ -252,7 +254,8 @@ final class Registry implements AutoCloseable {
               r.capacityBlocks(),
               null,
               r.baseUrl(),
-              r.role()));
+              r.role(),
+              r.clearScope()));
     } finally {
       membership.unlock();
     }

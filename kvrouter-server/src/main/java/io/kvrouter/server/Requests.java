@@ -3,6 +3,7 @@ package io.kvrouter.server;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteOptions;
+import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.IOException;
 import java.util.HashSet;
 import java.util.Set;
@@ -95,6 +96,8 @@ final class Requests {
    * @param baseUrl {@code base_url}: the engine's OpenAI HTTP address for the gateway, or null
    * @param role {@code role}: what the engine does in a disaggregated fleet ({@code both} when not
    *     given)
+   * @param clearScope {@code all_blocks_cleared}: the tiers the engine's {@code AllBlocksCleared}
+   *     empties ({@code device} when not given)
    */
   record Register(
       ModelKey key,
@@ -106,7 +109,8 @@ final class Requests {
       int engineBlockSize,
       long capacityBlocks,
       String baseUrl,
-      EngineRole role) {}
+      EngineRole role,
+      ClearScope clearScope) {}
 
   /**
    * {@code POST /unregister}.
@@ -147,6 +151,7 @@ final class Requests {
           String topic = null;
           String baseUrl = null;
           EngineRole role = EngineRole.BOTH;
+          ClearScope clearScope = null;
           String model = null;
           Long blockSize = null;
           Long engineBlockSize = null;
@@ -170,6 +175,16 @@ final class Requests {
                   }
                 }
               }
+              case "all_blocks_cleared" -> {
+                String v = b.optString();
+                if (v != null) {
+                  try {
+                    clearScope = ClearScope.parse(v);
+                  } catch (IllegalArgumentException e) {
+                    throw b.error("all_blocks_cleared", e.getMessage());
+                  }
+                }
+              }
               case "model_name" -> model = b.string();
               case "block_size" -> blockSize = b.integer(1, 1 << 20);
               case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
@@ -184,6 +199,11 @@ final class Requests {
           }
           if (endpoint == null && topic != null) {
             throw b.error("topic", "given without endpoint");
+          }
+          if (endpoint == null && clearScope != null) {
+            throw b.error(
+                "all_blocks_cleared",
+                "given without endpoint (events posted to /events name their tier)");
           }
           if (endpoint == null && engineBlockSize != null) {
             throw b.error(
@@ -208,7 +228,8 @@ final class Requests {
               engineBlockSize == null ? size : engineBlockSize.intValue(),
               capacity.value == null ? 0 : capacity.value,
               baseUrl == null ? null : BaseUrls.normalize(baseUrl),
-              role);
+              role,
+              clearScope == null ? ClearScope.DEVICE : clearScope);
         });
   }
 

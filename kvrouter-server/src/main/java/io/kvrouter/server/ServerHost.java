@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.transport.kvevents.ClearScope;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.List;
 
@@ -81,6 +82,37 @@ public interface ServerHost {
    *
    * @throws HttpError with the status and message {@code POST /register} would answer
    */
+  default RouterModel register(
+      String modelName,
+      String routingGroup,
+      int blockSize,
+      long instanceId,
+      int dpRank,
+      String baseUrl,
+      String endpoint,
+      String replayEndpoint,
+      String topic,
+      EngineRole role) {
+    return register(
+        modelName,
+        routingGroup,
+        blockSize,
+        instanceId,
+        dpRank,
+        baseUrl,
+        endpoint,
+        replayEndpoint,
+        topic,
+        role,
+        ClearScope.DEVICE);
+  }
+
+  /**
+   * Registers one rank as {@code POST /register} with {@code role} and {@code all_blocks_cleared}
+   * ({@code clearScope}, which needs an endpoint) does.
+   *
+   * @throws HttpError with the status and message {@code POST /register} would answer
+   */
   RouterModel register(
       String modelName,
       String routingGroup,
@@ -91,7 +123,8 @@ public interface ServerHost {
       String endpoint,
       String replayEndpoint,
       String topic,
-      EngineRole role);
+      EngineRole role,
+      ClearScope clearScope);
 
   /** Whether the server serves (false during a warm start and once stopping). */
   boolean serving();

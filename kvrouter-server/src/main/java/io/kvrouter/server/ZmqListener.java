@@ -4,6 +4,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.Tier;
+import io.kvrouter.transport.kvevents.ClearScope;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.zmq.EngineSpec;
 import io.kvrouter.transport.zmq.IngestStats;
@@ -77,13 +78,15 @@ final class ZmqListener implements AutoCloseable {
       String topic,
       int engineBlockSize,
       int routerBlockSize,
+      ClearScope clearScope,
       CounterDataPoint received) {
     this.worker = worker;
     this.endpoint = endpoint;
     this.topic = topic;
     this.received = received;
     EngineSpec spec =
-        new EngineSpec(worker.workerId(), topic, engineBlockSize, replay, worker.dpRank());
+        new EngineSpec(
+            worker.workerId(), topic, engineBlockSize, replay, worker.dpRank(), clearScope);
     this.subscriber =
         ZmqEventSubscriber.connect(endpoint, spec)
             .routerHasher(BlockHasher.of(routerBlockSize))
@@ -96,6 +99,7 @@ final class ZmqListener implements AutoCloseable {
    *
    * @param engineBlockSize the engine's tokens per block, a multiple of {@code routerBlockSize}
    * @param routerBlockSize the index's tokens per block
+   * @param clearScope the tiers the engine's {@code AllBlocksCleared} empties
    * @param received the {@code kvrouter_events_received_total{source="zmq"}} counter
    * @throws ApiException 400 naming the field when an endpoint is not one the router can connect to
    */
@@ -106,12 +110,13 @@ final class ZmqListener implements AutoCloseable {
       String topic,
       int engineBlockSize,
       int routerBlockSize,
+      ClearScope clearScope,
       CounterDataPoint received) {
     checkEndpoint("endpoint", endpoint);
     if (replay != null) checkEndpoint("replay_endpoint", replay);
     try {
       return new ZmqListener(
-          worker, endpoint, replay, topic, engineBlockSize, routerBlockSize, received);
+          worker, endpoint, replay, topic, engineBlockSize, routerBlockSize, clearScope, received);
     } catch (RuntimeException e) {
       throw ApiException.badRequest(
           "endpoint: ZMQ cannot connect to '"

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.transport.kvevents.ClearScope;
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
@@ -26,7 +27,8 @@ class NatsRegistrationsTest {
             16,
             4096,
             null,
-            EngineRole.BOTH);
+            EngineRole.BOTH,
+            ClearScope.DEVICE);
     assertThat(Requests.register(NatsRegistrations.json(plain))).isEqualTo(plain);
     Requests.Register zmq =
         new Requests.Register(
@@ -39,8 +41,23 @@ class NatsRegistrationsTest {
             16,
             0,
             "http://10.0.0.5:8000",
-            EngineRole.PREFILL);
+            EngineRole.PREFILL,
+            ClearScope.DEVICE);
     assertThat(Requests.register(NatsRegistrations.json(zmq))).isEqualTo(zmq);
+    Requests.Register sglang =
+        new Requests.Register(
+            new ModelKey("m", "default"),
+            4,
+            new Worker(9, 0),
+            "tcp://10.0.0.6:5557",
+            null,
+            "",
+            4,
+            0,
+            null,
+            EngineRole.BOTH,
+            ClearScope.ALL_TIERS);
+    assertThat(Requests.register(NatsRegistrations.json(sglang))).isEqualTo(sglang);
     Requests.Register decode =
         new Requests.Register(
             new ModelKey("m", "default"),
@@ -52,7 +69,8 @@ class NatsRegistrationsTest {
             4,
             0,
             null,
-            EngineRole.DECODE);
+            EngineRole.DECODE,
+            ClearScope.DEVICE);
     assertThat(Requests.register(NatsRegistrations.json(decode))).isEqualTo(decode);
     // unsigned instance ids are written as unsigned numbers
     assertThat(new String(NatsRegistrations.json(plain), StandardCharsets.UTF_8))
@@ -87,6 +105,7 @@ class NatsRegistrationsTest {
                 4,
                 0,
                 null,
-                EngineRole.BOTH));
+                EngineRole.BOTH,
+                ClearScope.DEVICE));
   }
 }

@@ -250,6 +250,99 @@ class ZmqRegistrationTest {
     }
   }
 
+  /**
+   * {@code all_blocks_cleared}: {@code "all_tiers"} (SGLang HiCache) is accepted and echoed, the
+   * default {@code "device"} is not written, a warm start keeps it; another value, or the field
+   * without an endpoint, is a 400 naming the field, with nothing registered.
+   */
+  @Test
+  void theClearScopeIsCheckedAndEchoed() {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher pub = FakeVllmPublisher.bound("")) {
+      String body = registerBody(7, 0, pub, "");
+      assertError(
+          http.post("/register", body.replace("}", ",\"all_blocks_cleared\":\"host\"}")),
+          "all_blocks_cleared");
+      assertError(
+          http.post(
+              "/register",
+              "{\"instance_id\":1,\"model_name\":\"m\",\"block_size\":4,"
+                  + "\"all_blocks_cleared\":\"all_tiers\"}"),
+          "all_blocks_cleared: given without endpoint");
+      assertThat(http.get("/workers").body()).isEqualTo("[]\n");
+      HttpFixture.Reply ok =
+          http.post("/register", body.replace("}", ",\"all_blocks_cleared\":\"all_tiers\"}"));
+      assertThat(ok.status()).as(ok.body()).isEqualTo(201);
+      assertThat(ok.body()).contains("\"all_blocks_cleared\":\"all_tiers\"");
+      HttpFixture.Reply dflt =
+          http.post(
+              "/register",
+              registerBody(8, 0, pub, "").replace("}", ",\"all_blocks_cleared\":\"device\"}"));
+      assertThat(dflt.status()).as(dflt.body()).isEqualTo(201);
+      assertThat(dflt.body()).doesNotContain("all_blocks_cleared");
+      assertThat(http.get("/dump").body()).contains("\"all_blocks_cleared\":\"all_tiers\"");
+      // a warm start registers the rank again with its scope
+      try (HttpFixture warm = new HttpFixture(KvRouterServer.Config.builder().peer(http.url))) {
+        String workers = warm.get("/workers").body();
+        assertThat(workers.split("\"all_blocks_cleared\":\"all_tiers\"", -1)).hasSize(2);
+      }
+    }
+  }
+
+  /**
+   * A batch of rank 0 storing the full blocks of {@code tokens} from the root on {@code medium}.
+   */
+  private static byte[] storedOn(String medium, int[] tokens) {
+    long[] seq = SequenceHasher.sequenceHashes(BlockHasher.of(BS).localHashes(tokens));
+    EngineEvent e =
+        new EngineEvent.BlockStored(
+            seq, false, 0, tokens, BS, null, medium, null, null, null, null, null);
+    return ENCODER.encode(new KvEventBatch(1.7e9, 0, List.of(e), 0));
+  }
+
+  private static byte[] allCleared() {
+    return ENCODER.encode(
+        new KvEventBatch(1.7e9, 0, List.of(new EngineEvent.AllBlocksCleared()), 0));
+  }
+
+  /**
+   * The scope reaches the engine's converter: after an {@code AllBlocksCleared}, an {@code
+   * all_tiers} engine (SGLang) has lost its host copies, a {@code device} one (vLLM) keeps them.
+   */
+  @Test
+  void anAllTiersEngineLosesItsHostCopiesOnAClearAndADeviceOneKeepsThem() {
+    try (HttpFixture http = new HttpFixture();
+        FakeVllmPublisher sglang = FakeVllmPublisher.bound("");
+        FakeVllmPublisher vllm = FakeVllmPublisher.bound("")) {
+      HttpFixture.Reply a =
+          http.post(
+              "/register",
+              registerBody(7, 0, sglang, "")
+                  .replace("}", ",\"all_blocks_cleared\":\"all_tiers\"}"));
+      assertThat(a.status()).as(a.body()).isEqualTo(201);
+      HttpFixture.Reply b = http.post("/register", registerBody(8, 0, vllm, ""));
+      assertThat(b.status()).as(b.body()).isEqualTo(201);
+      sglang.awaitSubscriptions(1, WAIT);
+      vllm.awaitSubscriptions(1, WAIT);
+      String hostOf7 = "\"7\":{\"0\":{\"device\":0,\"host\":2";
+      String hostOf8 = "\"8\":{\"0\":{\"device\":0,\"host\":2";
+      sglang.publish(storedOn("CPU_PINNED", range(1, 8)));
+      vllm.publish(storedOn("CPU", range(1, 8)));
+      await(() -> http.query("m", range(1, 8)), q -> q.contains(hostOf7) && q.contains(hostOf8));
+
+      sglang.publish(allCleared());
+      vllm.publish(allCleared());
+      // a device store after each clear: once both are seen, both clears were applied
+      sglang.publish(storedOn("GPU", range(50, 4)));
+      vllm.publish(storedOn("GPU", range(50, 4)));
+      await(
+          () -> http.query("m", range(50, 4)),
+          q -> q.contains("\"7\":{\"0\":1}") && q.contains("\"8\":{\"0\":1}"));
+      String after = http.query("m", range(1, 8)).body();
+      assertThat(after).contains(hostOf8).doesNotContain("\"7\":{\"0\":{");
+    }
+  }
+
   private static void assertError(HttpFixture.Reply r, String message) {
     assertThat(r.status()).as(r.body()).isEqualTo(400);
     assertThat(r.body()).startsWith("{\"error\":\"").contains(message);

@@ -33,6 +33,7 @@ final class BatchReader {
    *   events := [event...]
    *   event  := ["BlockStored", hashes, hash|nil, [u32...], int, lora_id?, medium?, lora_name?,
    *              extra_keys?, group_idx?, kind?, sliding_window?, ignored...]
+   *              (lora_name may be SGLang's metadata map {"cache_salt": str, ignored...})
    *           | ["BlockRemoved", hashes, medium?, group_idx?, kind?, ignored...]
    *           | ["AllBlocksCleared", ignored...] | [unknown-tag, ignored...]
    *           | {"type": tag, field: value...}   (same field names; "type" may come anywhere,
@@ -451,7 +452,13 @@ final class BatchReader {
         case BLOCK_SIZE -> blockSize = readBlockSize();
         case LORA_ID -> loraId = readOptionalLong();
         case MEDIUM -> medium = readOptionalString();
-        case LORA_NAME -> loraName = readOptionalString();
+        case LORA_NAME -> {
+          if (nextFormat().getValueType() == ValueType.MAP) {
+            readMetadata();
+          } else {
+            loraName = readOptionalString();
+          }
+        }
         case EXTRA_KEYS -> extraKeys = readExtraKeys();
         case GROUP_IDX -> groupIdx = readOptionalGroup();
         case KIND -> kind = readOptionalString();
@@ -459,6 +466,31 @@ final class BatchReader {
         case LOCALITY -> locality = readOptionalString();
         default -> throw new IllegalStateException("field " + id);
       }
+    }
+
+    /**
+     * SGLang's {@code BlockStoredWithMetadata} (positional, for salted requests) puts a map {@code
+     * {"cache_salt": s}} right after {@code medium}, where vLLM has {@code lora_name}: its salt is
+     * read, other keys are skipped.
+     */
+    void readMetadata() throws IOException {
+      int n = mapHeader();
+      push(null);
+      for (int i = 0; i < n; i++) {
+        String key = fieldName();
+        rename(key);
+        if (key.equals("cache_salt")) {
+          int bit = 1 << CACHE_SALT;
+          if ((seen & bit) != 0) {
+            throw error("duplicate field");
+          }
+          seen |= bit;
+          cacheSalt = readOptionalString();
+        } else {
+          skip(1);
+        }
+      }
+      pop();
     }
 
     /**

@@ -56,8 +56,8 @@ public final class EngineEventConverter {
    *   tierRefs    off-device tiers only: engine hash -> how many stores announced it and no
    *               removal took back (offloading engines announce a block once per chunk that
    *               holds it); a removal is passed on when the count reaches 0.
-   * The maps lose an entry when its block is removed and are dropped whole by Cleared (device
-   * tier) and by reset(). Unsalted traffic with k == 1 keeps no per-block state at all.
+   * The maps lose an entry when its block is removed and are dropped whole by Cleared (the
+   * tiers of the clear scope) and by reset(). Unsalted traffic with k == 1 keeps no per-block state at all.
    *
    * convert() first checks the batch for self-references without touching state, so a dropped
    * batch changes nothing. Event ids come from one counter that only grows, across resets.
@@ -82,6 +82,7 @@ public final class EngineEventConverter {
   private final int engineBlockSize;
   private final int split;
   private final BlockHasher routerHasher;
+  private final ClearScope clearScope;
   private final Map<Key, RankState> states = new LinkedHashMap<>();
   private final Map<String, BlockHasher> hashers = new HashMap<>();
   private long lastEventId;
@@ -97,6 +98,20 @@ public final class EngineEventConverter {
    */
   public EngineEventConverter(
       long workerId, int defaultDpRank, int engineBlockSize, BlockHasher routerHasher) {
+    this(workerId, defaultDpRank, engineBlockSize, routerHasher, ClearScope.DEVICE);
+  }
+
+  /**
+   * A converter whose {@code AllBlocksCleared} empties the tiers {@code clearScope} names (the
+   * four-argument constructor: {@link ClearScope#DEVICE}).
+   */
+  public EngineEventConverter(
+      long workerId,
+      int defaultDpRank,
+      int engineBlockSize,
+      BlockHasher routerHasher,
+      ClearScope clearScope) {
+    this.clearScope = Objects.requireNonNull(clearScope, "clearScope");
     this.routerHasher = Objects.requireNonNull(routerHasher, "routerHasher");
     checkBlockSizes(engineBlockSize, routerHasher.blockSize());
     if (defaultDpRank < 0) {
@@ -136,6 +151,11 @@ public final class EngineEventConverter {
     return workerId;
   }
 
+  /** The tiers an {@code AllBlocksCleared} empties. */
+  public ClearScope clearScope() {
+    return clearScope;
+  }
+
   /** The engine's tokens per block. */
   public int engineBlockSize() {
     return engineBlockSize;
@@ -167,8 +187,15 @@ public final class EngineEventConverter {
     for (EngineEvent e : batch.events()) {
       switch (e) {
         case EngineEvent.AllBlocksCleared c -> {
-          states.remove(new Key(worker.dpRank(), StorageTier.DEVICE));
-          out.add(emit(worker, StorageTier.DEVICE, CacheEvent.cleared()));
+          if (clearScope == ClearScope.DEVICE) {
+            states.remove(new Key(worker.dpRank(), StorageTier.DEVICE));
+            out.add(emit(worker, StorageTier.DEVICE, CacheEvent.cleared()));
+          } else {
+            for (StorageTier tier : StorageTier.values()) {
+              states.remove(new Key(worker.dpRank(), tier));
+              out.add(emit(worker, tier, CacheEvent.cleared()));
+            }
+          }
         }
         case EngineEvent.BlockStored s -> {
           if (!isMainGroup(s.groupIdx(), s.kvCacheSpecKind())) {

@@ -1,5 +1,6 @@
 package io.kvrouter.transport.zmq;
 
+import io.kvrouter.transport.kvevents.ClearScope;
 import java.util.Objects;
 
 /**
@@ -14,11 +15,19 @@ import java.util.Objects;
  * @param replayEndpoint the engine's ROUTER replay socket (vLLM's {@code replay_endpoint}, seen
  *     from the router, e.g. {@code tcp://10.0.0.5:5558}), or {@code null} when it has none
  * @param defaultDpRank the rank of batches that do not name one
+ * @param clearScope the tiers the engine's {@code AllBlocksCleared} empties: {@link
+ *     ClearScope#DEVICE} for vLLM (the default), {@link ClearScope#ALL_TIERS} for SGLang HiCache
  */
 public record EngineSpec(
-    long workerId, String topic, int blockSize, String replayEndpoint, int defaultDpRank) {
+    long workerId,
+    String topic,
+    int blockSize,
+    String replayEndpoint,
+    int defaultDpRank,
+    ClearScope clearScope) {
   public EngineSpec {
     Objects.requireNonNull(topic, "topic (use \"\" for none)");
+    Objects.requireNonNull(clearScope, "clearScope");
     if (blockSize < 1) {
       throw new IllegalArgumentException("blockSize must be >= 1, got " + blockSize);
     }
@@ -30,6 +39,12 @@ public record EngineSpec(
     }
   }
 
+  /** An engine whose {@code AllBlocksCleared} empties the device tier only. */
+  public EngineSpec(
+      long workerId, String topic, int blockSize, String replayEndpoint, int defaultDpRank) {
+    this(workerId, topic, blockSize, replayEndpoint, defaultDpRank, ClearScope.DEVICE);
+  }
+
   /** Worker {@code workerId}, topic {@code ""}, no replay endpoint, rank 0. */
   public static EngineSpec of(long workerId, int blockSize) {
     return new EngineSpec(workerId, "", blockSize, null, 0);
@@ -37,16 +52,21 @@ public record EngineSpec(
 
   /** The same engine with another topic. */
   public EngineSpec withTopic(String topic) {
-    return new EngineSpec(workerId, topic, blockSize, replayEndpoint, defaultDpRank);
+    return new EngineSpec(workerId, topic, blockSize, replayEndpoint, defaultDpRank, clearScope);
   }
 
   /** The same engine with a replay endpoint ({@code null}: none). */
   public EngineSpec withReplay(String replayEndpoint) {
-    return new EngineSpec(workerId, topic, blockSize, replayEndpoint, defaultDpRank);
+    return new EngineSpec(workerId, topic, blockSize, replayEndpoint, defaultDpRank, clearScope);
   }
 
   /** The same engine with another default rank. */
   public EngineSpec withDefaultDpRank(int defaultDpRank) {
-    return new EngineSpec(workerId, topic, blockSize, replayEndpoint, defaultDpRank);
+    return new EngineSpec(workerId, topic, blockSize, replayEndpoint, defaultDpRank, clearScope);
+  }
+
+  /** The same engine with another clear scope. */
+  public EngineSpec withClearScope(ClearScope clearScope) {
+    return new EngineSpec(workerId, topic, blockSize, replayEndpoint, defaultDpRank, clearScope);
   }
 }

@@ -282,7 +282,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
         }
         EngineEventConverter converter =
             new EngineEventConverter(
-                e.workerId(), e.defaultDpRank(), e.blockSize(), b.routerHasher);
+                e.workerId(), e.defaultDpRank(), e.blockSize(), b.routerHasher, e.clearScope());
         byTopic.put(
             e.topic(),
             new Source(
