@@ -13,8 +13,9 @@ import org.msgpack.core.MessageBufferPacker;
 
 /**
  * Hand-built payloads in the exact shapes SGLang HiCache and LMCache publish their tiered events in
- * (as /work/notes/tiers-research.md §2 and §3 cite them), decoded and converted: each fixture names
- * the source file of its shape and asserts the tier and the router events that come out.
+ * (read from their sources: SGLang's mem_cache KV events, LMCache's vLLM integration), decoded and
+ * converted: each fixture names the source file of its shape and asserts the tier and the router
+ * events that come out.
  */
 class TieredEngineFixturesTest {
   private static final int[] T8 = {11, 12, 13, 14, 15, 16, 17, 18};
