@@ -195,14 +195,14 @@ final class CompressedTreeIndex implements KvIndex {
 
   private OverlapScores walk(long[] q, boolean earlyExit) {
     final int len = q.length;
-    if (len == 0) return RunScores.EMPTY;
+    if (len == 0) return Scores.EMPTY;
     RunNode node = RunNode.child(root.state().children, q[0]);
-    if (node == null) return RunScores.EMPTY;
+    if (node == null) return Scores.EMPTY;
     RunState s = node.state();
     final int[] first = s.ids;
     final int from = RunState.connectedFrom(first);
     final int cnt = first.length - from;
-    if (cnt == 0) return RunScores.EMPTY;
+    if (cnt == 0) return Scores.EMPTY;
     final int[] ids = Arrays.copyOfRange(first, from, first.length);
     final int[] scores = new int[cnt];
     int m = match(s.locals, s.len, q, 0);
@@ -220,7 +220,7 @@ final class CompressedTreeIndex implements KvIndex {
     final RunWorker[] states = (RunWorker[]) BY_ID.getAcquire(this);
     final int[] counts = new int[cnt];
     for (int i = 0; i < cnt; i++) counts[i] = states[ids[i]].heldBlocks;
-    return new RunScores(states, ids, scores, counts, cnt);
+    return new Scores(states, ids, scores, counts, cnt);
   }
 
   // ------------------------------------------------------------------ steps

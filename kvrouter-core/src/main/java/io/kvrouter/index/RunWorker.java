@@ -20,9 +20,7 @@ import java.util.ArrayList;
  * heldBlocks counts distinct blocks held (connected or detached); detachedCount those detached.
  * </pre>
  */
-final class RunWorker {
-  final Worker worker;
-  final int id;
+final class RunWorker extends WorkerSlot {
   final RunNames names = new RunNames();
   Long2ObjectOpenHashMap<Ref> others;
   ArrayList<Ref> aliases;
@@ -31,8 +29,7 @@ final class RunWorker {
   boolean forgotten;
 
   RunWorker(Worker worker, int id) {
-    this.worker = worker;
-    this.id = id;
+    super(worker, id);
   }
 
   boolean hasRefs() {

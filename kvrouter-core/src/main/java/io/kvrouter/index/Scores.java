@@ -6,7 +6,8 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * The array-backed {@link OverlapScores} every index returns.
+ * The array-backed {@link OverlapScores} every index returns (the tree kinds with their worker
+ * table, {@link WorkerSlot}s).
  *
  * <pre>
  * Implementation notes
@@ -22,22 +23,21 @@ import java.util.Map;
  * </pre>
  */
 final class Scores implements OverlapScores {
-  static final Scores EMPTY =
-      new Scores(new WorkerBlocks<?>[0], new int[0], new int[0], new int[0], 0);
+  static final Scores EMPTY = new Scores(new WorkerSlot[0], new int[0], new int[0], new int[0], 0);
 
-  private final WorkerBlocks<?>[] states;
+  private final WorkerSlot[] states;
   private final int[] ids;
   private final int[] scores;
   private final int[] blockCounts;
   private final int size;
   private final int[] frequencies;
 
-  Scores(WorkerBlocks<?>[] states, int[] ids, int[] scores, int[] blockCounts, int size) {
+  Scores(WorkerSlot[] states, int[] ids, int[] scores, int[] blockCounts, int size) {
     this(states, ids, scores, blockCounts, size, NO_FREQUENCIES);
   }
 
   private Scores(
-      WorkerBlocks<?>[] states,
+      WorkerSlot[] states,
       int[] ids,
       int[] scores,
       int[] blockCounts,

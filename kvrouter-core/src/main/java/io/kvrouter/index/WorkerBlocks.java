@@ -19,9 +19,7 @@ import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
  * heldBlocks counts distinct blocks held (connected or detached); detachedCount those detached.
  * </pre>
  */
-final class WorkerBlocks<N extends IndexNode<N>> {
-  final Worker worker;
-  final int id;
+final class WorkerBlocks<N extends IndexNode<N>> extends WorkerSlot {
   final NameTable<N> blocks;
   Object2IntOpenHashMap<N> aliases; // rare; lazily made
   volatile int heldBlocks;
@@ -30,8 +28,7 @@ final class WorkerBlocks<N extends IndexNode<N>> {
 
   /** With {@code findsOtherNames} for a bounded index (NameTable). */
   WorkerBlocks(Worker worker, int id, boolean findsOtherNames) {
-    this.worker = worker;
-    this.id = id;
+    super(worker, id);
     this.blocks = new NameTable<>(findsOtherNames);
   }
 }
