@@ -157,17 +157,7 @@ public final class TieredIndex extends ForwardingKvIndex {
    */
   @Override
   public void apply(RouterEvent event) {
-    if (!active) {
-      fastWriters.incrementAndGet();
-      try {
-        if (!active) {
-          device.apply(event);
-          return;
-        }
-      } finally {
-        fastWriters.decrementAndGet();
-      }
-    }
+    if (appliedBeforeTiers(event)) return;
     lock.lock();
     try {
       if (event.data() instanceof CacheEvent.Cleared) {
@@ -181,6 +171,23 @@ public final class TieredIndex extends ForwardingKvIndex {
   }
 
   /**
+   * The device-only path while no other tier exists: applies {@code event} to the device index
+   * without the lock and returns true, or returns false once tiers are active (counted in
+   * fastWriters, which activation waits to drain).
+   */
+  private boolean appliedBeforeTiers(RouterEvent event) {
+    if (active) return false;
+    fastWriters.incrementAndGet();
+    try {
+      if (active) return false;
+      device.apply(event);
+      return true;
+    } finally {
+      fastWriters.decrementAndGet();
+    }
+  }
+
+  /**
    * An event about the copies on {@code tier}: a {@code Cleared} drops only what that tier held
    * (vLLM's {@code AllBlocksCleared} clears the device and keeps the offloaded copies).
    */
@@ -188,17 +195,7 @@ public final class TieredIndex extends ForwardingKvIndex {
     Objects.requireNonNull(tier, "tier");
     Objects.requireNonNull(event, "event");
     final int t = tier.ordinal();
-    if (t == 0 && !active) {
-      fastWriters.incrementAndGet();
-      try {
-        if (!active) {
-          device.apply(event);
-          return;
-        }
-      } finally {
-        fastWriters.decrementAndGet();
-      }
-    }
+    if (t == 0 && appliedBeforeTiers(event)) return;
     lock.lock();
     try {
       if (t > 0) ensureLevels(t);
