@@ -7,6 +7,8 @@ import io.nats.client.ErrorListener;
 import io.nats.client.JetStreamSubscription;
 import io.nats.client.support.Status;
 import java.io.IOException;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
@@ -27,7 +29,9 @@ import java.util.logging.Logger;
  *
  * After it: the first DISCONNECTED logs one WARNING (jnats then reconnects by itself, and reports
  * DISCONNECTED again after each failed attempt: down keeps those quiet). IOExceptions (a closed
- * socket, a refused reconnection) are that disconnection and are not logged; of other exceptions
+ * socket, a refused reconnection) are that disconnection and are not logged, nor are waits that a
+ * close or a reconnection cancelled (a CancellationException, or jnats's TimeoutException naming
+ * one), nor anything reported while the connection closes; of other exceptions
  * only the first is logged, until RECONNECTED (one INFO line) re-arms both. server is the
  * URL of the last completed connection (jnats has none while disconnected). Server errors (-ERR), slow consumers, missed JetStream heartbeats,
  * pull errors, unhandled statuses and write timeouts are one WARNING each, the first 10 and then
@@ -91,8 +95,28 @@ final class NatsLogListener implements ErrorListener, ConnectionListener {
   public void exceptionOccurred(Connection conn, Exception exp) {
     // socket errors are the disconnection itself, which DISCONNECTED reports
     if (exp instanceof IOException) return;
+    // a wait cancelled by close() or by a reconnection (jnats reports a cancelled PING future as
+    // "TimeoutException: ...CancellationException") is part of that close or that incident
+    if (cancelled(exp) || closing(conn)) return;
     if (!connected.get() || !exceptionLogged.compareAndSet(false, true)) return;
     LOG.warning("NATS " + name + ": " + describe(exp));
+  }
+
+  private static boolean cancelled(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof CancellationException) return true;
+      String m = t.getMessage();
+      if (t instanceof TimeoutException && m != null && m.contains("CancellationException")) {
+        return true;
+      }
+      if (t.getCause() == t) break;
+    }
+    return false;
+  }
+
+  private static boolean closing(Connection conn) {
+    if (conn == null) return false;
+    return conn.getStatus() == Connection.Status.CLOSED;
   }
 
   @Override

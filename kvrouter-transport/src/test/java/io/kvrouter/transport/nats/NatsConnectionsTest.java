@@ -83,6 +83,27 @@ class NatsConnectionsTest {
     }
   }
 
+  @Test
+  void aWaitCancelledByACloseOrAReconnectionIsNotLoggedButOtherExceptionsAreOnce()
+      throws Exception {
+    NatsLogListener l = new NatsLogListener("kvrouter-test");
+    l.connected(null);
+    try (LogCapture log = new LogCapture()) {
+      // what jnats reported in a CI run when a reconnection's PING wait was cancelled
+      l.exceptionOccurred(
+          null,
+          new java.util.concurrent.TimeoutException(
+              "java.util.concurrent.CancellationException: get"));
+      l.exceptionOccurred(null, new java.util.concurrent.CancellationException("get"));
+      l.exceptionOccurred(
+          null, new RuntimeException(new java.util.concurrent.CancellationException()));
+      assertThat(log.records()).as(log.text()).isEmpty();
+      l.exceptionOccurred(null, new java.util.concurrent.TimeoutException("no PONG"));
+      l.exceptionOccurred(null, new IllegalStateException("second"));
+      assertThat(log.text()).isEqualTo("WARNING NATS kvrouter-test: TimeoutException: no PONG\n");
+    }
+  }
+
   /** Records what reaches the root logger while open. */
   private static final class LogCapture extends Handler implements AutoCloseable {
     private final List<LogRecord> records = new CopyOnWriteArrayList<>();
