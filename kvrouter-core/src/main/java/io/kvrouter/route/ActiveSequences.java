@@ -20,8 +20,9 @@ import java.util.Objects;
  * order and lazy expiry pops from the head in O(1) per request, freeing unlinks in O(1).
  * blockRefs maps every active sequence hash to the number of (request, position) pairs that hold
  * it, so a block shared by several requests counts once and leaves when the last one is freed;
- * activeBlocks() is its size (kept in a field of its own, so that the router's loop over every
- * rank reads this object only). activePrefillTokens is the sum of the live requests' charges.
+ * activeBlocks() is its size (kept in a field of its own). The owner may have both counts copied
+ * into its per-rank columns after every change (mirrorInto), so that the router's loop over every
+ * rank reads primitive arrays instead of one object per rank. activePrefillTokens is the sum of the live requests' charges.
  *
  * Threading: not thread-safe. KvRouter owns one instance per worker rank and calls it only under
  * its lock (docs/routing.md).
@@ -82,6 +83,12 @@ final class ActiveSequences {
   private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
   private Request head; // oldest deadline
   private Request tail;
+  // the owner's load columns (SlotTable's, indexed by rank): activeBlocks and activePrefillTokens
+  // are copied to [mirrorAt] after every change, so that the router's loop over every rank reads
+  // contiguous arrays instead of this object; null: not mirrored
+  private int[] blocksMirror;
+  private long[] prefillMirror;
+  private int mirrorAt;
 
   /**
    * @param expiry how long a request may stay in flight without being freed
@@ -101,6 +108,25 @@ final class ActiveSequences {
    */
   static long prefillTokens(int isl, int overlapBlocks, int blockSize) {
     return Math.max(0L, (long) isl - (long) overlapBlocks * blockSize);
+  }
+
+  /**
+   * From now on copies this rank's load to {@code blocks[at]} and {@code prefill[at]} after every
+   * change, starting now (the owner replaces its columns when ranks come or go and calls this again
+   * for each rank with its new position).
+   */
+  void mirrorInto(int[] blocks, long[] prefill, int at) {
+    blocksMirror = blocks;
+    prefillMirror = prefill;
+    mirrorAt = at;
+    mirror();
+  }
+
+  private void mirror() {
+    if (blocksMirror != null) {
+      blocksMirror[mirrorAt] = activeBlocks;
+      prefillMirror[mirrorAt] = activePrefillTokens;
+    }
   }
 
   // ------------------------------------------------------------------ writes
@@ -137,6 +163,7 @@ final class ActiveSequences {
     }
     activeBlocks += added;
     activePrefillTokens += prefillTokens;
+    mirror();
     append(r);
   }
 
@@ -150,6 +177,7 @@ final class ActiveSequences {
     if (r == null) return false;
     activePrefillTokens -= r.prefillTokens;
     r.prefillTokens = 0;
+    mirror();
     return true;
   }
 
@@ -191,6 +219,7 @@ final class ActiveSequences {
     activeBlocks -= gone;
     activePrefillTokens -= r.prefillTokens;
     r.prefillTokens = 0;
+    mirror();
     unlink(r);
   }
 

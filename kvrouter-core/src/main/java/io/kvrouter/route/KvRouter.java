@@ -89,7 +89,7 @@ import java.util.function.LongSupplier;
  *
  * Tiers (docs/routing.md, "Blocks beyond the GPU"): when the index is a TieredIndex that has seen
  * an event of a non-device tier, route() asks it for findTiered (no lock, like findMatches) and
- * prices each slot's prefill from its weighted blocks (Slot.tiers, written by prepareTiers under
+ * prices each slot's prefill from its weighted blocks (the table's tier column, written by prepareTiers under
  * lock); otherwise nothing changes. applyEvent(Tier, event) goes to the TieredIndex without lock.
  * </pre>
  */
@@ -111,7 +111,7 @@ public final class KvRouter implements AutoCloseable {
 
   private final ReentrantLock lock = new ReentrantLock();
   private final SlotTable table; // under lock
-  private Slot[] rankScratch = new Slot[0]; // under lock: decide()'s ranks by column index
+  private int[] rankScratch = new int[0]; // under lock: decide()'s table positions by column index
   private SequenceSync sync; // under lock; null: no sequence sync
 
   private KvRouter(Builder b) {
@@ -297,8 +297,7 @@ public final class KvRouter implements AutoCloseable {
       }
       List<Worker> ranks = new ArrayList<>(dpSize);
       for (int rank = 0; rank < dpSize; rank++) ranks.add(new Worker(workerId, rank));
-      table.add(ranks, dpSize, kvBlocksPerRank);
-      for (Worker w : ranks) table.get(w).meter = pressure.meter(w);
+      table.add(ranks, dpSize, kvBlocksPerRank, pressure::meter);
     } finally {
       lock.unlock();
     }
@@ -343,8 +342,7 @@ public final class KvRouter implements AutoCloseable {
                 + other.dpSize
                 + " (registerWorker); unregister it before registering ranks one by one");
       }
-      table.add(List.of(rank), 0, kvBlocks);
-      table.get(rank).meter = pressure.meter(rank);
+      table.add(List.of(rank), 0, kvBlocks, pressure::meter);
       return true;
     } finally {
       lock.unlock();
@@ -503,10 +501,20 @@ public final class KvRouter implements AutoCloseable {
       String requestId, long[] seq, long[] local, int isl, RouteOptions options, long now) {
     final Slot[] all = table.slots();
     final int n = all.length;
+    // the table's columns, indexed by rank (SlotTable: contiguous arrays, no object per rank)
+    final Worker[] workerCol = table.workerColumn();
+    final long[] capacityCol = table.capacityColumn();
+    final EvictionPressure.Meter[] meterCol = table.meterColumn();
+    final int[] blocksCol = table.activeBlocksColumn();
+    final long[] prefillCol = table.activePrefillColumn();
+    final int[] overlapCol = table.overlapColumn();
+    final int[] cachedCol = table.cachedColumn();
+    final boolean[] rootCol = table.rootColumn();
+    final TierOverlap[] tiersCol = table.tierColumn();
     // one column per load term; eligible ranks fill [0, m) in ascending order, busy ones fill
     // (n - busy, n) from the end (so in descending order there): no object per rank
-    Slot[] ranks = rankScratch; // not kept past this call: reused
-    if (ranks.length < n) rankScratch = ranks = new Slot[n];
+    int[] ranks = rankScratch; // positions in the table; not kept past this call: reused
+    if (ranks.length < n) rankScratch = ranks = new int[n];
     final Worker[] workers = new Worker[n];
     final int[] overlap = new int[n];
     final int[] cached = new int[n];
@@ -515,9 +523,10 @@ public final class KvRouter implements AutoCloseable {
     // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
     // (busy ones included; docs/routing.md)
     final double[] relativePressure = new double[n];
-    final TierOverlap[] tierColumn = n > 0 && all[0].tiers != null ? new TierOverlap[n] : null;
+    final TierOverlap[] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
+    final int blocks = seq.length;
     // the eviction counts' common decay, once per decision (EvictionPressure: scaled counts)
     final int generation = pressure.generation(now);
     final double decay = pressure.decay(generation, now);
@@ -526,26 +535,26 @@ public final class KvRouter implements AutoCloseable {
     int m = 0;
     int busy = 0;
     for (int i = 0; i < n; i++) {
-      final Slot s = all[i];
-      if (allowedIds != null && !allowedIds.contains(s.boxedWorkerId)) continue;
+      if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
       allowed++;
-      final double evicted = pressure.read(s.meter, generation, decay, now);
+      final double evicted = pressure.read(meterCol[i], generation, decay, now);
       evictedSum += evicted;
-      final ActiveSequences a = s.seqs;
-      final long prefill = a.activePrefillTokens();
-      final int active = a.activeBlocks();
-      final int k = isBusy(s, active, prefill) ? n - 1 - busy++ : m++;
-      ranks[k] = s;
-      workers[k] = s.worker;
-      overlap[k] = s.overlap;
-      cached[k] = s.cached;
-      prefillBlocks[k] = (prefill + chargedTokens(isl, s, bs)) / (double) bs;
-      if (tierColumn != null) tierColumn[k] = s.tiers;
-      decode[k] = active + s.newBlocks(seq);
+      final long prefill = prefillCol[i];
+      final int active = blocksCol[i];
+      final int k = isBusy(capacityCol[i], active, prefill) ? n - 1 - busy++ : m++;
+      ranks[k] = i;
+      workers[k] = workerCol[i];
+      final int ov = overlapCol[i];
+      overlap[k] = ov;
+      cached[k] = cachedCol[i];
+      final TierOverlap t = tiersCol == null ? null : tiersCol[i];
+      prefillBlocks[k] = (prefill + chargedTokens(isl, ov, t, bs)) / (double) bs;
+      if (tierColumn != null) tierColumn[k] = t;
+      // only a rank holding a request with the prompt's root block can hold any of its blocks
+      decode[k] = active + (rootCol[i] ? all[i].seqs.newBlocksOfChain(seq) : blocks);
       relativePressure[k] = evicted;
     }
     if (m == 0) {
-      Arrays.fill(ranks, 0, n, null);
       if (busy == 0) return new RouteDecision.NoWorkers();
       return new RouteDecision.AllBusy(
           busyCandidates(workers, overlap, cached, prefillBlocks, decode, n, busy));
@@ -570,13 +579,14 @@ public final class KvRouter implements AutoCloseable {
       throw new IllegalStateException(
           "selector " + selector + " returned " + chosen + " for " + m + " candidates");
     }
-    final Slot target = ranks[chosen];
-    Arrays.fill(ranks, 0, n, null); // keep no unregistered slot alive
-    final long charge = chargedTokens(isl, target, blockSize);
+    final Slot target = all[ranks[chosen]];
+    final int targetOverlap = overlap[chosen];
+    final TierOverlap targetTiers = tiersCol == null ? null : tiersCol[target.index];
+    final long charge = chargedTokens(isl, targetOverlap, targetTiers, blockSize);
     table.record(requestId, target, seq, charge, now);
     if (sync != null) sync.localRouted(requestId, target.worker, seq, charge);
     if (predictions != null) {
-      predictions.record(target.worker, target.kvBlocks, seq, local, target.overlap, now);
+      predictions.record(target.worker, target.kvBlocks, seq, local, targetOverlap, now);
       if (sync != null) sync.localPredicted(target.worker, local);
     }
     final List<Worker> busyWorkers;
@@ -589,11 +599,11 @@ public final class KvRouter implements AutoCloseable {
     }
     return new RouteDecision.Routed(
         target.worker,
-        target.overlap,
-        target.overlap * blockSize,
+        targetOverlap,
+        targetOverlap * blockSize,
         new PricedCandidates(cands, costs),
         busyWorkers,
-        target.tiers);
+        targetTiers);
   }
 
   /**
@@ -601,9 +611,9 @@ public final class KvRouter implements AutoCloseable {
    * device overlap, less the weighted credit of the blocks its slower tiers add (a block loaded
    * from the host costs {@code 1 − w_host} of a recompute); never negative.
    */
-  private static long chargedTokens(int isl, Slot s, int bs) {
-    if (s.tiers == null) return ActiveSequences.prefillTokens(isl, s.overlap, bs);
-    return Math.max(0L, Math.round(isl - s.tiers.weightedBlocks() * bs));
+  private static long chargedTokens(int isl, int overlap, TierOverlap tiers, int bs) {
+    if (tiers == null) return ActiveSequences.prefillTokens(isl, overlap, bs);
+    return Math.max(0L, Math.round(isl - tiers.weightedBlocks() * bs));
   }
 
   /** The busy ranks' candidates, ascending (they sit at the end of the columns, descending). */
@@ -707,9 +717,9 @@ public final class KvRouter implements AutoCloseable {
     return salted.size();
   }
 
-  private boolean isBusy(Slot s, int activeBlocks, long activePrefill) {
+  private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill) {
     if (activePrefill > busyPrefillTokens) return true;
-    return s.kvBlocks > 0 && activeBlocks > busyBlockFraction * s.kvBlocks;
+    return kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;
   }
 
   /**

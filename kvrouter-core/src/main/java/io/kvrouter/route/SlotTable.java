@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
+import java.util.function.Function;
 
 /**
  * KvRouter's bookkeeping: the registered worker ranks (slots), each with its {@link
@@ -21,7 +22,7 @@ import java.util.List;
  * flight to its slot. rootHolders maps the sequence hash of block 0 of every request in flight to
  * the slots holding such requests, with counts: since active sets are closed under prefixes
  * (ActiveSequences.newBlocksOfChain), only those slots can hold any block of a prompt that starts
- * with that block, so prepare() marks them and Slot.newBlocks takes "all blocks new" for every
+ * with that block, so prepare() marks them (the root column) and route() takes "all blocks new" for every
  * other slot without touching its hash table (one lookup instead of one cache miss per rank).
  *
  * Invariants: requests holds exactly the ids in flight in the slots' ActiveSequences, each
@@ -37,8 +38,15 @@ import java.util.List;
  * Departures: when set (KvRouter does, when sequence sync is on), departed is told of every
  * request that leaves without free(): expired, or dropped with its rank (remove, removeWorker).
  *
- * Threading: not thread-safe; KvRouter calls everything under its lock. The scratch fields of a
- * Slot (overlap, cached, holdsRoot) are written by prepare() and read by the same route().
+ * Columns: what route() reads of every rank sits in arrays indexed by the rank's position in
+ * slots (Slot.index), replaced with slots: the worker, capacity and eviction meter (fixed per
+ * slot), the active blocks and prefill tokens (each ActiveSequences copies its counts there after
+ * every change, mirrorInto), and the scratch of one route, written by prepare() and read by the
+ * same route(): overlap, cached blocks, whether it holds the prompt's root block, and its tiered
+ * overlap (only when prepareTiers ran). So the loop over 256 ranks streams a few contiguous arrays
+ * instead of touching three objects per rank (docs/BENCHMARKS.md, Routing).
+ *
+ * Threading: not thread-safe; KvRouter calls everything under its lock.
  * </pre>
  */
 final class SlotTable {
@@ -51,26 +59,13 @@ final class SlotTable {
     final int dpSize; // 0: registered on its own (registerRank)
     ActiveSequences seqs; // set once, right after construction
     EvictionPressure.Meter meter; // the rank's eviction count, set at registration (under lock)
-    int overlap; // scratch of one route: leading blocks the index says it caches
-    int cached; // scratch: distinct blocks the index says it caches (0 unless overlap > 0)
-    boolean holdsRoot; // scratch: has a request in flight with the prompt's block 0
-    TierOverlap tiers; // scratch: its cached prefix by tier (prepareTiers), null without tiers
-
-    /** Leading blocks the cost credits: the weighted tiered blocks, or the device overlap. */
-    double creditBlocks() {
-      return tiers == null ? overlap : tiers.weightedBlocks();
-    }
+    int index; // its position in slots and in the columns (rebuilt when ranks come or go)
 
     private Slot(Worker worker, int dpSize, long kvBlocks) {
       this.worker = worker;
       this.boxedWorkerId = worker.workerId();
       this.dpSize = dpSize;
       this.kvBlocks = kvBlocks;
-    }
-
-    /** Blocks of the root chain {@code seq} not active here (after prepare() for {@code seq}). */
-    int newBlocks(long[] seq) {
-      return holdsRoot ? seqs.newBlocksOfChain(seq) : seq.length;
     }
   }
 
@@ -139,6 +134,17 @@ final class SlotTable {
   private final HashMap<Worker, Slot> byWorker = new HashMap<>();
   private final HashMap<String, Slot> requests = new HashMap<>();
   private final Long2ObjectOpenHashMap<RootHolders> rootHolders = new Long2ObjectOpenHashMap<>();
+  // the columns (implementation notes), all of slots.length
+  private Worker[] workerCol = new Worker[0];
+  private long[] capacityCol = new long[0];
+  private EvictionPressure.Meter[] meterCol = new EvictionPressure.Meter[0];
+  private int[] blocksCol = new int[0];
+  private long[] prefillCol = new long[0];
+  private int[] overlapCol = new int[0];
+  private int[] cachedCol = new int[0];
+  private boolean[] rootCol = new boolean[0];
+  private TierOverlap[] tiersCol = new TierOverlap[0];
+  private boolean tiersPrepared; // tiersCol holds this route's tiered overlaps
   // no request in flight has a deadline before nextDeadline (when deadlinePending): expire(now)
   // skips the pass over every rank until then
   private boolean deadlinePending;
@@ -173,12 +179,47 @@ final class SlotTable {
     return null;
   }
 
-  /** Registers {@code ranks} (none registered yet) with the same dpSize and capacity. */
-  void add(List<Worker> ranks, int dpSize, long kvBlocks) {
+  /**
+   * Registers {@code ranks} (none registered yet) with the same dpSize and capacity, each with the
+   * eviction meter {@code meters} gives it.
+   */
+  void add(
+      List<Worker> ranks,
+      int dpSize,
+      long kvBlocks,
+      Function<Worker, EvictionPressure.Meter> meters) {
     List<Slot> next = new ArrayList<>(Arrays.asList(slots));
-    for (Worker w : ranks) next.add(newSlot(w, dpSize, kvBlocks));
+    for (Worker w : ranks) {
+      Slot s = newSlot(w, dpSize, kvBlocks);
+      s.meter = meters.apply(w);
+      next.add(s);
+    }
     next.sort((a, b) -> a.worker.compareTo(b.worker));
-    slots = next.toArray(new Slot[0]);
+    setSlots(next.toArray(new Slot[0]));
+  }
+
+  /** Replaces slots and rebuilds the columns from them (ranks came or went). */
+  private void setSlots(Slot[] next) {
+    final int n = next.length;
+    slots = next;
+    workerCol = new Worker[n];
+    capacityCol = new long[n];
+    meterCol = new EvictionPressure.Meter[n];
+    blocksCol = new int[n];
+    prefillCol = new long[n];
+    overlapCol = new int[n];
+    cachedCol = new int[n];
+    rootCol = new boolean[n];
+    tiersCol = new TierOverlap[n];
+    tiersPrepared = false;
+    for (int i = 0; i < n; i++) {
+      Slot s = next[i];
+      s.index = i;
+      workerCol[i] = s.worker;
+      capacityCol[i] = s.kvBlocks;
+      meterCol[i] = s.meter;
+      s.seqs.mirrorInto(blocksCol, prefillCol, i);
+    }
   }
 
   private Slot newSlot(Worker w, int dpSize, long kvBlocks) {
@@ -207,7 +248,7 @@ final class SlotTable {
     for (Slot s : slots) {
       if (s != gone) keep.add(s);
     }
-    slots = keep.toArray(new Slot[0]);
+    setSlots(keep.toArray(new Slot[0]));
     var it = rootHolders.values().iterator();
     while (it.hasNext()) {
       RootHolders h = it.next();
@@ -234,7 +275,7 @@ final class SlotTable {
       }
     }
     if (gone.isEmpty()) return gone;
-    slots = keep.toArray(new Slot[0]);
+    setSlots(keep.toArray(new Slot[0]));
     var it = rootHolders.values().iterator();
     while (it.hasNext()) {
       RootHolders h = it.next();
@@ -256,22 +297,20 @@ final class SlotTable {
    */
   void prepare(long now, OverlapScores scores, long[] seq) {
     expire(now);
-    for (Slot s : slots) {
-      s.overlap = 0;
-      s.cached = 0;
-      s.holdsRoot = false;
-      s.tiers = null;
-    }
+    Arrays.fill(overlapCol, 0);
+    Arrays.fill(cachedCol, 0);
+    Arrays.fill(rootCol, false);
+    tiersPrepared = false;
     for (int i = 0, n = scores.size(); i < n; i++) {
       Slot s = byWorker.get(scores.worker(i));
       if (s != null) {
-        s.overlap = scores.scoreAt(i);
-        s.cached = scores.blockCountAt(i);
+        overlapCol[s.index] = scores.scoreAt(i);
+        cachedCol[s.index] = scores.blockCountAt(i);
       }
     }
     RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
     if (roots != null) {
-      for (int i = 0; i < roots.size; i++) roots.slots[i].holdsRoot = true;
+      for (int i = 0; i < roots.size; i++) rootCol[roots.slots[i].index] = true;
     }
   }
 
@@ -281,11 +320,12 @@ final class SlotTable {
    */
   void prepareTiers(io.kvrouter.index.TieredScores tiered, TierWeights weights) {
     final TierOverlap none = TierOverlap.of(0, 0, 0, 0, weights);
-    for (Slot s : slots) s.tiers = none;
+    Arrays.fill(tiersCol, none);
+    tiersPrepared = true;
     for (int i = 0, n = tiered.size(); i < n; i++) {
       Slot s = byWorker.get(tiered.worker(i));
       if (s == null) continue;
-      s.tiers =
+      tiersCol[s.index] =
           TierOverlap.of(
               tiered.blocks(i, io.kvrouter.index.Tier.DEVICE),
               tiered.blocks(i, io.kvrouter.index.Tier.HOST),
@@ -293,6 +333,56 @@ final class SlotTable {
               tiered.blocks(i, io.kvrouter.index.Tier.EXTERNAL),
               weights);
     }
+  }
+
+  // the columns, for route() after prepare (the caller must not change them)
+
+  Worker[] workerColumn() {
+    return workerCol;
+  }
+
+  long[] capacityColumn() {
+    return capacityCol;
+  }
+
+  EvictionPressure.Meter[] meterColumn() {
+    return meterCol;
+  }
+
+  int[] activeBlocksColumn() {
+    return blocksCol;
+  }
+
+  long[] activePrefillColumn() {
+    return prefillCol;
+  }
+
+  int[] overlapColumn() {
+    return overlapCol;
+  }
+
+  int[] cachedColumn() {
+    return cachedCol;
+  }
+
+  /** Whether the rank at each position holds a request in flight with the prompt's root block. */
+  boolean[] rootColumn() {
+    return rootCol;
+  }
+
+  /** The tiered overlaps of this route (prepareTiers), or null when there are none. */
+  TierOverlap[] tierColumn() {
+    return tiersPrepared ? tiersCol : null;
+  }
+
+  /** {@code s}'s overlap in this route (after prepare). */
+  int overlap(Slot s) {
+    return overlapCol[s.index];
+  }
+
+  /** {@code s}'s tiered overlap in this route, or null without tiers (after prepare). */
+  TierOverlap tiers(Slot s) {
+    return tiersPrepared ? tiersCol[s.index] : null;
   }
 
   /** The slot holding request {@code requestId} in flight, or null (call after expiring). */
