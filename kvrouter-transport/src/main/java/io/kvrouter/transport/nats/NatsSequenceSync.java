@@ -231,17 +231,43 @@ public final class NatsSequenceSync implements AutoCloseable {
     this.linger = b.linger;
     long max = nc.getMaxPayload() > 0 ? nc.getMaxPayload() : 1 << 20;
     this.maxBytes = (int) Math.max(4096, Math.min(512 * 1024, max / 2));
-    this.live = nc.createDispatcher(this::onMessage);
-    live.subscribe(subject);
-    this.answers = nc.createDispatcher(this::onSnapshotRequest);
-    answers.subscribe(snapshotSubject(sync.replicaId()));
+    io.nats.client.Dispatcher liveD = null;
+    io.nats.client.Dispatcher answersD = null;
+    try {
+      liveD = nc.createDispatcher(this::onMessage);
+      liveD.subscribe(subject);
+      answersD = nc.createDispatcher(this::onSnapshotRequest);
+      answersD.subscribe(snapshotSubject(sync.replicaId()));
+    } catch (RuntimeException e) {
+      // a subscribe refused (a closed connection, a bad subject): leave no dispatcher thread behind
+      closeQuietly(nc, liveD);
+      closeQuietly(nc, answersD);
+      throw e;
+    }
+    this.live = liveD;
+    this.answers = answersD;
     flush();
     this.expected = discover();
-    answers.subscribe(subject + ".hello", this::onHello);
+    try {
+      answers.subscribe(subject + ".hello", this::onHello);
+    } catch (RuntimeException e) {
+      closeQuietly(nc, live);
+      closeQuietly(nc, answers);
+      throw e;
+    }
     flush(); // subscribed before the first heartbeat goes out
     this.publisher = new Thread(this::publishLoop, "kvrouter-seqsync-" + sync.replicaId());
     publisher.setDaemon(true);
     publisher.start();
+  }
+
+  private static void closeQuietly(Connection nc, io.nats.client.Dispatcher d) {
+    if (d == null) return;
+    try {
+      nc.closeDispatcher(d);
+    } catch (RuntimeException ignored) {
+      // the connection is closed already: so is the dispatcher
+    }
   }
 
   private void flush() {
