@@ -490,7 +490,14 @@ final class Proxy {
     int status;
     byte[] answer;
     String ctype;
-    try (HttpClientResponse up = send(c, url, Handover.prefillBody(c.req.upstreamBody()))) {
+    final byte[] prefillBody;
+    try {
+      prefillBody = Handover.prefillBody(c.req.upstreamBody());
+    } catch (IllegalArgumentException e) {
+      // the client's body, not the engine: a 400, and the engine's health is untouched
+      throw OpenAiError.invalid("invalid_body", null, e.getMessage());
+    }
+    try (HttpClientResponse up = send(c, url, prefillBody)) {
       status = up.status().code();
       ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
       answer = up.inputStream().readNBytes(PREFILL_ANSWER_LIMIT);
