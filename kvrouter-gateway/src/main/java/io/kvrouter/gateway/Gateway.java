@@ -93,6 +93,10 @@ public final class Gateway implements AutoCloseable {
   static final HeaderName X_REQUEST_ID = HeaderNames.create("x-request-id");
   static final HeaderName X_WORKER = HeaderNames.create("x-kvrouter-worker");
   static final HeaderName X_DP_RANK = HeaderNames.create("x-kvrouter-dp-rank");
+
+  /** vLLM's and SGLang's header naming the data-parallel rank a request is for. */
+  static final HeaderName X_DATA_PARALLEL_RANK = HeaderNames.create("X-data-parallel-rank");
+
   static final HeaderName X_OVERLAP = HeaderNames.create("x-kvrouter-overlap-tokens");
   static final HeaderName X_ATTEMPTS = HeaderNames.create("x-kvrouter-attempts");
   static final HeaderName X_GROUP = HeaderNames.create("x-kvrouter-routing-group");

@@ -439,7 +439,7 @@ final class Proxy {
       }
       byte[] params;
       try {
-        params = prefill(c, purl, pst, pEngine, res);
+        params = prefill(c, x.prefill().worker(), purl, pst, pEngine, res);
       } catch (RuntimeException e) {
         dst.releaseProbe();
         throw e;
@@ -486,7 +486,8 @@ final class Proxy {
    *
    * @throws OpenAiError 502 or 504 when the prefill engine failed
    */
-  private byte[] prefill(Call c, String url, EngineState st, String engine, ServerResponse res) {
+  private byte[] prefill(
+      Call c, Worker w, String url, EngineState st, String engine, ServerResponse res) {
     int status;
     byte[] answer;
     String ctype;
@@ -497,7 +498,7 @@ final class Proxy {
       // the client's body, not the engine: a 400, and the engine's health is untouched
       throw OpenAiError.invalid("invalid_body", null, e.getMessage());
     }
-    try (HttpClientResponse up = send(c, url, prefillBody)) {
+    try (HttpClientResponse up = send(c, w, url, prefillBody)) {
       status = up.status().code();
       ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
       answer = up.inputStream().readNBytes(PREFILL_ANSWER_LIMIT);
@@ -559,7 +560,7 @@ final class Proxy {
       long ts = System.nanoTime();
       HttpClientResponse up;
       try {
-        up = send(c, url, c.body != null ? c.body : c.req.upstreamBody());
+        up = send(c, r.worker(), url, c.body != null ? c.body : c.req.upstreamBody());
       } catch (RuntimeException e) {
         return failure(e);
       }
@@ -600,11 +601,18 @@ final class Proxy {
    * Sends {@code body} to the engine and reads the answer's status line and headers; a request
    * whose pooled connection expired as it was handed out is sent once more (Gateway.submit).
    */
-  private HttpClientResponse send(Call c, String url, byte[] body) {
-    return g.submit(() -> request(c, url), body, c.requestId, url);
+  private HttpClientResponse send(Call c, Worker w, String url, byte[] body) {
+    return g.submit(() -> request(c, w, url), body, c.requestId, url);
   }
 
-  private HttpClientRequest request(Call c, String url) {
+  /**
+   * The request to {@code w}'s engine at {@code url}. When other ranks of the model share that URL
+   * (one data-parallel engine behind one HTTP server: vLLM's internal load balancer, or SGLang's
+   * data-parallel controller), {@code X-data-parallel-rank} names the rank the router chose, which
+   * both engines honour; without it the engine would pick a rank itself and the KV overlap the
+   * choice was made for would be lost.
+   */
+  private HttpClientRequest request(Call c, Worker w, String url) {
     HttpClientRequest rq =
         g.client
             .post()
@@ -612,6 +620,9 @@ final class Proxy {
             .readTimeout(g.config.engineTimeout())
             .header(HeaderNames.CONTENT_TYPE, "application/json")
             .header(Gateway.X_REQUEST_ID, c.requestId);
+    if (c.model.sharesBaseUrl(w)) {
+      rq.header(Gateway.X_DATA_PARALLEL_RANK, Integer.toString(w.dpRank()));
+    }
     if (g.config.engineApiKey() != null) {
       rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
     }

@@ -108,6 +108,50 @@ class GatewayStubTest {
       "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"stream\":true}";
 
   @Test
+  void ranksBehindOneUrlAreNamedInEachRequestAndARankOnItsOwnUrlIsNot() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine dp = stub();
+    StubEngine solo = stub();
+    // one data-parallel engine serving ranks 0 and 1 behind one URL, and engine 1 on its own
+    RouterModel m = g.host.register("tiny", null, BS, 7, 0, dp.url(), null, null, null);
+    g.host.register("tiny", null, BS, 7, 1, dp.url(), null, null, null);
+    g.host.register("tiny", null, BS, 1, 0, solo.url(), null, null, null);
+    int[] a = range(16);
+    int[] b = new int[16];
+    for (int i = 0; i < b.length; i++) b[i] = 500 + i;
+    long[] la = BlockHasher.of(BS).localHashes(a);
+    long[] lb = BlockHasher.of(BS).localHashes(b);
+    m.router()
+        .applyEvent(
+            new RouterEvent(
+                new Worker(7, 1),
+                0,
+                CacheEvent.storedAtRoot(SequenceHasher.sequenceHashes(la), la)));
+    m.router()
+        .applyEvent(
+            new RouterEvent(
+                new Worker(7, 0),
+                0,
+                CacheEvent.storedAtRoot(SequenceHasher.sequenceHashes(lb), lb)));
+    HttpResponse<String> r1 = post(g, "/v1/completions", completion(a, false, ""));
+    HttpResponse<String> r0 = post(g, "/v1/completions", completion(b, false, ""));
+    assertThat(r1.statusCode()).isEqualTo(200);
+    assertThat(r1.headers().firstValue("x-kvrouter-dp-rank")).hasValue("1");
+    assertThat(r0.headers().firstValue("x-kvrouter-dp-rank")).hasValue("0");
+    assertThat(dp.dpRanks).containsExactly("1", "0");
+    holds(m, 1, range(24)); // engine 1 now holds more of prompt a than rank 1 of engine 7
+    HttpResponse<String> s = post(g, "/v1/completions", completion(range(24), false, ""));
+    assertThat(s.headers().firstValue("x-kvrouter-worker")).hasValue("1");
+    assertThat(solo.dpRanks).containsExactly("-");
+    // engine 7 comes back with one rank only: its URL is no longer shared
+    assertThat(post(g, "/unregister", "{\"instance_id\":7,\"model_name\":\"tiny\"}").statusCode())
+        .isEqualTo(200);
+    g.host.register("tiny", null, BS, 7, 0, dp.url(), null, null, null);
+    assertThat(m.sharesBaseUrl(new Worker(7, 0))).isFalse();
+    assertThat(m.sharesBaseUrl(new Worker(1, 0))).isFalse();
+  }
+
+  @Test
   void streamedChatIsRelayedUnchangedWithoutTheUsageChunkItAskedFor() throws Exception {
     Gateway g = gateway(GatewayConfig.builder());
     StubEngine e = stub();

@@ -23,6 +23,8 @@ final class StubEngine implements AutoCloseable {
   final List<byte[]> bodies = new CopyOnWriteArrayList<>();
   final List<String> requestIds = new CopyOnWriteArrayList<>();
   final List<String> auth = new CopyOnWriteArrayList<>();
+  // the X-data-parallel-rank header of each request, "-" when it had none
+  final List<String> dpRanks = new CopyOnWriteArrayList<>();
   final AtomicInteger status = new AtomicInteger(200);
   final AtomicBoolean healthy = new AtomicBoolean(true);
   final AtomicLong cachedTokens = new AtomicLong(0);
@@ -143,6 +145,7 @@ final class StubEngine implements AutoCloseable {
     requestPorts.add(q.remotePeer().port());
     requestIds.add(q.headers().first(HeaderNames.create("x-request-id")).orElse(null));
     auth.add(q.headers().first(HeaderNames.AUTHORIZATION).orElse(null));
+    dpRanks.add(q.headers().first(HeaderNames.create("X-data-parallel-rank")).orElse("-"));
     arrived.countDown();
     CountDownLatch before = holdBeforeAnswer;
     if (before != null) before.await(30, java.util.concurrent.TimeUnit.SECONDS);

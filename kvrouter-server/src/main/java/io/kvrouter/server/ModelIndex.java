@@ -57,6 +57,13 @@ final class ModelIndex implements RouterModel {
   private final ConcurrentHashMap<Worker, PredictionAccuracy> accuracy = new ConcurrentHashMap<>();
 
   /**
+   * Registered ranks per base URL, kept by {@link #registered} and {@link #unregistered} (Registry,
+   * under its locks): a URL with several ranks is a data-parallel engine that serves them all
+   * behind one HTTP server, and the gateway names the chosen rank in each request.
+   */
+  private final ConcurrentHashMap<String, Integer> ranksByUrl = new ConcurrentHashMap<>();
+
+  /**
    * With {@code serve --events nats://...}: the NATS replica writing this index and the publisher
    * of {@code /events}; set once before the index is visible to other threads, null otherwise.
    */
@@ -102,6 +109,34 @@ final class ModelIndex implements RouterModel {
   public String baseUrl(Worker worker) {
     Registration r = registrations.get(worker);
     return r == null ? null : r.baseUrl();
+  }
+
+  @Override
+  public boolean sharesBaseUrl(Worker worker) {
+    Registration r = registrations.get(worker);
+    if (r == null || r.baseUrl() == null) return false;
+    Integer n = ranksByUrl.get(r.baseUrl());
+    return n != null && n > 1;
+  }
+
+  /** Puts {@code r} in the registrations (replacing any of its worker) and counts its URL. */
+  void registered(Registration r) {
+    Registration old = registrations.put(r.worker(), r);
+    if (old != null) uncount(old);
+    if (r.baseUrl() != null) ranksByUrl.merge(r.baseUrl(), 1, Integer::sum);
+  }
+
+  /** Removes {@code worker}'s registration and its URL count; returns it, or null. */
+  Registration unregistered(Worker worker) {
+    Registration gone = registrations.remove(worker);
+    if (gone != null) uncount(gone);
+    return gone;
+  }
+
+  private void uncount(Registration r) {
+    if (r.baseUrl() != null) {
+      ranksByUrl.computeIfPresent(r.baseUrl(), (u, n) -> n <= 1 ? null : n - 1);
+    }
   }
 
   @Override

@@ -319,7 +319,7 @@ final class Registry implements AutoCloseable {
         indexes.put(key, m);
       }
       m.router.registerRank(r.worker(), blockSize, routerBlocks(r, blockSize));
-      m.registrations.put(r.worker(), r);
+      m.registered(r);
       if (r.listener() != null) r.listener().attach(m, r);
       return m;
     } finally {
@@ -449,7 +449,7 @@ final class Registry implements AutoCloseable {
         try {
           for (Worker w : ranks) {
             m.router.unregisterRank(w);
-            Registration gone = m.registrations.remove(w);
+            Registration gone = m.unregistered(w);
             m.forgetAccuracy(w);
             if (gone != null && gone.listener() != null) stopped.add(gone.listener());
             out.add(new Removed(m.key, w));

@@ -36,6 +36,13 @@ public interface RouterModel {
   /** The base URL registered for {@code worker}, or null (not registered, or without one). */
   String baseUrl(Worker worker);
 
+  /**
+   * Whether another registered rank of this model has {@code worker}'s base URL: one data-parallel
+   * engine serving several ranks behind one HTTP server (vLLM's internal load balancer), so a
+   * request must name the rank it is for.
+   */
+  boolean sharesBaseUrl(Worker worker);
+
   /** The registered ranks, in worker order (a new list on each call). */
   List<Rank> ranks();
 
