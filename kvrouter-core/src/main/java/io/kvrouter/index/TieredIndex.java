@@ -69,7 +69,7 @@ import java.util.function.Supplier;
  * than a tier held.
  * </pre>
  */
-public final class TieredIndex extends ForwardingKvIndex {
+public final class TieredIndex extends ForwardingKvIndex implements TieredKvIndex {
   private static final int TIERS = TieredScores.TIERS;
 
   /** An event of one tier, as {@link #dumpTiered()} gives them. */
@@ -119,14 +119,7 @@ public final class TieredIndex extends ForwardingKvIndex {
    */
   public static TieredIndex withTiers(Supplier<KvIndex> factory, Tier upTo) {
     TieredIndex t = of(factory);
-    if (upTo != Tier.DEVICE) {
-      t.lock.lock();
-      try {
-        t.ensureLevels(upTo.ordinal());
-      } finally {
-        t.lock.unlock();
-      }
-    }
+    t.addTiers(upTo);
     return t;
   }
 
@@ -147,6 +140,31 @@ public final class TieredIndex extends ForwardingKvIndex {
   /** Whether an event of a tier other than the device arrived (the cumulative indexes exist). */
   public boolean hasTiers() {
     return active;
+  }
+
+  @Override
+  public Tier slowestTier() {
+    KvIndex[] lv = published;
+    if (lv == null) return Tier.DEVICE;
+    int top = TIERS - 1;
+    while (lv[top] == null) top--;
+    return Tier.of(top);
+  }
+
+  /**
+   * Makes the cumulative indexes up to {@code upTo} now (each seeded from the one below, as when
+   * its tier's first event arrives); a no-op for those that exist and for {@link Tier#DEVICE}.
+   */
+  @Override
+  public void addTiers(Tier upTo) {
+    Objects.requireNonNull(upTo, "upTo");
+    if (upTo == Tier.DEVICE) return;
+    lock.lock();
+    try {
+      ensureLevels(upTo.ordinal());
+    } finally {
+      lock.unlock();
+    }
   }
 
   // ------------------------------------------------------------------ writes
@@ -191,6 +209,7 @@ public final class TieredIndex extends ForwardingKvIndex {
    * An event about the copies on {@code tier}: a {@code Cleared} drops only what that tier held
    * (vLLM's {@code AllBlocksCleared} clears the device and keeps the offloaded copies).
    */
+  @Override
   public void apply(Tier tier, RouterEvent event) {
     Objects.requireNonNull(tier, "tier");
     Objects.requireNonNull(event, "event");
@@ -416,8 +435,10 @@ public final class TieredIndex extends ForwardingKvIndex {
    * Every event needed to rebuild this index's answers on every tier: replayed in order through
    * {@link #apply(Tier, RouterEvent)} into an empty tiered index of any kind, it gives equal {@link
    * #findTiered} answers (blocks that score nothing are left out, as {@link #dump()} leaves them).
-   * Without tiers, the device dump.
+   * Without tiers, the device dump. Replay into an index given {@link #addTiers} of this one's
+   * {@link #slowestTier()} first, so that it has tiers even when no block is left off the device.
    */
+  @Override
   public List<Entry> dumpTiered() {
     lock.lock();
     try {
