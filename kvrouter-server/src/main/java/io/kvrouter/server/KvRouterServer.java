@@ -521,7 +521,8 @@ public final class KvRouterServer implements AutoCloseable {
    * @param models distinct model names
    * @param indexes indexes, one per (model, routing group)
    * @param workers worker ranks registered
-   * @param events events in the dump, applied (the dump lists one per stored block)
+   * @param events events in the dump, applied (the dump lists one per stored block, and with tiers
+   *     one per stored block and tier holding it)
    * @param blocks (worker rank, block) pairs the indexes hold after them
    */
   public record WarmStart(int models, int indexes, int workers, long events, long blocks) {}

@@ -169,6 +169,14 @@ final class ModelIndex implements RouterModel {
     return router.index() instanceof io.kvrouter.index.TieredIndex t && t.hasTiers() ? t : null;
   }
 
+  /**
+   * Makes the index's tiers up to {@code slowest} now (a warm start from a dump with tiers, so that
+   * the index has them even with no block left off the device); a no-op without a tiered index.
+   */
+  void addTiers(io.kvrouter.index.Tier slowest) {
+    if (router.index() instanceof io.kvrouter.index.TieredIndex t) t.addTiers(slowest);
+  }
+
   /** Every worker's scores on every tier (see {@link #tiers()}), or null without tiers. */
   io.kvrouter.index.TieredScores findTiered(long[] localHashes) {
     io.kvrouter.index.TieredIndex t = tiers();
