@@ -6,6 +6,7 @@ import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2IntMap;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
+import it.unimi.dsi.fastutil.longs.LongLinkedOpenHashSet;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -14,6 +15,7 @@ import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 
@@ -44,6 +46,13 @@ import java.util.function.Supplier;
  * ranks maps each rank to its tier masks: for each sequence hash (the engine's name of a block)
  * one bit per tier that holds it, and the number of hashes per tier. Writers only (under lock),
  * except counts (AtomicIntegerArray), which /metrics reads.
+ *
+ * Bound (maxTierBlocks > 0): each rank keeps at most maxTierBlocks hashes per tier beyond the
+ * device. order[t] of a rank lists its hashes with bit t, least recently stored first (a store of
+ * a held hash moves it to the end); after a Stored of tier t the oldest are dropped from tier t
+ * until the bound holds, exactly as a Removed of tier t would drop them, and counted in
+ * evicted[t]. Recency is store recency: reads take no lock and touch nothing. The device tier is
+ * not bounded here (its index kind may be: serve --max-blocks).
  *
  * Applying an event of tier t: a Stored sets bit t of each block and is applied whole to every
  * level k >= t (stores are idempotent in every kind, so a block already there through another
@@ -88,17 +97,27 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
   private volatile boolean active;
   private final AtomicInteger fastWriters = new AtomicInteger();
   private final ConcurrentHashMap<Worker, RankTiers> ranks = new ConcurrentHashMap<>();
+  private final int maxTierBlocks; // per rank and tier beyond the device; 0: no bound
+  private final AtomicLongArray evicted = new AtomicLongArray(TIERS);
 
   /** The masks of one rank: writer-only, except the counts. */
   private static final class RankTiers {
     final Long2IntOpenHashMap mask = new Long2IntOpenHashMap();
     final AtomicIntegerArray counts = new AtomicIntegerArray(TIERS);
+    final LongLinkedOpenHashSet[] order = new LongLinkedOpenHashSet[TIERS]; // with a bound only
+
+    LongLinkedOpenHashSet order(int t) {
+      LongLinkedOpenHashSet o = order[t];
+      if (o == null) order[t] = o = new LongLinkedOpenHashSet();
+      return o;
+    }
   }
 
-  private TieredIndex(KvIndex device, Supplier<KvIndex> factory) {
+  private TieredIndex(KvIndex device, Supplier<KvIndex> factory, int maxTierBlocks) {
     super(device);
     this.device = device;
     this.factory = factory;
+    this.maxTierBlocks = maxTierBlocks;
     this.levels[0] = device;
   }
 
@@ -107,8 +126,25 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
    * now, one per cumulative index when its tier first appears).
    */
   public static TieredIndex of(Supplier<KvIndex> factory) {
+    return of(factory, 0);
+  }
+
+  /**
+   * Like {@link #of(Supplier)}, with each rank holding at most {@code maxTierBlocks} blocks on each
+   * tier beyond the device: past it, the blocks of that tier stored least recently are dropped from
+   * it, as a removal of that tier would drop them (docs/routing.md, "Blocks beyond the GPU"),
+   * counted in {@link #evictedBlocks(Tier)}. 0: no bound.
+   *
+   * @throws IllegalArgumentException when {@code maxTierBlocks} is negative
+   */
+  public static TieredIndex of(Supplier<KvIndex> factory, int maxTierBlocks) {
     Objects.requireNonNull(factory, "factory");
-    return new TieredIndex(Objects.requireNonNull(factory.get(), "factory.get()"), factory);
+    if (maxTierBlocks < 0) {
+      throw new IllegalArgumentException(
+          "maxTierBlocks must be >= 1 (or 0 for no bound), got " + maxTierBlocks);
+    }
+    return new TieredIndex(
+        Objects.requireNonNull(factory.get(), "factory.get()"), factory, maxTierBlocks);
   }
 
   /**
@@ -129,7 +165,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
    */
   public static TieredIndex over(KvIndex device, Supplier<KvIndex> factory) {
     return new TieredIndex(
-        Objects.requireNonNull(device, "device"), Objects.requireNonNull(factory, "factory"));
+        Objects.requireNonNull(device, "device"), Objects.requireNonNull(factory, "factory"), 0);
   }
 
   /** The device index (C_1). */
@@ -307,6 +343,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
         RankTiers r = rank(e.worker());
         for (long h : s.blockHashes()) set(r, h, t);
         for (int k = t; k < TIERS; k++) if (levels[k] != null) levels[k].apply(e);
+        if (t > 0 && maxTierBlocks > 0) bound(r, t, s.blockHashes(), e);
       }
       case CacheEvent.Removed rm -> {
         if (t == 0) device.apply(e);
@@ -333,6 +370,24 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
   }
 
   /**
+   * Moves {@code stored} to the recent end of the rank's tier-{@code t} order and drops the least
+   * recently stored hashes of tier {@code t} past the bound (under lock).
+   */
+  private void bound(RankTiers r, int t, long[] stored, RouterEvent e) {
+    LongLinkedOpenHashSet o = r.order(t);
+    for (long h : stored) o.addAndMoveToLast(h);
+    if (o.size() <= maxTierBlocks) return;
+    LongArrayList[] out = new LongArrayList[TIERS];
+    int n = 0;
+    while (o.size() > maxTierBlocks) {
+      unset(r, o.removeFirstLong(), t, out);
+      n++;
+    }
+    evicted.addAndGet(t, n);
+    removeFromLevels(e, out);
+  }
+
+  /**
    * Clears bit {@code t} of {@code h} and adds {@code h} to {@code out[k]} for each level {@code k
    * >= max(t, 1)} that no remaining tier among its first k+1 holds it in.
    */
@@ -344,6 +399,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
     if (rest == 0) r.mask.remove(h);
     else r.mask.put(h, rest);
     r.counts.decrementAndGet(t);
+    if (r.order[t] != null) r.order[t].remove(h);
     int lowest = rest == 0 ? TIERS : Integer.numberOfTrailingZeros(rest);
     for (int k = Math.max(t, 1); k < lowest; k++) {
       if (levels[k] == null) continue;
@@ -421,6 +477,21 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
     if (tier == Tier.DEVICE) return device.blockCount(worker);
     RankTiers r = ranks.get(worker);
     return r == null ? 0 : r.counts.get(tier.ordinal());
+  }
+
+  /**
+   * Blocks dropped from {@code tier} to keep each rank within the bound of {@link #of(Supplier,
+   * int)} (0 for the device, and without a bound).
+   */
+  public long evictedBlocks(Tier tier) {
+    return evicted.get(tier.ordinal());
+  }
+
+  /**
+   * The bound of {@link #of(Supplier, int)}: blocks per rank and tier beyond the device; 0: none.
+   */
+  public int maxTierBlocks() {
+    return maxTierBlocks;
   }
 
   /** The sum of {@link #blockCount(Worker, Tier)} over every rank with blocks off the device. */
