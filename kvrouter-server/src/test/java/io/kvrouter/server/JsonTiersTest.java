@@ -78,4 +78,35 @@ class JsonTiersTest {
       assertThat(http.query("m", PROMPT).body()).doesNotContain("\"7\"");
     }
   }
+
+  @Test
+  void withMaxTierBlocksEachRankKeepsThatManyHostBlocksAndCountsTheRest() {
+    int[] other = range(1000, 12); // 3 more blocks
+    long[] otherLocal = BlockHasher.of(BS).localHashes(other);
+    long[] otherSeq = SequenceHasher.sequenceHashes(otherLocal);
+    try (HttpFixture http = new HttpFixture(KvRouterServer.Config.builder().maxTierBlocks(5))) {
+      assertThat(http.register(7, 0, "m", BS).status()).isEqualTo(201);
+      HttpFixture.Reply r =
+          http.post(
+              "/events?model_name=m",
+              "["
+                  + json("host_pinned", 1, CacheEvent.storedAtRoot(SEQ, LOCAL))
+                  + ","
+                  + json("host_pinned", 2, CacheEvent.storedAtRoot(otherSeq, otherLocal))
+                  + "]");
+      assertThat(r.status()).as(r.body()).isEqualTo(200);
+      // 7 host blocks, 5 kept: the prompt's first two (stored least recently) went
+      assertThat(http.query("m", other).body())
+          .contains(
+              "\"tier_blocks\":{\"7\":{\"0\":{\"device\":0,\"host\":3,\"disk\":0,\"external\":0}}}");
+      assertThat(http.query("m", PROMPT).body()).doesNotContain("\"7\"");
+      String metrics = http.get("/metrics").body();
+      String labels = "model_name=\"m\",routing_group=\"default\"";
+      assertThat(metrics)
+          .contains(
+              "kvrouter_tier_blocks{" + labels + ",tier=\"host\"} 5.0",
+              "kvrouter_tier_evicted_blocks_total{" + labels + ",tier=\"host\"} 2.0",
+              "kvrouter_tier_evicted_blocks_total{" + labels + ",tier=\"disk\"} 0.0");
+    }
+  }
 }
