@@ -508,6 +508,9 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
    * #findTiered} answers (blocks that score nothing are left out, as {@link #dump()} leaves them).
    * Without tiers, the device dump. Replay into an index given {@link #addTiers} of this one's
    * {@link #slowestTier()} first, so that it has tiers even when no block is left off the device.
+   * With a bound ({@link #of(Supplier, int)}), the blocks of the bounded tiers follow once more, in
+   * each rank's recency order (least recently stored first), so that a replay into an index with
+   * the same bound also drops the same blocks later.
    */
   @Override
   public List<Entry> dumpTiered() {
@@ -520,6 +523,9 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
       }
       int top = TIERS - 1;
       while (levels[top] == null) top--;
+      // with a bound: each dumped block's event, to store again below in recency order
+      Map<Worker, it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<RouterEvent>> byHash =
+          maxTierBlocks > 0 ? new HashMap<>() : null;
       for (RouterEvent e : levels[top].dump()) {
         if (!(e.data() instanceof CacheEvent.Stored s)) {
           out.add(new Entry(Tier.DEVICE, e));
@@ -541,6 +547,28 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
           int mask = r == null ? 0 : r.mask.get(h[i]);
           for (int t = 0; t < TIERS; t++) {
             if ((mask & (1 << t)) != 0) out.add(new Entry(Tier.of(t), be));
+          }
+          if (byHash != null && (mask & ~1) != 0) {
+            byHash
+                .computeIfAbsent(
+                    e.worker(), w -> new it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<>())
+                .put(h[i], be);
+          }
+        }
+      }
+      if (byHash != null) {
+        // the bounded tiers' blocks once more, least recently stored first: stores of held blocks
+        // change no level, and leave a replay's recency order as this index's
+        for (Map.Entry<Worker, it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<RouterEvent>> w :
+            byHash.entrySet()) {
+          RankTiers r = ranks.get(w.getKey());
+          for (int t = 1; t < TIERS; t++) {
+            if (r == null || r.order[t] == null) continue;
+            it.unimi.dsi.fastutil.longs.LongIterator it = r.order[t].iterator();
+            while (it.hasNext()) {
+              RouterEvent be = w.getValue().get(it.nextLong());
+              if (be != null) out.add(new Entry(Tier.of(t), be));
+            }
           }
         }
       }

@@ -84,6 +84,34 @@ class TieredBoundTest {
   }
 
   @Test
+  void aReplayOfTheDumpDropsWhatTheIndexWouldDrop() {
+    long[][] singles = {local(400, 1), local(500, 1), local(600, 1), local(700, 1)};
+    long[][] next = {local(800, 1), local(900, 1)};
+    for (Supplier<KvIndex> kind : IndexKinds.suppliers()) {
+      String k = kind.get().toString();
+      try (TieredIndex index = TieredIndex.of(kind, 4);
+          TieredIndex copy = TieredIndex.of(kind, 4)) {
+        for (long[] c : singles) index.apply(Tier.HOST, stored(c));
+        index.apply(Tier.HOST, stored(singles[0]));
+        index.apply(Tier.HOST, stored(singles[2])); // recency, oldest first: 500, 700, 400, 600
+        copy.addTiers(index.slowestTier());
+        for (TieredIndex.Entry e : index.dumpTiered()) copy.apply(e.tier(), e.event());
+        assertThat(copy.evictedBlocks(Tier.HOST)).as(k).isZero();
+        for (TieredIndex x : new TieredIndex[] {index, copy}) {
+          x.apply(Tier.HOST, stored(next[0])); // drops 500
+          x.apply(Tier.HOST, stored(next[1])); // drops 700
+        }
+        for (long[] c : singles) {
+          assertThat(scores(copy, c)).as(k + " " + c[0]).isEqualTo(scores(index, c));
+        }
+        assertThat(scores(index, singles[1])).as(k).isEqualTo("0/0");
+        assertThat(scores(index, singles[3])).as(k).isEqualTo("0/0");
+        assertThat(scores(index, singles[2])).as(k).isEqualTo("0/1");
+      }
+    }
+  }
+
+  @Test
   void withoutABoundNothingGoes() {
     try (TieredIndex index = TieredIndex.of(KvIndexes::concurrentRadixTree)) {
       for (int c = 0; c < 10; c++) index.apply(Tier.HOST, stored(local(1000L * c, 8)));
