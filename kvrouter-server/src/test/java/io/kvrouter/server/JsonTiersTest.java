@@ -16,7 +16,8 @@ import org.junit.jupiter.api.Test;
  * Dynamo's JSON events with a {@code storage_tier} (docs/ingestion.md) through {@code POST
  * /events}: a {@code host_pinned} store lands on the host tier of the index, as the same copy over
  * ZMQ does (ZmqTiersTest), and a {@code cleared} clears every tier of the rank, as Dynamo's indexer
- * does whatever tier the event names.
+ * does whatever tier the event names; with {@code maxTierBlocks} (serve {@code --max-tier-blocks})
+ * a rank keeps that many host blocks, the least recently stored dropped and counted.
  */
 class JsonTiersTest {
   private static final int BS = 4;
