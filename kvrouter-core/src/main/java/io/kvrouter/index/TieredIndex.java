@@ -5,7 +5,9 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2IntMap;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
+import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
+import it.unimi.dsi.fastutil.longs.LongIterator;
 import it.unimi.dsi.fastutil.longs.LongLinkedOpenHashSet;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -524,7 +526,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
       int top = TIERS - 1;
       while (levels[top] == null) top--;
       // with a bound: each dumped block's event, to store again below in recency order
-      Map<Worker, it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<RouterEvent>> byHash =
+      Map<Worker, Long2ObjectOpenHashMap<RouterEvent>> byHash =
           maxTierBlocks > 0 ? new HashMap<>() : null;
       for (RouterEvent e : levels[top].dump()) {
         if (!(e.data() instanceof CacheEvent.Stored s)) {
@@ -549,22 +551,18 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
             if ((mask & (1 << t)) != 0) out.add(new Entry(Tier.of(t), be));
           }
           if (byHash != null && (mask & ~1) != 0) {
-            byHash
-                .computeIfAbsent(
-                    e.worker(), w -> new it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<>())
-                .put(h[i], be);
+            byHash.computeIfAbsent(e.worker(), w -> new Long2ObjectOpenHashMap<>()).put(h[i], be);
           }
         }
       }
       if (byHash != null) {
         // the bounded tiers' blocks once more, least recently stored first: stores of held blocks
         // change no level, and leave a replay's recency order as this index's
-        for (Map.Entry<Worker, it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<RouterEvent>> w :
-            byHash.entrySet()) {
+        for (Map.Entry<Worker, Long2ObjectOpenHashMap<RouterEvent>> w : byHash.entrySet()) {
           RankTiers r = ranks.get(w.getKey());
           for (int t = 1; t < TIERS; t++) {
             if (r == null || r.order[t] == null) continue;
-            it.unimi.dsi.fastutil.longs.LongIterator it = r.order[t].iterator();
+            LongIterator it = r.order[t].iterator();
             while (it.hasNext()) {
               RouterEvent be = w.getValue().get(it.nextLong());
               if (be != null) out.add(new Entry(Tier.of(t), be));
