@@ -146,6 +146,23 @@ class TierReplicationTest {
         assertThat(answers(b)).isEqualTo(expected);
       }
 
+      // a replay by hand (docs/service.md): register, then POST /events each index's
+      // tiered_events; model m has blocks off the device, so its tiers come back with them
+      java.util.regex.Matcher tiered =
+          java.util.regex.Pattern.compile(
+                  "\"model_name\":\"m\",.*?\"tiered_events\":(\\[.*?\\])(?=\\}(,\\{\"model_name\"|\\]\\}))")
+              .matcher(dump);
+      assertThat(tiered.find()).isTrue();
+      try (HttpFixture r = new HttpFixture()) {
+        for (int w = 1; w <= 3; w++) assertThat(r.register(w, 0, "m", BS).status()).isEqualTo(201);
+        HttpFixture.Reply replayed = r.post("/events?model_name=m", tiered.group(1));
+        assertThat(replayed.status()).as(replayed.body()).isEqualTo(200);
+        for (int i = 0; i < 3; i++) {
+          int n = new int[] {8, 20, 32}[i];
+          assertThat(query(r, "m", Arrays.copyOf(PROMPT, n))).isEqualTo(expected.get(2 * i));
+        }
+      }
+
       // what a reader of an earlier version takes from the same dump: "events" alone, the device
       String old =
           dump.replaceAll(",\"tiers\":\\[[^\\]]*\\]", "")
