@@ -277,6 +277,16 @@ public final class ServeCommand implements Callable<Integer> {
   Long maxBlocks;
 
   @Option(
+      names = "--max-tier-blocks",
+      paramLabel = "N",
+      description =
+          "Keep at most N blocks per worker rank on each tier beyond the device (host, disk,"
+              + " external), dropping the least recently stored past it (counted in"
+              + " kvrouter_tier_evicted_blocks_total). LMCache publishes no removals: without a"
+              + " bound its copies stay indexed (default: no bound).")
+  Integer maxTierBlocks;
+
+  @Option(
       names = "--read-timeout-ms",
       paramLabel = "MS",
       description =
@@ -336,6 +346,13 @@ public final class ServeCommand implements Callable<Integer> {
     return fresh;
   }
 
+  private static int checkMaxTierBlocks(int maxTierBlocks) {
+    if (maxTierBlocks < 1) {
+      throw new IllegalArgumentException("--max-tier-blocks must be >= 1, got " + maxTierBlocks);
+    }
+    return maxTierBlocks;
+  }
+
   private static long checkMaxBlocks(long maxBlocks) {
     if (maxBlocks < 1) {
       throw new IllegalArgumentException("--max-blocks must be >= 1, got " + maxBlocks);
@@ -372,6 +389,7 @@ public final class ServeCommand implements Callable<Integer> {
               .replicaId(replicaId)
               .sync(sync)
               .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks))
+              .maxTierBlocks(maxTierBlocks == null ? 0 : checkMaxTierBlocks(maxTierBlocks))
               .tierWeights(
                   new io.kvrouter.route.TierWeights(
                       hostTierWeight, diskTierWeight, externalTierWeight));

@@ -116,6 +116,7 @@ class ServeCommandTest {
       assertThat(Main.run("serve", "--port", "70000")).isEqualTo(2);
       assertThat(Main.run("serve", "--max-body-size", "lots")).isEqualTo(2);
       assertThat(Main.run("serve", "--max-blocks", "0")).isEqualTo(2);
+      assertThat(Main.run("serve", "--max-tier-blocks", "0")).isEqualTo(2);
       assertThat(Main.run("serve", "--read-timeout-ms", "0")).isEqualTo(2);
       assertThat(Main.run("serve", "--nats-apply-wait-ms", "0")).isEqualTo(2);
     } finally {
@@ -128,6 +129,7 @@ class ServeCommandTest {
         .contains("port must be in 0..65535")
         .contains("not a size: 'lots'")
         .contains("kvrouter serve: --max-blocks must be >= 1, got 0")
+        .contains("kvrouter serve: --max-tier-blocks must be >= 1, got 0")
         .contains("kvrouter serve: --read-timeout-ms must be >= 1, got 0")
         .contains("kvrouter serve: --nats-apply-wait-ms must be >= 1, got 0");
   }

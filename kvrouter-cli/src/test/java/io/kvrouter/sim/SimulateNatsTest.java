@@ -128,6 +128,43 @@ class SimulateNatsTest {
   }
 
   @Test
+  void withAHostTierTheResultsEqualInProcessToo() {
+    // evicted device blocks go to the host tier, whose events travel with their storage_tier
+    List<String> args =
+        new ArrayList<>(
+            List.of(
+                "simulate",
+                "--requests",
+                "80",
+                "--workers",
+                "2",
+                "--gpu-blocks",
+                "48",
+                "--host-blocks",
+                "4096",
+                "--policies",
+                "kv,kv-device",
+                "--json",
+                "--quiet",
+                "--no-report"));
+    String inProcess = results(run(args));
+    try (NatsServer nats = NatsServer.start()) {
+      args.add("--events");
+      args.add(nats.url());
+      assertThat(results(run(args))).isEqualTo(inProcess);
+    }
+  }
+
+  private static Run run(List<String> args) {
+    StringWriter out = new StringWriter();
+    StringWriter err = new StringWriter();
+    int code =
+        Main.run(
+            new PrintWriter(out, true), new PrintWriter(err, true), args.toArray(String[]::new));
+    return new Run(code, out.toString(), err.toString());
+  }
+
+  @Test
   void anUnreachableNatsExitsWithOneAndABadUrlWithTwo() throws IOException {
     int nobody;
     try (ServerSocket s = new ServerSocket(0)) {

@@ -5,7 +5,10 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2IntMap;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
+import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
+import it.unimi.dsi.fastutil.longs.LongIterator;
+import it.unimi.dsi.fastutil.longs.LongLinkedOpenHashSet;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -14,6 +17,7 @@ import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 
@@ -45,6 +49,13 @@ import java.util.function.Supplier;
  * one bit per tier that holds it, and the number of hashes per tier. Writers only (under lock),
  * except counts (AtomicIntegerArray), which /metrics reads.
  *
+ * Bound (maxTierBlocks > 0): each rank keeps at most maxTierBlocks hashes per tier beyond the
+ * device. order[t] of a rank lists its hashes with bit t, least recently stored first (a store of
+ * a held hash moves it to the end); after a Stored of tier t the oldest are dropped from tier t
+ * until the bound holds, exactly as a Removed of tier t would drop them, and counted in
+ * evicted[t]. Recency is store recency: reads take no lock and touch nothing. The device tier is
+ * not bounded here (its index kind may be: serve --max-blocks).
+ *
  * Applying an event of tier t: a Stored sets bit t of each block and is applied whole to every
  * level k >= t (stores are idempotent in every kind, so a block already there through another
  * tier stays as it is). A Removed clears bit t and removes the block from level k >= t only when
@@ -69,7 +80,7 @@ import java.util.function.Supplier;
  * than a tier held.
  * </pre>
  */
-public final class TieredIndex extends ForwardingKvIndex {
+public final class TieredIndex extends ForwardingKvIndex implements TieredKvIndex {
   private static final int TIERS = TieredScores.TIERS;
 
   /** An event of one tier, as {@link #dumpTiered()} gives them. */
@@ -88,17 +99,27 @@ public final class TieredIndex extends ForwardingKvIndex {
   private volatile boolean active;
   private final AtomicInteger fastWriters = new AtomicInteger();
   private final ConcurrentHashMap<Worker, RankTiers> ranks = new ConcurrentHashMap<>();
+  private final int maxTierBlocks; // per rank and tier beyond the device; 0: no bound
+  private final AtomicLongArray evicted = new AtomicLongArray(TIERS);
 
   /** The masks of one rank: writer-only, except the counts. */
   private static final class RankTiers {
     final Long2IntOpenHashMap mask = new Long2IntOpenHashMap();
     final AtomicIntegerArray counts = new AtomicIntegerArray(TIERS);
+    final LongLinkedOpenHashSet[] order = new LongLinkedOpenHashSet[TIERS]; // with a bound only
+
+    LongLinkedOpenHashSet order(int t) {
+      LongLinkedOpenHashSet o = order[t];
+      if (o == null) order[t] = o = new LongLinkedOpenHashSet();
+      return o;
+    }
   }
 
-  private TieredIndex(KvIndex device, Supplier<KvIndex> factory) {
+  private TieredIndex(KvIndex device, Supplier<KvIndex> factory, int maxTierBlocks) {
     super(device);
     this.device = device;
     this.factory = factory;
+    this.maxTierBlocks = maxTierBlocks;
     this.levels[0] = device;
   }
 
@@ -107,8 +128,25 @@ public final class TieredIndex extends ForwardingKvIndex {
    * now, one per cumulative index when its tier first appears).
    */
   public static TieredIndex of(Supplier<KvIndex> factory) {
+    return of(factory, 0);
+  }
+
+  /**
+   * Like {@link #of(Supplier)}, with each rank holding at most {@code maxTierBlocks} blocks on each
+   * tier beyond the device: past it, the blocks of that tier stored least recently are dropped from
+   * it, as a removal of that tier would drop them (docs/routing.md, "Blocks beyond the GPU"),
+   * counted in {@link #evictedBlocks(Tier)}. 0: no bound.
+   *
+   * @throws IllegalArgumentException when {@code maxTierBlocks} is negative
+   */
+  public static TieredIndex of(Supplier<KvIndex> factory, int maxTierBlocks) {
     Objects.requireNonNull(factory, "factory");
-    return new TieredIndex(Objects.requireNonNull(factory.get(), "factory.get()"), factory);
+    if (maxTierBlocks < 0) {
+      throw new IllegalArgumentException(
+          "maxTierBlocks must be >= 1 (or 0 for no bound), got " + maxTierBlocks);
+    }
+    return new TieredIndex(
+        Objects.requireNonNull(factory.get(), "factory.get()"), factory, maxTierBlocks);
   }
 
   /**
@@ -119,14 +157,7 @@ public final class TieredIndex extends ForwardingKvIndex {
    */
   public static TieredIndex withTiers(Supplier<KvIndex> factory, Tier upTo) {
     TieredIndex t = of(factory);
-    if (upTo != Tier.DEVICE) {
-      t.lock.lock();
-      try {
-        t.ensureLevels(upTo.ordinal());
-      } finally {
-        t.lock.unlock();
-      }
-    }
+    t.addTiers(upTo);
     return t;
   }
 
@@ -136,7 +167,7 @@ public final class TieredIndex extends ForwardingKvIndex {
    */
   public static TieredIndex over(KvIndex device, Supplier<KvIndex> factory) {
     return new TieredIndex(
-        Objects.requireNonNull(device, "device"), Objects.requireNonNull(factory, "factory"));
+        Objects.requireNonNull(device, "device"), Objects.requireNonNull(factory, "factory"), 0);
   }
 
   /** The device index (C_1). */
@@ -147,6 +178,31 @@ public final class TieredIndex extends ForwardingKvIndex {
   /** Whether an event of a tier other than the device arrived (the cumulative indexes exist). */
   public boolean hasTiers() {
     return active;
+  }
+
+  @Override
+  public Tier slowestTier() {
+    KvIndex[] lv = published;
+    if (lv == null) return Tier.DEVICE;
+    int top = TIERS - 1;
+    while (lv[top] == null) top--;
+    return Tier.of(top);
+  }
+
+  /**
+   * Makes the cumulative indexes up to {@code upTo} now (each seeded from the one below, as when
+   * its tier's first event arrives); a no-op for those that exist and for {@link Tier#DEVICE}.
+   */
+  @Override
+  public void addTiers(Tier upTo) {
+    Objects.requireNonNull(upTo, "upTo");
+    if (upTo == Tier.DEVICE) return;
+    lock.lock();
+    try {
+      ensureLevels(upTo.ordinal());
+    } finally {
+      lock.unlock();
+    }
   }
 
   // ------------------------------------------------------------------ writes
@@ -191,6 +247,7 @@ public final class TieredIndex extends ForwardingKvIndex {
    * An event about the copies on {@code tier}: a {@code Cleared} drops only what that tier held
    * (vLLM's {@code AllBlocksCleared} clears the device and keeps the offloaded copies).
    */
+  @Override
   public void apply(Tier tier, RouterEvent event) {
     Objects.requireNonNull(tier, "tier");
     Objects.requireNonNull(event, "event");
@@ -288,6 +345,7 @@ public final class TieredIndex extends ForwardingKvIndex {
         RankTiers r = rank(e.worker());
         for (long h : s.blockHashes()) set(r, h, t);
         for (int k = t; k < TIERS; k++) if (levels[k] != null) levels[k].apply(e);
+        if (t > 0 && maxTierBlocks > 0) bound(r, t, s.blockHashes(), e);
       }
       case CacheEvent.Removed rm -> {
         if (t == 0) device.apply(e);
@@ -314,6 +372,24 @@ public final class TieredIndex extends ForwardingKvIndex {
   }
 
   /**
+   * Moves {@code stored} to the recent end of the rank's tier-{@code t} order and drops the least
+   * recently stored hashes of tier {@code t} past the bound (under lock).
+   */
+  private void bound(RankTiers r, int t, long[] stored, RouterEvent e) {
+    LongLinkedOpenHashSet o = r.order(t);
+    for (long h : stored) o.addAndMoveToLast(h);
+    if (o.size() <= maxTierBlocks) return;
+    LongArrayList[] out = new LongArrayList[TIERS];
+    int n = 0;
+    while (o.size() > maxTierBlocks) {
+      unset(r, o.removeFirstLong(), t, out);
+      n++;
+    }
+    evicted.addAndGet(t, n);
+    removeFromLevels(e, out);
+  }
+
+  /**
    * Clears bit {@code t} of {@code h} and adds {@code h} to {@code out[k]} for each level {@code k
    * >= max(t, 1)} that no remaining tier among its first k+1 holds it in.
    */
@@ -325,6 +401,7 @@ public final class TieredIndex extends ForwardingKvIndex {
     if (rest == 0) r.mask.remove(h);
     else r.mask.put(h, rest);
     r.counts.decrementAndGet(t);
+    if (r.order[t] != null) r.order[t].remove(h);
     int lowest = rest == 0 ? TIERS : Integer.numberOfTrailingZeros(rest);
     for (int k = Math.max(t, 1); k < lowest; k++) {
       if (levels[k] == null) continue;
@@ -404,6 +481,21 @@ public final class TieredIndex extends ForwardingKvIndex {
     return r == null ? 0 : r.counts.get(tier.ordinal());
   }
 
+  /**
+   * Blocks dropped from {@code tier} to keep each rank within the bound of {@link #of(Supplier,
+   * int)} (0 for the device, and without a bound).
+   */
+  public long evictedBlocks(Tier tier) {
+    return evicted.get(tier.ordinal());
+  }
+
+  /**
+   * The bound of {@link #of(Supplier, int)}: blocks per rank and tier beyond the device; 0: none.
+   */
+  public int maxTierBlocks() {
+    return maxTierBlocks;
+  }
+
   /** The sum of {@link #blockCount(Worker, Tier)} over every rank with blocks off the device. */
   public long blockCount(Tier tier) {
     if (tier == Tier.DEVICE) throw new IllegalArgumentException("device blocks: ask per rank");
@@ -416,8 +508,13 @@ public final class TieredIndex extends ForwardingKvIndex {
    * Every event needed to rebuild this index's answers on every tier: replayed in order through
    * {@link #apply(Tier, RouterEvent)} into an empty tiered index of any kind, it gives equal {@link
    * #findTiered} answers (blocks that score nothing are left out, as {@link #dump()} leaves them).
-   * Without tiers, the device dump.
+   * Without tiers, the device dump. Replay into an index given {@link #addTiers} of this one's
+   * {@link #slowestTier()} first, so that it has tiers even when no block is left off the device.
+   * With a bound ({@link #of(Supplier, int)}), the blocks of the bounded tiers follow once more, in
+   * each rank's recency order (least recently stored first), so that a replay into an index with
+   * the same bound also drops the same blocks later.
    */
+  @Override
   public List<Entry> dumpTiered() {
     lock.lock();
     try {
@@ -428,6 +525,9 @@ public final class TieredIndex extends ForwardingKvIndex {
       }
       int top = TIERS - 1;
       while (levels[top] == null) top--;
+      // with a bound: each dumped block's event, to store again below in recency order
+      Map<Worker, Long2ObjectOpenHashMap<RouterEvent>> byHash =
+          maxTierBlocks > 0 ? new HashMap<>() : null;
       for (RouterEvent e : levels[top].dump()) {
         if (!(e.data() instanceof CacheEvent.Stored s)) {
           out.add(new Entry(Tier.DEVICE, e));
@@ -449,6 +549,24 @@ public final class TieredIndex extends ForwardingKvIndex {
           int mask = r == null ? 0 : r.mask.get(h[i]);
           for (int t = 0; t < TIERS; t++) {
             if ((mask & (1 << t)) != 0) out.add(new Entry(Tier.of(t), be));
+          }
+          if (byHash != null && (mask & ~1) != 0) {
+            byHash.computeIfAbsent(e.worker(), w -> new Long2ObjectOpenHashMap<>()).put(h[i], be);
+          }
+        }
+      }
+      if (byHash != null) {
+        // the bounded tiers' blocks once more, least recently stored first: stores of held blocks
+        // change no level, and leave a replay's recency order as this index's
+        for (Map.Entry<Worker, Long2ObjectOpenHashMap<RouterEvent>> w : byHash.entrySet()) {
+          RankTiers r = ranks.get(w.getKey());
+          for (int t = 1; t < TIERS; t++) {
+            if (r == null || r.order[t] == null) continue;
+            LongIterator it = r.order[t].iterator();
+            while (it.hasNext()) {
+              RouterEvent be = w.getValue().get(it.nextLong());
+              if (be != null) out.add(new Entry(Tier.of(t), be));
+            }
           }
         }
       }

@@ -180,7 +180,9 @@ public final class KvRouter implements AutoCloseable {
   /**
    * The index for code that applies events itself, such as a NATS replica or a dump being replayed:
    * its {@code apply} is {@link #applyEvent} (so the eviction-pressure counts see the events), and
-   * everything else is the index's. Closing it does nothing; the router owns the index.
+   * everything else is the index's. Closing it does nothing; the router owns the index. Over a
+   * {@link TieredIndex} it is a {@link io.kvrouter.index.TieredKvIndex}, whose tier events are
+   * {@link #applyEvent(Tier, RouterEvent)} (so a replica or a replay carries every tier).
    *
    * @throws IllegalStateException in approximate mode, where the router writes the index itself
    */
@@ -189,7 +191,7 @@ public final class KvRouter implements AutoCloseable {
       throw new IllegalStateException(
           "approximate mode: the router predicts cache contents itself and accepts no events");
     }
-    return new EventFeed(this, index);
+    return EventFeed.of(this, index);
   }
 
   /**

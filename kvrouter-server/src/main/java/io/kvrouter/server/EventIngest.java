@@ -136,14 +136,10 @@ final class EventIngest {
   private int decodeAndApply(ModelKey key, byte[] body, String idempotencyKey) {
     List<io.kvrouter.transport.kvevents.TieredEvent> tiered;
     List<RouterEvent> events;
-    boolean offTier = false;
     try {
       tiered = RouterEventJson.readTieredEvents(body);
       events = new java.util.ArrayList<>(tiered.size());
-      for (io.kvrouter.transport.kvevents.TieredEvent te : tiered) {
-        events.add(te.event());
-        offTier |= te.tier() != io.kvrouter.transport.kvevents.StorageTier.DEVICE;
-      }
+      for (io.kvrouter.transport.kvevents.TieredEvent te : tiered) events.add(te.event());
     } catch (EventDecodeException e) {
       metrics.decodeError();
       metrics.eventBatchRejected("decode_error");
@@ -158,13 +154,6 @@ final class EventIngest {
               + ": no worker is registered for it (POST /register creates it); nothing was"
               + " applied");
     }
-    if (offTier && m.nats != null) {
-      // the NATS stream carries Dynamo's events without their tier (follow-up)
-      metrics.eventBatchRejected("bad_request");
-      throw ApiException.badRequest(
-          "events: a storage_tier other than \"device\" is not supported when the index"
-              + " replicates through NATS; nothing was applied");
-    }
     try {
       if (m.nats == null) {
         m.applyTieredEvents(tiered, events, acceptUnregistered);
@@ -176,9 +165,10 @@ final class EventIngest {
       throw e;
     }
     if (m.nats != null) {
-      // every replica of the subject applies them, this one included, before the answer
+      // every replica of the subject applies them, this one included, before the answer; each
+      // message carries its storage_tier, so the replicas put it on the same tier
       NatsEvents.Published p =
-          NatsEvents.publish(m.nats, events, natsApplyWait, batchId(idempotencyKey, body));
+          NatsEvents.publish(m.nats, tiered, natsApplyWait, batchId(idempotencyKey, body));
       metrics.natsPublishDuplicates(p.duplicates());
     }
     metrics.eventsReceived(events.size());

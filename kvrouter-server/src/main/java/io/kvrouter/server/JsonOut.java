@@ -6,6 +6,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.OverlapScores;
 import io.kvrouter.index.Tier;
+import io.kvrouter.index.TieredIndex;
 import io.kvrouter.index.TieredScores;
 import io.kvrouter.route.Candidate;
 import io.kvrouter.route.CandidateCost;
@@ -14,6 +15,7 @@ import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.TierOverlap;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.kvevents.ClearScope;
+import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.zmq.IngestStats;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -436,6 +438,13 @@ final class JsonOut {
    * [registration...], events: [RouterEvent...]}]}}. Each worker entry also carries its {@code
    * capacity_blocks} as {@code kv_blocks}, the field's former name, which the warm start of a peer
    * reads (PeerWarmStart; so do the servers of earlier versions).
+   *
+   * <p>An index with tiers (an engine published copies beyond the device) also has {@code "tiers"}
+   * (Dynamo's names of the tiers it has cumulative indexes for, {@code ["device", "host_pinned",
+   * ...]}) and {@code "tiered_events"}: its dump on every tier (TieredIndex.dumpTiered), one stored
+   * event per block and tier, each beyond the device with Dynamo's {@code storage_tier}. {@code
+   * events} then holds the device events of that same list, for readers of earlier versions, which
+   * know nothing of tiers; this version's warm start reads {@code tiered_events} when present.
    */
   static void dump(OutputStream out, Collection<ModelIndex> indexes) throws IOException {
     try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
@@ -443,7 +452,20 @@ final class JsonOut {
       g.writeArrayFieldStart("indexes");
       for (ModelIndex m : indexes) {
         List<Registration> regs = new ArrayList<>(m.registrations.values());
-        List<RouterEvent> events = m.router.index().dump();
+        TieredIndex tiers = m.tiers();
+        Tier slowest = null;
+        List<TieredIndex.Entry> tiered = null;
+        List<RouterEvent> events;
+        if (tiers == null) {
+          events = m.router.index().dump();
+        } else {
+          slowest = tiers.slowestTier(); // before the dump: tiers are only ever added
+          tiered = tiers.dumpTiered();
+          events = new ArrayList<>();
+          for (TieredIndex.Entry e : tiered) {
+            if (e.tier() == Tier.DEVICE) events.add(e.event());
+          }
+        }
         g.writeStartObject();
         g.writeStringField("model_name", m.key.modelName());
         g.writeStringField("routing_group", m.key.routingGroup());
@@ -459,12 +481,29 @@ final class JsonOut {
         g.writeArrayFieldStart("events");
         for (RouterEvent e : events) g.writeRawValue(RouterEventJson.writeEvent(e));
         g.writeEndArray();
+        if (tiered != null) {
+          g.writeArrayFieldStart("tiers");
+          for (int t = 0; t <= slowest.ordinal(); t++) {
+            g.writeString(RouterEventJson.storageTierName(storageTier(Tier.of(t))));
+          }
+          g.writeEndArray();
+          g.writeArrayFieldStart("tiered_events");
+          for (TieredIndex.Entry e : tiered) {
+            g.writeRawValue(RouterEventJson.writeEvent(storageTier(e.tier()), e.event()));
+          }
+          g.writeEndArray();
+        }
         g.writeEndObject();
       }
       g.writeEndArray();
       g.writeEndObject();
       g.writeRaw('\n');
     }
+  }
+
+  /** The transport's name of a core tier (the two enums mirror each other). */
+  private static StorageTier storageTier(Tier t) {
+    return StorageTier.valueOf(t.name());
   }
 
   /** The answer of {@code GET /health}. */

@@ -521,7 +521,8 @@ public final class KvRouterServer implements AutoCloseable {
    * @param models distinct model names
    * @param indexes indexes, one per (model, routing group)
    * @param workers worker ranks registered
-   * @param events events in the dump, applied (the dump lists one per stored block)
+   * @param events events in the dump, applied (the dump lists one per stored block, and with tiers
+   *     one per stored block and tier holding it)
    * @param blocks (worker rank, block) pairs the indexes hold after them
    */
   public record WarmStart(int models, int indexes, int workers, long events, long blocks) {}
@@ -567,6 +568,10 @@ public final class KvRouterServer implements AutoCloseable {
    * @param maxBlocks each model's index holds at most this many (worker rank, block) pairs,
    *     dropping the least recently used past it ({@code KvIndexes.concurrentRadixTree(long)}); 0:
    *     no bound (the default)
+   * @param maxTierBlocks each rank holds at most this many blocks on each tier beyond the device
+   *     (host, disk, external), the least recently stored dropped past it ({@code
+   *     TieredIndex.of(factory, n)}; LMCache publishes no removals, so without a bound its copies
+   *     stay indexed); 0: no bound (the default)
    * @param readTimeout a request must arrive whole within this time from its request line, and an
    *     idle connection is closed after about as long (slow clients); default 30 s, or the JVM
    *     property {@code kvrouter.http.readTimeoutMillis}
@@ -618,6 +623,7 @@ public final class KvRouterServer implements AutoCloseable {
       String events,
       String replicaId,
       long maxBlocks,
+      int maxTierBlocks,
       Duration readTimeout,
       Duration natsApplyWait,
       long maxInflightBodyBytes,
@@ -690,6 +696,10 @@ public final class KvRouterServer implements AutoCloseable {
       if (maxBlocks < 0) {
         throw new IllegalArgumentException(
             "maxBlocks must be >= 1 (or 0 for no bound), got " + maxBlocks);
+      }
+      if (maxTierBlocks < 0) {
+        throw new IllegalArgumentException(
+            "maxTierBlocks must be >= 1 (or 0 for no bound), got " + maxTierBlocks);
       }
       Objects.requireNonNull(readTimeout, "readTimeout");
       if (readTimeout.isNegative() || readTimeout.isZero()) {
@@ -779,6 +789,9 @@ public final class KvRouterServer implements AutoCloseable {
       if (effSync != null) m.put("sync-heartbeat-ms", Long.toString(syncHeartbeat.toMillis()));
       m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
       m.put(
+          "max-tier-blocks",
+          maxTierBlocks == 0 ? "(no bound)" : maxTierBlocks + " per rank and tier");
+      m.put(
           "tier-weights",
           "host "
               + tierWeights.host()
@@ -820,7 +833,7 @@ public final class KvRouterServer implements AutoCloseable {
             maxBlocks > 0
                 ? () -> KvIndexes.concurrentRadixTree(maxBlocks)
                 : KvIndexes::concurrentCompressedTree;
-        b.index(io.kvrouter.index.TieredIndex.of(kind)).tierWeights(tierWeights);
+        b.index(io.kvrouter.index.TieredIndex.of(kind, maxTierBlocks)).tierWeights(tierWeights);
       }
       if (selector != null) b.selector(selector.get());
       return b.build();
@@ -850,6 +863,7 @@ public final class KvRouterServer implements AutoCloseable {
       private String events;
       private String replicaId;
       private long maxBlocks;
+      private int maxTierBlocks;
       private io.kvrouter.route.TierWeights tierWeights = io.kvrouter.route.TierWeights.DEFAULTS;
       private Duration readTimeout = ReadDeadline.configured();
       private Duration natsApplyWait = DEFAULT_NATS_APPLY_WAIT;
@@ -986,6 +1000,12 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#maxTierBlocks()}. */
+      public Builder maxTierBlocks(int maxTierBlocks) {
+        this.maxTierBlocks = maxTierBlocks;
+        return this;
+      }
+
       public Builder readTimeout(Duration readTimeout) {
         this.readTimeout = readTimeout;
         return this;
@@ -1031,6 +1051,7 @@ public final class KvRouterServer implements AutoCloseable {
             events,
             replicaId,
             maxBlocks,
+            maxTierBlocks,
             readTimeout,
             natsApplyWait,
             maxInflightBodyBytes,

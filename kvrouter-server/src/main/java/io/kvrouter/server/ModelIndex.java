@@ -204,6 +204,28 @@ final class ModelIndex implements RouterModel {
     return router.index() instanceof io.kvrouter.index.TieredIndex t && t.hasTiers() ? t : null;
   }
 
+  /**
+   * Makes the index's tiers up to {@code slowest} now (a warm start from a dump with tiers, so that
+   * the index has them even with no block left off the device); a no-op without a tiered index.
+   */
+  void addTiers(io.kvrouter.index.Tier slowest) {
+    if (router.index() instanceof io.kvrouter.index.TieredIndex t) t.addTiers(slowest);
+  }
+
+  /**
+   * Blocks dropped from each tier past the bound (indexed by tier; {@code --max-tier-blocks}), or
+   * null when the index is not tiered, or has neither a bound nor tiers (no series then).
+   */
+  long[] tierEvictions() {
+    if (!(router.index() instanceof io.kvrouter.index.TieredIndex t)) return null;
+    if (t.maxTierBlocks() == 0 && !t.hasTiers()) return null;
+    long[] v = new long[io.kvrouter.index.Tier.values().length];
+    for (io.kvrouter.index.Tier tier : io.kvrouter.index.Tier.values()) {
+      v[tier.ordinal()] = t.evictedBlocks(tier);
+    }
+    return v;
+  }
+
   /** Every worker's scores on every tier (see {@link #tiers()}), or null without tiers. */
   io.kvrouter.index.TieredScores findTiered(long[] localHashes) {
     io.kvrouter.index.TieredIndex t = tiers();

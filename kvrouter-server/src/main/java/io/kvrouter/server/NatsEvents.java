@@ -1,7 +1,7 @@
 package io.kvrouter.server;
 
-import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
+import io.kvrouter.transport.kvevents.TieredEvent;
 import io.kvrouter.transport.nats.NatsConnections;
 import io.kvrouter.transport.nats.NatsEventPublisher;
 import io.kvrouter.transport.nats.NatsEventStream;
@@ -149,8 +149,9 @@ final class NatsEvents implements AutoCloseable {
   }
 
   /**
-   * Publishes {@code events} in order to the feed's subject and waits (up to {@code wait}) until
-   * this server's replica applied them, so that a /query sent after the answer sees them.
+   * Publishes {@code events} in order to the feed's subject, each with its tier ({@code
+   * storage_tier} on those beyond the device), and waits (up to {@code wait}) until this server's
+   * replica applied them, so that a /query sent after the answer sees them.
    *
    * <p>With a {@code batchId} (from the request's {@code Idempotency-Key} and its body), event i
    * has the message id {@code kvrouter-batch:<subject>:<batchId>:<i>}: a retry of the same batch
@@ -163,17 +164,21 @@ final class NatsEvents implements AutoCloseable {
    * @throws ApiException 503 when an event was refused or its store not confirmed (the ones before
    *     it were stored), or when the events were not applied in time
    */
-  static Published publish(Feed feed, List<RouterEvent> events, Duration wait, String batchId) {
+  static Published publish(Feed feed, List<TieredEvent> events, Duration wait, String batchId) {
     long last = 0;
     int duplicates = 0;
     String subject = feed.stream().subject();
     for (int i = 0; i < events.size(); i++) {
       try {
+        TieredEvent te = events.get(i);
         PublishAck ack =
             batchId == null
-                ? feed.publisher().publish(events.get(i))
+                ? feed.publisher().publish(te.tier(), te.event())
                 : feed.publisher()
-                    .publish(events.get(i), "kvrouter-batch:" + subject + ":" + batchId + ":" + i);
+                    .publish(
+                        te.tier(),
+                        te.event(),
+                        "kvrouter-batch:" + subject + ":" + batchId + ":" + i);
         if (ack.isDuplicate()) duplicates++;
         last = Math.max(last, ack.getSeqno());
       } catch (JetStreamApiException e) {

@@ -38,7 +38,11 @@ import java.util.Set;
  * index's registrations go through the same path as POST /register (ZMQ listeners of ranks with
  * an endpoint are started without waiting for their connection; /ready waits for them within
  * the grace period), then its events are applied as one batch with unregistered ranks accepted,
- * so the index equals the peer's even when the peer runs with --accept-unregistered. Any failure
+ * so the index equals the peer's even when the peer runs with --accept-unregistered. An index
+ * dumped with tiers (JsonOut.dump: "tiers" and "tiered_events") gets those tiers first, then the
+ * tiered events, each on its tier ("events", then only the device part of the same list, is not
+ * applied); a dump without them (an older peer, or no tiers) is applied from "events" as device
+ * events. Any failure
  * (unreachable, non-200, malformed JSON, a registration the peer's own dump contradicts) is an
  * IllegalStateException naming the peer and the place; the caller stops the server.
  * </pre>
@@ -175,6 +179,8 @@ final class PeerWarmStart {
     int blockSize = -1;
     List<DumpedWorker> workers = new ArrayList<>();
     byte[] events = null;
+    byte[] tieredEvents = null;
+    io.kvrouter.index.Tier slowest = io.kvrouter.index.Tier.DEVICE;
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String f = p.currentName();
       JsonToken t = p.nextToken();
@@ -198,6 +204,33 @@ final class PeerWarmStart {
             g.copyCurrentStructure(p);
           }
           events = out.toByteArray();
+        }
+        case "tiered_events" -> {
+          expect(p, t, JsonToken.START_ARRAY, peer, where + ".tiered_events");
+          ByteArrayOutputStream out = new ByteArrayOutputStream();
+          try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
+            g.copyCurrentStructure(p);
+          }
+          tieredEvents = out.toByteArray();
+        }
+        case "tiers" -> {
+          expect(p, t, JsonToken.START_ARRAY, peer, where + ".tiers");
+          for (int i = 0; (t = p.nextToken()) != JsonToken.END_ARRAY; i++) {
+            io.kvrouter.index.Tier named = tier(text(p, t, peer, where + ".tiers[" + i + "]"));
+            if (named == null) {
+              throw new IllegalStateException(
+                  "warm start: "
+                      + where
+                      + ".tiers["
+                      + i
+                      + "] of "
+                      + peer
+                      + "/dump: unknown tier '"
+                      + p.getText()
+                      + "' (expected device, host_pinned, disk or external)");
+            }
+            if (named.ordinal() > slowest.ordinal()) slowest = named;
+          }
         }
         default -> p.skipChildren();
       }
@@ -241,12 +274,25 @@ final class PeerWarmStart {
             e);
       }
     }
-    List<RouterEvent> decoded;
+    List<io.kvrouter.transport.kvevents.TieredEvent> tiered;
     try {
-      decoded = RouterEventJson.readEvents(events);
+      tiered = RouterEventJson.readTieredEvents(tieredEvents != null ? tieredEvents : events);
     } catch (EventDecodeException e) {
       throw new IllegalStateException(
-          "warm start: " + where + ".events of " + peer + "/dump: " + e.getMessage(), e);
+          "warm start: "
+              + where
+              + (tieredEvents != null ? ".tiered_events" : ".events")
+              + " of "
+              + peer
+              + "/dump: "
+              + e.getMessage(),
+          e);
+    }
+    List<RouterEvent> decoded = new ArrayList<>(tiered.size());
+    for (io.kvrouter.transport.kvevents.TieredEvent te : tiered) decoded.add(te.event());
+    if (slowest != io.kvrouter.index.Tier.DEVICE) {
+      ModelIndex m = registry.get(key);
+      if (m != null) m.addTiers(slowest);
     }
     if (!decoded.isEmpty()) {
       ModelIndex m = registry.get(key);
@@ -258,7 +304,7 @@ final class PeerWarmStart {
                 + peer
                 + "/dump has events but no registered worker: not a kvrouter dump");
       }
-      m.applyEvents(decoded, true);
+      m.applyTieredEvents(tiered, decoded, true);
       m.router.index().flush();
     }
     models.add(model);
@@ -337,6 +383,17 @@ final class PeerWarmStart {
         baseUrl,
         role,
         clearScope);
+  }
+
+  /** The tier of one of Dynamo's {@code storage_tier} names, or null. */
+  private static io.kvrouter.index.Tier tier(String name) {
+    for (io.kvrouter.transport.kvevents.StorageTier t :
+        io.kvrouter.transport.kvevents.StorageTier.values()) {
+      if (RouterEventJson.storageTierName(t).equals(name)) {
+        return io.kvrouter.index.Tier.valueOf(t.name());
+      }
+    }
+    return null;
   }
 
   private static String text(JsonParser p, JsonToken t, String peer, String where)

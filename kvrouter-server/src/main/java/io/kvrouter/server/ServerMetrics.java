@@ -364,6 +364,28 @@ final class ServerMetrics {
               }
             })
         .register(registry);
+    CounterWithCallback.builder()
+        .name("kvrouter_tier_evicted_blocks_total")
+        .help(
+            "Blocks dropped from a tier beyond the device (host, disk, external) to keep each"
+                + " worker rank within --max-tier-blocks, per model and routing group")
+        .labelNames("model_name", "routing_group", "tier")
+        .callback(
+            cb ->
+                tierEvictionsByKey(indexes.get())
+                    .forEach(
+                        (k, v) -> {
+                          for (int t = 1; t < v.length; t++) {
+                            cb.call(
+                                v[t],
+                                k.modelName(),
+                                k.routingGroup(),
+                                io.kvrouter.index.Tier.of(t)
+                                    .name()
+                                    .toLowerCase(java.util.Locale.ROOT));
+                          }
+                        }))
+        .register(registry);
     GaugeWithCallback.builder()
         .name("kvrouter_requests_in_flight")
         .help("Routed requests not yet freed (nor expired) per model and routing group")
@@ -526,9 +548,25 @@ final class ServerMetrics {
     return out;
   }
 
+  /** Blocks each tier dropped past --max-tier-blocks, live and retired indexes, by index. */
+  private Map<ModelKey, long[]> tierEvictionsByKey(Collection<ModelIndex> live) {
+    Map<ModelKey, long[]> out = new java.util.TreeMap<>(retiredTierEvictions);
+    for (ModelIndex m : live) {
+      long[] v = m.tierEvictions();
+      if (v != null) out.merge(m.key, v, ServerMetrics::sum);
+    }
+    return out;
+  }
+
+  private final Map<ModelKey, long[]> retiredTierEvictions = new ConcurrentHashMap<>();
+
   /** Remembers the counters of an index that is being dropped. */
   void retire(ModelIndex m) {
     retired.merge(m.key, m.router.index().stats(), IndexStats::plus);
+    long[] tierEvictions = m.tierEvictions();
+    if (tierEvictions != null) {
+      retiredTierEvictions.merge(m.key, tierEvictions, ServerMetrics::sum);
+    }
     if (m.nats != null) retiredNats.merge(m.key, readNats(m.nats), ServerMetrics::sum);
     if (m.sync != null) retiredSync.merge(m.key, readSync(m.sync.stats()), ServerMetrics::sum);
   }

@@ -16,7 +16,8 @@ import org.junit.jupiter.api.Test;
  * Dynamo's JSON events with a {@code storage_tier} (docs/ingestion.md) through {@code POST
  * /events}: a {@code host_pinned} store lands on the host tier of the index, as the same copy over
  * ZMQ does (ZmqTiersTest), and a {@code cleared} clears every tier of the rank, as Dynamo's indexer
- * does whatever tier the event names.
+ * does whatever tier the event names; with {@code maxTierBlocks} (serve {@code --max-tier-blocks})
+ * a rank keeps that many host blocks, the least recently stored dropped and counted.
  */
 class JsonTiersTest {
   private static final int BS = 4;
@@ -76,6 +77,37 @@ class JsonTiersTest {
               "/events?model_name=m", "[" + json("host_pinned", 6, CacheEvent.cleared()) + "]");
       assertThat(r.status()).as(r.body()).isEqualTo(200);
       assertThat(http.query("m", PROMPT).body()).doesNotContain("\"7\"");
+    }
+  }
+
+  @Test
+  void withMaxTierBlocksEachRankKeepsThatManyHostBlocksAndCountsTheRest() {
+    int[] other = range(1000, 12); // 3 more blocks
+    long[] otherLocal = BlockHasher.of(BS).localHashes(other);
+    long[] otherSeq = SequenceHasher.sequenceHashes(otherLocal);
+    try (HttpFixture http = new HttpFixture(KvRouterServer.Config.builder().maxTierBlocks(5))) {
+      assertThat(http.register(7, 0, "m", BS).status()).isEqualTo(201);
+      HttpFixture.Reply r =
+          http.post(
+              "/events?model_name=m",
+              "["
+                  + json("host_pinned", 1, CacheEvent.storedAtRoot(SEQ, LOCAL))
+                  + ","
+                  + json("host_pinned", 2, CacheEvent.storedAtRoot(otherSeq, otherLocal))
+                  + "]");
+      assertThat(r.status()).as(r.body()).isEqualTo(200);
+      // 7 host blocks, 5 kept: the prompt's first two (stored least recently) went
+      assertThat(http.query("m", other).body())
+          .contains(
+              "\"tier_blocks\":{\"7\":{\"0\":{\"device\":0,\"host\":3,\"disk\":0,\"external\":0}}}");
+      assertThat(http.query("m", PROMPT).body()).doesNotContain("\"7\"");
+      String metrics = http.get("/metrics").body();
+      String labels = "model_name=\"m\",routing_group=\"default\"";
+      assertThat(metrics)
+          .contains(
+              "kvrouter_tier_blocks{" + labels + ",tier=\"host\"} 5.0",
+              "kvrouter_tier_evicted_blocks_total{" + labels + ",tier=\"host\"} 2.0",
+              "kvrouter_tier_evicted_blocks_total{" + labels + ",tier=\"disk\"} 0.0");
     }
   }
 }

@@ -324,15 +324,21 @@ final class FleetSimulation {
   /**
    * A host-tier event: to the router's TieredIndex (kv), dropped by a device-only router
    * (kv-device, and every other policy's router, which has no tiers); never to the approx shadow
-   * index, which is checked against the device caches. Delayed like device events.
+   * index, which is checked against the device caches. Delayed like device events. With NATS it is
+   * published with its tier, and the replica (the router's event feed) puts it on the host tier or
+   * drops it as the router would.
    */
   private void publishHost(RouterEvent e) {
     eventsPublished++;
-    if (policy == Policy.APPROX || feed != null) return;
+    if (policy == Policy.APPROX) return;
     long delay = Math.round(cfg.eventDelayMs() * 1e6);
     Runnable apply =
         () -> {
-          router.applyEvent(io.kvrouter.index.Tier.HOST, e);
+          if (feed != null) {
+            feed.accept(io.kvrouter.transport.kvevents.StorageTier.HOST, e);
+          } else {
+            router.applyEvent(io.kvrouter.index.Tier.HOST, e);
+          }
           eventsApplied++;
         };
     if (delay == 0) apply.run();

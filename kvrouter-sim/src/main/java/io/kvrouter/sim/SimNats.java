@@ -78,9 +78,17 @@ final class SimNats implements AutoCloseable {
 
     @Override
     public void accept(RouterEvent e) {
+      accept(io.kvrouter.transport.kvevents.StorageTier.DEVICE, e);
+    }
+
+    /**
+     * Publishes an event about the copies on {@code tier} (with its {@code storage_tier}) and waits
+     * until the index applied it: the replica puts it on that tier of a tiered index.
+     */
+    void accept(io.kvrouter.transport.kvevents.StorageTier tier, RouterEvent e) {
       long seq;
       try {
-        seq = publisher.publish(e).getSeqno();
+        seq = publisher.publish(tier, e).getSeqno();
       } catch (IOException x) {
         throw new UncheckedIOException("NATS did not store an event on " + stream.subject(), x);
       } catch (JetStreamApiException x) {

@@ -46,7 +46,7 @@ final class EventReader {
    * length per event; a Removed event's hashes use a third scratch array.
    *
    * storage_tier (Dynamo's StorageTier, serde snake_case, on the outer RouterEvent, default
-   * device) is read only by readArrayTiered(), which checks it and pairs it with the event; the
+   * device) is read only by readArrayTiered() and readSingleTiered(), which check it and pairs it with the event; the
    * other readers skip it as an unknown field, whatever its shape (their callers apply every
    * event as a device event).
    *
@@ -97,6 +97,14 @@ final class EventReader {
     }
     expectEndOfInput();
     return out;
+  }
+
+  /** Reads a document that holds exactly one event, with its storage tier. */
+  TieredEvent readSingleTiered() throws IOException {
+    tiered = true;
+    RouterEvent e = readEvent(p.nextToken());
+    expectEndOfInput();
+    return new TieredEvent(tier, e);
   }
 
   /** Reads a document that holds exactly one event. */

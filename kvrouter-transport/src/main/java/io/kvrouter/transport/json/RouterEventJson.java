@@ -10,6 +10,7 @@ import com.fasterxml.jackson.core.SerializableString;
 import com.fasterxml.jackson.core.io.SerializedString;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.kvevents.TieredEvent;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -27,12 +28,12 @@ import java.util.regex.Pattern;
  * {@code {"cleared":null}}); {@code dp_rank} inside {@code event} (Dynamo's place) or at the top
  * level, defaulting to 0; a missing or null {@code parent_hash} means the chain starts at the root.
  * The outer {@code storage_tier} (Dynamo's, {@code "device"} when absent) is read by {@link
- * #readTieredEvents}, which requires one of Dynamo's four names; the other readers skip it as an
- * unknown field. Unknown fields are skipped at every level whatever their shape; {@code
- * mm_extra_info} is one of them, because the router's own local hashes already include the
- * multimodal hashes. Every u64 (worker id, event id, hashes) may be written as an unsigned decimal
- * up to 2^64-1 or as a negative signed value down to -2^63; either way it is kept as its 64-bit
- * pattern.
+ * #readTieredEvents} and {@link #readTieredEvent}, which require one of Dynamo's four names; the
+ * other readers skip it as an unknown field. Unknown fields are skipped at every level whatever
+ * their shape; {@code mm_extra_info} is one of them, because the router's own local hashes already
+ * include the multimodal hashes. Every u64 (worker id, event id, hashes) may be written as an
+ * unsigned decimal up to 2^64-1 or as a negative signed value down to -2^63; either way it is kept
+ * as its 64-bit pattern.
  *
  * <p>Anything else — a wrong type, a missing or duplicated field, a float or an integer beyond 64
  * bits where an integer belongs, a stored event without blocks, truncated or trailing input — is an
@@ -40,7 +41,9 @@ import java.util.regex.Pattern;
  * an array of events is returned whole or not at all.
  *
  * <p>Writing produces the compact Dynamo form with {@code dp_rank} inside {@code event} and every
- * u64 as an unsigned decimal JSON number. All methods are thread-safe.
+ * u64 as an unsigned decimal JSON number; the tiered writers put {@code storage_tier} first for an
+ * event of a tier other than the device and leave it out for a device event (whose document is then
+ * the same as the untiered writers'). All methods are thread-safe.
  */
 public final class RouterEventJson {
   /*
@@ -59,6 +62,7 @@ public final class RouterEventJson {
   private static final Pattern SOURCE = Pattern.compile("\\[Source: [^;\\]]*; ");
 
   private static final SerializableString WORKER_ID = new SerializedString("worker_id");
+  private static final SerializableString STORAGE_TIER = new SerializedString("storage_tier");
   private static final SerializableString EVENT = new SerializedString("event");
   private static final SerializableString EVENT_ID = new SerializedString("event_id");
   private static final SerializableString DATA = new SerializedString("data");
@@ -132,6 +136,88 @@ public final class RouterEventJson {
     }
   }
 
+  /**
+   * Decodes a UTF-8 document holding one event, with the storage tier of its outer {@code
+   * storage_tier} (as {@link #readTieredEvents}: {@code "device"} when absent).
+   */
+  public static TieredEvent readTieredEvent(byte[] json) {
+    Objects.requireNonNull(json, "json");
+    try (JsonParser p = FACTORY.createParser(json)) {
+      try {
+        return new EventReader(p).readSingleTiered();
+      } catch (JacksonException e) {
+        throw translate(p, e);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /**
+   * Encodes one event of {@code tier} as compact JSON, with Dynamo's {@code storage_tier} unless
+   * the tier is the device.
+   */
+  public static String writeEvent(StorageTier tier, RouterEvent event) {
+    Objects.requireNonNull(tier, "tier");
+    Objects.requireNonNull(event, "event");
+    StringWriter out = new StringWriter(140);
+    try (JsonGenerator g = FACTORY.createGenerator(out)) {
+      write(g, tier, event);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return out.toString();
+  }
+
+  /**
+   * Encodes one event of {@code tier} as compact UTF-8 JSON, with Dynamo's {@code storage_tier}
+   * unless the tier is the device.
+   */
+  public static byte[] writeEventBytes(StorageTier tier, RouterEvent event) {
+    Objects.requireNonNull(tier, "tier");
+    Objects.requireNonNull(event, "event");
+    ByteArrayOutputStream out = new ByteArrayOutputStream(128);
+    try (JsonGenerator g = FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
+      write(g, tier, event);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return out.toByteArray();
+  }
+
+  /**
+   * Encodes events, each with its tier, as one compact JSON array ({@code storage_tier} on those
+   * not of the device); {@link #readTieredEvents} reads it back.
+   */
+  public static String writeTieredEvents(List<TieredEvent> events) {
+    Objects.requireNonNull(events, "events");
+    StringWriter out = new StringWriter(140 * (events.size() + 1));
+    try (JsonGenerator g = FACTORY.createGenerator(out)) {
+      g.writeStartArray();
+      for (TieredEvent e : events) {
+        Objects.requireNonNull(e, "events must not hold null");
+        write(g, e.tier(), e.event());
+      }
+      g.writeEndArray();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return out.toString();
+  }
+
+  /**
+   * Dynamo's name of a tier in {@code storage_tier} (serde snake_case of its {@code StorageTier}):
+   * {@code device}, {@code host_pinned}, {@code disk}, {@code external}.
+   */
+  public static String storageTierName(StorageTier tier) {
+    return switch (tier) {
+      case DEVICE -> "device";
+      case HOST -> "host_pinned";
+      case DISK -> "disk";
+      case EXTERNAL -> "external";
+    };
+  }
+
   /** Encodes one event as compact JSON. */
   public static String writeEvent(RouterEvent event) {
     Objects.requireNonNull(event, "event");
@@ -198,7 +284,16 @@ public final class RouterEventJson {
   }
 
   private static void write(JsonGenerator g, RouterEvent event) throws IOException {
+    write(g, StorageTier.DEVICE, event);
+  }
+
+  private static void write(JsonGenerator g, StorageTier tier, RouterEvent event)
+      throws IOException {
     g.writeStartObject();
+    if (tier != StorageTier.DEVICE) {
+      g.writeFieldName(STORAGE_TIER);
+      g.writeString(storageTierName(tier));
+    }
     g.writeFieldName(WORKER_ID);
     writeU64(g, event.worker().workerId());
     g.writeFieldName(EVENT);

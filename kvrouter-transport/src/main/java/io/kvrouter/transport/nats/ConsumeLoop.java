@@ -1,9 +1,9 @@
 package io.kvrouter.transport.nats;
 
-import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.TieredEvent;
 import io.kvrouter.transport.nats.ReplicaCounters.C;
 import io.kvrouter.transport.nats.RestoreProtocol.Restored;
 import io.nats.client.Connection;
@@ -53,7 +53,9 @@ final class ConsumeLoop implements Runnable {
    *                                  lastApplied + 1 (this message comes again from there)
    *   stream sequence <= lastApplied a redelivery: ack, count duplicate
    *   not decodable                  term (never redeliver), count malformed; it is dealt with
-   *   otherwise                      index.apply, lastApplied = sequence, ack
+   *   otherwise                      apply to the event's tier (TierEvents.apply: a message
+   *                                  with Dynamo's storage_tier goes to that tier of a tiered
+   *                                  index), lastApplied = sequence, ack
    * The consumer sequence counts every delivery, redeliveries included, so it has no holes unless
    * messages were lost. Events are applied in stream order; the duplicate rule is safe because a
    * message is only skipped when a message at or after its sequence was applied, and everything
@@ -370,10 +372,10 @@ final class ConsumeLoop implements Runnable {
       }
       case NEW -> expectedConsumerSeq = Math.max(expectedConsumerSeq, cseq + 1);
     }
-    RouterEvent event;
+    TieredEvent event;
     try {
       byte[] data = m.getData();
-      event = RouterEventJson.readEvent(data == null ? new byte[0] : data);
+      event = RouterEventJson.readTieredEvent(data == null ? new byte[0] : data);
     } catch (RuntimeException e) {
       long n = counters.inc(C.MALFORMED);
       if (SingleWriterCounters.shouldLog(n)) {
@@ -397,7 +399,7 @@ final class ConsumeLoop implements Runnable {
       return;
     }
     try {
-      index.apply(event);
+      TierEvents.apply(index, event);
       counters.inc(C.APPLIED);
     } catch (RuntimeException e) {
       long n = counters.inc(C.APPLY_ERRORS);

@@ -2,6 +2,7 @@ package io.kvrouter.transport.nats;
 
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.StorageTier;
 import io.nats.client.Connection;
 import io.nats.client.JetStream;
 import io.nats.client.JetStreamApiException;
@@ -19,7 +20,9 @@ import java.util.function.Consumer;
 
 /**
  * Publishes router events to a JetStream stream, one event per message in NVIDIA Dynamo's JSON wire
- * form ({@link RouterEventJson}), and waits for the stream to store each one.
+ * form ({@link RouterEventJson}), and waits for the stream to store each one. An event about copies
+ * beyond the device carries Dynamo's {@code storage_tier} ({@link #publish(StorageTier,
+ * RouterEvent, String)}); a device event is written without it, as before tiers existed.
  *
  * <pre>{@code
  * Connection nc = Nats.connect("nats://127.0.0.1:4222");
@@ -139,9 +142,27 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
    */
   public PublishAck publish(RouterEvent event, String messageId)
       throws IOException, JetStreamApiException {
+    return publish(StorageTier.DEVICE, event, messageId);
+  }
+
+  /** {@link #publish(RouterEvent)} of an event about the copies on {@code tier}. */
+  public PublishAck publish(StorageTier tier, RouterEvent event)
+      throws IOException, JetStreamApiException {
+    return publish(tier, event, idPrefix + counter.incrementAndGet());
+  }
+
+  /**
+   * {@link #publish(RouterEvent, String)} of an event about the copies on {@code tier}: the message
+   * carries {@code "storage_tier"} (Dynamo's names: {@code host_pinned}, {@code disk}, {@code
+   * external}) unless the tier is the device. Replicas apply it to that tier; a {@code Cleared}
+   * clears every tier of the rank whatever it names, as Dynamo's indexer does.
+   */
+  public PublishAck publish(StorageTier tier, RouterEvent event, String messageId)
+      throws IOException, JetStreamApiException {
+    Objects.requireNonNull(tier, "tier");
     Objects.requireNonNull(event, "event");
     Objects.requireNonNull(messageId, "messageId");
-    byte[] payload = RouterEventJson.writeEventBytes(event);
+    byte[] payload = RouterEventJson.writeEventBytes(tier, event);
     PublishOptions opts =
         PublishOptions.builder().expectedStream(stream.stream()).messageId(messageId).build();
     IOException last = null;

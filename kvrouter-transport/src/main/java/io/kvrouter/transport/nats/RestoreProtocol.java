@@ -1,6 +1,5 @@
 package io.kvrouter.transport.nats;
 
-import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.nats.ReplicaCounters.C;
@@ -156,12 +155,13 @@ final class RestoreProtocol {
     }
   }
 
-  /** Applies a restored snapshot (if any) to the empty or cleared {@code index}. */
+  /**
+   * Applies a restored snapshot (if any) to the empty or cleared {@code index}, on every tier the
+   * index keeps (TierEvents.restore).
+   */
   void install(Restored r, KvIndex index) {
     if (r.snapshot() == null) return;
-    for (RouterEvent e : r.snapshot().events()) {
-      index.apply(e);
-    }
+    TierEvents.restore(index, r.snapshot().events(), r.snapshot().slowest());
     index.flush();
     counters.inc(C.SNAPSHOTS_RESTORED);
     counters.add(C.RESTORED_EVENTS, r.snapshot().events().size());

@@ -1,6 +1,5 @@
 package io.kvrouter.transport.nats;
 
-import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.nats.ReplicaCounters.C;
@@ -41,8 +40,9 @@ final class SnapshotScheduler {
    * (inFlight, set by the replica thread, cleared by the snapshot thread): requests made
    * meanwhile wait in the queue and are served by the next cut.
    *
-   * Cut, on the replica thread between two messages: index.flush() then index.dump(), with seq =
-   * the last applied sequence, so the dump holds exactly the events up to seq. The dump (an
+   * Cut, on the replica thread between two messages: index.flush() then the index's dump on every
+   * tier (TierEvents.dump: dumpTiered() of a tiered index, dump() of another), with seq = the
+   * last applied sequence, so the dump holds exactly the events up to seq. The dump (an
    * immutable list) and the futures of the requests it serves go to the snapshot thread through
    * ExecutorService.execute (a happens-before edge). A dump that throws fails those requests and
    * counts as a cut for the schedule (no retry on every turn).
@@ -183,10 +183,10 @@ final class SnapshotScheduler {
     for (CompletableFuture<SnapshotInfo> f; (f = requests.poll()) != null; ) {
       waiting.add(f);
     }
-    List<RouterEvent> dump;
+    TierEvents.Dump dump;
     try {
       index.flush();
-      dump = index.dump();
+      dump = TierEvents.dump(index);
     } catch (RuntimeException e) {
       LOG.log(Level.WARNING, "NATS replica " + replicaId + ": the index could not be dumped", e);
       for (CompletableFuture<SnapshotInfo> f : waiting) f.completeExceptionally(e);
@@ -208,7 +208,7 @@ final class SnapshotScheduler {
   // ---------------------------------------------------------------- the snapshot thread
 
   private void write(
-      long seq, List<RouterEvent> dump, String own, List<CompletableFuture<SnapshotInfo>> waiting) {
+      long seq, TierEvents.Dump dump, String own, List<CompletableFuture<SnapshotInfo>> waiting) {
     try {
       ObjectInfo oi = snapshots.write(replicaId, seq, dump);
       counters.inc(C.SNAPSHOTS_WRITTEN);
@@ -225,7 +225,7 @@ final class SnapshotScheduler {
         purgedThrough = through;
       }
       SnapshotInfo info =
-          new SnapshotInfo(oi.getObjectName(), seq, dump.size(), oi.getSize(), through);
+          new SnapshotInfo(oi.getObjectName(), seq, dump.events().size(), oi.getSize(), through);
       LOG.fine(() -> "NATS replica " + replicaId + ": wrote " + info);
       for (CompletableFuture<SnapshotInfo> f : waiting) f.complete(info);
     } catch (IOException | JetStreamApiException | NoSuchAlgorithmException | RuntimeException e) {

@@ -1,7 +1,8 @@
 package io.kvrouter.transport.nats;
 
-import io.kvrouter.event.RouterEvent;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.StorageTier;
+import io.kvrouter.transport.kvevents.TieredEvent;
 import io.nats.client.Connection;
 import io.nats.client.JetStreamApiException;
 import io.nats.client.ObjectStore;
@@ -23,8 +24,10 @@ final class Snapshots {
   /*
    * Implementation notes
    *
-   * One object per replica: <subject>/<replicaId>. Its content is the index's dump() as one JSON
-   * array of router events (RouterEventJson); its headers say what it covers:
+   * One object per replica: <subject>/<replicaId>. Its content is the index's dump on every tier
+   * (TierEvents.dump) as one JSON array of router events (RouterEventJson), each event of a tier
+   * beyond the device with Dynamo's storage_tier (an older snapshot has none: all device); its
+   * headers say what it covers:
    *
    *   Kvrouter-Format           router-events-json-v1
    *   Kvrouter-Stream           the stream name
@@ -32,6 +35,9 @@ final class Snapshots {
    *   Kvrouter-Subject          the subject
    *   Kvrouter-Stream-Sequence  the last stream sequence whose event the dump includes
    *   Kvrouter-Events           the number of events
+   *   Kvrouter-Tiers            only when the index had tiers: the tiers it had cumulative
+   *                             indexes for, comma-separated (device,host_pinned,...); the
+   *                             restore makes them before it applies the events
    *
    * The object store publishes an object's chunks first and its meta message (which carries the
    * headers) last, then purges the previous version's chunks: readers see either the old object
@@ -55,12 +61,17 @@ final class Snapshots {
   static final String H_SUBJECT = "Kvrouter-Subject";
   static final String H_SEQUENCE = "Kvrouter-Stream-Sequence";
   static final String H_EVENTS = "Kvrouter-Events";
+  static final String H_TIERS = "Kvrouter-Tiers";
 
   /** An object found in the bucket: its name and the sequence its headers say it covers. */
   record Candidate(String name, long sequence) {}
 
-  /** A snapshot read back. */
-  record Loaded(String name, long sequence, List<RouterEvent> events, long bytes) {}
+  /**
+   * A snapshot read back: its events with their tiers, and the slowest tier the index had ({@link
+   * StorageTier#DEVICE}: none beyond it).
+   */
+  record Loaded(
+      String name, long sequence, List<TieredEvent> events, StorageTier slowest, long bytes) {}
 
   private final ObjectStore store;
   private final NatsEventStream stream;
@@ -139,13 +150,41 @@ final class Snapshots {
           "object " + name + " is not a snapshot of stream " + stream.stream() + " as it is now");
     }
     byte[] bytes = out.toByteArray();
-    return new Loaded(name, seq, RouterEventJson.readEvents(bytes), bytes.length);
+    return new Loaded(
+        name,
+        seq,
+        RouterEventJson.readTieredEvents(bytes),
+        slowestTier(name, info.getHeaders().getFirst(H_TIERS)),
+        bytes.length);
   }
 
-  /** Writes (replaces) this replica's snapshot. */
-  ObjectInfo write(String replicaId, long sequence, List<RouterEvent> events)
+  /**
+   * The slowest tier of a {@code Kvrouter-Tiers} header: DEVICE when absent.
+   *
+   * @throws IllegalStateException for a name that is not Dynamo's
+   */
+  static StorageTier slowestTier(String name, String header) {
+    StorageTier slowest = StorageTier.DEVICE;
+    if (header == null || header.isEmpty()) return slowest;
+    for (String t : header.split(",", -1)) {
+      StorageTier found = null;
+      for (StorageTier c : StorageTier.values()) {
+        if (RouterEventJson.storageTierName(c).equals(t)) found = c;
+      }
+      if (found == null) {
+        throw new IllegalStateException(
+            "snapshot " + name + ": header " + H_TIERS + " names an unknown tier '" + t + "'");
+      }
+      if (found.ordinal() > slowest.ordinal()) slowest = found;
+    }
+    return slowest;
+  }
+
+  /** Writes (replaces) this replica's snapshot of {@code dump}. */
+  ObjectInfo write(String replicaId, long sequence, TierEvents.Dump dump)
       throws IOException, JetStreamApiException, NoSuchAlgorithmException {
-    byte[] bytes = RouterEventJson.writeEvents(events).getBytes(StandardCharsets.UTF_8);
+    List<TieredEvent> events = dump.events();
+    byte[] bytes = RouterEventJson.writeTieredEvents(events).getBytes(StandardCharsets.UTF_8);
     Headers h = new Headers();
     h.put(H_FORMAT, FORMAT);
     h.put(H_STREAM, stream.stream());
@@ -153,6 +192,14 @@ final class Snapshots {
     h.put(H_SUBJECT, stream.subject());
     h.put(H_SEQUENCE, Long.toString(sequence));
     h.put(H_EVENTS, Integer.toString(events.size()));
+    if (dump.slowest() != StorageTier.DEVICE) {
+      StringBuilder tiers = new StringBuilder();
+      for (int t = 0; t <= dump.slowest().ordinal(); t++) {
+        if (t > 0) tiers.append(',');
+        tiers.append(RouterEventJson.storageTierName(StorageTier.values()[t]));
+      }
+      h.put(H_TIERS, tiers.toString());
+    }
     ObjectMeta meta =
         ObjectMeta.builder(objectName(replicaId))
             .description("kvrouter index of " + stream.subject() + " through " + sequence)

@@ -79,4 +79,29 @@ class RouterEventJsonTierTest {
         .isInstanceOf(EventDecodeException.class)
         .hasMessageContaining("storage_tier");
   }
+
+  @Test
+  void theTieredWritersPutTheTierFirstAndLeaveItOutForTheDevice() {
+    RouterEvent stored =
+        new RouterEvent(
+            new Worker(7, 1), 4, CacheEvent.storedAtRoot(new long[] {-1}, new long[] {9}));
+    // a device event is written as the untiered writer writes it (the stream's records before
+    // tiers look the same)
+    assertThat(RouterEventJson.writeEvent(StorageTier.DEVICE, stored))
+        .isEqualTo(RouterEventJson.writeEvent(stored));
+    assertThat(RouterEventJson.writeEvent(StorageTier.DISK, stored))
+        .isEqualTo("{\"storage_tier\":\"disk\"," + RouterEventJson.writeEvent(stored).substring(1));
+    List<TieredEvent> all = new java.util.ArrayList<>();
+    for (StorageTier t : StorageTier.values()) all.add(new TieredEvent(t, stored));
+    assertThat(read(RouterEventJson.writeTieredEvents(all))).isEqualTo(all);
+    for (TieredEvent te : all) {
+      assertThat(
+              RouterEventJson.readTieredEvent(RouterEventJson.writeEventBytes(te.tier(), stored)))
+          .isEqualTo(te);
+    }
+    assertThat(
+            RouterEventJson.readTieredEvent(
+                RouterEventJson.writeEventBytes(stored))) // an old record: device
+        .isEqualTo(new TieredEvent(StorageTier.DEVICE, stored));
+  }
 }
