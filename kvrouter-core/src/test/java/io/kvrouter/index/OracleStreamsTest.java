@@ -22,7 +22,9 @@ import org.junit.jupiter.api.TestFactory;
 
 /**
  * Replays the op streams of {@code oracle/} (copied from the shared oracle) into every index kind
- * and compares each match with the answer NVIDIA Dynamo's indexers gave.
+ * and compares each match with the answer NVIDIA Dynamo's indexers gave; and through a {@link
+ * TieredIndex} over three kinds with the blocks also (or only) on the host tier, where the
+ * host-cumulative overlap must be Dynamo's answer too.
  */
 class OracleStreamsTest {
   private static final String[] CORPORA = {"corpus-nohole-small", "corpus-nohole-dp2"};
@@ -38,7 +40,42 @@ class OracleStreamsTest {
         tests.add(DynamicTest.dynamicTest(corpus + " kind #" + k, () -> replay(corpus, kind)));
       }
     }
+    // with tiers: the same stream through a TieredIndex, its blocks copied to the host tier as
+    // well (device answers and the host-cumulative answers must both be Dynamo's), or held on the
+    // host tier only (the device holds nothing; the host-cumulative answers are Dynamo's)
+    List<Supplier<KvIndex>> tieredKinds =
+        List.of(
+            KvIndexes::concurrentRadixTree,
+            KvIndexes::concurrentCompressedTree,
+            () -> KvIndexes.positional(32));
+    for (String corpus : CORPORA) {
+      for (int k = 0; k < tieredKinds.size(); k++) {
+        Supplier<KvIndex> kind = tieredKinds.get(k);
+        for (Mirror mode : new Mirror[] {Mirror.DEVICE_AND_HOST, Mirror.HOST_ONLY}) {
+          tests.add(
+              DynamicTest.dynamicTest(
+                  corpus + " tiered " + mode + " kind #" + k,
+                  () -> replay(corpus, () -> TieredIndex.of(kind), mode)));
+        }
+      }
+    }
     return tests.stream();
+  }
+
+  /** Where the stream's blocks go. */
+  private enum Mirror {
+    DEVICE,
+    DEVICE_AND_HOST,
+    HOST_ONLY
+  }
+
+  private static void replay(String corpus, Supplier<KvIndex> kind) throws IOException {
+    replay(corpus, kind, Mirror.DEVICE);
+  }
+
+  private static void write(KvIndex index, Mirror mode, RouterEvent e) {
+    if (mode != Mirror.HOST_ONLY) index.apply(e);
+    if (mode != Mirror.DEVICE) ((TieredIndex) index).apply(Tier.HOST, e);
   }
 
   private static List<String> lines(String resource) throws IOException {
@@ -55,7 +92,8 @@ class OracleStreamsTest {
     return Long.parseUnsignedLong(n.asText());
   }
 
-  private static void replay(String corpus, Supplier<KvIndex> kind) throws IOException {
+  private static void replay(String corpus, Supplier<KvIndex> kind, Mirror mode)
+      throws IOException {
     List<String> ops = lines(corpus + ".jsonl");
     List<String> answers = lines(corpus + ".radix.out");
     int matches = 0;
@@ -83,13 +121,13 @@ class OracleStreamsTest {
                 parent == null || parent.isNull()
                     ? CacheEvent.storedAtRoot(seqs, locals)
                     : CacheEvent.stored(u64(parent), seqs, locals);
-            index.apply(new RouterEvent(w, eventId++, ev));
+            write(index, mode, new RouterEvent(w, eventId++, ev));
           }
           case "remove" -> {
             JsonNode blocks = op.get("blocks");
             long[] seqs = new long[blocks.size()];
             for (int i = 0; i < seqs.length; i++) seqs[i] = u64(blocks.get(i));
-            index.apply(new RouterEvent(w, eventId++, CacheEvent.removed(seqs)));
+            write(index, mode, new RouterEvent(w, eventId++, CacheEvent.removed(seqs)));
           }
           case "clear" -> index.clearWorker(w.workerId());
           case "remove_worker" -> index.removeWorker(w.workerId());
@@ -111,7 +149,23 @@ class OracleStreamsTest {
             for (int i = 0; i < got.size(); i++) {
               gotByKey.put(got.worker(i).toString(), got.scoreAt(i));
             }
-            assertThat(gotByKey).as("%s line %d", corpus, lineNo).isEqualTo(want);
+            if (mode == Mirror.HOST_ONLY) {
+              assertThat(gotByKey)
+                  .as("%s line %d: the device holds nothing", corpus, lineNo)
+                  .isEmpty();
+            } else {
+              assertThat(gotByKey).as("%s line %d", corpus, lineNo).isEqualTo(want);
+            }
+            if (mode != Mirror.DEVICE && !early) {
+              TieredIndex t = (TieredIndex) index;
+              TieredScores ts = t.hasTiers() ? t.findTiered(q) : null;
+              Map<String, Integer> host = new TreeMap<>();
+              for (int i = 0; ts != null && i < ts.size(); i++) {
+                int b = ts.blocks(i, Tier.HOST);
+                if (b > 0) host.put(ts.worker(i).toString(), b);
+              }
+              assertThat(host).as("%s line %d, device + host", corpus, lineNo).isEqualTo(want);
+            }
             matches++;
           }
           default -> throw new IllegalStateException("unknown op " + type + " at line " + lineNo);
