@@ -23,8 +23,9 @@ import org.junit.jupiter.params.provider.MethodSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The bound of {@link KvIndexes#radixTree(long)}, {@link KvIndexes#concurrentRadixTree(long)} and
- * {@link KvIndexes#positional(int, long)}: it is never passed, what goes is least recently used,
+ * The bound of {@link KvIndexes#radixTree(long)}, {@link KvIndexes#concurrentRadixTree(long)},
+ * {@link KvIndexes#positional(int, long)}, {@link KvIndexes#compressedTree(long)} and {@link
+ * KvIndexes#concurrentCompressedTree(long)}: it is never passed, what goes is least recently used,
  * and what stays scores exactly (a reference model told of every eviction gives the same answers,
  * never more than the unbounded model). The shared conformance suite and the randomized model test
  * run these kinds too, with a bound they never reach (IndexKinds).
@@ -37,11 +38,16 @@ class BoundedIndexTest {
         Arguments.of("radixTree", (LongFunction<KvIndex>) KvIndexes::radixTree),
         Arguments.of("concurrentRadixTree", (LongFunction<KvIndex>) KvIndexes::concurrentRadixTree),
         Arguments.of("positional(32)", (LongFunction<KvIndex>) m -> KvIndexes.positional(32, m)),
-        Arguments.of("positional(1)", (LongFunction<KvIndex>) m -> KvIndexes.positional(1, m)));
+        Arguments.of("positional(1)", (LongFunction<KvIndex>) m -> KvIndexes.positional(1, m)),
+        Arguments.of("compressedTree", (LongFunction<KvIndex>) KvIndexes::compressedTree),
+        Arguments.of(
+            "concurrentCompressedTree",
+            (LongFunction<KvIndex>) KvIndexes::concurrentCompressedTree));
   }
 
   static Stream<Arguments> concurrentKinds() {
-    return kinds().filter(a -> !a.get()[0].equals("radixTree"));
+    return kinds()
+        .filter(a -> !a.get()[0].equals("radixTree") && !a.get()[0].equals("compressedTree"));
   }
 
   private long eventId;
@@ -70,6 +76,12 @@ class BoundedIndexTest {
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessage(msg);
     assertThatThrownBy(() -> KvIndexes.positional(32, bad))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage(msg);
+    assertThatThrownBy(() -> KvIndexes.compressedTree(bad))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage(msg);
+    assertThatThrownBy(() -> KvIndexes.concurrentCompressedTree(bad))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessage(msg);
   }
@@ -152,13 +164,20 @@ class BoundedIndexTest {
       Worker b = new Worker(2, 0);
       store(index, a, 1, 2, 3); // a holds 1,2,3
       store(index, b, 1, 2); // b holds 1,2: five pairs
-      store(index, a, 7); // one over: the coldest leaf goes, never a non-leaf (no hole)
+      store(index, a, 7); // one over: a leaf goes, never a non-leaf (no hole)
       Map<Worker, Integer> s = match(index, 1, 2, 3);
       // whatever went, every answer is a prefix-closed subset of what was stored
       assertThat(s.getOrDefault(a, 0)).isBetween(2, 3);
       assertThat(s.getOrDefault(b, 0)).isBetween(1, 2);
-      assertThat(s.getOrDefault(a, 0) + s.getOrDefault(b, 0)).isEqualTo(4);
+      int seven = match(index, 7).getOrDefault(a, 0);
       assertThat(index.stats().blocksIndexed()).isEqualTo(5);
+      assertThat(index.stats().evictedBlocks()).isEqualTo(1);
+      assertThat(s.getOrDefault(a, 0) + s.getOrDefault(b, 0) + seven).isEqualTo(5);
+      if (!(index instanceof CompressedTreeIndex)) {
+        // a block tree marks blocks: b's store used 1 and 2, so a's 3 is the coldest leaf; a
+        // compressed tree marks the run [1, 2, 3] as a whole and drops the never-used 7
+        assertThat(seven).isEqualTo(1);
+      }
     }
   }
 
@@ -173,7 +192,69 @@ class BoundedIndexTest {
       assertThat(index.stats().blocksIndexed()).isEqualTo(10);
       assertThat(index.stats().evictedBlocks()).isEqualTo(15);
       assertThat(match(index, chain)).containsEntry(w, 10);
-      assertThat(IndexProbe.nodeCount((BlockIndex<?>) index)).isEqualTo(10);
+      assertThat(IndexProbe.structureBlocks(index)).isEqualTo(10);
+    }
+  }
+
+  /**
+   * White-box: a compressed tree query marks each matched worker's deepest run: where workers drop
+   * out (the run before, for one that holds none of the next run), and where the walk ends; not a
+   * run every matched worker holds and goes on below.
+   */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void aCompressedQueryMarksTheRunsWhereWorkersEndTheirMatch(boolean concurrent) {
+    try (KvIndex index =
+        concurrent ? KvIndexes.concurrentCompressedTree(100) : KvIndexes.compressedTree(100)) {
+      CompressedTreeIndex t = (CompressedTreeIndex) index;
+      Worker a = new Worker(1, 0);
+      Worker b = new Worker(2, 0);
+      Worker c = new Worker(3, 0);
+      store(index, a, 1, 2, 3, 4);
+      store(index, b, 1, 2, 3, 4);
+      store(index, b, 1, 2, 9); // x = [1, 2] {a, b}, y = [3, 4] {a, b}, z = [9] {b}
+      RunNode x = RunNode.child(t.root.state().children, 1);
+      RunNode y = RunNode.child(x.state().children, 3);
+      RunNode z = RunNode.child(x.state().children, 9);
+      assertThat(t.nodeCount()).isEqualTo(3);
+      List<RunNode> runs = List.of(x, y, z);
+      runs.forEach(RunNode::clearUsed); // as the hand would
+      assertThat(match(index, 1, 2, 3, 4, 5)).containsEntry(a, 4).containsEntry(b, 4);
+      assertThat(runs).extracting(RunNode::isUsed).containsExactly(false, true, false);
+      store(index, c, 1, 2); // c holds x only
+      runs.forEach(RunNode::clearUsed);
+      assertThat(match(index, 1, 2, 3, 4, 5)).containsEntry(c, 2).containsEntry(a, 4);
+      assertThat(runs).extracting(RunNode::isUsed).containsExactly(true, true, false);
+      runs.forEach(RunNode::clearUsed);
+      assertThat(match(index, 1, 2, 3)).containsEntry(a, 3).containsEntry(c, 2);
+      assertThat(runs).extracting(RunNode::isUsed).containsExactly(true, true, false);
+      runs.forEach(RunNode::clearUsed);
+      assertThat(match(index, 1, 2, 3, 7)).containsEntry(a, 3); // a and b end inside y
+      store(index, c, 5); // a new run elsewhere: the store marks none of these
+      assertThat(runs).extracting(RunNode::isUsed).containsExactly(true, true, false);
+    }
+  }
+
+  /** A compressed run's blocks go from the tail, and the hand goes on up a cold chain's runs. */
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void aColdChainOfRunsGoesTailFirstBeforeANewerOne(boolean concurrent) {
+    try (KvIndex index =
+        concurrent ? KvIndexes.concurrentCompressedTree(12) : KvIndexes.compressedTree(12)) {
+      Worker a = new Worker(1, 0);
+      Worker b = new Worker(2, 0);
+      store(index, a, 1, 2, 3, 4, 5, 6); // [1, 2, 3] {a, b}, [4, 5, 6] {a}
+      store(index, b, 1, 2, 3, 7, 8); // [7, 8] {b}
+      store(index, a, 31); // 12 pairs
+      assertThat(match(index, 31)).containsEntry(a, 1);
+      store(index, b, 41, 42, 43, 44, 45); // five over: a's cold run, then a's blocks of the head
+      index.flush();
+      assertThat(index.stats().evictedBlocks()).isEqualTo(5);
+      assertThat(index.stats().blocksIndexed()).isEqualTo(12);
+      Map<Worker, Integer> s = match(index, 1, 2, 3, 4, 5, 6);
+      assertThat(s).containsEntry(b, 3).containsEntry(a, 1);
+      assertThat(match(index, 1, 2, 3, 7, 8)).containsEntry(b, 5);
+      assertThat(match(index, 41, 42, 43, 44, 45)).containsEntry(b, 5);
     }
   }
 
@@ -184,7 +265,7 @@ class BoundedIndexTest {
   void underChurnTheBoundHoldsAndEveryAnswerMatchesTheModelWithTheSameEvictions(
       String name, LongFunction<KvIndex> kind, long max, long seed) {
     try (KvIndex index = kind.apply(max)) {
-      new Churn((BlockIndex<?>) index, max, seed).go();
+      new Churn(index, max, seed).go();
     }
   }
 
@@ -202,7 +283,7 @@ class BoundedIndexTest {
 
   /** One seeded run: index, model told of evictions, unbounded model. */
   private static final class Churn {
-    final BlockIndex<?> index;
+    final KvIndex index;
     final long max;
     final SplittableRandom rnd;
     final ReferenceIndex evicted = new ReferenceIndex(); // applies the index's evictions too
@@ -213,15 +294,16 @@ class BoundedIndexTest {
     long eventId;
     long evictedNames;
 
-    Churn(BlockIndex<?> index, long max, long seed) {
+    Churn(KvIndex index, long max, long seed) {
       this.index = index;
       this.max = max;
       this.rnd = new SplittableRandom(seed);
-      index.bound.evictionListener =
+      IndexProbe.setEvictionListener(
+          index,
           (w, seq, path) -> {
             evicted.evict(w, seq, toList(path));
             evictedNames++;
-          };
+          });
     }
 
     static List<Long> toList(long[] a) {
@@ -237,6 +319,12 @@ class BoundedIndexTest {
       index.apply(e);
       assertThat(index.stats().blocksIndexed()).as("pairs after %s", e).isLessThanOrEqualTo(max);
       assertThat(IndexProbe.linkedNodes(index)).as("nodes after %s", e).isLessThanOrEqualTo(max);
+      assertThat(IndexProbe.structureBlocks(index))
+          .as("blocks in the structure after %s", e)
+          .isLessThanOrEqualTo(2 * max);
+      if (index instanceof CompressedTreeIndex c) {
+        assertThat(c.runBlocks).as("runs' blocks kept").isEqualTo(c.structureBlocks());
+      }
     }
 
     void go() {
@@ -440,7 +528,7 @@ class BoundedIndexTest {
       IndexStats st = index.stats();
       assertThat(st.blocksIndexed()).isLessThanOrEqualTo(max);
       assertThat(st.evictedBlocks()).isPositive();
-      assertThat(IndexProbe.nodeCount((BlockIndex<?>) index)).isLessThanOrEqualTo((int) max);
+      assertThat(IndexProbe.nodeCount(index)).isLessThanOrEqualTo((int) max);
       for (int p = 0; p < paths; p++) {
         Map<Worker, Integer> s = match(index, path[p]);
         for (Map.Entry<Worker, Integer> e : s.entrySet()) {
