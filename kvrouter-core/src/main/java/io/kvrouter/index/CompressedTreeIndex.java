@@ -1033,13 +1033,14 @@ final class CompressedTreeIndex implements KvIndex {
     if (signed >= 0 && c == st.length() && hasChildWith(st.children, signed)) return 0;
     final int k = (int) Math.max(0, c - max);
     final ClockBound.EvictionListener listener = bound == null ? null : bound.evictionListener;
+    final List<long[]> told = listener == null ? null : new ArrayList<>(); // (offset, name)
     final RunNames names = ws.names;
-    for (int j = k; j < c; j++) {
+    for (int j = c - 1; j >= k; j--) {
       final long seq = st.seqs[j];
       final int i = names.find(seq);
       if (i >= 0 && names.nodeAt(i) == x && names.offAt(i) == j) {
         names.removeAt(i);
-        if (listener != null) listener.evicted(ws.worker, seq, pathOf(x, j));
+        if (told != null) told.add(new long[] {j, seq});
       }
     }
     if (ws.others != null && !ws.others.isEmpty()) {
@@ -1048,11 +1049,14 @@ final class CompressedTreeIndex implements KvIndex {
         final Long2ObjectMap.Entry<RunWorker.Ref> en = it.next();
         final RunWorker.Ref r = en.getValue();
         if (r.node == x && r.off >= k) {
-          final long seq = en.getLongKey();
+          if (told != null) told.add(new long[] {r.off, en.getLongKey()});
           it.remove();
-          if (listener != null) listener.evicted(ws.worker, seq, pathOf(x, r.off));
         }
       }
+    }
+    if (told != null) {
+      told.sort((p, q) -> Long.compare(q[0], p[0])); // deepest first, as a Removed of leaves
+      for (long[] t : told) listener.evicted(ws.worker, t[1], pathOf(x, (int) t[0]));
     }
     if (ws.aliases != null) ws.aliases.removeIf(r -> r.node == x && r.off >= k);
     final int dropped = c - k;
