@@ -111,6 +111,7 @@ final class CompressedTreeIndex implements KvIndex {
   private final ArrayList<RunNode> touched = new ArrayList<>();
   private final ArrayList<RunNode> childScratch = new ArrayList<>();
   private final ArrayList<RunNode> storeUsed = new ArrayList<>(); // bounded: runs a store used
+  private final ArrayList<RunNode> made = new ArrayList<>(); // new runs of this event (fresh)
   private final RunWorker.Ref cursor = new RunWorker.Ref(null, 0);
   private RunNode foundNode;
   private int foundOff;
@@ -466,6 +467,7 @@ final class CompressedTreeIndex implements KvIndex {
     touched.add(c);
     born(c);
     c.fresh = true; // new blocks: the store does not count them as used (RunNode notes)
+    made.add(c);
     return c;
   }
 
@@ -606,7 +608,6 @@ final class CompressedTreeIndex implements KvIndex {
   /** Prunes and merges around every node the event changed. */
   private void settleTouched() {
     for (int k = 0; k < touched.size(); k++) settle(touched.get(k));
-    for (int k = 0; k < touched.size(); k++) touched.get(k).fresh = false;
     touched.clear();
     if (bound != null) bound.settled();
   }
@@ -691,7 +692,12 @@ final class CompressedTreeIndex implements KvIndex {
       storeUsed.clear();
       settleTouched();
     }
-    if (bound != null && bound.over()) bound.evictToFit();
+    try {
+      if (bound != null && bound.over()) bound.evictToFit();
+    } finally {
+      for (int k = 0; k < made.size(); k++) made.get(k).fresh = false;
+      made.clear();
+    }
   }
 
   private void store(RunWorker ws, CacheEvent.Stored s) {

@@ -28,7 +28,10 @@ import java.util.ArrayDeque;
  *    goes to the end (a second chance); otherwise every holder of the node that may lose blocks
  *    there loses its tail blocks of the run, up to what must still go, and the node goes to the
  *    end if still in the tree. After visiting twice the queue without dropping a pair the hand
- *    ignores used bits (readers marking faster than it clears must not stall the writer).
+ *    ignores used bits (readers marking faster than it clears must not stall the writer). A run
+ *    the event itself made (a store's new blocks) counts as used on this event's visits, so the
+ *    store's own blocks go only when nothing else may (a chain longer than the bound): the
+ *    block trees get the same by making room before a store adds a pair.
  *  - Rule: a worker may lose blocks of a run only at the tail of its cut there (its last
  *    blocks), and, when it holds the whole run connected, only if it holds no child of the run
  *    (the run's last block is then a leaf of its chain). So dropping is exactly a Removed of
@@ -140,9 +143,9 @@ final class RunBound {
       final RunNode n = clock.pollFirst();
       if (n == null) return;
       if (n.dead) continue; // left the tree since it was queued
-      if (++visits <= patience && n.isUsed()) {
-        n.clearUsed();
-        clock.addLast(n);
+      if (++visits <= patience && (n.isUsed() || n.fresh)) {
+        if (!n.fresh) n.clearUsed();
+        clock.addLast(n); // a run this event made goes last, as it would after a used one
         continue;
       }
       if (dropAt(n, want) > 0) {

@@ -27,8 +27,8 @@ import java.util.List;
  *         set it with an opaque store, and only after an opaque load saw 0, so a hot run costs
  *         readers one load and no write until the hand clears it; a lost or late mark only
  *         changes which cold run goes first, never a score. Unbounded indexes never touch it.
- * fresh   writer-only: a new run of the store being applied (a store does not count its own new runs
- *         as used; they are at the clock queue's end already). Cleared when the event settles.
+ * fresh   writer-only: a new run of the store being applied (the store does not mark it used;
+ *         the hand passes over it while anything else may go). Cleared when the event ends.
  *
  * Layout: 12-byte header, first 8, parent and state 4 each, three bytes: 31, rounded to 32, the
  * size without the two bound bytes too, so the bound costs the node nothing.
