@@ -20,7 +20,8 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * The compressed block tree: one node per run of blocks that the same workers hold, with per-worker
  * cutoffs for workers that hold only a prefix of a run; behind {@link KvIndexes#compressedTree()}
- * and {@link KvIndexes#concurrentCompressedTree()}.
+ * and {@link KvIndexes#concurrentCompressedTree()}, and with a bound ({@link RunBound}) behind
+ * their {@code maxBlocks} forms.
  *
  * <pre>
  * Implementation notes
@@ -45,6 +46,14 @@ import java.util.concurrent.locks.ReentrantLock;
  *    changed (settle), so no two nodes could be one: a node ends a run only where a worker's cut
  *    ends, where the tree branches, or at MAX_RUN. The node count is therefore bounded by the
  *    live set, not by its history (CompressedTreeChurnTest churns prefixes and checks it).
+ *  - Trim: settle also cuts the tail of a childless run that no holder reaches (left by removals
+ *    and evictions) once it is at least half the run, into new arrays (a reader of the old state
+ *    keeps its blocks), so a run's arrays follow what is held.
+ *  - Bound (maxBlocks, RunBound): every node made enters its clock queue and every node pruned
+ *    or merged away leaves its count; readers mark used bits only when bounded (a final field);
+ *    a store marks the runs it used that existed (at its end, markStoreUsed); each event ends,
+ *    after it settled, with evictToFit, whose drops (dropTail: a worker's tail of a run) are
+ *    settled as they go. runBlocks counts the runs' blocks (held or not) for it.
  *  - A store below the end of a childless run that its worker holds whole appends to the run
  *    (extend: in place when the arrays have room, RunState notes) rather than making a child
  *    that settle would merge back at once.
