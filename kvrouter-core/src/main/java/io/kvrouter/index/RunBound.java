@@ -56,8 +56,9 @@ import java.util.ArrayDeque;
  *    half the run (so without holes the runs' blocks are at most twice the pairs), and runs no
  *    one holds above detached pairs after holes, which dropping those pairs prunes. So after
  *    every event pairs and nodes are within maxBlocks and the runs' blocks within twice that;
- *    inside a store they may pass it by that store's new blocks. Each visit that dropped pairs is settled at once (the
- *    emptied nodes pruned, runs merged where no split is needed any more, unheld tails trimmed).
+ *    inside a store they may pass it by that store's new blocks. Each visit that dropped pairs
+ *    is settled at once (the emptied nodes pruned, runs merged where no split is needed any
+ *    more, unheld tails trimmed).
  *    A dropped block's names leave the worker's names, so a later Removed of it counts as
  *    missing and a later store under it as parent-missing (an under-count).
  *  - evictedBlocks counts dropped pairs.
