@@ -123,6 +123,8 @@ final class IndexWorkload {
     return switch (kind) {
       case "radix" -> KvIndexes.radixTree(max);
       case "concurrent" -> KvIndexes.concurrentRadixTree(max);
+      case "compressed" -> KvIndexes.compressedTree(max);
+      case "concurrentCompressed" -> KvIndexes.concurrentCompressedTree(max);
       default -> throw new IllegalArgumentException("unknown index kind " + kind);
     };
   }

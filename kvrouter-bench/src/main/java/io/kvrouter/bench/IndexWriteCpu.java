@@ -11,7 +11,9 @@ import java.util.List;
  * index and then remove it (one {@code Removed} per sequence, deepest block first), per kind: the
  * minimum over the second half of {@code rounds} rounds. CPU time rather than wall time, so that
  * other processes on a shared machine do not count; garbage collection runs on other threads and is
- * not counted either (IndexWriteBenchmark's wall-clock figures include it).
+ * not counted either (IndexWriteBenchmark's wall-clock figures include it). A kind may carry a
+ * bound after {@code @} ({@code concurrentCompressed@quarter}, as in IndexFootprint); the rates are
+ * then the workload's pairs over the time, though a bounded index keeps and removes fewer.
  *
  * <pre>
  * java -Xms3g -Xmx3g -cp kvrouter-bench/target/benchmarks.jar io.kvrouter.bench.IndexWriteCpu \
@@ -32,7 +34,7 @@ public final class IndexWriteCpu {
       long store = Long.MAX_VALUE;
       long remove = Long.MAX_VALUE;
       for (int r = 0; r < rounds; r++) {
-        try (KvIndex index = IndexWorkload.newIndex(kind)) {
+        try (KvIndex index = newIndex(kind, w)) {
           long t0 = mx.getCurrentThreadCpuTime();
           for (RouterEvent e : stores) index.apply(e);
           long t1 = mx.getCurrentThreadCpuTime();
@@ -54,5 +56,13 @@ public final class IndexWriteCpu {
           remove / 1e6,
           w.pairs() / (remove / 1e3));
     }
+  }
+
+  /** {@code kind}, or {@code kind@bound} as in IndexFootprint (IndexWorkload.newIndex). */
+  private static KvIndex newIndex(String kind, IndexWorkload w) {
+    int at = kind.indexOf('@');
+    return at < 0
+        ? IndexWorkload.newIndex(kind)
+        : IndexWorkload.newIndex(kind.substring(0, at), kind.substring(at + 1), w.pairs());
   }
 }

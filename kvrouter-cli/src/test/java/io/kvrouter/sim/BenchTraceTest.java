@@ -96,7 +96,6 @@ class BenchTraceTest {
   void aBoundedReplayNeverOverCountsInEveryKind() {
     WorkerTimelines tl = timelines();
     for (IndexKind kind : IndexKind.values()) {
-      if (!kind.boundable()) continue;
       TraceReplay.Result r = TraceReplay.run(tl, kind, 2, 4, 100, 0, 100_000, trace, 50);
       assertThat(r.verification().problems()).as(kind.cliName()).isEmpty();
       // the caches hold more than the bound, so the index dropped blocks and still passed

@@ -20,7 +20,8 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * The compressed block tree: one node per run of blocks that the same workers hold, with per-worker
  * cutoffs for workers that hold only a prefix of a run; behind {@link KvIndexes#compressedTree()}
- * and {@link KvIndexes#concurrentCompressedTree()}.
+ * and {@link KvIndexes#concurrentCompressedTree()}, and with a bound ({@link RunBound}) behind
+ * their {@code maxBlocks} forms.
  *
  * <pre>
  * Implementation notes
@@ -45,6 +46,14 @@ import java.util.concurrent.locks.ReentrantLock;
  *    changed (settle), so no two nodes could be one: a node ends a run only where a worker's cut
  *    ends, where the tree branches, or at MAX_RUN. The node count is therefore bounded by the
  *    live set, not by its history (CompressedTreeChurnTest churns prefixes and checks it).
+ *  - Trim: settle also cuts the tail of a childless run that no holder reaches (left by removals
+ *    and evictions) once it is at least half the run, into new arrays (a reader of the old state
+ *    keeps its blocks), so a run's arrays follow what is held.
+ *  - Bound (maxBlocks, RunBound): every node made enters its clock queue and every node pruned
+ *    or merged away leaves its count; readers mark used bits only when bounded (a final field);
+ *    a store marks the runs it used that existed (at its end, markStoreUsed); each event ends,
+ *    after it settled, with evictToFit, whose drops (dropTail: a worker's tail of a run) are
+ *    settled as they go. runBlocks counts the runs' blocks (held or not) for it.
  *  - A store below the end of a childless run that its worker holds whole appends to the run
  *    (extend: in place when the arrays have room, RunState notes) rather than making a child
  *    that settle would merge back at once.
@@ -110,13 +119,32 @@ final class CompressedTreeIndex implements KvIndex {
   private int stepChanges;
   private final ArrayList<RunNode> touched = new ArrayList<>();
   private final ArrayList<RunNode> childScratch = new ArrayList<>();
+  private final ArrayList<RunNode> storeUsed = new ArrayList<>(); // bounded: runs a store used
+  private final ArrayList<RunNode> made = new ArrayList<>(); // new runs of this event (fresh)
   private final RunWorker.Ref cursor = new RunWorker.Ref(null, 0);
   private RunNode foundNode;
   private int foundOff;
   private int foundSlot;
 
+  /** The CLOCK bound (RunBound); null when unbounded. */
+  final RunBound bound;
+
+  /** The blocks of every run in the tree (held or not), kept by the writer. */
+  long runBlocks;
+
+  /** Set by dropTail: the worker's entry was connected and lost its whole cut (for RunBound). */
+  boolean lastDropEmptiedConnected;
+
   CompressedTreeIndex(boolean concurrent) {
+    this(concurrent, Long.MAX_VALUE);
+  }
+
+  /** A tree that holds at most {@code maxBlocks} (worker, block) pairs (RunBound notes). */
+  CompressedTreeIndex(boolean concurrent, long maxBlocks) {
+    if (maxBlocks < 1)
+      throw new IllegalArgumentException("maxBlocks must be >= 1, got " + maxBlocks);
     this.writeLock = concurrent ? new ReentrantLock() : null;
+    this.bound = maxBlocks == Long.MAX_VALUE ? null : new RunBound(this, counters, maxBlocks);
     workerIds.defaultReturnValue(-1);
   }
 
@@ -193,6 +221,23 @@ final class CompressedTreeIndex implements KvIndex {
     return alive;
   }
 
+  /**
+   * Marks the deepest matched node of the workers in {@code scores[alive..before)} that dropped out
+   * at {@code next}: {@code next} itself, or {@code prev} for those that hold none of its run
+   * (their score is the depth before it).
+   */
+  private static void markDropped(
+      RunNode prev, RunNode next, int[] scores, int alive, int before, int depth) {
+    boolean inNext = false;
+    boolean inPrev = false;
+    for (int i = alive; i < before; i++) {
+      if (scores[i] == depth) inPrev = true;
+      else inNext = true;
+    }
+    if (inNext) next.markUsed();
+    if (inPrev) prev.markUsed();
+  }
+
   private OverlapScores walk(long[] q, boolean earlyExit) {
     final int len = q.length;
     if (len == 0) return Scores.EMPTY;
@@ -205,17 +250,25 @@ final class CompressedTreeIndex implements KvIndex {
     if (cnt == 0) return Scores.EMPTY;
     final int[] ids = Arrays.copyOfRange(first, from, first.length);
     final int[] scores = new int[cnt];
+    // a bounded tree marks each worker's deepest matched node (RunBound notes): where workers
+    // drop out (the node before, for one that holds none of the run), and where the walk ends
+    final boolean mark = bound != null;
     int m = match(s.locals, s.len, q, 0);
     int alive = step(ids, scores, cnt, s, m, 0);
+    if (mark && alive < cnt) node.markUsed();
     int depth = m;
     while (alive > 0 && depth < len && !(earlyExit && alive == 1)) {
       final RunNode next = RunNode.child(s.children, q[depth]);
       if (next == null) break;
       s = next.state();
       m = match(s.locals, s.len, q, depth);
+      final int before = alive;
       alive = step(ids, scores, alive, s, m, depth);
+      if (mark && alive < before) markDropped(node, next, scores, alive, before, depth);
+      node = next;
       depth += m;
     }
+    if (mark && alive > 0) node.markUsed();
     for (int i = 0; i < alive; i++) scores[i] = depth;
     final RunWorker[] states = (RunWorker[]) BY_ID.getAcquire(this);
     final int[] counts = new int[cnt];
@@ -278,6 +331,11 @@ final class CompressedTreeIndex implements KvIndex {
 
   private RunWorker byId(int id) {
     return ((RunWorker[]) BY_ID.get(this))[id < 0 ? ~id : id];
+  }
+
+  /** The worker of a signed id (connected or detached). Writer-only. */
+  RunWorker workerById(int signedId) {
+    return byId(signedId);
   }
 
   private List<RunWorker> live() {
@@ -413,8 +471,12 @@ final class CompressedTreeIndex implements KvIndex {
     final long[] l = Arrays.copyOfRange(locals, i, i + n);
     final long[] s = Arrays.copyOfRange(seqs, i, i + n);
     final RunNode c = new RunNode(l[0], p, new RunState(l, s, RunState.NONE, RunState.NONE, null));
+    runBlocks += n;
     addChild(p, c);
     touched.add(c);
+    born(c);
+    c.fresh = true; // new blocks: the store does not count them as used (RunNode notes)
+    made.add(c);
     return c;
   }
 
@@ -446,6 +508,7 @@ final class CompressedTreeIndex implements KvIndex {
     }
     System.arraycopy(locals, i, l, len, n);
     System.arraycopy(seqs, i, s, len, n);
+    runBlocks += n;
     x.publish(new RunState(l, s, st.ids, st.cuts, null, len + n));
     touched.add(x);
     return x;
@@ -493,6 +556,8 @@ final class CompressedTreeIndex implements KvIndex {
         new RunState(Arrays.copyOf(st.locals, k), Arrays.copyOf(st.seqs, k), st.ids, hCuts, tail));
     touched.add(n);
     touched.add(tail);
+    born(tail);
+    if (n.isUsed()) tail.markUsed(); // its blocks were as recently used as the head's
     return tail;
   }
 
@@ -534,13 +599,31 @@ final class CompressedTreeIndex implements KvIndex {
       cursor.off += ln;
     }
     n.publish(new RunState(l, s, ns.ids, cuts, cs.children));
+    if (c.isUsed()) n.markUsed();
+    died(c);
+  }
+
+  /** A node was made and linked: a bounded tree queues it. */
+  private void born(RunNode c) {
+    if (bound != null) bound.nodeCreated(c);
+  }
+
+  /** A node left the tree. */
+  private void died(RunNode c) {
     c.dead = true;
+    if (bound != null) bound.nodeDied();
   }
 
   /** Prunes and merges around every node the event changed. */
   private void settleTouched() {
     for (int k = 0; k < touched.size(); k++) settle(touched.get(k));
     touched.clear();
+    if (bound != null) bound.settled();
+  }
+
+  /** Settles what an eviction visit changed (RunBound). */
+  void settleAfterEviction() {
+    settleTouched();
   }
 
   private void settle(RunNode x) {
@@ -549,10 +632,12 @@ final class CompressedTreeIndex implements KvIndex {
       if (st.ids.length == 0 && st.children == null) {
         final RunNode p = x.parent;
         removeChild(p, x);
-        x.dead = true;
+        runBlocks -= st.length();
+        died(x);
         x = p;
         continue;
       }
+      if (st.children == null) trimTail(x, st);
       mergeDown(x);
       // a merge may have taken in an unheld, childless child that was still to be pruned (the
       // touched list is in no particular order): then x is one too
@@ -561,6 +646,22 @@ final class CompressedTreeIndex implements KvIndex {
       if (x.parent != root) mergeDown(x.parent);
       return;
     }
+  }
+
+  /**
+   * Cuts off the blocks at the end of a childless run that no one holds (removals and evictions
+   * leave them) once they are at least half the run, so the run's arrays follow what is held; a new
+   * state with copied arrays, so a reader of the old state still sees its blocks.
+   */
+  private void trimTail(RunNode x, RunState st) {
+    int held = 0;
+    for (int c : st.cuts) held = Math.max(held, c);
+    final int len = st.length();
+    if (held * 2 > len) return;
+    runBlocks -= len - held;
+    x.publish(
+        new RunState(
+            Arrays.copyOf(st.locals, held), Arrays.copyOf(st.seqs, held), st.ids, st.cuts, null));
   }
 
   private void mergeDown(RunNode n) {
@@ -597,7 +698,14 @@ final class CompressedTreeIndex implements KvIndex {
       }
     } finally {
       cursor.node = null;
+      storeUsed.clear();
       settleTouched();
+    }
+    try {
+      if (bound != null && bound.over()) bound.evictToFit();
+    } finally {
+      for (int k = 0; k < made.size(); k++) made.get(k).fresh = false;
+      made.clear();
     }
   }
 
@@ -609,6 +717,7 @@ final class CompressedTreeIndex implements KvIndex {
       }
       cursor.node = foundNode;
       cursor.off = foundOff;
+      if (bound != null) storeUsed.add(foundNode); // the chain hangs from it: used
     } else {
       cursor.node = root;
       cursor.off = -1;
@@ -645,6 +754,7 @@ final class CompressedTreeIndex implements KvIndex {
       }
       i = segment(ws, at, from, seqs, locals, i);
     }
+    markStoreUsed();
     counters.inc(IndexCounters.STORED_EVENTS);
   }
 
@@ -670,6 +780,7 @@ final class CompressedTreeIndex implements KvIndex {
   }
 
   private int segmentFrom(RunWorker ws, RunNode x, int from, int end, long[] seqs, int i) {
+    if (bound != null && !x.fresh) storeUsed.add(x); // a run that existed, stored again or extended
     int pend = from;
     // Blocks the worker holds already, stored again under their own hashes (a shared prefix):
     // when the worker has no other names, a held block's only name is its own hash, so the
@@ -710,6 +821,16 @@ final class CompressedTreeIndex implements KvIndex {
     cursor.node = x;
     cursor.off = end - 1;
     return i + end - from;
+  }
+
+  /**
+   * Marks the runs the store used that existed before it, at its end: a run it split afterwards
+   * (where the chain left it) gave its tail the bit it had before the store, which the store did
+   * not use.
+   */
+  private void markStoreUsed() {
+    for (int k = 0; k < storeUsed.size(); k++) storeUsed.get(k).markUsed();
+    storeUsed.clear();
   }
 
   private boolean parentConnected(int id, RunNode x) {
@@ -911,6 +1032,74 @@ final class CompressedTreeIndex implements KvIndex {
     touched.add(x);
   }
 
+  /**
+   * Drops up to {@code max} of {@code ws}'s blocks of {@code x} from the tail of its cut, with
+   * every name it has for them, when the rule of RunBound lets them go (a detached entry, or a
+   * connected one that holds no child of the run): a Removed of leaves, deepest first, published as
+   * one cut. Returns how many went; sets lastDropEmptiedConnected. The caller settles. Writer-only.
+   */
+  int dropTail(RunWorker ws, RunNode x, long max) {
+    lastDropEmptiedConnected = false;
+    final RunState st = x.plain();
+    final int e = st.entry(ws.id);
+    if (e < 0 || max <= 0) return 0;
+    final int signed = st.ids[e];
+    final int c = st.cuts[e];
+    if (signed >= 0 && c == st.length() && hasChildWith(st.children, signed)) return 0;
+    final int k = (int) Math.max(0, c - max);
+    final ClockBound.EvictionListener listener = bound == null ? null : bound.evictionListener;
+    final List<long[]> told = listener == null ? null : new ArrayList<>(); // (offset, name)
+    final RunNames names = ws.names;
+    for (int j = c - 1; j >= k; j--) {
+      final long seq = st.seqs[j];
+      final int i = names.find(seq);
+      if (i >= 0 && names.nodeAt(i) == x && names.offAt(i) == j) {
+        names.removeAt(i);
+        if (told != null) told.add(new long[] {j, seq});
+      }
+    }
+    if (ws.others != null && !ws.others.isEmpty()) {
+      final var it = ws.others.long2ObjectEntrySet().iterator();
+      while (it.hasNext()) {
+        final Long2ObjectMap.Entry<RunWorker.Ref> en = it.next();
+        final RunWorker.Ref r = en.getValue();
+        if (r.node == x && r.off >= k) {
+          if (told != null) told.add(new long[] {r.off, en.getLongKey()});
+          it.remove();
+        }
+      }
+    }
+    if (told != null) {
+      told.sort((p, q) -> Long.compare(q[0], p[0])); // deepest first, as a Removed of leaves
+      for (long[] t : told) listener.evicted(ws.worker, t[1], pathOf(x, (int) t[0]));
+    }
+    if (ws.aliases != null) ws.aliases.removeIf(r -> r.node == x && r.off >= k);
+    final int dropped = c - k;
+    ws.heldBlocks -= dropped;
+    if (signed < 0) ws.detachedCount -= dropped;
+    counters.add(IndexCounters.BLOCKS_INDEXED, -dropped);
+    counters.add(IndexCounters.EVICTED_BLOCKS, dropped);
+    x.publish(st.withEntry(ws.id, signed, k));
+    touched.add(x);
+    lastDropEmptiedConnected = k == 0 && signed >= 0;
+    return dropped;
+  }
+
+  /** The local hashes from the top down to block ({@code x}, {@code off}) (tests' listener). */
+  private long[] pathOf(RunNode x, int off) {
+    int n = off + 1;
+    for (RunNode a = x.parent; a != root; a = a.parent) n += a.plain().length();
+    final long[] out = new long[n];
+    int end = n - off - 1;
+    System.arraycopy(x.plain().locals, 0, out, end, off + 1);
+    for (RunNode a = x.parent; a != root; a = a.parent) {
+      final RunState as = a.plain();
+      end -= as.length();
+      System.arraycopy(as.locals, 0, out, end, as.length());
+    }
+    return out;
+  }
+
   /** The nodes where {@code ws} has an entry: those of the blocks it names. */
   private List<RunNode> nodesOf(RunWorker ws) {
     final IdentityHashMap<RunNode, Boolean> seen = new IdentityHashMap<>();
@@ -1106,6 +1295,27 @@ final class CompressedTreeIndex implements KvIndex {
     }
   }
 
+  /** The blocks of every run in the tree now, held or not. Writer-side (takes the lock). */
+  long structureBlocks() {
+    lock();
+    try {
+      long blocks = 0;
+      final ArrayDeque<RunNode> stack = new ArrayDeque<>();
+      final List<RunNode> children = new ArrayList<>();
+      stack.push(root);
+      while (!stack.isEmpty()) {
+        final RunNode x = stack.pop();
+        blocks += x.plain().length();
+        children.clear();
+        RunNode.addChildren(x.plain().children, children);
+        for (RunNode c : children) stack.push(c);
+      }
+      return blocks;
+    } finally {
+      unlock();
+    }
+  }
+
   /**
    * An estimate of the heap the index retains, from its structure (compressed references, 16-byte
    * array headers): every node and state with their arrays and child tables, and every worker's
@@ -1149,8 +1359,31 @@ final class CompressedTreeIndex implements KvIndex {
   @Override
   public void close() {}
 
+  /**
+   * References in the bounded tree's clock queue (0 when unbounded). Writer-side (takes the lock).
+   */
+  int clockSize() {
+    lock();
+    try {
+      return bound == null ? 0 : bound.clockSize();
+    } finally {
+      unlock();
+    }
+  }
+
+  /** The bounded tree's running count of linked nodes (0 when unbounded). Takes the lock. */
+  long linkedNodes() {
+    lock();
+    try {
+      return bound == null ? 0 : bound.linkedNodes;
+    } finally {
+      unlock();
+    }
+  }
+
   @Override
   public String toString() {
-    return writeLock != null ? "concurrentCompressedTree" : "compressedTree";
+    final String kind = writeLock != null ? "concurrentCompressedTree" : "compressedTree";
+    return bound == null ? kind : kind + "(" + bound.maxBlocks + ")";
   }
 }

@@ -55,10 +55,24 @@ public final class KvIndexes {
    * A compressed block tree for one thread at a time (as {@link #radixTree()}): one node per run of
    * blocks that the same workers hold, with per-worker cutoffs for workers that hold a prefix of a
    * run; runs split where workers diverge and merge again when a split is no longer needed, so the
-   * node count follows the live set, not its history. No bounded variant yet.
+   * node count follows the live set, not its history. {@link #compressedTree(long)} is its bounded
+   * form.
    */
   public static KvIndex compressedTree() {
     return new CompressedTreeIndex(false);
+  }
+
+  /**
+   * Like {@link #compressedTree()}, holding at most {@code maxBlocks} (worker rank, block) pairs,
+   * as {@link #radixTree(long)} describes: past that, the least recently used leaves of workers'
+   * chains are dropped first (a CLOCK over runs: a run a query ended in counts as used), dropping
+   * is what the worker's {@code Removed} of those leaves would do, scores stay exact for what is
+   * left, and {@link IndexStats#evictedBlocks()} counts them.
+   *
+   * @throws IllegalArgumentException when {@code maxBlocks < 1}
+   */
+  public static KvIndex compressedTree(long maxBlocks) {
+    return new CompressedTreeIndex(false, checkMaxBlocks(maxBlocks));
   }
 
   /**
@@ -67,6 +81,17 @@ public final class KvIndexes {
    */
   public static KvIndex concurrentCompressedTree() {
     return new CompressedTreeIndex(true);
+  }
+
+  /**
+   * Like {@link #concurrentCompressedTree()}, holding at most {@code maxBlocks} (worker rank,
+   * block) pairs, as {@link #compressedTree(long)} describes; readers still take no lock and never
+   * wait.
+   *
+   * @throws IllegalArgumentException when {@code maxBlocks < 1}
+   */
+  public static KvIndex concurrentCompressedTree(long maxBlocks) {
+    return new CompressedTreeIndex(true, checkMaxBlocks(maxBlocks));
   }
 
   /**
@@ -104,8 +129,9 @@ public final class KvIndexes {
   /**
    * Applies events on {@code threads} background threads, every event of one worker id on the same
    * thread and in order; reads go straight to {@code concurrentIndex} on the caller's thread. A
-   * bound of {@code concurrentIndex} ({@link #concurrentRadixTree(long)}, {@link #positional(int,
-   * long)}) applies as it is, and {@link KvIndex#stats()} reports its counters.
+   * bound of {@code concurrentIndex} ({@link #concurrentRadixTree(long)}, {@link
+   * #concurrentCompressedTree(long)}, {@link #positional(int, long)}) applies as it is, and {@link
+   * KvIndex#stats()} reports its counters.
    *
    * @throws IllegalArgumentException when the index is not safe for concurrent use
    */

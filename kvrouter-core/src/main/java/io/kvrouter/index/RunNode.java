@@ -22,6 +22,16 @@ import java.util.List;
  * parent  the node above; writer-only (it changes when a split or merge moves this node).
  * dead    writer-only: set when the node left the tree (pruned, or merged into its parent). A
  *         reader that still holds it sees its last state, which is valid for the blocks it names.
+ * used    a bounded index's CLOCK bit (RunBound): 1 once a query's worker ended its match in this
+ *         run (or a store used the run again) since the writer's hand last cleared it. Readers
+ *         set it with an opaque store, and only after an opaque load saw 0, so a hot run costs
+ *         readers one load and no write until the hand clears it; a lost or late mark only
+ *         changes which cold run goes first, never a score. Unbounded indexes never touch it.
+ * fresh   writer-only: a new run of the store being applied (the store does not mark it used;
+ *         the hand passes over it while anything else may go). Cleared when the event ends.
+ *
+ * Layout: 12-byte header, first 8, parent and state 4 each, three bytes: 31, rounded to 32, the
+ * size without the two bound bytes too, so the bound costs the node nothing.
  *
  * Written by the index's writer (under its lock or on its one thread); read by any number of
  * lock-free readers through state().
@@ -29,10 +39,13 @@ import java.util.List;
  */
 final class RunNode {
   private static final VarHandle STATE;
+  private static final VarHandle USED;
 
   static {
     try {
-      STATE = MethodHandles.lookup().findVarHandle(RunNode.class, "state", RunState.class);
+      MethodHandles.Lookup l = MethodHandles.lookup();
+      STATE = l.findVarHandle(RunNode.class, "state", RunState.class);
+      USED = l.findVarHandle(RunNode.class, "used", byte.class);
     } catch (ReflectiveOperationException e) {
       throw new ExceptionInInitializerError(e);
     }
@@ -41,6 +54,10 @@ final class RunNode {
   final long first;
   RunNode parent; // writer-only
   boolean dead; // writer-only
+  boolean fresh; // writer-only
+
+  @SuppressWarnings("unused") // through USED
+  private byte used;
 
   @SuppressWarnings("unused") // through STATE
   private RunState state;
@@ -64,6 +81,20 @@ final class RunNode {
   /** Publishes {@code s} (release store). Writer-only. */
   void publish(RunState s) {
     STATE.setRelease(this, s);
+  }
+
+  /** Sets the used bit (readers and the writer; opaque, a store only when it was clear). */
+  void markUsed() {
+    if ((byte) USED.getOpaque(this) == 0) USED.setOpaque(this, (byte) 1);
+  }
+
+  boolean isUsed() {
+    return (byte) USED.getOpaque(this) != 0;
+  }
+
+  /** Clears the used bit. Writer-only (the clock hand). */
+  void clearUsed() {
+    USED.setOpaque(this, (byte) 0);
   }
 
   /** The child of a state's {@code children} whose first block has this local hash, or null. */

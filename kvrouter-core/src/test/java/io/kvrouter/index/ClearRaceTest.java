@@ -72,6 +72,10 @@ class ClearRaceTest {
         DynamicTest.dynamicTest(
             "bounded concurrentRadixTree",
             () -> run(() -> KvIndexes.concurrentRadixTree(IndexKinds.NEVER_REACHED))));
+    tests.add(
+        DynamicTest.dynamicTest(
+            "bounded concurrentCompressedTree",
+            () -> run(() -> KvIndexes.concurrentCompressedTree(IndexKinds.NEVER_REACHED))));
     return tests.stream();
   }
 

@@ -27,6 +27,9 @@ final class IndexKinds {
     out.add(() -> KvIndexes.concurrentRadixTree(NEVER_REACHED));
     out.add(() -> KvIndexes.positional(32, NEVER_REACHED));
     out.add(() -> KvIndexes.threadPool(KvIndexes.concurrentRadixTree(NEVER_REACHED), 2));
+    out.add(() -> KvIndexes.compressedTree(NEVER_REACHED));
+    out.add(() -> KvIndexes.concurrentCompressedTree(NEVER_REACHED));
+    out.add(() -> KvIndexes.threadPool(KvIndexes.concurrentCompressedTree(NEVER_REACHED), 2));
     return out;
   }
 

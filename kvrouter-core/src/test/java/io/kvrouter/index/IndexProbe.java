@@ -34,6 +34,42 @@ final class IndexProbe {
     }
   }
 
+  /** The bounded index's running count of linked nodes (0 when unbounded); a tree kind. */
+  static long linkedNodes(KvIndex index) {
+    return index instanceof CompressedTreeIndex c
+        ? c.linkedNodes()
+        : linkedNodes((BlockIndex<?>) index);
+  }
+
+  /** Nodes in the structure now (runs for the compressed tree), counted from scratch. */
+  static int nodeCount(KvIndex index) {
+    return index instanceof CompressedTreeIndex c
+        ? c.nodeCount()
+        : nodeCount((BlockIndex<?>) index);
+  }
+
+  /**
+   * Blocks in the structure now: nodes of a block tree (entries of the positional index), the sum
+   * of the runs' lengths of a compressed tree (held or not).
+   */
+  static long structureBlocks(KvIndex index) {
+    if (index instanceof CompressedTreeIndex c) return c.structureBlocks();
+    return nodeCount((BlockIndex<?>) index);
+  }
+
+  /** References in the bounded index's clock queue (0 when unbounded); a tree kind. */
+  static int clockSize(KvIndex index) {
+    return index instanceof CompressedTreeIndex c
+        ? c.clockSize()
+        : clockSize((BlockIndex<?>) index);
+  }
+
+  /** Sets a bounded index's eviction listener (the tests' reference model applies evictions). */
+  static void setEvictionListener(KvIndex index, ClockBound.EvictionListener listener) {
+    if (index instanceof CompressedTreeIndex c) c.bound.evictionListener = listener;
+    else ((BlockIndex<?>) index).bound.evictionListener = listener;
+  }
+
   /** Slots of the positional table now. */
   static int tableCapacity(PositionalIndex index) {
     index.writeLock.lock();

@@ -19,21 +19,21 @@ import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 
 /**
- * Soak: continuous store/remove churn with prefix splits, holes and queries on every tree kind,
- * unbounded and bounded, and the compressed tree (unbounded); memory must not grow and every node
- * must go when every block does.
+ * Soak: continuous store/remove churn with prefix splits, holes and queries on every tree kind, the
+ * compressed trees included, unbounded and bounded; memory must not grow and every node must go
+ * when every block does.
  *
  * <pre>
  * Implementation notes
  *
  * Runs under failsafe (verify), in a JVM of its own, so the heap readings hold nothing of other
- * tests. The eight kinds run one after the other in that JVM; each one's index is closed and
+ * tests. The ten kinds run one after the other in that JVM; each one's index is closed and
  * unreachable, and collected, before the next one's first reading.
  * Phases, per kind: fill (every worker's FIFO full: WORKERS * PATHS_PER_WORKER stores), warm-up
  * (STORES more stores: the workload's node count settles only after several generations of
  * paths, as holes and continuations accumulate and then balance), measured (STORES more). Both
  * are counted, not timed, so a slow machine makes them slower, never emptier. With
- * kvrouter.soak.seconds (the long form) each kind gets an eighth of it: the warm-up runs to at least
+ * kvrouter.soak.seconds (the long form) each kind gets a tenth of it: the warm-up runs to at least
  * half of that share and the measured phase to its end, each still at least STORES stores.
  * Workload, per kind: WORKERS workers each keep their last PATHS_PER_WORKER paths live (a FIFO).
  * A path is one of PROMPTS shared 4-block prompts followed by 4..28 blocks drawn from a 4-letter
@@ -69,7 +69,7 @@ class SoakIT {
   private static final long BOUND = Long.getLong("kvrouter.soak.maxBlocks", 40_000);
 
   /** The kinds below, among which the long form's time is shared. */
-  private static final int KINDS = 8;
+  private static final int KINDS = 10;
 
   @TestFactory
   Stream<DynamicTest> churnLeaksNothing() {
@@ -83,6 +83,11 @@ class SoakIT {
     addKind(
         tests, "concurrentRadixTree(" + BOUND + ")", () -> KvIndexes.concurrentRadixTree(BOUND));
     addKind(tests, "positional(32, " + BOUND + ")", () -> KvIndexes.positional(32, BOUND));
+    addKind(tests, "compressedTree(" + BOUND + ")", () -> KvIndexes.compressedTree(BOUND));
+    addKind(
+        tests,
+        "concurrentCompressedTree(" + BOUND + ")",
+        () -> KvIndexes.concurrentCompressedTree(BOUND));
     return tests.stream();
   }
 
@@ -134,16 +139,16 @@ class SoakIT {
       final long before = heapAfterGc();
       final long start = System.nanoTime();
       try (KvIndex index = kind.get()) {
-        // the compressed tree is not a BlockIndex: no bound, its own node count
         final BlockIndex<?> bi = index instanceof BlockIndex<?> b ? b : null;
         final CompressedTreeIndex ci = bi == null ? (CompressedTreeIndex) index : null;
+        final boolean bounded = bi != null ? bi.bounded : ci.bound != null;
         // fill: every worker's FIFO full
         for (int i = 0; i < WORKERS * PATHS_PER_WORKER; i++) step(index, i % WORKERS);
         for (long i = 0; i < STORES || System.nanoTime() - start < nanos / 2; i++) {
           step(index, rnd.nextInt(WORKERS));
         }
         final long warmHeap = heapAfterGc();
-        final int warmNodes = (bi != null ? IndexProbe.nodeCount(bi) : ci.nodeCount());
+        final int warmNodes = IndexProbe.nodeCount(index);
         final IndexStats warmStats = index.stats();
         final long warmPairs = warmStats.blocksIndexed();
         final long runFrom = System.nanoTime();
@@ -155,7 +160,7 @@ class SoakIT {
         }
         final double runSeconds = (System.nanoTime() - runFrom) / 1e9;
         final long endHeap = heapAfterGc();
-        final int endNodes = (bi != null ? IndexProbe.nodeCount(bi) : ci.nodeCount());
+        final int endNodes = IndexProbe.nodeCount(index);
         final IndexStats endStats = index.stats();
 
         // remove everything: every node must go (splits merged, nothing left behind)
@@ -164,9 +169,9 @@ class SoakIT {
           while (!q.isEmpty()) removePath(index, w, q.pollFirst());
         }
         index.flush();
-        final int emptyNodes = (bi != null ? IndexProbe.nodeCount(bi) : ci.nodeCount());
+        final int emptyNodes = IndexProbe.nodeCount(index);
         final long emptyPairs = index.stats().blocksIndexed();
-        final int emptyClock = (bi != null ? IndexProbe.clockSize(bi) : 0);
+        final int emptyClock = IndexProbe.clockSize(index);
         final long emptyHeap = heapAfterGc();
 
         System.out.printf(
@@ -220,7 +225,7 @@ class SoakIT {
         assertThat(emptyNodes).as("nodes once every block is removed").isZero();
         assertThat(emptyPairs).isZero();
         assertThat(emptyClock).as("queued nodes once every block is removed").isZero();
-        if (bi != null && bi.bounded) {
+        if (bounded) {
           assertThat(endStats.blocksIndexed()).isLessThanOrEqualTo(BOUND);
           assertThat(endNodes).isLessThanOrEqualTo((int) BOUND);
           assertThat(endStats.evictedBlocks()).isPositive();

@@ -50,9 +50,8 @@ public final class BenchTraceCommand implements Callable<Integer> {
       split = ",",
       paramLabel = "LIST",
       description =
-          "Index kinds, comma-separated (default: all; with --max-blocks, all with a bounded"
-              + " form): radix-tree, concurrent-radix-tree, positional, compressed-tree"
-              + " (unbounded only).")
+          "Index kinds, comma-separated (default: all): radix-tree, concurrent-radix-tree,"
+              + " positional, compressed-tree.")
   List<String> indexes;
 
   @Option(
@@ -222,11 +221,6 @@ public final class BenchTraceCommand implements Callable<Integer> {
             "--repeat must be >= 1, --warmup, --duration and --tick-us >= 0");
       }
       bound = maxBlocks == null ? 0 : SimulateCommand.checkMaxBlocks(maxBlocks);
-      if (bound > 0 && kinds.stream().anyMatch(k -> !k.boundable())) {
-        throw new IllegalArgumentException(
-            "the compressed-tree index has no bounded form yet; drop --max-blocks or leave"
-                + " compressed-tree out of --indexes");
-      }
       durations = sweep ? sweepDurations(sweepMinMs, sweepMaxMs, sweepSteps) : List.of(durationMs);
     } catch (IllegalArgumentException e) {
       err.println("kvrouter bench trace: " + e.getMessage());
@@ -400,10 +394,7 @@ public final class BenchTraceCommand implements Callable<Integer> {
 
   private List<IndexKind> kinds() {
     if (indexes == null || indexes.isEmpty()) {
-      // every kind; with a bound, those that have a bounded form
-      List<IndexKind> all = new ArrayList<>(List.of(IndexKind.values()));
-      if (maxBlocks != null) all.removeIf(k -> !k.boundable());
-      return all;
+      return new ArrayList<>(List.of(IndexKind.values())); // every kind has a bounded form
     }
     EnumSet<IndexKind> seen = EnumSet.noneOf(IndexKind.class);
     List<IndexKind> out = new ArrayList<>();

@@ -92,7 +92,7 @@ final class FleetSimulation {
   /** The router's index: bounded when the config says so. */
   private static KvIndex newIndex(SimConfig cfg) {
     return cfg.maxBlocks() > 0
-        ? KvIndexes.concurrentRadixTree(cfg.maxBlocks())
+        ? KvIndexes.concurrentCompressedTree(cfg.maxBlocks())
         : KvIndexes.concurrentCompressedTree();
   }
 

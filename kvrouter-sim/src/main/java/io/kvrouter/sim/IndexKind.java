@@ -15,7 +15,7 @@ enum IndexKind {
   POSITIONAL("positional"),
   /**
    * {@code KvIndexes.concurrentCompressedTree()} (one node per run of blocks), events through
-   * {@code threadPool} lanes; unbounded only.
+   * {@code threadPool} lanes.
    */
   COMPRESSED_TREE("compressed-tree");
 
@@ -27,11 +27,6 @@ enum IndexKind {
 
   String cliName() {
     return cliName;
-  }
-
-  /** Whether the kind has a bounded form ({@code --max-blocks}). */
-  boolean boundable() {
-    return this != COMPRESSED_TREE;
   }
 
   boolean concurrent() {
@@ -54,10 +49,7 @@ enum IndexKind {
         case CONCURRENT_RADIX_TREE ->
             pooled(KvIndexes.concurrentRadixTree(maxBlocks), eventThreads);
         case POSITIONAL -> pooled(KvIndexes.positional(jumpSize, maxBlocks), eventThreads);
-        case COMPRESSED_TREE ->
-            throw new IllegalArgumentException(
-                "the compressed-tree index has no bounded form yet; drop --max-blocks or choose"
-                    + " another --indexes kind");
+        case COMPRESSED_TREE -> pooled(KvIndexes.concurrentCompressedTree(maxBlocks), eventThreads);
       };
     }
     return switch (this) {

@@ -10,6 +10,8 @@ import io.kvrouter.index.KvIndexes;
 import io.kvrouter.prefixcache.PrefixCache;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** {@link IndexCheck} passes on a faithfully fed index and catches a broken one. */
 class IndexCheckTest {
@@ -59,9 +61,11 @@ class IndexCheckTest {
     }
   }
 
-  @Test
-  void aBoundedIndexPassesWithDroppedBlocksButNotWithAnExtraOne() {
-    try (KvIndex index = KvIndexes.concurrentRadixTree(20)) {
+  @ParameterizedTest
+  @ValueSource(booleans = {false, true})
+  void aBoundedIndexPassesWithDroppedBlocksButNotWithAnExtraOne(boolean compressed) {
+    try (KvIndex index =
+        compressed ? KvIndexes.concurrentCompressedTree(20) : KvIndexes.concurrentRadixTree(20)) {
       PrefixCache a = cache(0, index);
       PrefixCache b = cache(1, index);
       admitAll(trace, a, b);
