@@ -566,8 +566,8 @@ public final class KvRouterServer implements AutoCloseable {
    *     {@code serve-<port>}. With sync, also this server's name among its peers (null: {@code
    *     serve-<port>-<random>}, a new one at each start)
    * @param maxBlocks each model's index holds at most this many (worker rank, block) pairs,
-   *     dropping the least recently used past it ({@code KvIndexes.concurrentRadixTree(long)}); 0:
-   *     no bound (the default)
+   *     dropping the least recently used past it ({@code
+   *     KvIndexes.concurrentCompressedTree(long)}); 0: no bound (the default)
    * @param maxTierBlocks each rank holds at most this many blocks on each tier beyond the device
    *     (host, disk, external), the least recently stored dropped past it ({@code
    *     TieredIndex.of(factory, n)}; LMCache publishes no removals, so without a bound its copies
@@ -826,12 +826,12 @@ public final class KvRouterServer implements AutoCloseable {
       if (approximate) {
         b.approximate();
       } else {
-        // the device index is the kind it always was (the router's default, the compressed tree,
-        // or the bounded radix tree); copies on other tiers get cumulative indexes of the same
+        // the device index is the router's default kind, the compressed tree (bounded with
+        // --max-blocks); copies on other tiers get cumulative indexes of the same
         // kind when their first event arrives (docs/routing.md, "Blocks beyond the GPU")
         java.util.function.Supplier<io.kvrouter.index.KvIndex> kind =
             maxBlocks > 0
-                ? () -> KvIndexes.concurrentRadixTree(maxBlocks)
+                ? () -> KvIndexes.concurrentCompressedTree(maxBlocks)
                 : KvIndexes::concurrentCompressedTree;
         b.index(io.kvrouter.index.TieredIndex.of(kind, maxTierBlocks)).tierWeights(tierWeights);
       }
