@@ -121,16 +121,30 @@ final class PositionalTable {
 
   private PositionalTable rebuilt(int capacity) {
     final PositionalTable t = new PositionalTable(capacity);
-    for (PositionalEntry e : slots) {
-      if (e != null && e != TOMBSTONE) t.insert(e);
+    // first load every key: independent loads the CPU overlaps (the entries are mostly not in
+    // cache); then insert in the same order without touching the entries again
+    final PositionalEntry[] old = slots;
+    final long[] keys = new long[live];
+    int k = 0;
+    for (PositionalEntry e : old) {
+      if (e != null && e != TOMBSTONE) keys[k++] = e.seq;
+    }
+    k = 0;
+    for (PositionalEntry e : old) {
+      if (e != null && e != TOMBSTONE) t.insert(keys[k++], e);
     }
     return t;
   }
 
   private void insert(PositionalEntry entry) {
+    insert(entry.seq, entry);
+  }
+
+  /** Puts {@code entry}, keyed {@code seq}, in the first free slot of its probe run. */
+  private void insert(long seq, PositionalEntry entry) {
     final PositionalEntry[] s = slots;
     final int cap = s.length;
-    int i = home(entry.seq, cap);
+    int i = home(seq, cap);
     while (true) {
       PositionalEntry e = s[i];
       if (e == null) {
@@ -141,7 +155,7 @@ final class PositionalTable {
       i = i + 1 < cap ? i + 1 : 0;
     }
     SLOT.setRelease(s, i, entry);
-    setTag(i, tag(entry.seq));
+    setTag(i, tag(seq));
     live++;
   }
 
