@@ -24,12 +24,13 @@ import java.util.concurrent.locks.ReentrantLock;
  * PositionalChildren set for more), used only to detach and reconnect below a hole, to prune and
  * to dump.
  *
- * Memory (config B of IndexWorkload, 508,160 (worker, block) pairs on 500,482 entries; JOL, see
+ * Memory (config B of IndexWorkload, 508,160 (worker, block) pairs on 500,480 entries; JOL, see
  * docs/BENCHMARKS.md): a 40-byte entry per distinct block (39.4 bytes per pair), the table's
- * 4-byte slots at 1/2 to 3/4 full, and the workers' NameTables (7.5 per pair); holder arrays are
- * shared along chains and cost almost nothing. The object per block (its 12-byte header, the
- * parent and children references) and the name per pair are what keep it above the tree kinds'
- * compressed layout (BENCHMARKS.md says what a struct-of-arrays layout would need).
+ * 4.5-byte slots (reference and tag) at 1/2 to 3/4 full (6.7), and the workers' NameTables (7.5);
+ * holder arrays are shared along chains and cost almost nothing. The object per block (its
+ * 12-byte header, the parent and children references) and the name per pair are what keep it
+ * above 40 bytes per pair (BENCHMARKS.md, "Issue 21: the positional index's memory", says what a
+ * layout of int ids in primitive arrays would need).
  *
  * Sequence hashes (DESIGN.md §4 rule 8): a Stored block's entry is found by the router's hash
  * next(parent entry's hash, local), never by the engine's hash, which only names the block for
