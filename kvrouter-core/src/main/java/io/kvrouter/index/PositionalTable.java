@@ -15,20 +15,23 @@ import java.lang.invoke.VarHandle;
  * "fastrange", as in NameTable), at most 3/4 full counting tombstones. A removed entry's slot
  * becomes TOMBSTONE so probe chains stay intact.
  *
- * Each slot also has a 4-bit tag in tags[] (16 to a long), as in NameTable: TAG_TOMBSTONE where
- * the slot is TOMBSTONE, else 4 bits of the key's hash other than those of its home slot (0 where
- * the slot is null). A probe dereferences an entry (a likely cache miss: the table's entries are
- * tens of MB) only where the tag matches, so a probe past other keys and a miss load almost none.
- * That keeps lookups as cheap at 3/4 full as they were at 3/8 to 3/4 with a power-of-two
- * capacity, for half a byte per slot.
+ * Each slot also has a 4-bit tag in tags[] (16 to a long), as in NameTable: EMPTY (0) exactly
+ * where the slot is null, TAG_TOMBSTONE where it is TOMBSTONE, else 4 bits of the key's hash
+ * other than those of its home slot. A probe loads an entry (a likely cache miss: the table's
+ * entries are tens of MB) only where the tag matches, so a probe past other keys and a miss load
+ * almost none. That keeps lookups as cheap at 3/4 full as they were at 3/8 to 3/4 with a
+ * power-of-two capacity, for half a byte per slot.
  *
- * Publication: the writer stores a slot's tag word with a release store and then the slot with a
- * release store. Readers load the slot with acquire (null ends the probe, as without tags) and
- * then its tag word with acquire; the two loads are independent, so they overlap, and a hit costs
- * the same chain of misses as before (slot, then entry). A reader that sees a slot's entry sees
- * that entry's tag or a later one; a later one means the entry was removed since (skipping it is
- * then a read after the removal). Readers compare the entry's own final key, so a slot reused for
- * another key can never answer for the old one, and a colliding tag costs one wasted entry load.
+ * Publication: the writer stores the slot with a release store and then its tag word with a
+ * release store; readers load the tag word with acquire and then the slot with acquire, and
+ * compare the entry's own final key. So a reader that sees a slot's tag sees that slot's entry
+ * (or a later one: TOMBSTONE or another key's entry, which the key compare rejects), a slot reused
+ * for another key can never answer for the old one, and a stale or colliding tag costs at most
+ * one wasted entry load. A tag still empty for a slot just filled ends the probe there: that
+ * entry's insert is under way, and no key lies beyond a slot that was empty (a null slot is never
+ * null again in the same table). Two other read paths were measured and were not faster on
+ * IndexWorkload's configs (BENCHMARKS.md): loading the slot first and its tag after (the writer
+ * storing the tag first), and scanning 16 tags at a time (SWAR).
  *
  * When an insert would pass 3/4, put builds a new table of twice the live count (half full
  * afterwards; it may shrink, and it drops every tombstone) and returns it; the owner publishes it
@@ -44,6 +47,7 @@ final class PositionalTable {
   private static final VarHandle SLOT =
       MethodHandles.arrayElementVarHandle(PositionalEntry[].class);
   private static final VarHandle TAG_WORD = MethodHandles.arrayElementVarHandle(long[].class);
+  private static final int EMPTY = 0;
   private static final int TAG_TOMBSTONE = 15;
   private static final PositionalEntry TOMBSTONE = new PositionalEntry(0L, 0L, null);
   static final int MIN_CAPACITY = 64;
@@ -96,11 +100,13 @@ final class PositionalTable {
     final int cap = s.length;
     final int tag = tag(seq);
     for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
-      final PositionalEntry e = (PositionalEntry) SLOT.getAcquire(s, i);
-      if (e == null) return null;
-      // the entry is loaded only on a matching tag; TOMBSTONE's tag never matches, but a slot
-      // just reused for this key may still hold TOMBSTONE
-      if (tagAt(g, i) == tag && e.seq == seq && e.local == local && e != TOMBSTONE) return e;
+      final int x = tagAt(g, i);
+      if (x == EMPTY) return null;
+      if (x == tag) {
+        final PositionalEntry e = (PositionalEntry) SLOT.getAcquire(s, i);
+        // a slot whose tag is set holds an entry; TOMBSTONE's key is never compared equal here
+        if (e.seq == seq && e.local == local && e != TOMBSTONE) return e;
+      }
     }
   }
 
@@ -153,8 +159,8 @@ final class PositionalTable {
       if (e == TOMBSTONE) break;
       i = i + 1 < cap ? i + 1 : 0;
     }
-    setTag(i, tag(seq));
     SLOT.setRelease(s, i, entry);
+    setTag(i, tag(seq));
     live++;
   }
 
@@ -166,8 +172,8 @@ final class PositionalTable {
       PositionalEntry e = s[i];
       if (e == null) return false;
       if (e == entry) {
-        setTag(i, TAG_TOMBSTONE);
         SLOT.setRelease(s, i, TOMBSTONE);
+        setTag(i, TAG_TOMBSTONE);
         live--;
         return true;
       }
