@@ -95,8 +95,9 @@ public final class KvIndexes {
   }
 
   /**
-   * A position-first index keyed by (position, local hash) that probes {@code jumpSize} positions
-   * ahead and scans back only where workers drop out.
+   * A position-first index, one table of blocks keyed by the §2 sequence hash of their path (which
+   * fixes the position) and their local hash, that probes {@code jumpSize} positions ahead and
+   * scans back only where workers drop out.
    */
   public static KvIndex positional(int jumpSize) {
     if (jumpSize < 1) {

@@ -1,92 +1,101 @@
 package io.kvrouter.index;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
+import java.util.List;
 
 /**
- * One slot of the positional index: the block at {@code position} reached from the root by the path
- * of local hashes whose §2 sequence hash is {@code seq}, with the workers that hold it (see {@link
- * IndexNode}).
+ * One slot of the positional index: the block reached from the root by the path of local hashes
+ * whose §2 sequence hash is {@code seq}, with the workers that hold it (see {@link IndexNode}).
  *
  * <pre>
  * Implementation notes
  *
- * Key (final): seq (IndexNode's), the router's own §2 sequence hash of the path (seq = local at
- * position 0, else SequenceHasher.next(parent.seq, local)), plus position and local. Lookups
- * compare all three, so the slot names (position, whole path) and a reader can check it against the
- * query's own sequence hash at that position (DESIGN.md §4 rule 8).
+ * Key (final, IndexNode's): seq, the router's own §2 sequence hash of the path (seq = local at
+ * position 0, else SequenceHasher.next(parent.seq, local)), and local. Lookups compare both. The
+ * position is not stored: the sequence hash already names the whole path, so also its length,
+ * and a reader that computes the query's own hash at a position and finds an entry with that
+ * hash and local hash has found the entry at that position (DESIGN.md §4 rule 8), short of a
+ * 64-bit collision of the §2 hash between two paths that also end in the same local hash.
  *
  * Written by one writer at a time (the index's lock holder); readers touch only the final key
  * fields and holders.
  *
- * firstChild / nextSibling / prevSibling
- *           the block tree on the writer side: an intrusive doubly linked list of the children,
- *           so adding and unlinking a child is O(1) and walking below a block (detach,
- *           reconnect) needs no other index. Writer-only (parent is final).
- * linked    whether the entry is in the table and its parent's child list. Writer-only; once
- *           unlinked an entry is never linked or written again (a new entry takes its key).
- * used      the used bit of a bounded index's eviction order, as in BoundedTreeNode: readers set
- *           it (opaque, only after seeing 0) on entries a query matched, the writer clears it.
- *           Unbounded indexes never touch it. With linked it fits in the object's padding
- *           (56 bytes either way).
+ * children  the block tree on the writer side, used only to look below a block (holes, pruning,
+ *           dump): null (no children), the only child (a PositionalEntry), a PositionalChildren
+ *           set once there are two (dropped back to the only child or null as they leave), or
+ *           UNLINKED once the entry left the table and its parent for good (an unlinked entry is
+ *           never linked or written again; a new entry takes its key). Writer-only.
+ *
+ * Size: 40 bytes (12-byte header, holders, seq, local, parent, children; compressed
+ * references), like TreeNode. A bounded index's entries are BoundedPositionalEntry (the used
+ * bit, 48 bytes), so an unbounded index pays nothing for the bound. Before, an entry was 56 bytes:
+ * position, three sibling links, a linked flag and the used byte.
  *
  * Invariant: every worker's connected set is prefix-closed; writers change it one entry at a
  * time, leaf first when shrinking, root first when growing (see BlockIndex).
  * </pre>
  */
-final class PositionalEntry extends IndexNode<PositionalEntry> {
-  private static final VarHandle USED;
+class PositionalEntry extends IndexNode<PositionalEntry> {
+  /** The children of an entry that left the structure. */
+  private static final Object UNLINKED = new Object();
 
-  static {
-    try {
-      USED = MethodHandles.lookup().findVarHandle(PositionalEntry.class, "used", byte.class);
-    } catch (ReflectiveOperationException e) {
-      throw new ExceptionInInitializerError(e);
+  private Object children;
+
+  PositionalEntry(long seq, long local, PositionalEntry parent) {
+    super(seq, local, parent);
+  }
+
+  /** A new entry of this entry's class (bounded or not) keyed {@code seq}, {@code local}. */
+  static PositionalEntry create(long seq, long local, PositionalEntry parent, boolean bounded) {
+    return bounded
+        ? new BoundedPositionalEntry(seq, local, parent)
+        : new PositionalEntry(seq, local, parent);
+  }
+
+  // ---- writer side ----
+
+  final boolean hasChildren() {
+    final Object c = children;
+    return c != null && c != UNLINKED;
+  }
+
+  final boolean isLinked() {
+    return children != UNLINKED;
+  }
+
+  /** Marks this childless entry as gone for good (it left the table and its parent). */
+  final void markUnlinked() {
+    if (hasChildren()) throw new IllegalStateException("unlinking an entry with children");
+    children = UNLINKED;
+  }
+
+  final void linkChild(PositionalEntry c) {
+    final Object cur = children;
+    if (cur == null) {
+      children = c;
+    } else if (cur instanceof PositionalEntry only) {
+      children = PositionalChildren.of(only, c);
+    } else if (cur instanceof PositionalChildren set) {
+      set.add(c);
+    } else {
+      throw new IllegalStateException("linking below an unlinked entry");
     }
   }
 
-  final int position;
-
-  PositionalEntry firstChild;
-  PositionalEntry nextSibling;
-  PositionalEntry prevSibling;
-  boolean linked;
-
-  @SuppressWarnings("unused") // through USED
-  private byte used;
-
-  PositionalEntry(long seq, int position, long local, PositionalEntry parent) {
-    super(seq, local, parent);
-    this.position = position;
+  final void unlinkChild(PositionalEntry c) {
+    final Object cur = children;
+    if (cur == c) {
+      children = null;
+    } else if (cur instanceof PositionalChildren set && set.remove(c)) {
+      if (set.size() == 1) children = set.any();
+    } else {
+      throw new IllegalStateException("not a child");
+    }
   }
 
-  @Override
-  void markUsed() {
-    if ((byte) USED.getOpaque(this) == 0) USED.setOpaque(this, (byte) 1);
-  }
-
-  @Override
-  boolean isUsed() {
-    return (byte) USED.getOpaque(this) != 0;
-  }
-
-  @Override
-  void clearUsed() {
-    USED.setOpaque(this, (byte) 0);
-  }
-
-  void linkChild(PositionalEntry c) {
-    c.prevSibling = null;
-    c.nextSibling = firstChild;
-    if (firstChild != null) firstChild.prevSibling = c;
-    firstChild = c;
-  }
-
-  void unlinkChild(PositionalEntry c) {
-    if (c.prevSibling != null) c.prevSibling.nextSibling = c.nextSibling;
-    else firstChild = c.nextSibling;
-    if (c.nextSibling != null) c.nextSibling.prevSibling = c.prevSibling;
-    c.prevSibling = null;
-    c.nextSibling = null;
+  /** Appends every child to {@code out}. */
+  final void addChildrenTo(List<PositionalEntry> out) {
+    final Object c = children;
+    if (c instanceof PositionalEntry only) out.add(only);
+    else if (c instanceof PositionalChildren set) set.addTo(out);
   }
 }

@@ -8,28 +8,38 @@ import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The positional index: one hash table of every cached block keyed by (position, local hash) and
- * the §2 sequence hash of its path, searched by jumping {@code jumpSize} positions ahead and
- * bisecting back only where workers drop out; behind {@link KvIndexes#positional(int)}.
+ * The positional index: one hash table of every cached block keyed by the §2 sequence hash of its
+ * path and its local hash, searched by jumping {@code jumpSize} positions ahead and bisecting back
+ * only where workers drop out; behind {@link KvIndexes#positional(int)}.
  *
  * <pre>
  * Implementation notes
  *
  * Layout: a PositionalTable (see there) of PositionalEntry slots, one per distinct block path,
- * keyed by the router's own §2 sequence hash of the path together with position and local hash;
- * per worker rank a WorkerBlocks mapping its engine's sequence hashes to entries (a hash equal
- * to the entry's key costs its NameTable no key). Workers are dense int ids (WorkerTable). On
- * the writer side the entries also form a block tree (parent and child links), used only to
- * detach and reconnect below a hole and to prune.
+ * keyed by the router's own §2 sequence hash of the path together with the local hash (the
+ * position is not stored: the path's hash implies it, PositionalEntry); per worker rank a
+ * WorkerBlocks mapping its engine's sequence hashes to entries (a hash equal to the entry's key
+ * costs its NameTable no key). Workers are dense int ids (WorkerTable). On the writer side the
+ * entries also form a block tree (parent link, and a children field: one child inline, a
+ * PositionalChildren set for more), used only to detach and reconnect below a hole, to prune and
+ * to dump.
+ *
+ * Memory (config B of IndexWorkload, 508,160 (worker, block) pairs on 500,480 entries; JOL, see
+ * docs/BENCHMARKS.md): a 40-byte entry per distinct block (39.4 bytes per pair), the table's
+ * 4.5-byte slots (reference and tag) at 1/2 to 3/4 full (6.7), and the workers' NameTables (7.5);
+ * holder arrays are shared along chains and cost almost nothing. The object per block (its
+ * 12-byte header, the parent and children references) and the name per pair are what keep it
+ * above 40 bytes per pair (BENCHMARKS.md, "Issue 21: the positional index's memory", says what a
+ * layout of int ids in primitive arrays would need).
  *
  * Sequence hashes (DESIGN.md §4 rule 8): a Stored block's entry is found by the router's hash
  * next(parent entry's hash, local), never by the engine's hash, which only names the block for
  * Removed and for later parents. For an engine that follows §2 the two are equal; for one that
  * does not, the block still lands on the entry of its true path, so the index scores it exactly
  * like the block tree (better than rule 8's floor of "position 0 only", and never more). A query
- * computes its own §2 hashes as it goes and looks up only (hash, position, local) triples: a
- * probe that lands on a matching slot has therefore matched the whole path up to it, so no skipped
- * block can differ.
+ * computes its own §2 hashes as it goes and looks up only (hash, local) pairs: a probe that lands
+ * on a matching slot has therefore matched the whole path up to it, so no skipped block can
+ * differ (short of a 64-bit collision of the §2 hash that also ends in the same local hash).
  *
  * Search: the workers holding position 0 are alive. From a position cur that every alive worker
  * holds, probe the next position of the form k*jumpSize - 1 (capped at the query's end), hashing
@@ -101,8 +111,8 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
 
   // ------------------------------------------------------------------ reads
 
-  private PositionalEntry lookup(long seq, int position, long local) {
-    return ((PositionalTable) TABLE.getAcquire(this)).get(seq, position, local);
+  private PositionalEntry lookup(long seq, long local) {
+    return ((PositionalTable) TABLE.getAcquire(this)).get(seq, local);
   }
 
   @Override
@@ -110,7 +120,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     final int len = localHashes.length;
     if (len == 0) return Scores.EMPTY;
     final long first = localHashes[0];
-    final PositionalEntry e0 = lookup(first, 0, first);
+    final PositionalEntry e0 = lookup(first, first);
     if (e0 == null) return Scores.EMPTY;
     final int[] holders0 = e0.holders();
     // a first block has no ancestor to miss, so no detached (negative) ids: from is 0
@@ -135,7 +145,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
         final int probe = step > last - cur ? last : cur + step;
         long seq = curSeq;
         for (int p = cur + 1; p <= probe; p++) seq = SequenceHasher.next(seq, localHashes[p]);
-        final PositionalEntry e = lookup(seq, probe, localHashes[probe]);
+        final PositionalEntry e = lookup(seq, localHashes[probe]);
         final int[] h = e == null ? SortedIds.NONE : e.holders();
         // no one dropped out: the usual case, one vectorised compare instead of a search per id
         final int kept =
@@ -186,7 +196,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     final int mid = (lo + hi) >>> 1;
     long seq = loSeq;
     for (int p = lo + 1; p <= mid; p++) seq = SequenceHasher.next(seq, localHashes[p]);
-    final PositionalEntry e = lookup(seq, mid, localHashes[mid]);
+    final PositionalEntry e = lookup(seq, localHashes[mid]);
     final int[] h = e == null ? SortedIds.NONE : e.holders();
     final int k = partition(ids, from, to, h);
     if (bounded && k > from) e.markUsed();
@@ -208,12 +218,10 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
   @Override
   PositionalEntry childFor(PositionalEntry parent, long local, long seq) {
     final long key = parent == null ? local : SequenceHasher.next(parent.seq, local);
-    final int position = parent == null ? 0 : parent.position + 1;
-    PositionalEntry e = table().get(key, position, local);
+    PositionalEntry e = table().get(key, local);
     if (e != null) return e;
-    e = new PositionalEntry(key, position, local, parent);
+    e = PositionalEntry.create(key, local, parent, bounded);
     if (parent != null) parent.linkChild(e);
-    e.linked = true;
     PositionalTable t = table();
     PositionalTable grown = t.put(e);
     if (grown != t) TABLE.setRelease(this, grown);
@@ -224,7 +232,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
   @Override
   PositionalEntry findChild(PositionalEntry parent, long local) {
     final long key = parent == null ? local : SequenceHasher.next(parent.seq, local);
-    return table().get(key, parent == null ? 0 : parent.position + 1, local);
+    return table().get(key, local);
   }
 
   @Override
@@ -234,17 +242,17 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
 
   @Override
   boolean hasChildren(PositionalEntry e) {
-    return e.firstChild != null;
+    return e.hasChildren();
   }
 
   @Override
   void addChildren(PositionalEntry e, List<PositionalEntry> out) {
-    for (PositionalEntry c = e.firstChild; c != null; c = c.nextSibling) out.add(c);
+    e.addChildrenTo(out);
   }
 
   @Override
   boolean isLinked(PositionalEntry e) {
-    return e.linked;
+    return e.isLinked();
   }
 
   @Override
@@ -254,7 +262,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     PositionalTable small = t.shrunk();
     if (small != t) TABLE.setRelease(this, small);
     if (e.parent != null) e.parent.unlinkChild(e);
-    e.linked = false;
+    e.markUnlinked();
   }
 
   @Override

@@ -4,35 +4,57 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 
 /**
- * An open-addressing hash table of positional entries keyed by (sequence hash, position, local
- * hash), written by one writer and read by any number of lock-free readers.
+ * An open-addressing hash table of positional entries keyed by (sequence hash, local hash), written
+ * by one writer and read by any number of lock-free readers.
  *
  * <pre>
  * Implementation notes
  *
- * slots[] holds entries (the key is the entry's own final seq, position and local) with linear
- * probing from a spread of seq; capacity is a power of two, at most 3/4 full counting tombstones.
- * A removed entry's slot becomes TOMBSTONE so probe chains stay intact. The writer stores a slot
- * with a release store; readers load with acquire and compare the entry's own final key, so a
- * slot reused for another key can never answer for the old one.
+ * slots[] holds entries (the key is the entry's own final seq and local) with linear probing
+ * from a home slot derived from seq; any capacity works (the home is the high half of a multiply,
+ * "fastrange", as in NameTable), at most 3/4 full counting tombstones. A removed entry's slot
+ * becomes TOMBSTONE so probe chains stay intact.
  *
- * When an insert would pass 3/4, put builds a new table sized from the live count (at most half
- * full afterwards; it may shrink, and it drops every tombstone) and returns it; the owner
- * publishes it with a release store, and the old table is never written again, so a reader still
- * on it sees a consistent, older set of entries. Likewise, when removals leave it under 1/8 full,
- * shrunk() returns a table sized from the live count, so a table that once held many entries
- * does not keep their slots for good (amortized O(1): a shrink leaves it over 1/4 full, so the
- * next needs capacity/8 removals, and growing needs capacity/4 inserts).
+ * Each slot also has a 4-bit tag in tags[] (16 to a long), as in NameTable: EMPTY (0) exactly
+ * where the slot is null, TAG_TOMBSTONE where it is TOMBSTONE, else 4 bits of the key's hash
+ * other than those of its home slot. A probe loads an entry (a likely cache miss: the table's
+ * entries are tens of MB) only where the tag matches, so a probe past other keys and a miss load
+ * almost none. That keeps lookups as cheap at 3/4 full as they were at 3/8 to 3/4 with a
+ * power-of-two capacity, for half a byte per slot.
+ *
+ * Publication: the writer stores the slot with a release store and then its tag word with a
+ * release store; readers load the tag word with acquire and then the slot with acquire, and
+ * compare the entry's own final key. So a reader that sees a slot's tag sees that slot's entry
+ * (or a later one: TOMBSTONE or another key's entry, which the key compare rejects), a slot reused
+ * for another key can never answer for the old one, and a stale or colliding tag costs at most
+ * one wasted entry load. A tag still empty for a slot just filled ends the probe there: that
+ * entry's insert is under way, and no key lies beyond a slot that was empty (a null slot is never
+ * null again in the same table). Two other read paths were measured and were not faster on
+ * IndexWorkload's configs (BENCHMARKS.md): loading the slot first and its tag after (the writer
+ * storing the tag first), and scanning 16 tags at a time (SWAR).
+ *
+ * When an insert would pass 3/4, put builds a new table of twice the live count (half full
+ * afterwards; it may shrink, and it drops every tombstone) and returns it; the owner publishes it
+ * with a release store, and the old table is never written again, so a reader still on it sees a
+ * consistent, older set of entries. Likewise, when removals leave it under 1/8 full, shrunk()
+ * returns a table of twice the live count. So the table is between 1/2 and 3/4 full after it
+ * grew (a power-of-two capacity, as before, was 3/8 to 3/4 full: 4 MB for config B's half a
+ * million entries). Amortized O(1): after a rebuild the next one needs capacity/4 inserts or
+ * capacity * 3/8 removals.
  * </pre>
  */
 final class PositionalTable {
   private static final VarHandle SLOT =
       MethodHandles.arrayElementVarHandle(PositionalEntry[].class);
-  private static final PositionalEntry TOMBSTONE = new PositionalEntry(0L, -1, 0L, null);
+  private static final VarHandle TAG_WORD = MethodHandles.arrayElementVarHandle(long[].class);
+  private static final int EMPTY = 0;
+  private static final int TAG_TOMBSTONE = 15;
+  private static final PositionalEntry TOMBSTONE = new PositionalEntry(0L, 0L, null);
   static final int MIN_CAPACITY = 64;
+  private static final long PHI = 0x9E3779B97F4A7C15L;
 
   private final PositionalEntry[] slots;
-  private final int mask;
+  private final long[] tags;
   private int live;
   private int used; // live + tombstones
 
@@ -42,22 +64,49 @@ final class PositionalTable {
 
   private PositionalTable(int capacity) {
     slots = new PositionalEntry[capacity];
-    mask = capacity - 1;
+    tags = new long[(capacity + 15) >>> 4];
   }
 
-  private static int spread(long key) {
-    long h = key * 0x9E3779B97F4A7C15L;
-    return (int) (h ^ (h >>> 32));
+  private static int home(long seq, int capacity) {
+    return (int) ((((seq * PHI) >>> 32) * capacity) >>> 32);
+  }
+
+  /** Four bits of the key's hash apart from those of its home slot: 1 to 14. */
+  private static int tag(long seq) {
+    return 1 + (int) (((seq * PHI) >>> 8) & 0xF) % 14;
+  }
+
+  private static int tagAt(long[] g, int i) {
+    return (int) ((long) TAG_WORD.getAcquire(g, i >>> 4) >>> ((i & 15) << 2)) & 0xF;
+  }
+
+  /** Sets slot {@code i}'s tag; published with a release store. Writer-only. */
+  private void setTag(int i, int tag) {
+    final long[] g = tags;
+    final int shift = (i & 15) << 2;
+    final int w = i >>> 4;
+    TAG_WORD.setRelease(g, w, (g[w] & ~(0xFL << shift)) | ((long) tag << shift));
+  }
+
+  /** The capacity of a rebuilt table that holds {@code n} entries: half full. */
+  private static int capacityFor(int n) {
+    return Math.max(MIN_CAPACITY, 2 * n);
   }
 
   /** The entry with this key, or null. Safe for lock-free readers. */
-  PositionalEntry get(long seq, int position, long local) {
+  PositionalEntry get(long seq, long local) {
     final PositionalEntry[] s = slots;
-    final int m = mask;
-    for (int i = spread(seq) & m; ; i = (i + 1) & m) {
-      PositionalEntry e = (PositionalEntry) SLOT.getAcquire(s, i);
-      if (e == null) return null;
-      if (e.seq == seq && e.position == position && e.local == local && e != TOMBSTONE) return e;
+    final long[] g = tags;
+    final int cap = s.length;
+    final int tag = tag(seq);
+    for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
+      final int x = tagAt(g, i);
+      if (x == EMPTY) return null;
+      if (x == tag) {
+        final PositionalEntry e = (PositionalEntry) SLOT.getAcquire(s, i);
+        // a slot whose tag is set holds an entry; TOMBSTONE's key is never compared equal here
+        if (e.seq == seq && e.local == local && e != TOMBSTONE) return e;
+      }
     }
   }
 
@@ -66,13 +115,8 @@ final class PositionalTable {
    * copy that holds it. Writer-only.
    */
   PositionalTable put(PositionalEntry entry) {
-    if ((used + 1) * 4 > slots.length * 3) {
-      int capacity = MIN_CAPACITY;
-      while ((live + 1) * 2 > capacity) capacity <<= 1;
-      PositionalTable rebuilt = new PositionalTable(capacity);
-      for (PositionalEntry e : slots) {
-        if (e != null && e != TOMBSTONE) rebuilt.insert(e);
-      }
+    if ((used + 1) * 4L > slots.length * 3L) {
+      PositionalTable rebuilt = rebuilt(capacityFor(live + 1));
       rebuilt.insert(entry);
       return rebuilt;
     }
@@ -80,10 +124,32 @@ final class PositionalTable {
     return this;
   }
 
+  private PositionalTable rebuilt(int capacity) {
+    final PositionalTable t = new PositionalTable(capacity);
+    // first load every key: independent loads the CPU overlaps (the entries are mostly not in
+    // cache); then insert in the same order without touching the entries again
+    final PositionalEntry[] old = slots;
+    final long[] keys = new long[live];
+    int k = 0;
+    for (PositionalEntry e : old) {
+      if (e != null && e != TOMBSTONE) keys[k++] = e.seq;
+    }
+    k = 0;
+    for (PositionalEntry e : old) {
+      if (e != null && e != TOMBSTONE) t.insert(keys[k++], e);
+    }
+    return t;
+  }
+
   private void insert(PositionalEntry entry) {
+    insert(entry.seq, entry);
+  }
+
+  /** Puts {@code entry}, keyed {@code seq}, in the first free slot of its probe run. */
+  private void insert(long seq, PositionalEntry entry) {
     final PositionalEntry[] s = slots;
-    final int m = mask;
-    int i = spread(entry.seq) & m;
+    final int cap = s.length;
+    int i = home(seq, cap);
     while (true) {
       PositionalEntry e = s[i];
       if (e == null) {
@@ -91,21 +157,23 @@ final class PositionalTable {
         break;
       }
       if (e == TOMBSTONE) break;
-      i = (i + 1) & m;
+      i = i + 1 < cap ? i + 1 : 0;
     }
     SLOT.setRelease(s, i, entry);
+    setTag(i, tag(seq));
     live++;
   }
 
   /** Removes {@code entry}; false when it is not in the table. Writer-only. */
   boolean remove(PositionalEntry entry) {
     final PositionalEntry[] s = slots;
-    final int m = mask;
-    for (int i = spread(entry.seq) & m; ; i = (i + 1) & m) {
+    final int cap = s.length;
+    for (int i = home(entry.seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
       PositionalEntry e = s[i];
       if (e == null) return false;
       if (e == entry) {
         SLOT.setRelease(s, i, TOMBSTONE);
+        setTag(i, TAG_TOMBSTONE);
         live--;
         return true;
       }
@@ -117,14 +185,8 @@ final class PositionalTable {
    * for the owner to publish. Writer-only.
    */
   PositionalTable shrunk() {
-    if (slots.length <= MIN_CAPACITY || live * 8 >= slots.length) return this;
-    int capacity = MIN_CAPACITY;
-    while (live * 2 > capacity) capacity <<= 1;
-    PositionalTable rebuilt = new PositionalTable(capacity);
-    for (PositionalEntry e : slots) {
-      if (e != null && e != TOMBSTONE) rebuilt.insert(e);
-    }
-    return rebuilt;
+    if (slots.length <= MIN_CAPACITY || live * 8L >= slots.length) return this;
+    return rebuilt(capacityFor(live));
   }
 
   int size() {

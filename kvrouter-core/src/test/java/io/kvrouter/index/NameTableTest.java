@@ -43,7 +43,7 @@ class NameTableTest {
           name = rnd.nextLong(keyRange) * 0x100000001L;
           node = rnd.nextBoolean() ? nodeWithKey(nodes, name) : null;
           if (node == null) {
-            node = new PositionalEntry(name, 0, rnd.nextLong(), null);
+            node = new PositionalEntry(name, rnd.nextLong(), null);
             nodes.add(node);
           }
         } else {
@@ -93,7 +93,7 @@ class NameTableTest {
           long name;
           if (rnd.nextInt(3) == 0 || nodes.isEmpty()) {
             name = rnd.nextLong(3_000) * 0x100000001L;
-            node = new PositionalEntry(name, 0, rnd.nextLong(), null);
+            node = new PositionalEntry(name, rnd.nextLong(), null);
             nodes.add(node);
           } else {
             node = nodes.get(rnd.nextInt(nodes.size()));

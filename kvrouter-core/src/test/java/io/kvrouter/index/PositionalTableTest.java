@@ -1,0 +1,65 @@
+package io.kvrouter.index;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * {@link PositionalTable} against a plain map, on seeded random streams of inserts and removals
+ * that grow it through several rebuilds and shrink it again, so lookups run over long probe runs at
+ * up to 3/4 full, across tag words, past tombstones and around the end of the array; every lookup
+ * of a key that is not there must miss, also for a key that shares the sequence hash.
+ */
+class PositionalTableTest {
+
+  @ParameterizedTest(name = "seed {0}")
+  @ValueSource(longs = {1, 2, 3})
+  void behavesLikeAMap(long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    PositionalTable table = new PositionalTable();
+    Long2ObjectOpenHashMap<PositionalEntry> ref = new Long2ObjectOpenHashMap<>();
+    List<PositionalEntry> live = new ArrayList<>();
+    int maxSize = 0;
+    for (int op = 0; op < 60_000; op++) {
+      // phases: grow to a few thousand entries, shrink to a few, grow again
+      boolean growing = (op / 10_000) % 2 == 0;
+      if (rnd.nextInt(100) < (growing ? 70 : 25) || live.isEmpty()) {
+        long seq = rnd.nextLong();
+        PositionalEntry e = new PositionalEntry(seq, seq >>> 7, null);
+        table = table.put(e);
+        ref.put(seq, e);
+        live.add(e);
+      } else {
+        int k = rnd.nextInt(live.size());
+        PositionalEntry e = live.get(k);
+        live.set(k, live.get(live.size() - 1));
+        live.remove(live.size() - 1);
+        assertThat(table.remove(e)).as("seed %d, op %d: remove", seed, op).isTrue();
+        table = table.shrunk();
+        ref.remove(e.seq);
+      }
+      maxSize = Math.max(maxSize, ref.size());
+      assertThat(table.size()).isEqualTo(ref.size());
+      assertThat(table.capacity() * 3L).isGreaterThanOrEqualTo(table.size() * 4L);
+      if (op % 7 == 0) {
+        for (int q = 0; q < 8 && !live.isEmpty(); q++) {
+          PositionalEntry e = live.get(rnd.nextInt(live.size()));
+          assertThat(table.get(e.seq, e.local)).as("seed %d, op %d: hit", seed, op).isSameAs(e);
+          // the same sequence hash with another local hash is another key
+          assertThat(table.get(e.seq, e.local + 1)).as("seed %d, op %d", seed, op).isNull();
+        }
+        long absent = rnd.nextLong();
+        assertThat(table.get(absent, absent >>> 7))
+            .as("seed %d, op %d: miss", seed, op)
+            .isSameAs(ref.get(absent));
+      }
+    }
+    assertThat(maxSize).isGreaterThan(3_000);
+    for (PositionalEntry e : live) assertThat(table.get(e.seq, e.local)).isSameAs(e);
+  }
+}
