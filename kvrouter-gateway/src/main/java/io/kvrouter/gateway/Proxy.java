@@ -421,6 +421,14 @@ final class Proxy {
     String pEngine = Long.toUnsignedString(x.prefill().worker().workerId());
     String dEngine = Long.toUnsignedString(x.decode().worker().workerId());
     try {
+      // the prefill engine's body before either engine's probe is taken: a body the rewrite
+      // refuses is the client's 400 and must leave both breakers as they were
+      final byte[] prefillBody;
+      try {
+        prefillBody = Handover.prefillBody(c.req.upstreamBody());
+      } catch (IllegalArgumentException e) {
+        throw OpenAiError.invalid("invalid_body", null, e.getMessage());
+      }
       String purl = c.model.baseUrl(x.prefill().worker());
       String durl = c.model.baseUrl(x.decode().worker());
       EngineState pst = purl == null ? null : g.engine(purl);
@@ -439,7 +447,7 @@ final class Proxy {
       }
       byte[] params;
       try {
-        params = prefill(c, x.prefill().worker(), purl, pst, pEngine, res);
+        params = prefill(c, x.prefill().worker(), prefillBody, purl, pst, pEngine, res);
       } catch (RuntimeException e) {
         dst.releaseProbe();
         throw e;
@@ -487,17 +495,16 @@ final class Proxy {
    * @throws OpenAiError 502 or 504 when the prefill engine failed
    */
   private byte[] prefill(
-      Call c, Worker w, String url, EngineState st, String engine, ServerResponse res) {
+      Call c,
+      Worker w,
+      byte[] prefillBody,
+      String url,
+      EngineState st,
+      String engine,
+      ServerResponse res) {
     int status;
     byte[] answer;
     String ctype;
-    final byte[] prefillBody;
-    try {
-      prefillBody = Handover.prefillBody(c.req.upstreamBody());
-    } catch (IllegalArgumentException e) {
-      // the client's body, not the engine: a 400, and the engine's health is untouched
-      throw OpenAiError.invalid("invalid_body", null, e.getMessage());
-    }
     try (HttpClientResponse up = send(c, w, url, prefillBody)) {
       status = up.status().code();
       ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
@@ -608,9 +615,11 @@ final class Proxy {
   /**
    * The request to {@code w}'s engine at {@code url}. When other ranks of the model share that URL
    * (one data-parallel engine behind one HTTP server: vLLM's internal load balancer, or SGLang's
-   * data-parallel controller), {@code X-data-parallel-rank} names the rank the router chose, which
-   * both engines honour; without it the engine would pick a rank itself and the KV overlap the
-   * choice was made for would be lost.
+   * data-parallel controller), or the rank is not 0 (a data-parallel engine whose other ranks are
+   * not registered yet, or gone), {@code X-data-parallel-rank} names the rank the router chose,
+   * which both engines honour; without it the engine would pick a rank itself and the KV overlap
+   * the choice was made for would be lost. An engine serving one rank of its own (vLLM's external
+   * load balancing) ignores the header.
    */
   private HttpClientRequest request(Call c, Worker w, String url) {
     HttpClientRequest rq =
@@ -620,7 +629,7 @@ final class Proxy {
             .readTimeout(g.config.engineTimeout())
             .header(HeaderNames.CONTENT_TYPE, "application/json")
             .header(Gateway.X_REQUEST_ID, c.requestId);
-    if (c.model.sharesBaseUrl(w)) {
+    if (w.dpRank() > 0 || c.model.sharesBaseUrl(w)) {
       rq.header(Gateway.X_DATA_PARALLEL_RANK, Integer.toString(w.dpRank()));
     }
     if (g.config.engineApiKey() != null) {

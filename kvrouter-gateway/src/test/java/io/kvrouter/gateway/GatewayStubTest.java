@@ -149,6 +149,19 @@ class GatewayStubTest {
     g.host.register("tiny", null, BS, 7, 0, dp.url(), null, null, null);
     assertThat(m.sharesBaseUrl(new Worker(7, 0))).isFalse();
     assertThat(m.sharesBaseUrl(new Worker(1, 0))).isFalse();
+    // rank 3 of an engine whose other ranks are not registered: named all the same
+    StubEngine three = stub();
+    g.host.register("tiny", null, BS, 9, 3, three.url(), null, null, null);
+    int[] c = range(32);
+    long[] lc = BlockHasher.of(BS).localHashes(c);
+    m.router()
+        .applyEvent(
+            new RouterEvent(
+                new Worker(9, 3),
+                0,
+                CacheEvent.storedAtRoot(SequenceHasher.sequenceHashes(lc), lc)));
+    assertThat(post(g, "/v1/completions", completion(c, false, "")).statusCode()).isEqualTo(200);
+    assertThat(three.dpRanks).containsExactly("3");
   }
 
   @Test

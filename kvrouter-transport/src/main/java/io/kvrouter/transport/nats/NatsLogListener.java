@@ -103,13 +103,13 @@ final class NatsLogListener implements ErrorListener, ConnectionListener {
   }
 
   private static boolean cancelled(Throwable e) {
-    for (Throwable t = e; t != null; t = t.getCause()) {
+    Throwable t = e;
+    for (int depth = 0; t != null && depth < 16; depth++, t = t.getCause()) { // cycles end too
       if (t instanceof CancellationException) return true;
       String m = t.getMessage();
       if (t instanceof TimeoutException && m != null && m.contains("CancellationException")) {
         return true;
       }
-      if (t.getCause() == t) break;
     }
     return false;
   }
