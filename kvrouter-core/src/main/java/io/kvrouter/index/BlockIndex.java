@@ -322,7 +322,7 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
     boolean roomLeft = bound != null; // false once the hand found only this chain's to drop
     for (int i = 0; i < seqs.length; i++) {
       final long seq = seqs[i];
-      if (roomLeft && bound.full()) roomLeft = bound.makeRoom(ws, parent, locals[i]);
+      if (roomLeft && bound.full()) roomLeft = bound.makeRoom(ws, parent, locals[i], i);
       final N child = childFor(parent, locals[i], seq);
       final N previous = ws.blocks.put(seq, child);
       if (previous != child) {

@@ -51,6 +51,10 @@ import java.util.ArrayDeque;
  *  - evictedBlocks counts dropped pairs.
  *
  * Tests may set an EvictionListener, told of every (worker, sequence hash) name an eviction drops.
+ * An eviction inside a store comes before that store's block storeStep is stored (its earlier
+ * blocks are stored; a later block it drops detached can be stored again by the same store), so
+ * a listener's model reads storeStep to apply the store up to there first; -1 outside makeRoom
+ * (evictToFit runs after the whole event).
  * </pre>
  */
 final class ClockBound<N extends IndexNode<N>> {
@@ -72,6 +76,7 @@ final class ClockBound<N extends IndexNode<N>> {
   private WorkerBlocks<N> cascadeWorker; // a worker whose leaf the hand just dropped ...
   private N cascadeNode; // ... and that leaf's parent, to try next
   EvictionListener evictionListener; // tests only
+  int storeStep = -1; // tests only: the store's block makeRoom runs for, or -1 (class notes)
 
   ClockBound(BlockIndex<N> index, IndexCounters counters, long maxBlocks) {
     this.index = index;
@@ -132,14 +137,18 @@ final class ClockBound<N extends IndexNode<N>> {
    * first, never at {@code parent} (the chain being stored hangs from it). Returns false when
    * nothing could go: then only this chain's blocks are left to drop, and the rest of the store
    * skips the search (a chain longer than the bound would otherwise scan the queue once per block);
-   * the end of the event drops what is over.
+   * the end of the event drops what is over. {@code step} is the block's position in the store
+   * (storeStep, for tests).
    */
-  boolean makeRoom(WorkerBlocks<N> ws, N parent, long local) {
+  boolean makeRoom(WorkerBlocks<N> ws, N parent, long local, int step) {
     final N existing = index.findChild(parent, local);
     if (existing != null && (existing.isHolder(ws.id) || BlockIndex.isDetached(existing, ws)))
       return true;
     if (parent != index.root) parent.markUsed();
-    return evict(counters.value(IndexCounters.BLOCKS_INDEXED) - maxBlocks + 1, parent) <= 0;
+    storeStep = step;
+    final long left = evict(counters.value(IndexCounters.BLOCKS_INDEXED) - maxBlocks + 1, parent);
+    storeStep = -1;
+    return left <= 0;
   }
 
   /** {@link #evict(long, IndexNode)} until pairs and linked nodes are both within maxBlocks. */

@@ -64,6 +64,15 @@ final class IndexProbe {
         : clockSize((BlockIndex<?>) index);
   }
 
+  /**
+   * For an eviction listener (on the writer's thread): the position in the running store of the
+   * block a tree or positional index makes room for, whose store comes after this eviction; -1 when
+   * the eviction comes after the whole event (always so for the compressed kinds).
+   */
+  static int storeStep(KvIndex index) {
+    return index instanceof BlockIndex<?> b ? b.bound.storeStep : -1;
+  }
+
   /** Sets a bounded index's eviction listener (the tests' reference model applies evictions). */
   static void setEvictionListener(KvIndex index, ClockBound.EvictionListener listener) {
     if (index instanceof CompressedTreeIndex c) c.bound.evictionListener = listener;

@@ -22,27 +22,53 @@ final class ReferenceIndex {
   void apply(RouterEvent e) {
     Worker w = e.worker();
     if (e.data() instanceof CacheEvent.Stored s) {
-      Map<Long, List<Long>> mine = held.computeIfAbsent(w, k -> new HashMap<>());
-      List<Long> path;
-      if (s.hasParent()) {
-        List<Long> parent = mine.get(s.parentHash());
-        if (parent == null) return; // rejected whole
-        path = parent;
-      } else {
-        path = List.of();
-      }
-      for (int i = 0; i < s.length(); i++) {
-        List<Long> p = new ArrayList<>(path);
-        p.add(s.tokensHashes()[i]);
-        path = List.copyOf(p);
-        mine.put(s.blockHashes()[i], path);
-      }
+      Store st = startStore(w, s);
+      if (st != null) st.storeUpTo(s.length());
     } else if (e.data() instanceof CacheEvent.Removed r) {
       Map<Long, List<Long>> mine = held.get(w);
       if (mine == null) return;
       for (long h : r.blockHashes()) mine.remove(h);
     } else {
       held.computeIfAbsent(w, k -> new HashMap<>()).clear();
+    }
+  }
+
+  /**
+   * A Stored event applied block by block, so that a bounded index's evictions inside the store can
+   * come between its blocks (ClockBound.storeStep); null when rejected whole (its parent is not
+   * named). The parent's path is looked up once, at the start, as the index does.
+   */
+  Store startStore(Worker w, CacheEvent.Stored s) {
+    Map<Long, List<Long>> mine = held.computeIfAbsent(w, k -> new HashMap<>());
+    List<Long> path = List.of();
+    if (s.hasParent()) {
+      path = mine.get(s.parentHash());
+      if (path == null) return null;
+    }
+    return new Store(mine, s, path);
+  }
+
+  /** A store under way (startStore). */
+  static final class Store {
+    private final Map<Long, List<Long>> mine;
+    private final CacheEvent.Stored s;
+    private List<Long> path; // of the last block stored, or the parent's
+    private int next; // blocks stored so far
+
+    private Store(Map<Long, List<Long>> mine, CacheEvent.Stored s, List<Long> path) {
+      this.mine = mine;
+      this.s = s;
+      this.path = path;
+    }
+
+    /** Stores the blocks before position {@code k} not stored yet. */
+    void storeUpTo(int k) {
+      for (; next < Math.min(k, s.length()); next++) {
+        List<Long> p = new ArrayList<>(path);
+        p.add(s.tokensHashes()[next]);
+        path = List.copyOf(p);
+        mine.put(s.blockHashes()[next], path);
+      }
     }
   }
 
