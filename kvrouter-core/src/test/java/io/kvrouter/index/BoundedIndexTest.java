@@ -364,19 +364,28 @@ class BoundedIndexTest {
       // what is left dumps and replays into a fresh index of the same kind and bound, unchanged
       index.flush();
       try (KvIndex copy = kind.apply(max)) {
-        for (RouterEvent e : index.dump()) copy.apply(e);
+        List<RouterEvent> dump = index.dump();
+        for (RouterEvent e : dump) copy.apply(e);
         copy.flush();
         assertThat(copy.stats().evictedBlocks()).as("replay evicted").isZero();
         // (a dump leaves out pairs held detached behind a hole: they score nothing)
         assertThat(copy.stats().blocksIndexed()).isLessThanOrEqualTo(index.stats().blocksIndexed());
-        for (RouterEvent e : index.dump()) {
-          if (e.data() instanceof CacheEvent.Stored st) {
-            long[] q = replayPath(index.dump(), e.worker(), st);
+        int compared = 0;
+        for (int k = 0; k < dump.size(); k++) {
+          if (dump.get(k).data() instanceof CacheEvent.Stored) {
+            long[] q = replayPath(dump, k);
+            Map<Worker, Integer> want = index.findMatches(q, false).scores();
             assertThat(copy.findMatches(q, false).scores())
                 .as("replayed answer for %s", Arrays.toString(q))
-                .isEqualTo(index.findMatches(q, false).scores());
+                .isEqualTo(want);
+            // the path runs from the root: the worker that stored it scores all of it
+            assertThat(want.get(dump.get(k).worker()))
+                .as("path %s", Arrays.toString(q))
+                .isEqualTo(q.length);
+            compared++;
           }
         }
+        if (index.stats().blocksIndexed() > 0) assertThat(compared).isPositive();
       }
     }
   }
@@ -393,23 +402,31 @@ class BoundedIndexTest {
     return out.stream();
   }
 
-  /** The local hashes from the root down to the last block of {@code st} in a dump's events. */
-  private static long[] replayPath(List<RouterEvent> dump, Worker w, CacheEvent.Stored st) {
+  /**
+   * The local hashes from the root down to the last block of the Stored event {@code dump.get(k)},
+   * from the same worker's earlier events of that dump (a dump lists each parent before its
+   * children).
+   */
+  private static long[] replayPath(List<RouterEvent> dump, int k) {
+    Worker w = dump.get(k).worker();
     Map<Long, long[]> paths = new java.util.HashMap<>();
-    for (RouterEvent e : dump) {
+    for (int j = 0; j <= k; j++) {
+      RouterEvent e = dump.get(j);
       if (!e.worker().equals(w) || !(e.data() instanceof CacheEvent.Stored s)) continue;
       long[] prefix = s.hasParent() ? paths.get(s.parentHash()) : new long[0];
-      if (prefix == null) continue; // a detached store: its parent is not held
+      if (prefix == null) {
+        throw new AssertionError(
+            "dump event " + j + " of " + w + " names a parent not dumped before it");
+      }
       long[] p = prefix;
       for (int i = 0; i < s.blockHashes().length; i++) {
         p = Arrays.copyOf(p, p.length + 1);
         p[p.length - 1] = s.tokensHashes()[i];
         paths.put(s.blockHashes()[i], p);
       }
-      if (s == st) return p;
+      if (j == k) return p;
     }
-    long[] l = st.tokensHashes();
-    return Arrays.copyOf(l, l.length);
+    throw new AssertionError("unreachable: event " + k + " is a Stored of " + w);
   }
 
   /** One seeded run: index, model told of evictions, unbounded model. */
