@@ -9,19 +9,19 @@ package io.kvrouter.index;
  * Implementation notes
  *
  * nodes[] and meta[] are parallel, open addressing with linear probing from the fastrange home of
- * a spread of the hash. meta is 0 for an empty slot, else tag << 11 | offset: the offset of the
- * block in its run (runs are at most CompressedTreeIndex.MAX_RUN = 2,048 blocks) and a 4-bit tag
- * (1..15) of the hash apart from its home slot. A slot's key is the hash at its block,
- * nodes[i].plain().seqs[offset], so a probe loads a node only on a matching tag and the key costs
- * nothing: 6 bytes a slot, at most 3/4 full; it grows by half past that and halves below 1/8.
+ * a spread of the hash. meta is 0 for an empty slot, 1 for a tombstone, else tag << 11 | offset:
+ * the offset of the block in its run (runs are at most CompressedTreeIndex.MAX_RUN = 2,048 blocks)
+ * and a 4-bit tag (1..15) of the hash apart from its home slot. A slot's key is the hash at its
+ * block, nodes[i].plain().seqs[offset], so a probe loads a node only on a matching tag and the
+ * key costs nothing: 6 bytes a slot, mostly between 1/2 and 3/4 full (NameTable's policy).
  * A hash names at most one block, so no two slots have the same key.
  *
- * No tombstones: a removal shifts the rest of its probe cluster back (backward-shift deletion:
- * each later entry of the cluster whose home is not between the freed slot and itself moves into
- * the freed slot, which then moves to it), loading the keys of the entries it passes (about one
- * or two at these loads). With tombstones, a worker whose blocks churn (a trace's per-block
- * Removed then Stored) filled its table with them, so misses probed long and the table was
- * rebuilt, every key loaded, every few thousand events: half the writer's time on such a trace.
+ * A removal leaves a tombstone only where a probe may pass: when the next slot is empty, no
+ * probe crosses the freed slot, so it becomes empty, and so do the tombstones just before it
+ * (no key is loaded). A worker whose blocks churn (a trace's per-block Removed then Stored) so
+ * keeps fewer tombstones, and misses and same-size rebuilds are rarer. (Backward-shift deletion,
+ * no tombstones at all, was tried: it loads the key of every entry it passes, a chain of cache
+ * misses per removal, and made the trace's writer about 7 % slower.)
  *
  * A split or merge moves blocks to another node: the index calls repoint for every moved block of
  * every holder. Writer-only: readers never touch it.
@@ -30,11 +30,13 @@ package io.kvrouter.index;
 final class RunNames {
   private static final int MIN_CAPACITY = 16;
   private static final long PHI = 0x9E3779B97F4A7C15L;
+  private static final int TOMBSTONE = 1;
   private static final int OFF_MASK = 0x7FF;
 
   private RunNode[] nodes = new RunNode[MIN_CAPACITY];
   private short[] meta = new short[MIN_CAPACITY];
   private int live;
+  private int used; // live + tombstones
 
   private static int home(long seq, int capacity) {
     return (int) ((((seq * PHI) >>> 32) * capacity) >>> 32);
@@ -57,10 +59,13 @@ final class RunNames {
     final RunNode[] t = nodes;
     final int cap = t.length;
     final int tag = tag(seq);
+    int free = -1;
     for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
       final int m = g[i];
-      if (m == 0) return -1 - i;
-      if ((m >>> 11) == tag) {
+      if (m == 0) return -1 - (free >= 0 ? free : i);
+      if (m == TOMBSTONE) {
+        if (free < 0) free = i;
+      } else if ((m >>> 11) == tag) {
         final long[] s = t[i].plain().seqs;
         final int off = m & OFF_MASK;
         if (off < s.length && s[off] == seq) return i;
@@ -88,39 +93,42 @@ final class RunNames {
   void putAt(int found, long seq, RunNode node, int off) {
     final int i = found;
     if (i >= 0) throw new IllegalStateException("name taken");
-    if ((live + 1) * 4 <= nodes.length * 3) {
-      final int f = -1 - i;
+    final int f = -1 - i;
+    if (meta[f] == TOMBSTONE) {
       nodes[f] = node;
       meta[f] = code(seq, off);
       live++;
+    } else if ((used + 1) * 4 <= nodes.length * 3) {
+      nodes[f] = node;
+      meta[f] = code(seq, off);
+      live++;
+      used++;
     } else {
-      rebuild(nodes.length + (nodes.length >>> 1));
+      rebuild(live * 2 > nodes.length ? nodes.length + (nodes.length >>> 1) : nodes.length);
       insert(seq, node, off);
     }
   }
 
-  /** Drops the name in slot {@code i} (from find), moving later entries of its cluster back. */
   void removeAt(int i) {
-    final RunNode[] t = nodes;
     final short[] g = meta;
-    final int cap = t.length;
-    int free = i;
-    for (int j = i + 1 < cap ? i + 1 : 0; ; j = j + 1 < cap ? j + 1 : 0) {
-      final int m = g[j];
-      if (m == 0) break;
-      final int h = home(t[j].plain().seqs[m & OFF_MASK], cap);
-      // the entry at j may move to free unless its home lies cyclically in (free, j]
-      final boolean stays = free <= j ? (free < h && h <= j) : (free < h || h <= j);
-      if (!stays) {
-        t[free] = t[j];
-        g[free] = (short) m;
-        free = j;
-      }
-    }
-    t[free] = null;
-    g[free] = 0;
+    final int cap = g.length;
+    nodes[i] = null;
     live--;
-    if (live * 8 < cap && cap > MIN_CAPACITY) rebuild(Math.max(MIN_CAPACITY, cap >>> 1));
+    if (g[i + 1 < cap ? i + 1 : 0] == 0) {
+      // no probe passes this slot (it would have to pass the empty one after it): empty it, and
+      // the tombstones just before it
+      g[i] = 0;
+      used--;
+      for (int j = i > 0 ? i - 1 : cap - 1; g[j] == TOMBSTONE; j = j > 0 ? j - 1 : cap - 1) {
+        g[j] = 0;
+        used--;
+      }
+    } else {
+      g[i] = TOMBSTONE;
+    }
+    if (live * 8 < nodes.length && nodes.length > MIN_CAPACITY) {
+      rebuild(Math.max(MIN_CAPACITY, nodes.length >>> 1));
+    }
   }
 
   /** Moves the name {@code seq} of block (from, fromOff), if it names it, to (to, toOff). */
@@ -139,6 +147,7 @@ final class RunNames {
     nodes[i] = node;
     meta[i] = code(seq, off);
     live++;
+    used++;
   }
 
   private void rebuild(int capacity) {
@@ -155,6 +164,7 @@ final class RunNames {
     nodes = new RunNode[capacity];
     meta = new short[capacity];
     live = 0;
+    used = 0;
     k = 0;
     for (int i = 0; i < oldNodes.length; i++) {
       final RunNode n = oldNodes[i];
@@ -170,6 +180,7 @@ final class RunNames {
     nodes = new RunNode[MIN_CAPACITY];
     meta = new short[MIN_CAPACITY];
     live = 0;
+    used = 0;
   }
 
   /** The number of slots, for iterating with nodeAt (null: no name there). */

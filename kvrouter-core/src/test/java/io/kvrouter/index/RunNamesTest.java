@@ -10,8 +10,9 @@ import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /**
- * RunNames against a map: random names and removals (backward-shift deletion: no tombstones), on
- * tables small enough that probe clusters wrap around the end and removals shift entries back.
+ * RunNames against a map: random names and removals (a tombstone where a probe may pass, an empty
+ * slot where none can), on tables small enough that probe clusters wrap around the end, and a live
+ * set that swings so the table grows, shrinks and rebuilds.
  */
 class RunNamesTest {
   private static final int RUN = 64;
