@@ -62,8 +62,19 @@ import java.util.function.BiConsumer;
  *    moves the tail to a new node; a merge appends the child's run to the node. Either moves
  *    blocks: the writer repoints the names (RunNames.repoint, RunWorker refs) of every holder of
  *    the moved blocks, and the store's cursor (the position of the block before the next one).
+ *  - Removed fast path (vLLM's one Removed per evicted block, most events of a trace): a block
+ *    that is the worker's last of its cut in its run, when the entry is detached or the run does
+ *    not end there with a child holding the worker connected, only lowers the cut. remove()
+ *    batches such blocks of one node (deepest first) into one publishCut: one new state with a
+ *    copied cuts array (RunState.withCut), nothing else allocated. A cut that stays above 0
+ *    changes no node's holder set, so no prune or merge can follow from it and the node is not
+ *    settled; a childless run is trimmed on the spot (trimTail). Only a dropped entry (cut 0)
+ *    goes to touched. Everything else (an alias, a block inside the cut: split; the last block of
+ *    a run whose child holds the worker: detach below) takes release(), the general path.
  *
- * Writers: under writeLock when concurrent, on the caller's thread otherwise. The writer owns every
+ * Writers: under writeLock when concurrent, on the caller's thread otherwise; applyAll applies a
+ * ThreadPoolIndexer lane's batch under one hold of the lock (the lanes hand it over per batch,
+ * not per event; readers take no lock, so they never notice). The writer owns every
  * node's parent and dead fields, every RunWorker, the worker table and the counters.
  * Readers: findMatches takes no lock. It walks states (acquire loads) from the root by the query's
  * local hashes, compares the query with each run, and intersects the workers still alive with
