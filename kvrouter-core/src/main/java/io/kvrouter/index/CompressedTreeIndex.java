@@ -16,6 +16,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BiConsumer;
 
 /**
  * The compressed block tree: one node per run of blocks that the same workers hold, with per-worker
@@ -61,8 +62,19 @@ import java.util.concurrent.locks.ReentrantLock;
  *    moves the tail to a new node; a merge appends the child's run to the node. Either moves
  *    blocks: the writer repoints the names (RunNames.repoint, RunWorker refs) of every holder of
  *    the moved blocks, and the store's cursor (the position of the block before the next one).
+ *  - Removed fast path (vLLM's one Removed per evicted block, most events of a trace): a block
+ *    that is the worker's last of its cut in its run, when the entry is detached or the run does
+ *    not end there with a child holding the worker connected, only lowers the cut. remove()
+ *    batches such blocks of one node (deepest first) into one publishCut: one new state with a
+ *    copied cuts array (RunState.withCut), nothing else allocated. A cut that stays above 0
+ *    changes no node's holder set, so no prune or merge can follow from it and the node is not
+ *    settled; a childless run is trimmed on the spot (trimTail). Only a dropped entry (cut 0)
+ *    goes to touched. Everything else (an alias, a block inside the cut: split; the last block of
+ *    a run whose child holds the worker: detach below) takes release(), the general path.
  *
- * Writers: under writeLock when concurrent, on the caller's thread otherwise. The writer owns every
+ * Writers: under writeLock when concurrent, on the caller's thread otherwise; applyAll applies a
+ * ThreadPoolIndexer lane's batch under one hold of the lock (the lanes hand it over per batch,
+ * not per event; readers take no lock, so they never notice). The writer owns every
  * node's parent and dead fields, every RunWorker, the worker table and the counters.
  * Readers: findMatches takes no lock. It walks states (acquire loads) from the root by the query's
  * local hashes, compares the query with each run, and intersects the workers still alive with
@@ -685,6 +697,27 @@ final class CompressedTreeIndex implements KvIndex {
     }
   }
 
+  /**
+   * Applies {@code events[from, to)} in order under one hold of the writer lock
+   * (ThreadPoolIndexer's batches); an event that throws goes to {@code onFailure} and the next one
+   * is applied.
+   */
+  void applyAll(
+      RouterEvent[] events, int from, int to, BiConsumer<RouterEvent, RuntimeException> onFailure) {
+    lock();
+    try {
+      for (int i = from; i < to; i++) {
+        try {
+          applyLocked(events[i]);
+        } catch (RuntimeException e) {
+          onFailure.accept(events[i], e);
+        }
+      }
+    } finally {
+      unlock();
+    }
+  }
+
   private void applyLocked(RouterEvent event) {
     CacheEvent data = event.data();
     try {
@@ -1005,6 +1038,21 @@ final class CompressedTreeIndex implements KvIndex {
       }
       if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
       pend = null;
+      if (ws.aliases == null || ws.aliases.isEmpty()) {
+        // Fast path (vLLM's one Removed per evicted block): the block is the worker's last of its
+        // cut in x, and its entry is detached or strands no connected entry in a child. Then only
+        // its cut drops: no split, no detach; the cut is published once, by publishCut.
+        final RunState st = x.plain();
+        final int e = st.entry(ws.id);
+        if (e >= 0
+            && st.cuts[e] == off + 1
+            && (st.ids[e] < 0 || off + 1 < st.length() || !hasChildWith(st.children, ws.id))) {
+          pend = x;
+          pendCut = off;
+          pendSigned = st.ids[e];
+          continue;
+        }
+      }
       release(ws, x, off);
       if (!x.dead) {
         final RunState st = x.plain();
@@ -1019,7 +1067,14 @@ final class CompressedTreeIndex implements KvIndex {
     if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
   }
 
-  /** Lowers {@code ws}'s cut in {@code x} to {@code cut}, counting the blocks it drops. */
+  /**
+   * Lowers {@code ws}'s cut in {@code x} to {@code cut}, counting the blocks it drops: one new
+   * state. A cut that stays above 0 changes no node's holder set, so nothing can be pruned or
+   * merged because of it (mergeable looks at the child's holders and their cuts in the parent, and
+   * the worker, whose last blocks of x went, is not connected in a child of x unless the caller
+   * took the slow path); only a childless run may have lost the last holder of its tail (trimTail).
+   * Such a node is therefore not settled; a dropped entry is.
+   */
   private void publishCut(RunWorker ws, RunNode x, int signedId, int cut) {
     final RunState st = x.plain();
     final int e = st.entry(ws.id);
@@ -1028,8 +1083,14 @@ final class CompressedTreeIndex implements KvIndex {
     ws.heldBlocks -= dropped; // one volatile write for the run
     counters.add(IndexCounters.BLOCKS_INDEXED, -dropped);
     if (signedId < 0) ws.detachedCount -= dropped;
-    x.publish(st.withEntry(ws.id, signedId, cut));
-    touched.add(x);
+    if (cut > 0 && st.ids[e] == signedId) {
+      final RunState ns = st.withCut(e, cut);
+      x.publish(ns);
+      if (ns.children == null) trimTail(x, ns);
+    } else {
+      x.publish(st.withEntry(ws.id, signedId, cut));
+      touched.add(x);
+    }
   }
 
   /**

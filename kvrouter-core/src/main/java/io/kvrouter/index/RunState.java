@@ -84,6 +84,13 @@ final class RunState {
     return id >= 0 && id < SINGLE.length ? SINGLE[id] : new int[] {id};
   }
 
+  /** This state with entry {@code e}'s cut set to {@code cut} (> 0), its id unchanged. */
+  RunState withCut(int e, int cut) {
+    final int[] nc = cuts.clone();
+    nc[e] = cut;
+    return new RunState(locals, seqs, ids, nc, children, len);
+  }
+
   /**
    * This state with worker {@code id} (either sign) given the entry {@code signedId} with {@code
    * cut}; cut 0 drops the entry.
