@@ -163,6 +163,27 @@ class TieredBoundTest {
     }
   }
 
+  @Test
+  void aBlockOffloadedAfterItsChildrenIsNoLeaf() {
+    long[] a = local(100, 3);
+    long[] b = local(200, 1);
+    for (Supplier<KvIndex> kind : IndexKinds.suppliers()) {
+      String k = kind.get().toString();
+      try (TieredIndex index = TieredIndex.of(kind, 3)) {
+        index.apply(stored(new long[] {a[0]})); // a[0] on the device only
+        index.apply(Tier.HOST, storedUnder(a, 1)); // a[1], a[2] on the host, under it
+        index.apply(Tier.HOST, stored(new long[] {a[0]})); // a[0] offloaded later
+        index.apply(Tier.HOST, storedUnder(a, 2)); // a[2] stored again: a[0] the oldest store
+        index.apply(removed(a, 0)); // gone from the device: only the host copy of a[0] is left
+        assertThat(scores(index, a)).as(k).isEqualTo("0/3");
+        index.apply(Tier.HOST, stored(b)); // 4 host blocks: a[2] goes, not a[0] under it
+        assertThat(index.evictedBlocks(Tier.HOST)).as(k).isEqualTo(1);
+        assertThat(scores(index, a)).as(k).isEqualTo("0/2");
+        assertThat(scores(index, b)).as(k).isEqualTo("0/1");
+      }
+    }
+  }
+
   /**
    * Random prompts, many sharing prefixes: after every store the prompt just stored scores min(its
    * length, N) on the host, the rank holds at most N host blocks, and every block it counts scores
