@@ -53,8 +53,8 @@ import java.util.function.Supplier;
  * Bound (maxTierBlocks > 0): each rank keeps at most maxTierBlocks hashes per tier beyond the
  * device, and drops only leaves of its chains on that tier, so a drop never cuts a chain (what is
  * left is a prefix, and scores). chains[t] of a rank (TierChains, bounded tiers only) holds, for
- * each hash with bit t: parent, the hash its first store named as its parent (the event's parent
- * or the previous block; absent when stored at the root), whether or not that parent is on tier
+ * each hash with bit t: parent, the parent named by the first of its stores that named one (the
+ * event's parent or the previous block; absent while only stored at the root), whether or not that parent is on tier
  * t; children, per hash, how many hashes with bit t name it as parent (the hash itself need not
  * have bit t: a host block under a device-only block keeps that block a non-leaf should it come to
  * the host later); leaves, the hashes with bit t and no child, least recently stored first.
