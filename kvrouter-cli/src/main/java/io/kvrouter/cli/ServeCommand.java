@@ -281,7 +281,8 @@ public final class ServeCommand implements Callable<Integer> {
       paramLabel = "N",
       description =
           "Keep at most N blocks per worker rank on each tier beyond the device (host, disk,"
-              + " external), dropping the least recently stored past it (counted in"
+              + " external), dropping past it the least recently stored leaves of its chains, so"
+              + " what is left of a chain still scores (counted in"
               + " kvrouter_tier_evicted_blocks_total). LMCache publishes no removals: without a"
               + " bound its copies stay indexed (default: no bound).")
   Integer maxTierBlocks;

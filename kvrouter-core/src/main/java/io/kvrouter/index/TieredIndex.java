@@ -5,6 +5,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2IntMap;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
+import it.unimi.dsi.fastutil.longs.Long2LongOpenHashMap;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
 import it.unimi.dsi.fastutil.longs.LongIterator;
@@ -50,11 +51,24 @@ import java.util.function.Supplier;
  * except counts (AtomicIntegerArray), which /metrics reads.
  *
  * Bound (maxTierBlocks > 0): each rank keeps at most maxTierBlocks hashes per tier beyond the
- * device. order[t] of a rank lists its hashes with bit t, least recently stored first (a store of
- * a held hash moves it to the end); after a Stored of tier t the oldest are dropped from tier t
- * until the bound holds, exactly as a Removed of tier t would drop them, and counted in
- * evicted[t]. Recency is store recency: reads take no lock and touch nothing. The device tier is
- * not bounded here (its index kind may be: serve --max-blocks).
+ * device, and drops only leaves of its chains on that tier, so a drop never cuts a chain (what is
+ * left is a prefix, and scores). chains[t] of a rank (TierChains, bounded tiers only) holds, for
+ * each hash with bit t: parent, the parent named by the first of its stores that named one (the
+ * event's parent or the previous block; absent while only stored at the root), whether or not that parent is on tier
+ * t; children, per hash, how many hashes with bit t name it as parent (the hash itself need not
+ * have bit t: a host block under a device-only block keeps that block a non-leaf should it come to
+ * the host later); leaves, the hashes with bit t and no child, least recently stored first.
+ * Invariant: children[x] == |{h with bit t : parent[h] == x}|, and leaves == {h with bit t :
+ * children[h] == 0}. A Stored of tier t links each newly linked block to its parent (the parent
+ * leaves the leaf order: it has a child now) and moves each stored leaf to the end, in chain
+ * order, so the deepest stays newest. Clearing bit t of h (a Removed, a Cleared, a drop) unlinks
+ * h from its parent, and a parent with bit t left childless goes to the front of the leaf order:
+ * it is as cold as the leaf that just went (LRU cascades up a cold chain). After a Stored of tier
+ * t the first leaves are dropped from tier t until the bound holds, exactly as a Removed of tier t
+ * would drop them, and counted in evicted[t]. O(1) hash operations per event block. Only links
+ * that close a cycle (events no engine sends: a hash its own ancestor) can leave no leaf; then an
+ * arbitrary linked hash goes. Recency is store recency: reads take no lock and touch nothing.
+ * The device tier is not bounded here (its index kind may be: serve --max-blocks).
  *
  * Applying an event of tier t: a Stored sets bit t of each block and is applied whole to every
  * level k >= t (stores are idempotent in every kind, so a block already there through another
@@ -106,12 +120,42 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
   private static final class RankTiers {
     final Long2IntOpenHashMap mask = new Long2IntOpenHashMap();
     final AtomicIntegerArray counts = new AtomicIntegerArray(TIERS);
-    final LongLinkedOpenHashSet[] order = new LongLinkedOpenHashSet[TIERS]; // with a bound only
+    final TierChains[] chains = new TierChains[TIERS]; // with a bound only
 
-    LongLinkedOpenHashSet order(int t) {
-      LongLinkedOpenHashSet o = order[t];
-      if (o == null) order[t] = o = new LongLinkedOpenHashSet();
-      return o;
+    TierChains chains(int t) {
+      TierChains c = chains[t];
+      if (c == null) chains[t] = c = new TierChains();
+      return c;
+    }
+  }
+
+  /** The chains of one rank on one bounded tier (see the implementation notes): writer-only. */
+  private static final class TierChains {
+    final Long2LongOpenHashMap parent = new Long2LongOpenHashMap();
+    final Long2IntOpenHashMap children = new Long2IntOpenHashMap();
+    final LongLinkedOpenHashSet leaves = new LongLinkedOpenHashSet();
+
+    /** {@code h} (now with bit t) stored under {@code p} (when {@code linked}). */
+    void stored(long h, boolean linked, long p) {
+      if (linked && p != h && !parent.containsKey(h)) {
+        parent.put(h, p);
+        children.addTo(p, 1);
+        leaves.remove(p);
+      }
+      if (children.get(h) == 0) leaves.addAndMoveToLast(h);
+    }
+
+    /**
+     * {@code h} lost bit t; returns its parent when that parent was left childless (the caller puts
+     * it first in the leaf order when it has bit t), else {@code h} itself.
+     */
+    long dropped(long h) {
+      leaves.remove(h);
+      if (!parent.containsKey(h)) return h;
+      long p = parent.remove(h);
+      if (children.addTo(p, -1) > 1) return h;
+      children.remove(p);
+      return p;
     }
   }
 
@@ -133,9 +177,11 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
 
   /**
    * Like {@link #of(Supplier)}, with each rank holding at most {@code maxTierBlocks} blocks on each
-   * tier beyond the device: past it, the blocks of that tier stored least recently are dropped from
-   * it, as a removal of that tier would drop them (docs/routing.md, "Blocks beyond the GPU"),
-   * counted in {@link #evictedBlocks(Tier)}. 0: no bound.
+   * tier beyond the device: past it, the leaves of the rank's chains on that tier (blocks with no
+   * child there) stored least recently are dropped from it, a parent left childless next, as a
+   * removal of that tier would drop them, so what is left of a chain is a prefix and still scores
+   * (docs/routing.md, "Blocks beyond the GPU"), counted in {@link #evictedBlocks(Tier)}. 0: no
+   * bound.
    *
    * @throws IllegalArgumentException when {@code maxTierBlocks} is negative
    */
@@ -343,9 +389,18 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
     switch (e.data()) {
       case CacheEvent.Stored s -> {
         RankTiers r = rank(e.worker());
-        for (long h : s.blockHashes()) set(r, h, t);
+        long[] h = s.blockHashes();
+        if (t > 0 && maxTierBlocks > 0) {
+          TierChains c = r.chains(t);
+          for (int i = 0; i < h.length; i++) {
+            set(r, h[i], t);
+            c.stored(h[i], i > 0 || s.hasParent(), i > 0 ? h[i - 1] : s.parentHash());
+          }
+        } else {
+          for (long x : h) set(r, x, t);
+        }
         for (int k = t; k < TIERS; k++) if (levels[k] != null) levels[k].apply(e);
-        if (t > 0 && maxTierBlocks > 0) bound(r, t, s.blockHashes(), e);
+        if (t > 0 && maxTierBlocks > 0) bound(r, t, e);
       }
       case CacheEvent.Removed rm -> {
         if (t == 0) device.apply(e);
@@ -372,17 +427,18 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
   }
 
   /**
-   * Moves {@code stored} to the recent end of the rank's tier-{@code t} order and drops the least
-   * recently stored hashes of tier {@code t} past the bound (under lock).
+   * Drops the least recently stored leaves of the rank's tier-{@code t} chains (a parent left
+   * childless next) until the bound holds (under lock).
    */
-  private void bound(RankTiers r, int t, long[] stored, RouterEvent e) {
-    LongLinkedOpenHashSet o = r.order(t);
-    for (long h : stored) o.addAndMoveToLast(h);
-    if (o.size() <= maxTierBlocks) return;
+  private void bound(RankTiers r, int t, RouterEvent e) {
+    if (r.counts.get(t) <= maxTierBlocks) return;
+    TierChains c = r.chains(t);
     LongArrayList[] out = new LongArrayList[TIERS];
     int n = 0;
-    while (o.size() > maxTierBlocks) {
-      unset(r, o.removeFirstLong(), t, out);
+    while (r.counts.get(t) > maxTierBlocks) {
+      // no leaf: only links closing a cycle (a hash its own ancestor, which no engine sends)
+      long h = c.leaves.isEmpty() ? c.parent.keySet().iterator().nextLong() : c.leaves.firstLong();
+      unset(r, h, t, out);
       n++;
     }
     evicted.addAndGet(t, n);
@@ -401,7 +457,11 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
     if (rest == 0) r.mask.remove(h);
     else r.mask.put(h, rest);
     r.counts.decrementAndGet(t);
-    if (r.order[t] != null) r.order[t].remove(h);
+    TierChains c = r.chains[t];
+    if (c != null) {
+      long p = c.dropped(h);
+      if (p != h && (r.mask.get(p) & bit) != 0) c.leaves.addAndMoveToFirst(p);
+    }
     int lowest = rest == 0 ? TIERS : Integer.numberOfTrailingZeros(rest);
     for (int k = Math.max(t, 1); k < lowest; k++) {
       if (levels[k] == null) continue;
@@ -510,9 +570,14 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
    * #findTiered} answers (blocks that score nothing are left out, as {@link #dump()} leaves them).
    * Without tiers, the device dump. Replay into an index given {@link #addTiers} of this one's
    * {@link #slowestTier()} first, so that it has tiers even when no block is left off the device.
-   * With a bound ({@link #of(Supplier, int)}), the blocks of the bounded tiers follow once more, in
-   * each rank's recency order (least recently stored first), so that a replay into an index with
-   * the same bound also drops the same blocks later.
+   * With a bound ({@link #of(Supplier, int)}), the leaves of each rank's chains on each bounded
+   * tier follow once more, least recently stored first, so that a replay into an index with the
+   * same bound holds the same chains and leaf order, and drops the same blocks later. What still
+   * differs: a block counted on a tier but left out of the dump (it scores nothing: behind a hole
+   * on every tier that holds its parent, or dropped by a bounded index kind on its own) is not in
+   * the replay, so the replay holds fewer blocks on that tier and starts dropping later; and a
+   * block whose every child on that tier is left out is a leaf in the replay, older than every leaf
+   * of this index (so among the first to go), where this index drops it only after those children.
    */
   @Override
   public List<Entry> dumpTiered() {
@@ -556,13 +621,13 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
         }
       }
       if (byHash != null) {
-        // the bounded tiers' blocks once more, least recently stored first: stores of held blocks
-        // change no level, and leave a replay's recency order as this index's
+        // each bounded tier's leaves once more, least recently stored first: stores of held blocks
+        // change no level nor link, and leave a replay's leaf order as this index's
         for (Map.Entry<Worker, Long2ObjectOpenHashMap<RouterEvent>> w : byHash.entrySet()) {
           RankTiers r = ranks.get(w.getKey());
           for (int t = 1; t < TIERS; t++) {
-            if (r == null || r.order[t] == null) continue;
-            LongIterator it = r.order[t].iterator();
+            if (r == null || r.chains[t] == null) continue;
+            LongIterator it = r.chains[t].leaves.iterator();
             while (it.hasNext()) {
               RouterEvent be = w.getValue().get(it.nextLong());
               if (be != null) out.add(new Entry(Tier.of(t), be));

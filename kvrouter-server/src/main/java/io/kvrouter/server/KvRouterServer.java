@@ -569,9 +569,9 @@ public final class KvRouterServer implements AutoCloseable {
    *     dropping the least recently used past it ({@code
    *     KvIndexes.concurrentCompressedTree(long)}); 0: no bound (the default)
    * @param maxTierBlocks each rank holds at most this many blocks on each tier beyond the device
-   *     (host, disk, external), the least recently stored dropped past it ({@code
-   *     TieredIndex.of(factory, n)}; LMCache publishes no removals, so without a bound its copies
-   *     stay indexed); 0: no bound (the default)
+   *     (host, disk, external), the least recently stored leaves of its chains dropped past it
+   *     ({@code TieredIndex.of(factory, n)}; LMCache publishes no removals, so without a bound its
+   *     copies stay indexed); 0: no bound (the default)
    * @param readTimeout a request must arrive whole within this time from its request line, and an
    *     idle connection is closed after about as long (slow clients); default 30 s, or the JVM
    *     property {@code kvrouter.http.readTimeoutMillis}

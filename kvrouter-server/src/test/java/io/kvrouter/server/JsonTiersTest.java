@@ -17,7 +17,8 @@ import org.junit.jupiter.api.Test;
  * /events}: a {@code host_pinned} store lands on the host tier of the index, as the same copy over
  * ZMQ does (ZmqTiersTest), and a {@code cleared} clears every tier of the rank, as Dynamo's indexer
  * does whatever tier the event names; with {@code maxTierBlocks} (serve {@code --max-tier-blocks})
- * a rank keeps that many host blocks, the least recently stored dropped and counted.
+ * a rank keeps that many host blocks, the least recently stored leaves of its chains dropped (so
+ * what is left of a prompt still scores) and counted.
  */
 class JsonTiersTest {
   private static final int BS = 4;
@@ -96,11 +97,14 @@ class JsonTiersTest {
                   + json("host_pinned", 2, CacheEvent.storedAtRoot(otherSeq, otherLocal))
                   + "]");
       assertThat(r.status()).as(r.body()).isEqualTo(200);
-      // 7 host blocks, 5 kept: the prompt's first two (stored least recently) went
+      // 7 host blocks, 5 kept: the prompt's last two (its leaf stored least recently, then its
+      // parent) went, so what is left of it is a prefix and still scores
       assertThat(http.query("m", other).body())
           .contains(
               "\"tier_blocks\":{\"7\":{\"0\":{\"device\":0,\"host\":3,\"disk\":0,\"external\":0}}}");
-      assertThat(http.query("m", PROMPT).body()).doesNotContain("\"7\"");
+      assertThat(http.query("m", PROMPT).body())
+          .contains(
+              "\"tier_blocks\":{\"7\":{\"0\":{\"device\":0,\"host\":2,\"disk\":0,\"external\":0}}}");
       String metrics = http.get("/metrics").body();
       String labels = "model_name=\"m\",routing_group=\"default\"";
       assertThat(metrics)
