@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import io.kvrouter.server.KvRouterServer;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -124,24 +123,11 @@ class MockEngineHostTierTest {
   /** Waits until the router has applied every batch the engine has published. */
   private static void awaitRouterSynced(KvRouterServer router, MockEngineServer engine) {
     long lastSeq = engine.cacheDump().lastEventSeq();
-    await(
+    MockEngineBehaviourTest.await(
         () ->
             EngineHttp.get(router.url() + "/workers")
                 .body()
                 .contains("\"last_sequence\":" + lastSeq + ","),
         "the router to reach sequence " + lastSeq);
-  }
-
-  private static void await(BooleanSupplier cond, String what) {
-    long deadline = System.nanoTime() + 20_000_000_000L;
-    while (!cond.getAsBoolean()) {
-      if (System.nanoTime() > deadline) throw new AssertionError("timed out waiting for " + what);
-      try {
-        Thread.sleep(10);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new AssertionError(e);
-      }
-    }
   }
 }

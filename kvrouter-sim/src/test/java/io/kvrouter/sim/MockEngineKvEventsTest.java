@@ -12,7 +12,6 @@ import java.util.TreeSet;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -139,7 +138,7 @@ class MockEngineKvEventsTest {
       }
     }
     // abandoned streams end when the engine's next write fails
-    await(
+    MockEngineBehaviourTest.await(
         () -> {
           MockEngineServer.CacheDump d = engine.cacheDump();
           return d.runningRequests() == 0 && d.waitingRequests() == 0;
@@ -162,7 +161,7 @@ class MockEngineKvEventsTest {
     dump.get("engine_block_hashes").forEach(h -> expected.add(h.textValue()));
     long lastSeq = dump.get("last_event_seq").longValue();
     // the router has applied everything once its rank's last sequence is the engine's
-    await(
+    MockEngineBehaviourTest.await(
         () ->
             EngineHttp.get(router.url() + "/workers")
                 .body()
@@ -185,18 +184,5 @@ class MockEngineKvEventsTest {
       }
     }
     return out;
-  }
-
-  private static void await(BooleanSupplier cond, String what) {
-    long deadline = System.nanoTime() + 20_000_000_000L;
-    while (!cond.getAsBoolean()) {
-      if (System.nanoTime() > deadline) throw new AssertionError("timed out waiting for " + what);
-      try {
-        Thread.sleep(10);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new AssertionError(e);
-      }
-    }
   }
 }
