@@ -40,6 +40,25 @@ class MockEngineBehaviourTest {
     }
   }
 
+  /**
+   * Registers {@code engine} with {@code router} as instance 1 of model "mock" over its ZMQ
+   * endpoints (topic "kv"), as {@code POST /register} does; asserts the 201.
+   */
+  static void registerOverZmq(
+      io.kvrouter.server.KvRouterServer router, MockEngineServer engine, int blockSize) {
+    EngineHttp.Reply reg =
+        EngineHttp.post(
+            router.url() + "/register",
+            "{\"instance_id\":1,\"model_name\":\"mock\",\"block_size\":"
+                + blockSize
+                + ",\"endpoint\":\""
+                + engine.zmqEndpoint()
+                + "\",\"replay_endpoint\":\""
+                + engine.replayEndpoint()
+                + "\",\"topic\":\"kv\"}");
+    assertThat(reg.status()).as(reg.body()).isEqualTo(201);
+  }
+
   static double metric(MockEngineServer e, String line) {
     for (String l : EngineHttp.get(e.url() + "/metrics").body().split("\n")) {
       if (l.startsWith(line + " ")) return Double.parseDouble(l.substring(line.length() + 1));

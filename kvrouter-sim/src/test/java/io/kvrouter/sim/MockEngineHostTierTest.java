@@ -41,17 +41,7 @@ class MockEngineHostTierTest {
     try (KvRouterServer router =
             KvRouterServer.start(KvRouterServer.Config.builder().port(0).build());
         MockEngineServer engine = MockEngineServer.start(config)) {
-      EngineHttp.Reply reg =
-          EngineHttp.post(
-              router.url() + "/register",
-              "{\"instance_id\":1,\"model_name\":\"mock\",\"block_size\":"
-                  + BS
-                  + ",\"endpoint\":\""
-                  + engine.zmqEndpoint()
-                  + "\",\"replay_endpoint\":\""
-                  + engine.replayEndpoint()
-                  + "\",\"topic\":\"kv\"}");
-      assertThat(reg.status()).as(reg.body()).isEqualTo(201);
+      MockEngineBehaviourTest.registerOverZmq(router, engine, BS);
 
       int[] p = prompt(1000);
       assertThat(complete(engine, p)).as("no prompt_tokens_details without a hit").isEqualTo(-1);

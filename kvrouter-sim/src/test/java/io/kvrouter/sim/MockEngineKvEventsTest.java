@@ -42,17 +42,7 @@ class MockEngineKvEventsTest {
         KvRouterServer.start(KvRouterServer.Config.builder().port(0).build())) {
       MockEngineServer engine = MockEngineServer.start(config);
       try {
-        EngineHttp.Reply reg =
-            EngineHttp.post(
-                router.url() + "/register",
-                "{\"instance_id\":1,\"model_name\":\"mock\",\"block_size\":"
-                    + BS
-                    + ",\"endpoint\":\""
-                    + engine.zmqEndpoint()
-                    + "\",\"replay_endpoint\":\""
-                    + engine.replayEndpoint()
-                    + "\",\"topic\":\"kv\"}");
-        assertThat(reg.status()).as(reg.body()).isEqualTo(201);
+        MockEngineBehaviourTest.registerOverZmq(router, engine, BS);
 
         int aborted = mix(engine, rnd, 40);
         EngineHttp.post(engine.url() + "/reset_prefix_cache", "");
