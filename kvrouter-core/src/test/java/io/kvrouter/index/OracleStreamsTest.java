@@ -23,7 +23,7 @@ import org.junit.jupiter.api.TestFactory;
 /**
  * Replays the op streams of {@code oracle/} (copied from the shared oracle) into every index kind
  * and compares each match with the answer NVIDIA Dynamo's indexers gave; and through a {@link
- * TieredIndex} over three kinds with the blocks also (or only) on the host tier, where the
+ * TieredIndex} over every kind with the blocks also (or only) on the host tier, where the
  * host-cumulative overlap must be Dynamo's answer too.
  */
 class OracleStreamsTest {
@@ -43,14 +43,9 @@ class OracleStreamsTest {
     // with tiers: the same stream through a TieredIndex, its blocks copied to the host tier as
     // well (device answers and the host-cumulative answers must both be Dynamo's), or held on the
     // host tier only (the device holds nothing; the host-cumulative answers are Dynamo's)
-    List<Supplier<KvIndex>> tieredKinds =
-        List.of(
-            KvIndexes::concurrentRadixTree,
-            KvIndexes::concurrentCompressedTree,
-            () -> KvIndexes.positional(32));
     for (String corpus : CORPORA) {
-      for (int k = 0; k < tieredKinds.size(); k++) {
-        Supplier<KvIndex> kind = tieredKinds.get(k);
+      for (int k = 0; k < kinds.size(); k++) {
+        Supplier<KvIndex> kind = kinds.get(k);
         for (Mirror mode : new Mirror[] {Mirror.DEVICE_AND_HOST, Mirror.HOST_ONLY}) {
           tests.add(
               DynamicTest.dynamicTest(
