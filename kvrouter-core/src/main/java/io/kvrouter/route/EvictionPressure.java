@@ -21,23 +21,28 @@ import java.util.concurrent.ConcurrentHashMap;
  * the same for every rank: a decision computes it once (decay) and reads each rank's count as one
  * multiply, instead of an exp per rank. An eviction costs one exp. S grows as exp((t − E) /
  * window), so once t − E passes REBASE_WINDOWS windows (50: S stays below 10^22 × blocks) the
- * first reader or writer to see it opens a new generation with the epoch at its time: gen (a
- * volatile int) is bumped after epochs[gen & 1] is written, under this object's monitor. A
- * meter's S belongs to the generation in its gen field; one of the generation before is converted
- * (multiplied by exp((E_old − E_new) / window)) under the meter's monitor by the next writer or
- * reader that meets it; one older than that is taken as 0 (its last eviction is more than 50
- * windows old: e^-50 of it is left).
+ * first reader or writer to see it opens a new generation with the epoch at its time, under this
+ * object's monitor: current (volatile) is replaced by an immutable Epoch holding the generation's
+ * number, its epoch and the one before, so a reader that read one Epoch uses its number and its
+ * epoch together, however many generations open meanwhile (a shared array of two epoch slots,
+ * indexed by gen & 1, let a reader stalled across two rebases apply a later epoch to an earlier
+ * count: a count of e^1000, Infinity, in EvictionPressureTest's race). A meter's S belongs to the
+ * generation in its gen field; one of the generation before is converted (multiplied by
+ * exp((E_old − E_new) / window)) under the meter's monitor by the next writer or reader that meets
+ * it; one older than that is taken as 0 (its last eviction is more than 50 windows old: e^-50 of it
+ * is left).
  *
  * Meters: one per rank that ever evicted or is registered, in a ConcurrentHashMap (made on first
  * use: the only allocation). KvRouter's slots hold their rank's meter, so a decision reads it
  * with no lookup. Writers: KvRouter.applyEvent, from any ingestion thread, without the router's
  * lock, and the approximate model's evictions, under it; each add takes only its meter's monitor
  * (and, to open a generation, this object's monitor inside it: nothing takes them the other way).
- * Readers: KvRouter.decide, under the router's lock, without a monitor: a meter's scaled, gen
- * and at are volatile; a same-generation add changes only scaled (a read sees the old or the new sum),
- * and a conversion writes gen = -1, then scaled, then gen, so a reader that sees the same current
- * gen before and after reading scaled read a sum of that generation; otherwise it takes the
- * meter's monitor. A Cleared event resets a meter to 0 and keeps it (a slot may hold it).
+ * Readers: KvRouter.decide, under the router's lock, without a monitor: it reads the Epoch once
+ * (epoch(now)) and each meter's scaled, gen and at (volatile); a same-generation add changes only
+ * scaled (a read sees the old or the new sum), and a conversion writes gen = -1, then scaled, then
+ * gen, so a reader that sees its Epoch's gen before and after reading scaled read a sum of that
+ * generation, scaled by that Epoch's own epoch; otherwise it takes the meter's monitor and reads
+ * the current Epoch there. A Cleared event resets a meter to 0 and keeps it (a slot may hold it).
  * </pre>
  */
 final class EvictionPressure {
@@ -47,8 +52,20 @@ final class EvictionPressure {
   private final ConcurrentHashMap<Worker, Meter> meters = new ConcurrentHashMap<>();
   private final double windowNanos;
   private final long rebaseNanos;
-  private final long[] epochs = new long[2]; // epochs[g & 1]: generation g's epoch; then gen
-  private volatile int gen;
+  private volatile Epoch current; // replaced (never changed) under this object's monitor
+
+  /** One generation: its number, its epoch, and the epoch of the generation before it. */
+  static final class Epoch {
+    final int gen;
+    final long at;
+    final long before;
+
+    private Epoch(int gen, long at, long before) {
+      this.gen = gen;
+      this.at = at;
+      this.before = before;
+    }
+  }
 
   EvictionPressure(long windowNanos) {
     this(windowNanos, 0);
@@ -64,55 +81,54 @@ final class EvictionPressure {
     }
     this.windowNanos = windowNanos;
     this.rebaseNanos = (long) Math.min(Long.MAX_VALUE / 4.0, REBASE_WINDOWS * windowNanos);
-    this.epochs[0] = startNanos;
+    this.current = new Epoch(0, startNanos, startNanos);
   }
 
   /** The meter of {@code worker}, made if needed (a slot keeps it). */
   Meter meter(Worker worker) {
     Meter m = meters.get(worker);
-    return m != null ? m : meters.computeIfAbsent(worker, w -> new Meter(gen));
+    return m != null ? m : meters.computeIfAbsent(worker, w -> new Meter(current.gen));
   }
 
   /** Records that {@code worker} evicted {@code blocks} blocks at {@code now}. */
   void evicted(Worker worker, int blocks, long now) {
     final Meter m = meter(worker);
     synchronized (m) {
-      final int g = generation(now);
-      if (m.gen != g) convert(m, g);
+      final Epoch e = epoch(now);
+      if (m.gen != e.gen) convert(m, e);
       final long t = !m.added || now - m.at > 0 ? now : m.at; // earlier than the last: as it
       m.at = t;
       m.added = true;
-      m.scaled = m.scaled + blocks * Math.exp((t - epochs[g & 1]) / windowNanos);
+      m.scaled = m.scaled + blocks * Math.exp((t - e.at) / windowNanos);
     }
   }
 
-  /** The current generation at {@code now}, opening a new one when the epoch is too far. */
-  int generation(long now) {
-    final int g = gen;
-    return now - epochs[g & 1] > rebaseNanos ? rebase(now) : g;
+  /** The current generation at {@code now}, opening a new one when its epoch is too far. */
+  Epoch epoch(long now) {
+    final Epoch e = current;
+    return now - e.at > rebaseNanos ? rebase(now) : e;
   }
 
-  private synchronized int rebase(long now) {
-    int g = gen;
-    if (now - epochs[g & 1] > rebaseNanos) { // only forward: epochs 50 windows apart at least
-      epochs[(g + 1) & 1] = now;
-      gen = ++g;
+  private synchronized Epoch rebase(long now) {
+    Epoch e = current;
+    if (now - e.at > rebaseNanos) { // only forward: epochs 50 windows apart at least
+      current = e = new Epoch(e.gen + 1, now, e.at);
     }
-    return g;
+    return e;
   }
 
-  /** The factor that turns generation {@code g}'s scaled counts into counts at {@code now}. */
-  double decay(int g, long now) {
-    return Math.exp(-(now - epochs[g & 1]) / windowNanos);
+  /** The factor that turns scaled counts of generation {@code e} into counts at {@code now}. */
+  double decay(Epoch e, long now) {
+    return Math.exp(-(now - e.at) / windowNanos);
   }
 
-  /** Under m's monitor: rescales m to generation g (at or after its own). */
-  private void convert(Meter m, int g) {
+  /** Under m's monitor: rescales m to generation e (at or after its own). */
+  private void convert(Meter m, Epoch e) {
     final int from = m.gen;
     final double s = m.scaled;
     m.gen = -1;
-    m.scaled = from == g - 1 ? s * Math.exp((epochs[from & 1] - epochs[g & 1]) / windowNanos) : 0;
-    m.gen = g;
+    m.scaled = from == e.gen - 1 ? s * Math.exp((e.before - e.at) / windowNanos) : 0;
+    m.gen = e.gen;
   }
 
   /**
@@ -120,29 +136,31 @@ final class EvictionPressure {
    * generation {@code g} and its {@link #decay} there: a multiply, without a monitor when the meter
    * is of that generation.
    */
-  double read(Meter m, int g, double decay, long now) {
+  double read(Meter m, Epoch e, double decay, long now) {
     if (m == null) return 0;
     final int g1 = m.gen;
     final double s = m.scaled;
     final long at = m.at;
     if (s == 0) return 0; // never added, or reset
-    if (g1 == g && m.gen == g) {
+    if (g1 == e.gen && m.gen == e.gen) {
       // read before the meter's last add (another thread's clock): the count at that add
-      return now - at >= 0 ? s * decay : s * decay(g, at);
+      return now - at >= 0 ? s * decay : s * decay(e, at);
     }
     synchronized (m) {
-      if (m.gen < g) convert(m, g);
+      // the current generation: at or past e (a writer may have opened one meanwhile), and at or
+      // past the meter's (whose generation was current when it was converted)
+      final Epoch c = current;
+      if (m.gen < c.gen) convert(m, c);
       if (m.scaled == 0) return 0;
-      final int mg = m.gen; // past g when a writer opened a generation meanwhile
       final long t = now - m.at >= 0 ? now : m.at;
-      return mg == g && t == now ? m.scaled * decay : m.scaled * decay(mg, t);
+      return c == e && t == now ? m.scaled * decay : m.scaled * decay(c, t);
     }
   }
 
   /** The decayed count of blocks {@code worker} evicted, at {@code now}; 0 if it never did. */
   double of(Worker worker, long now) {
-    final int g = generation(now);
-    return read(meters.get(worker), g, decay(g, now), now);
+    final Epoch e = epoch(now);
+    return read(meters.get(worker), e, decay(e, now), now);
   }
 
   /** Sets {@code worker}'s count to 0 (its cache was emptied); a slot keeps its meter. */

@@ -530,8 +530,8 @@ public final class KvRouter implements AutoCloseable {
     final int bs = blockSize;
     final int blocks = seq.length;
     // the eviction counts' common decay, once per decision (EvictionPressure: scaled counts)
-    final int generation = pressure.generation(now);
-    final double decay = pressure.decay(generation, now);
+    final EvictionPressure.Epoch epoch = pressure.epoch(now);
+    final double decay = pressure.decay(epoch, now);
     double evictedSum = 0;
     int allowed = 0;
     int m = 0;
@@ -539,7 +539,7 @@ public final class KvRouter implements AutoCloseable {
     for (int i = 0; i < n; i++) {
       if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
       allowed++;
-      final double evicted = pressure.read(meterCol[i], generation, decay, now);
+      final double evicted = pressure.read(meterCol[i], epoch, decay, now);
       evictedSum += evicted;
       final long prefill = prefillCol[i];
       final int active = blocksCol[i];

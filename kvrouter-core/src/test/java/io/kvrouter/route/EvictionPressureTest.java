@@ -73,6 +73,34 @@ class EvictionPressureTest {
   }
 
   /**
+   * The interleaving behind a CI failure of the race below ("count Infinity"): a reader takes the
+   * generation, then a writer opens two more before the reader has scaled its count. With the
+   * epochs kept in two slots by generation parity, the reader's generation's slot then held the
+   * epoch two generations on, and a count scaled by it came out e^(windows between) too large
+   * (e^1000 in the race: Infinity). Each generation now carries its own epoch: the reader's decay
+   * is still its generation's, and its read is the count at the meter's last add.
+   */
+  @Test
+  void aReaderStalledAcrossTwoNewGenerationsReadsTheCountAtTheLastAdd() {
+    EvictionPressure p = new EvictionPressure(1_000, 0);
+    p.evicted(W1, 100, 0);
+    EvictionPressure.Meter m = p.meter(W1);
+    long readerNow = 10;
+    EvictionPressure.Epoch e = p.epoch(readerNow); // the reader's generation (0)
+    double decay = p.decay(e, readerNow);
+    // meanwhile the writer moves 60 and then 120 windows on: two new generations
+    p.evicted(W1, 100, 60_000);
+    p.evicted(W1, 100, 120_000);
+    // the reader's generation still scales by its own epoch (0), not the newest (120,000)
+    assertThat(p.decay(e, 5)).isCloseTo(Math.exp(-5 / 1_000.0), within(1e-12));
+    assertThat(p.decay(e, readerNow)).isEqualTo(decay);
+    double v = p.read(m, e, decay, readerNow);
+    // read before the meter's last add: the count at that add, 100 + 100 e^-60 + 100 e^-120
+    assertThat(v).isCloseTo(100 + 100 * Math.exp(-60) + 100 * Math.exp(-120), within(1e-9));
+    assertThat(p.of(W1, 120_000)).isCloseTo(v, within(1e-9));
+  }
+
+  /**
    * A reader racing a writer across 400 epochs never sees a count of one epoch read with another's
    * scale (that would be off by e^50): 100 blocks every 100 ns with a 1 µs window keep the count
    * between one add and the steady 100 / (1 − e^−0.1) ≈ 1,051.
