@@ -38,8 +38,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * lock, and the approximate model's evictions, under it; each add takes only its meter's monitor
  * (and, to open a generation, this object's monitor inside it: nothing takes them the other way).
  * Readers: KvRouter.decide, under the router's lock, without a monitor: it reads the Epoch once
- * (epoch(now)) and each meter's scaled, gen and at (volatile); a same-generation add changes only
- * scaled (a read sees the old or the new sum), and a conversion writes gen = -1, then scaled, then
+ * (epoch(now)) and each meter's scaled, gen and at (volatile); a same-generation add writes at, then
+ * scaled; the reader reads at before and after scaled and takes the sum only when at did not move
+ * (else adds several windows apart could pair an old sum with a late at: an under-count, seen as
+ * "count 26" in EvictionPressureTest's race under load), and a conversion writes gen = -1, then scaled, then
  * gen, so a reader that sees its Epoch's gen before and after reading scaled read a sum of that
  * generation, scaled by that Epoch's own epoch; otherwise it takes the meter's monitor and reads
  * the current Epoch there. A Cleared event resets a meter to 0 and keeps it (a slot may hold it).
@@ -139,10 +141,10 @@ final class EvictionPressure {
   double read(Meter m, Epoch e, double decay, long now) {
     if (m == null) return 0;
     final int g1 = m.gen;
-    final double s = m.scaled;
-    final long at = m.at;
+    final long at = m.at; // an add writes at, then scaled: at read around scaled, unchanged,
+    final double s = m.scaled; // means s lacks at most the add at `at` (a conversion: see gen)
     if (s == 0) return 0; // never added, or reset
-    if (g1 == e.gen && m.gen == e.gen) {
+    if (g1 == e.gen && m.at == at && m.gen == e.gen) {
       // read before the meter's last add (another thread's clock): the count at that add
       return now - at >= 0 ? s * decay : s * decay(e, at);
     }
