@@ -79,6 +79,20 @@ class ActiveSequencesTest {
     assertLoad(a, 3, 0); // asking changes nothing
   }
 
+  /**
+   * Not a chain of §2 hashes (the golden walk's arrays): block 4 is active at position 0 of [4], so
+   * [1,2,3,4] brings no new block, though no chain in flight continues [1,2,3] with it.
+   */
+  @Test
+  void aBlockActiveAtAnotherPositionIsNotNew() {
+    ActiveSequences a = sequences();
+    a.add("r1", new long[] {1, 2, 3}, 0, clock.get());
+    a.add("r2", new long[] {4}, 0, clock.get());
+    assertThat(a.newBlocksOfChain(new long[] {1, 2, 3, 4})).isZero();
+    assertThat(a.newBlocksOfChain(new long[] {1, 2, 4, 5})).isEqualTo(1);
+    assertThat(a.newBlocksOfChain(new long[] {1, 2, 5, 4})).isEqualTo(2); // 5 is new: the rest too
+  }
+
   @Test
   void prefillTokensAreNeverNegative() {
     assertThat(ActiveSequences.prefillTokens(5, 4, 4)).isZero(); // overlap covers more than isl
@@ -255,6 +269,64 @@ class ActiveSequencesTest {
       assertThat(a.activeBlocks()).as("step %d blocks", step).isEqualTo(blocks.size());
       assertThat(a.activePrefillTokens()).as("step %d tokens", step).isEqualTo(tokens);
       assertThat(a.requestCount()).isEqualTo(model.size());
+    }
+  }
+
+  /**
+   * Model-based over any hash arrays, not only §2 chains: arrays over a small alphabet, so the same
+   * hash sits at several positions of one array and at different positions of different arrays (the
+   * golden walk's case), prefixes are shared and requests end inside others' chains. After every
+   * step the counts equal the naive model's, the trie passes its own invariant check, and the count
+   * of new blocks is never below the exact count (exact for §2 chains, above).
+   */
+  @Test
+  void anyHashArraysAreCountedExactly() {
+    for (long seed = 1; seed <= 12; seed++) {
+      try {
+        arbitraryWalk(seed);
+      } catch (AssertionError e) {
+        throw new AssertionError("seed " + seed + ": " + e.getMessage(), e);
+      }
+    }
+  }
+
+  private void arbitraryWalk(long seed) {
+    Random rnd = new Random(seed);
+    ActiveSequences a = sequences();
+    Map<String, Req> model = new HashMap<>();
+    List<long[]> seen = new ArrayList<>();
+    for (int step = 0; step < 3_000; step++) {
+      String id = "r" + rnd.nextInt(40);
+      if (rnd.nextInt(10) < 6) {
+        long[] seq;
+        int shape = rnd.nextInt(4);
+        if (shape == 0 || seen.isEmpty()) {
+          seq = new long[rnd.nextInt(7)];
+          for (int i = 0; i < seq.length; i++) seq[i] = rnd.nextInt(4);
+        } else {
+          // a prefix of an earlier array, cut or continued: requests that end inside runs, share
+          // them, or leave them midway
+          long[] base = seen.get(rnd.nextInt(seen.size()));
+          int keep = rnd.nextInt(base.length + 1);
+          seq = Arrays.copyOf(base, keep + (shape == 1 ? 0 : rnd.nextInt(4)));
+          for (int i = keep; i < seq.length; i++) seq[i] = rnd.nextInt(4);
+        }
+        seen.add(seq);
+        if (seen.size() > 64) seen.remove(0);
+        if (model.containsKey(id)) continue;
+        a.add(id, seq, seq.length, clock.get());
+        model.put(id, new Req(seq, new long[] {seq.length}, Long.MAX_VALUE));
+      } else {
+        assertThat(a.free(id)).isEqualTo(model.remove(id) != null);
+      }
+      Set<Long> blocks = new HashSet<>();
+      long tokens = 0;
+      for (Req r : model.values()) {
+        for (long h : r.seq) blocks.add(h);
+        tokens += r.prefill[0];
+      }
+      assertThat(a.activeBlocks()).as("step %d blocks", step).isEqualTo(blocks.size());
+      assertThat(a.activePrefillTokens()).as("step %d tokens", step).isEqualTo(tokens);
     }
   }
 
