@@ -4,8 +4,6 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -46,11 +44,9 @@ import java.util.function.BiConsumer;
  * at most STEP_CHANGES holders changes, each bracketed by version (odd while it runs); a reader
  * retries a walk that overlapped a step, so it sees the state before or after each step, never
  * inside one. An operation of up to STEP_CHANGES changes is one step: atomic for readers (what
- * Lincheck checks); a longer one is a sequence of steps, each leaving a valid state (above). A
- * reader that failed OPTIMISTIC_ATTEMPTS walks counts itself in waitingReaders; a writer that
- * ends a step while that count is not 0 spins up to PAUSE_SPINS with version even, so a waiting
- * reader waits for at most the step under way and a walk, never for a whole operation. Readers
- * take no lock (docs/concurrency.md).
+ * Lincheck checks); a longer one is a sequence of steps, each leaving a valid state (above). The
+ * version, the readers' retry and the writer's pause for readers that keep losing are
+ * SteppedIndex's; readers take no lock (docs/concurrency.md).
  *
  * Stores: a block is found under its parent (the worker's hash names it, but does not find it).
  * Each name costs one NameTable put, which also returns the block the hash named before. When
@@ -69,35 +65,15 @@ import java.util.function.BiConsumer;
  * writer's own thread walks at once, without waiting for the step it is inside of to end.
  * </pre>
  */
-abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
-  private static final VarHandle VERSION;
-  private static final VarHandle WAITING;
-
-  static {
-    try {
-      MethodHandles.Lookup l = MethodHandles.lookup();
-      VERSION = l.findVarHandle(BlockIndex.class, "version", long.class);
-      WAITING = l.findVarHandle(BlockIndex.class, "waitingReaders", int.class);
-    } catch (ReflectiveOperationException e) {
-      throw new ExceptionInInitializerError(e);
-    }
-  }
-
-  /** Optimistic walks before a reader asks writers to pause between steps. */
-  private static final int OPTIMISTIC_ATTEMPTS = 64;
-
-  /** The most holders changes in one step of a multi-node change (class notes). */
-  static final int STEP_CHANGES = 256;
-
-  /** How long (onSpinWait calls) a writer pauses between steps for waiting readers. */
-  private static final int PAUSE_SPINS = 1 << 16;
+abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
+  /** The most holders changes in one step of a multi-node change (SteppedIndex). */
+  static final int STEP_CHANGES = SteppedIndex.STEP_CHANGES;
 
   /** The parent of a chain stored at the root: a node, or null when first blocks have none. */
   final N root;
 
   final IndexCounters counters = new IndexCounters();
   final WorkerTable<N> workers;
-  final ReentrantLock writeLock; // null: single-threaded
   private final Runnable afterHolderChange; // tests only; null otherwise
 
   /** Whether readers mark used bits: the index is bounded. */
@@ -106,26 +82,14 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
   /** The CLOCK bound; null when unbounded. */
   final ClockBound<N> bound;
 
-  /**
-   * Odd while a writer runs a step of several changes that must look like one to readers (making or
-   * filling a hole, clearing a worker); readers retry a walk that overlapped such a step.
-   */
-  @SuppressWarnings("unused") // through VERSION
-  private long version;
-
-  /** Readers that failed OPTIMISTIC_ATTEMPTS walks and wait for a pause between steps. */
-  @SuppressWarnings("unused") // through WAITING
-  private int waitingReaders;
-
-  private int stepChanges; // writer-only: holders changes in the step under way
   private IndexNode<?>[] removalScratch = new IndexNode<?>[16];
   private final ArrayList<N> childScratch = new ArrayList<>();
 
   BlockIndex(N root, ReentrantLock writeLock, Runnable afterHolderChange, long maxBlocks) {
+    super(writeLock);
     if (maxBlocks < 1)
       throw new IllegalArgumentException("maxBlocks must be >= 1, got " + maxBlocks);
     this.root = root;
-    this.writeLock = writeLock;
     this.afterHolderChange = afterHolderChange;
     this.bounded = maxBlocks != Long.MAX_VALUE;
     this.bound = bounded ? new ClockBound<>(this, counters, maxBlocks) : null;
@@ -165,46 +129,6 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
 
   // ------------------------------------------------------------------ reads
 
-  @Override
-  public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
-    final long before = (long) VERSION.getAcquire(this);
-    if ((before & 1L) == 0) {
-      final OverlapScores s = walk(localHashes, earlyExit);
-      // every node load in walk() is an acquire load, so this load cannot move above them
-      if ((long) VERSION.getAcquire(this) == before) return s;
-    }
-    return findMatchesContended(localHashes, earlyExit);
-  }
-
-  /** The reader's retry after a walk that overlapped a step (class notes). */
-  private OverlapScores findMatchesContended(long[] localHashes, boolean earlyExit) {
-    // the writer's own thread (a test hook inside a step), or the single-threaded kind: no other
-    // thread writes, so the walk sees the state as it is
-    if (writeLock == null || writeLock.isHeldByCurrentThread()) {
-      return walk(localHashes, earlyExit);
-    }
-    boolean waiting = false;
-    try {
-      for (int attempt = 1; ; attempt++) {
-        if (attempt == OPTIMISTIC_ATTEMPTS) {
-          WAITING.getAndAdd(this, 1);
-          waiting = true;
-        }
-        Thread.onSpinWait();
-        final long before = (long) VERSION.getAcquire(this);
-        if ((before & 1L) == 0) {
-          final OverlapScores s = walk(localHashes, earlyExit);
-          if ((long) VERSION.getAcquire(this) == before) return s;
-        }
-      }
-    } finally {
-      if (waiting) WAITING.getAndAdd(this, -1);
-    }
-  }
-
-  /** The scores of one lock-free walk of the query path. */
-  abstract OverlapScores walk(long[] localHashes, boolean earlyExit);
-
   /**
    * The result of a walk that started with the {@code m} workers {@code ids[0..m)} (the holders of
    * the query's first block), each with its score (at least 1) in {@code scores}; both arrays
@@ -219,40 +143,13 @@ abstract class BlockIndex<N extends IndexNode<N>> implements KvIndex {
 
   // ------------------------------------------------------------------ writes
 
-  private void lock() {
-    if (writeLock != null) writeLock.lock();
-  }
-
-  private void unlock() {
-    if (writeLock != null) writeLock.unlock();
-  }
-
-  /** Starts a step of several changes (version odd); always paired with endStep in a finally. */
-  private void beginStep() {
-    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
-    stepChanges = 0;
-  }
-
-  /** Ends a step (version even) and pauses while readers wait for one to end (class notes). */
-  private void endStep() {
-    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
-    if ((int) WAITING.getOpaque(this) != 0) {
-      for (int i = 0; i < PAUSE_SPINS && (int) WAITING.getAcquire(this) != 0; i++) {
-        Thread.onSpinWait();
-      }
-    }
-  }
-
   /**
    * After a holders change inside a step: once the step holds STEP_CHANGES changes, ends it and
    * begins the next. Call only where the state is valid (class notes).
    */
   private void changedInStep() {
     holdersChanged();
-    if (++stepChanges >= STEP_CHANGES) {
-      endStep();
-      beginStep();
-    }
+    countStepChange();
   }
 
   final void holdersChanged() {

@@ -86,16 +86,12 @@ import java.util.function.BiConsumer;
  * its parent. The version check and the waiting-readers pause are BlockIndex's, copied.
  * </pre>
  */
-final class CompressedTreeIndex implements KvIndex {
-  private static final VarHandle VERSION;
-  private static final VarHandle WAITING;
+final class CompressedTreeIndex extends SteppedIndex {
   private static final VarHandle BY_ID;
 
   static {
     try {
       MethodHandles.Lookup l = MethodHandles.lookup();
-      VERSION = l.findVarHandle(CompressedTreeIndex.class, "version", long.class);
-      WAITING = l.findVarHandle(CompressedTreeIndex.class, "waitingReaders", int.class);
       BY_ID = l.findVarHandle(CompressedTreeIndex.class, "byId", RunWorker[].class);
     } catch (ReflectiveOperationException e) {
       throw new ExceptionInInitializerError(e);
@@ -105,21 +101,12 @@ final class CompressedTreeIndex implements KvIndex {
   /** The longest run of one node (RunNames keeps offsets in 11 bits). */
   static final int MAX_RUN = 2048;
 
-  private static final int OPTIMISTIC_ATTEMPTS = 64;
-  static final int STEP_CHANGES = BlockIndex.STEP_CHANGES;
-  private static final int PAUSE_SPINS = 1 << 16;
+  static final int STEP_CHANGES = SteppedIndex.STEP_CHANGES;
   private static final long[] NO_HASHES = new long[0];
 
   final RunNode root =
       new RunNode(0L, null, new RunState(NO_HASHES, NO_HASHES, RunState.NONE, RunState.NONE, null));
   final IndexCounters counters = new IndexCounters();
-  private final ReentrantLock writeLock; // null: single-threaded
-
-  @SuppressWarnings("unused") // through VERSION
-  private long version;
-
-  @SuppressWarnings("unused") // through WAITING
-  private int waitingReaders;
 
   @SuppressWarnings("unused") // through BY_ID
   private RunWorker[] byId = new RunWorker[8];
@@ -128,7 +115,6 @@ final class CompressedTreeIndex implements KvIndex {
   private int nextId;
 
   // writer scratch
-  private int stepChanges;
   private final ArrayList<RunNode> touched = new ArrayList<>();
   private final ArrayList<RunNode> childScratch = new ArrayList<>();
   private final ArrayList<RunNode> storeUsed = new ArrayList<>(); // bounded: runs a store used
@@ -153,9 +139,9 @@ final class CompressedTreeIndex implements KvIndex {
 
   /** A tree that holds at most {@code maxBlocks} (worker, block) pairs (RunBound notes). */
   CompressedTreeIndex(boolean concurrent, long maxBlocks) {
+    super(concurrent ? new ReentrantLock() : null);
     if (maxBlocks < 1)
       throw new IllegalArgumentException("maxBlocks must be >= 1, got " + maxBlocks);
-    this.writeLock = concurrent ? new ReentrantLock() : null;
     this.bound = maxBlocks == Long.MAX_VALUE ? null : new RunBound(this, counters, maxBlocks);
     workerIds.defaultReturnValue(-1);
   }
@@ -165,39 +151,6 @@ final class CompressedTreeIndex implements KvIndex {
   }
 
   // ------------------------------------------------------------------ reads
-
-  @Override
-  public OverlapScores findMatches(long[] localHashes, boolean earlyExit) {
-    final long before = (long) VERSION.getAcquire(this);
-    if ((before & 1L) == 0) {
-      final OverlapScores s = walk(localHashes, earlyExit);
-      if ((long) VERSION.getAcquire(this) == before) return s;
-    }
-    return findMatchesContended(localHashes, earlyExit);
-  }
-
-  private OverlapScores findMatchesContended(long[] localHashes, boolean earlyExit) {
-    if (writeLock == null || writeLock.isHeldByCurrentThread()) {
-      return walk(localHashes, earlyExit);
-    }
-    boolean waiting = false;
-    try {
-      for (int attempt = 1; ; attempt++) {
-        if (attempt == OPTIMISTIC_ATTEMPTS) {
-          WAITING.getAndAdd(this, 1);
-          waiting = true;
-        }
-        Thread.onSpinWait();
-        final long before = (long) VERSION.getAcquire(this);
-        if ((before & 1L) == 0) {
-          final OverlapScores s = walk(localHashes, earlyExit);
-          if ((long) VERSION.getAcquire(this) == before) return s;
-        }
-      }
-    } finally {
-      if (waiting) WAITING.getAndAdd(this, -1);
-    }
-  }
 
   /** How many leading blocks of {@code run} equal the query's from {@code depth}. */
   private static int match(long[] run, int len, long[] q, int depth) {
@@ -250,7 +203,8 @@ final class CompressedTreeIndex implements KvIndex {
     if (inPrev) prev.markUsed();
   }
 
-  private OverlapScores walk(long[] q, boolean earlyExit) {
+  @Override
+  OverlapScores walk(long[] q, boolean earlyExit) {
     final int len = q.length;
     if (len == 0) return Scores.EMPTY;
     RunNode node = RunNode.child(root.state().children, q[0]);
@@ -290,34 +244,9 @@ final class CompressedTreeIndex implements KvIndex {
 
   // ------------------------------------------------------------------ steps
 
-  private void lock() {
-    if (writeLock != null) writeLock.lock();
-  }
-
-  private void unlock() {
-    if (writeLock != null) writeLock.unlock();
-  }
-
-  private void beginStep() {
-    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
-    stepChanges = 0;
-  }
-
-  private void endStep() {
-    VERSION.setRelease(this, (long) VERSION.get(this) + 1);
-    if ((int) WAITING.getOpaque(this) != 0) {
-      for (int i = 0; i < PAUSE_SPINS && (int) WAITING.getAcquire(this) != 0; i++) {
-        Thread.onSpinWait();
-      }
-    }
-  }
-
   /** After a holders change inside a step, where the state is valid. */
   private void changedInStep() {
-    if (++stepChanges >= STEP_CHANGES) {
-      endStep();
-      beginStep();
-    }
+    countStepChange();
   }
 
   // ------------------------------------------------------------------ workers

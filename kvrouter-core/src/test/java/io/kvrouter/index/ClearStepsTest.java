@@ -26,8 +26,8 @@ class ClearStepsTest {
   static {
     try {
       VERSION =
-          MethodHandles.privateLookupIn(BlockIndex.class, MethodHandles.lookup())
-              .findVarHandle(BlockIndex.class, "version", long.class);
+          MethodHandles.privateLookupIn(SteppedIndex.class, MethodHandles.lookup())
+              .findVarHandle(SteppedIndex.class, "version", long.class);
     } catch (ReflectiveOperationException e) {
       throw new ExceptionInInitializerError(e);
     }
