@@ -8,6 +8,7 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.sim.KvEventsConfig;
 import io.kvrouter.sim.MockEngineServer;
+import io.kvrouter.tokenize.JsonValues;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -102,7 +103,7 @@ class GatewayOpenAiSdkTest {
       Map<?, ?> summary;
       try (JsonParser jp = Json.FACTORY.createParser(out)) {
         jp.nextToken();
-        summary = (Map<?, ?>) Json.value(jp);
+        summary = (Map<?, ?>) JsonValues.read(jp);
       }
       assertThat((List<?>) summary.get("errors")).as(out).isEmpty();
       assertThat(p.exitValue()).as(out).isZero();
