@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.kvrouter.event.Worker;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.sim.KvEventsConfig;
 import io.kvrouter.sim.MockEngineServer;
 import java.io.InputStream;
@@ -90,7 +91,8 @@ class GatewayMockEngineTest {
 
   static RouterModel register(Gateway g, long id, MockEngineServer e) {
     return g.host.register(
-        "tiny", null, BS, id, 0, e.url(), e.zmqEndpoint(), e.replayEndpoint(), null);
+        Registration.of("tiny", BS, id, 0, e.url())
+            .withEvents(e.zmqEndpoint(), e.replayEndpoint()));
   }
 
   static HttpResponse<String> post(String base, String path, String body, String... headers)

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.fail;
 import com.fasterxml.jackson.core.JsonParser;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.sim.KvEventsConfig;
 import io.kvrouter.sim.MockEngineServer;
 import io.kvrouter.tokenize.JsonValues;
@@ -73,7 +74,8 @@ class GatewayOpenAiSdkTest {
         open.add(e);
         m =
             g.host.register(
-                "tiny", null, 4, i, 0, e.url(), e.zmqEndpoint(), e.replayEndpoint(), null);
+                Registration.of("tiny", 4, i, 0, e.url())
+                    .withEvents(e.zmqEndpoint(), e.replayEndpoint()));
       }
       Process p;
       try {
