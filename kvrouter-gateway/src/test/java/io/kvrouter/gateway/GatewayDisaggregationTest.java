@@ -54,14 +54,7 @@ class GatewayDisaggregationTest {
   MockEngineServer engine(MockEngineServer.KvRole role, double failFraction) throws Exception {
     MockEngineServer e =
         MockEngineServer.start(
-            MockEngineServer.Config.builder()
-                .modelDir(GatewayStubTest.tiny())
-                .servedModelName("tiny")
-                .blockSize(BS)
-                .numGpuBlocks(512)
-                .enablePromptTokensDetails(true)
-                .speedup(20)
-                .defaultMaxTokens(6)
+            GatewayMockEngineTest.tinyEngine()
                 .failFraction(failFraction)
                 .kvRole(role)
                 .kvEvents(KvEventsConfig.zmq("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"))

@@ -11,9 +11,6 @@ import io.kvrouter.sim.KvEventsConfig;
 import io.kvrouter.sim.MockEngineServer;
 import io.kvrouter.tokenize.JsonValues;
 import java.io.IOException;
-import java.net.URI;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -125,12 +122,7 @@ class GatewayOpenAiSdkTest {
         }
       }
       assertThat(m.router().inFlight()).isZero();
-      String metrics =
-          GatewayStubTest.HTTP
-              .send(
-                  HttpRequest.newBuilder(URI.create(g.url() + "/metrics")).build(),
-                  HttpResponse.BodyHandlers.ofString())
-              .body();
+      String metrics = GatewayStubTest.metrics(g);
       long answered = 0;
       for (String line : metrics.split("\n")) {
         if (line.startsWith("kvrouter_gateway_requests_total{")

@@ -21,8 +21,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
-import java.util.logging.Handler;
-import java.util.logging.LogRecord;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -669,33 +667,16 @@ class GatewayStubTest {
     Gateway g = gateway(GatewayConfig.builder());
     StubEngine e = stub();
     RouterModel m = register(g, 1, e.url());
-    List<String> warnings = new ArrayList<>();
-    Handler h =
-        new Handler() {
-          @Override
-          public void publish(LogRecord r) {
-            synchronized (warnings) {
-              warnings.add(r.getMessage());
-            }
-          }
-
-          @Override
-          public void flush() {}
-
-          @Override
-          public void close() {}
-        };
-    PredictionCheck.LOG.addHandler(h);
-    try {
+    LogCapture log = new LogCapture(PredictionCheck.LOG);
+    try (log) {
       e.cachedTokens.set(8); // the engine hits 8 tokens the router never heard of
       e.promptTokens.set(13); // and counts another prompt length than the gateway's 12
       for (int i = 0; i < PredictionCheck.MIN_SAMPLES; i++) {
         assertThat(post(g, "/v1/completions", completion(range(12), false, "")).statusCode())
             .isEqualTo(200);
       }
-    } finally {
-      PredictionCheck.LOG.removeHandler(h);
     }
+    List<String> warnings = log.messages();
     assertThat(warnings).hasSize(1);
     assertThat(warnings.get(0))
         .contains("MORE cached tokens than the router predicted")
@@ -703,11 +684,7 @@ class GatewayStubTest {
         .contains(e.url())
         .contains("prompt_tokens differing");
     assertThat(m.accuracy(new Worker(1, 0)).more()).isEqualTo(PredictionCheck.MIN_SAMPLES);
-    String metrics =
-        HTTP.send(
-                HttpRequest.newBuilder(URI.create(g.url() + "/metrics")).build(),
-                HttpResponse.BodyHandlers.ofString())
-            .body();
+    String metrics = metrics(g);
     assertThat(metrics)
         .contains(
             "kvrouter_prefix_prediction_total{engine=\"1\",model=\"tiny\",outcome=\"engine_more\"} 8.0")
