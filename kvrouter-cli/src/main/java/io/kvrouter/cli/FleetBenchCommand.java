@@ -7,9 +7,9 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
-import io.kvrouter.route.Candidates;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.server.KvRouterServer;
+import io.kvrouter.sim.BaselineSelectors;
 import io.kvrouter.sim.KvEventsConfig;
 import io.kvrouter.sim.MockEngineServer;
 import io.kvrouter.sim.TracePrompts;
@@ -23,7 +23,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.SplittableRandom;
 import java.util.TreeSet;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
@@ -506,38 +505,14 @@ public final class FleetBenchCommand implements Callable<Integer> {
     return switch (policy.trim()) {
       case "kv" -> null;
       case "least-loaded" -> () -> WorkerSelector.costBased(0.0, 0.0, 0.0, seed);
-      case "round-robin" -> FleetBenchCommand::roundRobin;
-      case "random" -> () -> random(seed);
+      case "round-robin" -> BaselineSelectors::roundRobin;
+      case "random" -> () -> BaselineSelectors.random(seed);
       case "approx" -> null; // the default cost, in approximate mode (KvRouterServer.Config)
       default ->
           throw new IllegalArgumentException(
               "unknown policy '"
                   + policy
                   + "'; known policies: kv, round-robin, random, least-loaded, approx");
-    };
-  }
-
-  private static WorkerSelector roundRobin() {
-    return new WorkerSelector() {
-      private long next;
-
-      @Override
-      public int select(Candidates candidates, double[] costs) {
-        int chosen = (int) (next++ % candidates.size());
-        Arrays.fill(costs, 1.0);
-        costs[chosen] = 0.0;
-        return chosen;
-      }
-    };
-  }
-
-  private static WorkerSelector random(long seed) {
-    SplittableRandom rnd = new SplittableRandom(seed);
-    return (candidates, costs) -> {
-      int chosen = rnd.nextInt(candidates.size());
-      Arrays.fill(costs, 1.0);
-      costs[chosen] = 0.0;
-      return chosen;
     };
   }
 

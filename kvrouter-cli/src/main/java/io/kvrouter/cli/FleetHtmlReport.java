@@ -119,15 +119,7 @@ final class FleetHtmlReport {
     int ht = 300;
     int left = 50;
     int bottom = 40;
-    h.append("<svg class=\"hit-bars\" viewBox=\"0 0 ")
-        .append(w)
-        .append(' ')
-        .append(ht)
-        .append("\" width=\"")
-        .append(w)
-        .append("\" height=\"")
-        .append(ht)
-        .append("\">");
+    svgOpen(h, "hit-bars", w, ht);
     double slot = (w - left - 10.0) / Math.max(1, runs.size());
     for (int i = 0; i < runs.size(); i++) {
       FleetBenchCommand.PolicyRun r = runs.get(i);
@@ -166,15 +158,7 @@ final class FleetHtmlReport {
     }
     double lmin = Math.log10(lo);
     double lmax = Math.log10(hi) + 0.05;
-    h.append("<svg class=\"ttft-cdf\" viewBox=\"0 0 ")
-        .append(w)
-        .append(' ')
-        .append(ht)
-        .append("\" width=\"")
-        .append(w)
-        .append("\" height=\"")
-        .append(ht)
-        .append("\">");
+    svgOpen(h, "ttft-cdf", w, ht);
     double pw = w - left - 20.0;
     double ph = ht - bottom - 20.0;
     for (int dec = 0; dec <= (int) Math.ceil(lmax); dec++) {
@@ -239,6 +223,21 @@ final class FleetHtmlReport {
     h.append("\" fill=\"").append(color).append("\"><title>").append(what).append(' ');
     h.append(pctText(v)).append("</title></rect>");
     h.append(text(x + bw / 2, y - 4, pctText(v), "middle"));
+  }
+
+  /** Opens an {@code <svg>} of class {@code cls}, {@code w} by {@code ht} user units and pixels. */
+  private static void svgOpen(StringBuilder h, String cls, int w, int ht) {
+    h.append("<svg class=\"")
+        .append(cls)
+        .append("\" viewBox=\"0 0 ")
+        .append(w)
+        .append(' ')
+        .append(ht)
+        .append("\" width=\"")
+        .append(w)
+        .append("\" height=\"")
+        .append(ht)
+        .append("\">");
   }
 
   private static String text(double x, double y, String s, String anchor) {

@@ -317,34 +317,8 @@ public final class ServeCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    PrintWriter out = spec.commandLine().getOut();
-    PrintWriter err = spec.commandLine().getErr();
-    ServeCommand effective = this;
-    if (config != null) {
-      effective = withConfigFile(spec, config, err);
-      if (effective == null) return 2;
-    }
-    return effective.run(out, err);
-  }
-
-  /**
-   * The config file's settings followed by the original arguments parsed into a fresh command; null
-   * (after printing why) when the file is unreadable or names an unknown flag.
-   */
-  private static ServeCommand withConfigFile(CommandSpec spec, Path file, PrintWriter err) {
-    String[] args = ConfigFileArgs.args(spec, file, "kvrouter serve", List.of(), err);
-    if (args == null) return null;
-    ServeCommand fresh = new ServeCommand();
-    CommandLine cl = new CommandLine(fresh);
-    cl.setOverwrittenOptionsAllowed(true);
-    try {
-      cl.parseArgs(args);
-    } catch (CommandLine.ParameterException e) {
-      err.println("kvrouter serve: --config " + file + ": " + e.getMessage());
-      return null;
-    }
-    fresh.config = null;
-    return fresh;
+    return ConfigFileArgs.call(
+        spec, this, config, "kvrouter serve", List.of(), ServeCommand::new, ServeCommand::run);
   }
 
   private static int checkMaxTierBlocks(int maxTierBlocks) {

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import io.kvrouter.tokenize.ChatRequest;
+import io.kvrouter.tokenize.JsonValues;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -163,19 +164,20 @@ final class ClientRequest {
             if (kind != Kind.CHAT) {
               p.skipChildren();
             } else if (t == JsonToken.START_ARRAY) {
-              messages = (List<?>) Json.value(p);
+              messages = (List<?>) JsonValues.read(p);
             } else {
               throw wrongType("messages", "an array of {role, content} objects");
             }
           }
           case "tools" -> {
-            if (kind == Kind.CHAT && t == JsonToken.START_ARRAY) tools = (List<?>) Json.value(p);
+            if (kind == Kind.CHAT && t == JsonToken.START_ARRAY)
+              tools = (List<?>) JsonValues.read(p);
             else p.skipChildren();
           }
           case "chat_template_kwargs" -> {
             if (kind == Kind.CHAT && t == JsonToken.START_OBJECT) {
               @SuppressWarnings("unchecked")
-              Map<String, Object> m = (Map<String, Object>) Json.value(p);
+              Map<String, Object> m = (Map<String, Object>) JsonValues.read(p);
               kwargs = m;
             } else {
               p.skipChildren();

@@ -11,16 +11,76 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
 import java.util.TreeSet;
+import java.util.function.Supplier;
+import picocli.CommandLine;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Model.OptionSpec;
 
 /**
  * The {@code --config FILE} of {@code kvrouter serve} and {@code kvrouter gateway}: a properties
  * file of long flag names without dashes ({@code port=8091}) turned into arguments, followed by the
- * command line's own flags so that they win. Stateless.
+ * command line's own flags so that they win, and parsed again into a fresh command. Stateless.
  */
 public final class ConfigFileArgs {
   private ConfigFileArgs() {}
+
+  /** What a command runs once its flags (and its --config file's) are parsed. */
+  @FunctionalInterface
+  public interface Body<T> {
+    /** The exit code of running {@code command}. */
+    int run(T command, PrintWriter out, PrintWriter err) throws Exception;
+  }
+
+  /**
+   * A command's {@code call()}: {@code body} on {@code self} when {@code config} is null, else on
+   * the command {@link #reparse} makes of the file and the command line; 2 (after printing why)
+   * when the file is unreadable or names an unknown flag or a bad value.
+   */
+  public static <T> int call(
+      CommandSpec spec,
+      T self,
+      Path config,
+      String command,
+      Collection<String> multiValued,
+      Supplier<T> fresh,
+      Body<T> body)
+      throws Exception {
+    PrintWriter out = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
+    T effective = self;
+    if (config != null) {
+      effective = reparse(spec, config, command, multiValued, fresh, err);
+      if (effective == null) return 2;
+    }
+    return body.run(effective, out, err);
+  }
+
+  /**
+   * The config file's settings followed by the original arguments ({@link #args}) parsed into a
+   * fresh command from {@code fresh}; null (after printing why to {@code err}) when the file is
+   * unreadable or names an unknown flag or a bad value. The fresh command's {@code --config} is
+   * left unset: neither the file nor the arguments passed on can give it.
+   */
+  public static <T> T reparse(
+      CommandSpec spec,
+      Path file,
+      String command,
+      Collection<String> multiValued,
+      Supplier<T> fresh,
+      PrintWriter err) {
+    String[] args = args(spec, file, command, multiValued, err);
+    if (args == null) return null;
+    T parsed = fresh.get();
+    CommandLine cl = new CommandLine(parsed);
+    cl.setOverwrittenOptionsAllowed(true);
+    try {
+      cl.parseArgs(args);
+    } catch (CommandLine.ParameterException e) {
+      err.println(command + ": --config " + file + ": " + e.getMessage());
+      return null;
+    }
+    return parsed;
+  }
 
   /**
    * The arguments of {@code file} then of the parsed command line of {@code spec} (its {@code

@@ -207,17 +207,18 @@ public final class Gateway implements AutoCloseable {
     long id = e.instanceId() >= 0 ? e.instanceId() : staticIds.incrementAndGet();
     try {
       return host.register(
-          model,
-          null,
-          e.blockSize() > 0 ? e.blockSize() : defaultBlockSize,
-          id,
-          e.dpRank(),
-          e.baseUrl(),
-          e.events(),
-          e.replay(),
-          e.topic(),
-          e.role(),
-          e.clearScope());
+          new ServerHost.Registration(
+              model,
+              null,
+              e.blockSize() > 0 ? e.blockSize() : defaultBlockSize,
+              id,
+              e.dpRank(),
+              e.baseUrl(),
+              e.events(),
+              e.replay(),
+              e.topic(),
+              e.role(),
+              e.clearScope()));
     } catch (ServerHost.HttpError x) {
       throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + x.getMessage(), x);
     }

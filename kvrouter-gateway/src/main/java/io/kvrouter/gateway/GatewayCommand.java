@@ -15,7 +15,6 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.logging.Level;
 import java.util.logging.Logger;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -318,38 +317,13 @@ public final class GatewayCommand implements Callable<Integer> {
   @Option(names = "--verbose", description = "Keep Helidon's INFO log lines.")
   boolean verbose;
 
-  private static final List<String> MULTI = List.of("model", "lora", "engine");
+  /** The --config keys that may hold several values separated by whitespace. */
+  static final List<String> MULTI = List.of("model", "lora", "engine");
 
   @Override
   public Integer call() throws Exception {
-    PrintWriter out = spec.commandLine().getOut();
-    PrintWriter err = spec.commandLine().getErr();
-    GatewayCommand effective = this;
-    if (config != null) {
-      effective = withConfigFile(spec, config, err);
-      if (effective == null) return 2;
-    }
-    return effective.run(out, err);
-  }
-
-  /**
-   * The config file's settings followed by the original arguments parsed into a fresh command; null
-   * (after printing why) when the file is unreadable or names an unknown flag.
-   */
-  private static GatewayCommand withConfigFile(CommandSpec spec, Path file, PrintWriter err) {
-    String[] args = ConfigFileArgs.args(spec, file, "kvrouter gateway", MULTI, err);
-    if (args == null) return null;
-    GatewayCommand fresh = new GatewayCommand();
-    CommandLine cl = new CommandLine(fresh);
-    cl.setOverwrittenOptionsAllowed(true);
-    try {
-      cl.parseArgs(args);
-    } catch (CommandLine.ParameterException e) {
-      err.println("kvrouter gateway: --config " + file + ": " + e.getMessage());
-      return null;
-    }
-    fresh.config = null;
-    return fresh;
+    return ConfigFileArgs.call(
+        spec, this, config, "kvrouter gateway", MULTI, GatewayCommand::new, GatewayCommand::run);
   }
 
   private static String env(String given, String name) {

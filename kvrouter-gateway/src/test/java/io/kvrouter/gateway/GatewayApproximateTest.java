@@ -10,6 +10,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.kvrouter.event.Worker;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.sim.MockEngineServer;
 import java.net.http.HttpResponse;
 import org.junit.jupiter.api.AfterEach;
@@ -50,7 +51,7 @@ class GatewayApproximateTest {
                 .defaultMaxTokens(2)
                 .build());
     // no KV events: registered without endpoints, and with no capacity (the gateway has none)
-    RouterModel m = g.host.register("tiny", null, BS, 1, 0, e.url(), null, null, null);
+    RouterModel m = g.host.register(Registration.of("tiny", BS, 1, 0, e.url()));
     Worker w = new Worker(1, 0);
     assertThat(m.router().isApproximate()).isTrue();
     String first = chat("Radix trees?");

@@ -104,13 +104,14 @@ class GatewayCommandTest {
     CommandLine cl = new CommandLine(c);
     cl.parseArgs("--config", cfg.toString(), "--max-attempts", "4");
     // the same merge the command does before it runs
-    java.lang.reflect.Method m =
-        GatewayCommand.class.getDeclaredMethod(
-            "withConfigFile", CommandLine.Model.CommandSpec.class, Path.class, PrintWriter.class);
-    m.setAccessible(true);
     GatewayCommand eff =
-        (GatewayCommand)
-            m.invoke(null, cl.getCommandSpec(), cfg, new PrintWriter(new StringWriter()));
+        ConfigFileArgs.reparse(
+            cl.getCommandSpec(),
+            cfg,
+            "kvrouter gateway",
+            GatewayCommand.MULTI,
+            GatewayCommand::new,
+            new PrintWriter(new StringWriter()));
     assertThat(eff.port).isEqualTo(9999);
     assertThat(eff.maxAttempts).isEqualTo(4);
     assertThat(eff.models).containsExactly("a", "b");

@@ -13,8 +13,10 @@ import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.sim.KvEventsConfig;
 import io.kvrouter.sim.MockEngineServer;
+import io.kvrouter.transport.kvevents.ClearScope;
 import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -52,14 +54,7 @@ class GatewayDisaggregationTest {
   MockEngineServer engine(MockEngineServer.KvRole role, double failFraction) throws Exception {
     MockEngineServer e =
         MockEngineServer.start(
-            MockEngineServer.Config.builder()
-                .modelDir(GatewayStubTest.tiny())
-                .servedModelName("tiny")
-                .blockSize(BS)
-                .numGpuBlocks(512)
-                .enablePromptTokensDetails(true)
-                .speedup(20)
-                .defaultMaxTokens(6)
+            GatewayMockEngineTest.tinyEngine()
                 .failFraction(failFraction)
                 .kvRole(role)
                 .kvEvents(KvEventsConfig.zmq("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"))
@@ -70,7 +65,18 @@ class GatewayDisaggregationTest {
 
   static RouterModel register(Gateway g, long id, MockEngineServer e, EngineRole role) {
     return g.host.register(
-        "tiny", null, BS, id, 0, e.url(), e.zmqEndpoint(), e.replayEndpoint(), null, role);
+        new Registration(
+            "tiny",
+            null,
+            BS,
+            id,
+            0,
+            e.url(),
+            e.zmqEndpoint(),
+            e.replayEndpoint(),
+            null,
+            role,
+            ClearScope.DEVICE));
   }
 
   /** The concatenated {@code delta.content} of an SSE chat stream. */

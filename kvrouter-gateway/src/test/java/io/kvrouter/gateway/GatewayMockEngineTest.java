@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.kvrouter.event.Worker;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.sim.KvEventsConfig;
 import io.kvrouter.sim.MockEngineServer;
 import java.io.InputStream;
@@ -22,8 +23,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.BooleanSupplier;
-import java.util.logging.Handler;
-import java.util.logging.LogRecord;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -51,18 +50,26 @@ class GatewayMockEngineTest {
     return g;
   }
 
+  /**
+   * A mock engine of the tiny model: block size {@link #BS}, 512 GPU blocks, cached-token details
+   * on, 20 times real speed, 6 output tokens unless asked.
+   */
+  static MockEngineServer.Builder tinyEngine() throws Exception {
+    return MockEngineServer.Config.builder()
+        .modelDir(GatewayStubTest.tiny())
+        .servedModelName("tiny")
+        .blockSize(BS)
+        .numGpuBlocks(512)
+        .enablePromptTokensDetails(true)
+        .speedup(20)
+        .defaultMaxTokens(6);
+  }
+
   MockEngineServer engine(int httpPort, int pub, int replay, int stallAfter) throws Exception {
     MockEngineServer e =
         MockEngineServer.start(
-            MockEngineServer.Config.builder()
+            tinyEngine()
                 .port(httpPort)
-                .modelDir(GatewayStubTest.tiny())
-                .servedModelName("tiny")
-                .blockSize(BS)
-                .numGpuBlocks(512)
-                .enablePromptTokensDetails(true)
-                .speedup(20)
-                .defaultMaxTokens(6)
                 .stallAfterTokens(stallAfter)
                 .kvEvents(
                     KvEventsConfig.zmq(
@@ -90,7 +97,8 @@ class GatewayMockEngineTest {
 
   static RouterModel register(Gateway g, long id, MockEngineServer e) {
     return g.host.register(
-        "tiny", null, BS, id, 0, e.url(), e.zmqEndpoint(), e.replayEndpoint(), null);
+        Registration.of("tiny", BS, id, 0, e.url())
+            .withEvents(e.zmqEndpoint(), e.replayEndpoint()));
   }
 
   static HttpResponse<String> post(String base, String path, String body, String... headers)
@@ -367,44 +375,20 @@ class GatewayMockEngineTest {
         cfg.replace("{{ bos_token }}", "{{ bos_token }}SYS "));
     Gateway g = gateway(other, GatewayConfig.builder());
     RouterModel m = register(g, 1, engine(0, 0, 0, 0));
-    List<String> warnings = new ArrayList<>();
-    Handler h =
-        new Handler() {
-          @Override
-          public void publish(LogRecord r) {
-            synchronized (warnings) {
-              warnings.add(r.getMessage());
-            }
-          }
-
-          @Override
-          public void flush() {}
-
-          @Override
-          public void close() {}
-        };
-    PredictionCheck.LOG.addHandler(h);
-    try {
+    LogCapture log = new LogCapture(PredictionCheck.LOG);
+    try (log) {
       String body = chat("The same question, asked again and again by a client.");
       for (int i = 0; i < PredictionCheck.MIN_SAMPLES + 1; i++) {
         assertThat(post(g.url(), "/v1/chat/completions", body).statusCode()).isEqualTo(200);
       }
-    } finally {
-      PredictionCheck.LOG.removeHandler(h);
     }
-    synchronized (warnings) {
-      assertThat(warnings)
-          .anySatisfy(
-              w ->
-                  assertThat(w).contains("MORE cached tokens").contains("prompt_tokens differing"));
-    }
+    List<String> warnings = log.messages();
+    assertThat(warnings)
+        .anySatisfy(
+            w -> assertThat(w).contains("MORE cached tokens").contains("prompt_tokens differing"));
     assertThat(m.accuracy(new Worker(1, 0)).more())
         .isGreaterThanOrEqualTo(PredictionCheck.MIN_SAMPLES);
-    String metrics =
-        HTTP.send(
-                HttpRequest.newBuilder(URI.create(g.url() + "/metrics")).build(),
-                HttpResponse.BodyHandlers.ofString())
-            .body();
+    String metrics = GatewayStubTest.metrics(g);
     assertThat(metrics)
         .contains(
             "kvrouter_prefix_prediction_total{engine=\"1\",model=\"tiny\",outcome=\"engine_more\"}");

@@ -1,25 +1,18 @@
 package io.kvrouter.gateway;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.fail;
 
 import com.fasterxml.jackson.core.JsonParser;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.sim.KvEventsConfig;
 import io.kvrouter.sim.MockEngineServer;
-import java.io.IOException;
-import java.net.URI;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
+import io.kvrouter.sim.NodeSdkCheck;
+import io.kvrouter.tokenize.JsonValues;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -30,23 +23,9 @@ import org.junit.jupiter.api.Test;
  * on purpose.
  */
 class GatewayOpenAiSdkTest {
-  static Path repoRoot() {
-    Path p = Path.of("").toAbsolutePath();
-    return Files.exists(p.resolve("clients")) ? p : p.getParent();
-  }
-
   @Test
   void concurrentSdkClientsStreamThroughTheGateway() throws Exception {
-    Assumptions.assumeFalse(
-        Boolean.getBoolean("kvrouter.sdk.skip"),
-        "OpenAI SDK test left out on purpose (-Dkvrouter.sdk.skip=true)");
-    Path dir = repoRoot().resolve("clients/openai-node");
-    if (!Files.exists(dir.resolve("node_modules/openai/package.json"))) {
-      fail(
-          "the OpenAI SDK test needs its npm package: run clients/openai-node/install.sh (.ci/run"
-              + " does it), or pass -Dkvrouter.sdk.skip=true. Missing: "
-              + dir.resolve("node_modules/openai"));
-    }
+    NodeSdkCheck.requireSdk();
     List<AutoCloseable> open = new ArrayList<>();
     try {
       Gateway g =
@@ -72,40 +51,27 @@ class GatewayOpenAiSdkTest {
         open.add(e);
         m =
             g.host.register(
-                "tiny", null, 4, i, 0, e.url(), e.zmqEndpoint(), e.replayEndpoint(), null);
+                Registration.of("tiny", 4, i, 0, e.url())
+                    .withEvents(e.zmqEndpoint(), e.replayEndpoint()));
       }
-      Process p;
-      try {
-        p =
-            new ProcessBuilder(
-                    "node",
-                    dir.resolve("sdk-check.mjs").toString(),
-                    g.url() + "/v1",
-                    "tiny",
-                    "--api-key",
-                    "sdk-key",
-                    "--concurrency",
-                    "6",
-                    "--max-tokens",
-                    "6")
-                .redirectError(ProcessBuilder.Redirect.INHERIT)
-                .start();
-      } catch (IOException x) {
-        fail("the OpenAI SDK test runs Node, which is not on PATH: " + x.getMessage());
-        return;
-      }
-      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-      if (!p.waitFor(60, TimeUnit.SECONDS)) {
-        p.destroyForcibly();
-        fail("sdk-check.mjs did not finish in 60 s: " + out);
-      }
+      NodeSdkCheck.Result run =
+          NodeSdkCheck.run(
+              g.url() + "/v1",
+              "tiny",
+              "--api-key",
+              "sdk-key",
+              "--concurrency",
+              "6",
+              "--max-tokens",
+              "6");
+      String out = run.out();
       Map<?, ?> summary;
       try (JsonParser jp = Json.FACTORY.createParser(out)) {
         jp.nextToken();
-        summary = (Map<?, ?>) Json.value(jp);
+        summary = (Map<?, ?>) JsonValues.read(jp);
       }
       assertThat((List<?>) summary.get("errors")).as(out).isEmpty();
-      assertThat(p.exitValue()).as(out).isZero();
+      assertThat(run.exitValue()).as(out).isZero();
       assertThat(summary.get("models")).isEqualTo(List.of("tiny"));
       List<?> results = (List<?>) summary.get("results");
       assertThat(results).hasSize(24); // 4 operations x 6 concurrent clients
@@ -122,12 +88,7 @@ class GatewayOpenAiSdkTest {
         }
       }
       assertThat(m.router().inFlight()).isZero();
-      String metrics =
-          GatewayStubTest.HTTP
-              .send(
-                  HttpRequest.newBuilder(URI.create(g.url() + "/metrics")).build(),
-                  HttpResponse.BodyHandlers.ofString())
-              .body();
+      String metrics = GatewayStubTest.metrics(g);
       long answered = 0;
       for (String line : metrics.split("\n")) {
         if (line.startsWith("kvrouter_gateway_requests_total{")

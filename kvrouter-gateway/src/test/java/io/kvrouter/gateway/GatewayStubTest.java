@@ -9,6 +9,7 @@ import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.server.ServerHost.Registration;
 import java.io.InputStream;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -20,8 +21,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
-import java.util.logging.Handler;
-import java.util.logging.LogRecord;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -59,7 +58,7 @@ class GatewayStubTest {
   }
 
   static RouterModel register(Gateway g, long id, String url) {
-    return g.host.register("tiny", null, BS, id, 0, url, null, null, null);
+    return g.host.register(Registration.of("tiny", BS, id, 0, url));
   }
 
   /** The engine {@code id} caches the full blocks of {@code tokens}. */
@@ -113,9 +112,9 @@ class GatewayStubTest {
     StubEngine dp = stub();
     StubEngine solo = stub();
     // one data-parallel engine serving ranks 0 and 1 behind one URL, and engine 1 on its own
-    RouterModel m = g.host.register("tiny", null, BS, 7, 0, dp.url(), null, null, null);
-    g.host.register("tiny", null, BS, 7, 1, dp.url(), null, null, null);
-    g.host.register("tiny", null, BS, 1, 0, solo.url(), null, null, null);
+    RouterModel m = g.host.register(Registration.of("tiny", BS, 7, 0, dp.url()));
+    g.host.register(Registration.of("tiny", BS, 7, 1, dp.url()));
+    g.host.register(Registration.of("tiny", BS, 1, 0, solo.url()));
     int[] a = range(16);
     int[] b = new int[16];
     for (int i = 0; i < b.length; i++) b[i] = 500 + i;
@@ -146,12 +145,12 @@ class GatewayStubTest {
     // engine 7 comes back with one rank only: its URL is no longer shared
     assertThat(post(g, "/unregister", "{\"instance_id\":7,\"model_name\":\"tiny\"}").statusCode())
         .isEqualTo(200);
-    g.host.register("tiny", null, BS, 7, 0, dp.url(), null, null, null);
+    g.host.register(Registration.of("tiny", BS, 7, 0, dp.url()));
     assertThat(m.sharesBaseUrl(new Worker(7, 0))).isFalse();
     assertThat(m.sharesBaseUrl(new Worker(1, 0))).isFalse();
     // rank 3 of an engine whose other ranks are not registered: named all the same
     StubEngine three = stub();
-    g.host.register("tiny", null, BS, 9, 3, three.url(), null, null, null);
+    g.host.register(Registration.of("tiny", BS, 9, 3, three.url()));
     int[] c = range(32);
     long[] lc = BlockHasher.of(BS).localHashes(c);
     m.router()
@@ -414,7 +413,7 @@ class GatewayStubTest {
     StubEngine a = stub();
     StubEngine b = stub();
     register(g, 1, a.url()); // tiny, block size 4
-    RouterModel other = g.host.register("other", null, 8, 1, 0, b.url(), null, null, null);
+    RouterModel other = g.host.register(Registration.of("other", 8, 1, 0, b.url()));
     assertThat(other.blockSize()).isEqualTo(8);
     HttpResponse<String> r =
         post(
@@ -668,33 +667,16 @@ class GatewayStubTest {
     Gateway g = gateway(GatewayConfig.builder());
     StubEngine e = stub();
     RouterModel m = register(g, 1, e.url());
-    List<String> warnings = new ArrayList<>();
-    Handler h =
-        new Handler() {
-          @Override
-          public void publish(LogRecord r) {
-            synchronized (warnings) {
-              warnings.add(r.getMessage());
-            }
-          }
-
-          @Override
-          public void flush() {}
-
-          @Override
-          public void close() {}
-        };
-    PredictionCheck.LOG.addHandler(h);
-    try {
+    LogCapture log = new LogCapture(PredictionCheck.LOG);
+    try (log) {
       e.cachedTokens.set(8); // the engine hits 8 tokens the router never heard of
       e.promptTokens.set(13); // and counts another prompt length than the gateway's 12
       for (int i = 0; i < PredictionCheck.MIN_SAMPLES; i++) {
         assertThat(post(g, "/v1/completions", completion(range(12), false, "")).statusCode())
             .isEqualTo(200);
       }
-    } finally {
-      PredictionCheck.LOG.removeHandler(h);
     }
+    List<String> warnings = log.messages();
     assertThat(warnings).hasSize(1);
     assertThat(warnings.get(0))
         .contains("MORE cached tokens than the router predicted")
@@ -702,11 +684,7 @@ class GatewayStubTest {
         .contains(e.url())
         .contains("prompt_tokens differing");
     assertThat(m.accuracy(new Worker(1, 0)).more()).isEqualTo(PredictionCheck.MIN_SAMPLES);
-    String metrics =
-        HTTP.send(
-                HttpRequest.newBuilder(URI.create(g.url() + "/metrics")).build(),
-                HttpResponse.BodyHandlers.ofString())
-            .body();
+    String metrics = metrics(g);
     assertThat(metrics)
         .contains(
             "kvrouter_prefix_prediction_total{engine=\"1\",model=\"tiny\",outcome=\"engine_more\"} 8.0")

@@ -2,7 +2,6 @@ package io.kvrouter.server;
 
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.event.Worker;
-import io.kvrouter.route.EngineRole;
 import io.kvrouter.transport.kvevents.ClearScope;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;
@@ -63,40 +62,29 @@ final class Host implements ServerHost {
   }
 
   @Override
-  public RouterModel register(
-      String modelName,
-      String routingGroup,
-      int blockSize,
-      long instanceId,
-      int dpRank,
-      String baseUrl,
-      String endpoint,
-      String replayEndpoint,
-      String topic,
-      EngineRole role,
-      ClearScope clearScope) {
+  public RouterModel register(Registration r) {
     try {
-      if (blockSize < 1 || blockSize > (1 << 20)) {
-        throw ApiException.badRequest("block_size: must be in 1..1048576, got " + blockSize);
+      if (r.blockSize() < 1 || r.blockSize() > (1 << 20)) {
+        throw ApiException.badRequest("block_size: must be in 1..1048576, got " + r.blockSize());
       }
-      if (endpoint == null && (replayEndpoint != null || topic != null)) {
+      if (r.endpoint() == null && (r.replayEndpoint() != null || r.topic() != null)) {
         throw ApiException.badRequest("replay_endpoint and topic need an endpoint");
       }
-      if (endpoint == null && clearScope != ClearScope.DEVICE) {
+      if (r.endpoint() == null && r.clearScope() != ClearScope.DEVICE) {
         throw ApiException.badRequest("all_blocks_cleared: given without endpoint");
       }
       return api.register(
-          new ModelKey(modelName, routingGroup),
-          blockSize,
-          new Worker(instanceId, dpRank),
-          endpoint,
-          replayEndpoint,
-          endpoint == null ? null : topic,
-          blockSize,
+          new ModelKey(r.modelName(), r.routingGroup()),
+          r.blockSize(),
+          new Worker(r.instanceId(), r.dpRank()),
+          r.endpoint(),
+          r.replayEndpoint(),
+          r.endpoint() == null ? null : r.topic(),
+          r.blockSize(),
           0,
-          baseUrl,
-          role,
-          clearScope,
+          r.baseUrl(),
+          r.role(),
+          r.clearScope(),
           config.zmqConnectTimeout());
     } catch (ApiException e) {
       throw new HttpError(e.status(), e.getMessage(), false);

@@ -103,13 +103,11 @@ final class JsonOut {
         });
   }
 
-  private static void registrationFields(JsonGenerator g, ModelIndex m, Registration r)
-      throws IOException {
-    u64Field(g, "instance_id", r.worker().workerId());
-    g.writeNumberField("dp_rank", r.worker().dpRank());
-    g.writeStringField("model_name", m.key.modelName());
-    g.writeStringField("routing_group", m.key.routingGroup());
-    g.writeNumberField("block_size", m.blockSize);
+  /**
+   * A rank's KV events and capacity fields, in this order: endpoint, replay_endpoint, topic,
+   * engine_block_size, all_blocks_cleared (each when it applies) and capacity_blocks.
+   */
+  private static void engineFields(JsonGenerator g, Registration r) throws IOException {
     stringOrNull(g, "endpoint", r.endpoint());
     stringOrNull(g, "replay_endpoint", r.replayEndpoint());
     if (r.topic() != null) g.writeStringField("topic", r.topic());
@@ -118,6 +116,16 @@ final class JsonOut {
       g.writeStringField("all_blocks_cleared", r.clearScope().wireName());
     }
     g.writeNumberField("capacity_blocks", r.capacityBlocks());
+  }
+
+  private static void registrationFields(JsonGenerator g, ModelIndex m, Registration r)
+      throws IOException {
+    u64Field(g, "instance_id", r.worker().workerId());
+    g.writeNumberField("dp_rank", r.worker().dpRank());
+    g.writeStringField("model_name", m.key.modelName());
+    g.writeStringField("routing_group", m.key.routingGroup());
+    g.writeNumberField("block_size", m.blockSize);
+    engineFields(g, r);
     if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
     if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());
     g.writeStringField("ingestion", ingestion(m, r));
@@ -186,14 +194,7 @@ final class JsonOut {
     for (Registration r : ranks) {
       g.writeStartObject();
       g.writeNumberField("dp_rank", r.worker().dpRank());
-      stringOrNull(g, "endpoint", r.endpoint());
-      stringOrNull(g, "replay_endpoint", r.replayEndpoint());
-      if (r.topic() != null) g.writeStringField("topic", r.topic());
-      if (r.endpoint() != null) g.writeNumberField("engine_block_size", r.engineBlockSize());
-      if (r.clearScope() != ClearScope.DEVICE) {
-        g.writeStringField("all_blocks_cleared", r.clearScope().wireName());
-      }
-      g.writeNumberField("capacity_blocks", r.capacityBlocks());
+      engineFields(g, r);
       g.writeNumberField("indexed_blocks", m.router.index().blockCount(r.worker()));
       if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
       if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());

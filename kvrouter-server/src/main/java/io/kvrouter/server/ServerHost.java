@@ -49,71 +49,12 @@ public interface ServerHost {
   PrometheusRegistry metricsRegistry();
 
   /**
-   * Registers one rank as {@code POST /register} does (waiting for its ZMQ connection as the
-   * server's {@code --zmq-connect-timeout-ms} says).
-   *
-   * @throws HttpError with the status and message {@code POST /register} would answer
+   * One rank's registration, as {@code POST /register}'s body gives it: {@code routingGroup} null
+   * for {@code "default"}; {@code endpoint} (the KV events' ZMQ endpoint), {@code replayEndpoint}
+   * and {@code topic} null for none; {@code clearScope} ({@code all_blocks_cleared}) other than
+   * {@link ClearScope#DEVICE} needs an endpoint. Checked by {@link #register}, not here.
    */
-  default RouterModel register(
-      String modelName,
-      String routingGroup,
-      int blockSize,
-      long instanceId,
-      int dpRank,
-      String baseUrl,
-      String endpoint,
-      String replayEndpoint,
-      String topic) {
-    return register(
-        modelName,
-        routingGroup,
-        blockSize,
-        instanceId,
-        dpRank,
-        baseUrl,
-        endpoint,
-        replayEndpoint,
-        topic,
-        EngineRole.BOTH);
-  }
-
-  /**
-   * Registers one rank as {@code POST /register} with {@code role} does.
-   *
-   * @throws HttpError with the status and message {@code POST /register} would answer
-   */
-  default RouterModel register(
-      String modelName,
-      String routingGroup,
-      int blockSize,
-      long instanceId,
-      int dpRank,
-      String baseUrl,
-      String endpoint,
-      String replayEndpoint,
-      String topic,
-      EngineRole role) {
-    return register(
-        modelName,
-        routingGroup,
-        blockSize,
-        instanceId,
-        dpRank,
-        baseUrl,
-        endpoint,
-        replayEndpoint,
-        topic,
-        role,
-        ClearScope.DEVICE);
-  }
-
-  /**
-   * Registers one rank as {@code POST /register} with {@code role} and {@code all_blocks_cleared}
-   * ({@code clearScope}, which needs an endpoint) does.
-   *
-   * @throws HttpError with the status and message {@code POST /register} would answer
-   */
-  RouterModel register(
+  record Registration(
       String modelName,
       String routingGroup,
       int blockSize,
@@ -124,7 +65,51 @@ public interface ServerHost {
       String replayEndpoint,
       String topic,
       EngineRole role,
-      ClearScope clearScope);
+      ClearScope clearScope) {
+    /**
+     * A rank served at {@code baseUrl} in the default routing group, with no KV events endpoint,
+     * role {@link EngineRole#BOTH}.
+     */
+    public static Registration of(
+        String modelName, int blockSize, long instanceId, int dpRank, String baseUrl) {
+      return new Registration(
+          modelName,
+          null,
+          blockSize,
+          instanceId,
+          dpRank,
+          baseUrl,
+          null,
+          null,
+          null,
+          EngineRole.BOTH,
+          ClearScope.DEVICE);
+    }
+
+    /** This registration with the KV events' ZMQ endpoint and its replay endpoint (or null). */
+    public Registration withEvents(String endpoint, String replayEndpoint) {
+      return new Registration(
+          modelName,
+          routingGroup,
+          blockSize,
+          instanceId,
+          dpRank,
+          baseUrl,
+          endpoint,
+          replayEndpoint,
+          topic,
+          role,
+          clearScope);
+    }
+  }
+
+  /**
+   * Registers one rank as {@code POST /register} does (waiting for its ZMQ connection as the
+   * server's {@code --zmq-connect-timeout-ms} says).
+   *
+   * @throws HttpError with the status and message {@code POST /register} would answer
+   */
+  RouterModel register(Registration r);
 
   /** Whether the server serves (false during a warm start and once stopping). */
   boolean serving();

@@ -21,6 +21,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
+import java.util.function.ToDoubleFunction;
 import java.util.function.ToLongFunction;
 
 /**
@@ -456,30 +457,26 @@ final class ServerMetrics {
               })
           .register(registry);
     }
-    GaugeWithCallback.builder()
-        .name("kvrouter_zmq_last_sequence")
-        .help("Sequence number of the last batch dealt with per ZMQ listener (-1: none yet)")
-        .labelNames(ZMQ_LABELS)
-        .callback(
-            cb -> {
-              for (ModelIndex m : indexes.get()) {
-                for (Registration r : m.registrations.values()) {
-                  if (r.listener() == null) continue;
-                  List<String> l = zmqLabels(m.key, r.listener());
-                  cb.call(r.listener().lastSequence(), l.get(0), l.get(1), l.get(2), l.get(3));
-                }
-              }
-            })
-        .register(registry);
+    zmqGauge(
+        "kvrouter_zmq_last_sequence",
+        "Sequence number of the last batch dealt with per ZMQ listener (-1: none yet)",
+        ZmqListener::lastSequence);
   }
 
   private void registerZmqStaleness() {
+    zmqGauge(
+        "kvrouter_zmq_seconds_since_last_message",
+        "Seconds since the engine's last live ZMQ message per listener (-1: none yet). Nothing"
+            + " announces an engine's last sequence: a lost tail shows only as silence here,"
+            + " or as kvrouter_zmq_tail_recovered_messages_total with a replay endpoint",
+        ZmqListener::secondsSinceLastMessage);
+  }
+
+  /** A gauge of {@code value} per live ZMQ listener, labelled with its model, group and rank. */
+  private void zmqGauge(String name, String help, ToDoubleFunction<ZmqListener> value) {
     GaugeWithCallback.builder()
-        .name("kvrouter_zmq_seconds_since_last_message")
-        .help(
-            "Seconds since the engine's last live ZMQ message per listener (-1: none yet). Nothing"
-                + " announces an engine's last sequence: a lost tail shows only as silence here,"
-                + " or as kvrouter_zmq_tail_recovered_messages_total with a replay endpoint")
+        .name(name)
+        .help(help)
         .labelNames(ZMQ_LABELS)
         .callback(
             cb -> {
@@ -488,11 +485,7 @@ final class ServerMetrics {
                   if (r.listener() == null) continue;
                   List<String> l = zmqLabels(m.key, r.listener());
                   cb.call(
-                      r.listener().secondsSinceLastMessage(),
-                      l.get(0),
-                      l.get(1),
-                      l.get(2),
-                      l.get(3));
+                      value.applyAsDouble(r.listener()), l.get(0), l.get(1), l.get(2), l.get(3));
                 }
               }
             })

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.helidon.http.Method;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.server.ServerHost.Registration;
+import io.kvrouter.transport.kvevents.ClearScope;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -98,11 +100,23 @@ class BaseUrlRegistrationTest {
     try {
       HttpFixture.Reply none = new HttpFixtureClient(s.url()).get("/ext");
       assertThat(none.body()).isEqualTo("none");
-      RouterModel m = seen[0].register("m", null, 4, 1, 0, "http://e:9", null, null, null);
+      RouterModel m = seen[0].register(Registration.of("m", 4, 1, 0, "http://e:9"));
       assertThat(m.ranks())
           .containsExactly(new RouterModel.Rank(new Worker(1, 0), "http://e:9", 4));
       assertThat(new HttpFixtureClient(s.url()).get("/ext").body()).isEqualTo("http://e:9");
-      seen[0].register("m", null, 4, 2, 0, "http://d:9", null, null, null, EngineRole.DECODE);
+      seen[0].register(
+          new Registration(
+              "m",
+              null,
+              4,
+              2,
+              0,
+              "http://d:9",
+              null,
+              null,
+              null,
+              EngineRole.DECODE,
+              ClearScope.DEVICE));
       assertThat(m.ranks())
           .containsExactly(
               new RouterModel.Rank(new Worker(1, 0), "http://e:9", 4, EngineRole.BOTH),

@@ -497,28 +497,36 @@ final class EngineScheduler implements AutoCloseable {
                 s.blockHashes()[i], Arrays.copyOfRange(tokens, i * blockSize, (i + 1) * blockSize));
           }
         }
-        stepEvents.add(
-            new EngineEvent.BlockStored(
-                hashes,
-                s.hasParent(),
-                s.hasParent() ? engineHash(s.parentHash()) : 0L,
-                tokens,
-                blockSize,
-                null,
-                "GPU",
-                null,
-                null,
-                null,
-                null,
-                null));
+        stored(s, hashes, tokens, "GPU");
       }
-      case CacheEvent.Removed r -> {
-        long[] hashes = new long[r.blockHashes().length];
-        for (int i = 0; i < hashes.length; i++) hashes[i] = engineHash(r.blockHashes()[i]);
-        stepEvents.add(new EngineEvent.BlockRemoved(hashes, "GPU", null, null));
-      }
+      case CacheEvent.Removed r -> removed(r, "GPU");
       case CacheEvent.Cleared c -> stepEvents.add(new EngineEvent.AllBlocksCleared());
     }
+  }
+
+  /** A BlockStored of {@code s}'s blocks (engine hashes, their tokens) on {@code medium}. */
+  private void stored(CacheEvent.Stored s, long[] hashes, int[] tokens, String medium) {
+    stepEvents.add(
+        new EngineEvent.BlockStored(
+            hashes,
+            s.hasParent(),
+            s.hasParent() ? engineHash(s.parentHash()) : 0L,
+            tokens,
+            blockSize,
+            null,
+            medium,
+            null,
+            null,
+            null,
+            null,
+            null));
+  }
+
+  /** A BlockRemoved of {@code r}'s blocks (as engine hashes) on {@code medium}. */
+  private void removed(CacheEvent.Removed r, String medium) {
+    long[] hashes = new long[r.blockHashes().length];
+    for (int i = 0; i < hashes.length; i++) hashes[i] = engineHash(r.blockHashes()[i]);
+    stepEvents.add(new EngineEvent.BlockRemoved(hashes, medium, null, null));
   }
 
   /**
@@ -531,26 +539,9 @@ final class EngineScheduler implements AutoCloseable {
     switch (e.data()) {
       case CacheEvent.Stored s -> {
         long h = s.blockHashes()[0];
-        stepEvents.add(
-            new EngineEvent.BlockStored(
-                new long[] {engineHash(h)},
-                s.hasParent(),
-                s.hasParent() ? engineHash(s.parentHash()) : 0L,
-                tokensOf.get(h),
-                blockSize,
-                null,
-                "CPU",
-                null,
-                null,
-                null,
-                null,
-                null));
+        stored(s, new long[] {engineHash(h)}, tokensOf.get(h), "CPU");
       }
-      case CacheEvent.Removed r -> {
-        long[] hashes = new long[r.blockHashes().length];
-        for (int i = 0; i < hashes.length; i++) hashes[i] = engineHash(r.blockHashes()[i]);
-        stepEvents.add(new EngineEvent.BlockRemoved(hashes, "CPU", null, null));
-      }
+      case CacheEvent.Removed r -> removed(r, "CPU");
       case CacheEvent.Cleared c -> {} // the host tier publishes no clears
     }
   }

@@ -5,7 +5,6 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.prefixcache.PrefixCache;
-import io.kvrouter.route.Candidates;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
@@ -15,7 +14,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.SplittableRandom;
 import java.util.function.Consumer;
 import java.util.function.Predicate;
 
@@ -153,8 +151,8 @@ final class FleetSimulation {
       switch (policy) {
         case KV, KV_DEVICE ->
             b.overlapWeight(cfg.overlapWeight()).pressureWeight(cfg.pressureWeight());
-        case ROUND_ROBIN -> b.selector(roundRobin());
-        case RANDOM -> b.selector(random(cfg.seed()));
+        case ROUND_ROBIN -> b.selector(BaselineSelectors.roundRobin());
+        case RANDOM -> b.selector(BaselineSelectors.random(cfg.seed()));
         case LEAST_LOADED -> b.selector(WorkerSelector.costBased(0.0, 0.0, cfg.seed()));
         case APPROX -> {}
       }
@@ -363,42 +361,5 @@ final class FleetSimulation {
     sampleTimes.add(loop.now() / 1e9);
     samples.add(s);
     if (done < trace.size()) loop.after(period, () -> sample(period));
-  }
-
-  private static WorkerSelector roundRobin() {
-    return new WorkerSelector() {
-      private long next;
-
-      @Override
-      public int select(Candidates candidates, double[] costs) {
-        int chosen = (int) (next++ % candidates.size());
-        Arrays.fill(costs, 1.0);
-        costs[chosen] = 0.0;
-        return chosen;
-      }
-
-      @Override
-      public String toString() {
-        return "round-robin";
-      }
-    };
-  }
-
-  private static WorkerSelector random(long seed) {
-    SplittableRandom rnd = new SplittableRandom(seed);
-    return new WorkerSelector() {
-      @Override
-      public int select(Candidates candidates, double[] costs) {
-        int chosen = rnd.nextInt(candidates.size());
-        Arrays.fill(costs, 1.0);
-        costs[chosen] = 0.0;
-        return chosen;
-      }
-
-      @Override
-      public String toString() {
-        return "random";
-      }
-    };
   }
 }

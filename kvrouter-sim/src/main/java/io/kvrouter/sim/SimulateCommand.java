@@ -341,13 +341,8 @@ public final class SimulateCommand implements Callable<Integer> {
       err.println("kvrouter simulate: " + e.getMessage());
       return 2;
     }
-    TraceSource.Loaded loaded;
-    try {
-      loaded = TraceSource.load(trace, requests == null ? Integer.MAX_VALUE : requests);
-    } catch (TraceFormatException e) {
-      err.println("kvrouter simulate: " + e.getMessage());
-      return 2;
-    }
+    TraceSource.Loaded loaded = loadTrace(err);
+    if (loaded == null) return 2;
 
     SimNats nats = null;
     if (events != null) {
@@ -398,6 +393,16 @@ public final class SimulateCommand implements Callable<Integer> {
     return 0;
   }
 
+  /** The --trace (its first --requests), or null after printing why it cannot be read. */
+  private TraceSource.Loaded loadTrace(PrintWriter err) {
+    try {
+      return TraceSource.load(trace, requests == null ? Integer.MAX_VALUE : requests);
+    } catch (TraceFormatException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return null;
+    }
+  }
+
   /** {@code --prefill-workers N --decode-workers M}: the three fleets, one table. */
   private int disaggregation(PrintWriter out, PrintWriter err) {
     PdSimulation.Config cfg;
@@ -426,13 +431,8 @@ public final class SimulateCommand implements Callable<Integer> {
       err.println("kvrouter simulate: " + e.getMessage());
       return 2;
     }
-    TraceSource.Loaded loaded;
-    try {
-      loaded = TraceSource.load(trace, requests == null ? Integer.MAX_VALUE : requests);
-    } catch (TraceFormatException e) {
-      err.println("kvrouter simulate: " + e.getMessage());
-      return 2;
-    }
+    TraceSource.Loaded loaded = loadTrace(err);
+    if (loaded == null) return 2;
     List<PdSimulation.Result> results = new ArrayList<>();
     for (PdSimulation.Mode m : PdSimulation.Mode.values()) {
       results.add(PdSimulation.run(loaded.requests(), cfg, m));

@@ -7,9 +7,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import java.io.IOException;
-import java.math.BigInteger;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -22,7 +20,8 @@ import java.util.Set;
  * <pre>
  * Implementation notes
  *
- * Parsing streams with jackson-core (no databind); a syntax error becomes an IOException whose
+ * Parsing streams with jackson-core (no databind) through JsonValues (which the gateway also
+ * reads request bodies with); a syntax error becomes an IOException whose
  * message carries jackson's line and column. parse(text, skip) skips the values of the named
  * fields of second-level objects without building them (tokenizer.json's model.vocab and
  * model.merges, which only the Rust core needs; the model's type and dropout are kept). Writing follows Python's json.dumps with
@@ -59,7 +58,7 @@ final class Json {
       if (t == null) {
         throw new IOException("empty document");
       }
-      Object v = read(p, t, 0, skipSecondLevel);
+      Object v = JsonValues.read(p, t, 0, skipSecondLevel);
       if (p.nextToken() != null) {
         throw new IOException(
             "trailing content after the JSON value " + where(p.currentLocation()));
@@ -70,60 +69,8 @@ final class Json {
     }
   }
 
-  private static String where(JsonLocation loc) {
+  static String where(JsonLocation loc) {
     return loc == null ? "" : "(line " + loc.getLineNr() + ", column " + loc.getColumnNr() + ")";
-  }
-
-  private static Object read(JsonParser p, JsonToken t, int depth, Set<String> skip)
-      throws IOException {
-    switch (t) {
-      case START_OBJECT -> {
-        Map<String, Object> m = new LinkedHashMap<>();
-        while ((t = p.nextToken()) != JsonToken.END_OBJECT) {
-          String name = p.currentName();
-          JsonToken v = p.nextToken();
-          if (depth == 1 && skip.contains(name)) {
-            p.skipChildren();
-            m.put(name, null);
-          } else {
-            m.put(name, read(p, v, depth + 1, skip));
-          }
-        }
-        return m;
-      }
-      case START_ARRAY -> {
-        List<Object> l = new ArrayList<>();
-        while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
-          l.add(read(p, t, depth + 1, skip));
-        }
-        return l;
-      }
-      case VALUE_STRING -> {
-        return p.getText();
-      }
-      case VALUE_NUMBER_INT -> {
-        return switch (p.getNumberType()) {
-          case INT, LONG -> p.getLongValue();
-          default -> {
-            BigInteger b = p.getBigIntegerValue();
-            yield b.bitLength() < 64 ? (Object) b.longValue() : b;
-          }
-        };
-      }
-      case VALUE_NUMBER_FLOAT -> {
-        return p.getDoubleValue();
-      }
-      case VALUE_TRUE -> {
-        return Boolean.TRUE;
-      }
-      case VALUE_FALSE -> {
-        return Boolean.FALSE;
-      }
-      case VALUE_NULL -> {
-        return null;
-      }
-      default -> throw new IOException("unexpected token " + t + " " + where(p.currentLocation()));
-    }
   }
 
   /** Writes a value as Python's {@code json.dumps(v, ensure_ascii=False)} would. */
