@@ -83,7 +83,8 @@ import java.util.function.BiConsumer;
  * complete, so a reader sees the run before or after it. A reader that read a state before a
  * merge may go on to the merged child's last state: that state is valid for its blocks and older
  * than what the reader reads below, as in TreeIndex a walk reads each node at a later instant than
- * its parent. The version check and the waiting-readers pause are BlockIndex's, copied.
+ * its parent. The version check and the waiting-readers pause are SteppedIndex's, shared with
+ * BlockIndex.
  * </pre>
  */
 final class CompressedTreeIndex extends SteppedIndex {
@@ -557,8 +558,11 @@ final class CompressedTreeIndex extends SteppedIndex {
 
   /** Prunes and merges around every node the event changed. */
   private void settleTouched() {
-    for (int k = 0; k < touched.size(); k++) settle(touched.get(k));
-    touched.clear();
+    try {
+      for (int k = 0; k < touched.size(); k++) settle(touched.get(k));
+    } finally {
+      touched.clear(); // a failed settle leaves no stale node for the next event to settle
+    }
     if (bound != null) bound.settled();
   }
 
@@ -1151,8 +1155,11 @@ final class CompressedTreeIndex extends SteppedIndex {
     try {
       for (RunWorker ws : ranksOf(workerId)) clear(ws);
     } finally {
-      settleTouched();
-      unlock();
+      try {
+        settleTouched();
+      } finally {
+        unlock(); // even when settling fails: a held lock would stop every later writer
+      }
     }
   }
 
@@ -1167,8 +1174,11 @@ final class CompressedTreeIndex extends SteppedIndex {
         counters.add(IndexCounters.WORKERS, -1);
       }
     } finally {
-      settleTouched();
-      unlock();
+      try {
+        settleTouched();
+      } finally {
+        unlock(); // even when settling fails: a held lock would stop every later writer
+      }
     }
   }
 
@@ -1322,8 +1332,9 @@ final class CompressedTreeIndex extends SteppedIndex {
       while (!stack.isEmpty()) {
         final RunNode x = stack.pop();
         final RunState st = x.plain();
-        bytes += 32 + 32 + 2 * (16 + 8L * st.locals.length) + 2 * (16 + 4L * st.ids.length);
-        if (st.children instanceof RunChildren t) bytes += 24 + 16 + 4L * t.capacity();
+        // RunNode 32 and RunState 40 bytes (JOL, compressed oops), its four arrays with headers
+        bytes += 32 + 40 + 2 * (16 + 8L * st.locals.length) + 2 * (16 + 4L * st.ids.length);
+        if (st.children instanceof RunChildren t) bytes += 32 + 16 + 4L * t.capacity();
         children.clear();
         RunNode.addChildren(st.children, children);
         for (RunNode c : children) stack.push(c);

@@ -56,7 +56,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * Readers: findMatches takes no lock; it loads the table with acquire, each slot with acquire,
  * and each entry's holders with acquire.
  *
- * Holes (DESIGN.md §4 rules 1 and 4), pruning and the reader's retry are BlockIndex's: the ids >= 0
+ * Holes (DESIGN.md §4 rules 1 and 4) and pruning are BlockIndex's, the reader's retry
+ * SteppedIndex's: the ids >= 0
  * in holders are exactly the workers that hold the whole path, and each single holders change moves
  * a worker's score on any query path by at most one block. A reader that saw a worker in holders at
  * position p (score >= p+1 at that instant) and out of holders at p+1 (score <= p+1 at that

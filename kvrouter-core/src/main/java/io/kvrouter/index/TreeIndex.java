@@ -16,8 +16,8 @@ import java.util.function.LongSupplier;
  * <pre>
  * Implementation notes
  *
- * Layout: TreeNode objects (see there) under one root; the holder bookkeeping, holes, writes and
- * the reader's retry are BlockIndex's. This class adds the child links and the walk.
+ * Layout: TreeNode objects (see there) under one root; the holder bookkeeping, holes and writes
+ * are BlockIndex's, the reader's retry SteppedIndex's. This class adds the child links and the walk.
  *
  * Writers: under writeLock when the index is concurrent, on the caller's thread otherwise
  * (radixTree(): one thread at a time, documented as single-threaded).
