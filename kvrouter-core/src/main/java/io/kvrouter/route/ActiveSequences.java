@@ -148,14 +148,13 @@ final class ActiveSequences {
     if (prefillTokens < 0) {
       throw new IllegalArgumentException("prefillTokens must be >= 0, got " + prefillTokens);
     }
-    if (requests.containsKey(requestId)) {
+    Request r = new Request(requestId, seqHashes, prefillTokens, nowNanos + expiryNanos);
+    if (requests.putIfAbsent(requestId, r) != null) { // one lookup; nothing changed when taken
       throw new IllegalArgumentException(
           "request id '"
               + requestId
               + "' is already in flight on this worker; free it before reusing the id");
     }
-    Request r = new Request(requestId, seqHashes, prefillTokens, nowNanos + expiryNanos);
-    requests.put(requestId, r);
     final Long2IntOpenHashMap refs = blockRefs;
     int added = 0;
     for (long h : seqHashes) {
