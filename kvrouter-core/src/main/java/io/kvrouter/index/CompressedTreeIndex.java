@@ -134,6 +134,9 @@ final class CompressedTreeIndex extends SteppedIndex {
   /** Set by dropTail: the worker's entry was connected and lost its whole cut (for RunBound). */
   boolean lastDropEmptiedConnected;
 
+  /** Tests only: sees each node before the writer settles it (null otherwise). */
+  java.util.function.Consumer<RunNode> settleFault;
+
   CompressedTreeIndex(boolean concurrent) {
     this(concurrent, Long.MAX_VALUE);
   }
@@ -559,7 +562,10 @@ final class CompressedTreeIndex extends SteppedIndex {
   /** Prunes and merges around every node the event changed. */
   private void settleTouched() {
     try {
-      for (int k = 0; k < touched.size(); k++) settle(touched.get(k));
+      for (int k = 0; k < touched.size(); k++) {
+        if (settleFault != null) settleFault.accept(touched.get(k));
+        settle(touched.get(k));
+      }
     } finally {
       touched.clear(); // a failed settle leaves no stale node for the next event to settle
     }
