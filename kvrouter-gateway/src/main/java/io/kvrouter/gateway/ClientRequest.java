@@ -97,6 +97,15 @@ final class ClientRequest {
       throw OpenAiError.invalid(
           null, null, "We could not parse the JSON body of your request: the body is empty.");
     }
+    if (body.length >= 2 && (body[0] == 0 || body[1] == 0)) {
+      // UTF-16 or UTF-32 (a JSON text starts with an ASCII character, which they pad with zeros):
+      // RFC 8259 allows UTF-8 only, and the byte offsets below are UTF-8's
+      throw OpenAiError.invalid(
+          null,
+          null,
+          "We could not parse the JSON body of your request: it must be UTF-8 (RFC 8259), and"
+              + " this one looks like UTF-16 or UTF-32.");
+    }
     try (JsonParser p = Json.FACTORY.createParser(body)) {
       if (p.nextToken() != JsonToken.START_OBJECT) {
         throw OpenAiError.invalid(
@@ -121,6 +130,7 @@ final class ClientRequest {
       int soFields = 0;
       long iuStart = -1; // offset of include_usage's value
       JsonToken iuToken = null;
+      boolean continuousUsage = false; // stream_options.continuous_usage_stats, vLLM's
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String name = p.currentName();
         JsonToken t = p.nextToken();
@@ -140,6 +150,7 @@ final class ClientRequest {
             soFields = 0;
             iuStart = -1;
             iuToken = null;
+            continuousUsage = false;
             if (t == JsonToken.START_OBJECT) {
               while (p.nextToken() == JsonToken.FIELD_NAME) {
                 soFields++;
@@ -148,6 +159,8 @@ final class ClientRequest {
                 if (f.equals("include_usage")) {
                   iuStart = p.currentTokenLocation().getByteOffset();
                   iuToken = v;
+                } else if (f.equals("continuous_usage_stats")) {
+                  continuousUsage = v != JsonToken.VALUE_FALSE && v != JsonToken.VALUE_NULL;
                 }
                 p.skipChildren();
               }
@@ -232,11 +245,21 @@ final class ClientRequest {
       } else if (!promptGiven || (promptText == null && promptIds == null)) {
         throw OpenAiError.invalid(null, "prompt", "'prompt' is a required property");
       }
-      boolean inject = stream && iuToken != JsonToken.VALUE_TRUE;
+      // not when the client asked for usage in every chunk without the final one: vLLM sends
+      // those only with include_usage, so setting it would change every chunk the client gets
+      boolean inject = stream && iuToken != JsonToken.VALUE_TRUE && !continuousUsage;
       byte[] upstream = body;
       if (inject) {
-        upstream = injectUsage(body, p, soStart, soToken, soFields, iuStart, iuToken);
-        if (upstream == null) inject = false; // a stream_options of the wrong type: the engine says
+        byte[] u = injectUsage(body, p, soStart, soToken, soFields, iuStart, iuToken);
+        if (u == null) inject = false; // a stream_options of the wrong type: the engine says so
+        else upstream = u;
+      }
+      if (p.nextToken() != null) {
+        throw OpenAiError.invalid(
+            null,
+            null,
+            "We could not parse the JSON body of your request: there is more after the JSON"
+                + " object.");
       }
       return new ClientRequest(
           kind,
@@ -250,16 +273,16 @@ final class ClientRequest {
           addSpecial == null || addSpecial,
           upstream);
     } catch (JsonProcessingException e) {
+      // a limit of the parser (nesting depth, number length) has no location
+      var at = e.getLocation();
       throw OpenAiError.invalid(
           null,
           null,
           "We could not parse the JSON body of your request: "
               + e.getOriginalMessage()
-              + " (at line "
-              + e.getLocation().getLineNr()
-              + ", column "
-              + e.getLocation().getColumnNr()
-              + ")");
+              + (at == null
+                  ? ""
+                  : " (at line " + at.getLineNr() + ", column " + at.getColumnNr() + ")"));
     } catch (IOException e) {
       throw OpenAiError.invalid(null, null, "cannot read the request body: " + e.getMessage());
     }

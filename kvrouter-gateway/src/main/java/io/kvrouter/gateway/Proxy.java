@@ -190,6 +190,9 @@ final class Proxy {
         }
       } catch (IllegalArgumentException dup) {
         // the client's x-request-id is in flight already: keep it in logs, route under a new one
+        // (any other refusal of the router is not retried under another id)
+        String m = dup.getMessage();
+        if (m == null || !m.contains("already in flight")) throw dup;
         c.requestId = c.requestId + "~" + g.nextSuffix();
         continue;
       }
@@ -458,7 +461,12 @@ final class Proxy {
       }
       c.model.router().free(pid);
       prefillHeld = false;
-      c.body = Handover.decodeBody(c.req.upstreamBody(), params);
+      try {
+        c.body = Handover.decodeBody(c.req.upstreamBody(), params);
+      } catch (RuntimeException e) {
+        dst.releaseProbe(); // the decode engine was never asked: its half-open probe is free again
+        throw e;
+      }
       Retry retry = attempt(c, x.decode(), durl, dst, 1, res);
       if (retry != null) {
         dst.failed(System.nanoTime());
@@ -587,11 +595,9 @@ final class Proxy {
               up.headers().first(HeaderNames.CONTENT_TYPE).orElse(null),
               false);
         }
-        st.succeeded(); // it answered: before the client can see the answer, so tests can rely on
-        // it
         String ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
         boolean sse = c.req.stream && status == 200 && ctype.startsWith("text/event-stream");
-        Relay relay = new Relay(c, r, url, engine, attempt, status, ctype, ts, res);
+        Relay relay = new Relay(c, r, url, engine, st, attempt, status, ctype, ts, res);
         Retry retry =
             sse
                 ? relay.stream(up.inputStream())
@@ -668,6 +674,7 @@ final class Proxy {
     final RouteDecision.Routed r;
     final String url;
     final String engine;
+    final EngineState st;
     final int attempt;
     final int status;
     final String ctype;
@@ -682,6 +689,7 @@ final class Proxy {
         RouteDecision.Routed r,
         String url,
         String engine,
+        EngineState st,
         int attempt,
         int status,
         String ctype,
@@ -691,6 +699,7 @@ final class Proxy {
       this.r = r;
       this.url = url;
       this.engine = engine;
+      this.st = st;
       this.attempt = attempt;
       this.status = status;
       this.ctype = ctype;
@@ -698,7 +707,13 @@ final class Proxy {
       this.res = res;
     }
 
+    /**
+     * The engine's answer has begun (its first bytes, or the first event of a stream, arrived): the
+     * engine counts as working, before the client can see the answer. Not at the status line, since
+     * an engine that sends its headers and then dies or stalls must count as failed.
+     */
     private void headers() {
+      st.succeeded();
       g.metrics.upstreamStage.observe((System.nanoTime() - sentAt) / 1e9);
       res.status(Status.create(status));
       res.header(HeaderNames.CONTENT_TYPE, ctype);
@@ -912,7 +927,8 @@ final class Proxy {
                 ("data: "
                         + new String(
                                 OpenAiError.body(
-                                    "the engine stopped answering mid-stream: " + e.getMessage(),
+                                    "the engine stopped answering mid-stream: "
+                                        + (e.getMessage() != null ? e.getMessage() : e.toString()),
                                     "server_error",
                                     null,
                                     "engine_stream_interrupted"),

@@ -639,6 +639,87 @@ class GatewayStubTest {
   }
 
   @Test
+  void anEngineThatSendsItsHeadersAndNoAnswerOpensTheBreaker() throws Exception {
+    Gateway g =
+        gateway(
+            GatewayConfig.builder()
+                .maxAttempts(1)
+                .breakerFailures(2)
+                .breakerOpen(Duration.ofMinutes(5)));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    e.emptyStream.set(true);
+    assertThat(post(g, "/v1/completions", completion(range(8), true, "")).statusCode())
+        .isEqualTo(502);
+    assertThat(post(g, "/v1/completions", completion(range(8), true, "")).statusCode())
+        .isEqualTo(502);
+    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), true, ""));
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat(r.body()).contains("\"code\":\"circuit_open\"");
+    assertThat(e.hits()).isEqualTo(2);
+  }
+
+  /**
+   * The client's stream_options the gateway cannot set include_usage in (not an object, or an
+   * include_usage that is not a boolean) goes to the engine as the client sent it: the engine
+   * judges it, and its answer counts for the engine, not against it.
+   */
+  @Test
+  void streamOptionsTheGatewayCannotAmendGoToTheEngineAsSent() throws Exception {
+    Gateway g =
+        gateway(
+            GatewayConfig.builder()
+                .maxAttempts(1)
+                .breakerFailures(2)
+                .breakerOpen(Duration.ofMinutes(5)));
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    String[] odd = {
+      ",\"stream_options\":\"x\"",
+      ",\"stream_options\":{\"include_usage\":1}",
+      ",\"stream_options\":[true]",
+      // usage in every chunk, which vLLM sends only with include_usage: not set for the client
+      ",\"stream_options\":{\"continuous_usage_stats\":true}"
+    };
+    for (String extra : odd) {
+      String body = completion(range(8), true, extra);
+      HttpResponse<String> r = post(g, "/v1/completions", body);
+      assertThat(r.statusCode()).as(extra).isEqualTo(200);
+      assertThat(new String(e.bodies.get(e.bodies.size() - 1), StandardCharsets.UTF_8))
+          .as(extra)
+          .isEqualTo(body);
+    }
+    assertThat(e.hits()).isEqualTo(odd.length);
+  }
+
+  @Test
+  void bodiesThatAreNotOneUtf8JsonObjectAreA400() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    String deep =
+        "{\"model\":\"tiny\",\"prompt\":\"x\",\"user\":" + "[".repeat(300) + "]".repeat(300) + "}";
+    HttpResponse<String> nested = post(g, "/v1/completions", deep);
+    assertThat(nested.statusCode()).isEqualTo(400);
+    assertThat(nested.body()).contains("\"type\":\"invalid_request_error\"").contains("nesting");
+    HttpResponse<String> trailing =
+        post(g, "/v1/completions", completion(range(8), false, "") + " {}");
+    assertThat(trailing.statusCode()).isEqualTo(400);
+    assertThat(trailing.body()).contains("more after the JSON object");
+    byte[] utf16 = completion(range(8), true, "").getBytes(StandardCharsets.UTF_16LE);
+    HttpResponse<String> wide =
+        HTTP.send(
+            HttpRequest.newBuilder(URI.create(g.url() + "/v1/completions"))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofByteArray(utf16))
+                .build(),
+            HttpResponse.BodyHandlers.ofString());
+    assertThat(wide.statusCode()).isEqualTo(400);
+    assertThat(wide.body()).contains("must be UTF-8");
+    assertThat(e.hits()).isZero();
+  }
+
+  @Test
   void aHalfOpenProbeClosesTheBreaker() throws Exception {
     Gateway g =
         gateway(

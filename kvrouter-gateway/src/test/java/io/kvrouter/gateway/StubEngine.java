@@ -31,6 +31,9 @@ final class StubEngine implements AutoCloseable {
   final AtomicLong promptTokens = new AtomicLong(12);
   final AtomicInteger chunks = new AtomicInteger(3);
 
+  /** When set, a stream answers its 200 and event-stream headers and then ends, empty. */
+  final AtomicBoolean emptyStream = new AtomicBoolean(false);
+
   /** When set, a stream waits on this latch after its first chunk. */
   volatile CountDownLatch holdAfterFirst;
 
@@ -165,6 +168,10 @@ final class StubEngine implements AutoCloseable {
       return;
     }
     s.header(HeaderNames.CONTENT_TYPE, "text/event-stream; charset=utf-8");
+    if (emptyStream.get()) {
+      s.outputStream().close();
+      return;
+    }
     boolean usage = text.contains("\"include_usage\":true");
     try (OutputStream out = s.outputStream()) {
       for (int i = 0; i < chunks.get(); i++) {
