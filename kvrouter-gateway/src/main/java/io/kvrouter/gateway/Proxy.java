@@ -7,6 +7,7 @@ import io.helidon.http.HeaderNames;
 import io.helidon.http.Status;
 import io.helidon.webclient.api.HttpClientRequest;
 import io.helidon.webclient.api.HttpClientResponse;
+import io.helidon.webserver.CloseConnectionException;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
@@ -821,8 +822,10 @@ final class Proxy {
             Gateway.LOG.warning(
                 "request " + c.requestId + ": engine " + url + " broke off its answer: " + e);
             count(c, engine, 502, attempt);
-            closeQuietly(out);
-            return null;
+            // not closed: the client must not take the short body for the whole answer, so the
+            // response is abandoned and the server drops the connection, quietly (Helidon's
+            // CloseConnectionException), without the end of the body
+            throw new CloseConnectionException("the engine broke off its answer", e);
           }
         }
         if (np != null) {

@@ -1,6 +1,7 @@
 package io.kvrouter.gateway;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
@@ -717,6 +718,27 @@ class GatewayStubTest {
     assertThat(wide.statusCode()).isEqualTo(400);
     assertThat(wide.body()).contains("must be UTF-8");
     assertThat(e.hits()).isZero();
+  }
+
+  /**
+   * An engine that dies in the middle of a whole (not streamed) answer sent without a
+   * Content-Length: the client must not get the part as a complete 200 (the gateway's own framing
+   * would end it as if it were whole). The gateway drops the connection instead.
+   */
+  @Test
+  void aWholeAnswerTheEngineBreaksOffIsNotDeliveredAsComplete() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder());
+    StubEngine e = stub();
+    RouterModel m = register(g, 1, e.url());
+    e.breakWhole.set(true);
+    assertThatThrownBy(() -> post(g, "/v1/completions", completion(range(8), false, "")))
+        .isInstanceOf(java.io.IOException.class);
+    // the route was freed, and the next request gets a whole answer
+    e.breakWhole.set(false);
+    HttpResponse<String> ok = post(g, "/v1/completions", completion(range(8), false, ""));
+    assertThat(ok.statusCode()).isEqualTo(200);
+    assertThat(ok.body()).isEqualTo(e.whole(false));
+    assertThat(m.router().inFlight()).isZero();
   }
 
   @Test

@@ -34,6 +34,12 @@ final class StubEngine implements AutoCloseable {
   /** When set, a stream answers its 200 and event-stream headers and then ends, empty. */
   final AtomicBoolean emptyStream = new AtomicBoolean(false);
 
+  /**
+   * When set, a whole answer goes out chunked (no Content-Length), its first half flushed, and the
+   * connection is then dropped without the last chunk: an engine that dies mid-answer.
+   */
+  final AtomicBoolean breakWhole = new AtomicBoolean(false);
+
   /** When set, a stream waits on this latch after its first chunk. */
   volatile CountDownLatch holdAfterFirst;
 
@@ -164,7 +170,14 @@ final class StubEngine implements AutoCloseable {
     String text = new String(body, StandardCharsets.UTF_8);
     if (!text.contains("\"stream\":true")) {
       s.header(HeaderNames.CONTENT_TYPE, "application/json");
-      s.send(whole(chat).getBytes(StandardCharsets.UTF_8));
+      byte[] w = whole(chat).getBytes(StandardCharsets.UTF_8);
+      if (breakWhole.get()) {
+        OutputStream out = s.outputStream();
+        out.write(w, 0, w.length / 2);
+        out.flush();
+        throw new IllegalStateException("the stub engine dies mid-answer");
+      }
+      s.send(w);
       return;
     }
     s.header(HeaderNames.CONTENT_TYPE, "text/event-stream; charset=utf-8");
