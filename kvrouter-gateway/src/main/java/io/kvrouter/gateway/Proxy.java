@@ -665,6 +665,16 @@ final class Proxy {
     return new Retry(timeout ? "timeout" : "connect", 0, null, null, timeout);
   }
 
+  /**
+   * An engine that sent its status line and then failed before the answer's first bytes (or a
+   * stream's first event): a timeout as {@link #failure}, anything else {@code broken_off} (not
+   * {@code connect}: the connection was made and answered).
+   */
+  static Retry brokenOff(Exception e) {
+    Retry r = failure(e instanceof RuntimeException re ? re : new RuntimeException(e));
+    return r.reason.equals("connect") ? new Retry("broken_off", 0, null, null, false) : r;
+  }
+
   private static byte[] readCapped(InputStream in) throws IOException {
     return in.readNBytes(ERROR_BODY_LIMIT);
   }
@@ -777,7 +787,7 @@ final class Proxy {
       try {
         n = in.read(buf);
       } catch (IOException | RuntimeException e) {
-        return failure(e instanceof RuntimeException re ? re : new RuntimeException(e));
+        return brokenOff(e);
       }
       prefillDone();
       headers();
@@ -873,7 +883,7 @@ final class Proxy {
           sse.append(buf, n);
         }
       } catch (IOException | RuntimeException e) {
-        return failure(e instanceof RuntimeException re ? re : new RuntimeException(e));
+        return brokenOff(e);
       }
       headers();
       OutputStream out;
