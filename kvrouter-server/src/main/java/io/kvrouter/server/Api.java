@@ -141,8 +141,26 @@ final class Api {
     return http.body(req);
   }
 
+  /**
+   * The {@code routing_group} query parameter, or Dynamo's {@code tenant_id} for it (null when
+   * neither is given); a 400 when both are given and disagree, as in bodies.
+   */
+  private static String groupParam(ServerRequest req) {
+    String group = param(req, "routing_group");
+    String tenant = param(req, "tenant_id");
+    if (group != null && tenant != null && !group.equals(tenant)) {
+      throw ApiException.badRequest(
+          "routing_group and tenant_id (its Dynamo name) disagree: '"
+              + group
+              + "' vs '"
+              + tenant
+              + "'");
+    }
+    return group != null ? group : tenant;
+  }
+
   private int workers(ServerRequest req, ServerResponse res) {
-    Requests.Filter f = Requests.filter(param(req, "model_name"), param(req, "routing_group"));
+    Requests.Filter f = Requests.filter(param(req, "model_name"), groupParam(req));
     return send(res, 200, JsonOut.workers(registry.indexes(f)));
   }
 
@@ -207,7 +225,7 @@ final class Api {
    */
   private int requestDone(ServerRequest req, ServerResponse res, boolean prefill) {
     String id = req.path().pathParameters().get("id");
-    Requests.Filter f = Requests.filter(param(req, "model_name"), param(req, "routing_group"));
+    Requests.Filter f = Requests.filter(param(req, "model_name"), groupParam(req));
     registry.requestDone(id, f, prefill);
     return send(res, 200, JsonOut.requestState(id, prefill ? "decoding" : "freed"));
   }
@@ -218,7 +236,7 @@ final class Api {
     ModelKey key =
         events.target(
             Requests.name("model_name", param(req, "model_name")),
-            Requests.name("routing_group", param(req, "routing_group")));
+            Requests.name("routing_group", groupParam(req)));
     String idempotencyKey =
         events.idempotencyKey(req.headers().first(IDEMPOTENCY_KEY).orElse(null));
     byte[] body = http.bytes(req);

@@ -28,6 +28,9 @@ final class BaseUrls {
     if (u.getQuery() != null || u.getFragment() != null || u.getUserInfo() != null) {
       return "'" + url + "' has a query, fragment or user info: give scheme, host and port only";
     }
+    if (u.getPort() == 0 || u.getPort() > 65535) {
+      return "'" + url + "' has port " + u.getPort() + "; a port is 1 to 65535";
+    }
     return null;
   }
 

@@ -311,6 +311,28 @@ final class Requests {
     }
   }
 
+  /**
+   * Why {@code id} cannot name a request in flight, or null: it must not start with U+0001 (the
+   * mark of a peer replica's requests) and must be text a URL path can carry, so that {@code
+   * /requests/{id}/free} can name it (no unpaired UTF-16 surrogate).
+   */
+  static String requestIdProblem(String id) {
+    if (!id.isEmpty() && id.charAt(0) == '\u0001') {
+      return "must not start with U+0001 (the router marks peer replicas' requests with it)";
+    }
+    for (int i = 0; i < id.length(); i++) {
+      char c = id.charAt(i);
+      if (Character.isHighSurrogate(c)
+          && i + 1 < id.length()
+          && Character.isLowSurrogate(id.charAt(i + 1))) {
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        return "holds an unpaired UTF-16 surrogate at index " + i + ", which no URL can name";
+      }
+    }
+    return null;
+  }
+
   private static QueryFields readQuery(byte[] body, Kind kind) {
     return JsonBody.parse(
         body,
@@ -353,6 +375,8 @@ final class Requests {
               throw ApiException.badRequest(
                   "request_id: longer than " + MAX_REQUEST_ID + " characters");
             }
+            String bad = requestIdProblem(q.requestId);
+            if (bad != null) throw ApiException.badRequest("request_id: " + bad);
           }
           if (kind.tokens) JsonBody.require(q.tokens, "token_ids");
           else JsonBody.require(q.hashes, "block_hashes");

@@ -3,10 +3,11 @@ package io.kvrouter.server;
 import java.util.Locale;
 
 /**
- * Strict UTF-8 validation of request bodies (RFC 3629): overlong encodings, UTF-16 surrogates
- * encoded as UTF-8 (CESU-8), code points beyond U+10FFFF, stray continuation bytes and truncated
- * sequences are all malformed. Jackson decodes such bytes leniently (an overlong {@code C0 AF} is
- * read as {@code /}), so bodies are checked here first.
+ * Strict UTF-8 validation of JSON request bodies (RFC 3629, RFC 8259): overlong encodings, UTF-16
+ * surrogates encoded as UTF-8 (CESU-8), code points beyond U+10FFFF, stray continuation bytes and
+ * truncated sequences are all malformed, and so is a NUL byte, which no JSON text holds raw (it is
+ * how a UTF-16 or UTF-32 body shows). Jackson decodes such bytes leniently (an overlong {@code C0
+ * AF} is read as {@code /}), so bodies are checked here first.
  *
  * <pre>
  * Implementation notes
@@ -27,9 +28,15 @@ final class Utf8 {
   static String check(byte[] b, int len) {
     int i = 0;
     while (i < len) {
-      if (b[i] >= 0) {
+      if (b[i] > 0) {
         i++;
         continue;
+      }
+      if (b[i] == 0) {
+        // well-formed UTF-8, but never in a JSON text (a control character is written escaped):
+        // a UTF-16 or UTF-32 body, which Jackson would otherwise detect and read
+        return problem(
+            b, i, "is a NUL, which JSON never holds unescaped (a UTF-16 or UTF-32 body?)");
       }
       int c = b[i] & 0xff;
       int need;

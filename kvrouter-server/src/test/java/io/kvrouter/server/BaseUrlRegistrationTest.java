@@ -26,6 +26,11 @@ class BaseUrlRegistrationTest {
       HttpFixture.Reply bad = a.post("/register", reg("\"http://h:1/?q=1\""));
       assertThat(bad.status()).isEqualTo(400);
       assertThat(bad.body()).contains("base_url");
+      for (String port : new String[] {"\"http://h:99999\"", "\"http://h:0/v1\""}) {
+        HttpFixture.Reply r = a.post("/register", reg(port));
+        assertThat(r.status()).as(port).isEqualTo(400);
+        assertThat(r.body()).as(port).contains("a port is 1 to 65535");
+      }
       assertThat(a.get("/workers").body()).isEqualTo("[]\n");
       HttpFixture.Reply ok = a.post("/register", reg("\"http://10.0.0.5:8000/v1/\""));
       assertThat(ok.status()).isEqualTo(201);
