@@ -716,7 +716,7 @@ class GatewayStubTest {
                 .build(),
             HttpResponse.BodyHandlers.ofString());
     assertThat(wide.statusCode()).isEqualTo(400);
-    assertThat(wide.body()).contains("must be UTF-8");
+    assertThat(wide.body()).contains("UTF-16");
     assertThat(e.hits()).isZero();
   }
 
