@@ -9,7 +9,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.function.BiConsumer;
 
 /**
  * What both index kinds share: which worker holds which block, kept prefix-closed through holes,
@@ -157,37 +156,7 @@ abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
   }
 
   @Override
-  public void apply(RouterEvent event) {
-    lock();
-    try {
-      applyLocked(event);
-    } finally {
-      unlock();
-    }
-  }
-
-  /**
-   * Applies {@code events[from, to)} in order under one hold of the writers' lock (thread-pool
-   * lanes: one lock hand-over per batch instead of per event). An event that throws goes to {@code
-   * onFailure} and the rest are still applied.
-   */
-  final void applyAll(
-      RouterEvent[] events, int from, int to, BiConsumer<RouterEvent, RuntimeException> onFailure) {
-    lock();
-    try {
-      for (int i = from; i < to; i++) {
-        try {
-          applyLocked(events[i]);
-        } catch (RuntimeException e) {
-          onFailure.accept(events[i], e);
-        }
-      }
-    } finally {
-      unlock();
-    }
-  }
-
-  private void applyLocked(RouterEvent event) {
+  void applyLocked(RouterEvent event) {
     CacheEvent data = event.data();
     if (data instanceof CacheEvent.Stored s) {
       store(workers.intern(event.worker()), s);

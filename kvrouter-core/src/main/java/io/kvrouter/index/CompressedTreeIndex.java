@@ -16,7 +16,6 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.function.BiConsumer;
 
 /**
  * The compressed block tree: one node per run of blocks that the same workers hold, with per-worker
@@ -627,37 +626,7 @@ final class CompressedTreeIndex extends SteppedIndex {
   // ------------------------------------------------------------------ writes
 
   @Override
-  public void apply(RouterEvent event) {
-    lock();
-    try {
-      applyLocked(event);
-    } finally {
-      unlock();
-    }
-  }
-
-  /**
-   * Applies {@code events[from, to)} in order under one hold of the writer lock
-   * (ThreadPoolIndexer's batches); an event that throws goes to {@code onFailure} and the next one
-   * is applied.
-   */
-  void applyAll(
-      RouterEvent[] events, int from, int to, BiConsumer<RouterEvent, RuntimeException> onFailure) {
-    lock();
-    try {
-      for (int i = from; i < to; i++) {
-        try {
-          applyLocked(events[i]);
-        } catch (RuntimeException e) {
-          onFailure.accept(events[i], e);
-        }
-      }
-    } finally {
-      unlock();
-    }
-  }
-
-  private void applyLocked(RouterEvent event) {
+  void applyLocked(RouterEvent event) {
     CacheEvent data = event.data();
     try {
       if (data instanceof CacheEvent.Stored s) {

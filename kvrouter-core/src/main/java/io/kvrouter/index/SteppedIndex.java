@@ -1,8 +1,10 @@
 package io.kvrouter.index;
 
+import io.kvrouter.event.RouterEvent;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BiConsumer;
 
 /**
  * The readers' side of a {@link KvIndex} whose one writer changes it in version steps and whose
@@ -25,7 +27,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * reader waits for at most the step under way and a walk, never for a whole operation.
  *
  * Writers: under writeLock when there is one (the concurrent kinds), on the caller's thread
- * otherwise (the single-threaded kinds); lock() and unlock() do nothing then. A walk on the thread
+ * otherwise (the single-threaded kinds); lock() and unlock() do nothing then. apply and applyAll
+ * (a thread-pool lane's batch under one hold of the lock) take it around the subclass's
+ * applyLocked. A walk on the thread
  * that holds writeLock (a test hook inside a step) walks at once: nobody else writes.
  * docs/concurrency.md has the argument.
  * </pre>
@@ -111,6 +115,40 @@ abstract class SteppedIndex implements KvIndex {
   abstract OverlapScores walk(long[] localHashes, boolean earlyExit);
 
   // ------------------------------------------------------------------ writes
+
+  /** Applies one event, under the writers' lock when there is one. */
+  abstract void applyLocked(RouterEvent event);
+
+  @Override
+  public final void apply(RouterEvent event) {
+    lock();
+    try {
+      applyLocked(event);
+    } finally {
+      unlock();
+    }
+  }
+
+  /**
+   * Applies {@code events[from, to)} in order under one hold of the writers' lock (thread-pool
+   * lanes: one lock hand-over per batch instead of per event). An event that throws goes to {@code
+   * onFailure} and the rest are still applied.
+   */
+  final void applyAll(
+      RouterEvent[] events, int from, int to, BiConsumer<RouterEvent, RuntimeException> onFailure) {
+    lock();
+    try {
+      for (int i = from; i < to; i++) {
+        try {
+          applyLocked(events[i]);
+        } catch (RuntimeException e) {
+          onFailure.accept(events[i], e);
+        }
+      }
+    } finally {
+      unlock();
+    }
+  }
 
   final void lock() {
     if (writeLock != null) writeLock.lock();

@@ -26,7 +26,7 @@ import java.util.logging.Logger;
  * full queue blocks the producer (back-pressure; nothing is dropped). Work items are RouterEvents
  * or Runnables (worker-wide operations and flush barriers). A lane takes everything queued (up to
  * BATCH items) at once and applies each run of consecutive events under one hold of the index's
- * writer lock (BlockIndex.applyAll, CompressedTreeIndex.applyAll), so two lanes hand the lock
+ * writer lock (SteppedIndex.applyAll, so the tree, positional and compressed kinds), so two lanes hand the lock
  * over once per batch rather than
  * once per event; order is kept. flush() puts a latch behind every lane's queue and waits for all
  * of them. An exception while applying is logged and counted; the lane goes on with the next
@@ -45,8 +45,7 @@ final class ThreadPoolIndexer implements KvIndex {
   private static final Object STOP = new Object();
 
   private final KvIndex index;
-  private final BlockIndex<?> blockIndex; // index itself when it can apply a batch at once; or null
-  private final CompressedTreeIndex compressed; // the same for the compressed tree; or null
+  private final SteppedIndex stepped; // index itself when it can apply a batch at once; or null
   private final BiConsumer<RouterEvent, RuntimeException> onFailure = this::failed;
   private final Lane[] lanes;
   private final AtomicLong failures = new AtomicLong();
@@ -54,8 +53,7 @@ final class ThreadPoolIndexer implements KvIndex {
 
   ThreadPoolIndexer(KvIndex index, int threads) {
     this.index = index;
-    this.blockIndex = index instanceof BlockIndex<?> b ? b : null;
-    this.compressed = index instanceof CompressedTreeIndex c ? c : null;
+    this.stepped = index instanceof SteppedIndex s ? s : null;
     this.lanes = new Lane[threads];
     for (int i = 0; i < threads; i++) {
       lanes[i] = new Lane(i);
@@ -244,10 +242,8 @@ final class ThreadPoolIndexer implements KvIndex {
     /** Applies {@code events[0, n)} in order, under one hold of the lock when the index allows. */
     private void applyEvents(RouterEvent[] events, int n) {
       if (n == 0) return;
-      if (blockIndex != null) {
-        blockIndex.applyAll(events, 0, n, onFailure);
-      } else if (compressed != null) {
-        compressed.applyAll(events, 0, n, onFailure);
+      if (stepped != null) {
+        stepped.applyAll(events, 0, n, onFailure);
       } else {
         for (int i = 0; i < n; i++) {
           try {

@@ -204,9 +204,14 @@ class ActiveSequencesTest {
    */
   @Test
   void randomWalkAgreesWithANaiveModel() {
-    for (long seed = 1; seed <= 8; seed++) {
+    forSeeds(8, this::randomWalk);
+  }
+
+  /** Runs {@code walk} for seeds 1..n, naming the seed of a failure. */
+  private static void forSeeds(int n, java.util.function.LongConsumer walk) {
+    for (long seed = 1; seed <= n; seed++) {
       try {
-        randomWalk(seed);
+        walk.accept(seed);
       } catch (AssertionError e) {
         throw new AssertionError("seed " + seed + ": " + e.getMessage(), e);
       }
@@ -259,14 +264,7 @@ class ActiveSequencesTest {
         a.expire(now);
         model.values().removeIf(r -> now - r.deadline >= 0);
       }
-      Set<Long> blocks = new HashSet<>();
-      long tokens = 0;
-      for (Req r : model.values()) {
-        for (long h : r.seq) blocks.add(h);
-        tokens += r.prefill[0];
-      }
-      assertThat(a.activeBlocks()).as("step %d blocks", step).isEqualTo(blocks.size());
-      assertThat(a.activePrefillTokens()).as("step %d tokens", step).isEqualTo(tokens);
+      assertAgrees(a, model, step);
       assertThat(a.requestCount()).isEqualTo(model.size());
     }
   }
@@ -279,13 +277,7 @@ class ActiveSequencesTest {
    */
   @Test
   void anyHashArraysAreCountedExactly() {
-    for (long seed = 1; seed <= 12; seed++) {
-      try {
-        arbitraryWalk(seed);
-      } catch (AssertionError e) {
-        throw new AssertionError("seed " + seed + ": " + e.getMessage(), e);
-      }
-    }
+    forSeeds(12, this::arbitraryWalk);
   }
 
   private void arbitraryWalk(long seed) {
@@ -317,15 +309,23 @@ class ActiveSequencesTest {
       } else {
         assertThat(a.free(id)).isEqualTo(model.remove(id) != null);
       }
-      Set<Long> blocks = new HashSet<>();
-      long tokens = 0;
-      for (Req r : model.values()) {
-        for (long h : r.seq) blocks.add(h);
-        tokens += r.prefill[0];
-      }
-      assertThat(a.activeBlocks()).as("step %d blocks", step).isEqualTo(blocks.size());
-      assertThat(a.activePrefillTokens()).as("step %d tokens", step).isEqualTo(tokens);
+      assertAgrees(a, model, step);
     }
+  }
+
+  /**
+   * The active blocks and prefill tokens are the model's: its requests' distinct hashes and
+   * charges.
+   */
+  private static void assertAgrees(ActiveSequences a, Map<String, Req> model, int step) {
+    Set<Long> blocks = new HashSet<>();
+    long tokens = 0;
+    for (Req r : model.values()) {
+      for (long h : r.seq) blocks.add(h);
+      tokens += r.prefill[0];
+    }
+    assertThat(a.activeBlocks()).as("step %d blocks", step).isEqualTo(blocks.size());
+    assertThat(a.activePrefillTokens()).as("step %d tokens", step).isEqualTo(tokens);
   }
 
   /** A request of the naive model; prefill[0] is the charge still owed. */

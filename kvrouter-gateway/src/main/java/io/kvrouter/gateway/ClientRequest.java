@@ -87,7 +87,8 @@ final class ClientRequest {
   }
 
   /**
-   * Parses a body.
+   * Parses a body, which the server has checked to be UTF-8 with no NUL byte (so not UTF-16 or
+   * UTF-32, which Jackson would otherwise detect: the byte offsets the parse records are UTF-8's).
    *
    * @throws OpenAiError 400 for a body that is not a JSON object, lacks {@code model}, or (chat)
    *     lacks a valid {@code messages} list or (completion) a valid {@code prompt}
@@ -96,15 +97,6 @@ final class ClientRequest {
     if (body.length == 0) {
       throw OpenAiError.invalid(
           null, null, "We could not parse the JSON body of your request: the body is empty.");
-    }
-    if (body.length >= 2 && (body[0] == 0 || body[1] == 0)) {
-      // UTF-16 or UTF-32 (a JSON text starts with an ASCII character, which they pad with zeros):
-      // RFC 8259 allows UTF-8 only, and the byte offsets below are UTF-8's
-      throw OpenAiError.invalid(
-          null,
-          null,
-          "We could not parse the JSON body of your request: it must be UTF-8 (RFC 8259), and"
-              + " this one looks like UTF-16 or UTF-32.");
     }
     try (JsonParser p = Json.FACTORY.createParser(body)) {
       if (p.nextToken() != JsonToken.START_OBJECT) {

@@ -620,20 +620,29 @@ class GatewayStubTest {
 
   @Test
   void consecutiveFailuresOpenTheBreaker() throws Exception {
-    Gateway g =
-        gateway(
-            GatewayConfig.builder()
-                .maxAttempts(1)
-                .breakerFailures(2)
-                .breakerOpen(Duration.ofMinutes(5)));
+    Gateway g = gateway(breakerAfterTwo());
     StubEngine e = stub();
     register(g, 1, e.url());
     e.status.set(500);
-    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
-        .isEqualTo(500);
-    assertThat(post(g, "/v1/completions", completion(range(8), false, "")).statusCode())
-        .isEqualTo(500);
-    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), false, ""));
+    assertOpensAfterTwoFailures(g, e, false, 500);
+  }
+
+  /** One attempt per request; two failures in a row open an engine's breaker for 5 minutes. */
+  static GatewayConfig.Builder breakerAfterTwo() {
+    return GatewayConfig.builder()
+        .maxAttempts(1)
+        .breakerFailures(2)
+        .breakerOpen(Duration.ofMinutes(5));
+  }
+
+  /** Two requests fail on {@code e} with {@code failed}; the third is refused, circuit open. */
+  static void assertOpensAfterTwoFailures(Gateway g, StubEngine e, boolean stream, int failed)
+      throws Exception {
+    for (int i = 0; i < 2; i++) {
+      assertThat(post(g, "/v1/completions", completion(range(8), stream, "")).statusCode())
+          .isEqualTo(failed);
+    }
+    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), stream, ""));
     assertThat(r.statusCode()).isEqualTo(503);
     assertThat(r.body()).contains("\"code\":\"circuit_open\"");
     assertThat(e.hits()).isEqualTo(2);
@@ -641,23 +650,11 @@ class GatewayStubTest {
 
   @Test
   void anEngineThatSendsItsHeadersAndNoAnswerOpensTheBreaker() throws Exception {
-    Gateway g =
-        gateway(
-            GatewayConfig.builder()
-                .maxAttempts(1)
-                .breakerFailures(2)
-                .breakerOpen(Duration.ofMinutes(5)));
+    Gateway g = gateway(breakerAfterTwo());
     StubEngine e = stub();
     register(g, 1, e.url());
     e.emptyStream.set(true);
-    assertThat(post(g, "/v1/completions", completion(range(8), true, "")).statusCode())
-        .isEqualTo(502);
-    assertThat(post(g, "/v1/completions", completion(range(8), true, "")).statusCode())
-        .isEqualTo(502);
-    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), true, ""));
-    assertThat(r.statusCode()).isEqualTo(503);
-    assertThat(r.body()).contains("\"code\":\"circuit_open\"");
-    assertThat(e.hits()).isEqualTo(2);
+    assertOpensAfterTwoFailures(g, e, true, 502);
   }
 
   /**
@@ -667,12 +664,7 @@ class GatewayStubTest {
    */
   @Test
   void streamOptionsTheGatewayCannotAmendGoToTheEngineAsSent() throws Exception {
-    Gateway g =
-        gateway(
-            GatewayConfig.builder()
-                .maxAttempts(1)
-                .breakerFailures(2)
-                .breakerOpen(Duration.ofMinutes(5)));
+    Gateway g = gateway(breakerAfterTwo());
     StubEngine e = stub();
     register(g, 1, e.url());
     String[] odd = {
