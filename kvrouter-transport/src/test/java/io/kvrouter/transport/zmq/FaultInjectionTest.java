@@ -22,13 +22,14 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Nothing is lost under event faults (issue 9): simulated vLLM engines publish over real ZMQ
- * sockets to two router replicas, each engine reaching each replica through its own {@link
- * FaultyLink} that drops, duplicates and delays messages; now and then an engine restarts (its
- * cache and sequence numbers start over) and a replica restarts (a new index warm-started from the
- * other replica's {@code dump()}, new subscribers). Then the faults stop, the engines take a few
- * more steps so that every gap shows, and each replica's index must hold exactly the blocks every
- * engine caches: for every worker, the set of block hashes in the index's dump equals the set in
- * the engine's cache, and every probe prompt scores what the engine would serve from its cache.
+ * sockets to three router replicas (a radix tree, a positional index and the compressed tree, the
+ * router's default), each engine reaching each replica through its own {@link FaultyLink} that
+ * drops, duplicates and delays messages; now and then an engine restarts (its cache and sequence
+ * numbers start over) and a replica restarts (a new index warm-started from the other replica's
+ * {@code dump()}, new subscribers). Then the faults stop, the engines take a few more steps so that
+ * every gap shows, and each replica's index must hold exactly the blocks every engine caches: for
+ * every worker, the set of block hashes in the index's dump equals the set in the engine's cache,
+ * and every probe prompt scores what the engine would serve from its cache.
  *
  * <p>Seeded ({@code -Dkvrouter.faults.seed}); the CI run is short. The long run of
  * docs/RELIABILITY.md sets {@code -Dkvrouter.faults.rounds}.
@@ -172,6 +173,9 @@ class FaultInjectionTest {
     }
     replicas.add(new Replica("A", "concurrentRadixTree()", KvIndexes::concurrentRadixTree, SEED));
     replicas.add(new Replica("B", "positional(4)", () -> KvIndexes.positional(4), SEED + 1));
+    replicas.add(
+        new Replica(
+            "C", "concurrentCompressedTree()", KvIndexes::concurrentCompressedTree, SEED + 2));
 
     int engineRestarts = 0;
     for (int round = 0; round < ROUNDS; round++) {
@@ -184,8 +188,8 @@ class FaultInjectionTest {
         sim.run(STEPS);
       }
       if (round % ROUTER_RESTART_EVERY == ROUTER_RESTART_EVERY - 1) {
-        int victim = (round / ROUTER_RESTART_EVERY) % 2;
-        replicas.get(victim).restartFrom(replicas.get(1 - victim));
+        int victim = (round / ROUTER_RESTART_EVERY) % replicas.size();
+        replicas.get(victim).restartFrom(replicas.get((victim + 1) % replicas.size()));
       }
       pace();
       if (ROUNDS >= 200 && (round + 1) % (ROUNDS / 20) == 0) {
