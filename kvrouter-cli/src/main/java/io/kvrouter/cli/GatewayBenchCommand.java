@@ -2,9 +2,9 @@ package io.kvrouter.cli;
 
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
+import io.kvrouter.mockengine.KvEventsConfig;
+import io.kvrouter.mockengine.MockEngineServer;
 import io.kvrouter.server.KvRouterServer;
-import io.kvrouter.sim.KvEventsConfig;
-import io.kvrouter.sim.MockEngineServer;
 import java.io.PrintWriter;
 import java.net.URI;
 import java.net.http.HttpClient;

@@ -1,8 +1,5 @@
 package io.kvrouter.cli;
 
-import io.kvrouter.sim.BenchTraceCommand;
-import io.kvrouter.sim.SimulateCommand;
-import io.kvrouter.tokenize.TokenizerCommand;
 import java.io.PrintWriter;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
@@ -28,8 +25,8 @@ import picocli.CommandLine.Spec;
       ServeCommand.class,
       Main.Bench.class,
       TokenizerCommand.class,
-      io.kvrouter.sim.MockEngineCommand.class,
-      io.kvrouter.gateway.GatewayCommand.class
+      MockEngineCommand.class,
+      GatewayCommand.class
     })
 public final class Main implements Callable<Integer> {
   /**

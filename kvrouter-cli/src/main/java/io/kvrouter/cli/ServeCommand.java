@@ -1,7 +1,5 @@
 package io.kvrouter.cli;
 
-import io.kvrouter.gateway.ConfigFileArgs;
-import io.kvrouter.route.KvRouter;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.OutOfMemoryExit;
 import java.io.PrintWriter;
@@ -16,6 +14,7 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -66,6 +65,10 @@ public final class ServeCommand implements Callable<Integer> {
   private static final Logger HELIDON_LOG = Logger.getLogger("io.helidon");
 
   @Spec CommandSpec spec;
+
+  @Mixin RoutingOptions routing = new RoutingOptions();
+
+  @Mixin ReplicaOptions replica = new ReplicaOptions();
 
   @Option(
       names = "--host",
@@ -129,100 +132,11 @@ public final class ServeCommand implements Callable<Integer> {
   long shutdownGraceSeconds = 10;
 
   @Option(
-      names = "--overlap-weight",
-      paramLabel = "W",
-      description = "Routing: weight of prefill work in the cost (default: ${DEFAULT-VALUE}).")
-  double overlapWeight = 1.0;
-
-  @Option(
-      names = "--host-tier-weight",
-      paramLabel = "W",
-      description =
-          "Routing: what a block cached in a worker's host memory (CPU offloading) saves of a"
-              + " recompute, 0..1; its prefill costs 1 - W (default: ${DEFAULT-VALUE}, Dynamo's"
-              + " host_cache_hit_weight).")
-  double hostTierWeight = io.kvrouter.route.TierWeights.DEFAULTS.host();
-
-  @Option(
-      names = "--disk-tier-weight",
-      paramLabel = "W",
-      description =
-          "Routing: the same for a block on a worker's disk (default: ${DEFAULT-VALUE}, Dynamo's"
-              + " disk_cache_hit_weight).")
-  double diskTierWeight = io.kvrouter.route.TierWeights.DEFAULTS.disk();
-
-  @Option(
-      names = "--external-tier-weight",
-      paramLabel = "W",
-      description =
-          "Routing: the same for a block in an external store (default: ${DEFAULT-VALUE}).")
-  double externalTierWeight = io.kvrouter.route.TierWeights.DEFAULTS.external();
-
-  @Option(
-      names = "--pressure-weight",
-      paramLabel = "G",
-      description =
-          "Routing: weight of eviction pressure in the cost, new blocks costing more on a rank"
-              + " whose cache evicts faster than the others' (default: ${DEFAULT-VALUE}; 0 gives"
-              + " DESIGN.md §6's cost).")
-  double pressureWeight = KvRouter.DEFAULT_PRESSURE_WEIGHT;
-
-  @Option(
-      names = "--temperature",
-      paramLabel = "T",
-      description =
-          "Routing: softmax temperature, 0 takes the cheapest (default: ${DEFAULT-VALUE}).")
-  double temperature = 0;
-
-  @Option(
-      names = "--seed",
-      paramLabel = "N",
-      description = "Routing: seed of tie-breaks and sampling (default: ${DEFAULT-VALUE}).")
-  long seed = 0;
-
-  @Option(
-      names = "--busy-prefill-tokens",
-      paramLabel = "N",
-      description = "Routing: a rank with more prefill tokens in flight is busy (default: never).")
-  long busyPrefillTokens = -1;
-
-  @Option(
-      names = "--busy-block-fraction",
-      paramLabel = "F",
-      description =
-          "Routing: a rank with more active blocks than this fraction of its capacity_blocks is busy"
-              + " (default: never).")
-  double busyBlockFraction = 0;
-
-  @Option(
-      names = "--request-expiry-seconds",
-      paramLabel = "S",
-      description =
-          "Routed requests never freed are dropped after this (default: ${DEFAULT-VALUE}).")
-  long requestExpirySeconds = 300;
-
-  @Option(
       names = "--ingest-threads",
       paramLabel = "N",
       description =
           "Platform threads that decode and apply /events batches (default: ${DEFAULT-VALUE}).")
   int ingestThreads = 1;
-
-  @Option(
-      names = "--zmq-connect-timeout-ms",
-      paramLabel = "MS",
-      description =
-          "POST /register with an endpoint waits this long for the engine's ZMQ connection and"
-              + " refuses with 400 without it; 0 registers at once (default: ${DEFAULT-VALUE}).")
-  long zmqConnectTimeoutMs = 5000;
-
-  @Option(
-      names = "--ready-grace-seconds",
-      paramLabel = "S",
-      description =
-          "/ready waits at most this long for a ZMQ listener's first connection"
-              + " (default: ${DEFAULT-VALUE}).")
-  long readyGraceSeconds = 30;
 
   @Option(
       names = "--peer",
@@ -241,60 +155,6 @@ public final class ServeCommand implements Callable<Integer> {
               + " publishes there, so servers on one NATS hold the same indexes; default:"
               + " in-process.")
   String events;
-
-  @Option(
-      names = "--replica-id",
-      paramLabel = "ID",
-      description =
-          "With --events: this server's name for its NATS consumers and snapshots; keep it"
-              + " stable across restarts (default: serve-<port>).")
-  String replicaId;
-
-  @Option(
-      names = "--sync",
-      paramLabel = "URL|off",
-      description =
-          "nats://host:port: share every index's requests in flight with the other replicas on"
-              + " that NATS (subject kvrouter.seq.<model>.<group>), so each one's loads count the"
-              + " whole fleet's; off: do not (default: on with --events, on its server).")
-  String sync;
-
-  @Option(
-      names = "--sync-heartbeat-ms",
-      paramLabel = "MS",
-      description =
-          "With sync: heartbeat interval; a peer silent for 3 is dropped with its requests"
-              + " (default: 1000).")
-  Long syncHeartbeatMs;
-
-  @Option(
-      names = "--max-blocks",
-      paramLabel = "N",
-      description =
-          "Bound each model's index to N (worker rank, block) pairs, dropping the least recently"
-              + " used past it (counted in kvrouter_index_evicted_blocks_total; default: no"
-              + " bound).")
-  Long maxBlocks;
-
-  @Option(
-      names = "--max-tier-blocks",
-      paramLabel = "N",
-      description =
-          "Keep at most N blocks per worker rank on each tier beyond the device (host, disk,"
-              + " external), dropping past it the least recently stored leaves of its chains, so"
-              + " what is left of a chain still scores (counted in"
-              + " kvrouter_tier_evicted_blocks_total). LMCache publishes no removals: without a"
-              + " bound its copies stay indexed (default: no bound).")
-  Integer maxTierBlocks;
-
-  @Option(
-      names = "--read-timeout-ms",
-      paramLabel = "MS",
-      description =
-          "A request must arrive whole (headers and body) within this long of its request line,"
-              + " and an idle connection is closed after about as long: slow clients are cut off"
-              + " (default: 30000, or the JVM property kvrouter.http.readTimeoutMillis).")
-  Long readTimeoutMs;
 
   @Option(
       names = "--nats-apply-wait-ms",
@@ -321,20 +181,6 @@ public final class ServeCommand implements Callable<Integer> {
         spec, this, config, "kvrouter serve", List.of(), ServeCommand::new, ServeCommand::run);
   }
 
-  private static int checkMaxTierBlocks(int maxTierBlocks) {
-    if (maxTierBlocks < 1) {
-      throw new IllegalArgumentException("--max-tier-blocks must be >= 1, got " + maxTierBlocks);
-    }
-    return maxTierBlocks;
-  }
-
-  private static long checkMaxBlocks(long maxBlocks) {
-    if (maxBlocks < 1) {
-      throw new IllegalArgumentException("--max-blocks must be >= 1, got " + maxBlocks);
-    }
-    return maxBlocks;
-  }
-
   private int run(PrintWriter out, PrintWriter err) throws InterruptedException {
     if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
     String token = authToken != null ? authToken : System.getenv(TOKEN_ENV);
@@ -349,39 +195,11 @@ public final class ServeCommand implements Callable<Integer> {
               .authToken(token)
               .acceptUnregistered(acceptUnregistered)
               .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
-              .overlapWeight(overlapWeight)
-              .pressureWeight(pressureWeight)
-              .temperature(temperature)
-              .seed(seed)
-              .busyPrefillTokens(busyPrefillTokens)
-              .busyBlockFraction(busyBlockFraction)
-              .requestExpiry(Duration.ofSeconds(requestExpirySeconds))
+              .routing(routing.settings())
               .ingestThreads(ingestThreads)
-              .zmqConnectTimeout(Duration.ofMillis(zmqConnectTimeoutMs))
-              .readyGrace(Duration.ofSeconds(readyGraceSeconds))
               .peer(peer)
-              .events(events)
-              .replicaId(replicaId)
-              .sync(sync)
-              .maxBlocks(maxBlocks == null ? 0 : checkMaxBlocks(maxBlocks))
-              .maxTierBlocks(maxTierBlocks == null ? 0 : checkMaxTierBlocks(maxTierBlocks))
-              .tierWeights(
-                  new io.kvrouter.route.TierWeights(
-                      hostTierWeight, diskTierWeight, externalTierWeight));
-      if (readTimeoutMs != null) {
-        if (readTimeoutMs < 1) {
-          throw new IllegalArgumentException(
-              "--read-timeout-ms must be >= 1, got " + readTimeoutMs);
-        }
-        b.readTimeout(Duration.ofMillis(readTimeoutMs));
-      }
-      if (syncHeartbeatMs != null) {
-        if (syncHeartbeatMs < 1) {
-          throw new IllegalArgumentException(
-              "--sync-heartbeat-ms must be >= 1, got " + syncHeartbeatMs);
-        }
-        b.syncHeartbeat(Duration.ofMillis(syncHeartbeatMs));
-      }
+              .events(events);
+      replica.applyTo(b);
       if (natsApplyWaitMs != null) {
         if (natsApplyWaitMs < 1) {
           throw new IllegalArgumentException(

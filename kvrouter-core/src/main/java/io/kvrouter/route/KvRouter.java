@@ -918,6 +918,24 @@ public final class KvRouter implements AutoCloseable {
       this.blockSize = blockSize;
     }
 
+    /**
+     * Every setting of {@code s} that the builder has: the cost's weights, temperature, seed,
+     * request expiry, the busy limits (unless never), approximate mode (when on) and the tier
+     * weights. The index bounds ({@link RoutingSettings#maxBlocks()}) are the index's: {@link
+     * RoutingSettings#newRouter} builds the index too.
+     */
+    public Builder settings(RoutingSettings s) {
+      overlapWeight(s.overlapWeight());
+      pressureWeight(s.pressureWeight());
+      temperature(s.temperature());
+      seed(s.seed());
+      requestExpiry(s.requestExpiry());
+      if (s.busyPrefillTokens() >= 0) busyPrefillTokens(s.busyPrefillTokens());
+      if (s.busyBlockFraction() > 0) busyBlockFraction(s.busyBlockFraction());
+      if (s.approximate()) approximate();
+      return tierWeights(s.tierWeights());
+    }
+
     /** Weight of prefill work in the default cost; default 1.0, 0 ignores cached prefixes. */
     public Builder overlapWeight(double overlapWeight) {
       this.overlapWeight = CostBasedSelector.requireWeight("overlapWeight", overlapWeight);

@@ -8,10 +8,10 @@ import static io.kvrouter.gateway.GatewayMockEngineTest.post;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.mockengine.MockEngineServer;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost.Registration;
-import io.kvrouter.sim.MockEngineServer;
 import java.net.http.HttpResponse;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;

@@ -9,13 +9,13 @@ import static io.kvrouter.gateway.GatewayMockEngineTest.post;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.mockengine.KvEventsConfig;
+import io.kvrouter.mockengine.MockEngineServer;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost.Registration;
-import io.kvrouter.sim.KvEventsConfig;
-import io.kvrouter.sim.MockEngineServer;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.net.URI;
 import java.net.http.HttpRequest;

@@ -3,11 +3,11 @@ package io.kvrouter.gateway;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.mockengine.KvEventsConfig;
+import io.kvrouter.mockengine.MockEngineServer;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost.Registration;
-import io.kvrouter.sim.KvEventsConfig;
-import io.kvrouter.sim.MockEngineServer;
 import java.io.InputStream;
 import java.net.ServerSocket;
 import java.net.URI;

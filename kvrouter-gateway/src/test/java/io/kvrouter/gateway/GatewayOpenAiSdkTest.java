@@ -3,12 +3,12 @@ package io.kvrouter.gateway;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.core.JsonParser;
+import io.kvrouter.mockengine.KvEventsConfig;
+import io.kvrouter.mockengine.MockEngineServer;
+import io.kvrouter.mockengine.NodeSdkCheck;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost.Registration;
-import io.kvrouter.sim.KvEventsConfig;
-import io.kvrouter.sim.MockEngineServer;
-import io.kvrouter.sim.NodeSdkCheck;
 import io.kvrouter.tokenize.JsonValues;
 import java.util.ArrayList;
 import java.util.List;

@@ -4,8 +4,10 @@ import io.helidon.http.DirectHandler;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.DirectHandlers;
 import io.helidon.webserver.http1.Http1Config;
-import io.kvrouter.index.KvIndexes;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.route.TierWeights;
+import io.kvrouter.route.WorkerSelector;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -17,6 +19,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
 
 /**
  * kvrouter as an HTTP service: one KV-aware router and index per {@code (model_name,
@@ -543,14 +546,9 @@ public final class KvRouterServer implements AutoCloseable {
    * @param acceptUnregistered apply {@code /events} of worker ranks that are not registered instead
    *     of refusing the batch with 404; default false
    * @param shutdownGrace how long requests in flight may take to finish at shutdown; default 10 s
-   * @param overlapWeight routing cost weight of prefill work (docs/routing.md); default 1
-   * @param pressureWeight routing cost weight of eviction pressure (docs/routing.md); default 20
-   * @param temperature routing softmax temperature; default 0 (take the cheapest)
-   * @param seed seed of routing tie-breaks and sampling; default 0
-   * @param busyPrefillTokens a rank with more prefill tokens in flight is busy; -1: never
-   * @param busyBlockFraction a rank with more active blocks than this fraction of its {@code
-   *     capacity_blocks} is busy; 0: never
-   * @param requestExpiry routed requests never freed are dropped after this; default 300 s
+   * @param routing the routing settings ({@link RoutingSettings}: the cost's weights, busy limits,
+   *     request expiry, approximate mode, the index's bounds, tier weights); shared with {@code
+   *     gateway} and {@code simulate}
    * @param ingestThreads platform threads that decode and apply {@code /events} batches; default 1
    * @param zmqConnectTimeout how long {@code POST /register} with an {@code endpoint} waits for the
    *     first connection to the engine before refusing with 400; zero: it does not wait (the rank
@@ -565,13 +563,6 @@ public final class KvRouterServer implements AutoCloseable {
    * @param replicaId with {@code events}: the name of this server's snapshots and consumers; null:
    *     {@code serve-<port>}. With sync, also this server's name among its peers (null: {@code
    *     serve-<port>-<random>}, a new one at each start)
-   * @param maxBlocks each model's index holds at most this many (worker rank, block) pairs,
-   *     dropping the least recently used past it ({@code
-   *     KvIndexes.concurrentCompressedTree(long)}); 0: no bound (the default)
-   * @param maxTierBlocks each rank holds at most this many blocks on each tier beyond the device
-   *     (host, disk, external), the least recently stored leaves of its chains dropped past it
-   *     ({@code TieredIndex.of(factory, n)}; LMCache publishes no removals, so without a bound its
-   *     copies stay indexed); 0: no bound (the default)
    * @param readTimeout a request must arrive whole within this time from its request line, and an
    *     idle connection is closed after about as long (slow clients); default 30 s, or the JVM
    *     property {@code kvrouter.http.readTimeoutMillis}
@@ -586,10 +577,6 @@ public final class KvRouterServer implements AutoCloseable {
    *     (one per index: a selector need not be thread-safe), replacing the cost built from the
    *     weights above; null (the default): that cost. For benchmarks that compare policies ({@code
    *     kvrouter bench fleet}); no flag of {@code serve} sets it
-   * @param approximate every new index's router runs in approximate mode ({@code
-   *     KvRouter.Builder.approximate()}: no KV events, it predicts caches from its own decisions);
-   *     register its engines without ZMQ endpoints and post no events. Default false; for {@code
-   *     kvrouter bench fleet}, no flag of {@code serve} sets it
    * @param sync sequence sync (docs/service.md, "Several replicas share their in-flight load"):
    *     {@code nats://host:port} shares every index's requests in flight with the other replicas on
    *     that NATS server, so that each one's loads count the whole fleet's; {@code "off"}: not
@@ -598,9 +585,6 @@ public final class KvRouterServer implements AutoCloseable {
    * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
    *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
    *     200; default 1 s
-   * @param tierWeights what a block cached on the host, disk or an external store saves of a
-   *     recompute, for engines that publish offloaded copies (docs/routing.md, "Blocks beyond the
-   *     GPU"); null: {@link io.kvrouter.route.TierWeights#DEFAULTS}
    */
   public record Config(
       String host,
@@ -609,29 +593,19 @@ public final class KvRouterServer implements AutoCloseable {
       String authToken,
       boolean acceptUnregistered,
       Duration shutdownGrace,
-      double overlapWeight,
-      double pressureWeight,
-      double temperature,
-      long seed,
-      long busyPrefillTokens,
-      double busyBlockFraction,
-      Duration requestExpiry,
+      RoutingSettings routing,
       int ingestThreads,
       Duration zmqConnectTimeout,
       Duration readyGrace,
       String peer,
       String events,
       String replicaId,
-      long maxBlocks,
-      int maxTierBlocks,
       Duration readTimeout,
       Duration natsApplyWait,
       long maxInflightBodyBytes,
-      java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector,
-      boolean approximate,
+      Supplier<WorkerSelector> selector,
       String sync,
-      Duration syncHeartbeat,
-      io.kvrouter.route.TierWeights tierWeights) {
+      Duration syncHeartbeat) {
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -656,22 +630,7 @@ public final class KvRouterServer implements AutoCloseable {
       if (shutdownGrace.isNegative()) {
         throw new IllegalArgumentException("shutdownGrace must be >= 0, got " + shutdownGrace);
       }
-      KvRouter.requireWeight("overlapWeight", overlapWeight);
-      if (tierWeights == null) tierWeights = io.kvrouter.route.TierWeights.DEFAULTS;
-      KvRouter.requireWeight("pressureWeight", pressureWeight);
-      KvRouter.requireWeight("temperature", temperature);
-      if (busyPrefillTokens < -1) {
-        throw new IllegalArgumentException(
-            "busyPrefillTokens must be >= 0 (or -1 for never), got " + busyPrefillTokens);
-      }
-      if (!(busyBlockFraction >= 0) || Double.isInfinite(busyBlockFraction)) {
-        throw new IllegalArgumentException(
-            "busyBlockFraction must be > 0 (or 0 for never), got " + busyBlockFraction);
-      }
-      Objects.requireNonNull(requestExpiry, "requestExpiry");
-      if (requestExpiry.isNegative() || requestExpiry.isZero()) {
-        throw new IllegalArgumentException("requestExpiry must be positive, got " + requestExpiry);
-      }
+      Objects.requireNonNull(routing, "routing");
       if (ingestThreads < 1) {
         throw new IllegalArgumentException("ingestThreads must be >= 1, got " + ingestThreads);
       }
@@ -692,14 +651,6 @@ public final class KvRouterServer implements AutoCloseable {
         throw new IllegalArgumentException(
             "peer and events: choose one; with --events nats://... a starting replica loads the"
                 + " newest NATS snapshot and the stream, which is its warm start");
-      }
-      if (maxBlocks < 0) {
-        throw new IllegalArgumentException(
-            "maxBlocks must be >= 1 (or 0 for no bound), got " + maxBlocks);
-      }
-      if (maxTierBlocks < 0) {
-        throw new IllegalArgumentException(
-            "maxTierBlocks must be >= 1 (or 0 for no bound), got " + maxTierBlocks);
       }
       Objects.requireNonNull(readTimeout, "readTimeout");
       if (readTimeout.isNegative() || readTimeout.isZero()) {
@@ -725,6 +676,16 @@ public final class KvRouterServer implements AutoCloseable {
       if (syncHeartbeat.isNegative() || syncHeartbeat.isZero()) {
         throw new IllegalArgumentException("syncHeartbeat must be > 0, got " + syncHeartbeat);
       }
+    }
+
+    /** {@link RoutingSettings#approximate()} of {@link #routing()}. */
+    public boolean approximate() {
+      return routing.approximate();
+    }
+
+    /** {@link RoutingSettings#maxTierBlocks()} of {@link #routing()}. */
+    public int maxTierBlocks() {
+      return routing.maxTierBlocks();
     }
 
     /** The value of {@link #sync()} that turns sequence sync off. */
@@ -762,17 +723,7 @@ public final class KvRouterServer implements AutoCloseable {
       m.put("auth-token", authToken == null ? "(none)" : "****** (set)");
       m.put("accept-unregistered", Boolean.toString(acceptUnregistered));
       m.put("shutdown-grace-seconds", Long.toString(shutdownGrace.toSeconds()));
-      m.put("overlap-weight", Double.toString(overlapWeight));
-      m.put("pressure-weight", Double.toString(pressureWeight));
-      m.put("temperature", Double.toString(temperature));
-      m.put("seed", Long.toString(seed));
-      m.put(
-          "busy-prefill-tokens",
-          busyPrefillTokens < 0 ? "(never)" : Long.toString(busyPrefillTokens));
-      m.put(
-          "busy-block-fraction",
-          busyBlockFraction == 0 ? "(never)" : Double.toString(busyBlockFraction));
-      m.put("request-expiry-seconds", Long.toString(requestExpiry.toSeconds()));
+      m.putAll(routing.describe());
       m.put("ingest-threads", Integer.toString(ingestThreads));
       m.put("zmq-connect-timeout-ms", Long.toString(zmqConnectTimeout.toMillis()));
       m.put("ready-grace-seconds", Long.toString(readyGrace.toSeconds()));
@@ -787,18 +738,22 @@ public final class KvRouterServer implements AutoCloseable {
           "sync",
           effSync == null ? "(off)" : effSync + (sync == null ? " (the --events server)" : ""));
       if (effSync != null) m.put("sync-heartbeat-ms", Long.toString(syncHeartbeat.toMillis()));
-      m.put("max-blocks", maxBlocks == 0 ? "(no bound)" : Long.toString(maxBlocks));
+      m.put(
+          "max-blocks",
+          routing.maxBlocks() == 0 ? "(no bound)" : Long.toString(routing.maxBlocks()));
       m.put(
           "max-tier-blocks",
-          maxTierBlocks == 0 ? "(no bound)" : maxTierBlocks + " per rank and tier");
+          routing.maxTierBlocks() == 0
+              ? "(no bound)"
+              : routing.maxTierBlocks() + " per rank and tier");
       m.put(
           "tier-weights",
           "host "
-              + tierWeights.host()
+              + routing.tierWeights().host()
               + ", disk "
-              + tierWeights.disk()
+              + routing.tierWeights().disk()
               + ", external "
-              + tierWeights.external());
+              + routing.tierWeights().external());
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
       m.put(
           "max-inflight-body-size",
@@ -813,30 +768,10 @@ public final class KvRouterServer implements AutoCloseable {
     }
 
     KvRouter newRouter(int blockSize) {
-      KvRouter.Builder b =
-          KvRouter.builder(blockSize)
-              .overlapWeight(overlapWeight)
-              .pressureWeight(pressureWeight)
-              .temperature(temperature)
-              .seed(seed)
-              .requestExpiry(requestExpiry);
-      if (busyPrefillTokens >= 0) b.busyPrefillTokens(busyPrefillTokens);
-      if (busyBlockFraction > 0) b.busyBlockFraction(busyBlockFraction);
-      // the router does not close an index it is given; a block index holds nothing to close
-      if (approximate) {
-        b.approximate();
-      } else {
-        // the device index is the router's default kind, the compressed tree (bounded with
-        // --max-blocks); copies on other tiers get cumulative indexes of the same
-        // kind when their first event arrives (docs/routing.md, "Blocks beyond the GPU")
-        java.util.function.Supplier<io.kvrouter.index.KvIndex> kind =
-            maxBlocks > 0
-                ? () -> KvIndexes.concurrentCompressedTree(maxBlocks)
-                : KvIndexes::concurrentCompressedTree;
-        b.index(io.kvrouter.index.TieredIndex.of(kind, maxTierBlocks)).tierWeights(tierWeights);
-      }
-      if (selector != null) b.selector(selector.get());
-      return b.build();
+      // the device index is the router's default kind, the compressed tree (bounded with
+      // --max-blocks); copies on other tiers get cumulative indexes of the same kind when their
+      // first event arrives (docs/routing.md, "Blocks beyond the GPU")
+      return routing.newRouter(blockSize, selector);
     }
 
     /** Sets {@link Config} fields one by one; {@link #build()} validates them. */
@@ -849,7 +784,7 @@ public final class KvRouterServer implements AutoCloseable {
       private Duration shutdownGrace = Duration.ofSeconds(10);
       private double overlapWeight = 1.0;
       private double pressureWeight = KvRouter.DEFAULT_PRESSURE_WEIGHT;
-      private java.util.function.Supplier<io.kvrouter.route.WorkerSelector> selector;
+      private Supplier<WorkerSelector> selector;
       private boolean approximate;
       private double temperature;
       private long seed;
@@ -864,7 +799,7 @@ public final class KvRouterServer implements AutoCloseable {
       private String replicaId;
       private long maxBlocks;
       private int maxTierBlocks;
-      private io.kvrouter.route.TierWeights tierWeights = io.kvrouter.route.TierWeights.DEFAULTS;
+      private TierWeights tierWeights = TierWeights.DEFAULTS;
       private Duration readTimeout = ReadDeadline.configured();
       private Duration natsApplyWait = DEFAULT_NATS_APPLY_WAIT;
       private long maxInflightBodyBytes;
@@ -946,6 +881,22 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** Every routing setting of {@code r} (the setters below set them one by one). */
+      public Builder routing(RoutingSettings r) {
+        overlapWeight = r.overlapWeight();
+        pressureWeight = r.pressureWeight();
+        temperature = r.temperature();
+        seed = r.seed();
+        busyPrefillTokens = r.busyPrefillTokens();
+        busyBlockFraction = r.busyBlockFraction();
+        requestExpiry = r.requestExpiry();
+        approximate = r.approximate();
+        maxBlocks = r.maxBlocks();
+        maxTierBlocks = r.maxTierBlocks();
+        tierWeights = r.tierWeights();
+        return this;
+      }
+
       public Builder overlapWeight(double overlapWeight) {
         this.overlapWeight = overlapWeight;
         return this;
@@ -990,7 +941,7 @@ public final class KvRouterServer implements AutoCloseable {
        * What a cached block on each slower tier saves of a recompute (docs/routing.md, "Blocks
        * beyond the GPU"); default {@link io.kvrouter.route.TierWeights#DEFAULTS}.
        */
-      public Builder tierWeights(io.kvrouter.route.TierWeights tierWeights) {
+      public Builder tierWeights(TierWeights tierWeights) {
         this.tierWeights = Objects.requireNonNull(tierWeights, "tierWeights");
         return this;
       }
@@ -1024,7 +975,7 @@ public final class KvRouterServer implements AutoCloseable {
       }
 
       /** See {@link Config#selector()}. */
-      public Builder selector(java.util.function.Supplier<io.kvrouter.route.WorkerSelector> v) {
+      public Builder selector(Supplier<WorkerSelector> v) {
         this.selector = v;
         return this;
       }
@@ -1037,29 +988,30 @@ public final class KvRouterServer implements AutoCloseable {
             authToken,
             acceptUnregistered,
             shutdownGrace,
-            overlapWeight,
-            pressureWeight,
-            temperature,
-            seed,
-            busyPrefillTokens,
-            busyBlockFraction,
-            requestExpiry,
+            new RoutingSettings(
+                overlapWeight,
+                pressureWeight,
+                temperature,
+                seed,
+                busyPrefillTokens,
+                busyBlockFraction,
+                requestExpiry,
+                approximate,
+                maxBlocks,
+                maxTierBlocks,
+                tierWeights),
             ingestThreads,
             zmqConnectTimeout,
             readyGrace,
             peer,
             events,
             replicaId,
-            maxBlocks,
-            maxTierBlocks,
             readTimeout,
             natsApplyWait,
             maxInflightBodyBytes,
             selector,
-            approximate,
             sync,
-            syncHeartbeat,
-            tierWeights);
+            syncHeartbeat);
       }
     }
   }

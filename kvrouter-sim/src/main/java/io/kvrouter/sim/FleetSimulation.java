@@ -4,11 +4,14 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.mockengine.EventLoop;
 import io.kvrouter.prefixcache.PrefixCache;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.route.WorkerSelector;
+import io.kvrouter.sim.trace.TraceRequest;
+import io.kvrouter.sim.trace.TraceTokens;
 import io.kvrouter.transport.json.RouterEventJson;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -56,7 +59,7 @@ import java.util.function.Predicate;
  * completed request in one of loadSamples slices of the arrival span, by its arrival.
  * </pre>
  */
-final class FleetSimulation {
+public final class FleetSimulation {
   private final List<TraceRequest> trace;
   private final SimConfig cfg;
   private final Policy policy;
@@ -94,7 +97,7 @@ final class FleetSimulation {
         : KvIndexes.concurrentCompressedTree();
   }
 
-  FleetSimulation(
+  public FleetSimulation(
       List<TraceRequest> trace,
       SimConfig cfg,
       Policy policy,
@@ -107,7 +110,7 @@ final class FleetSimulation {
    * With {@code nats}: the engines' events go through NATS JetStream (publish, then the index
    * applies them as a replica of the run's subject) instead of in-process.
    */
-  FleetSimulation(
+  public FleetSimulation(
       List<TraceRequest> trace,
       SimConfig cfg,
       Policy policy,
@@ -226,7 +229,7 @@ final class FleetSimulation {
   }
 
   /** Runs the whole trace and the final check. */
-  PolicyResult run() {
+  public PolicyResult run() {
     final long start = System.nanoTime();
     final double t0 = trace.get(0).timestampMs();
     long id = 0;
@@ -292,7 +295,7 @@ final class FleetSimulation {
     return out;
   }
 
-  static String rankName(Worker w, int dpSize) {
+  public static String rankName(Worker w, int dpSize) {
     return dpSize == 1 ? "w" + w.workerId() : "w" + w.workerId() + "." + w.dpRank();
   }
 

@@ -14,7 +14,7 @@ package io.kvrouter.sim;
  * the simulation computes.
  * </pre>
  */
-final class HitSeries {
+public final class HitSeries {
   private final double t0Ms;
   private final double spanMs;
   private final int[] requests;
@@ -22,7 +22,7 @@ final class HitSeries {
   private final long[] cachedTokens;
 
   /** {@code buckets} slices of the arrival span of a trace whose arrivals run t0Ms..t1Ms. */
-  HitSeries(double t0Ms, double t1Ms, int buckets) {
+  public HitSeries(double t0Ms, double t1Ms, int buckets) {
     if (buckets < 1) throw new IllegalArgumentException("buckets must be >= 1, got " + buckets);
     this.t0Ms = t0Ms;
     this.spanMs = Math.max(0, t1Ms - t0Ms);
@@ -32,7 +32,7 @@ final class HitSeries {
   }
 
   /** Counts one request that arrived at {@code arrivalMs} (trace time). */
-  void add(double arrivalMs, long prompt, long cached) {
+  public void add(double arrivalMs, long prompt, long cached) {
     int n = requests.length;
     int b = spanMs == 0 ? 0 : (int) Math.floor((arrivalMs - t0Ms) / spanMs * n);
     b = Math.max(0, Math.min(n - 1, b));
@@ -41,19 +41,19 @@ final class HitSeries {
     cachedTokens[b] += cached;
   }
 
-  int buckets() {
+  public int buckets() {
     return requests.length;
   }
 
-  int requests(int bucket) {
+  public int requests(int bucket) {
     return requests[bucket];
   }
 
-  long promptTokens(int bucket) {
+  public long promptTokens(int bucket) {
     return promptTokens[bucket];
   }
 
-  long cachedTokens(int bucket) {
+  public long cachedTokens(int bucket) {
     return cachedTokens[bucket];
   }
 }

@@ -8,6 +8,8 @@ import io.kvrouter.index.IndexStats;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.OverlapScores;
 import io.kvrouter.prefixcache.PrefixCache;
+import io.kvrouter.sim.trace.TraceRequest;
+import io.kvrouter.sim.trace.TraceTokens;
 import it.unimi.dsi.fastutil.longs.LongOpenHashSet;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -41,18 +43,18 @@ import java.util.Map;
  * from blocks it dropped).
  * </pre>
  */
-final class IndexCheck {
+public final class IndexCheck {
   private static final int MAX_PROBLEMS = 10;
 
   private IndexCheck() {}
 
-  static Verification verify(
+  public static Verification verify(
       KvIndex index, List<PrefixCache> caches, List<TraceRequest> trace, int maxPrompts) {
     return verify(index, caches, trace, maxPrompts, 0);
   }
 
   /** {@link #verify}; with {@code maxBlocks > 0}, the checks of a bounded index (class notes). */
-  static Verification verify(
+  public static Verification verify(
       KvIndex index,
       List<PrefixCache> caches,
       List<TraceRequest> trace,

@@ -9,4 +9,4 @@ import java.util.List;
  * @param timesSec sample times in simulated seconds
  * @param inFlight {@code inFlight[s][r]}: requests on rank r at sample s
  */
-record LoadSeries(List<String> ranks, double[] timesSec, int[][] inFlight) {}
+public record LoadSeries(List<String> ranks, double[] timesSec, int[][] inFlight) {}

@@ -2,7 +2,11 @@ package io.kvrouter.sim;
 
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.mockengine.EventLoop;
+import io.kvrouter.mockengine.HostTier;
+import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.prefixcache.PrefixCache;
+import io.kvrouter.sim.trace.TraceTokens;
 import java.util.ArrayDeque;
 import java.util.function.Consumer;
 
@@ -38,10 +42,10 @@ import java.util.function.Consumer;
  * load; prefillBusy, the nanoseconds the prefill lane worked, for utilisation.
  * </pre>
  */
-final class MockEngine {
+public final class MockEngine {
 
   /** What the fleet learns from an engine. */
-  interface Listener {
+  public interface Listener {
     /** The prefill of {@code r} ended; its first token is out. */
     void firstToken(SimRequest r);
 
@@ -53,9 +57,9 @@ final class MockEngine {
   }
 
   /** One data-parallel rank: its cache, queue, prefill lane and load counters. */
-  final class Rank {
+  public final class Rank {
     final Worker worker;
-    final PrefixCache cache;
+    public final PrefixCache cache;
     final HostTier host; // null without a host tier
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
     private int running;
@@ -81,17 +85,17 @@ final class MockEngine {
     }
 
     /** Requests waiting or running on this rank now. */
-    int inFlight() {
+    public int inFlight() {
       return inFlight;
     }
 
     /** Time integral of {@link #inFlight()} up to {@code now}, in request-nanoseconds. */
-    double loadIntegral(long now) {
+    public double loadIntegral(long now) {
       return loadIntegral + (double) inFlight * (now - lastChange);
     }
 
     /** Nanoseconds the prefill lane has worked (including prefills scheduled ahead of now). */
-    long prefillBusyNanos() {
+    public long prefillBusyNanos() {
       return prefillBusy;
     }
 
@@ -132,7 +136,7 @@ final class MockEngine {
         final long end =
             start
                 + timing.prefillNanos(r.trace.inputLength() - r.cachedTokens)
-                + fromHost * (host == null ? 0 : host.transferNanos);
+                + fromHost * (host == null ? 0 : host.transferNanos());
         prefillBusy += end - start;
         prefillFreeAt = end;
         loop.at(end, () -> prefillDone(r));
@@ -174,7 +178,7 @@ final class MockEngine {
    * gpuBlocks} blocks of {@code blockSize} tokens; every KV event goes to {@code events} at the
    * simulated time it happens, evictions shaped as {@code removed} says.
    */
-  MockEngine(
+  public MockEngine(
       long workerId,
       int dpSize,
       int blockSize,
@@ -194,7 +198,7 @@ final class MockEngine {
    * that receives the blocks the device evicts and serves hits at {@code hostTransferNanos} per
    * block; its events go to {@code hostEvents}.
    */
-  MockEngine(
+  public MockEngine(
       long workerId,
       int dpSize,
       int blockSize,
@@ -221,17 +225,17 @@ final class MockEngine {
   }
 
   /** The rank {@code dpRank}. */
-  Rank rank(int dpRank) {
+  public Rank rank(int dpRank) {
     return ranks[dpRank];
   }
 
   /** Number of data-parallel ranks. */
-  int dpSize() {
+  public int dpSize() {
     return ranks.length;
   }
 
   /** Hands {@code r} to rank {@code dpRank} now (simulated time). */
-  void submit(SimRequest r, int dpRank) {
+  public void submit(SimRequest r, int dpRank) {
     ranks[dpRank].submit(r);
   }
 }

@@ -3,12 +3,16 @@ package io.kvrouter.sim;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.mockengine.EventLoop;
+import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.prefixcache.PrefixCache;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.PairDecision;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
+import io.kvrouter.sim.trace.TraceRequest;
+import io.kvrouter.sim.trace.TraceTokens;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -50,15 +54,15 @@ import java.util.Set;
  * TTFT = first token − arrival; ITL of a request = (end − first token) / (output tokens − 1).
  * </pre>
  */
-final class PdSimulation {
+public final class PdSimulation {
 
   /** The three fleets compared. */
-  enum Mode {
+  public enum Mode {
     AGGREGATED("aggregated"),
     DISAGGREGATED("disaggregated"),
     CONDITIONAL("conditional");
 
-    final String label;
+    public final String label;
 
     Mode(String label) {
       this.label = label;
@@ -72,7 +76,7 @@ final class PdSimulation {
    * @param transferMsPerBlock cost of each block pulled
    * @param minUncachedTokens the conditional rule's threshold (PairRouter.Config)
    */
-  record Config(
+  public record Config(
       int prefillWorkers,
       int decodeWorkers,
       int gpuBlocks,
@@ -85,7 +89,7 @@ final class PdSimulation {
       double overlapWeight,
       long seed,
       int verifyPrompts) {
-    Config {
+    public Config {
       if (prefillWorkers < 1 || decodeWorkers < 1) {
         throw new IllegalArgumentException(
             "--prefill-workers and --decode-workers must be >= 1, got "
@@ -104,7 +108,7 @@ final class PdSimulation {
   }
 
   /** What one mode measured. */
-  record Result(
+  public record Result(
       Mode mode,
       int requests,
       int completed,
@@ -119,33 +123,33 @@ final class PdSimulation {
       double makespanSec,
       Verification verification) {
 
-    static double percentile(double[] sorted, double p) {
+    public static double percentile(double[] sorted, double p) {
       if (sorted.length == 0) return Double.NaN;
       int i = (int) Math.ceil(p / 100.0 * sorted.length) - 1;
       return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
     }
 
-    double ttft(double p) {
+    public double ttft(double p) {
       return percentile(ttftMs, p);
     }
 
-    double itl(double p) {
+    public double itl(double p) {
       return percentile(itlMs, p);
     }
 
-    double itlMean() {
+    public double itlMean() {
       double s = 0;
       for (double v : itlMs) s += v;
       return itlMs.length == 0 ? Double.NaN : s / itlMs.length;
     }
 
     /** Output tokens per second of simulated time. */
-    double throughput() {
+    public double throughput() {
       return makespanSec > 0 ? outputTokens / makespanSec : 0;
     }
 
     /** Prompt tokens found in the cache of the engine that prefilled them (whole or prefill). */
-    double hitRate() {
+    public double hitRate() {
       return promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens;
     }
   }
@@ -206,7 +210,7 @@ final class PdSimulation {
               .build();
     }
 
-    void submit(Job j) {
+    public void submit(Job j) {
       j.node = this;
       if (j.req.trace.inputLength() / cfg.blockSize() > cfg.gpuBlocks()) {
         rejected++;
@@ -217,7 +221,7 @@ final class PdSimulation {
       tryAdmit();
     }
 
-    void tryAdmit() {
+    public void tryAdmit() {
       while (!waiting.isEmpty() && running < cfg.timing().maxBatch()) {
         Job j = waiting.peek();
         PrefixCache.Admission a = cache.admit(j.cacheId, j.req.tokens);
@@ -249,7 +253,7 @@ final class PdSimulation {
     }
 
     /** Queues {@code tokens} of prefill for {@code j} on the lane, not before {@code ready}. */
-    void lane(Job j, long ready, int tokens) {
+    public void lane(Job j, long ready, int tokens) {
       long start = Math.max(ready, prefillFreeAt);
       long end = start + cfg.timing().prefillNanos(tokens);
       prefillFreeAt = end;
@@ -265,7 +269,7 @@ final class PdSimulation {
       loop.at(end, () -> prefilled(j));
     }
 
-    void prefilled(Job j) {
+    public void prefilled(Job j) {
       long now = loop.now();
       if (j.kind == PREFILL) {
         router.free(PairRouter.prefillId(j.req.id));
@@ -284,7 +288,7 @@ final class PdSimulation {
       decodeUntil(j, now, pure);
     }
 
-    void decodeUntil(Job j, long t0, long pure) {
+    public void decodeUntil(Job j, long t0, long pure) {
       long end = decodeEnd(t0, pure);
       loop.at(
           end,
@@ -296,7 +300,7 @@ final class PdSimulation {
     }
 
     /** The t where t − t0 − (lane busy time in [t0, t]) = pure. */
-    long decodeEnd(long t0, long pure) {
+    public long decodeEnd(long t0, long pure) {
       int lo = 0;
       int hi = busy;
       while (lo < hi) { // first interval ending after t0
@@ -317,7 +321,7 @@ final class PdSimulation {
       return t + left;
     }
 
-    void finished(Job j) {
+    public void finished(Job j) {
       long now = loop.now();
       int out = j.req.trace.outputLength();
       if (out > 1) itl.add((now - j.req.firstToken) / 1e6 / (out - 1));
@@ -332,12 +336,12 @@ final class PdSimulation {
     }
 
     /** The decode engine pulled the blocks of prefill job {@code j}: they are evictable again. */
-    void releaseHandedOver(Job j) {
+    public void releaseHandedOver(Job j) {
       cache.release(j.cacheId);
       tryAdmit();
     }
 
-    void dropped(Job j) {
+    public void dropped(Job j) {
       router.free(j.req.id);
       router.free(PairRouter.prefillId(j.req.id));
     }
@@ -394,7 +398,7 @@ final class PdSimulation {
   }
 
   /** Runs {@code trace} through the fleet of {@code mode}. */
-  static Result run(List<TraceRequest> trace, Config cfg, Mode mode) {
+  public static Result run(List<TraceRequest> trace, Config cfg, Mode mode) {
     return new PdSimulation(trace, cfg, mode).run();
   }
 
@@ -456,12 +460,12 @@ final class PdSimulation {
     double[] a = new double[1024];
     int n;
 
-    void add(double v) {
+    public void add(double v) {
       if (n == a.length) a = Arrays.copyOf(a, n * 2);
       a[n++] = v;
     }
 
-    double[] sorted() {
+    public double[] sorted() {
       double[] s = Arrays.copyOf(a, n);
       Arrays.sort(s);
       return s;

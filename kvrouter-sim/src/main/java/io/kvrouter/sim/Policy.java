@@ -4,7 +4,7 @@ import java.util.Arrays;
 import java.util.stream.Collectors;
 
 /** A routing policy the simulation compares. */
-enum Policy {
+public enum Policy {
   /** KvRouter in event mode with the default cost (overlap weight 1, pressure weight 20). */
   KV("kv", "KvRouter, KV events, default cost (overlap weight 1, eviction-pressure weight 20)"),
   /** Each request to the next worker rank in turn. */
@@ -32,17 +32,17 @@ enum Policy {
   }
 
   /** The name on the command line and in reports. */
-  String cliName() {
+  public String cliName() {
     return cliName;
   }
 
   /** One line saying what it does. */
-  String description() {
+  public String description() {
     return description;
   }
 
   /** Every name, comma-separated, in the order of the enum. */
-  static String known() {
+  public static String known() {
     return Arrays.stream(values()).map(Policy::cliName).collect(Collectors.joining(", "));
   }
 
@@ -51,7 +51,7 @@ enum Policy {
    *
    * @throws IllegalArgumentException naming the known policies when there is none
    */
-  static Policy parse(String name) {
+  public static Policy parse(String name) {
     for (Policy p : values()) {
       if (p.cliName.equals(name.trim())) return p;
     }

@@ -23,7 +23,7 @@ package io.kvrouter.sim;
  * @param verification the index-equals-caches check
  * @param wallNanos wall-clock time of the run
  */
-record PolicyResult(
+public record PolicyResult(
     Policy policy,
     int requests,
     int completed,
@@ -44,32 +44,32 @@ record PolicyResult(
     long wallNanos) {
 
   /** Tokens served from cache / prompt tokens. */
-  double hitRate() {
+  public double hitRate() {
     return promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens;
   }
 
   /** The router's expected cached tokens / prompt tokens. */
-  double routedHitRate() {
+  public double routedHitRate() {
     return promptTokens == 0 ? 0 : (double) routedOverlapTokens / promptTokens;
   }
 
   /** The {@code p}-th percentile (0..100, nearest rank) of TTFT in ms; NaN without requests. */
-  double ttftPercentile(double p) {
+  public double ttftPercentile(double p) {
     return percentile(ttftMs, p);
   }
 
   /** Completed requests per simulated second. */
-  double requestsPerSec() {
+  public double requestsPerSec() {
     return makespanSec <= 0 ? 0 : completed / makespanSec;
   }
 
   /** Output tokens per simulated second. */
-  double outputTokensPerSec() {
+  public double outputTokensPerSec() {
     return makespanSec <= 0 ? 0 : outputTokens / makespanSec;
   }
 
   /** Load imbalance: the largest time-averaged load of a rank over the mean of all ranks. */
-  double imbalance() {
+  public double imbalance() {
     double max = 0;
     double sum = 0;
     for (double l : meanLoad) {
@@ -80,13 +80,13 @@ record PolicyResult(
   }
 
   /** The mean prefill utilisation over the ranks. */
-  double meanPrefillUtilisation() {
+  public double meanPrefillUtilisation() {
     double sum = 0;
     for (double u : prefillUtilisation) sum += u;
     return prefillUtilisation.length == 0 ? 0 : sum / prefillUtilisation.length;
   }
 
-  static double percentile(double[] sorted, double p) {
+  public static double percentile(double[] sorted, double p) {
     if (sorted.length == 0) return Double.NaN;
     int rank = (int) Math.ceil(p / 100.0 * sorted.length);
     return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];

@@ -2,6 +2,8 @@ package io.kvrouter.sim;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.prefixcache.PrefixCache;
+import io.kvrouter.sim.trace.TraceRequest;
+import io.kvrouter.sim.trace.TraceTokens;
 import java.util.List;
 
 /**
@@ -18,16 +20,16 @@ import java.util.List;
  * @param rejected requests larger than the whole pool
  * @param hits prompt and cached tokens per slice of the arrival span
  */
-record PooledCeiling(
+public record PooledCeiling(
     long capacityBlocks, long promptTokens, long cachedTokens, int rejected, HitSeries hits) {
 
   /** Tokens served from cache / prompt tokens. */
-  double hitRate() {
+  public double hitRate() {
     return promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens;
   }
 
   /** Runs the pool; {@code buckets} slices of the arrival span for the hit rate over time. */
-  static PooledCeiling run(
+  public static PooledCeiling run(
       List<TraceRequest> trace, int capacityBlocks, int blockSize, int buckets) {
     HitSeries hits =
         new HitSeries(

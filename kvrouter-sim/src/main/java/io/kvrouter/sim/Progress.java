@@ -19,7 +19,7 @@ import java.nio.file.Path;
  * else is printed.
  * </pre>
  */
-final class Progress implements AutoCloseable {
+public final class Progress implements AutoCloseable {
   private static final int WIDTH = 30;
 
   private final PrintStream err;
@@ -36,32 +36,32 @@ final class Progress implements AutoCloseable {
   }
 
   /** A progress bar on {@code err}, enabled unless {@code quiet} or stderr is no terminal. */
-  static Progress onStderr(PrintStream err, boolean quiet) {
+  public static Progress onStderr(PrintStream err, boolean quiet) {
     return new Progress(err, !quiet && stderrIsTerminal());
   }
 
   /** A progress bar that never draws. */
-  static Progress off() {
+  public static Progress off() {
     return new Progress(System.err, false);
   }
 
-  boolean enabled() {
+  public boolean enabled() {
     return enabled;
   }
 
   /** Sets the total amount of work. */
-  void total(long total) {
+  public void total(long total) {
     this.total = total;
   }
 
   /** Names the current phase. */
-  void phase(String label) {
+  public void phase(String label) {
     this.label = label;
     draw(true);
   }
 
   /** One unit of work done. */
-  void advance() {
+  public void advance() {
     done++;
     if (enabled) draw(false);
   }
@@ -93,7 +93,7 @@ final class Progress implements AutoCloseable {
     }
   }
 
-  static boolean stderrIsTerminal() {
+  public static boolean stderrIsTerminal() {
     Path fd2 = Path.of("/proc/self/fd/2");
     try {
       if (Files.exists(Path.of("/proc/self/fd"))) {

@@ -5,7 +5,7 @@ package io.kvrouter.sim;
  * (so does Dynamo's mocker); one event per eviction names all its blocks at once. The caches and
  * the index end the same either way; only the number of events differs.
  */
-enum RemovedEvents {
+public enum RemovedEvents {
   /**
    * One Removed event per evicted block, each evicted leaf's deepest block first (vLLM's order;
    * SGLang lists a node's pages from the top).
@@ -20,16 +20,16 @@ enum RemovedEvents {
     this.cliName = cliName;
   }
 
-  String cliName() {
+  public String cliName() {
     return cliName;
   }
 
-  boolean perBlock() {
+  public boolean perBlock() {
     return this == PER_BLOCK;
   }
 
   /** The value of {@code --removed-events}; the message names the option and both values. */
-  static RemovedEvents parse(String value) {
+  public static RemovedEvents parse(String value) {
     for (RemovedEvents r : values()) {
       if (r.cliName.equals(value)) return r;
     }

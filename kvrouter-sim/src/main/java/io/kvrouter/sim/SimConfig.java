@@ -1,6 +1,7 @@
 package io.kvrouter.sim;
 
-import io.kvrouter.route.KvRouter;
+import io.kvrouter.mockengine.TimingModel;
+import io.kvrouter.route.RoutingSettings;
 import java.util.Objects;
 
 /**
@@ -15,12 +16,12 @@ import java.util.Objects;
  * @param eventDelayMs simulated delay between an engine's event and its application to the index
  * @param jsonEvents whether events travel as Dynamo JSON (encoded, then decoded) rather than as
  *     objects
- * @param overlapWeight the kv policy's overlap weight (DESIGN.md §6; default 1)
- * @param pressureWeight the kv policy's eviction-pressure weight (docs/routing.md)
+ * @param routing the kv policies' routing settings ({@link RoutingSettings}, the same value {@code
+ *     serve} and {@code gateway} take): the overlap and pressure weights and the index's bound
+ *     (maxBlocks; 0: none) are what the simulator reads
  * @param seed seeds the random policy and KvRouter's tie-breaks
  * @param verifyPrompts at most this many trace prompts are scored against every cache at the end
  * @param loadSamples about this many samples of per-rank load over the arrival period
- * @param maxBlocks the router index's bound on (rank, block) pairs (--max-blocks); 0: none
  * @param removedEvents how the engines publish evictions (--removed-events)
  * @param approxCorrection whether the approx policy's router is told each request's cached tokens
  *     when it finishes ({@code KvRouter.observeCachedTokens}), as the gateway tells it from {@code
@@ -33,7 +34,7 @@ import java.util.Objects;
  * @param hostMsPerBlock simulated milliseconds to load one block from the host tier
  *     (--host-ms-per-block)
  */
-record SimConfig(
+public record SimConfig(
     int workers,
     int dpSize,
     int gpuBlocks,
@@ -42,12 +43,10 @@ record SimConfig(
     TimingModel timing,
     double eventDelayMs,
     boolean jsonEvents,
-    double overlapWeight,
-    double pressureWeight,
+    RoutingSettings routing,
     long seed,
     int verifyPrompts,
     int loadSamples,
-    long maxBlocks,
     RemovedEvents removedEvents,
     boolean approxCorrection,
     long approxKvBlocks,
@@ -55,87 +54,9 @@ record SimConfig(
     double hostMsPerBlock) {
 
   /** The default of {@link #hostMsPerBlock()}, docs/SIMULATION.md, "A host tier". */
-  static final double DEFAULT_HOST_MS_PER_BLOCK = 0.6;
+  public static final double DEFAULT_HOST_MS_PER_BLOCK = 0.6;
 
-  /** Without a host tier. */
-  SimConfig(
-      int workers,
-      int dpSize,
-      int gpuBlocks,
-      int blockSize,
-      double speedup,
-      TimingModel timing,
-      double eventDelayMs,
-      boolean jsonEvents,
-      double overlapWeight,
-      double pressureWeight,
-      long seed,
-      int verifyPrompts,
-      int loadSamples,
-      long maxBlocks,
-      RemovedEvents removedEvents,
-      boolean approxCorrection,
-      long approxKvBlocks) {
-    this(
-        workers,
-        dpSize,
-        gpuBlocks,
-        blockSize,
-        speedup,
-        timing,
-        eventDelayMs,
-        jsonEvents,
-        overlapWeight,
-        pressureWeight,
-        seed,
-        verifyPrompts,
-        loadSamples,
-        maxBlocks,
-        removedEvents,
-        approxCorrection,
-        approxKvBlocks,
-        0,
-        DEFAULT_HOST_MS_PER_BLOCK);
-  }
-
-  /** With the approx policy's correction on. */
-  SimConfig(
-      int workers,
-      int dpSize,
-      int gpuBlocks,
-      int blockSize,
-      double speedup,
-      TimingModel timing,
-      double eventDelayMs,
-      boolean jsonEvents,
-      double overlapWeight,
-      double pressureWeight,
-      long seed,
-      int verifyPrompts,
-      int loadSamples,
-      long maxBlocks,
-      RemovedEvents removedEvents) {
-    this(
-        workers,
-        dpSize,
-        gpuBlocks,
-        blockSize,
-        speedup,
-        timing,
-        eventDelayMs,
-        jsonEvents,
-        overlapWeight,
-        pressureWeight,
-        seed,
-        verifyPrompts,
-        loadSamples,
-        maxBlocks,
-        removedEvents,
-        true,
-        -1);
-  }
-
-  SimConfig {
+  public SimConfig {
     if (workers < 1) throw new IllegalArgumentException("workers must be >= 1, got " + workers);
     if (dpSize < 1) throw new IllegalArgumentException("dp size must be >= 1, got " + dpSize);
     if (gpuBlocks < 1) {
@@ -147,15 +68,11 @@ record SimConfig(
     if (!(speedup > 0) || Double.isInfinite(speedup)) {
       throw new IllegalArgumentException("speedup must be > 0, got " + speedup);
     }
+    Objects.requireNonNull(timing, "timing");
     if (!(eventDelayMs >= 0) || Double.isInfinite(eventDelayMs)) {
       throw new IllegalArgumentException("event delay must be >= 0 ms, got " + eventDelayMs);
     }
-    KvRouter.requireWeight("overlap weight", overlapWeight);
-    KvRouter.requireWeight("pressure weight", pressureWeight);
-    if (maxBlocks < 0) {
-      throw new IllegalArgumentException(
-          "max blocks must be >= 1 (or 0 for none), got " + maxBlocks);
-    }
+    Objects.requireNonNull(routing, "routing");
     Objects.requireNonNull(removedEvents, "removedEvents");
     if (approxKvBlocks < -1) {
       throw new IllegalArgumentException(
@@ -172,13 +89,162 @@ record SimConfig(
     }
   }
 
+  /** A builder holding the defaults of {@code kvrouter simulate}. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** The kv policy's overlap weight, from {@link #routing()}. */
+  public double overlapWeight() {
+    return routing.overlapWeight();
+  }
+
+  /** The kv policy's eviction-pressure weight, from {@link #routing()}. */
+  public double pressureWeight() {
+    return routing.pressureWeight();
+  }
+
+  /** The router index's bound on (rank, block) pairs, from {@link #routing()}; 0: none. */
+  public long maxBlocks() {
+    return routing.maxBlocks();
+  }
+
   /** The KV blocks per rank the approx policy's router registers. */
-  long approxRegisteredBlocks() {
+  public long approxRegisteredBlocks() {
     return approxKvBlocks < 0 ? gpuBlocks : approxKvBlocks;
   }
 
   /** Worker ranks in the fleet. */
-  int ranks() {
+  public int ranks() {
     return workers * dpSize;
+  }
+
+  /** Sets {@link SimConfig} fields one by one; {@link #build()} validates them. */
+  public static final class Builder {
+    private int workers = 8;
+    private int dpSize = 1;
+    private int gpuBlocks = 1024;
+    private int blockSize = 64;
+    private double speedup = 1.0;
+    private TimingModel timing = new TimingModel(5, 50, 20, 16);
+    private double eventDelayMs;
+    private boolean jsonEvents;
+    private RoutingSettings routing = RoutingSettings.DEFAULTS;
+    private long seed;
+    private int verifyPrompts = 300;
+    private int loadSamples = 200;
+    private RemovedEvents removedEvents = RemovedEvents.PER_BLOCK;
+    private boolean approxCorrection = true;
+    private long approxKvBlocks = -1;
+    private int hostBlocks;
+    private double hostMsPerBlock = DEFAULT_HOST_MS_PER_BLOCK;
+
+    private Builder() {}
+
+    public Builder workers(int v) {
+      workers = v;
+      return this;
+    }
+
+    public Builder dpSize(int v) {
+      dpSize = v;
+      return this;
+    }
+
+    public Builder gpuBlocks(int v) {
+      gpuBlocks = v;
+      return this;
+    }
+
+    public Builder blockSize(int v) {
+      blockSize = v;
+      return this;
+    }
+
+    public Builder speedup(double v) {
+      speedup = v;
+      return this;
+    }
+
+    public Builder timing(TimingModel v) {
+      timing = v;
+      return this;
+    }
+
+    public Builder eventDelayMs(double v) {
+      eventDelayMs = v;
+      return this;
+    }
+
+    public Builder jsonEvents(boolean v) {
+      jsonEvents = v;
+      return this;
+    }
+
+    public Builder routing(RoutingSettings v) {
+      routing = v;
+      return this;
+    }
+
+    public Builder seed(long v) {
+      seed = v;
+      return this;
+    }
+
+    public Builder verifyPrompts(int v) {
+      verifyPrompts = v;
+      return this;
+    }
+
+    public Builder loadSamples(int v) {
+      loadSamples = v;
+      return this;
+    }
+
+    public Builder removedEvents(RemovedEvents v) {
+      removedEvents = v;
+      return this;
+    }
+
+    public Builder approxCorrection(boolean v) {
+      approxCorrection = v;
+      return this;
+    }
+
+    public Builder approxKvBlocks(long v) {
+      approxKvBlocks = v;
+      return this;
+    }
+
+    public Builder hostBlocks(int v) {
+      hostBlocks = v;
+      return this;
+    }
+
+    public Builder hostMsPerBlock(double v) {
+      hostMsPerBlock = v;
+      return this;
+    }
+
+    public SimConfig build() {
+      return new SimConfig(
+          workers,
+          dpSize,
+          gpuBlocks,
+          blockSize,
+          speedup,
+          timing,
+          eventDelayMs,
+          jsonEvents,
+          routing,
+          seed,
+          verifyPrompts,
+          loadSamples,
+          removedEvents,
+          approxCorrection,
+          approxKvBlocks,
+          hostBlocks,
+          hostMsPerBlock);
+    }
   }
 }

@@ -38,7 +38,7 @@ import java.util.function.Consumer;
  * so the index starts empty and followers see the same.
  * </pre>
  */
-final class SimNats implements AutoCloseable {
+public final class SimNats implements AutoCloseable {
   private static final Duration WAIT = Duration.ofSeconds(60);
 
   private final String url;
@@ -55,17 +55,17 @@ final class SimNats implements AutoCloseable {
    * @throws IllegalArgumentException when it is not a NATS URL
    * @throws IllegalStateException when no server answers
    */
-  static SimNats connect(String url) {
+  public static SimNats connect(String url) {
     return new SimNats(url, NatsConnections.connect("--events", url, "kvrouter-simulate"));
   }
 
   /** The subject of a policy run, as {@code kvrouter serve --events} names model {@code model}. */
-  static String model(Policy p) {
+  public static String model(Policy p) {
     return "simulate-" + p.cliName();
   }
 
   /** A run's event path: publish, then wait until the index applied it. */
-  static final class Feed implements Consumer<RouterEvent>, AutoCloseable {
+  public static final class Feed implements Consumer<RouterEvent>, AutoCloseable {
     private final NatsEventStream stream;
     private final NatsReplica replica;
     private final NatsEventPublisher publisher;
@@ -85,7 +85,7 @@ final class SimNats implements AutoCloseable {
      * Publishes an event about the copies on {@code tier} (with its {@code storage_tier}) and waits
      * until the index applied it: the replica puts it on that tier of a tiered index.
      */
-    void accept(io.kvrouter.transport.kvevents.StorageTier tier, RouterEvent e) {
+    public void accept(io.kvrouter.transport.kvevents.StorageTier tier, RouterEvent e) {
       long seq;
       try {
         seq = publisher.publish(tier, e).getSeqno();
@@ -107,7 +107,7 @@ final class SimNats implements AutoCloseable {
       }
     }
 
-    NatsEventStream stream() {
+    public NatsEventStream stream() {
       return stream;
     }
 
@@ -122,7 +122,7 @@ final class SimNats implements AutoCloseable {
    * Makes {@code index} a replica of policy {@code p}'s subject and empties it of every rank it
    * restored and every rank in {@code fleet}, through the stream.
    */
-  Feed attach(Policy p, KvIndex index, List<Worker> fleet) {
+  public Feed attach(Policy p, KvIndex index, List<Worker> fleet) {
     NatsEventStream stream = NatsEventStream.forModel(model(p), "default");
     NatsEventPublisher publisher = NatsEventPublisher.create(nc, stream);
     NatsReplica replica = NatsReplica.builder(nc, stream, index).replicaId("simulate").start();

@@ -1,10 +1,12 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.sim.trace.TraceRequest;
+
 /** One trace request on its way through a simulated fleet, with what happened to it. */
-final class SimRequest {
+public final class SimRequest {
   final long id;
   final String routerId;
-  final TraceRequest trace;
+  public final TraceRequest trace;
   final long arrival;
 
   int routedOverlapTokens; // what the router expected the chosen rank to hold
@@ -16,7 +18,7 @@ final class SimRequest {
   long finished = -1;
   boolean rejected;
 
-  SimRequest(long id, TraceRequest trace, long arrival) {
+  public SimRequest(long id, TraceRequest trace, long arrival) {
     this.id = id;
     this.routerId = Long.toString(id);
     this.trace = trace;
@@ -24,7 +26,7 @@ final class SimRequest {
   }
 
   /** Time to first token in nanoseconds; only after the prefill ended. */
-  long ttftNanos() {
+  public long ttftNanos() {
     return firstToken - arrival;
   }
 }

@@ -1,5 +1,6 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.sim.trace.TraceRequest;
 import java.util.List;
 
 /**
@@ -13,7 +14,7 @@ import java.util.List;
  * @param policies one result per policy, in the order run
  * @param wallNanos wall-clock time of the whole run
  */
-record SimulationResult(
+public record SimulationResult(
     String trace,
     int requests,
     double traceSpanSec,
@@ -23,7 +24,7 @@ record SimulationResult(
     long wallNanos) {
 
   /** The result of {@code p}, or null when it was not run. */
-  PolicyResult of(Policy p) {
+  public PolicyResult of(Policy p) {
     for (PolicyResult r : policies) {
       if (r.policy() == p) return r;
     }
@@ -31,12 +32,12 @@ record SimulationResult(
   }
 
   /** Whether every policy's index-equals-caches check passed. */
-  boolean verified() {
+  public boolean verified() {
     return policies.stream().allMatch(r -> r.verification().ok());
   }
 
   /** Runs the pooled ceiling and every policy, each on a fresh fleet. */
-  static SimulationResult run(
+  public static SimulationResult run(
       String traceName,
       List<TraceRequest> trace,
       SimConfig cfg,
@@ -46,7 +47,7 @@ record SimulationResult(
   }
 
   /** As above; with {@code nats}, every run's events go through NATS JetStream. */
-  static SimulationResult run(
+  public static SimulationResult run(
       String traceName,
       List<TraceRequest> trace,
       SimConfig cfg,
@@ -77,7 +78,7 @@ record SimulationResult(
         System.nanoTime() - start);
   }
 
-  static PooledCeiling pooled(List<TraceRequest> trace, SimConfig cfg) {
+  public static PooledCeiling pooled(List<TraceRequest> trace, SimConfig cfg) {
     long capacity = (long) cfg.ranks() * cfg.gpuBlocks();
     if (capacity > Integer.MAX_VALUE) {
       throw new IllegalArgumentException("the pooled cache would exceed 2^31 blocks");

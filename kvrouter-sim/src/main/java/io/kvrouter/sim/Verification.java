@@ -11,8 +11,8 @@ import java.util.List;
  * @param prompts trace prompts whose scores were compared on every rank
  * @param problems the first problems found (empty when ok)
  */
-record Verification(boolean ok, int ranks, long blocks, int prompts, List<String> problems) {
-  Verification {
+public record Verification(boolean ok, int ranks, long blocks, int prompts, List<String> problems) {
+  public Verification {
     problems = List.copyOf(problems);
   }
 }

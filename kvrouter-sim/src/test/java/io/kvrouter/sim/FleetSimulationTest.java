@@ -4,7 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
-import io.kvrouter.route.KvRouter;
+import io.kvrouter.mockengine.TimingModel;
+import io.kvrouter.sim.trace.TraceRequest;
 import java.util.List;
 import java.util.function.Predicate;
 import org.junit.jupiter.api.Test;
@@ -22,22 +23,19 @@ class FleetSimulationTest {
 
   private static SimConfig config(
       int workers, int dpSize, double delayMs, boolean json, RemovedEvents removed) {
-    return new SimConfig(
-        workers,
-        dpSize,
-        1024 / dpSize,
-        64,
-        1.0,
-        new TimingModel(5, 50, 20, 16),
-        delayMs,
-        json,
-        1.0,
-        KvRouter.DEFAULT_PRESSURE_WEIGHT,
-        7,
-        300,
-        50,
-        0,
-        removed);
+    return SimConfig.builder()
+        .workers(workers)
+        .dpSize(dpSize)
+        .gpuBlocks(1024 / dpSize)
+        .blockSize(64)
+        .timing(new TimingModel(5, 50, 20, 16))
+        .eventDelayMs(delayMs)
+        .jsonEvents(json)
+        .seed(7)
+        .verifyPrompts(300)
+        .loadSamples(50)
+        .removedEvents(removed)
+        .build();
   }
 
   private static PolicyResult run(Policy p, SimConfig cfg, Predicate<RouterEvent> filter) {
@@ -57,26 +55,20 @@ class FleetSimulationTest {
   void withAHostTierKvRoutesToTheHostCopiesAndBeatsDeviceOnlyRouting() {
     SimConfig c = config(4, 1, 0, false);
     SimConfig cfg =
-        new SimConfig(
-            c.workers(),
-            c.dpSize(),
-            256,
-            c.blockSize(),
-            c.speedup(),
-            c.timing(),
-            0,
-            false,
-            1.0,
-            KvRouter.DEFAULT_PRESSURE_WEIGHT,
-            7,
-            300,
-            50,
-            0,
-            RemovedEvents.PER_EVICTION,
-            true,
-            -1,
-            2048,
-            0.6);
+        SimConfig.builder()
+            .workers(c.workers())
+            .dpSize(c.dpSize())
+            .gpuBlocks(256)
+            .blockSize(c.blockSize())
+            .speedup(c.speedup())
+            .timing(c.timing())
+            .seed(7)
+            .verifyPrompts(300)
+            .loadSamples(50)
+            .removedEvents(RemovedEvents.PER_EVICTION)
+            .hostBlocks(2048)
+            .hostMsPerBlock(0.6)
+            .build();
     PolicyResult tiers = run(Policy.KV, cfg);
     PolicyResult device = run(Policy.KV_DEVICE, cfg);
     assertThat(tiers.completed()).isEqualTo(300);

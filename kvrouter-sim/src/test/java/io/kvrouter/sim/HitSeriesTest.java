@@ -2,7 +2,7 @@ package io.kvrouter.sim;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.kvrouter.route.KvRouter;
+import io.kvrouter.mockengine.TimingModel;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -28,22 +28,16 @@ class HitSeriesTest {
   @Test
   void everySeriesAddsUpToItsRunsTotals() {
     SimConfig cfg =
-        new SimConfig(
-            4,
-            1,
-            512,
-            64,
-            1.0,
-            new TimingModel(5, 50, 20, 16),
-            0,
-            false,
-            1.0,
-            KvRouter.DEFAULT_PRESSURE_WEIGHT,
-            7,
-            50,
-            40,
-            0,
-            RemovedEvents.PER_BLOCK);
+        SimConfig.builder()
+            .workers(4)
+            .gpuBlocks(512)
+            .blockSize(64)
+            .timing(new TimingModel(5, 50, 20, 16))
+            .seed(7)
+            .verifyPrompts(50)
+            .loadSamples(40)
+            .removedEvents(RemovedEvents.PER_BLOCK)
+            .build();
     SimulationResult s =
         SimulationResult.run(
             "synthetic",

@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.mockengine.EventLoop;
+import io.kvrouter.mockengine.TimingModel;
+import io.kvrouter.sim.trace.TraceRequest;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;

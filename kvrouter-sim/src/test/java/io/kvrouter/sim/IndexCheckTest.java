@@ -8,6 +8,8 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.prefixcache.PrefixCache;
+import io.kvrouter.sim.trace.TraceRequest;
+import io.kvrouter.sim.trace.TraceTokens;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;

@@ -3,6 +3,8 @@ package io.kvrouter.sim;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
+import io.kvrouter.mockengine.TimingModel;
+import io.kvrouter.sim.trace.TraceRequest;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 

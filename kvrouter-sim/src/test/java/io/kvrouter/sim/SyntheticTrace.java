@@ -1,10 +1,11 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.sim.trace.TraceRequest;
 import java.util.ArrayList;
 import java.util.List;
 
 /** Small hand-made traces for tests. */
-final class SyntheticTrace {
+public final class SyntheticTrace {
   private SyntheticTrace() {}
 
   /**
@@ -13,7 +14,7 @@ final class SyntheticTrace {
    * ends 100 tokens into its last block. Turn t of conversation c arrives at {@code t * gapMs + c *
    * 40} ms, so conversations interleave and a turn comes back after the others have run.
    */
-  static List<TraceRequest> conversations(int conversations, int turns, int gapMs) {
+  public static List<TraceRequest> conversations(int conversations, int turns, int gapMs) {
     List<TraceRequest> out = new ArrayList<>();
     long nextId = 1;
     long[][] ids = new long[conversations][];

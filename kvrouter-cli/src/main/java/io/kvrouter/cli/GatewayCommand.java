@@ -1,0 +1,380 @@
+package io.kvrouter.cli;
+
+import io.kvrouter.gateway.EngineSpec;
+import io.kvrouter.gateway.Gateway;
+import io.kvrouter.gateway.GatewayConfig;
+import io.kvrouter.route.PairRouter;
+import io.kvrouter.server.KvRouterServer;
+import io.kvrouter.tokenize.TokenizerException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code kvrouter gateway}: the OpenAI-compatible front door (docs/gateway.md) until SIGTERM or
+ * Ctrl-C.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * As ServeCommand: picocli options; --config names a properties file whose keys are the long
+ * flag names without dashes (the repeatable model, lora and engine take several values
+ * separated by whitespace), turned into arguments placed before the command line's own, so the
+ * command line wins. Start failures are one line on err and exit 1, bad flags exit 2. Static
+ * engines (--engine) are registered after the server started, as POST /register would; one that
+ * cannot be registered (its ZMQ endpoint does not answer in --zmq-connect-timeout-ms) stops
+ * the start with exit 1. A shutdown hook stops the server gracefully (streams in flight finish
+ * within --shutdown-grace-seconds).
+ * </pre>
+ */
+@Command(
+    name = "gateway",
+    mixinStandardHelpOptions = true,
+    sortOptions = false,
+    description = {
+      "The OpenAI-compatible front door: /v1/chat/completions, /v1/completions, /v1/models,"
+          + " /tokenize, /detokenize, tokenized as the engines do, routed by KV overlap and load,"
+          + " streamed back; plus every endpoint of 'kvrouter serve' (/register, /workers, /route,"
+          + " /metrics ...).",
+      "Example: kvrouter gateway --port 8080 --model qwen3=/models/Qwen3-8B"
+          + " --engine 'http://10.0.0.5:8000;events=tcp://10.0.0.5:5557;replay=tcp://10.0.0.5:5558'"
+    },
+    exitCodeListHeading = "Exit codes:%n",
+    exitCodeList = {
+      "0:stopped by SIGTERM or Ctrl-C",
+      "1:could not start (address in use, a tokenizer directory or a static engine unusable)",
+      "2:bad flags or --config file"
+    })
+public final class GatewayCommand implements Callable<Integer> {
+  static final String API_KEY_ENV = "KVROUTER_API_KEY";
+  static final String ENGINE_KEY_ENV = "KVROUTER_ENGINE_API_KEY";
+  static final String TOKEN_ENV = "KVROUTER_AUTH_TOKEN";
+  private static final Logger HELIDON_LOG = Logger.getLogger("io.helidon");
+
+  @Spec CommandSpec spec;
+
+  @Mixin RoutingOptions routing = new RoutingOptions();
+
+  @Mixin ReplicaOptions replica = new ReplicaOptions();
+
+  @Option(
+      names = "--host",
+      paramLabel = "ADDR",
+      description = "Address to bind (default: ${DEFAULT-VALUE}).")
+  String host = "127.0.0.1";
+
+  @Option(
+      names = "--port",
+      paramLabel = "PORT",
+      description = "TCP port, 0 for any free one (default: ${DEFAULT-VALUE}).")
+  int port = 8080;
+
+  @Option(
+      names = "--model",
+      paramLabel = "NAME=DIR",
+      description =
+          "Serve model NAME, tokenized with the Hugging Face tokenizer directory DIR"
+              + " (tokenizer.json, tokenizer_config.json). NAME alone: tokenized by its engines'"
+              + " /tokenize. Repeatable.")
+  List<String> models = new ArrayList<>();
+
+  @Option(
+      names = "--lora",
+      paramLabel = "ADAPTER=BASE",
+      description =
+          "A LoRA adapter served by BASE's engines; its requests route with hashes salted by the"
+              + " adapter name. Repeatable.")
+  List<String> loras = new ArrayList<>();
+
+  @Option(
+      names = "--engine",
+      paramLabel = "SPEC",
+      description =
+          "A static engine: 'http://host:8000;events=tcp://host:5557;replay=tcp://host:5558'"
+              + " (optional ;model=NAME;block_size=N;instance_id=N;dp_rank=R;topic=T;"
+              + "role=prefill|decode|both). Repeatable;"
+              + " engines may also POST /register with base_url.")
+  List<String> engines = new ArrayList<>();
+
+  @Option(
+      names = "--block-size",
+      paramLabel = "N",
+      description =
+          "KV block size of --engine entries that give none (default: ${DEFAULT-VALUE}, vLLM's).")
+  int blockSize = 16;
+
+  @Option(
+      names = "--api-key",
+      paramLabel = "KEY",
+      description =
+          "Key clients must send (Authorization: Bearer KEY) on /v1/*, /tokenize, /detokenize (default: $"
+              + API_KEY_ENV
+              + ", else none).")
+  String apiKey;
+
+  @Option(
+      names = "--engine-api-key",
+      paramLabel = "KEY",
+      description = "Key sent to the engines (default: $" + ENGINE_KEY_ENV + ", else none).")
+  String engineApiKey;
+
+  @Option(
+      names = "--auth-token",
+      paramLabel = "TOKEN",
+      description =
+          "Admin token of the router's mutating endpoints (/register ...; default: $"
+              + TOKEN_ENV
+              + ", else none).")
+  String authToken;
+
+  @Option(
+      names = "--max-attempts",
+      paramLabel = "N",
+      description = "Engines tried per request before its first byte (default: ${DEFAULT-VALUE}).")
+  int maxAttempts = 2;
+
+  @Option(
+      names = "--pd-min-uncached-tokens",
+      paramLabel = "N",
+      description =
+          "With prefill and decode engines: a request with fewer prompt tokens than this not"
+              + " cached on the best decode engine is served whole by a decode engine"
+              + " (default: ${DEFAULT-VALUE}; 0: every request a prefill engine can take is"
+              + " disaggregated).")
+  int pdMinUncachedTokens = PairRouter.DEFAULT_MIN_UNCACHED_TOKENS;
+
+  @Option(
+      names = "--pd-max-prefill-queue-tokens",
+      paramLabel = "N",
+      description =
+          "With prefill and decode engines: when every prefill engine has more prefill tokens"
+              + " in flight than this, requests are served whole by a decode engine (default:"
+              + " no limit).")
+  Long pdMaxPrefillQueueTokens;
+
+  @Option(
+      names = "--connect-timeout-ms",
+      paramLabel = "MS",
+      description = "TCP connect timeout to engines (default: ${DEFAULT-VALUE}).")
+  long connectTimeoutMs = 2000;
+
+  @Option(
+      names = "--engine-timeout-ms",
+      paramLabel = "MS",
+      description =
+          "Longest silence of an engine before its first byte (then retried elsewhere) and between bytes (default: ${DEFAULT-VALUE}).")
+  long engineTimeoutMs = 120_000;
+
+  @Option(
+      names = "--health-interval-ms",
+      paramLabel = "MS",
+      description = "GET /health of every engine this often (default: ${DEFAULT-VALUE}).")
+  long healthIntervalMs = 5000;
+
+  @Option(
+      names = "--health-timeout-ms",
+      paramLabel = "MS",
+      description = "Timeout of one health check (default: ${DEFAULT-VALUE}).")
+  long healthTimeoutMs = 2000;
+
+  @Option(
+      names = "--unhealthy-after",
+      paramLabel = "N",
+      description =
+          "Failed health checks in a row that take an engine out of routing (default: ${DEFAULT-VALUE}).")
+  int unhealthyAfter = 2;
+
+  @Option(
+      names = "--breaker-failures",
+      paramLabel = "N",
+      description =
+          "Failed attempts in a row that open an engine's circuit breaker (default: ${DEFAULT-VALUE}).")
+  int breakerFailures = 3;
+
+  @Option(
+      names = "--breaker-open-ms",
+      paramLabel = "MS",
+      description =
+          "How long an open breaker keeps its engine out before a probe (default: ${DEFAULT-VALUE}).")
+  long breakerOpenMs = 10_000;
+
+  @Option(
+      names = "--max-body-size",
+      paramLabel = "BYTES",
+      description = "Largest request body; larger ones get 413 (default: ${DEFAULT-VALUE}).")
+  long maxBodyBytes = KvRouterServer.Config.DEFAULT_MAX_BODY_BYTES;
+
+  @Option(
+      names = "--shutdown-grace-seconds",
+      paramLabel = "S",
+      description =
+          "On SIGTERM, how long streams in flight may take to finish (default: ${DEFAULT-VALUE}).")
+  long shutdownGraceSeconds = 30;
+
+  @Option(
+      names = "--config",
+      paramLabel = "FILE",
+      description =
+          "Properties file whose keys are these flags' long names without dashes; model, lora and engine take several values separated by whitespace; flags on the command line win.")
+  Path config;
+
+  @Option(names = "--verbose", description = "Keep Helidon's INFO log lines.")
+  boolean verbose;
+
+  /** The --config keys that may hold several values separated by whitespace. */
+  static final List<String> MULTI = List.of("model", "lora", "engine");
+
+  @Override
+  public Integer call() throws Exception {
+    return ConfigFileArgs.call(
+        spec, this, config, "kvrouter gateway", MULTI, GatewayCommand::new, GatewayCommand::run);
+  }
+
+  private static String env(String given, String name) {
+    return given != null ? given : System.getenv(name);
+  }
+
+  /** The configurations; IllegalArgumentException for a bad flag. */
+  KvRouterServer.Config serverConfig() {
+    KvRouterServer.Config.Builder b =
+        KvRouterServer.Config.builder()
+            .host(host)
+            .port(port)
+            .maxBodyBytes(maxBodyBytes)
+            .authToken(env(authToken, TOKEN_ENV))
+            .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
+            .routing(routing.settings());
+    return replica.applyTo(b).build();
+  }
+
+  GatewayConfig gatewayConfig() {
+    GatewayConfig.Builder b =
+        GatewayConfig.builder()
+            .apiKey(env(apiKey, API_KEY_ENV))
+            .engineApiKey(env(engineApiKey, ENGINE_KEY_ENV))
+            .maxAttempts(maxAttempts)
+            .connectTimeout(Duration.ofMillis(connectTimeoutMs))
+            .engineTimeout(Duration.ofMillis(engineTimeoutMs))
+            .healthInterval(Duration.ofMillis(healthIntervalMs))
+            .healthTimeout(Duration.ofMillis(healthTimeoutMs))
+            .unhealthyAfter(unhealthyAfter)
+            .breakerFailures(breakerFailures)
+            .breakerOpen(Duration.ofMillis(breakerOpenMs))
+            .disaggregation(
+                new PairRouter.Config(
+                    pdMinUncachedTokens,
+                    pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens));
+    if (models.isEmpty()) {
+      throw new IllegalArgumentException(
+          "give at least one --model NAME=DIR (a Hugging Face tokenizer directory)");
+    }
+    for (String m : models) {
+      int eq = m.indexOf('=');
+      String name = eq < 0 ? m : m.substring(0, eq);
+      if (name.isBlank()) throw new IllegalArgumentException("--model '" + m + "': no name");
+      Path dir = eq < 0 ? null : Path.of(m.substring(eq + 1));
+      if (dir != null && !Files.isDirectory(dir)) {
+        throw new IllegalArgumentException("--model " + m + ": " + dir + " is not a directory");
+      }
+      b.model(name, dir);
+    }
+    for (String l : loras) {
+      int eq = l.indexOf('=');
+      if (eq < 1 || eq == l.length() - 1) {
+        throw new IllegalArgumentException("--lora '" + l + "': expected ADAPTER=BASE");
+      }
+      b.lora(l.substring(0, eq), l.substring(eq + 1));
+    }
+    if (blockSize < 1) throw new IllegalArgumentException("--block-size must be >= 1");
+    return b.build();
+  }
+
+  private int run(PrintWriter out, PrintWriter err) throws InterruptedException {
+    if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
+    KvRouterServer.Config sc;
+    GatewayConfig gc;
+    List<EngineSpec> specs = new ArrayList<>();
+    try {
+      sc = serverConfig();
+      gc = gatewayConfig();
+      for (String e : engines) specs.add(EngineSpec.parse(e));
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter gateway: " + e.getMessage());
+      err.flush();
+      return 2;
+    }
+    Gateway g;
+    try {
+      g = Gateway.start(sc, gc);
+    } catch (KvRouterServer.StartException | TokenizerException e) {
+      err.println("kvrouter gateway: " + e.getMessage());
+      err.flush();
+      return 1;
+    }
+    try {
+      for (EngineSpec s : specs) {
+        g.register(s, blockSize);
+        out.println("kvrouter gateway: engine " + s.baseUrl() + " registered");
+      }
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter gateway: " + e.getMessage());
+      err.flush();
+      g.close();
+      return 1;
+    }
+    CountDownLatch stopped = new CountDownLatch(1);
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  out.println("kvrouter gateway: stopping (finishing streams in flight)...");
+                  out.flush();
+                  g.close();
+                  out.println("kvrouter gateway: stopped");
+                  out.flush();
+                  stopped.countDown();
+                },
+                "kvrouter-gateway-shutdown"));
+    String url = g.url();
+    out.println("kvrouter gateway: listening on " + url + " (OpenAI base URL " + url + "/v1)");
+    out.println("  models: " + String.join(", ", gc.models().keySet()));
+    if (specs.isEmpty()) {
+      out.println("No engine yet. Register one (its base_url, and its KV events' ZMQ endpoint):");
+      out.println(
+          "  curl -X POST "
+              + url
+              + "/register -H 'Content-Type: application/json' -d '{\"instance_id\": 1,"
+              + " \"model_name\": \""
+              + gc.models().keySet().iterator().next()
+              + "\", \"block_size\": "
+              + blockSize
+              + ", \"base_url\": \"http://127.0.0.1:8000\", \"endpoint\":"
+              + " \"tcp://127.0.0.1:5557\"}'");
+    }
+    out.println(
+        String.format(
+            Locale.ROOT,
+            "Then: curl %s/v1/chat/completions -H 'Content-Type: application/json' -d"
+                + " '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\":"
+                + " \"Hello\"}]}'",
+            url,
+            gc.models().keySet().iterator().next()));
+    out.println("Ctrl-C or SIGTERM stops it gracefully.");
+    out.flush();
+    stopped.await();
+    return 0;
+  }
+}

@@ -1,0 +1,103 @@
+package io.kvrouter.cli;
+
+import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.route.TierWeights;
+import java.time.Duration;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+
+/**
+ * The routing flags of the live routers, {@code serve} and {@code gateway}: the cost's ({@link
+ * CostOptions}), the selector's temperature and seed, the busy limits, request expiry, the tier
+ * bounds and weights. Declared once here as a picocli mixin; {@link #settings()} builds the shared
+ * {@link RoutingSettings} value.
+ */
+final class RoutingOptions {
+  @Mixin CostOptions cost = new CostOptions();
+
+  @Option(
+      names = "--temperature",
+      paramLabel = "T",
+      description =
+          "Routing: softmax temperature, 0 takes the cheapest (default: ${DEFAULT-VALUE}).")
+  double temperature = 0;
+
+  @Option(
+      names = "--seed",
+      paramLabel = "N",
+      description = "Routing: seed of tie-breaks and sampling (default: ${DEFAULT-VALUE}).")
+  long seed = 0;
+
+  @Option(
+      names = "--busy-prefill-tokens",
+      paramLabel = "N",
+      description =
+          "Routing: a rank with more prefill tokens in flight is busy; when every rank is busy the"
+              + " request is refused with 503 (default: never).")
+  long busyPrefillTokens = -1;
+
+  @Option(
+      names = "--busy-block-fraction",
+      paramLabel = "F",
+      description =
+          "Routing: a rank with more active blocks than this fraction of its capacity_blocks is busy"
+              + " (default: never).")
+  double busyBlockFraction = 0;
+
+  @Option(
+      names = "--request-expiry-seconds",
+      paramLabel = "S",
+      description =
+          "Routed requests never freed are dropped after this (default: ${DEFAULT-VALUE}).")
+  long requestExpirySeconds = RoutingSettings.DEFAULT_REQUEST_EXPIRY.toSeconds();
+
+  @Option(
+      names = "--max-tier-blocks",
+      paramLabel = "N",
+      description =
+          "Keep at most N blocks per worker rank on each tier beyond the device (host, disk,"
+              + " external), dropping past it the least recently stored leaves of its chains, so"
+              + " what is left of a chain still scores (counted in"
+              + " kvrouter_tier_evicted_blocks_total). LMCache publishes no removals: without a"
+              + " bound its copies stay indexed (default: no bound).")
+  Integer maxTierBlocks;
+
+  @Option(
+      names = "--host-tier-weight",
+      paramLabel = "W",
+      description =
+          "Routing: what a block cached in a worker's host memory (CPU offloading) saves of a"
+              + " recompute, 0..1; its prefill costs 1 - W (default: ${DEFAULT-VALUE}, Dynamo's"
+              + " host_cache_hit_weight).")
+  double hostTierWeight = TierWeights.DEFAULTS.host();
+
+  @Option(
+      names = "--disk-tier-weight",
+      paramLabel = "W",
+      description =
+          "Routing: the same for a block on a worker's disk (default: ${DEFAULT-VALUE}, Dynamo's"
+              + " disk_cache_hit_weight).")
+  double diskTierWeight = TierWeights.DEFAULTS.disk();
+
+  @Option(
+      names = "--external-tier-weight",
+      paramLabel = "W",
+      description =
+          "Routing: the same for a block in an external store (default: ${DEFAULT-VALUE}).")
+  double externalTierWeight = TierWeights.DEFAULTS.external();
+
+  /** The settings these flags give. */
+  RoutingSettings settings() {
+    if (maxTierBlocks != null && maxTierBlocks < 1) {
+      throw new IllegalArgumentException("--max-tier-blocks must be >= 1, got " + maxTierBlocks);
+    }
+    return cost.applyTo(RoutingSettings.DEFAULTS)
+        .withTemperature(temperature)
+        .withSeed(seed)
+        .withBusyPrefillTokens(busyPrefillTokens)
+        .withBusyBlockFraction(busyBlockFraction)
+        .withRequestExpiry(Duration.ofSeconds(requestExpirySeconds))
+        .withMaxTierBlocks(maxTierBlocks == null ? 0 : maxTierBlocks)
+        .withTierWeights(new TierWeights(hostTierWeight, diskTierWeight, externalTierWeight));
+  }
+}

@@ -1,0 +1,475 @@
+package io.kvrouter.cli;
+
+import io.kvrouter.mockengine.TimingModel;
+import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.sim.PdSimulation;
+import io.kvrouter.sim.Policy;
+import io.kvrouter.sim.Progress;
+import io.kvrouter.sim.RemovedEvents;
+import io.kvrouter.sim.SimConfig;
+import io.kvrouter.sim.SimNats;
+import io.kvrouter.sim.SimulationResult;
+import io.kvrouter.sim.report.HtmlReport;
+import io.kvrouter.sim.report.JsonReport;
+import io.kvrouter.sim.report.PdReport;
+import io.kvrouter.sim.report.TextReport;
+import io.kvrouter.sim.trace.TraceFormatException;
+import io.kvrouter.sim.trace.TraceSource;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/** {@code kvrouter simulate}: replays a trace through simulated engines under several policies. */
+@Command(
+    name = "simulate",
+    mixinStandardHelpOptions = true,
+    sortOptions = false,
+    description = {
+      "Replay a real request trace through a simulated fleet of engines under several routing"
+          + " policies, each on a fresh fleet, and compare prefix-cache hit rate, TTFT and load.",
+      "",
+      "Engines run in simulated time (nothing sleeps): each rank holds a prefix cache of"
+          + " --gpu-blocks KV blocks and publishes KV events into the router's index; it admits"
+          + " requests FIFO up to --max-batch, prefills one at a time (prefill = --prefill-base-ms"
+          + " + --prefill-ms-per-1k-tokens per 1,000 tokens its cache did not hold), then decodes"
+          + " (--decode-ms-per-token per output token). TTFT = prefill end - arrival.",
+      "At the end every router index is checked against the engines' caches; a mismatch exits"
+          + " with 1. Bad input exits with 2.",
+      ""
+    })
+public final class SimulateCommand implements Callable<Integer> {
+  @Spec CommandSpec spec;
+
+  @Mixin CostOptions cost = new CostOptions();
+
+  @Option(
+      names = "--trace",
+      paramLabel = "FILE",
+      description =
+          "Mooncake-format JSONL trace, plain or gzip (default: the bundled conversation trace,"
+              + " data/conversation_trace.jsonl.gz).")
+  Path trace;
+
+  @Option(
+      names = "--requests",
+      paramLabel = "N",
+      description = "Replay only the first N requests (default: all).")
+  Integer requests;
+
+  @Option(
+      names = "--policies",
+      split = ",",
+      paramLabel = "LIST",
+      description =
+          "Policies to compare, comma-separated (default: all): kv, round-robin, random,"
+              + " least-loaded, approx.")
+  List<String> policies;
+
+  @Option(
+      names = "--workers",
+      paramLabel = "N",
+      defaultValue = "8",
+      description = "Engines (default: ${DEFAULT-VALUE}).")
+  int workers;
+
+  @Option(
+      names = "--dp-size",
+      paramLabel = "N",
+      defaultValue = "1",
+      description = "Data-parallel ranks per engine (default: ${DEFAULT-VALUE}).")
+  int dpSize;
+
+  @Option(
+      names = "--gpu-blocks",
+      paramLabel = "N",
+      defaultValue = "16384",
+      description = "KV blocks per rank (default: ${DEFAULT-VALUE}).")
+  int gpuBlocks;
+
+  @Option(
+      names = "--host-blocks",
+      paramLabel = "N",
+      defaultValue = "0",
+      description =
+          "A host tier (CPU offloading) of N KV blocks per rank: it receives the blocks the device"
+              + " evicts (LRU) and serves the blocks that follow a prompt's device prefix at"
+              + " --host-ms-per-block each, publishing host-tier events; adds the kv-device policy"
+              + " (kv routing on device blocks alone) to compare (default: ${DEFAULT-VALUE}, none).")
+  int hostBlocks;
+
+  @Option(
+      names = "--host-ms-per-block",
+      paramLabel = "MS",
+      defaultValue = "0.6",
+      description =
+          "Time to load one block from the host tier (default: ${DEFAULT-VALUE}: an 8 MiB block"
+              + " of 64 tokens of an 8B model at 14 GB/s, Dynamo's mocker's GPU-host bandwidth).")
+  double hostMsPerBlock;
+
+  @Option(
+      names = "--block-size",
+      paramLabel = "TOKENS",
+      defaultValue = "64",
+      description = "Tokens per KV block, engines and router (default: ${DEFAULT-VALUE}).")
+  int blockSize;
+
+  @Option(
+      names = "--speedup",
+      paramLabel = "X",
+      defaultValue = "4",
+      description =
+          "Divide the trace's arrival times by X: X times the request rate (default:"
+              + " ${DEFAULT-VALUE}). The run's wall time does not depend on it.")
+  double speedup;
+
+  @Option(
+      names = "--prefill-base-ms",
+      paramLabel = "MS",
+      defaultValue = "5",
+      description = "Fixed cost of every prefill (default: ${DEFAULT-VALUE}).")
+  double prefillBaseMs;
+
+  @Option(
+      names = "--prefill-ms-per-1k-tokens",
+      paramLabel = "MS",
+      defaultValue = "50",
+      description = "Prefill cost per 1,000 uncached prompt tokens (default: ${DEFAULT-VALUE}).")
+  double prefillMsPer1k;
+
+  @Option(
+      names = "--decode-ms-per-token",
+      paramLabel = "MS",
+      defaultValue = "20",
+      description = "Time per output token after the first (default: ${DEFAULT-VALUE}).")
+  double decodeMsPerToken;
+
+  @Option(
+      names = "--max-batch",
+      paramLabel = "N",
+      defaultValue = "64",
+      description = "Requests admitted at once per rank (default: ${DEFAULT-VALUE}).")
+  int maxBatch;
+
+  @Option(
+      names = "--event-delay-ms",
+      paramLabel = "MS",
+      defaultValue = "0",
+      description =
+          "Simulated delay from an engine's KV event to its application to the index"
+              + " (default: ${DEFAULT-VALUE}).")
+  double eventDelayMs;
+
+  @Option(
+      names = "--events-as-json",
+      description =
+          "Send every KV event through Dynamo's JSON wire form (encode, decode) instead of"
+              + " in-process objects.")
+  boolean eventsAsJson;
+
+  @Option(
+      names = "--events",
+      paramLabel = "URL",
+      description =
+          "nats://host:port: the engines publish their KV events to NATS JetStream (subject"
+              + " kvrouter.events.simulate-<policy>.default of stream KVROUTER_EVENTS) and the"
+              + " router's index follows it, so kvrouter serve --events replicas can follow the"
+              + " simulated fleet (register model simulate-<policy>); a few hundred microseconds"
+              + " per event: use with --requests (default: in-process).")
+  String events;
+
+  @Option(
+      names = "--removed-events",
+      paramLabel = "SHAPE",
+      defaultValue = "per-eviction",
+      description =
+          "How the engines publish evictions: per-eviction (one Removed event naming all the"
+              + " blocks of one eviction) or per-block (one Removed event per block, as vLLM and"
+              + " SGLang publish them, deepest first as vLLM does; many more events, same"
+              + " results) (default: ${DEFAULT-VALUE}).")
+  String removedEvents;
+
+  @Option(
+      names = "--no-approx-correction",
+      description =
+          "The approx policy's router is not told the cached tokens each engine reports (by"
+              + " default it is, when the request finishes, as the gateway does from usage:"
+              + " KvRouter.observeCachedTokens).")
+  boolean noApproxCorrection;
+
+  @Option(
+      names = "--approx-kv-blocks",
+      paramLabel = "N",
+      defaultValue = "-1",
+      description =
+          "KV blocks per rank the approx policy's router is registered with (default: the"
+              + " engines' --gpu-blocks; 0: unknown, learned from the cached-token correction).")
+  long approxKvBlocks;
+
+  @Option(
+      names = "--seed",
+      paramLabel = "N",
+      defaultValue = "0",
+      description =
+          "Seeds the random policy and KvRouter's tie-breaks (default: ${DEFAULT-VALUE}).")
+  long seed;
+
+  @Option(
+      names = "--verify-prompts",
+      paramLabel = "N",
+      defaultValue = "2000",
+      description =
+          "Trace prompts scored against every cache in the final check (default:"
+              + " ${DEFAULT-VALUE}; the block-by-block comparison always covers everything).")
+  int verifyPrompts;
+
+  @Option(
+      names = "--prefill-workers",
+      paramLabel = "N",
+      description =
+          "With --decode-workers: compare prefill/decode disaggregation instead of policies: an"
+              + " aggregated fleet of N + M engines, a disaggregated one of N prefill and M decode"
+              + " engines, and a conditional one (--pd-min-uncached-tokens), on TTFT,"
+              + " inter-token latency and throughput (docs/SIMULATION.md).")
+  Integer prefillWorkers;
+
+  @Option(
+      names = "--decode-workers",
+      paramLabel = "M",
+      description = "Decode engines of the disaggregation comparison (see --prefill-workers).")
+  Integer decodeWorkers;
+
+  @Option(
+      names = "--transfer-ms-per-block",
+      paramLabel = "MS",
+      defaultValue = "0.3",
+      description =
+          "Disaggregation: time to pull one KV block from the prefill engine (default:"
+              + " ${DEFAULT-VALUE}).")
+  double transferMsPerBlock;
+
+  @Option(
+      names = "--transfer-base-ms",
+      paramLabel = "MS",
+      defaultValue = "1",
+      description =
+          "Disaggregation: fixed cost of a hand-over that pulls any block (default:"
+              + " ${DEFAULT-VALUE}).")
+  double transferBaseMs;
+
+  @Option(
+      names = "--pd-min-uncached-tokens",
+      paramLabel = "N",
+      defaultValue = "1000",
+      description =
+          "Disaggregation, conditional fleet: a request with fewer prompt tokens than this not"
+              + " cached on the best decode engine is served whole there (default:"
+              + " ${DEFAULT-VALUE}).")
+  int pdMinUncachedTokens;
+
+  @Option(
+      names = "--report",
+      paramLabel = "FILE",
+      defaultValue = "kvrouter-report.html",
+      description = "Self-contained HTML report with plots (default: ${DEFAULT-VALUE}).")
+  Path report;
+
+  @Option(names = "--no-report", description = "Write no HTML report.")
+  boolean noReport;
+
+  @Option(names = "--json", description = "Print the results as JSON on stdout instead of a table.")
+  boolean json;
+
+  @Option(
+      names = {"-q", "--quiet"},
+      description = "No progress bar (it is shown only when stderr is a terminal anyway).")
+  boolean quiet;
+
+  @Override
+  public Integer call() {
+    PrintWriter out = spec.commandLine().getOut();
+    PrintWriter err = spec.commandLine().getErr();
+    if (prefillWorkers != null || decodeWorkers != null) return disaggregation(out, err);
+    List<Policy> chosen;
+    SimConfig cfg;
+    try {
+      chosen = policies();
+      cfg =
+          SimConfig.builder()
+              .workers(workers)
+              .dpSize(dpSize)
+              .gpuBlocks(gpuBlocks)
+              .blockSize(blockSize)
+              .speedup(speedup)
+              .timing(new TimingModel(prefillBaseMs, prefillMsPer1k, decodeMsPerToken, maxBatch))
+              .eventDelayMs(eventDelayMs)
+              .jsonEvents(eventsAsJson)
+              .routing(cost.applyTo(RoutingSettings.DEFAULTS.withSeed(seed)))
+              .seed(seed)
+              .verifyPrompts(verifyPrompts)
+              .loadSamples(200)
+              .removedEvents(RemovedEvents.parse(removedEvents))
+              .approxCorrection(!noApproxCorrection)
+              .approxKvBlocks(approxKvBlocks)
+              .hostBlocks(hostBlocks)
+              .hostMsPerBlock(hostMsPerBlock)
+              .build();
+      if (requests != null && requests < 1) {
+        throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    TraceSource.Loaded loaded = loadTrace(err);
+    if (loaded == null) return 2;
+
+    SimNats nats = null;
+    if (events != null) {
+      try {
+        nats = SimNats.connect(events);
+      } catch (IllegalArgumentException e) {
+        err.println("kvrouter simulate: " + e.getMessage());
+        return 2;
+      } catch (IllegalStateException e) {
+        err.println("kvrouter simulate: " + e.getMessage());
+        return 1;
+      }
+    }
+    SimulationResult result;
+    try (Progress progress = Progress.onStderr(System.err, quiet)) {
+      result = SimulationResult.run(loaded.name(), loaded.requests(), cfg, chosen, progress, nats);
+    } catch (RuntimeException e) {
+      if (nats == null) throw e;
+      err.println("kvrouter simulate: NATS (" + events + "): " + e.getMessage());
+      return 1;
+    } finally {
+      if (nats != null) nats.close();
+    }
+
+    if (json) {
+      out.println(JsonReport.write(result));
+    } else {
+      TextReport.print(result, out);
+    }
+    if (!noReport) {
+      try {
+        Path target = report.toAbsolutePath();
+        Files.writeString(target, HtmlReport.render(result, reportMeta()));
+        (json ? err : out).println("report: " + target);
+      } catch (IOException e) {
+        err.println("kvrouter simulate: cannot write the report " + report + ": " + e);
+        return 1;
+      }
+    }
+    out.flush();
+    if (!result.verified()) {
+      err.println(
+          "kvrouter simulate: a router index does not equal the engines' caches (details above"
+              + (json ? " in \"verification\"" : "")
+              + ").");
+      return 1;
+    }
+    return 0;
+  }
+
+  /** The --trace (its first --requests), or null after printing why it cannot be read. */
+  private TraceSource.Loaded loadTrace(PrintWriter err) {
+    try {
+      return TraceSource.load(trace, requests == null ? Integer.MAX_VALUE : requests);
+    } catch (TraceFormatException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return null;
+    }
+  }
+
+  /** {@code --prefill-workers N --decode-workers M}: the three fleets, one table. */
+  private int disaggregation(PrintWriter out, PrintWriter err) {
+    PdSimulation.Config cfg;
+    try {
+      if (prefillWorkers == null || decodeWorkers == null) {
+        throw new IllegalArgumentException("give both --prefill-workers and --decode-workers");
+      }
+      if (requests != null && requests < 1) {
+        throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+      cfg =
+          new PdSimulation.Config(
+              prefillWorkers,
+              decodeWorkers,
+              gpuBlocks,
+              blockSize,
+              speedup,
+              new TimingModel(prefillBaseMs, prefillMsPer1k, decodeMsPerToken, maxBatch),
+              transferBaseMs,
+              transferMsPerBlock,
+              pdMinUncachedTokens,
+              cost.overlapWeight,
+              seed,
+              verifyPrompts);
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    TraceSource.Loaded loaded = loadTrace(err);
+    if (loaded == null) return 2;
+    List<PdSimulation.Result> results = new ArrayList<>();
+    for (PdSimulation.Mode m : PdSimulation.Mode.values()) {
+      results.add(PdSimulation.run(loaded.requests(), cfg, m));
+    }
+    if (json) out.println(PdReport.json(loaded.name(), cfg, results));
+    else PdReport.print(loaded.name(), cfg, results, out);
+    out.flush();
+    for (PdSimulation.Result r : results) {
+      if (!r.verification().ok()) {
+        err.println(
+            "kvrouter simulate: the router index of the "
+                + r.mode().label
+                + " fleet does not equal the engines' caches: "
+                + r.verification().problems());
+        return 1;
+      }
+    }
+    return 0;
+  }
+
+  /** The HTML report's metadata: version, commit, this command line and the date. */
+  private HtmlReport.Meta reportMeta() {
+    List<String> args = spec.commandLine().getParseResult().originalArgs();
+    // the parse result of a subcommand holds the whole command line: keep what follows "simulate"
+    int at = args.indexOf(spec.name());
+    return HtmlReport.Meta.of(at < 0 ? args : args.subList(at + 1, args.size()));
+  }
+
+  /** A --max-blocks value; the message names the flag. */
+  static long checkMaxBlocks(long maxBlocks) {
+    if (maxBlocks < 1) {
+      throw new IllegalArgumentException("--max-blocks must be >= 1, got " + maxBlocks);
+    }
+    return maxBlocks;
+  }
+
+  private List<Policy> policies() {
+    if (policies == null || policies.isEmpty()) {
+      List<Policy> all = new ArrayList<>(List.of(Policy.values()));
+      if (hostBlocks == 0) all.remove(Policy.KV_DEVICE); // the same as kv without a host tier
+      return all;
+    }
+    EnumSet<Policy> seen = EnumSet.noneOf(Policy.class);
+    List<Policy> out = new ArrayList<>();
+    for (String name : policies) {
+      Policy p = Policy.parse(name);
+      if (seen.add(p)) out.add(p);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,128 @@
+package io.kvrouter.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.kvrouter.gateway.EngineSpec;
+import io.kvrouter.gateway.GatewayConfig;
+import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.PairRouter;
+import io.kvrouter.transport.kvevents.ClearScope;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/** {@code kvrouter gateway}'s flags: parsing, --config, and the usage errors (exit 2). */
+class GatewayCommandTest {
+  static int run(StringWriter err, String... args) {
+    return new CommandLine(new GatewayCommand())
+        .setErr(new PrintWriter(err, true))
+        .setOut(new PrintWriter(new StringWriter(), true))
+        .execute(args);
+  }
+
+  @Test
+  void usageErrorsExit2WithOneLine() throws Exception {
+    StringWriter err = new StringWriter();
+    assertThat(run(err, "--port", "0")).isEqualTo(2);
+    assertThat(err.toString()).contains("give at least one --model NAME=DIR");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m=/no/such/dir")).isEqualTo(2);
+    assertThat(err.toString()).contains("is not a directory");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--engine", "ftp://x")).isEqualTo(2);
+    assertThat(err.toString()).contains("must start with the engine's http:// base URL");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--lora", "nobase")).isEqualTo(2);
+    assertThat(err.toString()).contains("expected ADAPTER=BASE");
+  }
+
+  @Test
+  void engineSpecs() {
+    EngineSpec e =
+        EngineSpec.parse(
+            "http://10.0.0.5:8000;events=tcp://10.0.0.5:5557;replay=tcp://10.0.0.5:5558;model=q;block_size=32;instance_id=7");
+    assertThat(e)
+        .isEqualTo(
+            new EngineSpec(
+                "http://10.0.0.5:8000",
+                "q",
+                32,
+                7,
+                0,
+                "tcp://10.0.0.5:5557",
+                "tcp://10.0.0.5:5558",
+                null));
+    assertThat(EngineSpec.parse("http://a:1;role=decode").role()).isEqualTo(EngineRole.DECODE);
+    assertThat(EngineSpec.parse("http://a:1").role()).isEqualTo(EngineRole.BOTH);
+    assertThat(EngineSpec.parse("http://a:1").clearScope()).isEqualTo(ClearScope.DEVICE);
+    assertThat(
+            EngineSpec.parse("http://a:1;events=tcp://a:5557;all_blocks_cleared=all_tiers")
+                .clearScope())
+        .isEqualTo(ClearScope.ALL_TIERS);
+    assertThatThrownBy(
+            () -> EngineSpec.parse("http://a:1;events=tcp://a:5557;all_blocks_cleared=x"))
+        .hasMessageContaining("all_blocks_cleared must be \"device\" or \"all_tiers\"");
+    assertThatThrownBy(() -> EngineSpec.parse("http://a:1;all_blocks_cleared=all_tiers"))
+        .hasMessageContaining("all_blocks_cleared= needs events=");
+    assertThatThrownBy(() -> EngineSpec.parse("http://a:1;role=decoder"))
+        .hasMessageContaining("role must be \"prefill\", \"decode\" or \"both\"");
+    assertThatThrownBy(() -> EngineSpec.parse("http://a:1;colour=red"))
+        .hasMessageContaining("unknown key 'colour'");
+    assertThatThrownBy(() -> EngineSpec.parse("http://a:1;replay=tcp://a:2"))
+        .hasMessageContaining("replay= needs events=");
+  }
+
+  @Test
+  void theDisaggregationFlagsMakeTheRule() {
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c)
+        .parseArgs(
+            "--model",
+            "m",
+            "--pd-min-uncached-tokens",
+            "256",
+            "--pd-max-prefill-queue-tokens",
+            "9");
+    assertThat(c.gatewayConfig().disaggregation()).isEqualTo(new PairRouter.Config(256, 9));
+    GatewayCommand d = new GatewayCommand();
+    new CommandLine(d).parseArgs("--model", "m");
+    assertThat(d.gatewayConfig().disaggregation()).isEqualTo(PairRouter.Config.defaults());
+  }
+
+  @Test
+  void aConfigFileGivesSeveralModelsAndEnginesAndTheCommandLineWins(@TempDir Path dir)
+      throws Exception {
+    Path cfg = dir.resolve("gw.properties");
+    Files.writeString(
+        cfg,
+        "port=9999\nmodel=a b\nlora=a-sql=a\nmax-attempts=3\n"
+            + "engine=http://h1:8000;events=tcp://h1:5557 http://h2:8000\n");
+    GatewayCommand c = new GatewayCommand();
+    CommandLine cl = new CommandLine(c);
+    cl.parseArgs("--config", cfg.toString(), "--max-attempts", "4");
+    // the same merge the command does before it runs
+    GatewayCommand eff =
+        ConfigFileArgs.reparse(
+            cl.getCommandSpec(),
+            cfg,
+            "kvrouter gateway",
+            GatewayCommand.MULTI,
+            GatewayCommand::new,
+            new PrintWriter(new StringWriter()));
+    assertThat(eff.port).isEqualTo(9999);
+    assertThat(eff.maxAttempts).isEqualTo(4);
+    assertThat(eff.models).containsExactly("a", "b");
+    assertThat(eff.engines)
+        .containsExactly("http://h1:8000;events=tcp://h1:5557", "http://h2:8000");
+    GatewayConfig g = eff.gatewayConfig();
+    assertThat(g.models()).containsKeys("a", "b");
+    assertThat(g.models().get("a")).isNull(); // tokenized by its engines
+    assertThat(g.loras()).containsEntry("a-sql", "a");
+    assertThat(g.maxAttempts()).isEqualTo(4);
+  }
+}

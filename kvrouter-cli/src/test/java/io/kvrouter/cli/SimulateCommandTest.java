@@ -1,0 +1,240 @@
+package io.kvrouter.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import io.kvrouter.sim.report.HtmlReport;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** {@code kvrouter simulate} end to end: exit codes, messages, JSON and the HTML report. */
+class SimulateCommandTest {
+  @TempDir Path tmp;
+
+  private final StringWriter out = new StringWriter();
+  private final StringWriter err = new StringWriter();
+
+  private int run(String... args) {
+    return Main.run(new PrintWriter(out, true), new PrintWriter(err, true), args);
+  }
+
+  @Test
+  void anUnknownPolicyListsTheKnownOnes() {
+    assertThat(run("simulate", "--policies", "kv,fastest", "--no-report")).isEqualTo(2);
+    assertThat(err.toString())
+        .contains(
+            "unknown policy 'fastest'; known policies: kv, round-robin, random, least-loaded,"
+                + " approx, kv-device");
+  }
+
+  @Test
+  void aMalformedTraceNamesTheLineAndTheField() throws IOException {
+    Path trace = tmp.resolve("bad.jsonl");
+    Files.writeString(
+        trace,
+        """
+        {"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}
+        {"timestamp": 5, "input_length": 10, "output_length": 1, "hash_ids": [1]}
+        {"timestamp": 9, "input_length": 10, "output_length": "many", "hash_ids": [2]}
+        """);
+    assertThat(run("simulate", "--trace", trace.toString(), "--no-report")).isEqualTo(2);
+    assertThat(err.toString())
+        .contains("bad.jsonl, line 3, field 'output_length': expected an integer");
+    assertThat(run("simulate", "--trace", tmp.resolve("none.jsonl").toString())).isEqualTo(2);
+    assertThat(err.toString()).contains("none.jsonl: no such file");
+  }
+
+  @Test
+  void jsonOutputParsesAndTheReportIsSelfContained() throws IOException {
+    Path report = tmp.resolve("r.html");
+    int code =
+        run(
+            "simulate",
+            "--requests",
+            "150",
+            "--workers",
+            "2",
+            "--gpu-blocks",
+            "4096",
+            "--json",
+            "--quiet",
+            "--report",
+            report.toString());
+    assertThat(code).as(err.toString()).isZero();
+    String json = out.toString();
+    Map<String, Object> top = topLevelScalars(json.substring(0, json.lastIndexOf('}') + 1));
+    assertThat(top).containsEntry("requests", 150L).containsEntry("verified", true);
+    assertThat(json).contains("\"policy\" : \"kv\"").contains("\"policy\" : \"approx\"");
+    assertThat(err.toString()).contains("report: " + report.toAbsolutePath());
+
+    String html = Files.readString(report);
+    assertThat(html).startsWith("<!DOCTYPE html>").contains("<svg").contains("pooled ceiling");
+    assertThat(html).doesNotContain("<script").doesNotContain("https://").doesNotContain("src=");
+    // the run's metadata: version (none outside the jar), the command as typed, the date
+    assertThat(html)
+        .contains("<th>kvrouter</th><td>development build</td>")
+        .contains(
+            "<code>kvrouter simulate --requests 150 --workers 2 --gpu-blocks 4096 --json --quiet"
+                + " --report "
+                + HtmlReport.esc(HtmlReport.shellQuote(report.toString()))
+                + "</code>")
+        .containsPattern("<th>date</th><td>\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC</td>");
+    // every policy's load, percentile markers on the TTFT plot, the hit rate over time
+    for (String policy : new String[] {"kv", "round-robin", "random", "least-loaded", "approx"}) {
+      assertThat(html)
+          .contains("id=\"load-" + policy + "\"")
+          .contains("<title>" + policy + " p99: ");
+    }
+    assertThat(html).contains("<svg class=\"hit-rate-over-time\"");
+  }
+
+  @Test
+  void theTableSaysWhetherTheIndexEqualsTheCaches() {
+    int code =
+        run(
+            "simulate",
+            "--requests",
+            "100",
+            "--workers",
+            "2",
+            "--policies",
+            "kv,round-robin",
+            "--event-delay-ms",
+            "20",
+            "--no-report");
+    assertThat(code).as(err.toString()).isZero();
+    assertThat(out.toString())
+        .contains("kv reaches")
+        .contains("index equals caches: yes, for every policy")
+        .containsPattern("(?m)^kv +100 ")
+        .containsPattern("(?m)^round-robin +100 ");
+  }
+
+  @Test
+  void aBoundedIndexIsCheckedForNoOverCount() {
+    int code =
+        run(
+            "simulate",
+            "--requests",
+            "100",
+            "--workers",
+            "2",
+            "--policies",
+            "kv",
+            "--max-blocks",
+            "40",
+            "--no-report");
+    assertThat(code).as(err.toString()).isZero();
+    assertThat(out.toString())
+        .contains("index within caches (--max-blocks 40): yes, for every policy")
+        .doesNotContain("index equals caches");
+  }
+
+  @Test
+  void aBoundBelowOneIsRefusedWithItsValue() {
+    assertThat(run("simulate", "--requests", "10", "--max-blocks", "0", "--no-report"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("kvrouter simulate: --max-blocks must be >= 1, got 0");
+  }
+
+  @Test
+  void aNegativePressureWeightIsRefusedWithItsValue() {
+    assertThat(run("simulate", "--requests", "10", "--pressure-weight", "-1", "--no-report"))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .contains("kvrouter simulate: --pressure-weight must be finite and >= 0, got -1.0");
+  }
+
+  @Test
+  void anUnknownRemovedEventsShapeIsRefusedAndPerBlockIsNamed() {
+    assertThat(run("simulate", "--requests", "10", "--removed-events", "some", "--no-report"))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .contains(
+            "kvrouter simulate: --removed-events must be per-block or per-eviction, got 'some'");
+    assertThat(
+            run(
+                "simulate",
+                "--requests",
+                "200",
+                "--policies",
+                "kv",
+                "--removed-events",
+                "per-block",
+                "--quiet",
+                "--no-report"))
+        .as(err.toString())
+        .isZero();
+    assertThat(out.toString())
+        .contains("; one Removed event per evicted block")
+        .contains("index equals caches: yes");
+  }
+
+  @Test
+  void prefillAndDecodeWorkersCompareTheThreeFleets() throws IOException {
+    assertThat(run("simulate", "--prefill-workers", "2", "--requests", "10")).isEqualTo(2);
+    assertThat(err.toString()).contains("give both --prefill-workers and --decode-workers");
+    assertThat(
+            run(
+                "simulate",
+                "--prefill-workers",
+                "2",
+                "--decode-workers",
+                "2",
+                "--requests",
+                "300",
+                "--pd-min-uncached-tokens",
+                "2000",
+                "--json"))
+        .as(err.toString())
+        .isZero();
+    String json = out.toString().trim();
+    assertThat(topLevelScalars(json))
+        .containsEntry("prefill_workers", 2L)
+        .containsEntry("decode_workers", 2L)
+        .containsEntry("min_uncached_tokens", 2000L);
+    assertThat(json)
+        .contains("\"fleet\":\"aggregated\",\"requests\":300,\"completed\":300,")
+        .contains("\"fleet\":\"disaggregated\",\"requests\":300,\"completed\":300,")
+        .contains("\"fleet\":\"conditional\",\"requests\":300,\"completed\":300,")
+        .contains("\"handed_over\":300,")
+        .doesNotContain("\"verified\":false");
+    // the aggregated fleet hands nothing over
+    assertThat(json)
+        .contains(
+            "\"fleet\":\"aggregated\",\"requests\":300,\"completed\":300,"
+                + "\"rejected\":0,\"handed_over\":0,");
+  }
+
+  /** Parses a JSON document completely and returns its top-level scalar fields. */
+  private static Map<String, Object> topLevelScalars(String json) throws IOException {
+    Map<String, Object> out = new HashMap<>();
+    try (JsonParser p = new JsonFactory().createParser(json)) {
+      assertThat(p.nextToken()).isEqualTo(JsonToken.START_OBJECT);
+      JsonToken t;
+      while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
+        String name = p.currentName();
+        JsonToken v = p.nextToken();
+        switch (v) {
+          case VALUE_NUMBER_INT -> out.put(name, p.getLongValue());
+          case VALUE_NUMBER_FLOAT -> out.put(name, p.getDoubleValue());
+          case VALUE_TRUE, VALUE_FALSE -> out.put(name, p.getBooleanValue());
+          case VALUE_STRING -> out.put(name, p.getText());
+          default -> p.skipChildren();
+        }
+      }
+      assertThat(t).isEqualTo(JsonToken.END_OBJECT);
+      assertThat(p.nextToken()).isNull();
+    }
+    return out;
+  }
+}
