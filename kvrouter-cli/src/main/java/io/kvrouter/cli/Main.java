@@ -48,12 +48,17 @@ public final class Main implements Callable<Integer> {
 
   /** Runs the CLI and returns its exit code (0 ok, 1 failure, 2 usage error). */
   public static int run(String... args) {
-    return new CommandLine(new Main()).execute(args);
+    return commandLine().execute(args);
   }
 
   /** Runs the CLI with its output and error streams redirected (for tests). */
   public static int run(PrintWriter out, PrintWriter err, String... args) {
-    return new CommandLine(new Main()).setOut(out).setErr(err).execute(args);
+    return commandLine().setOut(out).setErr(err).execute(args);
+  }
+
+  /** The root command with kvrouter's usage-error handler. */
+  static CommandLine commandLine() {
+    return new CommandLine(new Main()).setParameterExceptionHandler(new UsageErrors());
   }
 
   @Override
@@ -74,7 +79,10 @@ public final class Main implements Callable<Integer> {
   @Command(
       name = "bench",
       mixinStandardHelpOptions = true,
-      description = "Benchmarks: trace replay stress against an index.",
+      description =
+          "Benchmarks: trace (replay stress against an index), fleet (a live fleet of serve or"
+              + " gateway, mock engines and load, compared by policy), gateway (the gateway's own"
+              + " overhead per request).",
       subcommands = {BenchTraceCommand.class, GatewayBenchCommand.class, FleetBenchCommand.class})
   static final class Bench implements Callable<Integer> {
     @Spec CommandSpec spec;
