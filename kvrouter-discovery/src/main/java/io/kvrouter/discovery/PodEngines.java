@@ -183,6 +183,25 @@ final class PodEngines {
     int maxRank = ranks.get(ranks.size() - 1);
     checkOffset(PORT_EVENTS, events, maxRank);
     checkOffset(PORT_REPLAY, replay, maxRank);
+    if (events != null
+        && replay != null
+        && events <= replay + maxRank
+        && replay <= events + maxRank) {
+      throw new IllegalArgumentException(
+          "ports "
+              + PORT_EVENTS
+              + " "
+              + events
+              + ".."
+              + (events + maxRank)
+              + " and "
+              + PORT_REPLAY
+              + " "
+              + replay
+              + ".."
+              + (replay + maxRank)
+              + " overlap (every rank r uses port + r)");
+    }
 
     String ip = pod.getStatus() == null ? null : pod.getStatus().getPodIP();
     String host = ip == null ? "" : ip.contains(":") ? "[" + ip + "]" : ip;

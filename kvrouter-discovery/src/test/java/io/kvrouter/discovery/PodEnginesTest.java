@@ -91,6 +91,9 @@ class PodEnginesTest {
         .isEqualTo("port kv-replay without a port named kv-events");
     assertThat(invalid(Map.of("kvrouter.io/dp-ranks", "0-65535"), 5557, null))
         .isEqualTo("kvrouter.io/dp-ranks names more than 1024 ranks: '0-65535'");
+    assertThat(invalid(Map.of("kvrouter.io/dp-ranks", "0-1"), 5557, 5558))
+        .isEqualTo(
+            "ports kv-events 5557..5558 and kv-replay 5558..5559 overlap (every rank r uses port + r)");
     assertThat(invalid(Map.of("kvrouter.io/dp-ranks", "0-3"), 65534, null))
         .isEqualTo("port kv-events 65534 plus rank 3 is beyond 65535");
     Pod noHttp =
