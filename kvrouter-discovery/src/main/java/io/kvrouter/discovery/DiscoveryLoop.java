@@ -368,9 +368,12 @@ final class DiscoveryLoop {
               .inNamespace(config.namespace())
               .withName(config.inferencePool());
       poolWatch =
-          pool == null
-              ? resource.watch(watcher)
-              : resource.watch(pool.getMetadata().getResourceVersion(), watcher);
+          resource.watch(
+              new ListOptionsBuilder()
+                  .withResourceVersion(
+                      pool == null ? null : pool.getMetadata().getResourceVersion())
+                  .build(),
+              watcher);
       poolWatchOpen = true;
       poolBackoff.reset();
     } catch (KubernetesClientException e) {
@@ -627,14 +630,16 @@ final class DiscoveryLoop {
     }
   }
 
+  /** The client's message, with the root cause (e.g. {@code ConnectException}) when it has one. */
   private static String reason(KubernetesClientException e) {
-    String m = e.getMessage();
-    Throwable c = e.getCause();
-    while (c != null && c.getCause() != null && c.getCause() != c) c = c.getCause();
-    if (c != null && c.getMessage() != null && (m == null || !m.contains(c.getMessage()))) {
-      m = (m == null ? "" : m + ": ") + c.getClass().getSimpleName() + " " + c.getMessage();
+    Throwable root = e;
+    while (root.getCause() != null && root.getCause() != root) root = root.getCause();
+    String m = (e.getCode() > 0 ? "HTTP " + e.getCode() + " " : "") + e.getMessage();
+    if (root != e) {
+      m += " (" + root.getClass().getSimpleName();
+      m += root.getMessage() == null ? ")" : ": " + root.getMessage() + ")";
     }
-    return e.getCode() > 0 ? "HTTP " + e.getCode() + " " + m : m;
+    return m;
   }
 
   private void publish() {

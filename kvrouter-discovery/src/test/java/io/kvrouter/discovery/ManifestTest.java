@@ -317,6 +317,7 @@ class ManifestTest {
   }
 
   @Test
+  @SuppressWarnings("unchecked")
   void kustomizationsReferToFilesThatExist() throws IOException {
     for (String k :
         List.of("base/kustomization.yaml", "overlays/inference-pool/kustomization.yaml")) {
