@@ -28,6 +28,7 @@ class KubernetesDiscoveryTest {
   private KubernetesClient admin;
   private RecordingSink sink;
   private KubernetesDiscovery discovery;
+  private Map<String, String> fenceLabels = VLLM;
 
   @BeforeEach
   void setUp() {
@@ -55,8 +56,6 @@ class KubernetesDiscoveryTest {
     create(pod("zz-fence", fenceLabels, "127.0.0.250", true, MODEL, null, null));
     Await.until("fence seen", () -> sink.engines().containsKey("test/zz-fence/0"), this::state);
   }
-
-  private Map<String, String> fenceLabels = VLLM;
 
   private void awaitStatus(String what, Predicate<DiscoveryStatus> p) {
     Await.until(what, () -> p.test(discovery.status()), this::state);
