@@ -1,0 +1,374 @@
+package io.kvrouter.admission;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.TreeSet;
+
+/**
+ * The queue in front of a saturated model (docs/routing.md, "Admission"): requests wait here, in
+ * priority bands, shared among tenants by weighted fair queuing on what each request really costs,
+ * until the gateway has room for one; what cannot wait is refused, never lost.
+ *
+ * <p>Order. Bands are served in strict order (band 0 first), except that a waiting lower band is
+ * passed over at most {@link Config#starvationLimit()} times in a row (0: strict, it may wait for
+ * ever). Within a band, tenants share by self-clocked fair queuing (Golestani 1994): a request of
+ * cost {@code c} from a tenant of weight {@code w} gets the finish tag {@code max(V, tenant's last
+ * tag) + c / w}, where {@code V} is the tag of the band's last dispatched request, and the band
+ * serves the smallest tag among its tenants' oldest requests. Two tenants that both keep requests
+ * waiting are therefore served in proportion to their weights, within one request's cost; one
+ * tenant that sends ten times more only lengthens its own wait. A tenant's own requests leave in
+ * arrival order.
+ *
+ * <p>Cost. The caller charges what the engine will do: uncached prefill tokens (the prompt less the
+ * router's predicted overlap) plus expected decode tokens. When the engine reports what it really
+ * cached, {@link #charge} moves the difference onto the tenant's next tags, so a tenant whose
+ * prompts turned out cheaper is not held back, nor a costlier one favoured.
+ *
+ * <p>Bounds. At most {@link Config#maxDepth()} requests wait at once (an offer beyond is refused);
+ * {@link #expire} removes the requests that waited {@link Config#maxWaitNanos()}; {@link #cancel}
+ * removes a request whose client left. Tenant names are client-chosen: a tenant is kept only while
+ * it has requests waiting or a correction to carry, the latter for at most {@code 4 × maxDepth}
+ * tenants (the oldest dropped first), so memory is bounded by the depth, not by the names.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Data: per band, a map tenant name -> Tenant (an ArrayDeque of live entries in arrival order, the
+ * last tag given, the weight, a pending correction) and a TreeSet of the tenants with live entries
+ * ordered by (head entry's tag, head entry's offer number); per band V (a double, the virtual time).
+ * An arrival-ordered ArrayDeque of all entries drives expiry; entries leave it lazily (a dispatched
+ * or cancelled entry is skipped). passedOver[b] counts dispatches from bands above b while b had
+ * live entries.
+ * Invariants: size == sum of live entries; a tenant is in its band's TreeSet iff it has a live
+ * entry, keyed by its head's tag; tags along a tenant's deque increase; a cancelled entry's cost is
+ * taken off the tags of the tenant's later entries, so cancelling leaves the others as if it had
+ * never come.
+ * Threads: not thread-safe; the gateway holds one lock around each call (every call is O(log n) in
+ * the waiting requests, or O(k) in one tenant's waiting requests for a cancel).
+ * </pre>
+ *
+ * @param <T> what waits (the gateway's pending request)
+ */
+public final class FairQueue<T> {
+
+  /**
+   * How the queue is bounded and ordered.
+   *
+   * @param bands priority bands, at least 1; band 0 is served first
+   * @param maxDepth requests waiting at once, at least 1
+   * @param maxWaitNanos how long a request may wait before {@link #expire} removes it, > 0
+   * @param starvationLimit a waiting band is passed over at most this many times in a row by higher
+   *     bands; 0: strict priority
+   */
+  public record Config(int bands, int maxDepth, long maxWaitNanos, int starvationLimit) {
+    public Config {
+      if (bands < 1) throw new IllegalArgumentException("bands must be >= 1, got " + bands);
+      if (maxDepth < 1)
+        throw new IllegalArgumentException("maxDepth must be >= 1, got " + maxDepth);
+      if (maxWaitNanos <= 0) {
+        throw new IllegalArgumentException("maxWaitNanos must be > 0, got " + maxWaitNanos);
+      }
+      if (starvationLimit < 0) {
+        throw new IllegalArgumentException(
+            "starvationLimit must be >= 0 (0: strict), got " + starvationLimit);
+      }
+    }
+  }
+
+  /** A waiting request: what {@link #offer} queued; {@link #cancel} takes it back. */
+  public static final class Ticket<T> {
+    private final T item;
+    private final int band;
+    private final Tenant<T> tenant;
+    private final double cost;
+    private final long arrivalNanos;
+    private final long seq; // offer order: breaks ties between equal tags, first come first
+    private double tag;
+    private boolean live = true;
+
+    private Ticket(T item, int band, Tenant<T> tenant, double cost, long arrivalNanos, long seq) {
+      this.seq = seq;
+      this.item = item;
+      this.band = band;
+      this.tenant = tenant;
+      this.cost = cost;
+      this.arrivalNanos = arrivalNanos;
+    }
+
+    /** What waits. */
+    public T item() {
+      return item;
+    }
+
+    /** Its band. */
+    public int band() {
+      return band;
+    }
+
+    /** Its tenant's name. */
+    public String tenant() {
+      return tenant.name;
+    }
+
+    /** When it was offered (the caller's clock). */
+    public long arrivalNanos() {
+      return arrivalNanos;
+    }
+
+    /** Whether it still waits (not dispatched, cancelled or expired). */
+    public boolean isWaiting() {
+      return live;
+    }
+  }
+
+  private static final class Tenant<T> {
+    final String name;
+    double weight;
+    double lastTag;
+    double pending; // correction in cost units, applied to the next arrival's tag
+    final ArrayDeque<Ticket<T>> entries = new ArrayDeque<>();
+
+    Tenant(String name, double weight) {
+      this.name = name;
+      this.weight = weight;
+    }
+
+    double headTag() {
+      return entries.peekFirst().tag;
+    }
+  }
+
+  private final class Band {
+    final Map<String, Tenant<T>> tenants = new HashMap<>();
+    final TreeSet<Tenant<T>> ready =
+        new TreeSet<>(
+            (a, b) -> {
+              int c = Double.compare(a.headTag(), b.headTag());
+              return c != 0
+                  ? c
+                  : Long.compare(a.entries.peekFirst().seq, b.entries.peekFirst().seq);
+            });
+    double virtualTime;
+    int live;
+  }
+
+  private final Config config;
+  private final List<Band> bands = new ArrayList<>();
+  private final int[] passedOver;
+  private final ArrayDeque<Ticket<T>> byArrival = new ArrayDeque<>();
+  // idle tenants that carry a correction, oldest first, bounded by 4 × maxDepth
+  private final LinkedHashMap<String, Double> idleDebts = new LinkedHashMap<>();
+  private long offers;
+  private int size;
+
+  /** An empty queue. */
+  public FairQueue(Config config) {
+    this.config = Objects.requireNonNull(config, "config");
+    for (int b = 0; b < config.bands(); b++) bands.add(new Band());
+    passedOver = new int[config.bands()];
+  }
+
+  /** The configuration. */
+  public Config config() {
+    return config;
+  }
+
+  /** Requests waiting. */
+  public int size() {
+    return size;
+  }
+
+  /** Requests waiting in {@code band}. */
+  public int size(int band) {
+    return bands.get(band).live;
+  }
+
+  /** Tenants kept (with requests waiting or a correction to carry): bounded by the depth. */
+  public int tenantsKept() {
+    int n = idleDebts.size();
+    for (Band b : bands) n += b.tenants.size();
+    return n;
+  }
+
+  /**
+   * Queues {@code item}, or returns null when {@link Config#maxDepth()} requests already wait (the
+   * caller refuses it: 429).
+   *
+   * @param band priority band, 0 first
+   * @param tenant the tenant's name (client-chosen; bounded by the depth)
+   * @param weight the tenant's share, > 0
+   * @param cost what the request costs the engine (uncached prefill + expected decode tokens), >= 0
+   * @param nowNanos the caller's clock
+   */
+  public Ticket<T> offer(
+      T item, int band, String tenant, double weight, double cost, long nowNanos) {
+    Objects.requireNonNull(tenant, "tenant");
+    if (band < 0 || band >= bands.size()) {
+      throw new IllegalArgumentException(
+          "band must be in 0.." + (bands.size() - 1) + ", got " + band);
+    }
+    if (!(weight > 0) || Double.isInfinite(weight)) {
+      throw new IllegalArgumentException("weight must be finite and > 0, got " + weight);
+    }
+    if (!(cost >= 0) || Double.isInfinite(cost)) {
+      throw new IllegalArgumentException("cost must be finite and >= 0, got " + cost);
+    }
+    if (size >= config.maxDepth()) return null;
+    Band b = bands.get(band);
+    Tenant<T> t = b.tenants.get(tenant);
+    if (t == null) {
+      t = new Tenant<>(tenant, weight);
+      t.lastTag = b.virtualTime;
+      Double debt = idleDebts.remove(debtKey(band, tenant));
+      if (debt != null) t.pending = debt;
+      b.tenants.put(tenant, t);
+    }
+    t.weight = weight;
+    Ticket<T> e = new Ticket<>(item, band, t, cost, nowNanos, offers++);
+    boolean wasEmpty = t.entries.isEmpty();
+    if (!wasEmpty) b.ready.remove(t);
+    double start = Math.max(b.virtualTime, t.lastTag);
+    e.tag = Math.max(start, start + (cost + t.pending) / weight);
+    t.pending = 0;
+    t.lastTag = e.tag;
+    t.entries.addLast(e);
+    b.ready.add(t);
+    b.live++;
+    size++;
+    byArrival.addLast(e);
+    return e;
+  }
+
+  /** The next request to dispatch, removed from the queue; null when none waits. */
+  public Ticket<T> poll() {
+    if (size == 0) return null;
+    int chosen = -1;
+    if (config.starvationLimit() > 0) {
+      for (int b = bands.size() - 1; b >= 0; b--) {
+        if (bands.get(b).live > 0 && passedOver[b] >= config.starvationLimit()) {
+          chosen = b;
+          break;
+        }
+      }
+    }
+    if (chosen < 0) {
+      for (int b = 0; b < bands.size(); b++) {
+        if (bands.get(b).live > 0) {
+          chosen = b;
+          break;
+        }
+      }
+    }
+    for (int b = chosen + 1; b < bands.size(); b++) {
+      if (bands.get(b).live > 0) passedOver[b]++;
+    }
+    passedOver[chosen] = 0;
+    Band band = bands.get(chosen);
+    Tenant<T> t = band.ready.pollFirst();
+    Ticket<T> e = t.entries.pollFirst();
+    band.virtualTime = Math.max(band.virtualTime, e.tag);
+    afterRemoval(band, t);
+    e.live = false;
+    band.live--;
+    size--;
+    return e;
+  }
+
+  /**
+   * Takes back a waiting request (its client left); the tenant's later requests are tagged as if it
+   * had never come. Returns false when it no longer waits.
+   */
+  public boolean cancel(Ticket<T> e) {
+    if (!e.live) return false;
+    Band band = bands.get(e.band);
+    Tenant<T> t = e.tenant;
+    band.ready.remove(t);
+    double refund = e.cost / t.weight;
+    boolean after = false;
+    double prevTag = Double.NEGATIVE_INFINITY;
+    for (Iterator<Ticket<T>> it = t.entries.iterator(); it.hasNext(); ) {
+      Ticket<T> x = it.next();
+      if (x == e) {
+        it.remove();
+        after = true;
+        continue;
+      }
+      if (after) x.tag = Math.max(prevTag, x.tag - refund);
+      prevTag = x.tag;
+    }
+    t.lastTag =
+        t.entries.isEmpty()
+            ? Math.max(band.virtualTime, t.lastTag - refund)
+            : t.entries.peekLast().tag;
+    if (!t.entries.isEmpty()) band.ready.add(t);
+    afterRemoval(band, t);
+    e.live = false;
+    band.live--;
+    size--;
+    if (band.live == 0) passedOver[e.band] = 0;
+    return true;
+  }
+
+  /**
+   * Removes and returns the requests that have waited {@link Config#maxWaitNanos()} by {@code
+   * nowNanos}.
+   */
+  public List<Ticket<T>> expire(long nowNanos) {
+    List<Ticket<T>> out = new ArrayList<>();
+    while (!byArrival.isEmpty()) {
+      Ticket<T> e = byArrival.peekFirst();
+      if (!e.live) {
+        byArrival.pollFirst();
+        continue;
+      }
+      if (nowNanos - e.arrivalNanos < config.maxWaitNanos()) break;
+      byArrival.pollFirst();
+      cancel(e);
+      out.add(e);
+    }
+    // dispatched and cancelled entries leave the arrival queue lazily; keep it bounded
+    if (byArrival.size() > 4 * config.maxDepth()) byArrival.removeIf(x -> !x.live);
+    return out;
+  }
+
+  /**
+   * Corrects a tenant's account once the engine reported what a request really cost: {@code delta}
+   * cost units (actual minus charged; negative when the engine cached more than predicted) are
+   * added to the tenant's next request in {@code band}.
+   */
+  public void charge(int band, String tenant, double delta) {
+    if (!Double.isFinite(delta) || delta == 0) return;
+    Tenant<T> t = bands.get(band).tenants.get(tenant);
+    if (t != null) {
+      t.pending += delta;
+      return;
+    }
+    idleDebts.merge(debtKey(band, tenant), delta, Double::sum);
+    while (idleDebts.size() > 4 * config.maxDepth()) {
+      idleDebts.remove(idleDebts.keySet().iterator().next());
+    }
+  }
+
+  private static String debtKey(int band, String tenant) {
+    return band + "\u0000" + tenant;
+  }
+
+  private void afterRemoval(Band band, Tenant<T> t) {
+    // the callers have taken t out of band.ready before changing its head
+    if (t.entries.isEmpty()) {
+      band.tenants.remove(t.name);
+      if (t.pending != 0) {
+        int b = bands.indexOf(band);
+        charge(b, t.name, t.pending);
+      }
+    } else if (!band.ready.contains(t)) {
+      band.ready.add(t);
+    }
+  }
+}

@@ -1,0 +1,7 @@
+/**
+ * Admission in front of a saturated model: {@link io.kvrouter.admission.FairQueue}, priority bands
+ * with a starvation bound, and weighted fair shares among tenants on what each request really costs
+ * the engine (uncached prefill plus expected decode tokens). No dependencies; the gateway decides
+ * when a model is saturated and holds the queue's lock.
+ */
+package io.kvrouter.admission;
