@@ -1,34 +1,34 @@
-package io.kvrouter.tokenize;
+package io.kvrouter.tokenize.jinja;
 
-import io.kvrouter.tokenize.JinjaParser.BinOp;
-import io.kvrouter.tokenize.JinjaParser.Break;
-import io.kvrouter.tokenize.JinjaParser.Call;
-import io.kvrouter.tokenize.JinjaParser.CallBlock;
-import io.kvrouter.tokenize.JinjaParser.Cond;
-import io.kvrouter.tokenize.JinjaParser.Const;
-import io.kvrouter.tokenize.JinjaParser.Continue;
-import io.kvrouter.tokenize.JinjaParser.DictLit;
-import io.kvrouter.tokenize.JinjaParser.Expr;
-import io.kvrouter.tokenize.JinjaParser.Filter;
-import io.kvrouter.tokenize.JinjaParser.FilterBlock;
-import io.kvrouter.tokenize.JinjaParser.FilterCall;
-import io.kvrouter.tokenize.JinjaParser.For;
-import io.kvrouter.tokenize.JinjaParser.GetAttr;
-import io.kvrouter.tokenize.JinjaParser.GetItem;
-import io.kvrouter.tokenize.JinjaParser.If;
-import io.kvrouter.tokenize.JinjaParser.ListLit;
-import io.kvrouter.tokenize.JinjaParser.Macro;
-import io.kvrouter.tokenize.JinjaParser.Name;
-import io.kvrouter.tokenize.JinjaParser.Output;
-import io.kvrouter.tokenize.JinjaParser.Set;
-import io.kvrouter.tokenize.JinjaParser.Slice;
-import io.kvrouter.tokenize.JinjaParser.Stmt;
-import io.kvrouter.tokenize.JinjaParser.Test;
-import io.kvrouter.tokenize.JinjaParser.Text;
-import io.kvrouter.tokenize.JinjaParser.Unary;
-import io.kvrouter.tokenize.Py.Callable;
-import io.kvrouter.tokenize.Py.TemplateRuntimeException;
-import io.kvrouter.tokenize.Py.Undefined;
+import io.kvrouter.tokenize.jinja.JinjaParser.BinOp;
+import io.kvrouter.tokenize.jinja.JinjaParser.Break;
+import io.kvrouter.tokenize.jinja.JinjaParser.Call;
+import io.kvrouter.tokenize.jinja.JinjaParser.CallBlock;
+import io.kvrouter.tokenize.jinja.JinjaParser.Cond;
+import io.kvrouter.tokenize.jinja.JinjaParser.Const;
+import io.kvrouter.tokenize.jinja.JinjaParser.Continue;
+import io.kvrouter.tokenize.jinja.JinjaParser.DictLit;
+import io.kvrouter.tokenize.jinja.JinjaParser.Expr;
+import io.kvrouter.tokenize.jinja.JinjaParser.Filter;
+import io.kvrouter.tokenize.jinja.JinjaParser.FilterBlock;
+import io.kvrouter.tokenize.jinja.JinjaParser.FilterCall;
+import io.kvrouter.tokenize.jinja.JinjaParser.For;
+import io.kvrouter.tokenize.jinja.JinjaParser.GetAttr;
+import io.kvrouter.tokenize.jinja.JinjaParser.GetItem;
+import io.kvrouter.tokenize.jinja.JinjaParser.If;
+import io.kvrouter.tokenize.jinja.JinjaParser.ListLit;
+import io.kvrouter.tokenize.jinja.JinjaParser.Macro;
+import io.kvrouter.tokenize.jinja.JinjaParser.Name;
+import io.kvrouter.tokenize.jinja.JinjaParser.Output;
+import io.kvrouter.tokenize.jinja.JinjaParser.Set;
+import io.kvrouter.tokenize.jinja.JinjaParser.Slice;
+import io.kvrouter.tokenize.jinja.JinjaParser.Stmt;
+import io.kvrouter.tokenize.jinja.JinjaParser.Test;
+import io.kvrouter.tokenize.jinja.JinjaParser.Text;
+import io.kvrouter.tokenize.jinja.JinjaParser.Unary;
+import io.kvrouter.tokenize.jinja.Py.Callable;
+import io.kvrouter.tokenize.jinja.Py.TemplateRuntimeException;
+import io.kvrouter.tokenize.jinja.Py.Undefined;
 import java.time.ZonedDateTime;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -50,26 +50,11 @@ import java.util.function.Supplier;
  * run (names set inside it do not leak out, as in Jinja2), a macro call a child frame of the
  * frame it was defined in; if/else blocks share their parent's frame. break and continue unwind
  * as private exceptions caught by the innermost loop. A runtime error is thrown as
- * RenderError carrying the line of the innermost statement or expression being evaluated,
+ * TemplateException carrying the line of the innermost statement or expression being evaluated,
  * and the message Jinja2 would give where practical.
  * </pre>
  */
 final class JinjaInterpreter {
-
-  /**
-   * A render failure at a template line; {@code raised} when the template called raise_exception.
-   */
-  static final class RenderError extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-    final int line;
-    final boolean raised;
-
-    RenderError(int line, String message, boolean raised) {
-      super(message);
-      this.line = line;
-      this.raised = raised;
-    }
-  }
 
   static final class Raised extends TemplateRuntimeException {
     private static final long serialVersionUID = 1L;
@@ -122,11 +107,11 @@ final class JinjaInterpreter {
     try {
       in.exec(body, root, out);
     } catch (BreakSignal | ContinueSignal e) {
-      throw new RenderError(in.line, "break or continue outside a loop", false);
+      throw new TemplateException(in.line, "break or continue outside a loop", false);
     } catch (Raised e) {
-      throw new RenderError(in.line, e.getMessage(), true);
+      throw new TemplateException(in.line, e.getMessage(), true);
     } catch (TemplateRuntimeException | ClassCastException | IndexOutOfBoundsException e) {
-      throw new RenderError(in.line, message(e), false);
+      throw new TemplateException(in.line, message(e), false);
     }
     return out.toString();
   }

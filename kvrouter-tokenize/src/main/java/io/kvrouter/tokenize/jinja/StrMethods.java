@@ -1,4 +1,4 @@
-package io.kvrouter.tokenize;
+package io.kvrouter.tokenize.jinja;
 
 import java.util.ArrayList;
 import java.util.List;

@@ -1,7 +1,7 @@
-package io.kvrouter.tokenize;
+package io.kvrouter.tokenize.jinja;
 
-import io.kvrouter.tokenize.Py.TemplateRuntimeException;
-import io.kvrouter.tokenize.Py.Undefined;
+import io.kvrouter.tokenize.jinja.Py.TemplateRuntimeException;
+import io.kvrouter.tokenize.jinja.Py.Undefined;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -44,7 +44,7 @@ final class JinjaBuiltins {
           is = (String) l.get(0);
           ks = (String) l.get(1);
         }
-        return Json.dumps(
+        return PyJson.dumps(
             v,
             indent == null ? -1 : ((Number) indent).intValue(),
             Py.truthy(kw.getOrDefault("ensure_ascii", false)),

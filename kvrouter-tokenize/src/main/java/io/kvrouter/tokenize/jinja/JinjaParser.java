@@ -1,4 +1,4 @@
-package io.kvrouter.tokenize;
+package io.kvrouter.tokenize.jinja;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -97,17 +97,6 @@ final class JinjaParser {
 
   record DictLit(int line, List<Expr> keys, List<Expr> values) implements Expr {}
 
-  /** A syntax error, with the template line it is on. */
-  static final class SyntaxError extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-    final int line;
-
-    SyntaxError(int line, String message) {
-      super(message);
-      this.line = line;
-    }
-  }
-
   // ------------------------------------------------------------------ lexer
 
   private enum T {
@@ -146,7 +135,7 @@ final class JinjaParser {
     List<Stmt> body = p.statements(java.util.Set.of());
     if (p.peek().type != T.EOF) {
       Tok t = p.peek();
-      throw new SyntaxError(t.line, "unexpected '" + t.value + "'");
+      throw new TemplateException(t.line, "unexpected '" + t.value + "'");
     }
     return body;
   }
@@ -207,7 +196,7 @@ final class JinjaParser {
       if (kind == '#') {
         int end = src.indexOf("#}", j);
         if (end < 0) {
-          throw new SyntaxError(line, "missing end of comment tag");
+          throw new TemplateException(line, "missing end of comment tag");
         }
         line += count(src, open, end + 2);
         boolean dash = end > j && src.charAt(end - 1) == '-';
@@ -224,7 +213,7 @@ final class JinjaParser {
         boolean openDash = src.charAt(afterOpen - 3) == '-';
         int endTag = findEndRaw(afterOpen);
         if (endTag < 0) {
-          throw new SyntaxError(line, "missing {% endraw %}");
+          throw new TemplateException(line, "missing {% endraw %}");
         }
         String raw = src.substring(afterOpen, endTag);
         int endTagClose = src.indexOf("%}", endTag) + 2;
@@ -263,7 +252,7 @@ final class JinjaParser {
           j++;
         }
         if (j >= n) {
-          throw new SyntaxError(line, "unexpected end of template, expected '" + close + "'");
+          throw new TemplateException(line, "unexpected end of template, expected '" + close + "'");
         }
         if (depth == 0
             && (src.startsWith(close, j)
@@ -294,7 +283,7 @@ final class JinjaParser {
             k++;
           }
           if (k >= n) {
-            throw new SyntaxError(line, "unterminated string");
+            throw new TemplateException(line, "unterminated string");
           }
           toks.add(new Tok(T.STRING, sb.toString(), line));
           j = k + 1;
@@ -347,7 +336,7 @@ final class JinjaParser {
           }
         }
         if (op == null) {
-          throw new SyntaxError(line, "unexpected character '" + c + "'");
+          throw new TemplateException(line, "unexpected character '" + c + "'");
         }
         if (op.equals("{") || op.equals("[") || op.equals("(")) {
           depth++;
@@ -517,7 +506,7 @@ final class JinjaParser {
   private Tok expectOp(String op) {
     Tok t = next();
     if (t.type != T.OP || !t.value.equals(op)) {
-      throw new SyntaxError(t.line, "expected '" + op + "', got '" + describe(t) + "'");
+      throw new TemplateException(t.line, "expected '" + op + "', got '" + describe(t) + "'");
     }
     return t;
   }
@@ -525,7 +514,7 @@ final class JinjaParser {
   private Tok expect(T type, String what) {
     Tok t = next();
     if (t.type != type) {
-      throw new SyntaxError(t.line, "expected " + what + ", got '" + describe(t) + "'");
+      throw new TemplateException(t.line, "expected " + what + ", got '" + describe(t) + "'");
     }
     return t;
   }
@@ -533,7 +522,7 @@ final class JinjaParser {
   private void expectName(String name) {
     Tok t = next();
     if (t.type != T.NAME || !t.value.equals(name)) {
-      throw new SyntaxError(t.line, "expected '" + name + "', got '" + describe(t) + "'");
+      throw new TemplateException(t.line, "expected '" + name + "', got '" + describe(t) + "'");
     }
   }
 
@@ -558,7 +547,7 @@ final class JinjaParser {
       switch (t.type) {
         case EOF -> {
           if (!ends.isEmpty()) {
-            throw new SyntaxError(
+            throw new TemplateException(
                 t.line,
                 "unexpected end of template; expected one of "
                     + String.join(", ", new java.util.TreeSet<>(ends)));
@@ -580,7 +569,7 @@ final class JinjaParser {
           next();
           out.add(statement(name));
         }
-        default -> throw new SyntaxError(t.line, "unexpected '" + describe(t) + "'");
+        default -> throw new TemplateException(t.line, "unexpected '" + describe(t) + "'");
       }
     }
   }
@@ -607,7 +596,7 @@ final class JinjaParser {
           filter = condless();
         }
         if (isName("recursive")) {
-          throw new SyntaxError(line, "recursive for loops are not supported");
+          throw new TemplateException(line, "recursive for loops are not supported");
         }
         expect(T.BLOCK_END, "'%}'");
         List<Stmt> body = statements(java.util.Set.of("endfor", "else"));
@@ -665,7 +654,7 @@ final class JinjaParser {
         }
         Expr call = expression();
         if (!(call instanceof Call)) {
-          throw new SyntaxError(line, "expected a call after {% call %}");
+          throw new TemplateException(line, "expected a call after {% call %}");
         }
         expect(T.BLOCK_END, "'%}'");
         List<Stmt> body = statements(java.util.Set.of("endcall"));
@@ -698,7 +687,7 @@ final class JinjaParser {
         expect(T.BLOCK_END, "'%}'");
         return new Continue(line);
       }
-      default -> throw new SyntaxError(line, "unknown tag '" + t.value + "'");
+      default -> throw new TemplateException(line, "unknown tag '" + t.value + "'");
     }
   }
 
@@ -739,7 +728,7 @@ final class JinjaParser {
     }
     if (name.startsWith("end")) {
       Tok t = peek();
-      throw new SyntaxError(t.line, "expected {% " + name + " %}, got '" + describe(t) + "'");
+      throw new TemplateException(t.line, "expected {% " + name + " %}, got '" + describe(t) + "'");
     }
     return false;
   }
@@ -753,7 +742,7 @@ final class JinjaParser {
         defaults.add(expression());
       } else {
         if (!defaults.isEmpty()) {
-          throw new SyntaxError(peek().line, "non-default argument follows default argument");
+          throw new TemplateException(peek().line, "non-default argument follows default argument");
         }
       }
       if (!isOp(")")) {
@@ -997,7 +986,7 @@ final class JinjaParser {
       }
       default -> {}
     }
-    throw new SyntaxError(t.line, "unexpected '" + describe(t) + "'");
+    throw new TemplateException(t.line, "unexpected '" + describe(t) + "'");
   }
 
   private Expr postfix(Expr node) {
@@ -1010,7 +999,7 @@ final class JinjaParser {
         } else if (name.type == T.INT) {
           node = new GetItem(dot.line, node, new Const(name.line, Long.parseLong(name.value)));
         } else {
-          throw new SyntaxError(name.line, "expected an attribute name after '.'");
+          throw new TemplateException(name.line, "expected an attribute name after '.'");
         }
       } else if (isOp("[")) {
         Tok open = next();
@@ -1037,19 +1026,19 @@ final class JinjaParser {
         isSlice = true;
         idx++;
         if (idx > 2) {
-          throw new SyntaxError(line, "too many ':' in a slice");
+          throw new TemplateException(line, "too many ':' in a slice");
         }
         continue;
       }
       parts[idx] = expression();
       if (!isSlice && isOp(",")) {
-        throw new SyntaxError(line, "tuple subscripts are not supported");
+        throw new TemplateException(line, "tuple subscripts are not supported");
       }
     }
     next();
     if (!isSlice) {
       if (parts[0] == null) {
-        throw new SyntaxError(line, "expected a subscript");
+        throw new TemplateException(line, "expected a subscript");
       }
       return new GetItem(line, obj, parts[0]);
     }
@@ -1065,7 +1054,7 @@ final class JinjaParser {
         kwargs.put(k, expression());
       } else {
         if (!kwargs.isEmpty()) {
-          throw new SyntaxError(peek().line, "positional argument follows keyword argument");
+          throw new TemplateException(peek().line, "positional argument follows keyword argument");
         }
         args.add(expression());
       }
@@ -1102,7 +1091,7 @@ final class JinjaParser {
                 || name.value.equals(">="))) {
           testName = name.value;
         } else {
-          throw new SyntaxError(name.line, "expected a test name after 'is'");
+          throw new TemplateException(name.line, "expected a test name after 'is'");
         }
         if (testName.equals("none") || testName.equals("None")) {
           testName = "none";
