@@ -12,15 +12,15 @@ import java.util.function.Supplier;
  * <pre>
  * Implementation notes
  *
- * Holds the parsed tree (JinjaParser's statements), immutable and shared by every render; each
+ * Holds the parsed tree (the statements Parser makes, see Ast), immutable and shared by every render; each
  * render makes its own interpreter (output buffer, scopes). Written once by parse(), read by
  * render() on any thread.
  * </pre>
  */
 public final class Template {
-  private final List<JinjaParser.Stmt> body;
+  private final List<Ast.Stmt> body;
 
-  private Template(List<JinjaParser.Stmt> body) {
+  private Template(List<Ast.Stmt> body) {
     this.body = body;
   }
 
@@ -31,7 +31,7 @@ public final class Template {
    * @throws TemplateException when it does not parse (the line, and Jinja2's message)
    */
   public static Template parse(String source) {
-    return new Template(JinjaParser.parse(source));
+    return new Template(Parser.parse(source));
   }
 
   /**
