@@ -7,6 +7,7 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * Python's value semantics as Jinja2 (and so transformers' chat templates) sees them: truthiness,
@@ -653,10 +654,9 @@ public final class Py {
 
   // ---------------------------------------------------------------- attributes and methods
 
-  private static final java.util.Set<String> DICT_METHODS =
-      java.util.Set.of("items", "keys", "values", "get");
-  private static final java.util.Set<String> MUTATING =
-      java.util.Set.of(
+  private static final Set<String> DICT_METHODS = Set.of("items", "keys", "values", "get");
+  private static final Set<String> MUTATING =
+      Set.of(
           "append",
           "extend",
           "insert",

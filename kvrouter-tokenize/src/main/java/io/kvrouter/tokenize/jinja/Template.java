@@ -43,6 +43,6 @@ public final class Template {
    * @throws TemplateException when the template fails or raises (the line, and the message)
    */
   public String render(Map<String, Object> context, Supplier<ZonedDateTime> clock) {
-    return JinjaInterpreter.render(body, context, clock);
+    return Interpreter.render(body, context, clock);
   }
 }

@@ -54,7 +54,7 @@ import java.util.function.Supplier;
  * and the message Jinja2 would give where practical.
  * </pre>
  */
-final class JinjaInterpreter {
+final class Interpreter {
 
   static final class Raised extends TemplateRuntimeException {
     private static final long serialVersionUID = 1L;
@@ -92,14 +92,14 @@ final class JinjaInterpreter {
   private final Supplier<ZonedDateTime> clock;
   private int line;
 
-  private JinjaInterpreter(Supplier<ZonedDateTime> clock) {
+  private Interpreter(Supplier<ZonedDateTime> clock) {
     this.clock = clock;
   }
 
   /** Renders {@code body} with {@code context} as its variables. */
   static String render(
       List<Stmt> body, Map<String, Object> context, Supplier<ZonedDateTime> clock) {
-    JinjaInterpreter in = new JinjaInterpreter(clock);
+    Interpreter in = new Interpreter(clock);
     Frame root = new Frame(null);
     root.vars.putAll(in.globals());
     root.vars.putAll(context);
@@ -377,92 +377,88 @@ final class JinjaInterpreter {
   }
 
   private Object eval(Expr e, Frame f) {
-    switch (e) {
-      case Const c -> {
-        return c.value();
-      }
-      case Name n -> {
-        return lookup(n.name(), f);
-      }
+    return switch (e) {
+      case Const c -> c.value();
+      case Name n -> lookup(n.name(), f);
       case GetAttr g -> {
         Object obj = eval(g.obj(), f);
         line = g.line();
-        return Py.getattr(obj, g.attr());
+        yield Py.getattr(obj, g.attr());
       }
       case GetItem g -> {
         Object obj = eval(g.obj(), f);
         Object key = eval(g.key(), f);
         line = g.line();
-        return Py.getitem(obj, key);
+        yield Py.getitem(obj, key);
       }
-      case Slice s -> {
-        Object obj = eval(s.obj(), f);
-        Object a = s.start() == null ? null : eval(s.start(), f);
-        Object b = s.stop() == null ? null : eval(s.stop(), f);
-        Object c = s.step() == null ? null : eval(s.step(), f);
-        line = s.line();
-        return Py.slice(obj, a, b, c);
-      }
-      case Call c -> {
-        Object fn = eval(c.fn(), f);
-        List<Object> args = new ArrayList<>(c.args().size());
-        for (Expr a : c.args()) {
-          args.add(eval(a, f));
-        }
-        Map<String, Object> kw = new LinkedHashMap<>();
-        c.kwargs().forEach((k, v) -> kw.put(k, eval(v, f)));
-        line = c.line();
-        return invoke(fn, args, kw);
-      }
-      case Filter fl -> {
-        Object v = eval(fl.value(), f);
-        return applyFilter(fl.filter(), v, f);
-      }
-      case Test t -> {
-        Object v = eval(t.value(), f);
-        List<Object> args = new ArrayList<>();
-        for (Expr a : t.args()) {
-          args.add(eval(a, f));
-        }
-        line = t.line();
-        boolean r = JinjaBuiltins.test(t.name(), v, args);
-        return t.negate() != r;
-      }
-      case BinOp b -> {
-        return binop(b, f);
-      }
-      case Unary u -> {
-        Object v = eval(u.operand(), f);
-        line = u.line();
-        return switch (u.op()) {
-          case "not" -> !Py.truthy(v);
-          case "-" -> Py.negate(v);
-          default -> v;
-        };
-      }
+      case Slice s -> slice(s, f);
+      case Call c -> call(c, f);
+      case Filter fl -> applyFilter(fl.filter(), eval(fl.value(), f), f);
+      case Test t -> test(t, f);
+      case BinOp b -> binop(b, f);
+      case Unary u -> unary(u, f);
       case Cond c -> {
         if (Py.truthy(eval(c.test(), f))) {
-          return eval(c.then(), f);
+          yield eval(c.then(), f);
         }
-        return c.orelse() == null
+        yield c.orelse() == null
             ? new Undefined("the else branch of an inline if")
             : eval(c.orelse(), f);
       }
-      case ListLit l -> {
-        List<Object> r = new ArrayList<>(l.items().size());
-        for (Expr x : l.items()) {
-          r.add(eval(x, f));
-        }
-        return r;
-      }
+      case ListLit l -> evalAll(l.items(), f);
       case DictLit d -> {
         Map<Object, Object> m = new LinkedHashMap<>();
         for (int i = 0; i < d.keys().size(); i++) {
           m.put(eval(d.keys().get(i), f), eval(d.values().get(i), f));
         }
-        return m;
+        yield m;
       }
+    };
+  }
+
+  /** The values of {@code exprs}, in order. */
+  private List<Object> evalAll(List<Expr> exprs, Frame f) {
+    List<Object> r = new ArrayList<>(exprs.size());
+    for (Expr x : exprs) {
+      r.add(eval(x, f));
     }
+    return r;
+  }
+
+  private Object slice(Slice s, Frame f) {
+    Object obj = eval(s.obj(), f);
+    Object a = s.start() == null ? null : eval(s.start(), f);
+    Object b = s.stop() == null ? null : eval(s.stop(), f);
+    Object c = s.step() == null ? null : eval(s.step(), f);
+    line = s.line();
+    return Py.slice(obj, a, b, c);
+  }
+
+  private Object call(Call c, Frame f) {
+    Object fn = eval(c.fn(), f);
+    List<Object> args = evalAll(c.args(), f);
+    Map<String, Object> kw = new LinkedHashMap<>();
+    c.kwargs().forEach((k, v) -> kw.put(k, eval(v, f)));
+    line = c.line();
+    return invoke(fn, args, kw);
+  }
+
+  private Object test(Test t, Frame f) {
+    Object v = eval(t.value(), f);
+    List<Object> args = evalAll(t.args(), f);
+    line = t.line();
+    boolean r = Predicates.test(t.name(), v, args);
+    return t.negate() != r;
+  }
+
+  private Object unary(Unary u, Frame f) {
+    Object v = eval(u.operand(), f);
+    line = u.line();
+    return switch (u.op()) {
+      case "not" -> !Py.truthy(v);
+      case "-" -> Py.negate(v);
+      default -> v;
+    };
   }
 
   private Object binop(BinOp b, Frame f) {
@@ -514,6 +510,6 @@ final class JinjaInterpreter {
     Map<String, Object> kw = new LinkedHashMap<>();
     fc.kwargs().forEach((k, x) -> kw.put(k, eval(x, f)));
     line = fc.line();
-    return JinjaBuiltins.filter(fc.name(), v, args, kw);
+    return Filters.apply(fc.name(), v, args, kw);
   }
 }
