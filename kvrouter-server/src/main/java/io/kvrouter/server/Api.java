@@ -1,10 +1,10 @@
 package io.kvrouter.server;
 
-import static io.kvrouter.server.HttpPlumbing.Access.ALWAYS;
-import static io.kvrouter.server.HttpPlumbing.Access.MUTATING;
-import static io.kvrouter.server.HttpPlumbing.Access.READ;
-import static io.kvrouter.server.HttpPlumbing.param;
-import static io.kvrouter.server.HttpPlumbing.send;
+import static io.kvrouter.server.http.HttpPlumbing.Access.ALWAYS;
+import static io.kvrouter.server.http.HttpPlumbing.Access.MUTATING;
+import static io.kvrouter.server.http.HttpPlumbing.Access.READ;
+import static io.kvrouter.server.http.HttpPlumbing.param;
+import static io.kvrouter.server.http.HttpPlumbing.send;
 
 import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
@@ -16,6 +16,9 @@ import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteDecision;
+import io.kvrouter.server.http.ApiException;
+import io.kvrouter.server.http.HttpPlumbing;
+import io.kvrouter.server.http.Utf8;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.IOException;
 import java.io.OutputStream;

@@ -1,11 +1,11 @@
 package io.kvrouter.server;
 
-import io.helidon.http.DirectHandler;
 import io.helidon.webserver.WebServer;
-import io.helidon.webserver.http.DirectHandlers;
-import io.helidon.webserver.http1.Http1Config;
+import io.helidon.webserver.WebServerConfig;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.server.http.HttpPlumbing;
+import io.kvrouter.server.http.ReadDeadline;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -72,8 +72,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final Registry registry;
   private final WebServer webServer;
   private final ExecutorService ingest;
-  private final ReadDeadline readDeadline;
-  private final BodyBudget bodyBudget;
+  private final HttpPlumbing http;
   private final Api api;
   private final ServerExtension extension;
   private NatsEvents nats;
@@ -114,51 +113,30 @@ public final class KvRouterServer implements AutoCloseable {
               t.setDaemon(true);
               return t;
             });
-    Duration readTimeout = config.readTimeout();
-    this.readDeadline = new ReadDeadline(readTimeout);
-    HttpFraming framing = new HttpFraming();
-    this.bodyBudget = new BodyBudget(config.effectiveMaxInflightBodyBytes());
-    metrics.bodies(bodyBudget);
     HttpPlumbing http =
         new HttpPlumbing(
             metrics,
-            new BearerAuth(config.authToken()),
+            config.authToken(),
             config.maxBodyBytes(),
-            readDeadline,
-            framing,
-            bodyBudget,
-            this::readiness,
-            () -> serving);
+            config.readTimeout(),
+            config.effectiveMaxInflightBodyBytes(),
+            () -> readiness().reason(),
+            () -> serving,
+            OutOfMemoryExit::exitIfInstalled);
+    this.http = http;
+    metrics.bodies(http);
     EventIngest events =
         new EventIngest(
             registry, metrics, ingest, config.acceptUnregistered(), config.natsApplyWait());
     this.api =
         new Api(http, registry, metrics, events, config.zmqConnectTimeout(), this::readiness);
-    DirectHandlers.Builder direct = DirectHandlers.builder();
-    for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
-      direct.addHandler(t, http.directHandler());
-    }
-    this.webServer =
+    WebServerConfig.Builder server =
         WebServer.builder()
             .host(config.host())
             .port(config.port())
-            .maxPayloadSize(HttpPlumbing.helidonPayloadLimit(config.maxBodyBytes()))
-            // slow clients: see ReadDeadline (docs/service.md, "Security and limits")
-            .idleConnectionTimeout(readTimeout)
-            .idleConnectionPeriod(ReadDeadline.idleCheckPeriod(readTimeout))
-            // only this HTTP/1 configuration: with a discovered one next to it, Helidon would wait
-            // for a new connection's first bytes to choose between the two, outside its idle timer
-            .protocolsDiscoverServices(false)
-            // framing checks first, then the read deadline (docs/service.md, "The HTTP edge")
-            .addProtocol(
-                Http1Config.builder()
-                    .addReceiveListener(framing.then(readDeadline))
-                    .addSendListener(framing.sendSide())
-                    .build())
             .shutdownGracePeriod(config.shutdownGrace())
             .shutdownHook(false)
             .featuresDiscoverServices(false)
-            .directHandlers(direct.build())
             .routing(
                 r ->
                     api.routing(
@@ -169,8 +147,9 @@ public final class KvRouterServer implements AutoCloseable {
                                 extension.routing(
                                     rr,
                                     new Host(
-                                        registry, api, metrics, config, () -> serving && ready))))
-            .build();
+                                        registry, api, metrics, config, () -> serving && ready))));
+    http.configure(server);
+    this.webServer = server.build();
   }
 
   /**
@@ -367,17 +346,17 @@ public final class KvRouterServer implements AutoCloseable {
 
   /** Connections this server's read deadline cut off (for tests). */
   long readDeadlineClosed() {
-    return readDeadline.closed();
+    return http.readDeadlineClosed();
   }
 
   /** Request bodies being read now, also those still waiting for their first byte (tests). */
   long bodiesBeingRead() {
-    return bodyBudget.reading();
+    return http.bodiesBeingRead();
   }
 
   /** Bytes of request bodies held now, under {@link Config#maxInflightBodyBytes()} (tests). */
   long bodyBytesHeld() {
-    return bodyBudget.held();
+    return http.bodyBytesHeld();
   }
 
   /** Whether to take traffic, and why not; see {@link Readiness}. */
@@ -512,7 +491,7 @@ public final class KvRouterServer implements AutoCloseable {
     registry.close();
     if (syncs != null) syncs.close();
     if (nats != null) nats.close();
-    readDeadline.close();
+    http.close();
   }
 
   /**

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.core.JsonToken;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.kvevents.ClearScope;

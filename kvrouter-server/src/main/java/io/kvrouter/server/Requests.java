@@ -3,6 +3,8 @@ package io.kvrouter.server;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteOptions;
+import io.kvrouter.server.http.ApiException;
+import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.IOException;
 import java.util.HashSet;
@@ -72,7 +74,7 @@ final class Requests {
       throw ApiException.badRequest(
           field
               + ": '"
-              + HttpFraming.printable(value, 60)
+              + HttpPlumbing.printable(value, 60)
               + "' ("
               + value.length()
               + " characters) is not a valid name: "

@@ -1,5 +1,6 @@
 package io.kvrouter.server;
 
+import io.kvrouter.server.http.HttpPlumbing;
 import io.prometheus.metrics.core.datapoints.CounterDataPoint;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import io.prometheus.metrics.core.metrics.Counter;
@@ -33,7 +34,7 @@ import java.util.function.Supplier;
  * monotonic when a model is registered again. Everything here is thread-safe.
  * </pre>
  */
-final class ServerMetrics {
+final class ServerMetrics implements HttpPlumbing.Metrics {
   private static final String[] STATUS_CLASSES = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 
   private final PrometheusRegistry registry = new PrometheusRegistry();
@@ -142,25 +143,25 @@ final class ServerMetrics {
   }
 
   /** Registers the gauges of the request bodies being received (HttpPlumbing); call it once. */
-  void bodies(BodyBudget budget) {
+  void bodies(HttpPlumbing http) {
     GaugeWithCallback.builder()
         .name("kvrouter_http_body_bytes_held")
         .help(
             "Bytes the request bodies being received hold now (their buffers), across all"
                 + " connections")
-        .callback(cb -> cb.call(budget.held()))
+        .callback(cb -> cb.call(http.bodyBytesHeld()))
         .register(registry);
     GaugeWithCallback.builder()
         .name("kvrouter_http_body_bytes_budget")
         .help(
             "Most bytes request bodies may hold at once (--max-inflight-body-size); a body that"
                 + " would grow past it gets 503")
-        .callback(cb -> cb.call(budget.capacity()))
+        .callback(cb -> cb.call(http.bodyBytesBudget()))
         .register(registry);
     GaugeWithCallback.builder()
         .name("kvrouter_http_bodies_reading")
         .help("Request bodies being received now, also those whose first byte has not come")
-        .callback(cb -> cb.call(budget.reading()))
+        .callback(cb -> cb.call(http.bodiesBeingRead()))
         .register(registry);
   }
 
@@ -194,7 +195,8 @@ final class ServerMetrics {
   }
 
   /** Counts one answered HTTP request. */
-  void http(String endpoint, int status, long nanos) {
+  @Override
+  public void http(String endpoint, int status, long nanos) {
     int c = Math.min(Math.max(status / 100, 1), 5) - 1;
     CounterDataPoint[] counts =
         httpCounts.computeIfAbsent(endpoint, e -> new CounterDataPoint[STATUS_CLASSES.length]);
