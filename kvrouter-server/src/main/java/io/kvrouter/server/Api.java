@@ -48,7 +48,7 @@ final class Api {
   private final ServerMetrics metrics;
   private final EventIngest events;
   private final Duration zmqConnectTimeout;
-  private final Supplier<KvRouterServer.Readiness> readiness;
+  private final Supplier<Readiness> readiness;
 
   Api(
       HttpPlumbing http,
@@ -56,7 +56,7 @@ final class Api {
       ServerMetrics metrics,
       EventIngest events,
       Duration zmqConnectTimeout,
-      Supplier<KvRouterServer.Readiness> readiness) {
+      Supplier<Readiness> readiness) {
     this.http = http;
     this.registry = registry;
     this.metrics = metrics;
@@ -267,7 +267,7 @@ final class Api {
   }
 
   private int ready(ServerRequest req, ServerResponse res) {
-    KvRouterServer.Readiness r = readiness.get();
+    Readiness r = readiness.get();
     return send(res, r.ready() ? 200 : 503, JsonOut.ready(r, registry.indexes().size()));
   }
 

@@ -490,7 +490,7 @@ final class JsonOut {
   }
 
   /** The answer of {@code GET /ready}: readiness, listener counts and, when not ready, why. */
-  static byte[] ready(KvRouterServer.Readiness r, int indexes) {
+  static byte[] ready(Readiness r, int indexes) {
     return bytes(
         g -> {
           g.writeStartObject();
