@@ -76,7 +76,7 @@ final class Proxy {
     ClientRequest.Kind kind;
     String path;
     ClientRequest req;
-    Gateway.Target target;
+    ModelCatalog.Target target;
     RouterModel model;
     String group;
     String requestId;
