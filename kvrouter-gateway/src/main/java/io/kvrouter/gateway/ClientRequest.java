@@ -1,5 +1,6 @@
 package io.kvrouter.gateway;
 
+import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
@@ -8,6 +9,7 @@ import io.kvrouter.tokenize.JsonValues;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -24,9 +26,12 @@ import java.util.Map;
  * chat template renderer takes those; a token-id prompt straight into an int[]); every other
  * field is skipped unread. The forwarded body is the client's array itself, unchanged, except
  * when the client streams without stream_options.include_usage: then upstreamBody() is a copy
- * with include_usage set to true at the byte offsets the parse recorded (an inserted field, or
- * a replaced null/false), and injectedUsage is true, so that the relay drops the usage chunk the
- * client did not ask for. Immutable after parse; one per request thread.
+ * with include_usage set to true at the byte offsets the parse recorded (a StreamOptions record,
+ * made only when the body has stream_options: an inserted field, or a replaced null/false), and
+ * injectedUsage is true, so that the relay drops the usage chunk the client did not ask for. parse()
+ * reads the fields into a Fields object (one per parse: the values before they are checked), each
+ * with a helper of its own; a field given twice is read twice, the last one winning (a skipped one
+ * keeps the earlier value). Immutable after parse; one per request thread.
  * </pre>
  */
 final class ClientRequest {
@@ -103,113 +108,75 @@ final class ClientRequest {
         throw OpenAiError.invalid(
             null, null, "We could not parse the JSON body of your request: expected an object.");
       }
-      String model = null;
-      boolean stream = false;
-      String cacheSalt = null;
-      List<?> messages = null;
-      boolean messagesGiven = false;
-      List<?> tools = null;
-      Map<String, Object> kwargs = null;
-      Boolean addGen = null;
-      Boolean contFinal = null;
-      Boolean addSpecial = null;
-      String promptText = null;
-      int[] promptIds = null;
-      boolean promptGiven = false;
-      // byte offsets for include_usage: -1 = not seen
-      long soStart = -1; // offset of stream_options' value token
-      JsonToken soToken = null;
-      int soFields = 0;
-      long iuStart = -1; // offset of include_usage's value
-      JsonToken iuToken = null;
-      boolean continuousUsage = false; // stream_options.continuous_usage_stats, vLLM's
+      Fields f = new Fields(kind);
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String name = p.currentName();
-        JsonToken t = p.nextToken();
-        switch (name) {
-          case "model" -> {
-            if (t != JsonToken.VALUE_STRING) throw wrongType("model", "a string");
-            model = p.getText();
-          }
-          case "stream" -> {
-            if (t == JsonToken.VALUE_TRUE) stream = true;
-            else if (t == JsonToken.VALUE_FALSE || t == JsonToken.VALUE_NULL) stream = false;
-            else throw wrongType("stream", "a boolean");
-          }
-          case "stream_options" -> {
-            soStart = p.currentTokenLocation().getByteOffset();
-            soToken = t;
-            soFields = 0;
-            iuStart = -1;
-            iuToken = null;
-            continuousUsage = false;
-            if (t == JsonToken.START_OBJECT) {
-              while (p.nextToken() == JsonToken.FIELD_NAME) {
-                soFields++;
-                String f = p.currentName();
-                JsonToken v = p.nextToken();
-                if (f.equals("include_usage")) {
-                  iuStart = p.currentTokenLocation().getByteOffset();
-                  iuToken = v;
-                } else if (f.equals("continuous_usage_stats")) {
-                  continuousUsage = v != JsonToken.VALUE_FALSE && v != JsonToken.VALUE_NULL;
-                }
-                p.skipChildren();
-              }
-            } else {
-              p.skipChildren();
-            }
-          }
-          case "cache_salt" -> {
-            if (t == JsonToken.VALUE_STRING) cacheSalt = p.getText();
-            else if (t != JsonToken.VALUE_NULL) throw wrongType("cache_salt", "a string");
-          }
-          case "messages" -> {
-            messagesGiven = true;
-            if (kind != Kind.CHAT) {
-              p.skipChildren();
-            } else if (t == JsonToken.START_ARRAY) {
-              messages = (List<?>) JsonValues.read(p);
-            } else {
-              throw wrongType("messages", "an array of {role, content} objects");
-            }
-          }
-          case "tools" -> {
-            if (kind == Kind.CHAT && t == JsonToken.START_ARRAY)
-              tools = (List<?>) JsonValues.read(p);
-            else p.skipChildren();
-          }
-          case "chat_template_kwargs" -> {
-            if (kind == Kind.CHAT && t == JsonToken.START_OBJECT) {
-              @SuppressWarnings("unchecked")
-              Map<String, Object> m = (Map<String, Object>) JsonValues.read(p);
-              kwargs = m;
-            } else {
-              p.skipChildren();
-            }
-          }
-          case "add_generation_prompt" -> addGen = bool(t, name);
-          case "continue_final_message" -> contFinal = bool(t, name);
-          case "add_special_tokens" -> addSpecial = bool(t, name);
-          case "prompt" -> {
-            promptGiven = true;
-            if (kind != Kind.COMPLETION) {
-              p.skipChildren();
-            } else if (t == JsonToken.VALUE_STRING) {
-              promptText = p.getText();
-            } else if (t == JsonToken.START_ARRAY) {
-              // a token-id list, a list of strings or a list of token-id lists (a batch): the
-              // first prompt routes the request
-              Object first = firstPrompt(p);
-              if (first instanceof String s) promptText = s;
-              else promptIds = (int[]) first;
-            } else {
-              throw wrongType("prompt", "a string, an array of token ids, or an array of those");
-            }
-          }
-          default -> p.skipChildren();
-        }
+        f.read(p, name, p.nextToken());
       }
+      return f.build(body, p);
+    } catch (JsonProcessingException e) {
+      throw unparsable(e);
+    } catch (IOException e) {
+      throw OpenAiError.invalid(null, null, "cannot read the request body: " + e.getMessage());
+    }
+  }
+
+  /** What parse() reads of the body's fields, before they are checked; one per parse. */
+  private static final class Fields {
+    final Kind kind;
+    String model;
+    boolean stream;
+    String cacheSalt;
+    List<?> messages;
+    boolean messagesGiven;
+    List<?> tools;
+    Map<String, Object> kwargs;
+    Boolean addGen;
+    Boolean contFinal;
+    Boolean addSpecial;
+    String promptText;
+    int[] promptIds;
+    boolean promptGiven;
+    StreamOptions options; // null: not given
+
+    Fields(Kind kind) {
+      this.kind = kind;
+    }
+
+    /** Reads the field {@code name}, whose value starts at {@code t}. */
+    void read(JsonParser p, String name, JsonToken t) throws IOException {
+      switch (name) {
+        case "model" -> {
+          if (t != JsonToken.VALUE_STRING) throw wrongType("model", "a string");
+          model = p.getText();
+        }
+        case "stream" -> stream = stream(t);
+        case "stream_options" -> options = StreamOptions.read(p, t);
+        case "cache_salt" -> {
+          if (t == JsonToken.VALUE_STRING) cacheSalt = p.getText();
+          else if (t != JsonToken.VALUE_NULL) throw wrongType("cache_salt", "a string");
+        }
+        case "messages" -> {
+          messagesGiven = true;
+          messages = messages(kind, p, t, messages);
+        }
+        case "tools" -> tools = tools(kind, p, t, tools);
+        case "chat_template_kwargs" -> kwargs = kwargs(kind, p, t, kwargs);
+        case "add_generation_prompt" -> addGen = bool(t, name);
+        case "continue_final_message" -> contFinal = bool(t, name);
+        case "add_special_tokens" -> addSpecial = bool(t, name);
+        case "prompt" -> {
+          promptGiven = true;
+          Object v = prompt(kind, p, t);
+          if (v instanceof String s) promptText = s;
+          else if (v instanceof int[] ids) promptIds = ids;
+        }
+        default -> p.skipChildren();
+      }
+    }
+
+    /** The request, once every field is read (the parser stands on the top-level '}'). */
+    ClientRequest build(byte[] body, JsonParser p) throws IOException {
       if (model == null) {
         throw OpenAiError.invalid(
             null,
@@ -222,27 +189,19 @@ final class ClientRequest {
         if (!messagesGiven || messages == null) {
           throw OpenAiError.invalid(null, "messages", "'messages' is a required property");
         }
-        try {
-          chat =
-              new ChatRequest(
-                  messages,
-                  tools,
-                  addGen == null ? !Boolean.TRUE.equals(contFinal) : addGen,
-                  contFinal != null && contFinal,
-                  addSpecial != null && addSpecial,
-                  kwargs == null ? Map.of() : new LinkedHashMap<>(kwargs));
-        } catch (TokenizerException e) {
-          throw OpenAiError.invalid(null, "messages", e.getMessage());
-        }
+        chat = chat(messages, tools, addGen, contFinal, addSpecial, kwargs);
       } else if (!promptGiven || (promptText == null && promptIds == null)) {
         throw OpenAiError.invalid(null, "prompt", "'prompt' is a required property");
       }
       // not when the client asked for usage in every chunk without the final one: vLLM sends
       // those only with include_usage, so setting it would change every chunk the client gets
-      boolean inject = stream && iuToken != JsonToken.VALUE_TRUE && !continuousUsage;
+      boolean inject =
+          stream
+              && (options == null || options.iuToken() != JsonToken.VALUE_TRUE)
+              && (options == null || !options.continuousUsage());
       byte[] upstream = body;
       if (inject) {
-        byte[] u = injectUsage(body, p, soStart, soToken, soFields, iuStart, iuToken);
+        byte[] u = injectUsage(body, p, options);
         if (u == null) inject = false; // a stream_options of the wrong type: the engine says so
         else upstream = u;
       }
@@ -264,20 +223,134 @@ final class ClientRequest {
           promptIds,
           addSpecial == null || addSpecial,
           upstream);
-    } catch (JsonProcessingException e) {
-      // a limit of the parser (nesting depth, number length) has no location
-      var at = e.getLocation();
-      throw OpenAiError.invalid(
-          null,
-          null,
-          "We could not parse the JSON body of your request: "
-              + e.getOriginalMessage()
-              + (at == null
-                  ? ""
-                  : " (at line " + at.getLineNr() + ", column " + at.getColumnNr() + ")"));
-    } catch (IOException e) {
-      throw OpenAiError.invalid(null, null, "cannot read the request body: " + e.getMessage());
     }
+  }
+
+  /**
+   * Where {@code stream_options} is in the body and what it holds, for {@link #injectUsage}: the
+   * byte offset and token of its value, how many fields it has (an object), the byte offset and
+   * token of its {@code include_usage} value (-1 and null: absent), and whether it asks for vLLM's
+   * {@code continuous_usage_stats}. Made only for a body that has {@code stream_options}.
+   */
+  private record StreamOptions(
+      long start,
+      JsonToken token,
+      int fields,
+      long iuStart,
+      JsonToken iuToken,
+      boolean continuousUsage) {
+
+    /** Reads the value at {@code t} (the parser is on it) and records where its parts are. */
+    static StreamOptions read(JsonParser p, JsonToken t) throws IOException {
+      long start = p.currentTokenLocation().getByteOffset();
+      int fields = 0;
+      long iuStart = -1;
+      JsonToken iuToken = null;
+      boolean continuousUsage = false;
+      if (t == JsonToken.START_OBJECT) {
+        while (p.nextToken() == JsonToken.FIELD_NAME) {
+          fields++;
+          String f = p.currentName();
+          JsonToken v = p.nextToken();
+          if (f.equals("include_usage")) {
+            iuStart = p.currentTokenLocation().getByteOffset();
+            iuToken = v;
+          } else if (f.equals("continuous_usage_stats")) {
+            continuousUsage = v != JsonToken.VALUE_FALSE && v != JsonToken.VALUE_NULL;
+          }
+          p.skipChildren();
+        }
+      } else {
+        p.skipChildren();
+      }
+      return new StreamOptions(start, t, fields, iuStart, iuToken, continuousUsage);
+    }
+  }
+
+  private static boolean stream(JsonToken t) {
+    if (t == JsonToken.VALUE_TRUE) return true;
+    if (t == JsonToken.VALUE_FALSE || t == JsonToken.VALUE_NULL) return false;
+    throw wrongType("stream", "a boolean");
+  }
+
+  /** A chat's {@code messages} array; skipped (keeping {@code before}) for a completion. */
+  private static List<?> messages(Kind kind, JsonParser p, JsonToken t, List<?> before)
+      throws IOException {
+    if (kind != Kind.CHAT) {
+      p.skipChildren();
+      return before;
+    }
+    if (t == JsonToken.START_ARRAY) return (List<?>) JsonValues.read(p);
+    throw wrongType("messages", "an array of {role, content} objects");
+  }
+
+  /** A chat's {@code tools} array; anything else is skipped, keeping {@code before}. */
+  private static List<?> tools(Kind kind, JsonParser p, JsonToken t, List<?> before)
+      throws IOException {
+    if (kind == Kind.CHAT && t == JsonToken.START_ARRAY) return (List<?>) JsonValues.read(p);
+    p.skipChildren();
+    return before;
+  }
+
+  /** A chat's {@code chat_template_kwargs} object; anything else is skipped, keeping before. */
+  @SuppressWarnings("unchecked")
+  private static Map<String, Object> kwargs(
+      Kind kind, JsonParser p, JsonToken t, Map<String, Object> before) throws IOException {
+    if (kind == Kind.CHAT && t == JsonToken.START_OBJECT) {
+      return (Map<String, Object>) JsonValues.read(p);
+    }
+    p.skipChildren();
+    return before;
+  }
+
+  /**
+   * A completion's {@code prompt}: a String or an int[] of token ids (of a batch, the first prompt,
+   * which routes the request); null for a chat (skipped).
+   */
+  private static Object prompt(Kind kind, JsonParser p, JsonToken t) throws IOException {
+    if (kind != Kind.COMPLETION) {
+      p.skipChildren();
+      return null;
+    }
+    if (t == JsonToken.VALUE_STRING) return p.getText();
+    // a token-id list, a list of strings or a list of token-id lists (a batch)
+    if (t == JsonToken.START_ARRAY) return firstPrompt(p);
+    throw wrongType("prompt", "a string, an array of token ids, or an array of those");
+  }
+
+  /** The chat request the template renders; a message the tokenizer refuses is a 400. */
+  private static ChatRequest chat(
+      List<?> messages,
+      List<?> tools,
+      Boolean addGen,
+      Boolean contFinal,
+      Boolean addSpecial,
+      Map<String, Object> kwargs) {
+    try {
+      return new ChatRequest(
+          messages,
+          tools,
+          addGen == null ? !Boolean.TRUE.equals(contFinal) : addGen,
+          contFinal != null && contFinal,
+          addSpecial != null && addSpecial,
+          kwargs == null ? Map.of() : new LinkedHashMap<>(kwargs));
+    } catch (TokenizerException e) {
+      throw OpenAiError.invalid(null, "messages", e.getMessage());
+    }
+  }
+
+  /** The 400 of a body Jackson cannot parse, with the place when Jackson knows it. */
+  private static OpenAiError unparsable(JsonProcessingException e) {
+    // a limit of the parser (nesting depth, number length) has no location
+    JsonLocation at = e.getLocation();
+    return OpenAiError.invalid(
+        null,
+        null,
+        "We could not parse the JSON body of your request: "
+            + e.getOriginalMessage()
+            + (at == null
+                ? ""
+                : " (at line " + at.getLineNr() + ", column " + at.getColumnNr() + ")"));
   }
 
   private static OpenAiError wrongType(String field, String what) {
@@ -323,48 +396,41 @@ final class ClientRequest {
       if (v < 0 || v > 0xFFFF_FFFFL) {
         throw OpenAiError.invalid(null, "prompt", "token id " + v + " is out of range");
       }
-      if (n == out.length) out = java.util.Arrays.copyOf(out, n * 2);
+      if (n == out.length) out = Arrays.copyOf(out, n * 2);
       out[n++] = (int) v;
       t = p.nextToken();
     }
-    return java.util.Arrays.copyOf(out, n);
+    return Arrays.copyOf(out, n);
   }
 
   /**
    * The body with {@code stream_options.include_usage} true, or null when {@code stream_options} is
    * neither absent, null nor an object (left to the engine to refuse).
    */
-  private static byte[] injectUsage(
-      byte[] body,
-      JsonParser p,
-      long soStart,
-      JsonToken soToken,
-      int soFields,
-      long iuStart,
-      JsonToken iuToken) {
-    if (soToken == null) {
+  private static byte[] injectUsage(byte[] body, JsonParser p, StreamOptions so) {
+    if (so == null) {
       // no stream_options: before the top-level '}' (the parser stands on it)
       int end = (int) p.currentTokenLocation().getByteOffset();
       byte[] add = ",\"stream_options\":{\"include_usage\":true}".getBytes(StandardCharsets.UTF_8);
       return splice(body, end, 0, add);
     }
-    if (soToken == JsonToken.VALUE_NULL) {
+    if (so.token() == JsonToken.VALUE_NULL) {
       byte[] add = "{\"include_usage\":true}".getBytes(StandardCharsets.UTF_8);
-      return splice(body, (int) soStart, 4, add);
+      return splice(body, (int) so.start(), 4, add);
     }
-    if (soToken != JsonToken.START_OBJECT) return null;
-    if (iuToken == null) {
-      byte[] add = soFields == 0 ? INCLUDE_USAGE : concat(INCLUDE_USAGE, new byte[] {','});
-      return splice(body, (int) soStart + 1, 0, add);
+    if (so.token() != JsonToken.START_OBJECT) return null;
+    if (so.iuToken() == null) {
+      byte[] add = so.fields() == 0 ? INCLUDE_USAGE : concat(INCLUDE_USAGE, new byte[] {','});
+      return splice(body, (int) so.start() + 1, 0, add);
     }
     int len =
-        switch (iuToken) {
+        switch (so.iuToken()) {
           case VALUE_NULL -> 4;
           case VALUE_FALSE -> 5;
           default -> -1;
         };
     if (len < 0) return null;
-    return splice(body, (int) iuStart, len, "true".getBytes(StandardCharsets.UTF_8));
+    return splice(body, (int) so.iuStart(), len, "true".getBytes(StandardCharsets.UTF_8));
   }
 
   private static byte[] splice(byte[] body, int at, int removed, byte[] add) {

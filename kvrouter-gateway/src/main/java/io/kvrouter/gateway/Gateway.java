@@ -1,9 +1,5 @@
 package io.kvrouter.gateway;
 
-import com.fasterxml.jackson.core.JsonEncoding;
-import com.fasterxml.jackson.core.JsonGenerator;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
 import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Method;
@@ -23,25 +19,16 @@ import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerExtension;
 import io.kvrouter.server.ServerHost;
 import io.kvrouter.tokenize.EngineTokenizer;
-import io.kvrouter.tokenize.Tokenizer;
 import io.kvrouter.tokenize.TokenizerException;
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
-import java.net.URI;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Collection;
-import java.util.HashSet;
-import java.util.LinkedHashMap;
-import java.util.List;
-import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -62,6 +49,13 @@ import java.util.logging.Logger;
  * <pre>
  * Implementation notes
  *
+ * What lives where: this class starts and stops the gateway, registers static engines, adds the
+ * routes and guards them (client API key, serving state, refusals as OpenAI errors), and holds
+ * what the endpoints share (configuration, the proxy's WebClient, request ids, metrics). The
+ * endpoints are Proxy (/v1/chat/completions, /v1/completions), ModelCatalog (the tokenizers,
+ * what a request's model names, /v1/models) and TokenizeEndpoints (/tokenize, /detokenize);
+ * Engines keeps what is known per engine, EngineHealth checks them.
+ *
  * One process, one web server: start() starts a KvRouterServer with this gateway's Extension,
  * which adds the routes above beside the router's own; every request runs on its own virtual
  * thread (Helidon), which does the whole job blocking: read the body (the server's reader: body
@@ -81,7 +75,7 @@ import java.util.logging.Logger;
  * attempt routes again with the failed instance excluded. markPrefillCompleted is called at the
  * first token written to the client (streams) or when the engine's answer starts (whole bodies).
  *
- * The health checker is one virtual thread: every --health-interval it GETs /health of every
+ * The health checker (EngineHealth) is one virtual thread: every --health-interval it GETs /health of every
  * registered base URL (each check on its own virtual thread, joined) and updates EngineState.
  * Before each round, prune() drops everything kept per engine (EngineState, engine tokenizers,
  * PredictionCheck's windows, metric series) of engines no longer registered; ModelIndex drops its
@@ -106,11 +100,10 @@ public final class Gateway implements AutoCloseable {
   private static final String JSON = "application/json";
 
   final GatewayConfig config;
-  private final Map<String, Tokenizer> tokenizers;
-  private final Map<String, EngineTokenizer> engineTokenizers = new ConcurrentHashMap<>();
-  final ConcurrentHashMap<String, EngineState> engines = new ConcurrentHashMap<>();
+  private final ModelCatalog catalog;
+  final Engines engines;
   final WebClient client;
-  private final WebClient healthClient;
+  private final EngineHealth health;
   private final byte[] apiKeyHash;
   private final String idPrefix =
       "gw-" + Integer.toHexString(ThreadLocalRandom.current().nextInt() | 0x10000000) + "-";
@@ -120,21 +113,11 @@ public final class Gateway implements AutoCloseable {
   GatewayMetrics metrics;
   PredictionCheck predictions;
   private KvRouterServer server;
-  private Thread healthThread;
-  private volatile boolean closed;
 
   private Gateway(GatewayConfig config) {
     this.config = config;
-    Map<String, Tokenizer> toks = new LinkedHashMap<>();
-    try {
-      for (Map.Entry<String, Path> e : config.models().entrySet()) {
-        if (e.getValue() != null) toks.put(e.getKey(), Tokenizer.load(e.getValue()));
-      }
-    } catch (RuntimeException e) {
-      for (Tokenizer t : toks.values()) t.close();
-      throw e;
-    }
-    this.tokenizers = Map.copyOf(toks);
+    this.catalog = new ModelCatalog(config);
+    this.engines = new Engines(config);
     // Each client keeps its own pool (Helidon shares one JVM-wide pool by default): a pooled
     // connection expires after as long idle as the read timeout of its last request, and a request
     // handed that connection in its last ~0.1 s fails with a SocketTimeoutException. A proxy
@@ -147,13 +130,7 @@ public final class Gateway implements AutoCloseable {
             .readTimeout(config.engineTimeout())
             .followRedirects(false)
             .build();
-    this.healthClient =
-        WebClient.builder()
-            .shareConnectionCache(false)
-            .socketOptions(s -> s.connectTimeout(config.healthTimeout()))
-            .readTimeout(config.healthTimeout())
-            .followRedirects(false)
-            .build();
+    this.health = new EngineHealth(this, config);
     this.apiKeyHash = config.apiKey() == null ? null : sha256(config.apiKey());
   }
 
@@ -171,7 +148,7 @@ public final class Gateway implements AutoCloseable {
       g.closeResources();
       throw e;
     }
-    g.healthThread = Thread.ofVirtual().name("kvrouter-gateway-health").start(g::healthLoop);
+    g.health.start();
     return g;
   }
 
@@ -232,20 +209,11 @@ public final class Gateway implements AutoCloseable {
   }
 
   private void closeResources() {
-    closed = true;
-    Thread t = healthThread;
-    if (t != null) {
-      t.interrupt();
-      try {
-        t.join(5000);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }
-    for (Tokenizer tok : tokenizers.values()) tok.close();
+    health.stop();
+    catalog.close();
     // the pools are this gateway's own: close their idle connections (and monitor threads)
     client.closeResource();
-    healthClient.closeResource();
+    health.closeClient();
   }
 
   /** The routes, given to the server. */
@@ -253,7 +221,7 @@ public final class Gateway implements AutoCloseable {
     @Override
     public void routing(HttpRouting.Builder r, ServerHost h) {
       host = h;
-      metrics = new GatewayMetrics(h.metricsRegistry(), () -> engines.values());
+      metrics = new GatewayMetrics(h.metricsRegistry(), engines::states);
       predictions = new PredictionCheck(metrics, config.warnInterval().toNanos());
       Proxy proxy = new Proxy(Gateway.this);
       route(
@@ -266,9 +234,10 @@ public final class Gateway implements AutoCloseable {
           Method.POST,
           "/v1/completions",
           (q, s) -> proxy.handle(ClientRequest.Kind.COMPLETION, "/v1/completions", q, s));
-      route(r, Method.GET, "/v1/models", Gateway.this::models);
-      route(r, Method.POST, "/tokenize", Gateway.this::tokenize);
-      route(r, Method.POST, "/detokenize", Gateway.this::detokenize);
+      TokenizeEndpoints tokens = new TokenizeEndpoints(Gateway.this);
+      route(r, Method.GET, "/v1/models", (q, s) -> catalog.models(host, q, s));
+      route(r, Method.POST, "/tokenize", tokens::tokenize);
+      route(r, Method.POST, "/detokenize", tokens::detokenize);
       r.any(
           "/v1/*",
           guarded(
@@ -377,7 +346,7 @@ public final class Gateway implements AutoCloseable {
   private static byte[] sha256(String s) {
     try {
       return MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8));
-    } catch (java.security.NoSuchAlgorithmException e) {
+    } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }
   }
@@ -403,245 +372,24 @@ public final class Gateway implements AutoCloseable {
     return ids.incrementAndGet();
   }
 
-  /** A model a request names: its base model and LoRA adapter. */
-  record Target(String baseModel, String lora, Tokenizer tokenizer) {}
-
-  /**
-   * What the body's {@code model} names.
-   *
-   * @throws OpenAiError 404 when the gateway neither serves it (--model, --lora) nor has engines
-   *     registered for it
-   */
-  Target target(String model, String group) {
-    String base = config.loras().getOrDefault(model, model);
-    String lora = base.equals(model) ? null : model;
-    if (!config.models().containsKey(base) && host.model(base, group) == null) {
-      throw new OpenAiError(
-          404,
-          "invalid_request_error",
-          "model_not_found",
-          "model",
-          "The model `"
-              + model
-              + "` does not exist: this gateway serves "
-              + String.join(", ", servedNames())
-              + " (GET /v1/models).");
-    }
-    return new Target(base, lora, tokenizers.get(base));
-  }
-
-  private List<String> servedNames() {
-    Set<String> names = new java.util.TreeSet<>(config.models().keySet());
-    for (RouterModel m : host.models()) names.add(m.modelName());
-    names.addAll(config.loras().keySet());
-    return names.isEmpty() ? List.of("(no model yet)") : new ArrayList<>(names);
+  /** What the body's {@code model} names; see {@link ModelCatalog#target}. */
+  ModelCatalog.Target target(String model, String group) {
+    return catalog.target(host, model, group);
   }
 
   /** The engine state of a base URL (made on first sight). */
   EngineState engine(String baseUrl) {
-    EngineState s = engines.get(baseUrl);
-    if (s != null) return s;
-    return engines.computeIfAbsent(
-        baseUrl, u -> new EngineState(u, config.breakerFailures(), config.breakerOpen().toNanos()));
+    return engines.engine(baseUrl);
   }
 
   /** An engine of {@code m} that may be used now, or null. */
   String anyUsableEngine(RouterModel m) {
-    if (m == null) return null;
-    long now = System.nanoTime();
-    for (RouterModel.Rank r : m.ranks()) {
-      if (r.baseUrl() != null && engine(r.baseUrl()).usable(now)) return r.baseUrl();
-    }
-    return null;
+    return engines.anyUsable(m);
   }
 
   /** The engine-delegated tokenizer of an engine (one per base URL and model name). */
   EngineTokenizer engineTokenizer(String baseUrl, String model) {
-    return engineTokenizers.computeIfAbsent(
-        baseUrl + "\u0000" + model,
-        k -> new EngineTokenizer(URI.create(baseUrl), model, config.engineTimeout()));
-  }
-
-  // ------------------------------------------------------------------ /v1/models
-
-  private void models(ServerRequest req, ServerResponse res) throws IOException {
-    long created = System.currentTimeMillis() / 1000;
-    Set<String> served = new java.util.TreeSet<>();
-    for (RouterModel m : host.models()) {
-      for (RouterModel.Rank r : m.ranks()) {
-        if (r.baseUrl() != null) {
-          served.add(m.modelName());
-          break;
-        }
-      }
-    }
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    try (JsonGenerator g = Json.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
-      g.writeStartObject();
-      g.writeStringField("object", "list");
-      g.writeArrayFieldStart("data");
-      for (String name : served) {
-        card(g, name, null, created);
-        for (Map.Entry<String, String> l : config.loras().entrySet()) {
-          if (l.getValue().equals(name)) card(g, l.getKey(), name, created);
-        }
-      }
-      g.writeEndArray();
-      g.writeEndObject();
-      g.writeRaw('\n');
-    }
-    res.header(HeaderNames.CONTENT_TYPE, JSON);
-    res.send(out.toByteArray());
-  }
-
-  private void card(JsonGenerator g, String id, String parent, long created) throws IOException {
-    g.writeStartObject();
-    g.writeStringField("id", id);
-    g.writeStringField("object", "model");
-    g.writeNumberField("created", created);
-    g.writeStringField("owned_by", "kvrouter");
-    g.writeStringField("root", parent == null ? id : parent);
-    if (parent == null) g.writeNullField("parent");
-    else g.writeStringField("parent", parent);
-    Tokenizer t = tokenizers.get(parent == null ? id : parent);
-    if (t != null && t.modelMaxLength() > 0 && t.modelMaxLength() < Integer.MAX_VALUE) {
-      g.writeNumberField("max_model_len", t.modelMaxLength());
-    }
-    g.writeArrayFieldStart("permission");
-    g.writeEndArray();
-    g.writeEndObject();
-  }
-
-  // ------------------------------------------------------------------ /tokenize, /detokenize
-
-  private void tokenize(ServerRequest req, ServerResponse res) throws Exception {
-    byte[] body = host.body(req);
-    ClientRequest c;
-    try {
-      c = ClientRequest.parse(ClientRequest.Kind.CHAT, body);
-    } catch (OpenAiError e) {
-      if (!"messages".equals(e.param)) throw e;
-      c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body);
-    }
-    Target t = target(c.model, null);
-    if (t.tokenizer() == null) {
-      passToEngine(t, "/tokenize", body, res);
-      return;
-    }
-    int[] ids;
-    try {
-      ids =
-          c.kind == ClientRequest.Kind.CHAT
-              ? t.tokenizer().applyChatTemplate(c.chat).ids()
-              : c.promptIds != null
-                  ? c.promptIds
-                  : t.tokenizer().encode(c.promptText, c.addSpecialTokens);
-    } catch (TokenizerException e) {
-      throw OpenAiError.invalid(null, null, e.getMessage());
-    }
-    ByteArrayOutputStream out = new ByteArrayOutputStream(16 + ids.length * 7);
-    try (JsonGenerator g = Json.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
-      g.writeStartObject();
-      g.writeNumberField("count", ids.length);
-      long max = t.tokenizer().modelMaxLength();
-      g.writeNumberField("max_model_len", max > 0 && max < Integer.MAX_VALUE ? max : 0);
-      g.writeArrayFieldStart("tokens");
-      for (int id : ids) g.writeNumber(Integer.toUnsignedLong(id));
-      g.writeEndArray();
-      g.writeNullField("token_strs");
-      g.writeEndObject();
-      g.writeRaw('\n');
-    }
-    res.header(HeaderNames.CONTENT_TYPE, JSON);
-    res.send(out.toByteArray());
-  }
-
-  private void detokenize(ServerRequest req, ServerResponse res) throws Exception {
-    byte[] body = host.body(req);
-    String model = null;
-    int[] tokens = null;
-    try (JsonParser p = Json.FACTORY.createParser(body)) {
-      if (p.nextToken() != JsonToken.START_OBJECT) {
-        throw OpenAiError.invalid(null, null, "expected a JSON object");
-      }
-      while (p.nextToken() == JsonToken.FIELD_NAME) {
-        String f = p.currentName();
-        JsonToken t = p.nextToken();
-        if (f.equals("model") && t == JsonToken.VALUE_STRING) {
-          model = p.getText();
-        } else if (f.equals("tokens") && t == JsonToken.START_ARRAY) {
-          int[] b = new int[64];
-          int n = 0;
-          while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
-            if (t != JsonToken.VALUE_NUMBER_INT) {
-              throw OpenAiError.invalid(null, "tokens", "'tokens' must be integers");
-            }
-            if (n == b.length) b = java.util.Arrays.copyOf(b, n * 2);
-            b[n++] = (int) p.getLongValue();
-          }
-          tokens = java.util.Arrays.copyOf(b, n);
-        } else {
-          p.skipChildren();
-        }
-      }
-    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-      throw OpenAiError.invalid(
-          null,
-          null,
-          "We could not parse the JSON body of your request: " + e.getOriginalMessage());
-    }
-    if (model == null) {
-      throw OpenAiError.invalid(null, "model", "you must provide a model parameter");
-    }
-    if (tokens == null)
-      throw OpenAiError.invalid(null, "tokens", "'tokens' is a required property");
-    Target t = target(model, null);
-    if (t.tokenizer() == null) {
-      passToEngine(t, "/detokenize", body, res);
-      return;
-    }
-    String text = t.tokenizer().decode(tokens, false);
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    try (JsonGenerator g = Json.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
-      g.writeStartObject();
-      g.writeStringField("prompt", text);
-      g.writeEndObject();
-      g.writeRaw('\n');
-    }
-    res.header(HeaderNames.CONTENT_TYPE, JSON);
-    res.send(out.toByteArray());
-  }
-
-  /** Forwards a body unchanged to a usable engine of the model and relays its whole answer. */
-  private void passToEngine(Target t, String path, byte[] body, ServerResponse res) {
-    String url = anyUsableEngine(host.model(t.baseModel(), null));
-    if (url == null) {
-      throw OpenAiError.unavailable(
-          "no_engines", "no engine of model '" + t.baseModel() + "' can take the request now");
-    }
-    java.util.function.Supplier<HttpClientRequest> rq =
-        () -> {
-          HttpClientRequest q =
-              client.post().uri(url + path).header(HeaderNames.CONTENT_TYPE, JSON);
-          if (config.engineApiKey() != null) {
-            q.header(HeaderNames.AUTHORIZATION, "Bearer " + config.engineApiKey());
-          }
-          return q;
-        };
-    try (HttpClientResponse up = submit(rq, body, path, url)) {
-      byte[] answer = up.inputStream().readAllBytes();
-      res.status(up.status());
-      res.header(
-          HeaderNames.CONTENT_TYPE, up.headers().first(HeaderNames.CONTENT_TYPE).orElse(JSON));
-      res.send(answer);
-    } catch (IOException | RuntimeException e) {
-      throw new OpenAiError(
-          502,
-          "server_error",
-          "engine_unreachable",
-          null,
-          "engine " + url + " did not answer " + path + ": " + e.getMessage());
-    }
+    return engines.tokenizer(baseUrl, model);
   }
 
   /**
@@ -654,7 +402,7 @@ public final class Gateway implements AutoCloseable {
    * aborts it.
    */
   HttpClientResponse submit(
-      java.util.function.Supplier<HttpClientRequest> make, byte[] body, String what, String url) {
+      Supplier<HttpClientRequest> make, byte[] body, String what, String url) {
     try {
       return make.get().submit(body);
     } catch (RuntimeException e) {
@@ -667,123 +415,26 @@ public final class Gateway implements AutoCloseable {
     }
   }
 
-  // ------------------------------------------------------------------ health checks
-
-  private void healthLoop() {
-    long interval = config.healthInterval().toMillis();
-    while (!closed) {
-      try {
-        Thread.sleep(interval);
-      } catch (InterruptedException e) {
-        return;
-      }
-      try {
-        checkAll();
-      } catch (RuntimeException e) {
-        LOG.log(Level.WARNING, "health check round failed", e);
-      }
-    }
-  }
+  // ------------------------------------------------------------------ engines
 
   /** One round of health checks of every registered base URL (after pruning: {@link #prune}). */
   void checkAll() {
-    Set<String> urls = prune();
-    List<Thread> checks = new ArrayList<>(urls.size());
-    for (String u : urls) {
-      EngineState s = engine(u);
-      checks.add(Thread.ofVirtual().start(() -> check(s)));
-    }
-    for (Thread t : checks) {
-      try {
-        t.join();
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return;
-      }
-    }
+    health.checkAll();
   }
 
-  private void check(EngineState s) {
-    boolean ok;
-    try (HttpClientResponse r = health(s.baseUrl, false)) {
-      ok = r.status().code() == 200;
-    } catch (RuntimeException e) {
-      ok = false;
-    }
-    if (s.checked(ok, config.unhealthyAfter())) {
-      if (s.healthy()) {
-        LOG.info("engine " + s.baseUrl + " answers its health check again: back in routing");
-      } else {
-        LOG.warning(
-            "engine "
-                + s.baseUrl
-                + " failed "
-                + config.unhealthyAfter()
-                + " health checks in a row: out of routing until it answers (its index is kept)");
-      }
-    }
-  }
-
-  /**
-   * Drops what the gateway keeps per engine for engines no longer registered: their EngineState,
-   * engine tokenizers, prediction windows and metric series (a model's, when its last engine left).
-   * Called at every health round, so an engine unregistered (or a fleet whose engines come and go
-   * under new ids) leaves nothing behind after one --health-interval-ms; a request in flight to it
-   * may make an entry again, which the next round drops.
-   *
-   * @return the registered base URLs
-   */
+  /** Drops what is kept of engines no longer registered; see {@link Engines#prune}. */
   Set<String> prune() {
-    Set<String> urls = new HashSet<>();
-    Set<String> modelUrls = new HashSet<>();
-    Set<String> modelEngines = new HashSet<>();
-    Set<String> models = new HashSet<>(config.models().keySet());
-    for (RouterModel m : host.models()) {
-      models.add(m.modelName());
-      for (RouterModel.Rank r : m.ranks()) {
-        modelEngines.add(m.modelName() + "\u0000" + Long.toUnsignedString(r.worker().workerId()));
-        if (r.baseUrl() != null) {
-          urls.add(r.baseUrl());
-          modelUrls.add(m.modelName() + "\u0000" + r.baseUrl());
-        }
-      }
-    }
-    engines.keySet().retainAll(urls);
-    engineTokenizers.keySet().removeIf(k -> !urls.contains(k.substring(0, k.indexOf('\u0000'))));
-    if (predictions != null) predictions.retain(modelUrls, urls);
-    if (metrics != null) {
-      metrics.retain(
-          (model, engine) ->
-              engine.equals("none")
-                  ? models.contains(model)
-                  : modelEngines.contains(model + "\u0000" + engine));
-    }
-    return urls;
+    return engines.prune(host, predictions, metrics);
   }
 
   /** Engine tokenizers kept (tests). */
   int engineTokenizerCount() {
-    return engineTokenizers.size();
-  }
-
-  /**
-   * {@code GET /health}; once more on a connection of its own when the pooled one expired as it was
-   * taken (see submit: possible when --health-interval-ms is below --health-timeout-ms).
-   */
-  private HttpClientResponse health(String baseUrl, boolean fresh) {
-    HttpClientRequest rq = healthClient.get().uri(baseUrl + "/health");
-    if (fresh) return rq.header(HeaderNames.CONNECTION, "close").request();
-    try {
-      return rq.request();
-    } catch (RuntimeException e) {
-      if (!Proxy.failure(e).reason().equals(Proxy.STALE)) throw e;
-      return health(baseUrl, true);
-    }
+    return engines.tokenizerCount();
   }
 
   /** The engine states (tests). */
   Collection<EngineState> engineStates() {
-    return engines.values();
+    return engines.states();
   }
 
   static Duration ms(long ms) {
@@ -796,7 +447,7 @@ public final class Gateway implements AutoCloseable {
   }
 
   /** Options of one attempt. */
-  static RouteOptions options(Target t, String cacheSalt, Set<Long> allowed) {
+  static RouteOptions options(ModelCatalog.Target t, String cacheSalt, Set<Long> allowed) {
     return new RouteOptions(t.lora(), cacheSalt, allowed);
   }
 

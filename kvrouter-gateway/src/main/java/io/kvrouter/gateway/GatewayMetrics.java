@@ -7,12 +7,25 @@ import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.core.metrics.Histogram;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.Collection;
+import java.util.List;
+import java.util.function.BiPredicate;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
  * The gateway's Prometheus metrics, registered in the server's registry so that one {@code GET
  * /metrics} has both (names and labels: docs/gateway.md). Thread-safe (the Prometheus client's data
  * points are).
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Made once, when the gateway's routes are built; the fields are the stateful metrics the
+ * request path updates (Proxy, PredictionCheck), the stage histogram's four data points looked up
+ * once so a request pays no label lookup. The engine gauges are callbacks reading the gateway's
+ * EngineStates at scrape time. retain() drops the per-engine series of engines that left, at
+ * every health round.
+ * </pre>
  */
 final class GatewayMetrics {
   private static final double[] SECONDS = {
@@ -42,74 +55,136 @@ final class GatewayMetrics {
   final DistributionDataPoint upstreamStage;
   final Gauge openStreams;
   final Counter staleResends;
-  final Histogram predictionError;
-  final Counter predictions;
-  final Counter promptMismatch;
+  final PredictionMetrics prediction;
 
   GatewayMetrics(PrometheusRegistry r, Supplier<Collection<EngineState>> engines) {
     requests =
-        Counter.builder()
-            .name("kvrouter_gateway_requests_total")
-            .help(
-                "Client requests answered, by model, engine (instance id, none when no engine"
-                    + " answered), HTTP status and the attempt that answered")
-            .labelNames("model", "engine", "status", "attempt")
-            .register(r);
+        counter(
+            r,
+            "kvrouter_gateway_requests_total",
+            "Client requests answered, by model, engine (instance id, none when no engine"
+                + " answered), HTTP status and the attempt that answered",
+            "model",
+            "engine",
+            "status",
+            "attempt");
     attemptFailures =
-        Counter.builder()
-            .name("kvrouter_gateway_attempt_failures_total")
-            .help("Attempts that failed before the first byte, by model, engine and reason")
-            .labelNames("model", "engine", "reason")
-            .register(r);
+        counter(
+            r,
+            "kvrouter_gateway_attempt_failures_total",
+            "Attempts that failed before the first byte, by model, engine and reason",
+            "model",
+            "engine",
+            "reason");
     retries =
-        Counter.builder()
-            .name("kvrouter_gateway_retries_total")
-            .help("Requests sent to another engine after a failed attempt")
-            .labelNames("model")
-            .register(r);
+        counter(
+            r,
+            "kvrouter_gateway_retries_total",
+            "Requests sent to another engine after a failed attempt",
+            "model");
     ttft =
-        Histogram.builder()
-            .name("kvrouter_gateway_time_to_first_token_seconds")
-            .help("From the request's arrival to the first token written to the client")
-            .labelNames("model")
-            .classicOnly()
-            .classicUpperBounds(SECONDS)
-            .register(r);
+        histogram(
+            r,
+            "kvrouter_gateway_time_to_first_token_seconds",
+            "From the request's arrival to the first token written to the client",
+            SECONDS,
+            "model");
     itl =
-        Histogram.builder()
-            .name("kvrouter_gateway_inter_token_latency_seconds")
-            .help("Between consecutive streamed chunks written to the client")
-            .labelNames("model")
-            .classicOnly()
-            .classicUpperBounds(SECONDS)
-            .register(r);
+        histogram(
+            r,
+            "kvrouter_gateway_inter_token_latency_seconds",
+            "Between consecutive streamed chunks written to the client",
+            SECONDS,
+            "model");
     stage =
-        Histogram.builder()
-            .name("kvrouter_gateway_stage_seconds")
-            .help(
-                "Time per stage of a request: parse (body to fields), tokenize (render and"
-                    + " tokenize), route (hash, match, choose; KvRouter.route), upstream (send to"
-                    + " the engine until its first byte)")
-            .labelNames("stage")
-            .classicOnly()
-            .classicUpperBounds(STAGE_SECONDS)
-            .register(r);
+        histogram(
+            r,
+            "kvrouter_gateway_stage_seconds",
+            "Time per stage of a request: parse (body to fields), tokenize (render and"
+                + " tokenize), route (hash, match, choose; KvRouter.route), upstream (send to"
+                + " the engine until its first byte)",
+            STAGE_SECONDS,
+            "stage");
     parseStage = stage.labelValues("parse");
     tokenizeStage = stage.labelValues("tokenize");
     routeStage = stage.labelValues("route");
     upstreamStage = stage.labelValues("upstream");
     staleResends =
-        Counter.builder()
-            .name("kvrouter_gateway_stale_connection_resends_total")
-            .help(
-                "Requests sent again on a new connection because the pooled one expired as it was"
-                    + " handed out (not the engine's failure)")
-            .register(r);
+        counter(
+            r,
+            "kvrouter_gateway_stale_connection_resends_total",
+            "Requests sent again on a new connection because the pooled one expired as it was"
+                + " handed out (not the engine's failure)");
     openStreams =
         Gauge.builder()
             .name("kvrouter_gateway_open_streams")
             .help("Responses being relayed to clients now")
             .register(r);
+    registerEngineGauges(r, engines);
+    prediction = new PredictionMetrics(r);
+  }
+
+  /**
+   * The {@code kvrouter_prefix_prediction_*} family (names pinned by DESIGN.md): what
+   * PredictionCheck records of each request's predicted and reported cached tokens.
+   */
+  static final class PredictionMetrics {
+    final Histogram error;
+    final Counter outcomes;
+    final Counter promptMismatch;
+
+    private PredictionMetrics(PrometheusRegistry r) {
+      error =
+          histogram(
+              r,
+              "kvrouter_prefix_prediction_error_tokens",
+              "Cached prompt tokens the engine reported minus those the router predicted (capped"
+                  + " by what the engine can report), per request",
+              ERROR_TOKENS,
+              "model",
+              "engine");
+      outcomes =
+          counter(
+              r,
+              "kvrouter_prefix_prediction_total",
+              "Requests whose predicted overlap was compared with the engine's cached_tokens, by"
+                  + " outcome: exact, engine_fewer, engine_more",
+              "model",
+              "engine",
+              "outcome");
+      promptMismatch =
+          counter(
+              r,
+              "kvrouter_prefix_prediction_prompt_mismatch_total",
+              "Requests whose engine counted other prompt_tokens than the gateway tokenized (a"
+                  + " tokenizer or chat template mismatch)",
+              "model",
+              "engine");
+    }
+  }
+
+  /** A counter registered in {@code r}, with these labels (none: no labelNames call). */
+  private static Counter counter(PrometheusRegistry r, String name, String help, String... labels) {
+    Counter.Builder b = Counter.builder().name(name).help(help);
+    if (labels.length > 0) b.labelNames(labels);
+    return b.register(r);
+  }
+
+  /** A classic histogram with these upper bounds, registered in {@code r}. */
+  private static Histogram histogram(
+      PrometheusRegistry r, String name, String help, double[] bounds, String... labels) {
+    return Histogram.builder()
+        .name(name)
+        .help(help)
+        .labelNames(labels)
+        .classicOnly()
+        .classicUpperBounds(bounds)
+        .register(r);
+  }
+
+  /** Each engine's health and circuit breaker state, read at scrape time. */
+  private static void registerEngineGauges(
+      PrometheusRegistry r, Supplier<Collection<EngineState>> engines) {
     GaugeWithCallback.builder()
         .name("kvrouter_gateway_engine_healthy")
         .help("1 while an engine's health check answers, 0 while it is out of routing")
@@ -129,45 +204,18 @@ final class GatewayMetrics {
               for (EngineState e : engines.get()) cb.call(e.breaker(now).ordinal(), e.baseUrl);
             })
         .register(r);
-    predictionError =
-        Histogram.builder()
-            .name("kvrouter_prefix_prediction_error_tokens")
-            .help(
-                "Cached prompt tokens the engine reported minus those the router predicted (capped"
-                    + " by what the engine can report), per request")
-            .labelNames("model", "engine")
-            .classicOnly()
-            .classicUpperBounds(ERROR_TOKENS)
-            .register(r);
-    predictions =
-        Counter.builder()
-            .name("kvrouter_prefix_prediction_total")
-            .help(
-                "Requests whose predicted overlap was compared with the engine's cached_tokens, by"
-                    + " outcome: exact, engine_fewer, engine_more")
-            .labelNames("model", "engine", "outcome")
-            .register(r);
-    promptMismatch =
-        Counter.builder()
-            .name("kvrouter_prefix_prediction_prompt_mismatch_total")
-            .help(
-                "Requests whose engine counted other prompt_tokens than the gateway tokenized (a"
-                    + " tokenizer or chat template mismatch)")
-            .labelNames("model", "engine")
-            .register(r);
   }
 
   /**
    * Drops the series of engines that are gone: every per-engine series (labels model, engine first)
    * for which {@code keep(model, engine)} is false. The health round calls it (Gateway.prune).
    */
-  void retain(java.util.function.BiPredicate<String, String> keep) {
-    java.util.function.Function<java.util.List<String>, Boolean> gone =
-        l -> !keep.test(l.get(0), l.get(1));
+  void retain(BiPredicate<String, String> keep) {
+    Function<List<String>, Boolean> gone = l -> !keep.test(l.get(0), l.get(1));
     requests.removeIf(gone);
     attemptFailures.removeIf(gone);
-    predictionError.removeIf(gone);
-    predictions.removeIf(gone);
-    promptMismatch.removeIf(gone);
+    prediction.error.removeIf(gone);
+    prediction.outcomes.removeIf(gone);
+    prediction.promptMismatch.removeIf(gone);
   }
 }

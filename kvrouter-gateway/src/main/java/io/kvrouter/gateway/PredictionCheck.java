@@ -105,7 +105,8 @@ final class PredictionCheck {
       return;
     }
     boolean promptMismatch = u.promptTokens != gatewayPromptTokens;
-    if (promptMismatch) metrics.promptMismatch.labelValues(model.modelName(), engine).inc();
+    if (promptMismatch)
+      metrics.prediction.promptMismatch.labelValues(model.modelName(), engine).inc();
     KvRouter router = model.router();
     if (router.isApproximate() && !promptMismatch) {
       // the engine's word on the prefix it had; a prompt it tokenized differently says nothing
@@ -114,10 +115,11 @@ final class PredictionCheck {
     }
     long expected = expected(predicted, u.promptTokens, engineBlockSize);
     model.accuracy(worker).record(expected, reported);
-    metrics.predictionError.labelValues(model.modelName(), engine).observe(reported - expected);
+    metrics.prediction.error.labelValues(model.modelName(), engine).observe(reported - expected);
     int outcome = Long.compare(reported, expected);
     metrics
-        .predictions
+        .prediction
+        .outcomes
         .labelValues(
             model.modelName(),
             engine,

@@ -22,9 +22,11 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.ExecutionException;
 import java.util.logging.Level;
 
 /**
@@ -76,7 +78,7 @@ final class Proxy {
     ClientRequest.Kind kind;
     String path;
     ClientRequest req;
-    Gateway.Target target;
+    ModelCatalog.Target target;
     RouterModel model;
     String group;
     String requestId;
@@ -170,25 +172,8 @@ final class Proxy {
       }
       RouteDecision d;
       long tr = System.nanoTime();
-      PairDecision.Disaggregated handOver = null;
       try {
-        if (disaggregated(c.ranks)) {
-          c.pair = pairRoute(c, a);
-          if (c.pair instanceof PairDecision.Disaggregated x) {
-            handOver = x;
-            d = null;
-          } else {
-            d =
-                c.pair instanceof PairDecision.Aggregated ag
-                    ? ag.routed()
-                    : ((PairDecision.Refused) c.pair).decision();
-          }
-        } else {
-          d =
-              c.model
-                  .router()
-                  .route(c.requestId, c.ids, Gateway.options(c.target, c.req.cacheSalt, a.ids));
-        }
+        d = route(c, a);
       } catch (IllegalArgumentException dup) {
         // the client's x-request-id is in flight already: keep it in logs, route under a new one
         // (any other refusal of the router is not retried under another id)
@@ -198,32 +183,15 @@ final class Proxy {
         continue;
       }
       g.metrics.routeStage.observe((System.nanoTime() - tr) / 1e9);
-      if (handOver != null) {
+      if (d == null) {
         // outside the try: an IllegalArgumentException of the hand-over is no duplicate id
-        handOver(c, handOver, res);
+        handOver(c, (PairDecision.Disaggregated) c.pair, res);
         return;
       }
       c.routed = d instanceof RouteDecision.Routed;
-      if (d instanceof RouteDecision.AllBusy busy) {
-        if (last != null) break;
-        throw OpenAiError.unavailable(
-            "all_busy",
-            "every engine of model '"
-                + c.target.baseModel()
-                + "' is busy ("
-                + busy.candidates().size()
-                + " over the busy thresholds); retry later");
-      }
       if (!(d instanceof RouteDecision.Routed r)) {
         if (last != null) break;
-        if (c.pair instanceof PairDecision.Refused) {
-          throw OpenAiError.unavailable(
-              "no_decode_engines",
-              "no decode (or both) engine of model '"
-                  + c.target.baseModel()
-                  + "' can take the request: its prefill engines cannot serve it alone");
-        }
-        throw noEngine(c, a);
+        throw refusal(c, d, a);
       }
       String url = c.model.baseUrl(r.worker());
       EngineState st = url == null ? null : g.engine(url);
@@ -247,6 +215,47 @@ final class Proxy {
       tried = add(tried, r.worker());
     }
     fail(c, res, last, attempts, lastEngine);
+  }
+
+  /**
+   * Routes one attempt: with prefill and decode roles among the ranks through the pair routing
+   * (c.pair is its decision), else the model's router. Null when the pair routing hands the request
+   * over (c.pair is then the Disaggregated decision).
+   *
+   * @throws IllegalArgumentException when the router refuses, e.g. a request id in flight already
+   */
+  private RouteDecision route(Call c, Allowed a) {
+    if (!disaggregated(c.ranks)) {
+      return c.model
+          .router()
+          .route(c.requestId, c.ids, Gateway.options(c.target, c.req.cacheSalt, a.ids));
+    }
+    c.pair = pairRoute(c, a);
+    if (c.pair instanceof PairDecision.Disaggregated) return null;
+    return c.pair instanceof PairDecision.Aggregated ag
+        ? ag.routed()
+        : ((PairDecision.Refused) c.pair).decision();
+  }
+
+  /** The 503 of a first attempt the router did not route ({@code d}: why). */
+  private OpenAiError refusal(Call c, RouteDecision d, Allowed a) {
+    if (d instanceof RouteDecision.AllBusy busy) {
+      return OpenAiError.unavailable(
+          "all_busy",
+          "every engine of model '"
+              + c.target.baseModel()
+              + "' is busy ("
+              + busy.candidates().size()
+              + " over the busy thresholds); retry later");
+    }
+    if (c.pair instanceof PairDecision.Refused) {
+      return OpenAiError.unavailable(
+          "no_decode_engines",
+          "no decode (or both) engine of model '"
+              + c.target.baseModel()
+              + "' can take the request: its prefill engines cannot serve it alone");
+    }
+    return noEngine(c, a);
   }
 
   /** Answers the client when every attempt failed before the first byte ({@code last}: why). */
@@ -562,7 +571,7 @@ final class Proxy {
   private static final int PREFILL_ANSWER_LIMIT = 4 * 1024 * 1024;
 
   private static String snippet(byte[] b) {
-    String s = new String(b, 0, Math.min(b.length, 300), java.nio.charset.StandardCharsets.UTF_8);
+    String s = new String(b, 0, Math.min(b.length, 300), StandardCharsets.UTF_8);
     return s.strip();
   }
 
@@ -659,7 +668,7 @@ final class Proxy {
     boolean monitor = false;
     for (Throwable t = e; t != null; t = t.getCause()) {
       if (t instanceof SocketTimeoutException) timeout = true;
-      if (t instanceof java.util.concurrent.ExecutionException) monitor = true;
+      if (t instanceof ExecutionException) monitor = true;
     }
     if (monitor) return new Retry(STALE, 0, null, null, false);
     return new Retry(timeout ? "timeout" : "connect", 0, null, null, timeout);
@@ -694,6 +703,9 @@ final class Proxy {
     boolean clientGone;
     boolean prefillDone;
     Usage usage;
+
+    /** When the last event relayed to the client was written (nanoTime; 0: none yet). */
+    private long lastEvent;
 
     Relay(
         Call c,
@@ -894,37 +906,10 @@ final class Proxy {
         return null;
       }
       g.metrics.openStreams.inc();
-      long lastEvent = 0;
       try {
         boolean eof = false;
         while (true) {
-          boolean wrote = false;
-          int end;
-          while ((end = sse.nextEventEnd()) >= 0) {
-            int start = sse.start();
-            int ds = SseBuffer.dataStart(sse.array(), start, end);
-            boolean drop = false;
-            if (ds >= 0 && sse.array()[ds] == '{') {
-              int de = SseBuffer.dataEnd(sse.array(), ds, end);
-              if (SseBuffer.contains(sse.array(), ds, de, USAGE)) {
-                Usage u = Usage.scan(sse.array(), ds, de - ds);
-                if (u.usage) usage = u;
-                drop = c.req.injectedUsage && u.usageOnly();
-              }
-              if (!drop) {
-                long now = System.nanoTime();
-                if (!prefillDone) prefillDone();
-                else
-                  g.metrics.itl.labelValues(c.target.baseModel()).observe((now - lastEvent) / 1e9);
-                lastEvent = now;
-              }
-            }
-            if (!drop) {
-              out.write(sse.array(), start, end - start);
-              wrote = true;
-            }
-            sse.consume(end);
-          }
+          boolean wrote = relayEvents(sse, out);
           if (eof) {
             if (sse.size() > 0) out.write(sse.array(), sse.start(), sse.size());
             break;
@@ -934,24 +919,7 @@ final class Proxy {
           try {
             n = in.read(buf);
           } catch (IOException | RuntimeException e) {
-            Gateway.LOG.warning(
-                "request " + c.requestId + ": engine " + url + " broke off its stream: " + e);
-            out.write(
-                ("data: "
-                        + new String(
-                                OpenAiError.body(
-                                    "the engine stopped answering mid-stream: "
-                                        + (e.getMessage() != null ? e.getMessage() : e.toString()),
-                                    "server_error",
-                                    null,
-                                    "engine_stream_interrupted"),
-                                java.nio.charset.StandardCharsets.UTF_8)
-                            .trim()
-                        + "\n\n")
-                    .getBytes(java.nio.charset.StandardCharsets.UTF_8));
-            c.release();
-            count(c, engine, 502, attempt);
-            out.close();
+            brokeOff(out, e);
             return null;
           }
           if (n < 0) eof = true;
@@ -969,9 +937,67 @@ final class Proxy {
       }
       return null;
     }
+
+    /**
+     * Writes every whole event the buffer holds to the client (but the usage chunk the gateway
+     * asked for itself), noting the usage, the first token and the inter-token latency; returns
+     * whether it wrote any.
+     */
+    private boolean relayEvents(SseBuffer sse, OutputStream out) throws IOException {
+      boolean wrote = false;
+      int end;
+      while ((end = sse.nextEventEnd()) >= 0) {
+        int start = sse.start();
+        int ds = SseBuffer.dataStart(sse.array(), start, end);
+        boolean drop = false;
+        if (ds >= 0 && sse.array()[ds] == '{') {
+          int de = SseBuffer.dataEnd(sse.array(), ds, end);
+          if (SseBuffer.contains(sse.array(), ds, de, USAGE)) {
+            Usage u = Usage.scan(sse.array(), ds, de - ds);
+            if (u.usage) usage = u;
+            drop = c.req.injectedUsage && u.usageOnly();
+          }
+          if (!drop) {
+            long now = System.nanoTime();
+            if (!prefillDone) prefillDone();
+            else g.metrics.itl.labelValues(c.target.baseModel()).observe((now - lastEvent) / 1e9);
+            lastEvent = now;
+          }
+        }
+        if (!drop) {
+          out.write(sse.array(), start, end - start);
+          wrote = true;
+        }
+        sse.consume(end);
+      }
+      return wrote;
+    }
+
+    /**
+     * The engine broke off its stream after the client got its first bytes: ends the client's
+     * stream with an error event (no retry after a first byte), frees the route, counts a 502.
+     */
+    private void brokeOff(OutputStream out, Exception e) throws IOException {
+      Gateway.LOG.warning(
+          "request " + c.requestId + ": engine " + url + " broke off its stream: " + e);
+      String error =
+          new String(
+                  OpenAiError.body(
+                      "the engine stopped answering mid-stream: "
+                          + (e.getMessage() != null ? e.getMessage() : e.toString()),
+                      "server_error",
+                      null,
+                      "engine_stream_interrupted"),
+                  StandardCharsets.UTF_8)
+              .trim();
+      out.write(("data: " + error + "\n\n").getBytes(StandardCharsets.UTF_8));
+      c.release();
+      count(c, engine, 502, attempt);
+      out.close();
+    }
   }
 
-  private static final byte[] USAGE = "\"usage\"".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+  private static final byte[] USAGE = "\"usage\"".getBytes(StandardCharsets.UTF_8);
 
   private static void closeQuietly(OutputStream out) {
     try {

@@ -1,10 +1,10 @@
 package io.kvrouter.server;
 
-import static io.kvrouter.server.HttpPlumbing.Access.ALWAYS;
-import static io.kvrouter.server.HttpPlumbing.Access.MUTATING;
-import static io.kvrouter.server.HttpPlumbing.Access.READ;
-import static io.kvrouter.server.HttpPlumbing.param;
-import static io.kvrouter.server.HttpPlumbing.send;
+import static io.kvrouter.server.http.HttpPlumbing.Access.ALWAYS;
+import static io.kvrouter.server.http.HttpPlumbing.Access.MUTATING;
+import static io.kvrouter.server.http.HttpPlumbing.Access.READ;
+import static io.kvrouter.server.http.HttpPlumbing.param;
+import static io.kvrouter.server.http.HttpPlumbing.send;
 
 import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
@@ -16,6 +16,9 @@ import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteDecision;
+import io.kvrouter.server.http.ApiException;
+import io.kvrouter.server.http.HttpPlumbing;
+import io.kvrouter.server.http.Utf8;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -45,7 +48,7 @@ final class Api {
   private final ServerMetrics metrics;
   private final EventIngest events;
   private final Duration zmqConnectTimeout;
-  private final Supplier<KvRouterServer.Readiness> readiness;
+  private final Supplier<Readiness> readiness;
 
   Api(
       HttpPlumbing http,
@@ -53,7 +56,7 @@ final class Api {
       ServerMetrics metrics,
       EventIngest events,
       Duration zmqConnectTimeout,
-      Supplier<KvRouterServer.Readiness> readiness) {
+      Supplier<Readiness> readiness) {
     this.http = http;
     this.registry = registry;
     this.metrics = metrics;
@@ -264,7 +267,7 @@ final class Api {
   }
 
   private int ready(ServerRequest req, ServerResponse res) {
-    KvRouterServer.Readiness r = readiness.get();
+    Readiness r = readiness.get();
     return send(res, r.ready() ? 200 : 503, JsonOut.ready(r, registry.indexes().size()));
   }
 

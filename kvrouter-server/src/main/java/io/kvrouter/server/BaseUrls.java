@@ -1,5 +1,6 @@
 package io.kvrouter.server;
 
+import io.kvrouter.server.http.ApiException;
 import java.net.URI;
 import java.net.URISyntaxException;
 

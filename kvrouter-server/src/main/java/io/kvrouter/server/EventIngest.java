@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.kvrouter.event.RouterEvent;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
 import java.security.MessageDigest;

@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.event.Worker;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.ClearScope;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.TokenIds;
 import io.kvrouter.transport.json.JsonTokens;
 import io.kvrouter.transport.json.JsonU64;

@@ -63,34 +63,6 @@ final class JsonOut {
     return out.toByteArray();
   }
 
-  /**
-   * OpenAI's error shape, {@code {"error": {"message", "type", "param": null, "code": null}}}, with
-   * type {@code "server_error"} for a 5xx status and {@code "invalid_request_error"} otherwise.
-   */
-  static byte[] openAiError(int status, String message) {
-    return bytes(
-        g -> {
-          g.writeStartObject();
-          g.writeObjectFieldStart("error");
-          g.writeStringField("message", message);
-          g.writeStringField("type", status >= 500 ? "server_error" : "invalid_request_error");
-          g.writeNullField("param");
-          g.writeNullField("code");
-          g.writeEndObject();
-          g.writeEndObject();
-        });
-  }
-
-  /** {@code {"error": message}}. */
-  static byte[] error(String message) {
-    return bytes(
-        g -> {
-          g.writeStartObject();
-          g.writeStringField("error", message);
-          g.writeEndObject();
-        });
-  }
-
   // ------------------------------------------------------------------ registrations
 
   /** The answer of {@code POST /register}: the registration with its ingestion status. */
@@ -518,7 +490,7 @@ final class JsonOut {
   }
 
   /** The answer of {@code GET /ready}: readiness, listener counts and, when not ready, why. */
-  static byte[] ready(KvRouterServer.Readiness r, int indexes) {
+  static byte[] ready(Readiness r, int indexes) {
     return bytes(
         g -> {
           g.writeStartObject();

@@ -1,13 +1,13 @@
 package io.kvrouter.server;
 
-import io.helidon.http.DirectHandler;
 import io.helidon.webserver.WebServer;
-import io.helidon.webserver.http.DirectHandlers;
-import io.helidon.webserver.http1.Http1Config;
+import io.helidon.webserver.WebServerConfig;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.route.TierWeights;
 import io.kvrouter.route.WorkerSelector;
+import io.kvrouter.server.http.HttpPlumbing;
+import io.kvrouter.server.http.ReadDeadline;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -43,31 +43,26 @@ import java.util.function.Supplier;
  * port in between. The only socket the server binds is this HTTP one: /metrics is served on it,
  * and ZMQ listeners connect to the engines, they bind nothing.
  *
- * Then start() builds the Registry (the indexes), the metrics that read it, the endpoints (Api)
- * and the webserver, then starts the webserver: every request runs on its own virtual thread
- * (Helidon SE 4). Helidon's own shutdown hook is off; the owner (the serve command's hook, or a
- * test) calls stop(), which marks the server not ready, stops the webserver (it stops accepting,
- * lets requests in flight finish within the shutdown grace period, then closes connections) and
- * then stops the ingest threads (which apply /events batches) and closes every index. stop() is
- * idempotent and thread-safe (synchronized, called once or
- * twice in a process's life). Helidon answers protocol-level failures (a declared body over
- * the limit: 413; an unparsable request line: 400) itself, through HttpPlumbing's direct
- * handler, which gives the same {"error": ...} JSON as the endpoints and counts the answer under
- * endpoint "unrouted". Slow clients are cut off by this server's ReadDeadline (its sweeper
- * thread stops last in stop()) and Helidon's idle timeout. HttpFraming checks each request's
- * framing before routing (it and ReadDeadline are chained into the one receive listener Helidon
- * is given, see HttpFraming.then) and keeps the per-connection state the direct handler and the
- * chunked decoder read; the server's BodyBudget bounds the memory of all bodies being received
- * (docs/service.md, "The HTTP edge").
+ * Then start() builds the Registry (the indexes), the metrics that read it, the HTTP edge
+ * (io.kvrouter.server.http.HttpPlumbing: routing, auth, bodies, the read deadline and framing
+ * checks, whose limits and listeners it gives Helidon itself), the endpoints (Api) and the
+ * webserver, then starts the webserver: every request runs on its own virtual thread (Helidon SE
+ * 4). Helidon's own shutdown hook is off; the owner (the serve command's hook, or a test) calls
+ * stop(), which marks the server not ready, stops the webserver (it stops accepting, lets requests
+ * in flight finish within the shutdown grace period, then closes connections), closes the
+ * extension, stops the ingest threads (which apply /events batches), the registration log, every
+ * index, sequence sync and NATS (ReplicaLinks), and last the HTTP edge's read-deadline sweeper.
+ * stop() is idempotent and thread-safe (synchronized, called once or twice in a process's life).
+ * /ready's answer is worked out by Readiness from this object's volatile ready, serving and
+ * warmStartState and the registry.
  *
  * Between the webserver's start and the end of start(), serving is false: start() connects to
- * NATS (--events) or loads the peer's dump (--peer) on the caller's thread, and Api answers 503
- * on everything but /health, /ready and /metrics. A failure there stops the server and throws
- * StartException. nats and registrations are written by start() before serving turns true (a
- * volatile write that publishes them) and read by stop(). With NATS, start() also starts the
- * registration log (NatsRegistrations) and waits (up to 60 s) until it applied every registration
- * and unregistration the stream held, so a restarted replica serves with the registrations (and
- * indexes) of the fleet; /ready then waits for those indexes to catch up with their subjects.
+ * NATS (--events, through ReplicaLinks, which also replays the registration log) or loads the
+ * peer's dump (--peer) on the caller's thread, and Api answers 503 on everything but /health,
+ * /ready and /metrics. A failure there stops the server and throws StartException. What
+ * ReplicaLinks and the warm start make is written by start() before serving turns true (a
+ * volatile write that publishes it) and read by stop(); /ready then waits for the NATS-fed
+ * indexes to catch up with their subjects.
  * </pre>
  */
 public final class KvRouterServer implements AutoCloseable {
@@ -75,31 +70,16 @@ public final class KvRouterServer implements AutoCloseable {
   private final Registry registry;
   private final WebServer webServer;
   private final ExecutorService ingest;
-  private final ReadDeadline readDeadline;
-  private final BodyBudget bodyBudget;
+  private final HttpPlumbing http;
   private final Api api;
   private final ServerExtension extension;
-  private NatsEvents nats;
-  private NatsRegistrations registrations;
-  private SequenceSyncs syncs;
+  private final ReplicaLinks links;
   private final ServerMetrics metrics;
   private volatile boolean ready;
   private volatile boolean serving;
   private volatile String warmStartState = "starting";
   private WarmStart warmStart;
   private boolean stopped;
-
-  /**
-   * What {@code GET /ready} reports.
-   *
-   * @param ready whether to take traffic
-   * @param reason why not, or null when ready
-   * @param listeners registered ranks with a ZMQ endpoint
-   * @param connecting of those, listeners that never connected and are still within the grace
-   *     period ({@link Config#readyGrace()}): they hold readiness back
-   * @param givenUp listeners that never connected within the grace period: no longer waited for
-   */
-  record Readiness(boolean ready, String reason, int listeners, int connecting, int givenUp) {}
 
   private KvRouterServer(Config config, ServerExtension extension) {
     this.config = config;
@@ -108,6 +88,7 @@ public final class KvRouterServer implements AutoCloseable {
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
     this.metrics = metrics;
     registry.metrics(metrics);
+    this.links = new ReplicaLinks(registry, metrics);
     AtomicInteger ingestThreads = new AtomicInteger();
     this.ingest =
         Executors.newFixedThreadPool(
@@ -117,51 +98,30 @@ public final class KvRouterServer implements AutoCloseable {
               t.setDaemon(true);
               return t;
             });
-    Duration readTimeout = config.readTimeout();
-    this.readDeadline = new ReadDeadline(readTimeout);
-    HttpFraming framing = new HttpFraming();
-    this.bodyBudget = new BodyBudget(config.effectiveMaxInflightBodyBytes());
-    metrics.bodies(bodyBudget);
     HttpPlumbing http =
         new HttpPlumbing(
             metrics,
-            new BearerAuth(config.authToken()),
+            config.authToken(),
             config.maxBodyBytes(),
-            readDeadline,
-            framing,
-            bodyBudget,
-            this::readiness,
-            () -> serving);
+            config.readTimeout(),
+            config.effectiveMaxInflightBodyBytes(),
+            () -> readiness().reason(),
+            () -> serving,
+            OutOfMemoryExit::exitIfInstalled);
+    this.http = http;
+    metrics.bodies(http);
     EventIngest events =
         new EventIngest(
             registry, metrics, ingest, config.acceptUnregistered(), config.natsApplyWait());
     this.api =
         new Api(http, registry, metrics, events, config.zmqConnectTimeout(), this::readiness);
-    DirectHandlers.Builder direct = DirectHandlers.builder();
-    for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
-      direct.addHandler(t, http.directHandler());
-    }
-    this.webServer =
+    WebServerConfig.Builder server =
         WebServer.builder()
             .host(config.host())
             .port(config.port())
-            .maxPayloadSize(HttpPlumbing.helidonPayloadLimit(config.maxBodyBytes()))
-            // slow clients: see ReadDeadline (docs/service.md, "Security and limits")
-            .idleConnectionTimeout(readTimeout)
-            .idleConnectionPeriod(ReadDeadline.idleCheckPeriod(readTimeout))
-            // only this HTTP/1 configuration: with a discovered one next to it, Helidon would wait
-            // for a new connection's first bytes to choose between the two, outside its idle timer
-            .protocolsDiscoverServices(false)
-            // framing checks first, then the read deadline (docs/service.md, "The HTTP edge")
-            .addProtocol(
-                Http1Config.builder()
-                    .addReceiveListener(framing.then(readDeadline))
-                    .addSendListener(framing.sendSide())
-                    .build())
             .shutdownGracePeriod(config.shutdownGrace())
             .shutdownHook(false)
             .featuresDiscoverServices(false)
-            .directHandlers(direct.build())
             .routing(
                 r ->
                     api.routing(
@@ -172,8 +132,9 @@ public final class KvRouterServer implements AutoCloseable {
                                 extension.routing(
                                     rr,
                                     new Host(
-                                        registry, api, metrics, config, () -> serving && ready))))
-            .build();
+                                        registry, api, metrics, config, () -> serving && ready))));
+    http.configure(server);
+    this.webServer = server.build();
   }
 
   /**
@@ -256,43 +217,12 @@ public final class KvRouterServer implements AutoCloseable {
       throw new ListenException(
           config.host(), config.port(), "the web server did not start (its log says why)", null);
     }
-    if (config.events() != null) {
-      String id = config.replicaId() != null ? config.replicaId() : "serve-" + s.port();
-      try {
-        s.nats = NatsEvents.connect(config.events(), id, config.natsApplyWait());
-      } catch (RuntimeException e) {
-        s.stop();
-        throw new StartException(e.getMessage(), e);
-      }
-      s.registry.nats(s.nats);
-      startSync(s, config);
-      // the registrations every replica made: applied before this one serves
-      s.warmStartState = "replaying the registrations on NATS (" + config.events() + ")";
-      try {
-        s.registrations =
-            NatsRegistrations.start(
-                s.nats.connection(), s.registry, s.metrics, config.natsApplyWait(), id);
-      } catch (RuntimeException e) {
-        s.stop();
-        throw new StartException("events: " + e.getMessage(), e);
-      }
-      s.registry.log(s.registrations);
-      if (!s.registrations.awaitReady(REGISTRATION_REPLAY_WAIT)) {
-        long at = s.registrations.handled();
-        long of = s.registrations.startSequence();
-        s.stop();
-        throw new StartException(
-            "events: the registrations on NATS were not replayed within "
-                + REGISTRATION_REPLAY_WAIT.toSeconds()
-                + " s ("
-                + at
-                + " operations read; the log ends at stream sequence "
-                + of
-                + ")",
-            null);
-      }
+    try {
+      s.links.start(config, s.port(), state -> s.warmStartState = state);
+    } catch (StartException e) {
+      s.stop();
+      throw e;
     }
-    if (config.events() == null) startSync(s, config);
     if (config.peer() != null) {
       try {
         s.warmStart = PeerWarmStart.load(config.peer(), s.api, s.registry);
@@ -305,40 +235,10 @@ public final class KvRouterServer implements AutoCloseable {
     return s;
   }
 
-  /**
-   * With sequence sync on ({@link Config#effectiveSync()}): connects (or shares the events'
-   * connection to the same URL) so that every index made from now on syncs with its peers.
-   */
-  private static void startSync(KvRouterServer s, Config config) {
-    String url = config.effectiveSync();
-    if (url == null) return;
-    String id =
-        config.replicaId() != null
-            ? config.replicaId()
-            : "serve-"
-                + s.port()
-                + "-"
-                + Integer.toHexString(
-                    java.util.concurrent.ThreadLocalRandom.current().nextInt() | 0x10000000);
-    try {
-      io.nats.client.Connection shared =
-          s.nats != null && url.equals(config.events()) ? s.nats.connection() : null;
-      s.syncs = SequenceSyncs.connect(url, id, config.syncHeartbeat(), shared);
-    } catch (RuntimeException e) {
-      s.stop();
-      throw new StartException("sync: " + e.getMessage(), e);
-    }
-    s.registry.syncs(s.syncs);
-  }
-
   /** The replica id of sequence sync, or null when it is off. */
   public String syncReplicaId() {
-    SequenceSyncs y = syncs;
-    return y == null ? null : y.replicaId();
+    return links.syncReplicaId();
   }
-
-  /** How long start() waits for the registrations on NATS to be applied. */
-  private static final Duration REGISTRATION_REPLAY_WAIT = Duration.ofSeconds(60);
 
   /**
    * Binds {@code host:port} once and releases it, so that an address the webserver could not bind
@@ -370,85 +270,23 @@ public final class KvRouterServer implements AutoCloseable {
 
   /** Connections this server's read deadline cut off (for tests). */
   long readDeadlineClosed() {
-    return readDeadline.closed();
+    return http.readDeadlineClosed();
   }
 
   /** Request bodies being read now, also those still waiting for their first byte (tests). */
   long bodiesBeingRead() {
-    return bodyBudget.reading();
+    return http.bodiesBeingRead();
   }
 
   /** Bytes of request bodies held now, under {@link Config#maxInflightBodyBytes()} (tests). */
   long bodyBytesHeld() {
-    return bodyBudget.held();
+    return http.bodyBytesHeld();
   }
 
   /** Whether to take traffic, and why not; see {@link Readiness}. */
   Readiness readiness() {
-    int listeners = 0;
-    int connecting = 0;
-    int givenUp = 0;
-    long grace = config.readyGrace().toNanos();
-    StringBuilder waiting = new StringBuilder();
-    for (ModelIndex m : registry.indexes()) {
-      for (Registration r : m.registrations.values()) {
-        ZmqListener l = r.listener();
-        if (l == null) continue;
-        listeners++;
-        if (l.connectedOnce()) continue;
-        if (l.ageNanos() >= grace) {
-          givenUp++;
-        } else {
-          if (connecting++ < 3) waiting.append(waiting.isEmpty() ? "" : ", ").append(l.endpoint());
-        }
-      }
-    }
-    int catchingUp = 0;
-    String firstSubject = null;
-    for (ModelIndex m : registry.indexes()) {
-      NatsEvents.Feed f = m.nats;
-      if (f != null && !f.replica().ready()) {
-        if (catchingUp++ == 0) firstSubject = f.stream().subject();
-      }
-    }
-    int syncing = 0;
-    String syncWhy = null;
-    for (ModelIndex m : registry.indexes()) {
-      io.kvrouter.transport.nats.NatsSequenceSync y = m.sync;
-      if (y != null && !y.ready()) {
-        if (syncing++ == 0) syncWhy = y.notReadyReason() + " (subject " + y.subject() + ")";
-      }
-    }
-    String reason = null;
-    if (!ready) {
-      reason = "shutting down";
-    } else if (!serving) {
-      reason = warmStartState;
-    } else if (connecting > 0) {
-      reason =
-          "waiting for the first connection of "
-              + connecting
-              + " ZMQ listener(s): "
-              + waiting
-              + (connecting > 3 ? ", ..." : "")
-              + " (each is waited for at most "
-              + config.readyGrace().toSeconds()
-              + " s, --ready-grace-seconds)";
-    } else if (catchingUp > 0) {
-      reason =
-          "catching up with NATS: "
-              + catchingUp
-              + " index(es) still applying their snapshot and stream backlog (subject "
-              + firstSubject
-              + (catchingUp > 1 ? ", ..." : "")
-              + ")";
-    } else if (syncing > 0) {
-      reason =
-          "sharing in-flight requests with peer replicas: "
-              + syncWhy
-              + (syncing > 1 ? " and " + (syncing - 1) + " more index(es)" : "");
-    }
-    return new Readiness(reason == null, reason, listeners, connecting, givenUp);
+    return Readiness.of(
+        registry, config.readyGrace(), () -> ready, () -> serving, () -> warmStartState);
   }
 
   /** The port the server listens on (the chosen one when the configuration asked for 0). */
@@ -511,11 +349,10 @@ public final class KvRouterServer implements AutoCloseable {
       Thread.currentThread().interrupt();
     }
     // the log's thread applies registrations to the registry: stopped first
-    if (registrations != null) registrations.close();
+    links.closeLog();
     registry.close();
-    if (syncs != null) syncs.close();
-    if (nats != null) nats.close();
-    readDeadline.close();
+    links.close();
+    http.close();
   }
 
   /**

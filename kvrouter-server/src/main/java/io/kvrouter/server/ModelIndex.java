@@ -5,6 +5,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.OverlapScores;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.server.http.ApiException;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import java.util.ArrayList;
 import java.util.List;

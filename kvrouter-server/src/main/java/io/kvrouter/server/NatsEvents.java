@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.kvrouter.index.KvIndex;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.TieredEvent;
 import io.kvrouter.transport.nats.NatsConnections;
 import io.kvrouter.transport.nats.NatsEventPublisher;

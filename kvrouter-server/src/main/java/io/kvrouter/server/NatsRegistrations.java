@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.ClearScope;
 import io.kvrouter.transport.nats.NatsEventPublisher;
 import io.kvrouter.transport.nats.NatsEventStream;

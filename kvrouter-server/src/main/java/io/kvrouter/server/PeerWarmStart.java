@@ -7,10 +7,14 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.index.Tier;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.kvevents.ClearScope;
+import io.kvrouter.transport.kvevents.StorageTier;
+import io.kvrouter.transport.kvevents.TieredEvent;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.net.URI;
@@ -174,13 +178,70 @@ final class PeerWarmStart {
   private static long[] index(
       JsonParser p, String peer, String where, Api api, Registry registry, Set<String> models)
       throws IOException {
+    DumpedIndex d = readIndex(p, peer, where);
+    ModelKey key = new ModelKey(d.model(), d.group());
+    for (DumpedWorker w : d.workers()) register(api, key, d.blockSize(), w, peer);
+    List<TieredEvent> tiered;
+    try {
+      tiered =
+          RouterEventJson.readTieredEvents(
+              d.tieredEvents() != null ? d.tieredEvents() : d.events());
+    } catch (EventDecodeException e) {
+      throw new IllegalStateException(
+          "warm start: "
+              + where
+              + (d.tieredEvents() != null ? ".tiered_events" : ".events")
+              + " of "
+              + peer
+              + "/dump: "
+              + e.getMessage(),
+          e);
+    }
+    List<RouterEvent> decoded = new ArrayList<>(tiered.size());
+    for (TieredEvent te : tiered) decoded.add(te.event());
+    if (d.slowest() != Tier.DEVICE) {
+      ModelIndex m = registry.get(key);
+      if (m != null) m.addTiers(d.slowest());
+    }
+    if (!decoded.isEmpty()) {
+      ModelIndex m = registry.get(key);
+      if (m == null) {
+        throw new IllegalStateException(
+            "warm start: "
+                + where
+                + " of "
+                + peer
+                + "/dump has events but no registered worker: not a kvrouter dump");
+      }
+      m.applyTieredEvents(tiered, decoded, true);
+      m.router.index().flush();
+    }
+    models.add(d.model());
+    return new long[] {d.workers().size(), decoded.size()};
+  }
+
+  /**
+   * One index of a dump as read: its key, block size, workers, its events (and tiered events) as
+   * JSON bytes, and the slowest tier it lists.
+   */
+  private record DumpedIndex(
+      String model,
+      String group,
+      int blockSize,
+      List<DumpedWorker> workers,
+      byte[] events,
+      byte[] tieredEvents,
+      Tier slowest) {}
+
+  /** Reads one object of {@code indexes}, checking that it has what a dump's index has. */
+  private static DumpedIndex readIndex(JsonParser p, String peer, String where) throws IOException {
     String model = null;
     String group = null;
     int blockSize = -1;
     List<DumpedWorker> workers = new ArrayList<>();
     byte[] events = null;
     byte[] tieredEvents = null;
-    io.kvrouter.index.Tier slowest = io.kvrouter.index.Tier.DEVICE;
+    Tier slowest = Tier.DEVICE;
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String f = p.currentName();
       JsonToken t = p.nextToken();
@@ -197,41 +258,9 @@ final class PeerWarmStart {
             workers.add(worker(p, peer, where + ".workers[" + workers.size() + "]"));
           }
         }
-        case "events" -> {
-          expect(p, t, JsonToken.START_ARRAY, peer, where + ".events");
-          ByteArrayOutputStream out = new ByteArrayOutputStream();
-          try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
-            g.copyCurrentStructure(p);
-          }
-          events = out.toByteArray();
-        }
-        case "tiered_events" -> {
-          expect(p, t, JsonToken.START_ARRAY, peer, where + ".tiered_events");
-          ByteArrayOutputStream out = new ByteArrayOutputStream();
-          try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
-            g.copyCurrentStructure(p);
-          }
-          tieredEvents = out.toByteArray();
-        }
-        case "tiers" -> {
-          expect(p, t, JsonToken.START_ARRAY, peer, where + ".tiers");
-          for (int i = 0; (t = p.nextToken()) != JsonToken.END_ARRAY; i++) {
-            io.kvrouter.index.Tier named = tier(text(p, t, peer, where + ".tiers[" + i + "]"));
-            if (named == null) {
-              throw new IllegalStateException(
-                  "warm start: "
-                      + where
-                      + ".tiers["
-                      + i
-                      + "] of "
-                      + peer
-                      + "/dump: unknown tier '"
-                      + p.getText()
-                      + "' (expected device, host_pinned, disk or external)");
-            }
-            if (named.ordinal() > slowest.ordinal()) slowest = named;
-          }
-        }
+        case "events" -> events = copyArray(p, t, peer, where + ".events");
+        case "tiered_events" -> tieredEvents = copyArray(p, t, peer, where + ".tiered_events");
+        case "tiers" -> slowest = slowestTier(p, t, peer, where, slowest);
         default -> p.skipChildren();
       }
     }
@@ -243,72 +272,73 @@ final class PeerWarmStart {
               + peer
               + "/dump lacks model_name, block_size or events: not a dump");
     }
-    ModelKey key = new ModelKey(model, group);
-    for (DumpedWorker w : workers) {
-      try {
-        api.register(
-            key,
-            blockSize,
-            w.worker(),
-            w.endpoint(),
-            w.replay(),
-            w.topic(),
-            w.engineBlockSize() > 0 ? w.engineBlockSize() : blockSize,
-            w.kvBlocks(),
-            w.baseUrl(),
-            w.role(),
-            w.clearScope(),
-            Duration.ZERO);
-      } catch (ApiException e) {
-        throw new IllegalStateException(
-            "warm start: cannot register instance "
-                + Long.toUnsignedString(w.worker().workerId())
-                + " dp_rank "
-                + w.worker().dpRank()
-                + " of "
-                + key.describe()
-                + " from "
-                + peer
-                + ": "
-                + e.getMessage(),
-            e);
-      }
+    return new DumpedIndex(model, group, blockSize, workers, events, tieredEvents, slowest);
+  }
+
+  /** The JSON array at {@code t}, copied as it is. */
+  private static byte[] copyArray(JsonParser p, JsonToken t, String peer, String where)
+      throws IOException {
+    expect(p, t, JsonToken.START_ARRAY, peer, where);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    try (JsonGenerator g = JsonBody.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
+      g.copyCurrentStructure(p);
     }
-    List<io.kvrouter.transport.kvevents.TieredEvent> tiered;
-    try {
-      tiered = RouterEventJson.readTieredEvents(tieredEvents != null ? tieredEvents : events);
-    } catch (EventDecodeException e) {
-      throw new IllegalStateException(
-          "warm start: "
-              + where
-              + (tieredEvents != null ? ".tiered_events" : ".events")
-              + " of "
-              + peer
-              + "/dump: "
-              + e.getMessage(),
-          e);
-    }
-    List<RouterEvent> decoded = new ArrayList<>(tiered.size());
-    for (io.kvrouter.transport.kvevents.TieredEvent te : tiered) decoded.add(te.event());
-    if (slowest != io.kvrouter.index.Tier.DEVICE) {
-      ModelIndex m = registry.get(key);
-      if (m != null) m.addTiers(slowest);
-    }
-    if (!decoded.isEmpty()) {
-      ModelIndex m = registry.get(key);
-      if (m == null) {
+    return out.toByteArray();
+  }
+
+  /** The slowest of {@code slowest} and the tiers the array at {@code t} names. */
+  private static Tier slowestTier(
+      JsonParser p, JsonToken t, String peer, String where, Tier slowest) throws IOException {
+    expect(p, t, JsonToken.START_ARRAY, peer, where + ".tiers");
+    for (int i = 0; (t = p.nextToken()) != JsonToken.END_ARRAY; i++) {
+      Tier named = tier(text(p, t, peer, where + ".tiers[" + i + "]"));
+      if (named == null) {
         throw new IllegalStateException(
             "warm start: "
                 + where
-                + " of "
+                + ".tiers["
+                + i
+                + "] of "
                 + peer
-                + "/dump has events but no registered worker: not a kvrouter dump");
+                + "/dump: unknown tier '"
+                + p.getText()
+                + "' (expected device, host_pinned, disk or external)");
       }
-      m.applyTieredEvents(tiered, decoded, true);
-      m.router.index().flush();
+      if (named.ordinal() > slowest.ordinal()) slowest = named;
     }
-    models.add(model);
-    return new long[] {workers.size(), decoded.size()};
+    return slowest;
+  }
+
+  /** Registers one dumped worker as {@code POST /register} would, without waiting for it. */
+  private static void register(Api api, ModelKey key, int blockSize, DumpedWorker w, String peer) {
+    try {
+      api.register(
+          key,
+          blockSize,
+          w.worker(),
+          w.endpoint(),
+          w.replay(),
+          w.topic(),
+          w.engineBlockSize() > 0 ? w.engineBlockSize() : blockSize,
+          w.kvBlocks(),
+          w.baseUrl(),
+          w.role(),
+          w.clearScope(),
+          Duration.ZERO);
+    } catch (ApiException e) {
+      throw new IllegalStateException(
+          "warm start: cannot register instance "
+              + Long.toUnsignedString(w.worker().workerId())
+              + " dp_rank "
+              + w.worker().dpRank()
+              + " of "
+              + key.describe()
+              + " from "
+              + peer
+              + ": "
+              + e.getMessage(),
+          e);
+    }
   }
 
   private record DumpedWorker(
@@ -386,11 +416,10 @@ final class PeerWarmStart {
   }
 
   /** The tier of one of Dynamo's {@code storage_tier} names, or null. */
-  private static io.kvrouter.index.Tier tier(String name) {
-    for (io.kvrouter.transport.kvevents.StorageTier t :
-        io.kvrouter.transport.kvevents.StorageTier.values()) {
+  private static Tier tier(String name) {
+    for (StorageTier t : StorageTier.values()) {
       if (RouterEventJson.storageTierName(t).equals(name)) {
-        return io.kvrouter.index.Tier.valueOf(t.name());
+        return Tier.valueOf(t.name());
       }
     }
     return null;

@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.EngineEventConverter;
 import java.time.Duration;
 import java.util.ArrayList;

@@ -3,6 +3,8 @@ package io.kvrouter.server;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.RouteOptions;
+import io.kvrouter.server.http.ApiException;
+import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.IOException;
 import java.util.HashSet;
@@ -72,7 +74,7 @@ final class Requests {
       throw ApiException.badRequest(
           field
               + ": '"
-              + HttpFraming.printable(value, 60)
+              + HttpPlumbing.printable(value, 60)
               + "' ("
               + value.length()
               + " characters) is not a valid name: "
@@ -145,92 +147,104 @@ final class Requests {
     return JsonBody.parse(
         body,
         b -> {
-          Long instance = null;
-          String endpoint = null;
-          String replay = null;
-          String topic = null;
-          String baseUrl = null;
-          EngineRole role = EngineRole.BOTH;
-          ClearScope clearScope = null;
-          String model = null;
-          Long blockSize = null;
-          Long engineBlockSize = null;
-          long dpRank = 0;
-          Capacity capacity = new Capacity();
-          Group group = new Group();
-          while (b.nextField()) {
-            switch (b.name()) {
-              case "instance_id" -> instance = b.u64();
-              case "endpoint" -> endpoint = b.optString();
-              case "replay_endpoint" -> replay = b.optString();
-              case "topic" -> topic = b.optStringOrEmpty();
-              case "base_url" -> baseUrl = b.optString();
-              case "role" -> {
-                String v = b.optString();
-                if (v != null) {
-                  try {
-                    role = EngineRole.parse(v);
-                  } catch (IllegalArgumentException e) {
-                    throw b.error("role", e.getMessage());
-                  }
-                }
-              }
-              case "all_blocks_cleared" -> {
-                String v = b.optString();
-                if (v != null) {
-                  try {
-                    clearScope = ClearScope.parse(v);
-                  } catch (IllegalArgumentException e) {
-                    throw b.error("all_blocks_cleared", e.getMessage());
-                  }
-                }
-              }
-              case "model_name" -> model = b.string();
-              case "block_size" -> blockSize = b.integer(1, 1 << 20);
-              case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
-              case "dp_rank" -> dpRank = b.optInteger(0, Integer.MAX_VALUE, 0);
-              case "capacity_blocks", "kv_blocks" -> capacity.read(b);
-              case "routing_group", "tenant_id" -> group.read(b);
-              default -> b.skip();
+          RegisterFields f = new RegisterFields();
+          while (b.nextField()) f.read(b);
+          return f.build(b);
+        });
+  }
+
+  /** The fields of a {@code POST /register} body as they are read, before they are checked. */
+  private static final class RegisterFields {
+    Long instance;
+    String endpoint;
+    String replay;
+    String topic;
+    String baseUrl;
+    EngineRole role = EngineRole.BOTH;
+    ClearScope clearScope;
+    String model;
+    Long blockSize;
+    Long engineBlockSize;
+    long dpRank;
+    final Capacity capacity = new Capacity();
+    final Group group = new Group();
+
+    /** Reads the field the body is at (unknown fields are skipped). */
+    void read(JsonBody b) throws IOException {
+      switch (b.name()) {
+        case "instance_id" -> instance = b.u64();
+        case "endpoint" -> endpoint = b.optString();
+        case "replay_endpoint" -> replay = b.optString();
+        case "topic" -> topic = b.optStringOrEmpty();
+        case "base_url" -> baseUrl = b.optString();
+        case "role" -> {
+          String v = b.optString();
+          if (v != null) {
+            try {
+              role = EngineRole.parse(v);
+            } catch (IllegalArgumentException e) {
+              throw b.error("role", e.getMessage());
             }
           }
-          if (endpoint == null && replay != null) {
-            throw b.error("replay_endpoint", "given without endpoint");
+        }
+        case "all_blocks_cleared" -> {
+          String v = b.optString();
+          if (v != null) {
+            try {
+              clearScope = ClearScope.parse(v);
+            } catch (IllegalArgumentException e) {
+              throw b.error("all_blocks_cleared", e.getMessage());
+            }
           }
-          if (endpoint == null && topic != null) {
-            throw b.error("topic", "given without endpoint");
-          }
-          if (endpoint == null && clearScope != null) {
-            throw b.error(
-                "all_blocks_cleared",
-                "given without endpoint (events posted to /events name their tier)");
-          }
-          if (endpoint == null && engineBlockSize != null) {
-            throw b.error(
-                "engine_block_size",
-                "given without endpoint (events posted to /events are in the index's"
-                    + " block size)");
-          }
-          long id = JsonBody.require(instance, "instance_id");
-          String modelName = name("model_name", JsonBody.require(model, "model_name"));
-          int size = JsonBody.require(blockSize, "block_size").intValue();
-          if (baseUrl != null) {
-            String why = BaseUrls.problem(baseUrl);
-            if (why != null) throw b.error("base_url", why);
-          }
-          return new Register(
-              new ModelKey(modelName, group.value),
-              size,
-              new Worker(id, (int) dpRank),
-              endpoint,
-              replay,
-              topic,
-              engineBlockSize == null ? size : engineBlockSize.intValue(),
-              capacity.value == null ? 0 : capacity.value,
-              baseUrl == null ? null : BaseUrls.normalize(baseUrl),
-              role,
-              clearScope == null ? ClearScope.DEVICE : clearScope);
-        });
+        }
+        case "model_name" -> model = b.string();
+        case "block_size" -> blockSize = b.integer(1, 1 << 20);
+        case "engine_block_size" -> engineBlockSize = b.integer(1, 1 << 20);
+        case "dp_rank" -> dpRank = b.optInteger(0, Integer.MAX_VALUE, 0);
+        case "capacity_blocks", "kv_blocks" -> capacity.read(b);
+        case "routing_group", "tenant_id" -> group.read(b);
+        default -> b.skip();
+      }
+    }
+
+    /** The registration, once every field is read; refuses what does not go together. */
+    Register build(JsonBody b) {
+      if (endpoint == null && replay != null) {
+        throw b.error("replay_endpoint", "given without endpoint");
+      }
+      if (endpoint == null && topic != null) {
+        throw b.error("topic", "given without endpoint");
+      }
+      if (endpoint == null && clearScope != null) {
+        throw b.error(
+            "all_blocks_cleared",
+            "given without endpoint (events posted to /events name their tier)");
+      }
+      if (endpoint == null && engineBlockSize != null) {
+        throw b.error(
+            "engine_block_size",
+            "given without endpoint (events posted to /events are in the index's block size)");
+      }
+      long id = JsonBody.require(instance, "instance_id");
+      String modelName = name("model_name", JsonBody.require(model, "model_name"));
+      int size = JsonBody.require(blockSize, "block_size").intValue();
+      if (baseUrl != null) {
+        String why = BaseUrls.problem(baseUrl);
+        if (why != null) throw b.error("base_url", why);
+      }
+      return new Register(
+          new ModelKey(modelName, group.value),
+          size,
+          new Worker(id, (int) dpRank),
+          endpoint,
+          replay,
+          topic,
+          engineBlockSize == null ? size : engineBlockSize.intValue(),
+          capacity.value == null ? 0 : capacity.value,
+          baseUrl == null ? null : BaseUrls.normalize(baseUrl),
+          role,
+          clearScope == null ? ClearScope.DEVICE : clearScope);
+    }
   }
 
   static Unregister unregister(byte[] body) {

@@ -4,6 +4,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.Tier;
+import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.ClearScope;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.zmq.EngineSpec;

@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.server.http.ApiException;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Random;

@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.transport.fuzz.JsonMutator;
 import io.kvrouter.transport.json.RouterEventJson;
 import java.io.IOException;

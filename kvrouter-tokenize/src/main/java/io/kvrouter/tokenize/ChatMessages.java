@@ -1,5 +1,6 @@
 package io.kvrouter.tokenize;
 
+import io.kvrouter.tokenize.jinja.Py;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

@@ -1,7 +1,8 @@
 package io.kvrouter.tokenize;
 
+import io.kvrouter.tokenize.jinja.Template;
+import io.kvrouter.tokenize.jinja.TemplateException;
 import java.time.ZonedDateTime;
-import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
 import java.util.regex.Pattern;
@@ -23,15 +24,15 @@ public final class ChatTemplate {
 
   private final String model;
   private final String source;
-  private final List<JinjaParser.Stmt> body;
+  private final Template template;
   private final boolean contentParts;
   private final Supplier<ZonedDateTime> clock;
 
   private ChatTemplate(
-      String model, String source, List<JinjaParser.Stmt> body, Supplier<ZonedDateTime> clock) {
+      String model, String source, Template template, Supplier<ZonedDateTime> clock) {
     this.model = model;
     this.source = source;
-    this.body = body;
+    this.template = template;
     this.contentParts = LOOPS_OVER_CONTENT.matcher(source).find();
     this.clock = clock;
   }
@@ -44,34 +45,34 @@ public final class ChatTemplate {
   /** Parses a template whose {@code strftime_now} reads {@code clock} (for tests). */
   public static ChatTemplate compile(String model, String source, Supplier<ZonedDateTime> clock) {
     try {
-      return new ChatTemplate(model, source, JinjaParser.parse(source), clock);
-    } catch (JinjaParser.SyntaxError e) {
+      return new ChatTemplate(model, source, Template.parse(source), clock);
+    } catch (TemplateException e) {
       throw new TokenizerException(
           "chat template of "
               + model
               + " does not parse, line "
-              + e.line
+              + e.line()
               + ": "
               + e.getMessage()
-              + lineText(source, e.line));
+              + lineText(source, e.line()));
     }
   }
 
   /** Renders the template with these variables (messages, add_generation_prompt, ...). */
   public String render(Map<String, Object> context) {
     try {
-      return JinjaInterpreter.render(body, context, clock);
-    } catch (JinjaInterpreter.RenderError e) {
-      String what = e.raised ? " raised an error" : " failed";
+      return template.render(context, clock);
+    } catch (TemplateException e) {
+      String what = e.raised() ? " raised an error" : " failed";
       throw new TokenizerException(
           "chat template of "
               + model
               + what
               + ", line "
-              + e.line
+              + e.line()
               + ": "
               + e.getMessage()
-              + lineText(source, e.line));
+              + lineText(source, e.line()));
     } catch (StackOverflowError e) {
       throw new TokenizerException("chat template of " + model + " recursed too deeply");
     }

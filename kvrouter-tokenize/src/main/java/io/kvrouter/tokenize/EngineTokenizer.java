@@ -1,5 +1,6 @@
 package io.kvrouter.tokenize;
 
+import io.kvrouter.tokenize.jinja.Py;
 import java.io.IOException;
 import java.net.ConnectException;
 import java.net.URI;
@@ -27,7 +28,7 @@ import java.util.Map;
  * Implementation notes
  *
  * One java.net.http.HttpClient (HTTP/1.1, connect timeout) shared by all calls; each call
- * writes its body with Json.dumps and reads the answer with Json.parse, checking that tokens is
+ * writes its body with Py.jsonDumps and reads the answer with Json.parse, checking that tokens is
  * a list of ints in 0..2^31-1 and that count equals its length. Every failure (unreachable,
  * timeout, a non-200 status, a malformed answer) is a TokenizerException naming the URL. Safe
  * from any thread.
@@ -130,7 +131,7 @@ public final class EngineTokenizer {
         HttpRequest.newBuilder(uri)
             .timeout(timeout)
             .header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString(Json.dumps(body), StandardCharsets.UTF_8))
+            .POST(HttpRequest.BodyPublishers.ofString(Py.jsonDumps(body), StandardCharsets.UTF_8))
             .build();
     String text = send(req, uri);
     Object v;

@@ -233,7 +233,26 @@ public final class Tokenizer implements AutoCloseable {
     this.segmentable = cacheBytes > 0 && !neighbourDependent && !metaspaceFirst;
     this.cache = segmentable ? new SegmentCache(cacheBytes) : null;
     this.cuts = LongTextCuts.forConfig(tokenizerJson);
-    // The post-processor's ids around a single sequence: encode an added token with and without.
+    int[][] around = specialAround(tokens);
+    this.specialPrefix = around[0];
+    this.specialSuffix = around[1];
+    this.special =
+        new SpecialTokens(
+            tokenString(config.get("bos_token")),
+            tokenString(config.get("eos_token")),
+            tokenString(config.get("pad_token")),
+            tokenString(config.get("unk_token")));
+    this.specialTokenVariables = specialTokenVariables(config);
+    this.chatTemplate = template == null ? null : ChatTemplate.compile(name, template);
+    this.modelMaxLength = config.get("model_max_length") instanceof Number n ? n.longValue() : -1;
+  }
+
+  /**
+   * The ids the post-processor puts before and after a single sequence (add_special_tokens=true),
+   * found by encoding "" and an added token with them; nulls when they are not a fixed prefix and
+   * suffix (such encodes then stay uncached). Called by the constructor, after handle is set.
+   */
+  private int[][] specialAround(List<AddedTokens.Token> tokens) {
     int[] empty = encodeUncached("", true);
     int[] prefix = null, suffix = null;
     if (empty.length == 0) {
@@ -258,14 +277,11 @@ public final class Tokenizer implements AutoCloseable {
         }
       }
     }
-    this.specialPrefix = prefix;
-    this.specialSuffix = suffix;
-    this.special =
-        new SpecialTokens(
-            tokenString(config.get("bos_token")),
-            tokenString(config.get("eos_token")),
-            tokenString(config.get("pad_token")),
-            tokenString(config.get("unk_token")));
+    return new int[][] {prefix, suffix};
+  }
+
+  /** The special tokens a chat template sees as variables (bos_token, ...), from the config. */
+  private static Map<String, Object> specialTokenVariables(Map<?, ?> config) {
     Map<String, Object> vars = new LinkedHashMap<>();
     for (String k :
         List.of(
@@ -300,9 +316,7 @@ public final class Tokenizer implements AutoCloseable {
             }
           });
     }
-    this.specialTokenVariables = Map.copyOf(vars);
-    this.chatTemplate = template == null ? null : ChatTemplate.compile(name, template);
-    this.modelMaxLength = config.get("model_max_length") instanceof Number n ? n.longValue() : -1;
+    return Map.copyOf(vars);
   }
 
   private static boolean isIdentity(Object normalizer) {

@@ -1,5 +1,6 @@
 package io.kvrouter.tokenize;
 
+import io.kvrouter.tokenize.jinja.Py;
 import java.io.PrintWriter;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -49,14 +50,7 @@ public final class TokenizerCheck {
             List.of(
                 msg("system", "You are a helpful assistant."),
                 msg("user", "Summarise KV caching in one line."))));
-    List<Object> multi = new ArrayList<>();
-    multi.add(msg("system", "Answer briefly."));
-    for (int i = 0; i < 6; i++) {
-      multi.add(msg("user", "Question " + i + ": what is " + i + " * 7?"));
-      multi.add(msg("assistant", "It is " + (i * 7) + "."));
-    }
-    multi.add(msg("user", "And the sum of all of them?"));
-    p.add(chat("ten-plus turns", multi));
+    p.add(chat("ten-plus turns", manyTurns()));
     p.add(
         chat(
             "unicode and emoji",
@@ -93,6 +87,39 @@ public final class TokenizerCheck {
                     List.of(
                         Map.of("type", "text", "text", "first part"),
                         Map.of("type", "text", "text", "second part"))))));
+    p.add(toolCall());
+    p.add(
+        new Probe(
+            "no generation prompt",
+            ChatRequest.of(List.of(msg("user", "Hi"), msg("assistant", "Hello there.")))
+                .withAddGenerationPrompt(false),
+            null,
+            false));
+    p.add(
+        new Probe(
+            "prompt with special tokens",
+            null,
+            "The quick brown fox jumps over the lazy dog. 1234567",
+            true));
+    p.add(
+        new Probe("prompt without special tokens", null, "  Ünïcödé, emoji 🤖 and\ttabs\n", false));
+    return p;
+  }
+
+  /** A system turn and six question-answer pairs, then a last question. */
+  private static List<Object> manyTurns() {
+    List<Object> multi = new ArrayList<>();
+    multi.add(msg("system", "Answer briefly."));
+    for (int i = 0; i < 6; i++) {
+      multi.add(msg("user", "Question " + i + ": what is " + i + " * 7?"));
+      multi.add(msg("assistant", "It is " + (i * 7) + "."));
+    }
+    multi.add(msg("user", "And the sum of all of them?"));
+    return multi;
+  }
+
+  /** An assistant's tool call and the tool's result, with the tool's definition. */
+  private static Probe toolCall() {
     Map<String, Object> call = new LinkedHashMap<>();
     call.put("id", "call_1");
     call.put("type", "function");
@@ -115,29 +142,12 @@ public final class TokenizerCheck {
                             "type", "object",
                             "properties", Map.of("city", Map.of("type", "string")),
                             "required", List.of("city")))));
-    p.add(
-        new Probe(
-            "tool call and result",
-            ChatRequest.of(List.of(msg("user", "Weather in Paris?"), assistantCall, toolResult))
-                .withTools(tools),
-            null,
-            false));
-    p.add(
-        new Probe(
-            "no generation prompt",
-            ChatRequest.of(List.of(msg("user", "Hi"), msg("assistant", "Hello there.")))
-                .withAddGenerationPrompt(false),
-            null,
-            false));
-    p.add(
-        new Probe(
-            "prompt with special tokens",
-            null,
-            "The quick brown fox jumps over the lazy dog. 1234567",
-            true));
-    p.add(
-        new Probe("prompt without special tokens", null, "  Ünïcödé, emoji 🤖 and\ttabs\n", false));
-    return p;
+    return new Probe(
+        "tool call and result",
+        ChatRequest.of(List.of(msg("user", "Weather in Paris?"), assistantCall, toolResult))
+            .withTools(tools),
+        null,
+        false);
   }
 
   private static Probe chat(String name, List<?> messages) {

@@ -3,6 +3,7 @@ package io.kvrouter.tokenize;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.tokenize.jinja.Py;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;

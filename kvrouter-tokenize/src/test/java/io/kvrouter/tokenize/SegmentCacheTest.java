@@ -2,6 +2,7 @@ package io.kvrouter.tokenize;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.tokenize.jinja.Py;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Random;

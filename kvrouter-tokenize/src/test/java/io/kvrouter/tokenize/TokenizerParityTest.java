@@ -3,6 +3,7 @@ package io.kvrouter.tokenize;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.kvrouter.tokenize.jinja.Py;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;

@@ -1,7 +1,8 @@
-package io.kvrouter.tokenize;
+package io.kvrouter.tokenize.jinja;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 
@@ -173,180 +174,169 @@ final class StrMethods {
   }
 
   static Object call(String s, String name, List<Object> args, Map<String, Object> kw) {
-    switch (name) {
-      case "strip":
-        return strip(s, arg(args, 0, name), true, true);
-      case "lstrip":
-        return strip(s, arg(args, 0, name), true, false);
-      case "rstrip":
-        return strip(s, arg(args, 0, name), false, true);
-      case "startswith":
-        return affix(s, args.get(0), true, name);
-      case "endswith":
-        return affix(s, args.get(0), false, name);
-      case "split":
-        return split(
-            s,
-            kw.containsKey("sep") ? (String) kw.get("sep") : arg(args, 0, name),
-            kw.containsKey("maxsplit")
-                ? ((Number) kw.get("maxsplit")).longValue()
-                : intArg(args, 1, -1));
-      case "rsplit":
-        return rsplit(
-            s,
-            kw.containsKey("sep") ? (String) kw.get("sep") : arg(args, 0, name),
-            kw.containsKey("maxsplit")
-                ? ((Number) kw.get("maxsplit")).longValue()
-                : intArg(args, 1, -1));
-      case "splitlines":
-        {
-          List<Object> r = new ArrayList<>();
-          for (String line :
-              s.split("\r\n|[\n\r\u000b\u000c\u001c\u001d\u001e\u0085\u2028\u2029]", -1)) {
-            r.add(line);
-          }
-          if (!r.isEmpty() && ((String) r.get(r.size() - 1)).isEmpty()) {
-            r.remove(r.size() - 1);
-          }
-          return r;
-        }
-      case "upper":
-        return s.toUpperCase(java.util.Locale.ROOT);
-      case "lower":
-      case "casefold":
-        return s.toLowerCase(java.util.Locale.ROOT);
-      case "swapcase":
-        {
-          StringBuilder sb = new StringBuilder();
-          s.codePoints()
-              .forEach(
-                  c ->
-                      sb.appendCodePoint(
-                          Character.isUpperCase(c)
-                              ? Character.toLowerCase(c)
-                              : Character.toUpperCase(c)));
-          return sb.toString();
-        }
-      case "title":
-        return title(s);
-      case "capitalize":
-        return s.isEmpty()
-            ? s
-            : s.substring(0, s.offsetByCodePoints(0, 1)).toUpperCase(java.util.Locale.ROOT)
-                + s.substring(s.offsetByCodePoints(0, 1)).toLowerCase(java.util.Locale.ROOT);
-      case "replace":
-        {
-          String old = arg(args, 0, name), rep = arg(args, 1, name);
-          long count = intArg(args, 2, -1);
-          if (count < 0) {
-            return s.replace(old, rep);
-          }
-          StringBuilder sb = new StringBuilder();
-          int from = 0;
-          for (long i = 0; i < count; i++) {
-            int at = s.indexOf(old, from);
-            if (at < 0) {
-              break;
-            }
-            sb.append(s, from, at).append(rep);
-            from = at + old.length();
-            if (old.isEmpty()) {
-              if (from < s.length()) {
-                sb.append(s.charAt(from));
-              }
-              from++;
-            }
-          }
-          if (from <= s.length()) {
-            sb.append(s.substring(Math.min(from, s.length())));
-          }
-          return sb.toString();
-        }
-      case "find":
-      case "index":
-        {
-          int at = s.indexOf(arg(args, 0, name));
-          if (at < 0 && name.equals("index")) {
-            throw new Py.TemplateRuntimeException("substring not found");
-          }
-          return at < 0 ? -1L : (long) s.codePointCount(0, at);
-        }
-      case "rfind":
-        {
-          int at = s.lastIndexOf(arg(args, 0, name));
-          return at < 0 ? -1L : (long) s.codePointCount(0, at);
-        }
-      case "count":
-        {
-          String sub = arg(args, 0, name);
-          if (sub.isEmpty()) {
-            return (long) s.codePointCount(0, s.length()) + 1;
-          }
-          long c = 0;
-          for (int at = s.indexOf(sub); at >= 0; at = s.indexOf(sub, at + sub.length())) {
-            c++;
-          }
-          return c;
-        }
-      case "join":
-        {
-          StringBuilder sb = new StringBuilder();
-          boolean first = true;
-          for (Object o : Py.iterate(args.get(0))) {
-            if (!(o instanceof String x)) {
-              throw new Py.TemplateRuntimeException(
-                  "sequence item: expected str instance, " + Py.typeName(o) + " found");
-            }
-            if (!first) {
-              sb.append(s);
-            }
-            first = false;
-            sb.append(x);
-          }
-          return sb.toString();
-        }
-      case "isdigit":
-        return !s.isEmpty() && s.codePoints().allMatch(Character::isDigit);
-      case "isalpha":
-        return !s.isEmpty() && s.codePoints().allMatch(Character::isLetter);
-      case "isalnum":
-        return !s.isEmpty() && s.codePoints().allMatch(Character::isLetterOrDigit);
-      case "isspace":
-        return !s.isEmpty() && s.codePoints().allMatch(StrMethods::isSpace);
-      case "isupper":
-        return s.codePoints().anyMatch(Character::isUpperCase)
-            && s.codePoints().noneMatch(Character::isLowerCase);
-      case "islower":
-        return s.codePoints().anyMatch(Character::isLowerCase)
-            && s.codePoints().noneMatch(Character::isUpperCase);
-      case "removeprefix":
-        {
-          String p = arg(args, 0, name);
-          return s.startsWith(p) ? s.substring(p.length()) : s;
-        }
-      case "removesuffix":
-        {
-          String p = arg(args, 0, name);
-          return !p.isEmpty() && s.endsWith(p) ? s.substring(0, s.length() - p.length()) : s;
-        }
-      case "zfill":
-        {
-          long w = intArg(args, 0, 0);
-          long n = s.codePointCount(0, s.length());
-          if (n >= w) {
-            return s;
-          }
-          String pad = "0".repeat((int) (w - n));
-          if (!s.isEmpty() && (s.charAt(0) == '-' || s.charAt(0) == '+')) {
-            return s.charAt(0) + pad + s.substring(1);
-          }
-          return pad + s;
-        }
-      case "format":
-        return format(s, args, kw);
-      default:
-        throw new IllegalArgumentException(name);
+    return switch (name) {
+      case "strip" -> strip(s, arg(args, 0, name), true, true);
+      case "lstrip" -> strip(s, arg(args, 0, name), true, false);
+      case "rstrip" -> strip(s, arg(args, 0, name), false, true);
+      case "startswith" -> affix(s, args.get(0), true, name);
+      case "endswith" -> affix(s, args.get(0), false, name);
+      case "split" -> split(s, sepArg(args, kw, name), maxsplitArg(args, kw));
+      case "rsplit" -> rsplit(s, sepArg(args, kw, name), maxsplitArg(args, kw));
+      case "splitlines" -> splitlines(s);
+      case "upper" -> s.toUpperCase(Locale.ROOT);
+      case "lower", "casefold" -> s.toLowerCase(Locale.ROOT);
+      case "swapcase" -> swapcase(s);
+      case "title" -> title(s);
+      case "capitalize" -> capitalize(s);
+      case "replace" -> replace(s, arg(args, 0, name), arg(args, 1, name), intArg(args, 2, -1));
+      case "find", "index" -> find(s, arg(args, 0, name), name.equals("index"));
+      case "rfind" -> {
+        int at = s.lastIndexOf(arg(args, 0, name));
+        yield at < 0 ? -1L : (long) s.codePointCount(0, at);
+      }
+      case "count" -> count(s, arg(args, 0, name));
+      case "join" -> join(s, args.get(0));
+      case "isdigit" -> !s.isEmpty() && s.codePoints().allMatch(Character::isDigit);
+      case "isalpha" -> !s.isEmpty() && s.codePoints().allMatch(Character::isLetter);
+      case "isalnum" -> !s.isEmpty() && s.codePoints().allMatch(Character::isLetterOrDigit);
+      case "isspace" -> !s.isEmpty() && s.codePoints().allMatch(StrMethods::isSpace);
+      case "isupper" ->
+          s.codePoints().anyMatch(Character::isUpperCase)
+              && s.codePoints().noneMatch(Character::isLowerCase);
+      case "islower" ->
+          s.codePoints().anyMatch(Character::isLowerCase)
+              && s.codePoints().noneMatch(Character::isUpperCase);
+      case "removeprefix" -> {
+        String p = arg(args, 0, name);
+        yield s.startsWith(p) ? s.substring(p.length()) : s;
+      }
+      case "removesuffix" -> {
+        String p = arg(args, 0, name);
+        yield !p.isEmpty() && s.endsWith(p) ? s.substring(0, s.length() - p.length()) : s;
+      }
+      case "zfill" -> zfill(s, intArg(args, 0, 0));
+      case "format" -> format(s, args, kw);
+      default -> throw new IllegalArgumentException(name);
+    };
+  }
+
+  /** split's and rsplit's separator: {@code sep=} or the first argument (null: whitespace). */
+  private static String sepArg(List<Object> args, Map<String, Object> kw, String name) {
+    return kw.containsKey("sep") ? (String) kw.get("sep") : arg(args, 0, name);
+  }
+
+  /** split's and rsplit's {@code maxsplit=} or second argument (-1: no limit). */
+  private static long maxsplitArg(List<Object> args, Map<String, Object> kw) {
+    return kw.containsKey("maxsplit")
+        ? ((Number) kw.get("maxsplit")).longValue()
+        : intArg(args, 1, -1);
+  }
+
+  private static List<Object> splitlines(String s) {
+    List<Object> r = new ArrayList<>();
+    for (String line : s.split("\r\n|[\n\r\u000b\u000c\u001c\u001d\u001e\u0085\u2028\u2029]", -1)) {
+      r.add(line);
     }
+    if (!r.isEmpty() && ((String) r.get(r.size() - 1)).isEmpty()) {
+      r.remove(r.size() - 1);
+    }
+    return r;
+  }
+
+  private static String swapcase(String s) {
+    StringBuilder sb = new StringBuilder();
+    s.codePoints()
+        .forEach(
+            c ->
+                sb.appendCodePoint(
+                    Character.isUpperCase(c)
+                        ? Character.toLowerCase(c)
+                        : Character.toUpperCase(c)));
+    return sb.toString();
+  }
+
+  private static String capitalize(String s) {
+    return s.isEmpty()
+        ? s
+        : s.substring(0, s.offsetByCodePoints(0, 1)).toUpperCase(Locale.ROOT)
+            + s.substring(s.offsetByCodePoints(0, 1)).toLowerCase(Locale.ROOT);
+  }
+
+  /** {@code s.replace(old, rep, count)}; a negative count replaces every occurrence. */
+  private static String replace(String s, String old, String rep, long count) {
+    if (count < 0) {
+      return s.replace(old, rep);
+    }
+    StringBuilder sb = new StringBuilder();
+    int from = 0;
+    for (long i = 0; i < count; i++) {
+      int at = s.indexOf(old, from);
+      if (at < 0) {
+        break;
+      }
+      sb.append(s, from, at).append(rep);
+      from = at + old.length();
+      if (old.isEmpty()) {
+        if (from < s.length()) {
+          sb.append(s.charAt(from));
+        }
+        from++;
+      }
+    }
+    if (from <= s.length()) {
+      sb.append(s.substring(Math.min(from, s.length())));
+    }
+    return sb.toString();
+  }
+
+  /** {@code s.find(sub)} (-1 when absent) or, with {@code raise}, {@code s.index(sub)}. */
+  private static long find(String s, String sub, boolean raise) {
+    int at = s.indexOf(sub);
+    if (at < 0 && raise) {
+      throw new Py.TemplateRuntimeException("substring not found");
+    }
+    return at < 0 ? -1L : (long) s.codePointCount(0, at);
+  }
+
+  private static long count(String s, String sub) {
+    if (sub.isEmpty()) {
+      return (long) s.codePointCount(0, s.length()) + 1;
+    }
+    long c = 0;
+    for (int at = s.indexOf(sub); at >= 0; at = s.indexOf(sub, at + sub.length())) {
+      c++;
+    }
+    return c;
+  }
+
+  /** {@code sep.join(items)}: every item must be a str. */
+  private static String join(String sep, Object items) {
+    StringBuilder sb = new StringBuilder();
+    boolean first = true;
+    for (Object o : Py.iterate(items)) {
+      if (!(o instanceof String x)) {
+        throw new Py.TemplateRuntimeException(
+            "sequence item: expected str instance, " + Py.typeName(o) + " found");
+      }
+      if (!first) {
+        sb.append(sep);
+      }
+      first = false;
+      sb.append(x);
+    }
+    return sb.toString();
+  }
+
+  private static String zfill(String s, long w) {
+    long n = s.codePointCount(0, s.length());
+    if (n >= w) {
+      return s;
+    }
+    String pad = "0".repeat((int) (w - n));
+    if (!s.isEmpty() && (s.charAt(0) == '-' || s.charAt(0) == '+')) {
+      return s.charAt(0) + pad + s.substring(1);
+    }
+    return pad + s;
   }
 
   private static String title(String s) {

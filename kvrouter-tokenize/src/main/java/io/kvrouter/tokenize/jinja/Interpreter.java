@@ -1,34 +1,34 @@
-package io.kvrouter.tokenize;
+package io.kvrouter.tokenize.jinja;
 
-import io.kvrouter.tokenize.JinjaParser.BinOp;
-import io.kvrouter.tokenize.JinjaParser.Break;
-import io.kvrouter.tokenize.JinjaParser.Call;
-import io.kvrouter.tokenize.JinjaParser.CallBlock;
-import io.kvrouter.tokenize.JinjaParser.Cond;
-import io.kvrouter.tokenize.JinjaParser.Const;
-import io.kvrouter.tokenize.JinjaParser.Continue;
-import io.kvrouter.tokenize.JinjaParser.DictLit;
-import io.kvrouter.tokenize.JinjaParser.Expr;
-import io.kvrouter.tokenize.JinjaParser.Filter;
-import io.kvrouter.tokenize.JinjaParser.FilterBlock;
-import io.kvrouter.tokenize.JinjaParser.FilterCall;
-import io.kvrouter.tokenize.JinjaParser.For;
-import io.kvrouter.tokenize.JinjaParser.GetAttr;
-import io.kvrouter.tokenize.JinjaParser.GetItem;
-import io.kvrouter.tokenize.JinjaParser.If;
-import io.kvrouter.tokenize.JinjaParser.ListLit;
-import io.kvrouter.tokenize.JinjaParser.Macro;
-import io.kvrouter.tokenize.JinjaParser.Name;
-import io.kvrouter.tokenize.JinjaParser.Output;
-import io.kvrouter.tokenize.JinjaParser.Set;
-import io.kvrouter.tokenize.JinjaParser.Slice;
-import io.kvrouter.tokenize.JinjaParser.Stmt;
-import io.kvrouter.tokenize.JinjaParser.Test;
-import io.kvrouter.tokenize.JinjaParser.Text;
-import io.kvrouter.tokenize.JinjaParser.Unary;
-import io.kvrouter.tokenize.Py.Callable;
-import io.kvrouter.tokenize.Py.TemplateRuntimeException;
-import io.kvrouter.tokenize.Py.Undefined;
+import io.kvrouter.tokenize.jinja.Ast.BinOp;
+import io.kvrouter.tokenize.jinja.Ast.Break;
+import io.kvrouter.tokenize.jinja.Ast.Call;
+import io.kvrouter.tokenize.jinja.Ast.CallBlock;
+import io.kvrouter.tokenize.jinja.Ast.Cond;
+import io.kvrouter.tokenize.jinja.Ast.Const;
+import io.kvrouter.tokenize.jinja.Ast.Continue;
+import io.kvrouter.tokenize.jinja.Ast.DictLit;
+import io.kvrouter.tokenize.jinja.Ast.Expr;
+import io.kvrouter.tokenize.jinja.Ast.Filter;
+import io.kvrouter.tokenize.jinja.Ast.FilterBlock;
+import io.kvrouter.tokenize.jinja.Ast.FilterCall;
+import io.kvrouter.tokenize.jinja.Ast.For;
+import io.kvrouter.tokenize.jinja.Ast.GetAttr;
+import io.kvrouter.tokenize.jinja.Ast.GetItem;
+import io.kvrouter.tokenize.jinja.Ast.If;
+import io.kvrouter.tokenize.jinja.Ast.ListLit;
+import io.kvrouter.tokenize.jinja.Ast.Macro;
+import io.kvrouter.tokenize.jinja.Ast.Name;
+import io.kvrouter.tokenize.jinja.Ast.Output;
+import io.kvrouter.tokenize.jinja.Ast.Set;
+import io.kvrouter.tokenize.jinja.Ast.Slice;
+import io.kvrouter.tokenize.jinja.Ast.Stmt;
+import io.kvrouter.tokenize.jinja.Ast.Test;
+import io.kvrouter.tokenize.jinja.Ast.Text;
+import io.kvrouter.tokenize.jinja.Ast.Unary;
+import io.kvrouter.tokenize.jinja.Py.Callable;
+import io.kvrouter.tokenize.jinja.Py.TemplateRuntimeException;
+import io.kvrouter.tokenize.jinja.Py.Undefined;
 import java.time.ZonedDateTime;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -50,26 +50,11 @@ import java.util.function.Supplier;
  * run (names set inside it do not leak out, as in Jinja2), a macro call a child frame of the
  * frame it was defined in; if/else blocks share their parent's frame. break and continue unwind
  * as private exceptions caught by the innermost loop. A runtime error is thrown as
- * RenderError carrying the line of the innermost statement or expression being evaluated,
+ * TemplateException carrying the line of the innermost statement or expression being evaluated,
  * and the message Jinja2 would give where practical.
  * </pre>
  */
-final class JinjaInterpreter {
-
-  /**
-   * A render failure at a template line; {@code raised} when the template called raise_exception.
-   */
-  static final class RenderError extends RuntimeException {
-    private static final long serialVersionUID = 1L;
-    final int line;
-    final boolean raised;
-
-    RenderError(int line, String message, boolean raised) {
-      super(message);
-      this.line = line;
-      this.raised = raised;
-    }
-  }
+final class Interpreter {
 
   static final class Raised extends TemplateRuntimeException {
     private static final long serialVersionUID = 1L;
@@ -107,14 +92,14 @@ final class JinjaInterpreter {
   private final Supplier<ZonedDateTime> clock;
   private int line;
 
-  private JinjaInterpreter(Supplier<ZonedDateTime> clock) {
+  private Interpreter(Supplier<ZonedDateTime> clock) {
     this.clock = clock;
   }
 
   /** Renders {@code body} with {@code context} as its variables. */
   static String render(
       List<Stmt> body, Map<String, Object> context, Supplier<ZonedDateTime> clock) {
-    JinjaInterpreter in = new JinjaInterpreter(clock);
+    Interpreter in = new Interpreter(clock);
     Frame root = new Frame(null);
     root.vars.putAll(in.globals());
     root.vars.putAll(context);
@@ -122,11 +107,11 @@ final class JinjaInterpreter {
     try {
       in.exec(body, root, out);
     } catch (BreakSignal | ContinueSignal e) {
-      throw new RenderError(in.line, "break or continue outside a loop", false);
+      throw new TemplateException(in.line, "break or continue outside a loop", false);
     } catch (Raised e) {
-      throw new RenderError(in.line, e.getMessage(), true);
+      throw new TemplateException(in.line, e.getMessage(), true);
     } catch (TemplateRuntimeException | ClassCastException | IndexOutOfBoundsException e) {
-      throw new RenderError(in.line, message(e), false);
+      throw new TemplateException(in.line, message(e), false);
     }
     return out.toString();
   }
@@ -392,92 +377,88 @@ final class JinjaInterpreter {
   }
 
   private Object eval(Expr e, Frame f) {
-    switch (e) {
-      case Const c -> {
-        return c.value();
-      }
-      case Name n -> {
-        return lookup(n.name(), f);
-      }
+    return switch (e) {
+      case Const c -> c.value();
+      case Name n -> lookup(n.name(), f);
       case GetAttr g -> {
         Object obj = eval(g.obj(), f);
         line = g.line();
-        return Py.getattr(obj, g.attr());
+        yield Py.getattr(obj, g.attr());
       }
       case GetItem g -> {
         Object obj = eval(g.obj(), f);
         Object key = eval(g.key(), f);
         line = g.line();
-        return Py.getitem(obj, key);
+        yield Py.getitem(obj, key);
       }
-      case Slice s -> {
-        Object obj = eval(s.obj(), f);
-        Object a = s.start() == null ? null : eval(s.start(), f);
-        Object b = s.stop() == null ? null : eval(s.stop(), f);
-        Object c = s.step() == null ? null : eval(s.step(), f);
-        line = s.line();
-        return Py.slice(obj, a, b, c);
-      }
-      case Call c -> {
-        Object fn = eval(c.fn(), f);
-        List<Object> args = new ArrayList<>(c.args().size());
-        for (Expr a : c.args()) {
-          args.add(eval(a, f));
-        }
-        Map<String, Object> kw = new LinkedHashMap<>();
-        c.kwargs().forEach((k, v) -> kw.put(k, eval(v, f)));
-        line = c.line();
-        return invoke(fn, args, kw);
-      }
-      case Filter fl -> {
-        Object v = eval(fl.value(), f);
-        return applyFilter(fl.filter(), v, f);
-      }
-      case Test t -> {
-        Object v = eval(t.value(), f);
-        List<Object> args = new ArrayList<>();
-        for (Expr a : t.args()) {
-          args.add(eval(a, f));
-        }
-        line = t.line();
-        boolean r = JinjaBuiltins.test(t.name(), v, args);
-        return t.negate() != r;
-      }
-      case BinOp b -> {
-        return binop(b, f);
-      }
-      case Unary u -> {
-        Object v = eval(u.operand(), f);
-        line = u.line();
-        return switch (u.op()) {
-          case "not" -> !Py.truthy(v);
-          case "-" -> Py.negate(v);
-          default -> v;
-        };
-      }
+      case Slice s -> slice(s, f);
+      case Call c -> call(c, f);
+      case Filter fl -> applyFilter(fl.filter(), eval(fl.value(), f), f);
+      case Test t -> test(t, f);
+      case BinOp b -> binop(b, f);
+      case Unary u -> unary(u, f);
       case Cond c -> {
         if (Py.truthy(eval(c.test(), f))) {
-          return eval(c.then(), f);
+          yield eval(c.then(), f);
         }
-        return c.orelse() == null
+        yield c.orelse() == null
             ? new Undefined("the else branch of an inline if")
             : eval(c.orelse(), f);
       }
-      case ListLit l -> {
-        List<Object> r = new ArrayList<>(l.items().size());
-        for (Expr x : l.items()) {
-          r.add(eval(x, f));
-        }
-        return r;
-      }
+      case ListLit l -> evalAll(l.items(), f);
       case DictLit d -> {
         Map<Object, Object> m = new LinkedHashMap<>();
         for (int i = 0; i < d.keys().size(); i++) {
           m.put(eval(d.keys().get(i), f), eval(d.values().get(i), f));
         }
-        return m;
+        yield m;
       }
+    };
+  }
+
+  /** The values of {@code exprs}, in order. */
+  private List<Object> evalAll(List<Expr> exprs, Frame f) {
+    List<Object> r = new ArrayList<>(exprs.size());
+    for (Expr x : exprs) {
+      r.add(eval(x, f));
     }
+    return r;
+  }
+
+  private Object slice(Slice s, Frame f) {
+    Object obj = eval(s.obj(), f);
+    Object a = s.start() == null ? null : eval(s.start(), f);
+    Object b = s.stop() == null ? null : eval(s.stop(), f);
+    Object c = s.step() == null ? null : eval(s.step(), f);
+    line = s.line();
+    return Py.slice(obj, a, b, c);
+  }
+
+  private Object call(Call c, Frame f) {
+    Object fn = eval(c.fn(), f);
+    List<Object> args = evalAll(c.args(), f);
+    Map<String, Object> kw = new LinkedHashMap<>();
+    c.kwargs().forEach((k, v) -> kw.put(k, eval(v, f)));
+    line = c.line();
+    return invoke(fn, args, kw);
+  }
+
+  private Object test(Test t, Frame f) {
+    Object v = eval(t.value(), f);
+    List<Object> args = evalAll(t.args(), f);
+    line = t.line();
+    boolean r = Predicates.test(t.name(), v, args);
+    return t.negate() != r;
+  }
+
+  private Object unary(Unary u, Frame f) {
+    Object v = eval(u.operand(), f);
+    line = u.line();
+    return switch (u.op()) {
+      case "not" -> !Py.truthy(v);
+      case "-" -> Py.negate(v);
+      default -> v;
+    };
   }
 
   private Object binop(BinOp b, Frame f) {
@@ -529,6 +510,6 @@ final class JinjaInterpreter {
     Map<String, Object> kw = new LinkedHashMap<>();
     fc.kwargs().forEach((k, x) -> kw.put(k, eval(x, f)));
     line = fc.line();
-    return JinjaBuiltins.filter(fc.name(), v, args, kw);
+    return Filters.apply(fc.name(), v, args, kw);
   }
 }

@@ -1,4 +1,4 @@
-package io.kvrouter.tokenize;
+package io.kvrouter.tokenize.jinja;
 
 import java.math.BigDecimal;
 import java.math.BigInteger;
@@ -7,16 +7,19 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * Python's value semantics as Jinja2 (and so transformers' chat templates) sees them: truthiness,
  * {@code str()}, equality and ordering, arithmetic, membership, attribute and item lookup, slicing,
- * and the methods of {@code str}, {@code dict} and {@code list} that templates call.
+ * and the methods of {@code str}, {@code dict} and {@code list} that templates call. Public for the
+ * tokenizer: {@link #truthy}, {@link #typeName}, {@link #repr} and {@link #jsonDumps} over JSON
+ * values (as {@code io.kvrouter.tokenize.Json} parses them); the rest is the runtime's own.
  *
  * <pre>
  * Implementation notes
  *
- * Values are plain Java objects (see Json): String, Long, Double, Boolean, null (None),
+ * Values are plain Java objects (JSON's, see io.kvrouter.tokenize.Json): String, Long, Double, Boolean, null (None),
  * List, Map (dicts with String keys), plus the runtime's own Undefined, Namespace, Callable and
  * Loop. Strings are indexed, sliced and measured in code points, as Python does, not UTF-16
  * units. Lists and dicts handed to templates are never mutated: transformers renders in an
@@ -24,8 +27,17 @@ import java.util.Map;
  * Stateless; safe from any thread.
  * </pre>
  */
-final class Py {
+public final class Py {
   private Py() {}
+
+  /**
+   * Python's {@code json.dumps(v, ensure_ascii=False)}.
+   *
+   * @throws RuntimeException when {@code v} holds a value JSON cannot (its message names the type)
+   */
+  public static String jsonDumps(Object v) {
+    return PyJson.dumps(v);
+  }
 
   /** Jinja2's default Undefined: empty when printed, false, iterates as empty, errors on use. */
   static final class Undefined {
@@ -103,7 +115,8 @@ final class Py {
 
   // ---------------------------------------------------------------- basics
 
-  static boolean truthy(Object v) {
+  /** Python's truthiness ({@code bool(v)}); Undefined is false. */
+  public static boolean truthy(Object v) {
     if (v == null || v instanceof Undefined) {
       return false;
     }
@@ -131,7 +144,10 @@ final class Py {
     return true;
   }
 
-  static String typeName(Object v) {
+  /**
+   * The name of {@code v}'s Python type, as error messages print it ({@code str}, {@code dict}).
+   */
+  public static String typeName(Object v) {
     if (v == null) {
       return "NoneType";
     }
@@ -189,7 +205,7 @@ final class Py {
   }
 
   /** Python's {@code repr(v)}. */
-  static String repr(Object v) {
+  public static String repr(Object v) {
     if (v instanceof String s) {
       return reprString(s);
     }
@@ -638,10 +654,9 @@ final class Py {
 
   // ---------------------------------------------------------------- attributes and methods
 
-  private static final java.util.Set<String> DICT_METHODS =
-      java.util.Set.of("items", "keys", "values", "get");
-  private static final java.util.Set<String> MUTATING =
-      java.util.Set.of(
+  private static final Set<String> DICT_METHODS = Set.of("items", "keys", "values", "get");
+  private static final Set<String> MUTATING =
+      Set.of(
           "append",
           "extend",
           "insert",

@@ -1,4 +1,4 @@
-package io.kvrouter.server;
+package io.kvrouter.server.http;
 
 import java.util.Locale;
 
@@ -18,14 +18,14 @@ import java.util.Locale;
  * range, which is what excludes overlong forms, surrogates and values past U+10FFFF. Stateless.
  * </pre>
  */
-final class Utf8 {
+public final class Utf8 {
   private Utf8() {}
 
   /**
    * Null when {@code b[0..len)} is well-formed UTF-8; else a sentence naming the byte offset of the
    * first malformed sequence and what is wrong with it.
    */
-  static String check(byte[] b, int len) {
+  public static String check(byte[] b, int len) {
     int i = 0;
     while (i < len) {
       if (b[i] > 0) {

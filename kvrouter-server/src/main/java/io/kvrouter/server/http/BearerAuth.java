@@ -1,4 +1,4 @@
-package io.kvrouter.server;
+package io.kvrouter.server.http;
 
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;

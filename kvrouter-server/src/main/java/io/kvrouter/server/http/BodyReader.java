@@ -1,4 +1,4 @@
-package io.kvrouter.server;
+package io.kvrouter.server.http;
 
 import io.helidon.common.buffers.BufferData;
 import io.helidon.common.buffers.DataReader;

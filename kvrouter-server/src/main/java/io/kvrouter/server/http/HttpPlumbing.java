@@ -1,4 +1,4 @@
-package io.kvrouter.server;
+package io.kvrouter.server.http;
 
 import io.helidon.http.DirectHandler;
 import io.helidon.http.HeaderNames;
@@ -6,15 +6,20 @@ import io.helidon.http.Method;
 import io.helidon.http.RequestException;
 import io.helidon.http.Status;
 import io.helidon.webserver.CloseConnectionException;
+import io.helidon.webserver.WebServerConfig;
+import io.helidon.webserver.http.DirectHandlers;
 import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.HttpRouting;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
+import io.helidon.webserver.http1.Http1Config;
 import java.io.IOException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -23,10 +28,19 @@ import java.util.logging.Logger;
  * The HTTP side of every endpoint: routing with 404 and 405, the bearer token of mutating
  * endpoints, the 503 of a server that is not serving yet, request bodies (limit, Content-Type, slow
  * and vanishing clients), the mapping of failures to {@code {"error": ...}} answers, and the
- * request metrics. The endpoints themselves ({@link Api}) only parse, act and write.
+ * request metrics; and the listeners and limits of the web server those depend on ({@link
+ * #configure}). The endpoints themselves (the server's Api, a ServerExtension's) only parse, act
+ * and write.
  *
  * <pre>
  * Implementation notes
+ *
+ * One per server, made before its web server: it owns the server's ReadDeadline, HttpFraming,
+ * BodyBudget and BearerAuth; configure() hands the first two (and the direct handler) to Helidon,
+ * close() stops the deadline's sweeper after the web server stopped. Only this class and
+ * ApiException, Utf8 and ReadDeadline.configured() are public in this package; the server's
+ * endpoints (io.kvrouter.server.Api) are added through add(), an extension's read bodies through
+ * the server's ServerHost, which calls body().
  *
  * Helidon runs every request's handler on its own virtual thread. Every route goes through
  * handler(), which checks the bearer token of mutating endpoints, runs the endpoint, turns an
@@ -60,10 +74,11 @@ import java.util.logging.Logger;
  * line Helidon could not parse (reported by Helidon as an internal error; lineSeen is false then:
  * a 400), a deadline that fired (408), HTTP/1.0 (505). Each is counted under endpoint "unrouted"
  * and logged through a RefusalLog: one line per LOG_INTERVAL at most, no stack trace.
- * OutOfMemoryError in an endpoint ends the process when OutOfMemoryExit is installed.
+ * OutOfMemoryError in an endpoint goes to onOutOfMemory (the server passes OutOfMemoryExit, which
+ * ends the process when installed), then is rethrown.
  * </pre>
  */
-final class HttpPlumbing {
+public final class HttpPlumbing {
   private static final Logger LOG = Logger.getLogger(HttpPlumbing.class.getName());
   private static final String JSON = "application/json";
 
@@ -76,12 +91,12 @@ final class HttpPlumbing {
 
   /** One endpoint's work; sends its own success answer and returns its status. */
   @FunctionalInterface
-  interface Endpoint {
+  public interface Endpoint {
     int handle(ServerRequest req, ServerResponse res) throws Exception;
   }
 
   /** Who may call an endpoint, and when. */
-  enum Access {
+  public enum Access {
     /** Anyone, once the server serves. */
     READ,
     /** With the bearer token (when one is configured), once the server serves. */
@@ -93,41 +108,123 @@ final class HttpPlumbing {
   /** At most one log line about refused requests per this interval. */
   static final long LOG_INTERVAL_NANOS = 60_000_000_000L;
 
-  private final ServerMetrics metrics;
+  /** Where answered requests are counted. */
+  @FunctionalInterface
+  public interface Metrics {
+    /** Counts one answered request of {@code endpoint} (a path pattern, or "unrouted"). */
+    void http(String endpoint, int status, long nanos);
+  }
+
+  private final Metrics metrics;
   private final BearerAuth auth;
   private final long maxBodyBytes;
+  private final Duration readTimeout;
   private final ReadDeadline deadline;
   private final HttpFraming framing;
   private final BodyBudget budget;
   private final BodyReader bodies;
   private final RefusalLog refusals = new RefusalLog(LOG_INTERVAL_NANOS);
   private final ThreadLocal<BodyBudget.Lease> lease = new ThreadLocal<>();
-  private final Supplier<KvRouterServer.Readiness> ready;
+  private final Supplier<String> notServing;
   private final BooleanSupplier serving;
+  private final Consumer<OutOfMemoryError> onOutOfMemory;
   private final List<String> paths = new ArrayList<>();
 
-  HttpPlumbing(
-      ServerMetrics metrics,
-      BearerAuth auth,
+  /**
+   * The edge of one server.
+   *
+   * @param metrics counts every answered request
+   * @param authToken the bearer token of mutating endpoints; null or empty: none
+   * @param maxBodyBytes request bodies over this get 413
+   * @param readTimeout a request must arrive whole within this (ReadDeadline), and idle connections
+   *     are closed after about as long
+   * @param maxInflightBodyBytes the most bytes all bodies being received may hold at once
+   * @param notServing why the server does not serve yet (in the 503 of endpoints not ALWAYS)
+   * @param serving whether it serves
+   * @param onOutOfMemory called with an OutOfMemoryError an endpoint threw, before it is rethrown
+   */
+  public HttpPlumbing(
+      Metrics metrics,
+      String authToken,
       long maxBodyBytes,
-      ReadDeadline deadline,
-      HttpFraming framing,
-      BodyBudget budget,
-      Supplier<KvRouterServer.Readiness> ready,
-      BooleanSupplier serving) {
+      Duration readTimeout,
+      long maxInflightBodyBytes,
+      Supplier<String> notServing,
+      BooleanSupplier serving,
+      Consumer<OutOfMemoryError> onOutOfMemory) {
     this.metrics = metrics;
-    this.auth = auth;
+    this.auth = new BearerAuth(authToken);
     this.maxBodyBytes = maxBodyBytes;
-    this.deadline = deadline;
-    this.framing = framing;
-    this.budget = budget;
+    this.readTimeout = readTimeout;
+    this.deadline = new ReadDeadline(readTimeout);
+    this.framing = new HttpFraming();
+    this.budget = new BodyBudget(maxInflightBodyBytes);
     this.bodies = new BodyReader(maxBodyBytes, budget, framing);
-    this.ready = ready;
+    this.notServing = notServing;
     this.serving = serving;
+    this.onOutOfMemory = onOutOfMemory;
+  }
+
+  /**
+   * Gives the web server this edge's limits and listeners: the payload limit, the idle timeout (the
+   * read timeout), one HTTP/1 configuration with the framing check and the read deadline as its
+   * receive listener and the framing check's send side, and the direct handler of requests refused
+   * before routing.
+   */
+  public void configure(WebServerConfig.Builder server) {
+    DirectHandlers.Builder direct = DirectHandlers.builder();
+    for (DirectHandler.EventType t : DirectHandler.EventType.values()) {
+      direct.addHandler(t, directHandler());
+    }
+    server
+        .maxPayloadSize(helidonPayloadLimit(maxBodyBytes))
+        // slow clients: see ReadDeadline (docs/service.md, "Security and limits")
+        .idleConnectionTimeout(readTimeout)
+        .idleConnectionPeriod(ReadDeadline.idleCheckPeriod(readTimeout))
+        // only this HTTP/1 configuration: with a discovered one next to it, Helidon would wait
+        // for a new connection's first bytes to choose between the two, outside its idle timer
+        .protocolsDiscoverServices(false)
+        // framing checks first, then the read deadline (docs/service.md, "The HTTP edge")
+        .addProtocol(
+            Http1Config.builder()
+                .addReceiveListener(framing.then(deadline))
+                .addSendListener(framing.sendSide())
+                .build())
+        .directHandlers(direct.build());
+  }
+
+  /** Stops the read deadline's sweeper thread; call it last, after the web server stopped. */
+  public void close() {
+    deadline.close();
+  }
+
+  /** Connections the read deadline cut off (for tests). */
+  public long readDeadlineClosed() {
+    return deadline.closed();
+  }
+
+  /** Request bodies being read now, also those still waiting for their first byte. */
+  public int bodiesBeingRead() {
+    return budget.reading();
+  }
+
+  /** Bytes the request bodies being received hold now. */
+  public long bodyBytesHeld() {
+    return budget.held();
+  }
+
+  /** The most bytes request bodies may hold at once. */
+  public long bodyBytesBudget() {
+    return budget.capacity();
+  }
+
+  /** {@code s} with control and non-ASCII characters as {@code \\uXXXX}, cut after {@code max}. */
+  public static String printable(String s, int max) {
+    return HttpFraming.printable(s, max);
   }
 
   /** The payload limit to give Helidon for a body limit of {@code maxBodyBytes}. */
-  static long helidonPayloadLimit(long maxBodyBytes) {
+  public static long helidonPayloadLimit(long maxBodyBytes) {
     return maxBodyBytes > Long.MAX_VALUE - SWALLOW_BYTES
         ? Long.MAX_VALUE
         : maxBodyBytes + SWALLOW_BYTES;
@@ -136,7 +233,7 @@ final class HttpPlumbing {
   // ------------------------------------------------------------------ routing
 
   /** Adds {@code path} for {@code method}, and a 405 naming the method for every other one. */
-  void add(HttpRouting.Builder r, Method method, String path, Access access, Endpoint e) {
+  public void add(HttpRouting.Builder r, Method method, String path, Access access, Endpoint e) {
     paths.add(path);
     Endpoint gated =
         access == Access.ALWAYS
@@ -146,7 +243,7 @@ final class HttpPlumbing {
                 throw new ApiException(
                     503,
                     "the server is not serving yet: "
-                        + ready.get().reason()
+                        + notServing.get()
                         + " (GET /ready turns 200 when it is)");
               }
               return e.handle(req, res);
@@ -170,7 +267,7 @@ final class HttpPlumbing {
   }
 
   /** Adds the 404 of every path not added before, naming the known ones; add it last. */
-  void addUnmatched(HttpRouting.Builder r) {
+  public void addUnmatched(HttpRouting.Builder r) {
     String known = String.join(", ", paths);
     r.any(
         handler(
@@ -210,7 +307,7 @@ final class HttpPlumbing {
       } catch (ApiException x) {
         status = x.status();
         if (!x.connectionLost()) {
-          send(res, status, JsonOut.error(x.getMessage()));
+          send(res, status, ErrorJson.error(x.getMessage()));
         } else {
           close = true;
           asked = false; // the body is broken or gone: nothing to drain
@@ -225,13 +322,13 @@ final class HttpPlumbing {
         asked = false;
         answerClosing(res, status, status == 413 ? bodies.tooLarge() : x.getMessage());
       } catch (OutOfMemoryError x) {
-        OutOfMemoryExit.exitIfInstalled(x);
+        onOutOfMemory.accept(x);
         throw x;
       } catch (RuntimeException x) {
         if (res.isSent()) throw x;
         LOG.log(Level.WARNING, "internal error on " + name, x);
         status = 500;
-        send(res, 500, JsonOut.error("internal error: " + x));
+        send(res, 500, ErrorJson.error("internal error: " + x));
       } finally {
         lease.remove();
         held.close();
@@ -251,7 +348,7 @@ final class HttpPlumbing {
   private static void answerClosing(ServerResponse res, int status, String message) {
     res.header(HeaderNames.CONNECTION, "close");
     try {
-      send(res, status, JsonOut.error(message));
+      send(res, status, ErrorJson.error(message));
     } catch (RuntimeException gone) {
       // the client is gone: nothing to answer, nothing to log
     }
@@ -282,7 +379,7 @@ final class HttpPlumbing {
   }
 
   /** A query parameter, or null. */
-  static String param(ServerRequest req, String name) {
+  public static String param(ServerRequest req, String name) {
     return req.query().first(name).orElse(null);
   }
 
@@ -294,7 +391,7 @@ final class HttpPlumbing {
    * UTF-8 a 400; a body that does not arrive within the read timeout is a 408, one cut short by the
    * client a 400, both on a connection that is already closed.
    */
-  byte[] body(ServerRequest req) throws IOException {
+  public byte[] body(ServerRequest req) throws IOException {
     byte[] b = bytes(req);
     String bad = Utf8.check(b, b.length);
     if (bad != null) throw ApiException.badRequest(bad);
@@ -305,7 +402,7 @@ final class HttpPlumbing {
    * As {@link #body}, without the UTF-8 check: for {@code /events}, which reports malformed UTF-8
    * as a decode error of its batch ({@link Utf8#check} is the caller's).
    */
-  byte[] bytes(ServerRequest req) throws IOException {
+  public byte[] bytes(ServerRequest req) throws IOException {
     if (!req.content().hasEntity()) return new byte[0];
     if (req.headers().contentLength().orElse(-1) > maxBodyBytes) {
       // unread: Helidon drains it (at most SWALLOW_BYTES over the limit, see helidonPayloadLimit)
@@ -366,8 +463,8 @@ final class HttpPlumbing {
 
   // ------------------------------------------------------------------ answers
 
-  /** Sends a JSON answer (a document of {@link JsonOut}) and returns its status. */
-  static int send(ServerResponse res, int status, byte[] json) {
+  /** Sends a JSON answer and returns its status. */
+  public static int send(ServerResponse res, int status, byte[] json) {
     res.status(Status.create(status));
     res.header(HeaderNames.CONTENT_TYPE, JSON);
     res.send(json);
@@ -375,7 +472,7 @@ final class HttpPlumbing {
   }
 
   /** Sets the status and JSON content type of an answer the endpoint streams itself. */
-  static void startJson(ServerResponse res) {
+  public static void startJson(ServerResponse res) {
     res.status(Status.OK_200);
     res.header(HeaderNames.CONTENT_TYPE, JSON);
   }
@@ -388,7 +485,7 @@ final class HttpPlumbing {
    * (413), HTTP/1.0 (505), a request cut off by its read deadline (408). Helidon closes the
    * connection after it.
    */
-  DirectHandler directHandler() {
+  private DirectHandler directHandler() {
     return (request, eventType, defaultStatus, responseHeaders, message) -> {
       HttpFraming.State st = framing.current();
       // the connection ends with this answer: its deadline no longer matters
@@ -433,8 +530,8 @@ final class HttpPlumbing {
           .header(HeaderNames.CONTENT_TYPE, JSON)
           .entity(
               openAiPath(request) || (st != null && st.lineSeen && st.openAi)
-                  ? JsonOut.openAiError(status.code(), text)
-                  : JsonOut.error(text))
+                  ? ErrorJson.openAi(status.code(), text)
+                  : ErrorJson.error(text))
           .build();
     };
   }

@@ -1,4 +1,4 @@
-package io.kvrouter.tokenize;
+package io.kvrouter.tokenize.jinja;
 
 import java.time.ZonedDateTime;
 import java.time.format.TextStyle;

@@ -1,4 +1,4 @@
-package io.kvrouter.server;
+package io.kvrouter.server.http;
 
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Headers;
@@ -14,9 +14,9 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * Closes the connection of a client that does not send its whole request (headers and body) within
  * the read timeout of its request line. Together with Helidon's idle-connection timeout (set to the
- * same value by {@link KvRouterServer}), which closes connections that send no request line, a slow
- * or stalled client holds a connection for about the read timeout at most. One per server: {@link
- * KvRouterServer} creates it and closes it when it stops.
+ * same value by the server, KvRouterServer), which closes connections that send no request line, a
+ * slow or stalled client holds a connection for about the read timeout at most. One per server:
+ * HttpPlumbing creates it and closes it when its server stops.
  *
  * <pre>
  * Implementation notes
@@ -48,7 +48,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * state is static: each server owns its instance.
  * </pre>
  */
-final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
+public final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
   /** The default read timeout: a request must be in within 30 s of its request line. */
   static final Duration DEFAULT = Duration.ofSeconds(30);
 
@@ -72,7 +72,7 @@ final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
   }
 
   /** The read timeout: {@link #PROPERTY} when set, else {@link #DEFAULT}. */
-  static Duration configured() {
+  public static Duration configured() {
     Long ms = Long.getLong(PROPERTY);
     return ms == null ? DEFAULT : Duration.ofMillis(ms);
   }

@@ -1,14 +1,14 @@
-package io.kvrouter.server;
+package io.kvrouter.server.http;
 
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The bytes of request bodies the server holds at once, across all connections, bounded by a budget
- * ({@link KvRouterServer.Config#maxInflightBodyBytes()}): a body read takes from it each time its
- * buffer grows and gives everything back when its request is answered. A growth past the budget is
- * refused (the request gets 503), so the memory held for bodies never exceeds it, however many
- * clients send at once.
+ * (the server's --max-inflight-body-size, KvRouterServer.Config.maxInflightBodyBytes()): a body
+ * read takes from it each time its buffer grows and gives everything back when its request is
+ * answered. A growth past the budget is refused (the request gets 503), so the memory held for
+ * bodies never exceeds it, however many clients send at once.
  *
  * <pre>
  * Implementation notes

@@ -1,17 +1,16 @@
-package io.kvrouter.server;
+package io.kvrouter.server.http;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.time.Duration;
-import java.util.HashSet;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
- * The read deadline is an object of its server: it fires for its own requests and stops with it.
+ * The read deadline is an object of its server: it fires for its own requests and stops with it
+ * (the server's side: io.kvrouter.server.ReadDeadlineSweeperTest).
  */
 class ReadDeadlineTest {
 
@@ -46,26 +45,5 @@ class ReadDeadlineTest {
     // once closed, a late request line starts no sweeper again
     Thread.ofVirtual().start(() -> d.prologue(null, null)).join();
     assertThat(d.sweeping()).isFalse();
-  }
-
-  @Test
-  void aServerStopsItsSweeperThreadWhenItStops() {
-    Set<Thread> before = sweepers();
-    Set<Thread> mine;
-    try (HttpFixture http = new HttpFixture()) {
-      assertThat(http.get("/health").status()).isEqualTo(200); // starts the sweeper
-      mine = sweepers();
-      mine.removeAll(before);
-      assertThat(mine).hasSize(1);
-    }
-    assertThat(mine.iterator().next().isAlive()).isFalse();
-  }
-
-  private static Set<Thread> sweepers() {
-    Set<Thread> out = new HashSet<>();
-    for (Thread t : Thread.getAllStackTraces().keySet()) {
-      if (t.getName().equals("kvrouter-read-deadline") && t.isAlive()) out.add(t);
-    }
-    return out;
   }
 }

@@ -1,4 +1,4 @@
-package io.kvrouter.server;
+package io.kvrouter.server.http;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

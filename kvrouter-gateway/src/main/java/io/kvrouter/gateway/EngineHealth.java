@@ -1,0 +1,145 @@
+package io.kvrouter.gateway;
+
+import io.helidon.http.HeaderNames;
+import io.helidon.webclient.api.HttpClientRequest;
+import io.helidon.webclient.api.HttpClientResponse;
+import io.helidon.webclient.api.WebClient;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * The gateway's health checker: every {@code --health-interval-ms} it prunes what the gateway keeps
+ * of engines no longer registered ({@link Engines#prune}) and GETs {@code /health} of every
+ * registered base URL, taking an engine out of routing after {@code --unhealthy-after} failed
+ * checks in a row and back at its first answer.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * One virtual thread (start() to stop()) runs the rounds; each check of a round runs on its own
+ * virtual thread, and the round joins them. The checker's WebClient has its own connection pool
+ * with the health timeout as its read timeout (not the proxy's: a pooled connection's idle monitor
+ * gives up on it after the read timeout of its last request, see Gateway). closed is written by
+ * stop() and read by the loop; the thread field is written by start() and read by stop(), both
+ * on the gateway's owner's thread. EngineState.checked() decides, per engine, when the health
+ * flips; this class only logs the flips.
+ * </pre>
+ */
+final class EngineHealth {
+  private static final Logger LOG = Gateway.LOG;
+
+  private final Gateway gateway;
+  private final GatewayConfig config;
+  private final WebClient client;
+  private Thread thread;
+  private volatile boolean closed;
+
+  EngineHealth(Gateway gateway, GatewayConfig config) {
+    this.gateway = gateway;
+    this.config = config;
+    this.client =
+        WebClient.builder()
+            .shareConnectionCache(false)
+            .socketOptions(s -> s.connectTimeout(config.healthTimeout()))
+            .readTimeout(config.healthTimeout())
+            .followRedirects(false)
+            .build();
+  }
+
+  /** Starts the rounds. */
+  void start() {
+    thread = Thread.ofVirtual().name("kvrouter-gateway-health").start(this::loop);
+  }
+
+  private void loop() {
+    long interval = config.healthInterval().toMillis();
+    while (!closed) {
+      try {
+        Thread.sleep(interval);
+      } catch (InterruptedException e) {
+        return;
+      }
+      try {
+        checkAll();
+      } catch (RuntimeException e) {
+        LOG.log(Level.WARNING, "health check round failed", e);
+      }
+    }
+  }
+
+  /** One round of health checks of every registered base URL (after pruning). */
+  void checkAll() {
+    Set<String> urls = gateway.prune();
+    List<Thread> checks = new ArrayList<>(urls.size());
+    for (String u : urls) {
+      EngineState s = gateway.engine(u);
+      checks.add(Thread.ofVirtual().start(() -> check(s)));
+    }
+    for (Thread t : checks) {
+      try {
+        t.join();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+
+  private void check(EngineState s) {
+    boolean ok;
+    try (HttpClientResponse r = health(s.baseUrl, false)) {
+      ok = r.status().code() == 200;
+    } catch (RuntimeException e) {
+      ok = false;
+    }
+    if (s.checked(ok, config.unhealthyAfter())) {
+      if (s.healthy()) {
+        LOG.info("engine " + s.baseUrl + " answers its health check again: back in routing");
+      } else {
+        LOG.warning(
+            "engine "
+                + s.baseUrl
+                + " failed "
+                + config.unhealthyAfter()
+                + " health checks in a row: out of routing until it answers (its index is kept)");
+      }
+    }
+  }
+
+  /**
+   * {@code GET /health}; once more on a connection of its own when the pooled one expired as it was
+   * taken (see Gateway.submit: possible when --health-interval-ms is below --health-timeout-ms).
+   */
+  private HttpClientResponse health(String baseUrl, boolean fresh) {
+    HttpClientRequest rq = client.get().uri(baseUrl + "/health");
+    if (fresh) return rq.header(HeaderNames.CONNECTION, "close").request();
+    try {
+      return rq.request();
+    } catch (RuntimeException e) {
+      if (!Proxy.failure(e).reason().equals(Proxy.STALE)) throw e;
+      return health(baseUrl, true);
+    }
+  }
+
+  /** Stops the rounds: interrupts the thread and waits for it (at most 5 s). */
+  void stop() {
+    closed = true;
+    Thread t = thread;
+    if (t != null) {
+      t.interrupt();
+      try {
+        t.join(5000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** Closes the checker's connection pool (its idle connections and monitor thread). */
+  void closeClient() {
+    client.closeResource();
+  }
+}

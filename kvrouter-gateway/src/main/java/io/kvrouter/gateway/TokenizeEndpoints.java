@@ -1,0 +1,179 @@
+package io.kvrouter.gateway;
+
+import com.fasterxml.jackson.core.JsonEncoding;
+import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
+import io.helidon.http.HeaderNames;
+import io.helidon.webclient.api.HttpClientRequest;
+import io.helidon.webclient.api.HttpClientResponse;
+import io.helidon.webserver.http.ServerRequest;
+import io.helidon.webserver.http.ServerResponse;
+import io.kvrouter.tokenize.TokenizerException;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.util.Arrays;
+import java.util.function.Supplier;
+
+/**
+ * The gateway's {@code POST /tokenize} and {@code POST /detokenize}, in vLLM's shapes: answered
+ * with the model's tokenizer when the gateway has one (the same tokenization as routing), else
+ * forwarded unchanged to one of the model's engines and its answer relayed.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * Stateless beyond the Gateway it reads (the server host, the model catalog, the engines, the
+ * proxy's WebClient and configuration); runs on the request's virtual thread. A /tokenize body is
+ * parsed as a chat request first and, when it has no messages, as a completion (vLLM accepts
+ * both). Refusals are OpenAiErrors, which the gateway's guard answers.
+ * </pre>
+ */
+final class TokenizeEndpoints {
+  private static final String JSON = "application/json";
+
+  private final Gateway g;
+
+  TokenizeEndpoints(Gateway g) {
+    this.g = g;
+  }
+
+  void tokenize(ServerRequest req, ServerResponse res) throws Exception {
+    byte[] body = g.host.body(req);
+    ClientRequest c;
+    try {
+      c = ClientRequest.parse(ClientRequest.Kind.CHAT, body);
+    } catch (OpenAiError e) {
+      if (!"messages".equals(e.param)) throw e;
+      c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body);
+    }
+    ModelCatalog.Target t = g.target(c.model, null);
+    if (t.tokenizer() == null) {
+      passToEngine(t, "/tokenize", body, res);
+      return;
+    }
+    int[] ids;
+    try {
+      ids =
+          c.kind == ClientRequest.Kind.CHAT
+              ? t.tokenizer().applyChatTemplate(c.chat).ids()
+              : c.promptIds != null
+                  ? c.promptIds
+                  : t.tokenizer().encode(c.promptText, c.addSpecialTokens);
+    } catch (TokenizerException e) {
+      throw OpenAiError.invalid(null, null, e.getMessage());
+    }
+    ByteArrayOutputStream out = new ByteArrayOutputStream(16 + ids.length * 7);
+    try (JsonGenerator gen = Json.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
+      gen.writeStartObject();
+      gen.writeNumberField("count", ids.length);
+      long max = t.tokenizer().modelMaxLength();
+      gen.writeNumberField("max_model_len", max > 0 && max < Integer.MAX_VALUE ? max : 0);
+      gen.writeArrayFieldStart("tokens");
+      for (int id : ids) gen.writeNumber(Integer.toUnsignedLong(id));
+      gen.writeEndArray();
+      gen.writeNullField("token_strs");
+      gen.writeEndObject();
+      gen.writeRaw('\n');
+    }
+    res.header(HeaderNames.CONTENT_TYPE, JSON);
+    res.send(out.toByteArray());
+  }
+
+  void detokenize(ServerRequest req, ServerResponse res) throws Exception {
+    byte[] body = g.host.body(req);
+    Detokenize d = parseDetokenize(body);
+    ModelCatalog.Target t = g.target(d.model(), null);
+    if (t.tokenizer() == null) {
+      passToEngine(t, "/detokenize", body, res);
+      return;
+    }
+    String text = t.tokenizer().decode(d.tokens(), false);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    try (JsonGenerator gen = Json.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
+      gen.writeStartObject();
+      gen.writeStringField("prompt", text);
+      gen.writeEndObject();
+      gen.writeRaw('\n');
+    }
+    res.header(HeaderNames.CONTENT_TYPE, JSON);
+    res.send(out.toByteArray());
+  }
+
+  /** A /detokenize body: the model and the token ids. */
+  private record Detokenize(String model, int[] tokens) {}
+
+  private static Detokenize parseDetokenize(byte[] body) throws IOException {
+    String model = null;
+    int[] tokens = null;
+    try (JsonParser p = Json.FACTORY.createParser(body)) {
+      if (p.nextToken() != JsonToken.START_OBJECT) {
+        throw OpenAiError.invalid(null, null, "expected a JSON object");
+      }
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String f = p.currentName();
+        JsonToken t = p.nextToken();
+        if (f.equals("model") && t == JsonToken.VALUE_STRING) {
+          model = p.getText();
+        } else if (f.equals("tokens") && t == JsonToken.START_ARRAY) {
+          int[] b = new int[64];
+          int n = 0;
+          while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
+            if (t != JsonToken.VALUE_NUMBER_INT) {
+              throw OpenAiError.invalid(null, "tokens", "'tokens' must be integers");
+            }
+            if (n == b.length) b = Arrays.copyOf(b, n * 2);
+            b[n++] = (int) p.getLongValue();
+          }
+          tokens = Arrays.copyOf(b, n);
+        } else {
+          p.skipChildren();
+        }
+      }
+    } catch (JsonProcessingException e) {
+      throw OpenAiError.invalid(
+          null,
+          null,
+          "We could not parse the JSON body of your request: " + e.getOriginalMessage());
+    }
+    if (model == null) {
+      throw OpenAiError.invalid(null, "model", "you must provide a model parameter");
+    }
+    if (tokens == null)
+      throw OpenAiError.invalid(null, "tokens", "'tokens' is a required property");
+    return new Detokenize(model, tokens);
+  }
+
+  /** Forwards a body unchanged to a usable engine of the model and relays its whole answer. */
+  private void passToEngine(ModelCatalog.Target t, String path, byte[] body, ServerResponse res) {
+    String url = g.anyUsableEngine(g.host.model(t.baseModel(), null));
+    if (url == null) {
+      throw OpenAiError.unavailable(
+          "no_engines", "no engine of model '" + t.baseModel() + "' can take the request now");
+    }
+    Supplier<HttpClientRequest> rq =
+        () -> {
+          HttpClientRequest q =
+              g.client.post().uri(url + path).header(HeaderNames.CONTENT_TYPE, JSON);
+          if (g.config.engineApiKey() != null) {
+            q.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
+          }
+          return q;
+        };
+    try (HttpClientResponse up = g.submit(rq, body, path, url)) {
+      byte[] answer = up.inputStream().readAllBytes();
+      res.status(up.status());
+      res.header(
+          HeaderNames.CONTENT_TYPE, up.headers().first(HeaderNames.CONTENT_TYPE).orElse(JSON));
+      res.send(answer);
+    } catch (IOException | RuntimeException e) {
+      throw new OpenAiError(
+          502,
+          "server_error",
+          "engine_unreachable",
+          null,
+          "engine " + url + " did not answer " + path + ": " + e.getMessage());
+    }
+  }
+}
