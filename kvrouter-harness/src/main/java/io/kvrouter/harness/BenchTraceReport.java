@@ -16,7 +16,7 @@ import java.util.Map;
 /**
  * JSON results and the SVG plot (achieved vs offered block ops/s, log-log) of {@code bench trace}.
  */
-public final class BenchTraceReport {
+final class BenchTraceReport {
   private static final String[] COLORS = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"};
 
   private BenchTraceReport() {}

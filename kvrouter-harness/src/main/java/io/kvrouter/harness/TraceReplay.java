@@ -42,7 +42,7 @@ import java.util.concurrent.locks.LockSupport;
  * caches (IndexCheck).
  * </pre>
  */
-public final class TraceReplay {
+final class TraceReplay {
   private TraceReplay() {}
 
   /** What one replay measured. */
