@@ -75,7 +75,12 @@ public final class Main implements Callable<Integer> {
       name = "bench",
       mixinStandardHelpOptions = true,
       description = "Benchmarks: trace replay stress against an index.",
-      subcommands = {BenchTraceCommand.class, GatewayBenchCommand.class, FleetBenchCommand.class})
+      subcommands = {
+        BenchTraceCommand.class,
+        GatewayBenchCommand.class,
+        FleetBenchCommand.class,
+        ServeLoadCommand.class
+      })
   static final class Bench implements Callable<Integer> {
     @Spec CommandSpec spec;
 
