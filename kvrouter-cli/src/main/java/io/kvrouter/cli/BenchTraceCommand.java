@@ -29,7 +29,7 @@ import picocli.CommandLine.Spec;
           + " plot of achieved vs offered.",
       ""
     })
-public final class BenchTraceCommand implements Callable<Integer> {
+final class BenchTraceCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
 
   @Option(

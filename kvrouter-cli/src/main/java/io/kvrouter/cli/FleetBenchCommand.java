@@ -33,7 +33,7 @@ import picocli.CommandLine.Spec;
           + " and arrivals are divided by --speedup x --time-scale.",
       ""
     })
-public final class FleetBenchCommand implements Callable<Integer> {
+final class FleetBenchCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
 
   @Option(names = "--trace", paramLabel = "FILE", description = "Trace (default: the bundled one).")

@@ -16,7 +16,7 @@ import picocli.CommandLine.Spec;
     name = "gateway",
     mixinStandardHelpOptions = true,
     description = "Client -> engine vs client -> gateway -> engine, instant mock engines.")
-public final class GatewayBenchCommand implements Callable<Integer> {
+final class GatewayBenchCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
 
   @Option(

@@ -19,7 +19,7 @@ import picocli.CommandLine.Spec;
     hidden = true,
     mixinStandardHelpOptions = true,
     description = "Load a running kvrouter serve: events through /events, /query through wrk.")
-public final class ServeLoadCommand implements Callable<Integer> {
+final class ServeLoadCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
 
   @Option(names = "--url", description = "The server (default: ${DEFAULT-VALUE}).")

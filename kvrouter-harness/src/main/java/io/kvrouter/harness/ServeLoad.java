@@ -19,6 +19,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
@@ -392,7 +393,7 @@ public final class ServeLoad {
       all[i] = all[j];
       all[j] = tmp;
     }
-    return java.util.Arrays.copyOf(all, k);
+    return Arrays.copyOf(all, k);
   }
 
   private boolean postEvents(byte[] body) {
