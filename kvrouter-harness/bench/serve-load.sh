@@ -3,8 +3,9 @@
 # starts `kvrouter serve` on 127.0.0.1:18090, fills it with 16 workers' ~1 M blocks, then for
 # --duration seconds streams store/remove events through POST /events while wrk sends /query
 # with 1,024-token prompts; prints wrk's report and the achieved event rate; stops the server.
-# Needs wrk (apt-get install -y wrk). Extra arguments go to io.kvrouter.harness.ServeLoad
-# (e.g. --duration 60 --wrk-connections 32 --event-rate 150000; --help lists them).
+# Needs wrk (apt-get install -y wrk). Extra arguments go to `kvrouter bench serve-load`
+# (io.kvrouter.harness.ServeLoad; e.g. --duration 60 --wrk-connections 32 --event-rate 150000;
+# --help lists them).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -22,5 +23,5 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 curl -fsS "http://127.0.0.1:$port/ready" >/dev/null || { cat "$log"; exit 1; }
-"$JAVA_HOME/bin/java" -Xmx1g -cp kvrouter-cli/target/kvrouter.jar io.kvrouter.harness.ServeLoad \
+"$JAVA_HOME/bin/java" -Xmx1g -jar kvrouter-cli/target/kvrouter.jar bench serve-load \
   --url "http://127.0.0.1:$port" --lua kvrouter-harness/bench/query.lua --server-pid "$server" "$@"

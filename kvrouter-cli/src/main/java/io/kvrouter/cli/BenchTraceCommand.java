@@ -1,24 +1,8 @@
 package io.kvrouter.cli;
 
-import io.kvrouter.harness.BenchTraceReport;
-import io.kvrouter.harness.IndexKind;
-import io.kvrouter.harness.TraceReplay;
-import io.kvrouter.harness.WorkerTimelines;
-import io.kvrouter.mockengine.TimingModel;
-import io.kvrouter.sim.Progress;
-import io.kvrouter.sim.RemovedEvents;
-import io.kvrouter.sim.Verification;
-import io.kvrouter.sim.trace.TraceFormatException;
-import io.kvrouter.sim.trace.TraceRequest;
-import io.kvrouter.sim.trace.TraceSource;
-import java.io.IOException;
-import java.io.PrintWriter;
-import java.nio.file.Files;
+import io.kvrouter.harness.TraceBench;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.EnumSet;
 import java.util.List;
-import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -27,6 +11,7 @@ import picocli.CommandLine.Spec;
 
 /**
  * {@code kvrouter bench trace}: trace replay stress against an index, like Dynamo's mooncake_bench.
+ * The flags only; {@link TraceBench} (kvrouter-harness) runs the benchmark.
  */
 @Command(
     name = "trace",
@@ -44,7 +29,7 @@ import picocli.CommandLine.Spec;
           + " plot of achieved vs offered.",
       ""
     })
-public final class BenchTraceCommand implements Callable<Integer> {
+final class BenchTraceCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
 
   @Option(
@@ -95,10 +80,6 @@ public final class BenchTraceCommand implements Callable<Integer> {
               + " first, as vLLM and Dynamo's mocker do) or per-eviction (one Removed event naming"
               + " all the blocks of one eviction) (default: ${DEFAULT-VALUE}).")
   String removedEvents;
-
-  private RemovedEvents removed = RemovedEvents.PER_BLOCK; // parsed from removedEvents
-
-  private double loadAverageBefore = -1; // the machine's, before the replays
 
   @Option(
       names = "--event-threads",
@@ -214,349 +195,30 @@ public final class BenchTraceCommand implements Callable<Integer> {
 
   @Override
   public Integer call() {
-    PrintWriter out = spec.commandLine().getOut();
-    PrintWriter err = spec.commandLine().getErr();
-    List<IndexKind> kinds;
-    List<Long> durations;
-    long bound;
-    try {
-      kinds = kinds();
-      removed = RemovedEvents.parse(removedEvents);
-      if (workers < 1 || gpuBlocks < 1 || blockSize < 1 || eventThreads < 0 || jumpSize < 1) {
-        throw new IllegalArgumentException(
-            "--workers, --gpu-blocks, --block-size and --jump-size must be >= 1,"
-                + " --event-threads >= 0");
-      }
-      if (repeat < 1 || warmup < 0 || durationMs < 0 || tickUs < 0) {
-        throw new IllegalArgumentException(
-            "--repeat must be >= 1, --warmup, --duration and --tick-us >= 0");
-      }
-      bound = maxBlocks == null ? 0 : SimulateCommand.checkMaxBlocks(maxBlocks);
-      durations = sweep ? sweepDurations(sweepMinMs, sweepMaxMs, sweepSteps) : List.of(durationMs);
-    } catch (IllegalArgumentException e) {
-      err.println("kvrouter bench trace: " + e.getMessage());
-      return 2;
-    }
-    TraceSource.Loaded loaded;
-    try {
-      loaded = TraceSource.load(trace, requests == null ? Integer.MAX_VALUE : requests);
-    } catch (TraceFormatException e) {
-      err.println("kvrouter bench trace: " + e.getMessage());
-      return 2;
-    }
-    List<TraceRequest> reqs = loaded.requests();
-    WorkerTimelines tl;
-    try (Progress progress = Progress.onStderr(System.err, quiet)) {
-      progress.total(reqs.size());
-      progress.phase("recording timelines");
-      tl =
-          WorkerTimelines.record(
-              reqs,
-              workers,
-              gpuBlocks,
-              blockSize,
-              new TimingModel(5, 50, 20, 64),
-              removed,
-              seed,
-              progress::advance);
-    }
-    out.printf(
-        Locale.ROOT,
-        "kvrouter bench trace: %s, %,d requests dealt to %d workers (%,d blocks of %d tokens"
-            + " each)%n",
-        loaded.name(),
-        reqs.size(),
-        workers,
-        gpuBlocks,
-        blockSize);
-    out.printf(
-        Locale.ROOT,
-        "timelines: %,d findMatches (%,d blocks) + %,d events (%,d blocks stored, %,d removed, %s) ="
-            + " %,d ops, %,d block ops; event threads %d%n",
-        tl.requests,
-        tl.requestBlocks,
-        tl.events,
-        tl.storedBlocks,
-        tl.removedBlocks,
-        removed.perBlock() ? "one per event" : "grouped by eviction",
-        tl.ops(),
-        tl.blockOps(),
-        eventThreads);
-    loadAverageBefore = systemLoadAverage();
-    out.println(machine(Runtime.getRuntime().availableProcessors(), loadAverageBefore));
-    out.println();
-    out.printf(
-        Locale.ROOT,
-        "%-22s %9s %9s %11s %11s %11s %11s %8s %8s %9s %10s %6s%n",
-        "index",
-        "duration",
-        "wall",
-        "offered/s",
-        "achieved/s",
-        "blocks/s",
-        "per CPU-s",
-        "p50 µs",
-        "p99 µs",
-        "p99.9 µs",
-        "kept up",
-        "check");
-    out.flush();
-
-    List<TraceReplay.Result> results = new ArrayList<>();
-    boolean consistent = true;
-    for (IndexKind kind : kinds) {
-      for (int i = 0; i < warmup; i++) {
-        TraceReplay.run(tl, kind, eventThreads, jumpSize, bound, 0, tickUs * 1000, reqs, -1);
-      }
-      for (long d : durations) {
-        List<TraceReplay.Result> runs = new ArrayList<>();
-        for (int r = 0; r < repeat; r++) {
-          runs.add(
-              TraceReplay.run(
-                  tl,
-                  kind,
-                  eventThreads,
-                  jumpSize,
-                  bound,
-                  d,
-                  tickUs * 1000,
-                  reqs,
-                  r == 0 ? 200 : -1));
-        }
-        Verification v = runs.get(0).verification();
-        long cpuAll = 0;
-        long wallAll = 0;
-        for (TraceReplay.Result r : runs) {
-          cpuAll += r.cpuNanos();
-          wallAll += r.wallNanos();
-        }
-        runs.sort((a, b) -> Double.compare(a.achievedOps(), b.achievedOps()));
-        TraceReplay.Result median = runs.get(runs.size() / 2);
-        TraceReplay.Result shown =
-            new TraceReplay.Result(
-                median.kind(),
-                median.durationMs(),
-                median.ops(),
-                median.blockOps(),
-                median.requests(),
-                median.wallNanos(),
-                // the process CPU clock ticks coarsely (10 ms here): spread the total over the runs
-                Math.round((double) cpuAll * median.wallNanos() / wallAll),
-                median.p50Us(),
-                median.p99Us(),
-                median.p999Us(),
-                median.maxUs(),
-                v);
-        results.add(shown);
-        consistent &= v.ok();
-        out.printf(
-            Locale.ROOT,
-            "%-22s %6d ms %6.1f ms %11s %11s %11s %11s %8.2f %8.2f %9.1f %10s %6s%n",
-            kind.cliName(),
-            d,
-            shown.wallNanos() / 1e6,
-            d == 0 ? "max" : rate(shown.offeredOps()),
-            rate(shown.achievedOps()),
-            rate(shown.achievedBlockOps()),
-            rate(shown.opsPerCpuSecond()),
-            shown.p50Us(),
-            shown.p99Us(),
-            shown.p999Us(),
-            keptUp(shown),
-            v.ok() ? "ok" : "FAIL");
-        out.flush();
-        if (!v.ok()) {
-          for (String p : v.problems()) err.println("  " + p);
-        }
-      }
-    }
-    out.println();
-    for (String line : verdicts(results)) out.println(line);
-    out.println();
-    out.println(
-        "kept up: yes when achieved >= 95% of offered (in brackets: achieved / offered): the index"
-            + " answered every findMatches and applied every event at the trace's pace. no: it fell"
-            + " behind, and its achieved rate is about the most it does on this machine as loaded"
-            + " now (--sweep finds where each kind stops keeping up; --duration 0 measures the"
-            + " most it does).");
-    out.println(
-        "ops = findMatches + events; block ops = blocks looked up + blocks stored (Dynamo's"
-            + " counting); offered = ops / duration; achieved = ops / wall time; per CPU-s = ops per"
-            + " second of the process's CPU time; latency = findMatches on the worker's thread;"
-            + " check = the index equals the recorded caches after the replay.");
-    try {
-      Files.writeString(
-          output,
-          BenchTraceReport.json(
-              loaded.name(),
-              new BenchTraceReport.Setup(
-                  workers(),
-                  gpuBlocks(),
-                  blockSize(),
-                  removedEvents(),
-                  eventThreads(),
-                  jumpSize(),
-                  seed(),
-                  loadAverageBefore()),
-              tl,
-              results));
-      out.println("results: " + output.toAbsolutePath());
-      if (sweep) {
-        Files.writeString(plot, BenchTraceReport.svg(results));
-        out.println("plot: " + plot.toAbsolutePath());
-      }
-    } catch (IOException e) {
-      err.println("kvrouter bench trace: cannot write " + e.getMessage());
-      return 1;
-    }
-    out.flush();
-    if (!consistent) {
-      err.println("kvrouter bench trace: an index did not end equal to the engines' caches.");
-      return 1;
-    }
-    return 0;
-  }
-
-  private List<IndexKind> kinds() {
-    if (indexes == null || indexes.isEmpty()) {
-      return new ArrayList<>(List.of(IndexKind.values())); // every kind has a bounded form
-    }
-    EnumSet<IndexKind> seen = EnumSet.noneOf(IndexKind.class);
-    List<IndexKind> out = new ArrayList<>();
-    for (String name : indexes) {
-      IndexKind k = IndexKind.parse(name);
-      if (seen.add(k)) out.add(k);
-    }
-    return out;
-  }
-
-  /** The 1-minute load average of the machine, or a negative number where it is unknown. */
-  static double systemLoadAverage() {
-    return java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
-  }
-
-  /** The machine line: cores and load, with a warning when other processes compete for them. */
-  static String machine(int cores, double loadAverage) {
-    String line = "machine: " + cores + (cores == 1 ? " core" : " cores");
-    if (loadAverage < 0) return line + " (load average unknown)";
-    line += String.format(Locale.ROOT, ", load average %.1f before the replay", loadAverage);
-    if (loadAverage >= cores) {
-      line +=
-          ": at or above the core count, so other processes take CPU time from the replay; the"
-              + " rates below are lower bounds (docs/BENCHMARKS.md's figures are from a quiet"
-              + " machine)";
-    }
-    return line;
-  }
-
-  /** The kept-up cell: {@code yes (100%)}, {@code no (74%)}, or {@code -} at full speed. */
-  static String keptUp(TraceReplay.Result r) {
-    if (r.durationMs() == 0) return "-";
-    long pct = Math.round(100 * r.achievedOps() / r.offeredOps());
-    return (r.keptUp() ? "yes" : "no") + " (" + pct + "%)";
-  }
-
-  /**
-   * One line per kind: whether it kept up; over several durations, the fastest offered rate it kept
-   * up with and the slowest it fell behind at (durations of 0, which offer everything at once, are
-   * left out).
-   */
-  static List<String> verdicts(List<TraceReplay.Result> results) {
-    java.util.Map<IndexKind, List<TraceReplay.Result>> byKind = new java.util.LinkedHashMap<>();
-    for (TraceReplay.Result r : results) {
-      List<TraceReplay.Result> rs = byKind.computeIfAbsent(r.kind(), k -> new ArrayList<>());
-      if (r.durationMs() > 0) rs.add(r);
-    }
-    List<String> out = new ArrayList<>();
-    for (java.util.Map.Entry<IndexKind, List<TraceReplay.Result>> e : byKind.entrySet()) {
-      TraceReplay.Result up = null; // the highest offered rate kept up with
-      TraceReplay.Result behind = null; // the lowest offered rate fallen behind at
-      for (TraceReplay.Result r : e.getValue()) {
-        if (r.keptUp() && (up == null || r.offeredOps() > up.offeredOps())) up = r;
-        if (!r.keptUp() && (behind == null || r.offeredOps() < behind.offeredOps())) behind = r;
-      }
-      String name = e.getKey().cliName() + ": ";
-      boolean several = e.getValue().size() > 1;
-      StringBuilder line = new StringBuilder(name);
-      if (up == null && behind == null) {
-        line.append("full speed only (--duration 0), so kept up does not apply");
-      }
-      if (up != null) {
-        line.append(several ? "kept up at rates up to " : "kept up at ").append(offered(up));
-      }
-      if (behind != null) {
-        if (up != null) line.append("; ");
-        line.append(
-                !several
-                    ? "fell behind at "
-                    : up != null
-                        ? "the slowest rate it fell behind at: "
-                        : "fell behind at every rate, the slowest ")
-            .append(offered(behind))
-            .append(", achieving ")
-            .append(rate(behind.achievedOps()))
-            .append(" ops/s");
-      }
-      out.add(line.append('.').toString());
-    }
-    return out;
-  }
-
-  private static String offered(TraceReplay.Result r) {
-    return rate(r.offeredOps()) + " ops/s offered (" + r.durationMs() + " ms)";
-  }
-
-  /** {@code steps} durations from max down to min, log-spaced, rounded to whole ms, distinct. */
-  static List<Long> sweepDurations(long minMs, long maxMs, int steps) {
-    if (minMs < 1 || maxMs < minMs || steps < 1) {
-      throw new IllegalArgumentException(
-          "sweep needs 1 <= --sweep-min-ms <= --sweep-max-ms and --sweep-steps >= 1");
-    }
-    List<Long> out = new ArrayList<>();
-    for (int i = 0; i < steps; i++) {
-      double f = steps == 1 ? 0 : (double) i / (steps - 1);
-      long d = Math.round(maxMs * Math.pow((double) minMs / maxMs, f));
-      if (out.isEmpty() || out.get(out.size() - 1) != d) out.add(d);
-    }
-    return out;
-  }
-
-  static String rate(double perSec) {
-    if (perSec >= 1e6) return String.format(Locale.ROOT, "%.2f M", perSec / 1e6);
-    if (perSec >= 1e3) return String.format(Locale.ROOT, "%.1f k", perSec / 1e3);
-    return String.format(Locale.ROOT, "%.0f", perSec);
-  }
-
-  int workers() {
-    return workers;
-  }
-
-  RemovedEvents removedEvents() {
-    return removed;
-  }
-
-  int gpuBlocks() {
-    return gpuBlocks;
-  }
-
-  int blockSize() {
-    return blockSize;
-  }
-
-  int eventThreads() {
-    return eventThreads;
-  }
-
-  int jumpSize() {
-    return jumpSize;
-  }
-
-  long seed() {
-    return seed;
-  }
-
-  /** The 1-minute load average before the replays; negative where unknown. */
-  double loadAverageBefore() {
-    return loadAverageBefore;
+    return new TraceBench(
+            new TraceBench.Settings(
+                trace,
+                requests,
+                indexes,
+                workers,
+                gpuBlocks,
+                blockSize,
+                removedEvents,
+                eventThreads,
+                jumpSize,
+                maxBlocks,
+                durationMs,
+                tickUs,
+                sweep,
+                sweepMinMs,
+                sweepMaxMs,
+                sweepSteps,
+                repeat,
+                warmup,
+                seed,
+                output,
+                plot,
+                quiet))
+        .run(spec.commandLine().getOut(), spec.commandLine().getErr());
   }
 }

@@ -83,7 +83,12 @@ public final class Main implements Callable<Integer> {
           "Benchmarks: trace (replay stress against an index), fleet (a live fleet of serve or"
               + " gateway, mock engines and load, compared by policy), gateway (the gateway's own"
               + " overhead per request).",
-      subcommands = {BenchTraceCommand.class, GatewayBenchCommand.class, FleetBenchCommand.class})
+      subcommands = {
+        BenchTraceCommand.class,
+        GatewayBenchCommand.class,
+        FleetBenchCommand.class,
+        ServeLoadCommand.class
+      })
   static final class Bench implements Callable<Integer> {
     @Spec CommandSpec spec;
 

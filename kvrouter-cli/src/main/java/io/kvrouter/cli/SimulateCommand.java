@@ -276,15 +276,7 @@ public final class SimulateCommand implements Callable<Integer> {
               + " ${DEFAULT-VALUE}).")
   int pdMinUncachedTokens;
 
-  @Option(
-      names = "--report",
-      paramLabel = "FILE",
-      defaultValue = "kvrouter-report.html",
-      description = "Self-contained HTML report with plots (default: ${DEFAULT-VALUE}).")
-  Path report;
-
-  @Option(names = "--no-report", description = "Write no HTML report.")
-  boolean noReport;
+  @Mixin ReportOptions report = new ReportOptions("kvrouter-report.html");
 
   @Option(names = "--json", description = "Print the results as JSON on stdout instead of a table.")
   boolean json;
@@ -361,13 +353,13 @@ public final class SimulateCommand implements Callable<Integer> {
     } else {
       TextReport.print(result, out);
     }
-    if (!noReport) {
+    if (report.target() != null) {
       try {
-        Path target = report.toAbsolutePath();
+        Path target = report.target().toAbsolutePath();
         Files.writeString(target, HtmlReport.render(result, reportMeta()));
         (json ? err : out).println("report: " + target);
       } catch (IOException e) {
-        err.println("kvrouter simulate: cannot write the report " + report + ": " + e);
+        err.println("kvrouter simulate: cannot write the report " + report.report + ": " + e);
         return 1;
       }
     }
@@ -444,10 +436,7 @@ public final class SimulateCommand implements Callable<Integer> {
 
   /** The HTML report's metadata: version, commit, this command line and the date. */
   private HtmlReport.Meta reportMeta() {
-    List<String> args = spec.commandLine().getParseResult().originalArgs();
-    // the parse result of a subcommand holds the whole command line: keep what follows "simulate"
-    int at = args.indexOf(spec.name());
-    return HtmlReport.Meta.of(at < 0 ? args : args.subList(at + 1, args.size()));
+    return HtmlReport.Meta.of(report.args());
   }
 
   /** A --max-blocks value; the message names the flag. */

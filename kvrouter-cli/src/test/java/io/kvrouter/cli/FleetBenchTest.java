@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.kvrouter.harness.FleetBench;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
@@ -156,7 +157,7 @@ class FleetBenchTest {
       }
     }
     assertThat(pids).isEqualTo(6);
-    assertThat(FleetBenchCommand.CHILDREN).isEmpty();
+    assertThat(FleetBench.processesLeft()).isZero();
   }
 
   /**

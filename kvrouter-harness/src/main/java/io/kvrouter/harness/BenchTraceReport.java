@@ -12,11 +12,12 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.function.DoubleUnaryOperator;
 
 /**
  * JSON results and the SVG plot (achieved vs offered block ops/s, log-log) of {@code bench trace}.
  */
-public final class BenchTraceReport {
+final class BenchTraceReport {
   private static final String[] COLORS = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"};
 
   private BenchTraceReport() {}
@@ -123,13 +124,13 @@ public final class BenchTraceReport {
     }
     final double a = Math.pow(10, Math.floor(Math.log10(lo)));
     final double b = Math.pow(10, Math.ceil(Math.log10(hi)));
-    java.util.function.DoubleUnaryOperator x =
+    DoubleUnaryOperator x =
         v ->
             left
                 + (Math.log10(v) - Math.log10(a))
                     / (Math.log10(b) - Math.log10(a))
                     * (w - left - right);
-    java.util.function.DoubleUnaryOperator y =
+    DoubleUnaryOperator y =
         v ->
             (h - bottom)
                 - (Math.log10(v) - Math.log10(a))

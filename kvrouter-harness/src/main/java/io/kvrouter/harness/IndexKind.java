@@ -6,7 +6,7 @@ import java.util.Arrays;
 import java.util.stream.Collectors;
 
 /** The index kinds {@code bench trace} replays against, by command-line name. */
-public enum IndexKind {
+enum IndexKind {
   /** {@code KvIndexes.radixTree()} behind one lock (single-threaded). */
   RADIX_TREE("radix-tree"),
   /** {@code KvIndexes.concurrentRadixTree()}, events through {@code threadPool} lanes. */

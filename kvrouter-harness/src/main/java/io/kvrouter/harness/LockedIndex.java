@@ -17,7 +17,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * purpose: a method added to {@code KvIndex} must not reach the inner index without the lock, so
  * the compiler makes every new method be written here.
  */
-public final class LockedIndex implements KvIndex {
+final class LockedIndex implements KvIndex {
   private final KvIndex inner;
   private final ReentrantLock lock = new ReentrantLock();
 

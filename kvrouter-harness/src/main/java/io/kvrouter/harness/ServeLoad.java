@@ -9,6 +9,7 @@ import io.kvrouter.transport.json.RouterEventJson;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.PrintWriter;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -18,23 +19,21 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
-import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import picocli.CommandLine;
-import picocli.CommandLine.Command;
-import picocli.CommandLine.Option;
 
 /**
  * The load measurement of {@code kvrouter serve} (docs/BENCHMARKS.md, "HTTP service (serve)"):
  * fills a running server's index with 16 workers' blocks through {@code POST /events}, then for a
  * fixed time streams store/remove events at a target rate while {@code wrk} sends {@code /query}
  * requests with 1,024-token prompts, and prints what both achieved. Run it with {@code
- * kvrouter-harness/bench/serve-load.sh}, which starts and stops the server; not part of the CLI.
+ * kvrouter-harness/bench/serve-load.sh}, which starts and stops the server and runs the hidden
+ * {@code kvrouter bench serve-load} (kvrouter-cli's flags for this class's Settings).
  *
  * <pre>
  * Implementation notes
@@ -54,88 +53,72 @@ import picocli.CommandLine.Option;
  * Queries: wrk runs with query.lua, which picks a random line of the bodies file for each request:
  * half are pool prompts (cached whole on some workers), half new prompts that share only a system
  * prompt with the cache.
+ *
+ * Output: the report on the out given to run(), a failed /events post on err (both PrintWriters,
+ * which lock, so the sender threads may write to err). run() sets out and err before it starts a
+ * thread and is not reentrant; the settings are copied into final fields at construction.
  * </pre>
  */
-@Command(
-    name = "serve-load",
-    mixinStandardHelpOptions = true,
-    description = "Load a running kvrouter serve: events through /events, /query through wrk.")
-public final class ServeLoad implements Callable<Integer> {
+public final class ServeLoad {
   private static final int BLOCK = 16;
   private static final int SYSTEM_PROMPTS = 32;
   private static final int SYSTEM_TOKENS = 256;
   private static final String MODEL = "bench";
 
-  @Option(names = "--url", description = "The server (default: ${DEFAULT-VALUE}).")
-  String url = "http://127.0.0.1:18090";
+  /** The flags of {@code kvrouter bench serve-load}; serverPid -1: none. */
+  public record Settings(
+      String url,
+      int workers,
+      int promptsPerWorker,
+      int promptTokens,
+      int pool,
+      int eventRate,
+      int batch,
+      int senders,
+      int duration,
+      int warmup,
+      int wrkThreads,
+      int wrkConnections,
+      Path lua,
+      long seed,
+      long serverPid) {}
 
-  @Option(names = "--workers", description = "Workers (default: ${DEFAULT-VALUE}).")
-  int workers = 16;
-
-  @Option(
-      names = "--prompts-per-worker",
-      description = "Pool prompts each worker caches (default: ${DEFAULT-VALUE}, ~1 M blocks).")
-  int promptsPerWorker = 1292;
-
-  @Option(names = "--prompt-tokens", description = "Tokens per prompt (default: ${DEFAULT-VALUE}).")
-  int promptTokens = 1024;
-
-  @Option(
-      names = "--pool",
-      description = "Distinct prompts in the pool (default: ${DEFAULT-VALUE}).")
-  int pool = 4000;
-
-  @Option(
-      names = "--event-rate",
-      description = "Target events per second while wrk runs; 0: none (default: ${DEFAULT-VALUE}).")
-  int eventRate = 110_000;
-
-  @Option(names = "--batch", description = "Events per /events batch (default: ${DEFAULT-VALUE}).")
-  int batch = 1000;
-
-  @Option(names = "--senders", description = "Event sender threads (default: ${DEFAULT-VALUE}).")
-  int senders = 2;
-
-  @Option(names = "--duration", description = "Seconds of measurement (default: ${DEFAULT-VALUE}).")
-  int duration = 30;
-
-  @Option(
-      names = "--warmup",
-      description = "Seconds of the same load before measuring (default: ${DEFAULT-VALUE}).")
-  int warmup = 10;
-
-  @Option(names = "--wrk-threads", description = "wrk threads (default: ${DEFAULT-VALUE}).")
-  int wrkThreads = 1;
-
-  @Option(
-      names = "--wrk-connections",
-      description = "wrk connections; 0: no queries, events only (default: ${DEFAULT-VALUE}).")
-  int wrkConnections = 16;
-
-  @Option(names = "--lua", description = "wrk script (default: ${DEFAULT-VALUE}).")
-  Path lua = Path.of("kvrouter-harness/bench/query.lua");
-
-  @Option(names = "--seed", description = "Seed (default: ${DEFAULT-VALUE}).")
-  long seed = 42;
-
-  @Option(
-      names = "--server-pid",
-      description = "The server's process id, to report its CPU time (default: none).")
-  long serverPid = -1;
+  private final Settings s;
+  private final String url;
+  private final int workers;
+  private final int promptsPerWorker;
+  private final int promptTokens;
+  private final int pool;
+  private final int eventRate;
+  private final int batch;
+  private final int senders;
+  private final long serverPid;
+  private PrintWriter out;
+  private PrintWriter err;
 
   private final HttpClient client =
       HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
 
-  /** Runs the measurement. */
-  public static void main(String[] args) {
-    System.exit(new CommandLine(new ServeLoad()).execute(args));
+  public ServeLoad(Settings settings) {
+    this.s = settings;
+    this.url = settings.url();
+    this.workers = settings.workers();
+    this.promptsPerWorker = settings.promptsPerWorker();
+    this.promptTokens = settings.promptTokens();
+    this.pool = settings.pool();
+    this.eventRate = settings.eventRate();
+    this.batch = settings.batch();
+    this.senders = settings.senders();
+    this.serverPid = settings.serverPid();
   }
 
   private record Prompt(int[] tokens, long[] local, long[] seq) {}
 
-  @Override
-  public Integer call() throws Exception {
-    SplittableRandom rnd = new SplittableRandom(seed);
+  /** Runs the measurement, its report on out and failed posts on err; returns the exit code 0. */
+  public int run(PrintWriter out, PrintWriter err) throws Exception {
+    this.out = out;
+    this.err = err;
+    SplittableRandom rnd = new SplittableRandom(s.seed());
     BlockHasher hasher = BlockHasher.of(BLOCK);
     int[][] system = new int[SYSTEM_PROMPTS][SYSTEM_TOKENS];
     for (int[] s : system) {
@@ -179,7 +162,7 @@ public final class ServeLoad implements Callable<Integer> {
     }
     double preloadSeconds = (System.nanoTime() - t0) / 1e9;
     long blocks = (long) metric("kvrouter_blocks_indexed{");
-    System.out.printf(
+    out.printf(
         Locale.ROOT,
         "preload: %d workers, %d stored events, %,d (worker, block) pairs indexed, %.1f s%n",
         workers,
@@ -230,19 +213,22 @@ public final class ServeLoad implements Callable<Integer> {
       storeBatches[k] = RouterEventJson.writeEvents(stores).getBytes(StandardCharsets.UTF_8);
       removeBatches[k] = RouterEventJson.writeEvents(removes).getBytes(StandardCharsets.UTF_8);
     }
-    System.out.printf(
+    out.printf(
         Locale.ROOT,
         "event batches: %d events of 2 blocks each, %,d bytes per store batch%n",
         batch,
         storeBatches[0].length);
 
-    if (warmup > 0) {
-      System.out.println("warm-up: " + warmup + " s");
-      phase(warmup, bodies, storeBatches, removeBatches, false);
+    if (s.warmup() > 0) {
+      out.println("warm-up: " + s.warmup() + " s");
+      out.flush();
+      phase(s.warmup(), bodies, storeBatches, removeBatches, false);
     }
-    System.out.println("measuring: " + duration + " s");
-    phase(duration, bodies, storeBatches, removeBatches, true);
+    out.println("measuring: " + s.duration() + " s");
+    out.flush();
+    phase(s.duration(), bodies, storeBatches, removeBatches, true);
     Files.deleteIfExists(bodies);
+    out.flush();
     return 0;
   }
 
@@ -292,18 +278,18 @@ public final class ServeLoad implements Callable<Integer> {
       }
     }
     long wall0 = System.nanoTime();
-    StringBuilder out = new StringBuilder();
+    StringBuilder wrkOut = new StringBuilder();
     int wrkExit = 0;
-    if (wrkConnections > 0) {
+    if (s.wrkConnections() > 0) {
       Process wrk =
           new ProcessBuilder(
                   "wrk",
-                  "-t" + wrkThreads,
-                  "-c" + wrkConnections,
+                  "-t" + s.wrkThreads(),
+                  "-c" + s.wrkConnections(),
                   "-d" + seconds + "s",
                   "--latency",
                   "-s",
-                  lua.toString(),
+                  s.lua().toString(),
                   url,
                   "--",
                   bodies.toString())
@@ -311,7 +297,7 @@ public final class ServeLoad implements Callable<Integer> {
               .start();
       try (BufferedReader r =
           new BufferedReader(new InputStreamReader(wrk.getInputStream(), StandardCharsets.UTF_8))) {
-        for (String line; (line = r.readLine()) != null; ) out.append(line).append('\n');
+        for (String line; (line = r.readLine()) != null; ) wrkOut.append(line).append('\n');
       }
       wrkExit = wrk.waitFor();
     }
@@ -325,9 +311,9 @@ public final class ServeLoad implements Callable<Integer> {
     double cpu = serverCpuSeconds() - cpu0;
     double gcCount = metric("jvm_gc_collection_seconds_count{") - gcCount0;
     double gcSum = metric("jvm_gc_collection_seconds_sum{") - gcSum0;
-    System.out.print(out);
-    if (wrkExit != 0) System.out.println("wrk exited with " + wrkExit);
-    System.out.printf(
+    out.print(wrkOut);
+    if (wrkExit != 0) out.println("wrk exited with " + wrkExit);
+    out.printf(
         Locale.ROOT,
         "events: %,d posted and acknowledged in %.1f s = %,.0f events/s (%,.0f blocks/s);"
             + " server counted %,.0f; failed batches %d%n",
@@ -337,7 +323,7 @@ public final class ServeLoad implements Callable<Integer> {
         2 * sent.get() / wall,
         received,
         failed.get());
-    System.out.printf(
+    out.printf(
         Locale.ROOT,
         "index: %,d (worker, block) pairs before, %,d after; findMatches mean %.2f us over %,.0f"
             + " queries%n",
@@ -345,20 +331,19 @@ public final class ServeLoad implements Callable<Integer> {
         blocks1,
         fmCount == 0 ? 0 : fmSum / fmCount * 1e6,
         fmCount);
-    System.out.printf(
+    out.printf(
         Locale.ROOT,
         "server GC: %.0f collections, %.0f ms in total; load average before %s, after %s%n",
         gcCount,
         gcSum * 1000,
         load0,
         loadAverage());
-    Matcher m = Pattern.compile("Requests/sec:\\s+([0-9.]+)").matcher(out);
+    Matcher m = Pattern.compile("Requests/sec:\\s+([0-9.]+)").matcher(wrkOut);
     if (m.find()) {
-      System.out.printf(Locale.ROOT, "queries: %s /s%n", m.group(1));
+      out.printf(Locale.ROOT, "queries: %s /s%n", m.group(1));
     }
     if (serverPid > 0) {
-      System.out.printf(
-          Locale.ROOT, "server CPU: %.1f s in %.1f s = %.2f cores%n", cpu, wall, cpu / wall);
+      out.printf(Locale.ROOT, "server CPU: %.1f s in %.1f s = %.2f cores%n", cpu, wall, cpu / wall);
     }
   }
 
@@ -408,7 +393,7 @@ public final class ServeLoad implements Callable<Integer> {
       all[i] = all[j];
       all[j] = tmp;
     }
-    return java.util.Arrays.copyOf(all, k);
+    return Arrays.copyOf(all, k);
   }
 
   private boolean postEvents(byte[] body) {
@@ -421,12 +406,12 @@ public final class ServeLoad implements Callable<Integer> {
                   .build(),
               HttpResponse.BodyHandlers.ofString());
       if (r.statusCode() != 200) {
-        System.err.println("/events answered " + r.statusCode() + ": " + r.body());
+        err.println("/events answered " + r.statusCode() + ": " + r.body());
         return false;
       }
       return true;
     } catch (IOException e) {
-      System.err.println("/events failed: " + e);
+      err.println("/events failed: " + e);
       return false;
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

@@ -1,10 +1,12 @@
 package io.kvrouter.harness;
 
+import com.sun.management.OperatingSystemMXBean;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.sim.IndexCheck;
 import io.kvrouter.sim.Verification;
 import io.kvrouter.sim.trace.TraceRequest;
+import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -42,7 +44,7 @@ import java.util.concurrent.locks.LockSupport;
  * caches (IndexCheck).
  * </pre>
  */
-public final class TraceReplay {
+final class TraceReplay {
   private TraceReplay() {}
 
   /** What one replay measured. */
@@ -209,8 +211,7 @@ public final class TraceReplay {
 
   /** CPU time of the whole process in nanoseconds, or -1 when the JVM does not say. */
   public static long processCpuNanos() {
-    if (java.lang.management.ManagementFactory.getOperatingSystemMXBean()
-        instanceof com.sun.management.OperatingSystemMXBean os) {
+    if (ManagementFactory.getOperatingSystemMXBean() instanceof OperatingSystemMXBean os) {
       return os.getProcessCpuTime();
     }
     return -1;

@@ -22,7 +22,7 @@ import java.util.List;
  * worker 1's ..., closer to what a saturated replay ({@code --duration 0}) feeds each lane.
  *
  * <pre>
- * java -cp kvrouter-cli/target/kvrouter.jar io.kvrouter.sim.TraceWriteCpu [rounds=40] [time|worker]
+ * java -cp kvrouter-cli/target/kvrouter.jar io.kvrouter.harness.TraceWriteCpu [rounds=40] [time|worker]
  *     [trace=data/conversation_trace.jsonl.gz]
  * </pre>
  */

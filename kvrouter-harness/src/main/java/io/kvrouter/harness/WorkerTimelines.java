@@ -37,7 +37,7 @@ import java.util.SplittableRandom;
  * to them.
  * </pre>
  */
-public final class WorkerTimelines {
+final class WorkerTimelines {
   public final long[][] times;
   public final Object[][] entries;
   public final List<PrefixCache> caches;

@@ -1,4 +1,4 @@
-package io.kvrouter.cli;
+package io.kvrouter.harness;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.time.ZoneOffset;
@@ -28,13 +28,9 @@ final class FleetHtmlReport {
   };
 
   static String render(
-      List<FleetBenchCommand.PolicyRun> runs,
-      JsonNode sim,
-      String setup,
-      String commandLine,
-      double timeScale) {
+      List<PolicyRun> runs, JsonNode sim, String setup, String commandLine, double timeScale) {
     StringBuilder h = new StringBuilder(32_768);
-    String version = Main.class.getPackage().getImplementationVersion();
+    String version = FleetHtmlReport.class.getPackage().getImplementationVersion();
     h.append("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">")
         .append("<title>kvrouter bench fleet</title><style>")
         .append("body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1000px;")
@@ -63,27 +59,27 @@ final class FleetHtmlReport {
         .append(sim != null ? "<th>simulate p90</th>" : "")
         .append("<th>ITL p50</th><th>e2e p50</th><th>req/s</th><th>lag p50/p99</th>")
         .append("<th>index</th></tr>");
-    for (FleetBenchCommand.PolicyRun r : runs) {
-      JsonNode s = simPolicy(sim, r.policy);
+    for (PolicyRun r : runs) {
+      JsonNode s = SimulateComparison.policy(sim, r.policy);
       h.append("<tr><td>").append(esc(r.policy)).append("</td><td>").append(r.completed);
       h.append("</td><td>").append(r.errors).append("</td><td>");
-      h.append(pctText(FleetBenchCommand.hitRate(r))).append("</td><td>");
-      h.append(pctText(FleetBenchCommand.predictedRate(r))).append("</td>");
+      h.append(pctText(r.hitRate())).append("</td><td>");
+      h.append(pctText(r.predictedRate())).append("</td>");
       if (sim != null) {
         h.append("<td>")
             .append(s == null ? "" : pctText(s.path("hit_rate").asDouble()))
             .append("</td>");
       }
       for (double p : new double[] {50, 90, 99}) {
-        h.append("<td>").append(ms(FleetBenchCommand.pct(r.ttftMs, p))).append("</td>");
+        h.append("<td>").append(ms(Percentiles.pct(r.ttftMs, p))).append("</td>");
       }
       if (sim != null) {
         h.append("<td>")
             .append(s == null ? "" : ms(s.path("ttft_ms").path("p90").asDouble()))
             .append("</td>");
       }
-      h.append("<td>").append(ms(FleetBenchCommand.pct(r.itlMs, 50))).append("</td>");
-      h.append("<td>").append(ms(FleetBenchCommand.pct(r.e2eMs, 50))).append("</td>");
+      h.append("<td>").append(ms(Percentiles.pct(r.itlMs, 50))).append("</td>");
+      h.append("<td>").append(ms(Percentiles.pct(r.e2eMs, 50))).append("</td>");
       h.append("<td>")
           .append(String.format(Locale.ROOT, "%.2f", r.completed / r.makespanSec))
           .append("</td>");
@@ -92,8 +88,8 @@ final class FleetHtmlReport {
               String.format(
                   Locale.ROOT,
                   "%.0f/%.0f ms",
-                  FleetBenchCommand.pct(r.lagMs, 50),
-                  FleetBenchCommand.pct(r.lagMs, 99)))
+                  Percentiles.pct(r.lagMs, 50),
+                  Percentiles.pct(r.lagMs, 99)))
           .append("</td>");
       h.append("<td>")
           .append(
@@ -109,9 +105,9 @@ final class FleetHtmlReport {
     // hit rate bars: live (solid), simulate (hatched lighter) beside it
     h.append("<h2>Hit rate per policy</h2>");
     double max = 0.01;
-    for (FleetBenchCommand.PolicyRun r : runs) {
-      max = Math.max(max, FleetBenchCommand.hitRate(r));
-      JsonNode s = simPolicy(sim, r.policy);
+    for (PolicyRun r : runs) {
+      max = Math.max(max, r.hitRate());
+      JsonNode s = SimulateComparison.policy(sim, r.policy);
       if (s != null) max = Math.max(max, s.path("hit_rate").asDouble());
     }
     max *= 1.15;
@@ -122,20 +118,11 @@ final class FleetHtmlReport {
     svgOpen(h, "hit-bars", w, ht);
     double slot = (w - left - 10.0) / Math.max(1, runs.size());
     for (int i = 0; i < runs.size(); i++) {
-      FleetBenchCommand.PolicyRun r = runs.get(i);
+      PolicyRun r = runs.get(i);
       double x = left + i * slot + slot * 0.15;
       double bw = slot * (sim != null ? 0.33 : 0.6);
-      bar(
-          h,
-          x,
-          bw,
-          FleetBenchCommand.hitRate(r),
-          max,
-          ht,
-          bottom,
-          COLORS[i % COLORS.length],
-          "live");
-      JsonNode s = simPolicy(sim, r.policy);
+      bar(h, x, bw, r.hitRate(), max, ht, bottom, COLORS[i % COLORS.length], "live");
+      JsonNode s = SimulateComparison.policy(sim, r.policy);
       if (s != null) {
         bar(h, x + bw + 2, bw, s.path("hit_rate").asDouble(), max, ht, bottom, "#bbb", "simulate");
       }
@@ -153,7 +140,7 @@ final class FleetHtmlReport {
     h.append("<h2>Time to first token</h2>");
     double lo = 1;
     double hi = 10;
-    for (FleetBenchCommand.PolicyRun r : runs) {
+    for (PolicyRun r : runs) {
       if (r.ttftMs.length > 0) hi = Math.max(hi, r.ttftMs[r.ttftMs.length - 1]);
     }
     double lmin = Math.log10(lo);
@@ -195,14 +182,6 @@ final class FleetHtmlReport {
     h.append(text(left - 6, 24, "1", "end")).append(text(left - 6, 20 + ph, "0", "end"));
     h.append("</svg></body></html>\n");
     return h.toString();
-  }
-
-  private static JsonNode simPolicy(JsonNode sim, String policy) {
-    if (sim == null) return null;
-    for (JsonNode p : sim.path("policies")) {
-      if (policy.equals(p.path("policy").asText())) return p;
-    }
-    return null;
   }
 
   private static void bar(

@@ -1,0 +1,90 @@
+package io.kvrouter.harness;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * What one policy's run of {@code bench fleet} measured, for the reports. Times in model
+ * milliseconds unless a name says wall.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * A plain mutable record of one run, filled on the thread that runs the policy (FleetBench) by
+ * the load (FleetLoad: counts, tokens, sorted latency arrays, makespan, imbalance), the end check
+ * (EndCheck: indexProblems, blocksCompared), the lag probe (lagMs) and the gateways' figures
+ * (FleetReads), then only read, by FleetReport and FleetHtmlReport. Latency arrays are sorted
+ * ascending (Percentiles.pct needs it); maps are TreeMaps, so the reports list reasons in a
+ * stable order. Unknown figures: routerLagMs and syncLagMs -1, syncApplied -1, imbalance NaN.
+ * </pre>
+ */
+final class PolicyRun {
+  String policy;
+  int sent;
+  int completed;
+  int errors;
+  double[] ttftMs;
+  double[] itlMs;
+  double[] e2eMs;
+  long promptTokens;
+  long cachedTokens;
+  long predictedTokens;
+  long outputTokens;
+  double makespanSec;
+  long eventsApplied;
+  double settleMs;
+  double[] lagMs = new double[0];
+
+  /** The router's own mean event lag, publish to applied (its /metrics), -1 when unknown. */
+  double routerLagMs = -1;
+
+  /** Busiest engine's time-averaged requests in flight over the mean (client-side times). */
+  double imbalance = Double.NaN;
+
+  /** Sequence sync: changes the gateways applied from their peers, and the mean lag. */
+  long syncApplied = -1;
+
+  double syncLagMs = -1;
+
+  /** Whether every gateway's count of peer requests in flight went back to 0 at the end. */
+  boolean syncSettled = true;
+
+  double wallSec;
+  List<String> indexProblems = new ArrayList<>();
+  Map<String, Integer> errorReasons = new TreeMap<>();
+
+  /** Each failed request: its id, when it was due and sent, how long it ran, and why. */
+  List<String> failed = new ArrayList<>();
+
+  /** The gateways' attempts that failed before the first byte, by reason (their /metrics). */
+  Map<String, Long> attemptFailures = new TreeMap<>();
+
+  /** Requests the gateways sent again because a pooled connection expired as it was taken. */
+  long staleResends;
+
+  List<Long> pids = new ArrayList<>();
+  long blocksCompared;
+  boolean indexChecked = true;
+
+  /** The engines' hit rate: cached prompt tokens over prompt tokens, 0 without any. */
+  double hitRate() {
+    return promptTokens == 0 ? 0 : (double) cachedTokens / promptTokens;
+  }
+
+  /** The router's predicted hit rate: predicted overlap tokens over prompt tokens. */
+  double predictedRate() {
+    return promptTokens == 0 ? 0 : (double) predictedTokens / promptTokens;
+  }
+
+  /** Requests answered per second of model time over the run's makespan. */
+  double requestsPerSec() {
+    return completed / makespanSec;
+  }
+
+  /** Output tokens per second of model time over the run's makespan. */
+  double outputTokensPerSec() {
+    return outputTokens / makespanSec;
+  }
+}
