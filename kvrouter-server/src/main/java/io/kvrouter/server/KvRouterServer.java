@@ -9,10 +9,12 @@ import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.server.http.ReadDeadline;
 import java.io.IOException;
+import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.time.Duration;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ExecutorService;
@@ -20,6 +22,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * kvrouter as an HTTP service: one KV-aware router and index per {@code (model_name,
@@ -176,9 +180,9 @@ public final class KvRouterServer implements AutoCloseable {
 
     /** Whether another socket holds the port (the common case: pick another port). */
     public boolean inUse() {
-      return getCause() instanceof java.net.BindException b
+      return getCause() instanceof BindException b
           && b.getMessage() != null
-          && b.getMessage().toLowerCase(java.util.Locale.ROOT).contains("in use");
+          && b.getMessage().toLowerCase(Locale.ROOT).contains("in use");
     }
   }
 
@@ -335,8 +339,8 @@ public final class KvRouterServer implements AutoCloseable {
       try {
         extension.close();
       } catch (RuntimeException e) {
-        java.util.logging.Logger.getLogger(KvRouterServer.class.getName())
-            .log(java.util.logging.Level.WARNING, "extension close failed", e);
+        Logger.getLogger(KvRouterServer.class.getName())
+            .log(Level.WARNING, "extension close failed", e);
       }
     }
     ingest.shutdown();

@@ -4,6 +4,7 @@ import static io.kvrouter.server.HostileClientsTest.assertNo5xxBut;
 import static io.kvrouter.server.HostileClientsTest.counter;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.event.Worker;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -75,9 +76,7 @@ class HostileHttpTest {
     assertThat(
             http.events(
                     "m",
-                    List.of(
-                        HttpFixture.stored(
-                            new io.kvrouter.event.Worker(1, 0), 1, HttpFixture.range(1, 8), 4)))
+                    List.of(HttpFixture.stored(new Worker(1, 0), 1, HttpFixture.range(1, 8), 4)))
                 .status())
         .isEqualTo(200);
   }
