@@ -8,6 +8,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.transport.TestWaits;
 import io.kvrouter.transport.kvevents.VllmEncoder;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -49,7 +50,7 @@ class FaultInjectionTest {
   private static final int MAX_DELAY_MS = 20;
   private static final double ENGINE_RESTART = 0.03; // per engine and round
   private static final int ROUTER_RESTART_EVERY = 7; // rounds
-  private static final Duration WAIT = Duration.ofSeconds(20);
+  private static final Duration WAIT = TestWaits.WAIT;
 
   private final List<EngineSim> engines = new ArrayList<>();
   private final List<Replica> replicas = new ArrayList<>();
