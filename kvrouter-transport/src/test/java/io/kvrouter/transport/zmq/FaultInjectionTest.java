@@ -8,6 +8,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.transport.TestBudget;
 import io.kvrouter.transport.TestWaits;
 import io.kvrouter.transport.kvevents.VllmEncoder;
 import java.time.Duration;
@@ -38,8 +39,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 30, unit = java.util.concurrent.TimeUnit.MINUTES)
 class FaultInjectionTest {
   private static final int ENGINES = Integer.getInteger("kvrouter.faults.engines", 3);
-  private static final int ROUNDS = Integer.getInteger("kvrouter.faults.rounds", 60);
-  private static final int STEPS = Integer.getInteger("kvrouter.faults.steps", 25);
+  private static final int ROUNDS = TestBudget.count("kvrouter.faults.rounds", 60, 2000);
+  private static final int STEPS = TestBudget.count("kvrouter.faults.steps", 25, 100);
   private static final long SEED = Long.getLong("kvrouter.faults.seed", 9);
   private static final int BLOCK_SIZE = 4;
   private static final int CAPACITY = 64;
