@@ -4,6 +4,7 @@ import static io.kvrouter.prefixcache.RadixTree.ROOT;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.TestWaits;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalInt;
@@ -12,7 +13,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** Hand-checked behaviour of {@link RadixTree}, one rule of DESIGN.md §5 per test. */
-@Timeout(value = 30, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+@Timeout(value = TestWaits.HANG_SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class RadixTreeTest {
 
   private static int[] t(int... tokens) {
