@@ -314,7 +314,8 @@ final class Proxy {
   }
 
   /** Where a request may go: null ids = anywhere; and why nothing, when nothing. */
-  private record Allowed(Set<Long> ids, int ranks, int noUrl, int unhealthy, int open, int tried) {
+  private record Allowed(
+      Set<Long> ids, int ranks, int noUrl, int unhealthy, int open, int tried, int draining) {
     boolean none() {
       return ids != null && ids.isEmpty();
     }
@@ -328,9 +329,9 @@ final class Proxy {
     for (int i = 0, n = ranks.size(); i < n; i++) {
       if (excluded(ranks.get(i), tried, now) != 0) excluded++;
     }
-    if (ranks.isEmpty()) return new Allowed(Set.of(), 0, 0, 0, 0, 0);
-    if (excluded == 0) return new Allowed(null, ranks.size(), 0, 0, 0, 0);
-    int[] why = new int[5];
+    if (ranks.isEmpty()) return new Allowed(Set.of(), 0, 0, 0, 0, 0, 0);
+    if (excluded == 0) return new Allowed(null, ranks.size(), 0, 0, 0, 0, 0);
+    int[] why = new int[6];
     Set<Long> out = new HashSet<>();
     Set<Long> all = new HashSet<>();
     for (RouterModel.Rank r : ranks) {
@@ -342,15 +343,19 @@ final class Proxy {
       }
     }
     all.removeAll(out);
-    return new Allowed(Set.copyOf(all), ranks.size(), why[1], why[3], why[4], why[2]);
+    return new Allowed(Set.copyOf(all), ranks.size(), why[1], why[3], why[4], why[2], why[5]);
   }
 
-  /** 0: usable; 1: no base URL; 2: tried; 3: unhealthy; 4: breaker open (or probe taken). */
+  /**
+   * 0: usable; 1: no base URL; 2: tried; 3: unhealthy; 4: breaker open (or probe taken); 5:
+   * draining.
+   */
   private int excluded(RouterModel.Rank r, Set<Long> tried, long now) {
     if (r.baseUrl() == null) return 1;
     if (tried != null && tried.contains(r.worker().workerId())) return 2;
     EngineState s = g.engine(r.baseUrl());
     if (!s.healthy()) return 3;
+    if (s.draining()) return 5;
     return s.usable(now) ? 0 : 4;
   }
 
@@ -362,6 +367,14 @@ final class Proxy {
           "no engine is registered for model '"
               + model
               + "' (POST /register with its base_url, or --engine)");
+    }
+    if (a.draining > 0 && a.draining + a.noUrl == a.ranks) {
+      return OpenAiError.unavailable(
+          "no_engines",
+          "every engine of model '"
+              + model
+              + "' is being drained (taken out of the fleet)"
+              + (a.noUrl > 0 ? ", or has no base_url" : ""));
     }
     if (a.noUrl == a.ranks) {
       return OpenAiError.unavailable(

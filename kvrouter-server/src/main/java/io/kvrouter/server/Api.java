@@ -140,6 +140,11 @@ final class Api {
     return send(res, 200, JsonOut.removed(registry.unregister(u)));
   }
 
+  /** Unregisters as {@code POST /unregister} does; returns how many ranks were removed. */
+  int unregister(Requests.Unregister u) {
+    return registry.unregister(u).size();
+  }
+
   /** The body of a request, as the endpoints read it (for a ServerExtension). */
   byte[] body(ServerRequest req) throws IOException {
     return http.body(req);

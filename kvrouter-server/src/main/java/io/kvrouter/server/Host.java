@@ -93,6 +93,15 @@ final class Host implements ServerHost {
   }
 
   @Override
+  public int unregister(String modelName, String routingGroup, long instanceId, int dpRank) {
+    try {
+      return api.unregister(new Requests.Unregister(modelName, routingGroup, instanceId, dpRank));
+    } catch (ApiException e) {
+      throw new HttpError(e.status(), e.getMessage(), false);
+    }
+  }
+
+  @Override
   public boolean serving() {
     return serving.getAsBoolean();
   }

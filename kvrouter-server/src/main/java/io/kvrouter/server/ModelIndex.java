@@ -157,6 +157,13 @@ final class ModelIndex implements RouterModel {
   }
 
   @Override
+  public String listenerState(Worker worker) {
+    Registration r = registrations.get(worker);
+    ZmqListener l = r == null ? null : r.listener();
+    return l == null ? null : l.state();
+  }
+
+  @Override
   public PredictionAccuracy accuracy(Worker worker) {
     PredictionAccuracy a = accuracy.get(worker);
     if (a != null) return a;

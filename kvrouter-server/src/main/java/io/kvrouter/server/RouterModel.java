@@ -49,6 +49,13 @@ public interface RouterModel {
   /** The prediction counters of {@code worker}'s rank shown in {@code /workers}. */
   PredictionAccuracy accuracy(Worker worker);
 
+  /**
+   * The state of {@code worker}'s KV events listener: {@code "connecting"} until its first
+   * connection, then {@code "connected"} or {@code "disconnected"} (ZMQ reconnecting); null when
+   * the rank has no ZMQ endpoint or is not registered.
+   */
+  String listenerState(Worker worker);
+
   /** Whether the index was dropped (its last rank unregistered). */
   boolean closed();
 }

@@ -111,6 +111,16 @@ public interface ServerHost {
    */
   RouterModel register(Registration r);
 
+  /**
+   * Unregisters ranks as {@code POST /unregister} does: the rank {@code dpRank} of {@code
+   * instanceId} (every rank when negative) of {@code modelName} in {@code routingGroup} (every
+   * group when null).
+   *
+   * @return how many ranks were removed (at least 1)
+   * @throws HttpError 404 when nothing matches, or as {@code POST /unregister} would answer
+   */
+  int unregister(String modelName, String routingGroup, long instanceId, int dpRank);
+
   /** Whether the server serves (false during a warm start and once stopping). */
   boolean serving();
 
