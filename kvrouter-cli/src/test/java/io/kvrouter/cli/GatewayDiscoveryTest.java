@@ -86,6 +86,9 @@ class GatewayDiscoveryTest {
     found.attach(
         KubernetesDiscovery.start(
             api.config(), dc, new GatewaySink(gateway, drainBound, found.metrics())));
+    // the mock server's watch does not replay what changed between the list and the watch's
+    // start (an API server does, from the list's resourceVersion): change nothing before it is open
+    await("the pods watched", () -> discovery().path("connected").asBoolean());
   }
 
   /** A mock engine of the tiny model on {@code ip}, with its KV events on ZMQ there too. */
