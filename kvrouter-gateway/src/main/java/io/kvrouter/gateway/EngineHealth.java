@@ -95,6 +95,9 @@ final class EngineHealth {
     } catch (RuntimeException e) {
       ok = false;
     }
+    // an engine that answers and whose API is not known yet (registered before it was up)
+    if (ok && gateway.engines.api(s.baseUrl) == null)
+      gateway.engines.learn(s.baseUrl, gateway.host);
     if (s.checked(ok, config.unhealthyAfter())) {
       if (s.healthy()) {
         LOG.info("engine " + s.baseUrl + " answers its health check again: back in routing");

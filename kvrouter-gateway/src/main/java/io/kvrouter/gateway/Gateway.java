@@ -18,6 +18,7 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerExtension;
 import io.kvrouter.server.ServerHost;
+import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.nio.charset.StandardCharsets;
@@ -182,23 +183,34 @@ public final class Gateway implements AutoCloseable {
       model = config.models().keySet().iterator().next();
     }
     long id = e.instanceId() >= 0 ? e.instanceId() : staticIds.incrementAndGet();
+    RouterModel m;
     try {
-      return host.register(
-          new ServerHost.Registration(
-              model,
-              null,
-              e.blockSize() > 0 ? e.blockSize() : defaultBlockSize,
-              id,
-              e.dpRank(),
-              e.baseUrl(),
-              e.events(),
-              e.replay(),
-              e.topic(),
-              e.role(),
-              e.clearScope()));
+      m =
+          host.register(
+              new ServerHost.Registration(
+                  model,
+                  null,
+                  e.blockSize() > 0 ? e.blockSize() : defaultBlockSize,
+                  id,
+                  e.dpRank(),
+                  e.baseUrl(),
+                  e.events(),
+                  e.replay(),
+                  e.topic(),
+                  e.role(),
+                  e.clearScope()));
     } catch (ServerHost.HttpError x) {
       throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + x.getMessage(), x);
     }
+    // what it is (its dialect, context, KV capacity), before the first request if it answers
+    if (engines.learn(e.baseUrl(), host).join() == null) {
+      LOG.warning(
+          "engine "
+              + e.baseUrl()
+              + " does not answer yet: its API (dialect, context length, KV capacity) is learnt"
+              + " when it does (at a health check)");
+    }
+    return m;
   }
 
   /** Stops the server (draining requests in flight within its grace period), then the gateway. */
@@ -235,7 +247,11 @@ public final class Gateway implements AutoCloseable {
           "/v1/completions",
           (q, s) -> proxy.handle(ClientRequest.Kind.COMPLETION, "/v1/completions", q, s));
       TokenizeEndpoints tokens = new TokenizeEndpoints(Gateway.this);
-      route(r, Method.GET, "/v1/models", (q, s) -> catalog.models(host, q, s));
+      route(
+          r,
+          Method.GET,
+          "/v1/models",
+          (q, s) -> catalog.models(host, m -> engines.maxModelLen(host, m), q, s));
       route(r, Method.POST, "/tokenize", tokens::tokenize);
       route(r, Method.POST, "/detokenize", tokens::detokenize);
       r.any(
@@ -254,6 +270,15 @@ public final class Gateway implements AutoCloseable {
                         + ". This gateway serves POST /v1/chat/completions, POST /v1/completions"
                         + " and GET /v1/models.");
               }));
+    }
+
+    @Override
+    public void registered(RouterModel model, RouterModel.Rank rank) {
+      String url = rank.baseUrl();
+      if (url == null) return;
+      EngineApi known = engines.api(url);
+      if (known != null) engines.capacity(host, url, known, rank);
+      else engines.learn(url, host);
     }
 
     @Override

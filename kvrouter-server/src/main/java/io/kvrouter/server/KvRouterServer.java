@@ -85,6 +85,7 @@ public final class KvRouterServer implements AutoCloseable {
     this.config = config;
     this.extension = extension;
     this.registry = new Registry(config::newRouter, config.approximate());
+    registry.extension(extension);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
     this.metrics = metrics;
     registry.metrics(metrics);

@@ -71,6 +71,7 @@ final class Registry implements AutoCloseable {
   private final IntFunction<KvRouter> routers;
   private final boolean approximate;
   private ServerMetrics metrics;
+  private ServerExtension extension; // told of every registration; null: none
   private NatsEvents nats;
   private NatsRegistrations log;
   private SequenceSyncs syncs;
@@ -113,6 +114,11 @@ final class Registry implements AutoCloseable {
     if (r.kvSource() != null) return r;
     boolean predicted = r.endpoint() == null && r.baseUrl() != null && !natsMode();
     return r.withKvSource(predicted ? KvSource.PREDICTED : KvSource.EVENTS);
+  }
+
+  /** The extension told of every registration (ServerExtension.registered), or null. */
+  void extension(ServerExtension extension) {
+    this.extension = extension;
   }
 
   /** Connects the metrics (they read this registry, so they are made after it). */
@@ -371,6 +377,12 @@ final class Registry implements AutoCloseable {
       m.router.registerRank(r.worker(), blockSize, routerBlocks(r, blockSize), r.kvSource());
       m.registered(r);
       if (r.listener() != null) r.listener().attach(m, r);
+      if (extension != null) {
+        extension.registered(
+            m,
+            new RouterModel.Rank(
+                r.worker(), r.baseUrl(), r.engineBlockSize(), r.role(), r.kvSource()));
+      }
       return m;
     } finally {
       membership.unlock();
