@@ -173,6 +173,32 @@ class GatewayStubTest {
     assertThat(three.dpRanks).containsExactly("3");
   }
 
+  /**
+   * A model tokenized by its engines, whose engine answers {@code /tokenize} with no tokens (as
+   * llama.cpp answers a vLLM-shaped body): a clear error naming the engine, never an empty prompt
+   * routed on.
+   */
+  @Test
+  void anEngineThatTokenizesANonEmptyPromptIntoNothingIsAnErrorNamingIt() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().model("delegated", null));
+    StubEngine e = stub();
+    RouterModel m = g.host.register(events(Registration.of("delegated", BS, 1, 0, e.url())));
+    String chat =
+        "{\"model\":\"delegated\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}";
+    HttpResponse<String> r = post(g, "/v1/chat/completions", chat);
+    assertThat(r.statusCode()).isEqualTo(502);
+    assertThat(r.body())
+        .contains("engine_tokenize_failed")
+        .contains("engine " + e.url() + "/tokenize")
+        .contains("no tokens for a non-empty input");
+    HttpResponse<String> t = post(g, "/tokenize", chat);
+    assertThat(t.statusCode()).isEqualTo(502);
+    assertThat(t.body()).contains("engine " + e.url() + "/tokenize");
+    assertThat(e.tokenizeCalls.get()).isGreaterThanOrEqualTo(2);
+    assertThat(e.hits()).as("nothing was routed to the engine").isZero();
+    assertThat(m.router().inFlight()).isZero();
+  }
+
   @Test
   void streamedChatIsRelayedUnchangedWithoutTheUsageChunkItAskedFor() throws Exception {
     Gateway g = gateway(GatewayConfig.builder());
