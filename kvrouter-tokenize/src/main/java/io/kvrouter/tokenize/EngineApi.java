@@ -32,8 +32,9 @@ import java.util.regex.Pattern;
  *   4. No owned_by known: POST /tokenize {"prompt": "Hello"} (vLLM's shape); an answer with a
  *      count and as many tokens, at least one, is vLLM's shape (VLLM); anything else UNKNOWN.
  *
- * An engine that cannot be reached at all (refused, timed out) is an UnreachableException, so a
- * caller tries again later rather than take it for UNKNOWN. Immutable; probe is safe from any
+ * An engine that cannot be reached at all (refused, timed out), or answers /props or /v1/models
+ * with 503 (llama.cpp while it loads its model), is an UnreachableException, so a caller tries
+ * again later rather than take it for UNKNOWN. Immutable; probe is safe from any
  * thread.
  * </pre>
  *
@@ -72,7 +73,9 @@ public record EngineApi(
     long capacity = -1;
     int granule = 0;
     // 1. llama.cpp's /props
-    Map<?, ?> props = object(http, http.get("/props"), "/props");
+    EngineHttp.Answer pa = http.get("/props");
+    if (pa.status() == 503) throw loading(http, "/props", pa);
+    Map<?, ?> props = object(http, pa, "/props");
     if (props != null
         && props.get("default_generation_settings") instanceof Map<?, ?> dgs
         && dgs.get("n_ctx") instanceof Long nCtx) {
@@ -83,7 +86,9 @@ public record EngineApi(
       granule = 1;
     }
     // 2. /v1/models
-    Map<?, ?> models = object(http, http.get("/v1/models"), "/v1/models");
+    EngineHttp.Answer v = http.get("/v1/models");
+    if (v.status() == 503) throw loading(http, "/v1/models", v);
+    Map<?, ?> models = object(http, v, "/v1/models");
     if (models != null
         && models.get("data") instanceof List<?> data
         && !data.isEmpty()
@@ -161,6 +166,21 @@ public record EngineApi(
   private static long label(String labels, String name) {
     Matcher m = Pattern.compile("(?:^|,)\\s*" + name + "=\"([0-9]+)\"").matcher(labels);
     return m.find() ? Long.parseLong(m.group(1)) : -1;
+  }
+
+  /**
+   * An engine that answers 503 (llama.cpp while it loads its model) is not known yet: asked again
+   * later, not taken for one of no known dialect.
+   */
+  private static EngineTokenizer.UnreachableException loading(
+      EngineHttp http, String path, EngineHttp.Answer a) {
+    return new EngineTokenizer.UnreachableException(
+        "engine at "
+            + http.uri(path)
+            + " is not ready (HTTP 503: "
+            + EngineHttp.abbrev(a.body())
+            + ")",
+        null);
   }
 
   /** A 200 answer's JSON object, or null (another status, not JSON, not an object). */

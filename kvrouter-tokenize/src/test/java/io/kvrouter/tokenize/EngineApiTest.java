@@ -39,7 +39,13 @@ class EngineApiTest {
           String a = answers.get(key);
           byte[] out =
               (a == null ? "{\"detail\":\"Not Found\"}" : a).getBytes(StandardCharsets.UTF_8);
-          x.sendResponseHeaders(a == null ? 404 : 200, out.length);
+          if ("LOADING".equals(a)) { // llama.cpp while it loads its model
+            a = "{\"error\":{\"message\":\"Loading model\",\"code\":503}}";
+            out = a.getBytes(StandardCharsets.UTF_8);
+            x.sendResponseHeaders(503, out.length);
+          } else {
+            x.sendResponseHeaders(a == null ? 404 : 200, out.length);
+          }
           try (OutputStream o = x.getResponseBody()) {
             o.write(out);
           }
@@ -152,8 +158,12 @@ class EngineApiTest {
   }
 
   @Test
-  void anEngineThatIsNotThereIsUnreachableNotUnknown() throws Exception {
+  void anEngineThatIsNotThereOrStillLoadingIsUnreachableNotUnknown() throws Exception {
     URI u = start();
+    answers.put("GET /props", "LOADING");
+    assertThatThrownBy(() -> EngineApi.probe(u, T, null))
+        .isInstanceOf(EngineTokenizer.UnreachableException.class)
+        .hasMessageContaining("503");
     server.stop(0);
     server = null;
     assertThatThrownBy(() -> EngineApi.probe(u, T, null))
