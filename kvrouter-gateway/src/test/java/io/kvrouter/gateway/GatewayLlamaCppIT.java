@@ -400,7 +400,7 @@ class GatewayLlamaCppIT {
     assertThat(overlap).isEqualTo(count / BS * BS);
     assertThat(number(json(again.body()), "usage", "prompt_tokens_details", "cached_tokens"))
         .isEqualTo(count - 1);
-    // /v1/models reports the context the engines run with, not the tokenizer's 40960
+    // /v1/models reports the context the engines run with, not the tokenizer's 131072
     Map<?, ?> models = json(get("/v1/models"));
     for (Object o : (List<?>) models.get("data")) {
       assertThat(((Map<?, ?>) o).get("max_model_len")).isEqualTo((long) SLOT_CTX);
