@@ -235,9 +235,15 @@ final class PredictionCheck {
         return head
             + "FEWER cached tokens than the router predicted"
             + tail
-            + ": the router's index holds blocks the engine no longer has (lost removal events,"
-            + " an engine restarted without the router noticing) or the engine's cache is"
-            + " smaller than registered; check its ZMQ ingestion in GET /workers";
+            + (predictedRank
+                ? ": the engine is tracked by predictions and keeps less than the capacity the"
+                    + " router models (a llama.cpp slot keeps only its last prompt; its host"
+                    + " prompt cache is off, --cache-ram 0): the reports shrink the model, and"
+                    + " predictions of what other traffic evicted are wrong meanwhile"
+                : ": the router's index holds blocks the engine no longer has (lost removal"
+                    + " events, an engine restarted without the router noticing) or the engine's"
+                    + " cache is smaller than registered; check its ZMQ ingestion in GET"
+                    + " /workers");
       }
       if (outcome > 0 && more * 2 >= size && (!warnedMore || now - lastMoreWarn >= warnNanos)) {
         warnedMore = true;
