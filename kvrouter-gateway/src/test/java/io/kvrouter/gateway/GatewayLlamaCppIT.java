@@ -65,8 +65,10 @@ class GatewayLlamaCppIT {
   static void start() throws Exception {
     engines = LlamaCppEngines.require();
     tokenizerDir = LlamaCppEngines.qwen3Tokenizer();
-    a = engines.start(MODEL, 1, SLOT_CTX, "--cache-ram", "0");
-    b = engines.start(MODEL, 1, SLOT_CTX, "--cache-ram", "0");
+    // greedy sampling by default: with random sampling the noise model now and then writes text
+    // that llama.cpp's own output parser rejects (a 500 mid-stream, seen straight from the engine)
+    a = engines.start(MODEL, 1, SLOT_CTX, "--cache-ram", "0", "--temp", "0");
+    b = engines.start(MODEL, 1, SLOT_CTX, "--cache-ram", "0", "--temp", "0");
     g =
         Gateway.start(
             KvRouterServer.Config.builder().port(0).build(),
