@@ -192,7 +192,7 @@ public final class SequenceSync {
   private final long incarnation;
   private final ReentrantLock lock; // the router's
   private final SlotTable table; // under lock
-  private final PredictedBlocks predictions; // under lock; null in event mode
+  private final PredictedBlocks predictions; // under lock; holds only the predicted ranks
   private final LongSupplier clock;
 
   private final ReentrantLock outbox = new ReentrantLock(); // a leaf
@@ -491,8 +491,8 @@ public final class SequenceSync {
   }
 
   /**
-   * A peer's prediction or correction, applied to this model as if made here; nothing in event
-   * mode, or for a rank not registered here (counted as unknownRank).
+   * A peer's prediction or correction, applied to this model as if made here; nothing for a rank
+   * fed by events here, or for a rank not registered here (counted as unknownRank).
    */
   private void applyPrediction(Prediction pr, long now) {
     if (predictions == null) return;
@@ -501,6 +501,7 @@ public final class SequenceSync {
       unknownRank++;
       return;
     }
+    if (!s.predicted) return; // registered with events here: its events keep the index
     predictionsApplied++;
     final long[] local = pr.localHashes();
     final long[] seq = SequenceHasher.sequenceHashes(local);
@@ -561,11 +562,14 @@ public final class SequenceSync {
         predictions.expire(now);
         for (Capacity c : snapshot.capacities()) {
           Slot s = table.get(c.worker());
-          if (s != null) predictions.loadCapacity(s.worker, s.kvBlocks, c.blocks(), now);
+          if (s != null && s.predicted) {
+            predictions.loadCapacity(s.worker, s.kvBlocks, c.blocks(), now);
+          }
         }
         for (Predicted c : snapshot.predictions()) {
           Slot s = table.get(c.worker());
           if (s == null) unknownRank++;
+          else if (!s.predicted) continue; // fed by events here
           else if (predictions.load(s.worker, s.kvBlocks, c, now)) predictionsApplied++;
         }
       }

@@ -523,7 +523,7 @@ public final class MockEngineServer implements AutoCloseable {
     this.config = config;
     this.tokenizer = config.modelDir() == null ? null : Tokenizer.load(config.modelDir());
     String model = modelName(config);
-    this.metrics = new EngineMetrics(model, config.numGpuBlocks());
+    this.metrics = new EngineMetrics(model, config.numGpuBlocks(), config.blockSize());
     this.publisher =
         config.kvEvents() != null && config.kvEvents().publishes()
             ? new KvEventPublisher(

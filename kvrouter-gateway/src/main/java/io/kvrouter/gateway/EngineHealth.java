@@ -130,6 +130,9 @@ final class EngineHealth {
 
   private void check(EngineState s) {
     boolean ok = probe(s) == null;
+    // an engine that answers and whose API is not known yet (registered before it was up)
+    if (ok && gateway.engines.api(s.baseUrl) == null)
+      gateway.engines.learn(s.baseUrl, gateway.host);
     if (s.checked(ok, config.unhealthyAfter())) {
       if (s.healthy()) {
         LOG.info("engine " + s.baseUrl + " answers its health check again: back in routing");

@@ -18,6 +18,7 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerExtension;
 import io.kvrouter.server.ServerHost;
+import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.nio.charset.StandardCharsets;
@@ -205,8 +206,9 @@ public final class Gateway implements AutoCloseable {
       model = config.models().keySet().iterator().next();
     }
     long id = e.instanceId() >= 0 ? e.instanceId() : staticIds.incrementAndGet();
+    RouterModel m;
     try {
-      RouterModel m =
+      m =
           host.register(
               new ServerHost.Registration(
                   model,
@@ -220,18 +222,28 @@ public final class Gateway implements AutoCloseable {
                   e.topic(),
                   e.role(),
                   e.clearScope()));
-      checkRegistered(e.baseUrl(), model);
-      return m;
     } catch (ServerHost.HttpError x) {
       throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + x.getMessage(), x);
     }
+    // what it is (its dialect, context, KV capacity), before the first request if it answers
+    boolean answers = checkRegistered(e.baseUrl(), model);
+    if (answers && engines.learn(e.baseUrl(), host).join() == null) {
+      LOG.warning(
+          "engine "
+              + e.baseUrl()
+              + " does not answer yet: its API (dialect, context length, KV capacity) is learnt"
+              + " when it does (at a health check)");
+    }
+    return m;
   }
 
   /**
    * Checks an engine just registered: one that does not answer {@code GET /health} stays
    * registered, out of routing until it answers a health check, and is named in a warning.
+   *
+   * @return whether it answered
    */
-  private void checkRegistered(String baseUrl, String model) {
+  private boolean checkRegistered(String baseUrl, String model) {
     EngineState s = engines.engine(baseUrl);
     String why = health.checkNow(s);
     if (why != null) {
@@ -246,6 +258,7 @@ public final class Gateway implements AutoCloseable {
               + config.healthInterval().toMillis()
               + " ms)");
     }
+    return why == null;
   }
 
   /**
@@ -306,7 +319,11 @@ public final class Gateway implements AutoCloseable {
           "/v1/completions",
           (q, s) -> proxy.handle(ClientRequest.Kind.COMPLETION, "/v1/completions", q, s));
       TokenizeEndpoints tokens = new TokenizeEndpoints(Gateway.this);
-      route(r, Method.GET, "/v1/models", (q, s) -> catalog.models(host, q, s));
+      route(
+          r,
+          Method.GET,
+          "/v1/models",
+          (q, s) -> catalog.models(host, m -> engines.maxModelLen(host, m), q, s));
       route(r, Method.POST, "/tokenize", tokens::tokenize);
       route(r, Method.POST, "/detokenize", tokens::detokenize);
       r.any(
@@ -331,6 +348,15 @@ public final class Gateway implements AutoCloseable {
     public String notReadyReason() {
       return GatewayReadiness.reason(
           config.models().keySet(), host.models(), engines, health::wake);
+    }
+
+    @Override
+    public void registered(RouterModel model, RouterModel.Rank rank) {
+      String url = rank.baseUrl();
+      if (url == null) return;
+      EngineApi known = engines.api(url);
+      if (known != null) engines.capacity(host, url, known, rank);
+      else engines.learn(url, host);
     }
 
     @Override

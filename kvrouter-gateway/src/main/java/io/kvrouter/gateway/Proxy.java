@@ -12,10 +12,13 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.route.PairDecision;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.tokenize.ChatRequest;
+import io.kvrouter.tokenize.EngineDialect;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.IOException;
@@ -138,7 +141,7 @@ final class Proxy {
     try {
       if (c.target.tokenizer() != null) {
         return r.kind == ClientRequest.Kind.CHAT
-            ? c.target.tokenizer().applyChatTemplate(r.chat).ids()
+            ? c.target.tokenizer().applyChatTemplate(asRendered(c, r.chat)).ids()
             : c.target.tokenizer().encode(r.promptText, r.addSpecialTokens);
       }
       String url = g.anyUsableEngine(c.model);
@@ -155,6 +158,16 @@ final class Proxy {
       throw OpenAiError.invalid(
           null, r.kind == ClientRequest.Kind.CHAT ? "messages" : "prompt", e.getMessage());
     }
+  }
+
+  /**
+   * The chat as the model's engines render it: llama.cpp continues a trailing assistant message
+   * (EngineDialect.asRendered). The engines' dialect is looked up only for such a chat.
+   */
+  private ChatRequest asRendered(Call c, ChatRequest chat) {
+    if (EngineDialect.LLAMA_CPP.asRendered(chat) == chat) return chat; // renders the same anyway
+    EngineDialect d = g.engines.dialect(c.model);
+    return d == null ? chat : d.asRendered(chat);
   }
 
   /** The attempts. */
@@ -785,12 +798,14 @@ final class Proxy {
       count(c, engine, answered, attempt);
       // a decode engine that pulled the prompt's KV reports it cached: nothing to compare
       if (usage != null && status == 200 && !(c.pair instanceof PairDecision.Disaggregated)) {
-        int ebs = engineBlockSize();
+        RouterModel.Rank rank = rank();
+        int ebs = rank == null ? c.model.blockSize() : Math.max(1, rank.engineBlockSize());
         g.predictions.record(
             c.model,
             r.worker(),
             url,
-            ebs,
+            g.engines.granule(url, ebs),
+            rank != null && rank.kvSource() == KvSource.PREDICTED,
             r.overlapTokens(),
             c.ids,
             Gateway.options(c.target, c.req.cacheSalt, null),
@@ -798,11 +813,12 @@ final class Proxy {
       }
     }
 
-    private int engineBlockSize() {
+    /** The rank that answered, as the attempt saw the model's ranks; null when it left since. */
+    private RouterModel.Rank rank() {
       for (RouterModel.Rank k : c.ranks) {
-        if (k.worker().equals(r.worker())) return Math.max(1, k.engineBlockSize());
+        if (k.worker().equals(r.worker())) return k;
       }
-      return c.model.blockSize();
+      return null;
     }
 
     /** A whole (non-SSE) answer: relayed as it arrives; usage read on the way. */

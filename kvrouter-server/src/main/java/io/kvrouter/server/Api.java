@@ -15,6 +15,7 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.server.http.ApiException;
 import io.kvrouter.server.http.HttpPlumbing;
@@ -118,6 +119,7 @@ final class Api {
       String baseUrl,
       EngineRole role,
       ClearScope clearScope,
+      KvSource kvSource,
       Duration connectWait) {
     return registry.register(
         new Requests.Register(
@@ -131,7 +133,8 @@ final class Api {
             capacityBlocks,
             BaseUrls.check(baseUrl),
             role,
-            clearScope),
+            clearScope,
+            kvSource),
         connectWait);
   }
 

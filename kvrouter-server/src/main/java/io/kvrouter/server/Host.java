@@ -86,6 +86,7 @@ final class Host implements ServerHost {
           r.baseUrl(),
           r.role(),
           r.clearScope(),
+          r.kvSource(),
           config.zmqConnectTimeout());
     } catch (ApiException e) {
       throw new HttpError(e.status(), e.getMessage(), false);

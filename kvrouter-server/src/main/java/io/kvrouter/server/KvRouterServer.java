@@ -101,7 +101,8 @@ public final class KvRouterServer implements AutoCloseable {
   private KvRouterServer(Config config, ServerExtension extension) {
     this.config = config;
     this.extension = extension;
-    this.registry = new Registry(config::newRouter);
+    this.registry = new Registry(config::newRouter, config.approximate());
+    registry.extension(extension);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
     this.metrics = metrics;
     registry.metrics(metrics);

@@ -9,6 +9,7 @@ import io.kvrouter.index.Tier;
 import io.kvrouter.index.TieredIndex;
 import io.kvrouter.index.TieredScores;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.kvevents.TieredEvent;
@@ -151,7 +152,7 @@ final class ModelIndex implements RouterModel {
   public List<Rank> ranks() {
     List<Rank> out = new ArrayList<>(registrations.size());
     for (Registration r : registrations.values()) {
-      out.add(new Rank(r.worker(), r.baseUrl(), r.engineBlockSize(), r.role()));
+      out.add(new Rank(r.worker(), r.baseUrl(), r.engineBlockSize(), r.role(), r.kvSource()));
     }
     return out;
   }
@@ -333,22 +334,35 @@ final class ModelIndex implements RouterModel {
       throw ApiException.notFound(
           "unknown " + key.describe() + ": its last worker was unregistered");
     }
-    if (!acceptUnregistered) {
-      for (int i = 0, n = events.size(); i < n; i++) {
-        Worker w = events.get(i).worker();
-        if (!registrations.containsKey(w)) {
-          throw ApiException.notFound(
-              "event ["
-                  + i
-                  + "]: instance "
-                  + Long.toUnsignedString(w.workerId())
-                  + " dp_rank "
-                  + w.dpRank()
-                  + " is not registered for "
-                  + key.describe()
-                  + "; register it first (or start the server with --accept-unregistered);"
-                  + " nothing was applied");
-        }
+    for (int i = 0, n = events.size(); i < n; i++) {
+      Worker w = events.get(i).worker();
+      Registration r = registrations.get(w);
+      if (r == null && !acceptUnregistered) {
+        throw ApiException.notFound(
+            "event ["
+                + i
+                + "]: instance "
+                + Long.toUnsignedString(w.workerId())
+                + " dp_rank "
+                + w.dpRank()
+                + " is not registered for "
+                + key.describe()
+                + "; register it first (or start the server with --accept-unregistered);"
+                + " nothing was applied");
+      }
+      if (r != null && r.kvSource() == KvSource.PREDICTED) {
+        throw ApiException.conflict(
+            "event ["
+                + i
+                + "]: instance "
+                + Long.toUnsignedString(w.workerId())
+                + " dp_rank "
+                + w.dpRank()
+                + " of "
+                + key.describe()
+                + " is tracked by predictions (kv_source predicted: registered with a base_url"
+                + " and no endpoint, or --approximate), not by events; register it with"
+                + " \"kv_source\": \"events\" to post its events; nothing was applied");
       }
     }
   }

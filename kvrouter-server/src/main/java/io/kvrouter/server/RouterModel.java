@@ -3,6 +3,7 @@ package io.kvrouter.server;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.KvSource;
 import java.util.List;
 
 /**
@@ -13,11 +14,17 @@ import java.util.List;
  */
 public interface RouterModel {
   /**
-   * A registered rank: its worker, the engine's base URL (or null), its block size and its role in
-   * a disaggregated fleet.
+   * A registered rank: its worker, the engine's base URL (or null), its block size, its role in a
+   * disaggregated fleet and how the router knows what it caches.
    */
-  record Rank(Worker worker, String baseUrl, int engineBlockSize, EngineRole role) {
-    /** A rank of role {@code both}. */
+  record Rank(
+      Worker worker, String baseUrl, int engineBlockSize, EngineRole role, KvSource kvSource) {
+    /** A rank fed by KV events. */
+    public Rank(Worker worker, String baseUrl, int engineBlockSize, EngineRole role) {
+      this(worker, baseUrl, engineBlockSize, role, KvSource.EVENTS);
+    }
+
+    /** A rank of role {@code both}, fed by KV events. */
     public Rank(Worker worker, String baseUrl, int engineBlockSize) {
       this(worker, baseUrl, engineBlockSize, EngineRole.BOTH);
     }

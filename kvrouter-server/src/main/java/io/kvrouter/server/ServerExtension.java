@@ -16,6 +16,14 @@ public interface ServerExtension {
   void routing(HttpRouting.Builder routing, ServerHost host);
 
   /**
+   * Called after a rank was registered ({@code POST /register}, {@link ServerHost#register}, the
+   * NATS registration log or a warm start), on the registering thread and under the registry's
+   * membership lock: it must return quickly and not register or unregister (the gateway starts its
+   * probe of the engine's API here, on a thread of its own).
+   */
+  default void registered(RouterModel model, RouterModel.Rank rank) {}
+
+  /**
    * Called by {@link KvRouterServer#stop()} after the web server stopped (requests in flight
    * finished or were cut off) and before the indexes close.
    */
