@@ -117,13 +117,14 @@ public record KvCacheGroup(Kind kind, int windowTokens) {
 
   /**
    * How many blocks before the cut a sliding window of this group needs: {@code ceil((W - 1) /
-   * blockSize)} (vLLM's {@code SlidingWindowManager}: the token being computed is in the window).
+   * blockSize)} (vLLM's {@code SlidingWindowManager}: the token being computed is in the window),
+   * at least 1 (vLLM's scan takes the last cached block even when the window needs none).
    */
   public int windowBlocks(int blockSize) {
     if (kind != Kind.SLIDING_WINDOW) {
       throw new IllegalStateException("only a sliding-window group has window blocks: " + this);
     }
-    return Math.ceilDiv(windowTokens - 1, blockSize);
+    return Math.max(1, Math.ceilDiv(windowTokens - 1, blockSize));
   }
 
   @Override
