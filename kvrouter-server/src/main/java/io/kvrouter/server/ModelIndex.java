@@ -5,6 +5,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.OverlapScores;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.transport.kvevents.GroupEvent;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import java.util.ArrayList;
 import java.util.List;
@@ -252,6 +253,21 @@ final class ModelIndex implements RouterModel {
       if (closed || registrations.get(r.worker()) != r) return false;
       router.applyEvent(tier, e);
       return true;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /**
+   * Applies one event of a hybrid model's secondary KV cache group from a ZMQ listener
+   * (docs/routing.md, "Hybrid models"), under the read lock, only while {@code r} is still the
+   * registration of its rank.
+   */
+  boolean applyGroupFrom(Registration r, GroupEvent g) {
+    lock.readLock().lock();
+    try {
+      if (closed || registrations.get(r.worker()) != r) return false;
+      return router.applyGroupEvent(g.groupIdx(), g.group(), g.event());
     } finally {
       lock.readLock().unlock();
     }
