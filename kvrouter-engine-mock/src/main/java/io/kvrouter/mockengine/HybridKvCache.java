@@ -324,6 +324,19 @@ public final class HybridKvCache {
     }
   }
 
+  /**
+   * Drops every cached block without events (the engine publishes one AllBlocksCleared).
+   *
+   * @throws IllegalStateException while a request holds pages (vLLM refuses to reset then)
+   */
+  public void clear() {
+    if (!requests.isEmpty()) {
+      throw new IllegalStateException(requests.size() + " requests hold pages");
+    }
+    Arrays.fill(pageGroup, -1);
+    for (Long2IntOpenHashMap m : cached) m.clear();
+  }
+
   // ---------------------------------------------------------------- the hit (vLLM's finders)
 
   private int cap(int tokens) {
