@@ -6,6 +6,9 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SaltedHashers;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.index.HybridIndex;
+import io.kvrouter.index.KvCacheGroup;
+import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.index.OverlapScores;
@@ -96,8 +99,16 @@ import java.util.function.LongSupplier;
  *
  * Tiers (docs/routing.md, "Blocks beyond the GPU"): when the index is a TieredIndex that has seen
  * an event of a non-device tier, route() asks it for findTiered (no lock, like findMatches) and
- * prices each slot's prefill from its weighted blocks (the table's tier column, written by
- * prepareTiers under lock); otherwise nothing changes. applyEvent(Tier, event) goes to the TieredIndex without lock.
+ * prices each slot's prefill from its weighted blocks (the table's tier column, written by prepareTiers under
+ * lock); otherwise nothing changes. applyEvent(Tier, event) goes to the TieredIndex without lock.
+ *
+ * Hybrid models (docs/routing.md, "Hybrid models"): hybrid holds the secondary KV cache groups,
+ * declared by the builder (kvCacheGroups) or by the first group event that names a group's kind
+ * (applyGroupEvent, no lock). Once a group is declared, route() and overlaps() cut the main
+ * index's scores to the engine's hit (HybridIndex.rescore, no lock, before the table is
+ * prepared), capped below the prompt's last token as the engine is; until then (every model
+ * without groups) the only cost is one volatile read. A device Cleared also empties the rank's
+ * groups; unregistering a rank or worker drops them too.
  * </pre>
  */
 public final class KvRouter implements AutoCloseable {
@@ -116,6 +127,7 @@ public final class KvRouter implements AutoCloseable {
   private final EvictionPressure pressure; // fed by applyEvent, or the predicted evictions
   private final TieredIndex tiered; // index as a TieredIndex, or null: no tiers
   private final TierWeights tierWeights;
+  private final HybridIndex hybrid; // the secondary KV cache groups; inactive until one is declared
 
   private final ReentrantLock lock = new ReentrantLock();
   private final SlotTable table; // under lock
@@ -152,6 +164,8 @@ public final class KvRouter implements AutoCloseable {
         new PredictedBlocks(index, b.predictionTtl, b.maxPredictions, pressure::evicted);
     this.tiered = index instanceof TieredIndex t ? t : null;
     this.tierWeights = b.tierWeights;
+    this.hybrid = new HybridIndex(b.blockSize);
+    if (b.kvCacheGroups != null) hybrid.declare(b.kvCacheGroups);
   }
 
   /**
@@ -282,7 +296,34 @@ public final class KvRouter implements AutoCloseable {
       pressure.evicted(event.worker(), r.blockHashes().length, nanoClock.getAsLong());
     } else if (data instanceof CacheEvent.Cleared) {
       pressure.reset(event.worker()); // an emptied cache evicts nothing for a while
+      hybrid.clearRank(event.worker()); // and its KV cache groups went with it
     }
+  }
+
+  /**
+   * Applies an event of a secondary KV cache group of a hybrid model (docs/routing.md, "Hybrid
+   * models"; the main group's events are {@link #applyEvent}): its block hashes are the §2 sequence
+   * hashes (DESIGN.md §2) of the positions the group now holds ({@code Stored}) or no longer holds
+   * ({@code Removed}); a {@code Cleared} empties the group for the rank. The first event that names
+   * a group's kind declares the group, and from then on routing cuts each rank's score to the
+   * longest prefix every group can serve. Does not take the router's lock.
+   *
+   * @param kind the group's kind as the engine names it (on stores), or null
+   * @return false when the event was refused: about the main group, or naming another kind than the
+   *     group was declared with
+   * @throws IllegalStateException in approximate mode, where the router writes the index itself
+   */
+  public boolean applyGroupEvent(int groupIdx, KvCacheGroup kind, RouterEvent event) {
+    if (approximate) {
+      throw new IllegalStateException(
+          "approximate mode: the router predicts cache contents itself and accepts no events");
+    }
+    return hybrid.apply(groupIdx, kind, event);
+  }
+
+  /** The secondary KV cache groups of a hybrid model and what each rank holds in them. */
+  public HybridIndex kvCacheGroups() {
+    return hybrid;
   }
 
   /**
@@ -307,7 +348,10 @@ public final class KvRouter implements AutoCloseable {
     if (tiered == null) return; // an index without tiers: offloaded copies are not scored
     // a device Cleared: forget the rank's evictions first, so that a route that sees the cleared
     // index sees the count gone too (the monitor's release comes before the index's writes)
-    if (tier == Tier.DEVICE) pressure.forget(event.worker());
+    if (tier == Tier.DEVICE) {
+      pressure.forget(event.worker());
+      hybrid.clearRank(event.worker());
+    }
     tiered.apply(tier, event);
   }
 
@@ -464,9 +508,11 @@ public final class KvRouter implements AutoCloseable {
       if (otherRanks) {
         predictions.removeRank(rank);
         index.apply(new RouterEvent(rank, 0, CacheEvent.cleared()));
+        hybrid.clearRank(rank);
       } else {
         predictions.removeWorker(rank.workerId());
         index.removeWorker(rank.workerId());
+        hybrid.removeWorker(rank.workerId());
       }
       return true;
     } finally {
@@ -493,6 +539,7 @@ public final class KvRouter implements AutoCloseable {
       for (Worker w : gone) pressure.forget(w);
       predictions.removeWorker(workerId);
       index.removeWorker(workerId);
+      hybrid.removeWorker(workerId);
       return true;
     } finally {
       lock.unlock();
@@ -581,6 +628,9 @@ public final class KvRouter implements AutoCloseable {
         unlocked && tiered != null && tiered.hasTiers() ? tiered.findTiered(local) : null;
     OverlapScores scores =
         !unlocked ? null : tiers != null ? tiers.device() : index.findMatches(local, false);
+    if (scores != null && hybrid.active()) {
+      scores = hybrid.rescore(scores, seq, engineCap(tokens.length));
+    }
     lock.lock();
     try {
       final long now = nanoClock.getAsLong();
@@ -588,6 +638,7 @@ public final class KvRouter implements AutoCloseable {
         predictions.expire(now);
         tiers = tiered != null && tiered.hasTiers() ? tiered.findTiered(local) : null;
         scores = tiers != null ? tiers.device() : index.findMatches(local, false);
+        if (hybrid.active()) scores = rescoreMixed(scores, seq, tokens.length);
       }
       table.prepare(now, scores, seq);
       if (tiers != null) table.prepareTiers(tiers, tierWeights);
@@ -835,6 +886,14 @@ public final class KvRouter implements AutoCloseable {
     return salted.size();
   }
 
+  /**
+   * The most blocks of a prompt of {@code tokens} tokens an engine reuses: it always computes the
+   * last token (vLLM asks its prefix cache for at most {@code tokens - 1} of them).
+   */
+  private int engineCap(int tokens) {
+    return Math.max(0, tokens - 1) / blockSize;
+  }
+
   private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill) {
     if (activePrefill > busyPrefillTokens) return true;
     return kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;
@@ -848,14 +907,38 @@ public final class KvRouter implements AutoCloseable {
     Objects.requireNonNull(tokens, "tokens");
     Objects.requireNonNull(options, "options");
     long[] local = hasherFor(options).localHashes(tokens);
-    if (!predicting) return index.findMatches(local, false);
+    if (!predicting) {
+      OverlapScores scores = index.findMatches(local, false);
+      return hybrid.active()
+          ? hybrid.rescore(scores, SequenceHasher.sequenceHashes(local), engineCap(tokens.length))
+          : scores;
+    }
     lock.lock();
     try {
       predictions.expire(nanoClock.getAsLong());
-      return index.findMatches(local, false);
+      OverlapScores scores = index.findMatches(local, false);
+      return hybrid.active()
+          ? rescoreMixed(scores, SequenceHasher.sequenceHashes(local), tokens.length)
+          : scores;
     } finally {
       lock.unlock();
     }
+  }
+
+  /**
+   * Under the lock, with predicted ranks registered: the groups cut the event ranks' scores; a
+   * predicted rank's score is its prediction of the main group (no engine tells the router what
+   * its other groups hold), capped as the engine caps a hit.
+   */
+  private OverlapScores rescoreMixed(OverlapScores scores, long[] seq, int tokens) {
+    return hybrid.rescore(
+        scores,
+        seq,
+        engineCap(tokens),
+        w -> {
+          Slot s = table.get(w);
+          return s != null && s.predicted;
+        });
   }
 
   /**
@@ -1026,6 +1109,7 @@ public final class KvRouter implements AutoCloseable {
     private KvIndex index;
     private LongSupplier nanoClock = System::nanoTime;
     private TierWeights tierWeights = TierWeights.DEFAULTS;
+    private KvCacheGroups kvCacheGroups;
 
     private Builder(int blockSize) {
       if (blockSize < 1) {
@@ -1180,6 +1264,16 @@ public final class KvRouter implements AutoCloseable {
       return this;
     }
 
+    /**
+     * The KV cache groups of a hybrid model (docs/routing.md, "Hybrid models"), declared up front;
+     * without it, the first group event that names a group declares it ({@link #applyGroupEvent}).
+     * A model of one group is not hybrid and routes as without this.
+     */
+    public Builder kvCacheGroups(KvCacheGroups groups) {
+      this.kvCacheGroups = Objects.requireNonNull(groups, "groups");
+      return this;
+    }
+
     /** A monotonic clock in nanoseconds for expiry and TTLs; default {@code System::nanoTime}. */
     public Builder nanoClock(LongSupplier nanoClock) {
       this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
@@ -1189,12 +1283,19 @@ public final class KvRouter implements AutoCloseable {
     /**
      * The router.
      *
-     * @throws IllegalStateException when both approximate mode and an index are set
+     * @throws IllegalStateException when both approximate mode and an index are set, or approximate
+     *     mode and the KV cache groups of a hybrid model
      */
     public KvRouter build() {
       if (approximate && index != null) {
         throw new IllegalStateException(
             "approximate mode uses the router's own index; do not set index(...) as well");
+      }
+      if (approximate && kvCacheGroups != null && kvCacheGroups.isHybrid()) {
+        throw new IllegalStateException(
+            "approximate mode predicts one cache per rank; it cannot model the KV cache groups "
+                + kvCacheGroups
+                + " of a hybrid model (route it with events)");
       }
       return new KvRouter(this);
     }

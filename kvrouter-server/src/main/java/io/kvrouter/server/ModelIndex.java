@@ -14,6 +14,7 @@ import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.kvevents.TieredEvent;
 import io.kvrouter.transport.nats.NatsSequenceSync;
+import io.kvrouter.transport.kvevents.GroupEvent;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import java.util.ArrayList;
 import java.util.List;
@@ -268,6 +269,21 @@ final class ModelIndex implements RouterModel {
       if (closed || registrations.get(r.worker()) != r) return false;
       router.applyEvent(tier, e);
       return true;
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /**
+   * Applies one event of a hybrid model's secondary KV cache group from a ZMQ listener
+   * (docs/routing.md, "Hybrid models"), under the read lock, only while {@code r} is still the
+   * registration of its rank.
+   */
+  boolean applyGroupFrom(Registration r, GroupEvent g) {
+    lock.readLock().lock();
+    try {
+      if (closed || registrations.get(r.worker()) != r) return false;
+      return router.applyGroupEvent(g.groupIdx(), g.group(), g.event());
     } finally {
       lock.readLock().unlock();
     }

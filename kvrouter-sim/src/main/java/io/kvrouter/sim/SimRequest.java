@@ -12,6 +12,7 @@ public final class SimRequest {
   int routedOverlapTokens; // what the router expected the chosen rank to hold
   io.kvrouter.event.Worker routedTo; // the chosen rank
   int cachedTokens; // what the rank's cache held at admission
+  int admissionPredictedTokens = -1; // what the router said that rank held at admission (hybrid)
   int hostTokens; // of those, what its host tier held (loaded, not recomputed)
   long admitted = -1;
   long firstToken = -1;
