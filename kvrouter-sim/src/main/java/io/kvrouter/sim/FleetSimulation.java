@@ -11,7 +11,6 @@ import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.sim.trace.TraceRequest;
-import io.kvrouter.sim.trace.TraceTokens;
 import io.kvrouter.transport.json.RouterEventJson;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -180,7 +179,7 @@ public final class FleetSimulation {
               // what the gateway does with usage.prompt_tokens_details.cached_tokens
               router.observeCachedTokens(
                   r.routedTo,
-                  TraceTokens.tokens(r.trace),
+                  r.tokens(),
                   RouteOptions.defaults(),
                   r.routedOverlapTokens,
                   r.cachedTokens);
@@ -192,12 +191,14 @@ public final class FleetSimulation {
             outputTokens += r.trace.outputLength();
             hits.add(r.trace.timestampMs(), r.trace.inputLength(), r.cachedTokens);
             lastFinish = Math.max(lastFinish, loop.now());
+            r.dropTokens();
             oneDone();
           }
 
           @Override
           public void rejected(SimRequest r) {
             router.free(r.routerId);
+            r.dropTokens();
             rejected++;
             oneDone();
           }
@@ -300,7 +301,7 @@ public final class FleetSimulation {
   }
 
   private void arrive(SimRequest r) {
-    int[] tokens = TraceTokens.tokens(r.trace);
+    int[] tokens = r.tokens();
     RouteDecision d = router.route(r.routerId, tokens);
     if (!(d instanceof RouteDecision.Routed routed)) {
       throw new IllegalStateException("the router did not route request " + r.id + ": " + d);

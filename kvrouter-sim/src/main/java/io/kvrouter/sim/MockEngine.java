@@ -6,7 +6,6 @@ import io.kvrouter.mockengine.EventLoop;
 import io.kvrouter.mockengine.HostTier;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.prefixcache.PrefixCache;
-import io.kvrouter.sim.trace.TraceTokens;
 import java.util.ArrayDeque;
 import java.util.function.Consumer;
 
@@ -120,7 +119,7 @@ public final class MockEngine {
     private void tryAdmit() {
       while (!waiting.isEmpty() && running < timing.maxBatch()) {
         final SimRequest r = waiting.peek();
-        final PrefixCache.Admission a = cache.admit(r.id, TraceTokens.tokens(r.trace));
+        final PrefixCache.Admission a = cache.admit(r.id, r.tokens());
         if (!a.admitted()) {
           return; // the pool is full of locked blocks: wait for a release
         }
@@ -144,8 +143,7 @@ public final class MockEngine {
     }
 
     private long[] hashes(SimRequest r) {
-      return io.kvrouter.hash.SequenceHasher.sequenceHashes(
-          cache.hasher().localHashes(TraceTokens.tokens(r.trace)));
+      return io.kvrouter.hash.SequenceHasher.sequenceHashes(cache.hasher().localHashes(r.tokens()));
     }
 
     private void prefillDone(SimRequest r) {
