@@ -295,6 +295,15 @@ public final class SimulateCommand implements Callable<Integer> {
   boolean json;
 
   @Option(
+      names = "--threads",
+      paramLabel = "N",
+      description =
+          "Run up to N policies (and the pooled ceiling) at once, each on its own thread; the"
+              + " results do not depend on it, only the wall time (default: the machine's cores;"
+              + " 1 with --events).")
+  Integer threads;
+
+  @Option(
       names = {"-q", "--quiet"},
       description = "No progress bar (it is shown only when stderr is a terminal anyway).")
   boolean quiet;
@@ -332,6 +341,9 @@ public final class SimulateCommand implements Callable<Integer> {
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
       }
+      if (threads != null && threads < 1) {
+        throw new IllegalArgumentException("--threads must be >= 1, got " + threads);
+      }
     } catch (IllegalArgumentException e) {
       err.println("kvrouter simulate: " + e.getMessage());
       return 2;
@@ -353,7 +365,15 @@ public final class SimulateCommand implements Callable<Integer> {
     }
     SimulationResult result;
     try (Progress progress = Progress.onStderr(System.err, quiet)) {
-      result = SimulationResult.run(loaded.name(), loaded.requests(), cfg, chosen, progress, nats);
+      result =
+          SimulationResult.run(
+              loaded.name(),
+              loaded.requests(),
+              cfg,
+              chosen,
+              progress,
+              nats,
+              threads != null ? threads : Runtime.getRuntime().availableProcessors());
     } catch (RuntimeException e) {
       if (nats == null) throw e;
       err.println("kvrouter simulate: NATS (" + events + "): " + e.getMessage());
@@ -411,6 +431,9 @@ public final class SimulateCommand implements Callable<Integer> {
       }
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+      if (threads != null && threads < 1) {
+        throw new IllegalArgumentException("--threads must be >= 1, got " + threads);
       }
       cfg =
           new PdSimulation.Config(

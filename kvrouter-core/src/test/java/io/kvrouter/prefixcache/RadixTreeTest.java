@@ -322,6 +322,29 @@ class RadixTreeTest {
   }
 
   @Test
+  void aKeyCutAtALimitActsAsItsCopy() {
+    RadixTree<Integer> cut = new RadixTree<>(2);
+    RadixTree<Integer> copied = new RadixTree<>(2);
+    int[] key = t(1, 2, 3, 4, 5); // the last token lies past the limit
+    RadixTree.Insert<Integer> a = cut.insert(key, 4, List.of(12, 34));
+    RadixTree.Insert<Integer> b = copied.insert(t(1, 2, 3, 4), List.of(12, 34));
+    assertThat(cut.key(a.node())).containsExactly(1, 2, 3, 4); // the leaf's label stops at 4
+    assertThat(a.handedBack()).isEqualTo(b.handedBack());
+    int[] longer = t(1, 2, 3, 9, 9, 9);
+    RadixTree.Match m = cut.matchPrefix(longer, 4);
+    assertThat(m).isEqualTo(copied.matchPrefix(t(1, 2, 3, 9)));
+    assertThat(m.matchedTokens()).isEqualTo(2);
+    // the first run is present: the caller's value for it is handed back
+    assertThat(cut.insert(longer, 6, List.of(1, 2, 3)).handedBack()).containsExactly(1);
+    assertThat(cut.matchPrefix(t(1, 2, 3, 9, 9, 9, 7), 6).matchedTokens()).isEqualTo(6);
+    assertThat(cut.matchPrefix(t(1, 2, 3, 9, 9, 9, 7), 5).matchedTokens()).isEqualTo(4);
+    assertThatThrownBy(() -> cut.matchPrefix(key, 6)).isInstanceOf(IndexOutOfBoundsException.class);
+    assertThatThrownBy(() -> cut.insert(key, 3, List.of(1)))
+        .isInstanceOf(IllegalArgumentException.class);
+    cut.checkInvariants();
+  }
+
+  @Test
   void freedSlotsAreReused() {
     RadixTree<Integer> tree = new RadixTree<>(1);
     tree.insert(t(0), List.of(0));

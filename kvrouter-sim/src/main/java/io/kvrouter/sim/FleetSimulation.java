@@ -13,7 +13,6 @@ import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.sim.trace.TraceRequest;
-import io.kvrouter.sim.trace.TraceTokens;
 import io.kvrouter.transport.json.RouterEventJson;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -190,7 +189,7 @@ public final class FleetSimulation {
               // what the gateway does with usage.prompt_tokens_details.cached_tokens
               router.observeCachedTokens(
                   r.routedTo,
-                  TraceTokens.tokens(r.trace),
+                  r.tokens(),
                   RouteOptions.defaults(),
                   r.routedOverlapTokens,
                   r.cachedTokens);
@@ -207,6 +206,7 @@ public final class FleetSimulation {
             outputTokens += r.trace.outputLength();
             hits.add(r.trace.timestampMs(), r.trace.inputLength(), r.cachedTokens);
             lastFinish = Math.max(lastFinish, loop.now());
+            r.dropTokens();
             oneDone();
           }
 
@@ -215,13 +215,14 @@ public final class FleetSimulation {
             if (!cfg.hybrid()) return;
             // what routing would predict for this rank now, at the engine's own moment of truth
             r.admissionPredictedTokens =
-                router.overlaps(TraceTokens.tokens(r.trace), RouteOptions.defaults()).score(rank)
+                router.overlaps(r.tokens(), RouteOptions.defaults()).score(rank)
                     * cfg.blockSize();
           }
 
           @Override
           public void rejected(SimRequest r) {
             router.free(r.routerId);
+            r.dropTokens();
             rejected++;
             oneDone();
           }
@@ -339,7 +340,7 @@ public final class FleetSimulation {
   }
 
   private void arrive(SimRequest r) {
-    int[] tokens = TraceTokens.tokens(r.trace);
+    int[] tokens = r.tokens();
     RouteDecision d = router.route(r.routerId, tokens);
     if (!(d instanceof RouteDecision.Routed routed)) {
       throw new IllegalStateException("the router did not route request " + r.id + ": " + d);

@@ -10,7 +10,6 @@ import io.kvrouter.mockengine.HostTier;
 import io.kvrouter.mockengine.HybridKvCache;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.prefixcache.PrefixCache;
-import io.kvrouter.sim.trace.TraceTokens;
 import java.util.ArrayDeque;
 import java.util.function.Consumer;
 
@@ -196,11 +195,11 @@ public final class MockEngine {
         final boolean admitted;
         final int cachedBlocks;
         if (hybrid != null) {
-          HybridKvCache.Admission a = hybrid.admit(r.id, TraceTokens.tokens(r.trace));
+          HybridKvCache.Admission a = hybrid.admit(r.id, r.tokens());
           admitted = a.admitted();
           cachedBlocks = a.cachedBlocks();
         } else {
-          PrefixCache.Admission a = cache.admit(r.id, TraceTokens.tokens(r.trace));
+          PrefixCache.Admission a = cache.admit(r.id, r.tokens());
           admitted = a.admitted();
           cachedBlocks = a.cachedBlocks();
         }
@@ -227,8 +226,7 @@ public final class MockEngine {
     }
 
     private long[] hashes(SimRequest r) {
-      return io.kvrouter.hash.SequenceHasher.sequenceHashes(
-          cache.hasher().localHashes(TraceTokens.tokens(r.trace)));
+      return io.kvrouter.hash.SequenceHasher.sequenceHashes(cache.hasher().localHashes(r.tokens()));
     }
 
     private void prefillDone(SimRequest r) {

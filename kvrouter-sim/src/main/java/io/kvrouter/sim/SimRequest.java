@@ -1,8 +1,15 @@
 package io.kvrouter.sim;
 
 import io.kvrouter.sim.trace.TraceRequest;
+import io.kvrouter.sim.trace.TraceTokens;
 
-/** One trace request on its way through a simulated fleet, with what happened to it. */
+/**
+ * One trace request on its way through a simulated fleet, with what happened to it. Its prompt
+ * tokens are made when first asked for (at arrival, to route it) and kept until {@link
+ * #dropTokens()} (when it finishes or is rejected), so the router, the engine's admission, which
+ * may be tried again and again while the request waits, and the approx correction share one array:
+ * only requests in flight hold tokens.
+ */
 public final class SimRequest {
   final long id;
   final String routerId;
@@ -18,12 +25,24 @@ public final class SimRequest {
   long firstToken = -1;
   long finished = -1;
   boolean rejected;
+  private int[] tokens; // null before arrival and after the end
 
   public SimRequest(long id, TraceRequest trace, long arrival) {
     this.id = id;
     this.routerId = Long.toString(id);
     this.trace = trace;
     this.arrival = arrival;
+  }
+
+  /** The prompt's tokens (TraceTokens.tokens), made once and kept until {@link #dropTokens()}. */
+  int[] tokens() {
+    if (tokens == null) tokens = TraceTokens.tokens(trace);
+    return tokens;
+  }
+
+  /** Lets the tokens go (the request is done with). */
+  void dropTokens() {
+    tokens = null;
   }
 
   /** Time to first token in nanoseconds; only after the prefill ended. */
