@@ -1,6 +1,5 @@
 package io.kvrouter.index;
 
-import java.util.function.Predicate;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -13,6 +12,7 @@ import java.util.SortedMap;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Predicate;
 
 /**
  * The secondary KV cache groups of a hybrid model and the engine's hit rule over them
@@ -242,8 +242,7 @@ public final class HybridIndex {
    * {@link #rescore(OverlapScores, long[], int)}, except that the ranks {@code uncut} accepts keep
    * their main score, capped (a rank whose cache the router predicts: no group tells it more).
    */
-  public OverlapScores rescore(
-      OverlapScores main, long[] seq, int cap, Predicate<Worker> uncut) {
+  public OverlapScores rescore(OverlapScores main, long[] seq, int cap, Predicate<Worker> uncut) {
     if (groups.length == 0) return main;
     final int n = main.size();
     final Worker[] workers = new Worker[n];

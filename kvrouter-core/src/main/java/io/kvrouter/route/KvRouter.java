@@ -927,8 +927,8 @@ public final class KvRouter implements AutoCloseable {
 
   /**
    * Under the lock, with predicted ranks registered: the groups cut the event ranks' scores; a
-   * predicted rank's score is its prediction of the main group (no engine tells the router what
-   * its other groups hold), capped as the engine caps a hit.
+   * predicted rank's score is its prediction of the main group (no engine tells the router what its
+   * other groups hold), capped as the engine caps a hit.
    */
   private OverlapScores rescoreMixed(OverlapScores scores, long[] seq, int tokens) {
     return hybrid.rescore(

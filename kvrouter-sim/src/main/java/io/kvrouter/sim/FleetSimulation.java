@@ -215,8 +215,7 @@ public final class FleetSimulation {
             if (!cfg.hybrid()) return;
             // what routing would predict for this rank now, at the engine's own moment of truth
             r.admissionPredictedTokens =
-                router.overlaps(r.tokens(), RouteOptions.defaults()).score(rank)
-                    * cfg.blockSize();
+                router.overlaps(r.tokens(), RouteOptions.defaults()).score(rank) * cfg.blockSize();
           }
 
           @Override
