@@ -115,8 +115,9 @@ public final class ChatFleetBench {
     try {
       server = path(s.llamaServer(), "KVROUTER_LLAMA_SERVER", "--llama-server", "llama-server");
       model = path(s.llamaModel(), "KVROUTER_LLAMA_MODEL", "--llama-model", "the model");
-      if (!Files.isExecutable(server)) throw bad("llama-server " + server + " is not executable");
-      if (!Files.isRegularFile(model)) throw bad("the model " + model + " is not a file");
+      if (!Files.isExecutable(server))
+        throw bad("llama-server " + server + " is not executable" + HOW);
+      if (!Files.isRegularFile(model)) throw bad("the model " + model + " is not a file" + HOW);
       check(s.engines() >= 1, "--engines must be >= 1");
       check(s.ctx() >= 256, "--llama-ctx must be >= 256");
       check(s.repeats() >= 1, "--repeats must be >= 1");
@@ -260,6 +261,10 @@ public final class ChatFleetBench {
             + "; engines/llama-cpp/install.sh builds llama-server and the tiny Qwen3 model and"
             + " prints llama-server=PATH and model=PATH");
   }
+
+  private static final String HOW =
+      "; engines/llama-cpp/install.sh builds llama-server and the tiny Qwen3 model and prints"
+          + " llama-server=PATH and model=PATH";
 
   private static IllegalArgumentException bad(String message) {
     return new IllegalArgumentException(message);
