@@ -18,7 +18,7 @@ import java.util.Map;
  * Implementation notes
  *
  * Pure functions of the settings, the workload and the policies' runs (read only). The table:
- * one row per policy (requests, answered, errors, engine-reported and predicted hit rate, TTFT
+ * one row per policy (requests, answered, errors, mean prompt tokens, engine-reported and predicted hit rate, TTFT
  * p50/p90/mean in wall milliseconds at the client, requests per engine), then the TTFT p50 of
  * every other policy over kv's, then the failed requests' reasons. The JSON: the setup, one
  * object per policy, and ttft_p50_over_kv (policy -> ratio). Field names are what scripts read:
@@ -37,11 +37,12 @@ final class ChatReport {
             + " cached_tokens over prompt_tokens (usage); predicted: the router's overlap");
     out.printf(
         Locale.ROOT,
-        "%-13s %8s %8s %6s %9s %9s %10s %10s %10s  %s%n",
+        "%-13s %8s %8s %6s %11s %9s %9s %10s %10s %10s  %s%n",
         "policy",
         "requests",
         "answered",
         "errors",
+        "prompt mean",
         "hit rate",
         "predicted",
         "TTFT p50",
@@ -52,11 +53,12 @@ final class ChatReport {
       double[] t = r.ttftMs();
       out.printf(
           Locale.ROOT,
-          "%-13s %8d %8d %6d %8.1f%% %8.1f%% %10s %10s %10s  %s%n",
+          "%-13s %8d %8d %6d %11.0f %8.1f%% %8.1f%% %10s %10s %10s  %s%n",
           r.policy,
           r.requests(),
           r.answered(),
           r.requests() - r.answered(),
+          r.answered() == 0 ? Double.NaN : (double) r.promptTokens() / r.answered(),
           100 * r.hitRate(),
           100 * r.predictedRate(),
           ms(pct(t, 50)),

@@ -61,6 +61,7 @@ class ChatReportTest {
     StringWriter sw = new StringWriter();
     ChatReport.printTable(new PrintWriter(sw), List.of(kv, rr));
     assertThat(sw.toString())
+        .containsPattern("kv +3 +3 +0 +1000 +56\\.7% ")
         .contains("TTFT p50 round-robin / kv: 4.00x")
         .contains("56.7%")
         .contains("status 502: engine_error boom");
