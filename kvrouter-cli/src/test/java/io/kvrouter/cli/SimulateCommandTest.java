@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvrouter.sim.report.HtmlReport;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -238,6 +240,56 @@ class SimulateCommandTest {
         .contains(
             "\"fleet\":\"aggregated\",\"requests\":300,\"completed\":300,"
                 + "\"rejected\":0,\"handed_over\":0,");
+  }
+
+  @Test
+  void jsonConfigSaysEverySettingTheRunUsed() throws IOException {
+    assertThat(
+            run(
+                "simulate",
+                "--requests",
+                "60",
+                "--workers",
+                "2",
+                "--gpu-blocks",
+                "1024",
+                "--host-blocks",
+                "2048",
+                "--host-ms-per-block",
+                "0.3",
+                "--overlap-weight",
+                "1.5",
+                "--max-blocks",
+                "100000",
+                "--json",
+                "--quiet"))
+        .as(err.toString())
+        .isZero();
+    JsonNode config = new ObjectMapper().readTree(out.toString()).path("config");
+    assertThat(config.path("workers").asInt()).isEqualTo(2);
+    assertThat(config.path("gpu_blocks").asInt()).isEqualTo(1024);
+    assertThat(config.path("host_blocks").asInt()).isEqualTo(2048);
+    assertThat(config.path("host_ms_per_block").asDouble()).isEqualTo(0.3);
+    assertThat(config.path("overlap_weight").asDouble()).isEqualTo(1.5);
+    assertThat(config.path("max_blocks").asLong()).isEqualTo(100000);
+    // the defaults are written too, so a script never has to know them
+    for (String key :
+        new String[] {
+          "speedup",
+          "max_batch",
+          "removed_events",
+          "approx_kv_blocks",
+          "pressure_weight",
+          "busy_prefill_tokens",
+          "request_expiry_seconds",
+          "max_tier_blocks",
+          "host_tier_weight",
+          "disk_tier_weight",
+          "external_tier_weight",
+          "seed"
+        }) {
+      assertThat(config.has(key)).as(key + " in " + config).isTrue();
+    }
   }
 
   /** Parses a JSON document completely and returns its top-level scalar fields. */

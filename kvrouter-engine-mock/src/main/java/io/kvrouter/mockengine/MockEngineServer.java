@@ -6,6 +6,7 @@ import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.tokenize.Tokenizer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -587,6 +588,9 @@ public final class MockEngineServer implements AutoCloseable {
    * @throws IllegalStateException when a socket cannot be bound
    */
   public static MockEngineServer start(Config config) {
+    // a port taken is one clear exception, before Helidon logs its stack trace and before the
+    // tokenizer is loaded
+    if (config.port() != 0) checkBindable(config.host(), config.port());
     MockEngineServer s = new MockEngineServer(config);
     try {
       if (s.publisher != null) s.publisher.start();
@@ -601,6 +605,30 @@ public final class MockEngineServer implements AutoCloseable {
     } catch (RuntimeException e) {
       s.close();
       throw e;
+    }
+  }
+
+  /** Binds {@code host:port} once (SO_REUSEADDR, as Helidon's socket) and releases it. */
+  private static void checkBindable(String host, int port) {
+    InetSocketAddress address = new InetSocketAddress(host, port);
+    if (address.isUnresolved()) {
+      throw new IllegalStateException(
+          "mock engine: cannot listen on " + host + ":" + port + ": unknown host");
+    }
+    try (ServerSocket probe = new ServerSocket()) {
+      probe.setReuseAddress(true);
+      probe.bind(address);
+    } catch (IOException e) {
+      String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+      throw new IllegalStateException(
+          "mock engine: cannot listen on "
+              + host
+              + ":"
+              + port
+              + ": "
+              + why
+              + " (another process has the port: stop it, or give another --port)",
+          e);
     }
   }
 

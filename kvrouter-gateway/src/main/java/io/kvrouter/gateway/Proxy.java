@@ -176,6 +176,7 @@ final class Proxy {
     Retry last = null;
     int attempts = 0;
     String lastEngine = "none";
+    String lastUrl = null;
     while (attempts < g.config.maxAttempts()) {
       long now = System.nanoTime();
       Allowed a = allowed(c, tried, now);
@@ -216,6 +217,7 @@ final class Proxy {
       }
       attempts++;
       lastEngine = Long.toUnsignedString(r.worker().workerId());
+      lastUrl = url;
       if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
       Retry retry = attempt(c, r, url, st, attempts, res);
       if (retry == null) return;
@@ -227,7 +229,7 @@ final class Proxy {
           () -> "request " + c.requestId + ": attempt on " + url + " failed: " + retry.reason);
       tried = add(tried, r.worker());
     }
-    fail(c, res, last, attempts, lastEngine);
+    fail(c, res, last, attempts, lastEngine, lastUrl);
   }
 
   /**
@@ -272,7 +274,10 @@ final class Proxy {
   }
 
   /** Answers the client when every attempt failed before the first byte ({@code last}: why). */
-  private void fail(Call c, ServerResponse res, Retry last, int attempts, String lastEngine) {
+  private void fail(
+      Call c, ServerResponse res, Retry last, int attempts, String lastEngine, String lastUrl) {
+    // the engine that failed last, as the operator knows it (its URL) and as /workers shows it
+    String which = "engine " + lastUrl + " (instance " + lastEngine + ")";
     if (last.body != null) {
       res.status(Status.create(last.status));
       if (last.contentType != null) res.header(HeaderNames.CONTENT_TYPE, last.contentType);
@@ -294,7 +299,9 @@ final class Proxy {
                     + g.config.engineTimeout().toMillis()
                     + " ms ("
                     + attempts
-                    + " attempt(s), --engine-timeout-ms)")
+                    + " attempt(s), the last on "
+                    + which
+                    + "; --engine-timeout-ms)")
             : new OpenAiError(
                 502,
                 "server_error",
@@ -305,6 +312,8 @@ final class Proxy {
                     + "' failed ("
                     + attempts
                     + " attempt(s); last: "
+                    + which
+                    + ": "
                     + last.reason
                     + ")");
     count(c, lastEngine, e.status, attempts);

@@ -697,6 +697,19 @@ class GatewayStubTest {
     assertOpensAfterTwoFailures(g, e, true, 502);
   }
 
+  @Test
+  void anEngineThatFailsIsNamedInTheError() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().maxAttempts(1));
+    StubEngine e = stub();
+    register(g, 7, e.url());
+    e.emptyStream.set(true);
+    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), true, ""));
+    assertThat(r.statusCode()).isEqualTo(502);
+    assertThat(r.body())
+        .contains("\"code\":\"engine_unreachable\"")
+        .contains("last: engine " + e.url() + " (instance 7): ");
+  }
+
   /**
    * The client's stream_options the gateway cannot set include_usage in (not an object, or an
    * include_usage that is not a boolean) goes to the engine as the client sent it: the engine
