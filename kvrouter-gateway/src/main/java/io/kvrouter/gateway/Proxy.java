@@ -149,6 +149,8 @@ final class Proxy {
     c.ids = tokenize(c);
     g.metrics.tokenizeStage.observe((System.nanoTime() - t1) / 1e9);
     c.queue = g.admission == null ? null : g.admission.queue(c.model);
+    // a bad priority header is refused whether or not the request waits (a lookup, no allocation)
+    if (sreq.headers().contains(Gateway.X_PRIORITY)) g.band(sreq, c.req);
     try {
       run(c, sreq, res);
     } catch (OpenAiError e) {
