@@ -17,8 +17,10 @@ import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -247,6 +249,39 @@ class GatewayAdmissionTest {
     assertThat(low2).isNotDone();
     l1.body().close();
     streams.add(low2.get(30, TimeUnit.SECONDS).body());
+    assertThat(depth(g, m)).isZero();
+  }
+
+  @Test
+  void tenantsComeFromTheApiKeyAndTheirLabelsAreCapped() throws Exception {
+    Gateway g =
+        gateway(
+            new AdmissionConfig(
+                8, Duration.ofSeconds(120), 0, AdmissionConfig.TenantSource.KEY, Map.of(), 16, 1));
+    RouterModel m = register(g, 1, slowEngine());
+    InputStream a = hold(g, "holding");
+    CompletableFuture<HttpResponse<String>> alice =
+        completionAsync(g, completion("alice asks"), "Authorization", "Bearer sk-alice");
+    await("alice queued", () -> depth(g, m) == 1);
+    CompletableFuture<HttpResponse<String>> bob =
+        completionAsync(g, completion("bob asks"), "Authorization", "Bearer sk-bob");
+    await("bob queued", () -> depth(g, m) == 2);
+    // the key's SHA-256, first 6 bytes in hex: no key in a label
+    String aliceLabel =
+        "key-"
+            + HexFormat.of()
+                .formatHex(
+                    MessageDigest.getInstance("SHA-256")
+                        .digest("sk-alice".getBytes(StandardCharsets.UTF_8)),
+                    0,
+                    6);
+    assertThat(counter(g.metrics.admission.queued, "tiny", "normal", aliceLabel)).isEqualTo(1);
+    assertThat(counter(g.metrics.admission.queued, "tiny", "normal", "other"))
+        .as("one tenant label at most: bob is 'other'")
+        .isEqualTo(1);
+    a.close();
+    assertThat(alice.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(200);
+    assertThat(bob.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(200);
     assertThat(depth(g, m)).isZero();
   }
 
