@@ -2,7 +2,11 @@ package io.kvrouter.gateway;
 
 import io.kvrouter.admission.FairQueue;
 import io.kvrouter.server.RouterModel;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -19,7 +23,8 @@ import java.util.function.Consumer;
  * <pre>
  * Implementation notes
  *
- * Data: one ModelQueue per RouterModel (a ConcurrentHashMap, made on a model's first request),
+ * Data: one ModelQueue per RouterModel (a ConcurrentHashMap, made on a model's first request,
+ * dropped by retain() once the model is gone and its queue empty),
  * each with its FairQueue of Waiters, frees (an AtomicLong counting the model's freed routes) and
  * waiting (an AtomicInteger: requests queued, about to queue, or granted and not yet routed). One
  * ReentrantLock, lock, guards every FairQueue, every Waiter's state and the queue metrics; each
@@ -75,6 +80,16 @@ final class Admission {
     if (!config.queues()) return null;
     ModelQueue q = queues.get(m);
     return q != null ? q : queues.computeIfAbsent(m, ModelQueue::new);
+  }
+
+  /**
+   * Drops the queues of models no longer served that have nothing waiting (the health round calls
+   * it, Gateway.prune), so that models that come and go leave nothing behind.
+   */
+  void retain(Collection<RouterModel> live) {
+    Set<RouterModel> keep = Collections.newSetFromMap(new IdentityHashMap<>());
+    keep.addAll(live);
+    queues.entrySet().removeIf(e -> !keep.contains(e.getKey()) && !e.getValue().busy());
   }
 
   /** The band of a priority: below 0 high, 0 normal, above 0 low (vLLM: lower is earlier). */

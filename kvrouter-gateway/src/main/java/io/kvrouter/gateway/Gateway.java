@@ -583,6 +583,7 @@ public final class Gateway implements AutoCloseable {
 
   /** Drops what is kept of engines no longer registered; see {@link Engines#prune}. */
   Set<String> prune() {
+    admission.retain(host.models());
     return engines.prune(host, predictions, metrics);
   }
 

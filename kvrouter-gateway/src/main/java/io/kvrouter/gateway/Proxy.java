@@ -604,6 +604,7 @@ final class Proxy {
         return;
       }
       c.model.router().free(pid);
+      if (c.queue != null) c.queue.freed(); // the prefill engine has room again
       prefillHeld = false;
       try {
         c.body = Handover.decodeBody(c.req.upstreamBody(), params);
@@ -632,7 +633,10 @@ final class Proxy {
                 + ")");
       }
     } finally {
-      if (prefillHeld) c.model.router().free(pid);
+      if (prefillHeld) {
+        c.model.router().free(pid);
+        if (c.queue != null) c.queue.freed();
+      }
       c.release();
     }
   }

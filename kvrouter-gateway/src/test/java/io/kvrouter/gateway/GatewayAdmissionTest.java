@@ -146,6 +146,10 @@ class GatewayAdmissionTest {
     assertThat(depth(g, m)).isZero();
     assertThat(counter(g.metrics.admission.queued, "tiny", "normal", "acme")).isEqualTo(1);
     assertThat(g.metrics.admission.waited.collect().getDataPoints().get(0).getCount()).isEqualTo(1);
+    // b's connection was closed after its answer (it was watched while b waited): the client's
+    // next request goes on a fresh one and is answered at once
+    assertThat(post(g.url(), "/v1/completions", completion("after")).statusCode()).isEqualTo(200);
+    assertThat(depth(g, m)).isZero();
   }
 
   @Test
