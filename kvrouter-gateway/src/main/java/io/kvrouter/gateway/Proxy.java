@@ -909,7 +909,11 @@ final class Proxy {
       c.release();
       count(c, engine, answered, attempt);
       Admission.Waiter w = c.waiter;
-      if (w != null && usage != null && status == 200 && usage.cachedTokens >= 0) {
+      if (w != null
+          && usage != null
+          && status == 200
+          && usage.promptTokens >= 0
+          && usage.cachedTokens >= 0) {
         // what the queue charged for the prefill, corrected by what the engine really cached
         long actual = Math.max(0, usage.promptTokens - usage.cachedTokens);
         c.queue.charge(w, actual - c.predictedUncached);
