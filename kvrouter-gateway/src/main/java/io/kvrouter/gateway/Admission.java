@@ -79,7 +79,7 @@ final class Admission {
   ModelQueue queue(RouterModel m) {
     if (!config.queues()) return null;
     ModelQueue q = queues.get(m);
-    return q != null ? q : queues.computeIfAbsent(m, ModelQueue::new);
+    return q != null ? q : queues.computeIfAbsent(m, k -> new ModelQueue(k.modelName()));
   }
 
   /**
@@ -126,8 +126,8 @@ final class Admission {
     private final AtomicLong frees = new AtomicLong();
     private final AtomicInteger waiting = new AtomicInteger();
 
-    private ModelQueue(RouterModel m) {
-      this.model = m.modelName();
+    ModelQueue(String model) {
+      this.model = model;
       this.queue =
           new FairQueue<>(
               new FairQueue.Config(
