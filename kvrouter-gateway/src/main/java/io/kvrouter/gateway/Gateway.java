@@ -78,6 +78,11 @@ import java.util.logging.Logger;
  * attempt routes again with the failed instance excluded. markPrefillCompleted is called at the
  * first token written to the client (streams) or when the engine's answer starts (whole bodies).
  *
+ * Admission (Admission, docs/gateway.md "Admission"): when the router answers AllBusy (every
+ * engine of the model over the busy limits), Proxy queues the request in its model's FairQueue
+ * instead of refusing it; each freed route grants the next waiter. Admission is made with the
+ * metrics, in the Extension's routing; its queues of models gone are dropped by prune().
+ *
  * Readiness: the Extension's notReadyReason (GatewayReadiness) holds GET /ready at 503 until
  * every --model has an engine rank that answered its health check, is healthy, not draining,
  * has its KV events listener connected and can decode. An engine the gateway registers itself

@@ -53,6 +53,13 @@ import java.util.logging.Level;
  * on expired as it was handed out (Helidon's idle monitor gave up on it; see failure()): that is
  * neither an attempt nor the engine's failure.
  *
+ * Admission: a first attempt that the router answers AllBusy waits in the model's queue
+ * (admit: Admission.ModelQueue.await) and routes again once granted; a request that arrives while
+ * others wait queues behind them before routing. Every freed route (Call.release, a hand-over's
+ * prefill) calls ModelQueue.freed, which grants the next waiter; a granted request that leaves
+ * without routing passes its place on. While it waits, the client's connection is watched
+ * (ServerHost.watchClient) and closed after the answer.
+ *
  * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
  * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
  * a Disaggregated one is the hand-over (handOver): prefill request, its kv_transfer_params into
