@@ -80,6 +80,8 @@ public final class GatewayCommand implements Callable<Integer> {
 
   @Mixin DiscoveryOptions discovery = new DiscoveryOptions();
 
+  @Mixin AdmissionOptions admission = new AdmissionOptions();
+
   @Option(
       names = "--host",
       paramLabel = "ADDR",
@@ -286,7 +288,8 @@ public final class GatewayCommand implements Callable<Integer> {
             .disaggregation(
                 new PairRouter.Config(
                     pdMinUncachedTokens,
-                    pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens));
+                    pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens))
+            .admission(admission.config());
     if (models.isEmpty()) {
       throw new IllegalArgumentException(
           "give at least one --model NAME=DIR (a Hugging Face tokenizer directory)");

@@ -3,6 +3,7 @@ package io.kvrouter.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.gateway.AdmissionConfig;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.GatewayConfig;
 import io.kvrouter.route.EngineRole;
@@ -12,6 +13,8 @@ import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import picocli.CommandLine;
@@ -75,6 +78,60 @@ class GatewayCommandTest {
         .hasMessageContaining("unknown key 'colour'");
     assertThatThrownBy(() -> EngineSpec.parse("http://a:1;replay=tcp://a:2"))
         .hasMessageContaining("replay= needs events=");
+  }
+
+  @Test
+  void theAdmissionFlagsMakeTheQueueAndTheBusyLimit() {
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c)
+        .parseArgs(
+            "--model",
+            "m",
+            "--busy-requests",
+            "8",
+            "--max-queue-depth",
+            "5",
+            "--max-queue-time",
+            "1500ms",
+            "--queue-starvation-limit",
+            "3",
+            "--tenant-from",
+            "user",
+            "--tenant-weight",
+            "acme=2.5",
+            "--tenant-weight",
+            "small=0.5",
+            "--default-decode-tokens",
+            "64",
+            "--max-tenant-labels",
+            "4");
+    assertThat(c.gatewayConfig().admission())
+        .isEqualTo(
+            new AdmissionConfig(
+                5,
+                Duration.ofMillis(1500),
+                3,
+                AdmissionConfig.TenantSource.USER,
+                Map.of("acme", 2.5, "small", 0.5),
+                64,
+                4));
+    assertThat(c.routing.settings().busyRequests()).isEqualTo(8);
+    GatewayCommand d = new GatewayCommand();
+    new CommandLine(d).parseArgs("--model", "m");
+    assertThat(d.gatewayConfig().admission()).isEqualTo(AdmissionConfig.DEFAULTS);
+    assertThat(d.routing.settings().busyRequests()).as("off by default").isZero();
+    assertThat(AdmissionOptions.duration("--x", "2m")).isEqualTo(Duration.ofMinutes(2));
+    assertThat(AdmissionOptions.duration("--x", "30")).isEqualTo(Duration.ofSeconds(30));
+
+    StringWriter err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--tenant-from", "ip")).isEqualTo(2);
+    assertThat(err.toString()).contains("--tenant-from must be key, header or user, got 'ip'");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--max-queue-time", "soon")).isEqualTo(2);
+    assertThat(err.toString()).contains("--max-queue-time must be a positive duration");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--tenant-weight", "a=0")).isEqualTo(2);
+    assertThat(err.toString()).contains("the weight of tenant 'a' must be finite and > 0");
   }
 
   @Test

@@ -61,6 +61,15 @@ final class ClientRequest {
   /** Completion: {@code add_special_tokens} (vLLM's default true). */
   final boolean addSpecialTokens;
 
+  /** vLLM's {@code priority} (lower first; 0 when absent), for admission; forwarded as sent. */
+  final long priority;
+
+  /** OpenAI's {@code user}, or null. */
+  final String user;
+
+  /** {@code max_completion_tokens}, else {@code max_tokens}; -1 when neither is given. */
+  final long maxTokens;
+
   private final byte[] upstream;
 
   private ClientRequest(
@@ -73,6 +82,9 @@ final class ClientRequest {
       String promptText,
       int[] promptIds,
       boolean addSpecialTokens,
+      long priority,
+      String user,
+      long maxTokens,
       byte[] upstream) {
     this.kind = kind;
     this.model = model;
@@ -83,6 +95,9 @@ final class ClientRequest {
     this.promptText = promptText;
     this.promptIds = promptIds;
     this.addSpecialTokens = addSpecialTokens;
+    this.priority = priority;
+    this.user = user;
+    this.maxTokens = maxTokens;
     this.upstream = upstream;
   }
 
@@ -138,6 +153,10 @@ final class ClientRequest {
     int[] promptIds;
     boolean promptGiven;
     StreamOptions options; // null: not given
+    long priority;
+    String user;
+    long maxTokens = -1;
+    long maxCompletionTokens = -1;
 
     Fields(Kind kind) {
       this.kind = kind;
@@ -165,6 +184,16 @@ final class ClientRequest {
         case "add_generation_prompt" -> addGen = bool(t, name);
         case "continue_final_message" -> contFinal = bool(t, name);
         case "add_special_tokens" -> addSpecial = bool(t, name);
+        case "priority" -> {
+          if (t == JsonToken.VALUE_NUMBER_INT) priority = p.getLongValue();
+          else if (t != JsonToken.VALUE_NULL) throw wrongType("priority", "an integer");
+        }
+        case "user" -> {
+          if (t == JsonToken.VALUE_STRING) user = p.getText();
+          else p.skipChildren(); // the engine judges it
+        }
+        case "max_tokens" -> maxTokens = count(t, p);
+        case "max_completion_tokens" -> maxCompletionTokens = count(t, p);
         case "prompt" -> {
           promptGiven = true;
           Object v = prompt(kind, p, t);
@@ -222,6 +251,9 @@ final class ClientRequest {
           promptText,
           promptIds,
           addSpecial == null || addSpecial,
+          priority,
+          user,
+          maxCompletionTokens >= 0 ? maxCompletionTokens : maxTokens,
           upstream);
     }
   }
@@ -265,6 +297,19 @@ final class ClientRequest {
       }
       return new StreamOptions(start, t, fields, iuStart, iuToken, continuousUsage);
     }
+  }
+
+  /**
+   * A token count (max_tokens): its value when a non-negative integer, else -1 (left to the
+   * engine).
+   */
+  private static long count(JsonToken t, JsonParser p) throws IOException {
+    if (t == JsonToken.VALUE_NUMBER_INT) {
+      long v = p.getLongValue();
+      return v >= 0 ? v : -1;
+    }
+    p.skipChildren();
+    return -1;
   }
 
   private static boolean stream(JsonToken t) {

@@ -26,6 +26,7 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.Collection;
+import java.util.HexFormat;
 import java.util.Set;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ThreadLocalRandom;
@@ -77,6 +78,11 @@ import java.util.logging.Logger;
  * attempt routes again with the failed instance excluded. markPrefillCompleted is called at the
  * first token written to the client (streams) or when the engine's answer starts (whole bodies).
  *
+ * Admission (Admission, docs/gateway.md "Admission"): when the router answers AllBusy (every
+ * engine of the model over the busy limits), Proxy queues the request in its model's FairQueue
+ * instead of refusing it; each freed route grants the next waiter. Admission is made with the
+ * metrics, in the Extension's routing; its queues of models gone are dropped by prune().
+ *
  * Readiness: the Extension's notReadyReason (GatewayReadiness) holds GET /ready at 503 until
  * every --model has an engine rank that answered its health check, is healthy, not draining,
  * has its KV events listener connected and can decode. An engine the gateway registers itself
@@ -107,6 +113,9 @@ public final class Gateway implements AutoCloseable {
   static final HeaderName X_PATH = HeaderNames.create("x-kvrouter-path");
   static final HeaderName X_PATH_REASON = HeaderNames.create("x-kvrouter-path-reason");
   static final HeaderName X_PREFILL_WORKER = HeaderNames.create("x-kvrouter-prefill-worker");
+  static final HeaderName X_PRIORITY = HeaderNames.create("x-kvrouter-priority");
+  static final HeaderName X_TENANT = HeaderNames.create("x-kvrouter-tenant");
+  private static final int MAX_TENANT_CHARS = 64;
   private static final String JSON = "application/json";
 
   final GatewayConfig config;
@@ -123,6 +132,7 @@ public final class Gateway implements AutoCloseable {
   ServerHost host;
   GatewayMetrics metrics;
   PredictionCheck predictions;
+  Admission admission;
   private KvRouterServer server;
 
   private Gateway(GatewayConfig config) {
@@ -305,7 +315,10 @@ public final class Gateway implements AutoCloseable {
     @Override
     public void routing(HttpRouting.Builder r, ServerHost h) {
       host = h;
-      metrics = new GatewayMetrics(h.metricsRegistry(), engines::states);
+      metrics =
+          new GatewayMetrics(
+              h.metricsRegistry(), engines::states, config.admission().maxTenantLabels());
+      admission = new Admission(config.admission(), metrics.admission);
       predictions = new PredictionCheck(metrics, config.warnInterval().toNanos());
       Proxy proxy = new Proxy(Gateway.this);
       route(
@@ -456,6 +469,54 @@ public final class Gateway implements AutoCloseable {
 
   // ------------------------------------------------------------------ shared by the endpoints
 
+  /**
+   * A request's priority band (Admission.band): the {@code x-kvrouter-priority} header when given
+   * (an integer, lower first as vLLM's {@code priority}, or high, normal, low), else the body's
+   * {@code priority}.
+   *
+   * @throws OpenAiError 400 for a header that is neither
+   */
+  int band(ServerRequest req, ClientRequest r) {
+    String h = req.headers().first(X_PRIORITY).orElse(null);
+    if (h == null) return Admission.band(r.priority);
+    String v = h.trim();
+    for (int b = 0; b < Admission.BANDS; b++) {
+      if (Admission.BAND_NAMES[b].equalsIgnoreCase(v)) return b;
+    }
+    try {
+      return Admission.band(Long.parseLong(v));
+    } catch (NumberFormatException e) {
+      throw OpenAiError.invalid(
+          "invalid_priority",
+          null,
+          "header x-kvrouter-priority must be an integer (lower first, as vLLM's priority) or"
+              + " high, normal or low; got '"
+              + (v.length() > 40 ? v.substring(0, 40) + "..." : v)
+              + "'");
+    }
+  }
+
+  /**
+   * A request's tenant, from where --tenant-from says (the API key as {@code key-} and the first 12
+   * hex digits of its SHA-256, the {@code x-kvrouter-tenant} header, or the body's {@code user});
+   * {@code anonymous} when it has none. At most 64 characters.
+   */
+  String tenant(ServerRequest req, ClientRequest r) {
+    String t =
+        switch (config.admission().tenantFrom()) {
+          case HEADER -> req.headers().first(X_TENANT).orElse(null);
+          case USER -> r.user;
+          case KEY -> {
+            String a = req.headers().first(HeaderNames.AUTHORIZATION).orElse(null);
+            if (a == null || !a.regionMatches(true, 0, "bearer ", 0, 7)) yield null;
+            yield "key-" + HexFormat.of().formatHex(sha256(a.substring(7).trim()), 0, 6);
+          }
+        };
+    if (t == null || t.isBlank()) return "anonymous";
+    t = t.strip();
+    return t.length() > MAX_TENANT_CHARS ? t.substring(0, MAX_TENANT_CHARS) : t;
+  }
+
   /** The request id: the client's {@code x-request-id} when usable, else a new one. */
   String requestId(ServerRequest req) {
     String id = req.headers().first(X_REQUEST_ID).orElse(null);
@@ -527,6 +588,7 @@ public final class Gateway implements AutoCloseable {
 
   /** Drops what is kept of engines no longer registered; see {@link Engines#prune}. */
   Set<String> prune() {
+    admission.retain(host.models());
     return engines.prune(host, predictions, metrics);
   }
 

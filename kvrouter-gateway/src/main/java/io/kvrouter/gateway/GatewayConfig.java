@@ -33,6 +33,8 @@ import java.util.Objects;
  *     60 s)
  * @param disaggregation the conditional rule of fleets with prefill and decode engines
  *     (docs/routing.md, Disaggregated serving; default {@link PairRouter.Config#defaults()})
+ * @param admission the queue in front of a model whose engines are all busy (default {@link
+ *     AdmissionConfig#DEFAULTS})
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -48,10 +50,12 @@ public record GatewayConfig(
     int breakerFailures,
     Duration breakerOpen,
     Duration warnInterval,
-    PairRouter.Config disaggregation) {
+    PairRouter.Config disaggregation,
+    AdmissionConfig admission) {
 
   public GatewayConfig {
     Objects.requireNonNull(disaggregation, "disaggregation");
+    Objects.requireNonNull(admission, "admission");
     models =
         Collections.unmodifiableMap(new LinkedHashMap<>(Objects.requireNonNull(models, "models")));
     loras =
@@ -101,6 +105,7 @@ public record GatewayConfig(
     private Duration breakerOpen = Duration.ofSeconds(10);
     private Duration warnInterval = Duration.ofSeconds(60);
     private PairRouter.Config disaggregation = PairRouter.Config.defaults();
+    private AdmissionConfig admission = AdmissionConfig.DEFAULTS;
 
     private Builder() {}
 
@@ -175,6 +180,11 @@ public record GatewayConfig(
       return this;
     }
 
+    public Builder admission(AdmissionConfig v) {
+      admission = v;
+      return this;
+    }
+
     public GatewayConfig build() {
       return new GatewayConfig(
           models,
@@ -190,7 +200,8 @@ public record GatewayConfig(
           breakerFailures,
           breakerOpen,
           warnInterval,
-          disaggregation);
+          disaggregation,
+          admission);
     }
   }
 }

@@ -629,11 +629,24 @@ class GatewayStubTest {
   }
 
   @Test
-  void everyEngineBusyIsA503() throws Exception {
+  void everyEngineBusyWithoutAnAdmissionQueueIsA503() throws Exception {
+    // --max-queue-depth 0: no queue (with one, the request would wait: GatewayAdmissionTest)
+    AdmissionConfig d = AdmissionConfig.DEFAULTS;
     Gateway g =
         Gateway.start(
             KvRouterServer.Config.builder().port(0).busyPrefillTokens(0).build(),
-            GatewayConfig.builder().model("tiny", tiny()).build());
+            GatewayConfig.builder()
+                .model("tiny", tiny())
+                .admission(
+                    new AdmissionConfig(
+                        0,
+                        d.maxQueueTime(),
+                        d.starvationLimit(),
+                        d.tenantFrom(),
+                        d.tenantWeights(),
+                        d.defaultDecodeTokens(),
+                        d.maxTenantLabels()))
+                .build());
     open.add(g);
     StubEngine e = stub();
     register(g, 1, e.url());

@@ -153,6 +153,11 @@ final class Api {
     return http.body(req);
   }
 
+  /** See {@link HttpPlumbing#watchClient}. */
+  boolean watchClient(Runnable onGone) {
+    return http.watchClient(onGone);
+  }
+
   /**
    * The {@code routing_group} query parameter, or Dynamo's {@code tenant_id} for it (null when
    * neither is given); a 400 when both are given and disagree, as in bodies.

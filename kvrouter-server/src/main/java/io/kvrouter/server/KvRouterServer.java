@@ -662,6 +662,7 @@ public final class KvRouterServer implements AutoCloseable {
       private long seed;
       private long busyPrefillTokens = -1;
       private double busyBlockFraction;
+      private int busyRequests;
       private Duration requestExpiry = Duration.ofSeconds(300);
       private int ingestThreads = 1;
       private Duration zmqConnectTimeout = Duration.ofSeconds(5);
@@ -761,6 +762,7 @@ public final class KvRouterServer implements AutoCloseable {
         seed = r.seed();
         busyPrefillTokens = r.busyPrefillTokens();
         busyBlockFraction = r.busyBlockFraction();
+        busyRequests = r.busyRequests();
         requestExpiry = r.requestExpiry();
         approximate = r.approximate();
         maxBlocks = r.maxBlocks();
@@ -791,6 +793,12 @@ public final class KvRouterServer implements AutoCloseable {
 
       public Builder busyPrefillTokens(long busyPrefillTokens) {
         this.busyPrefillTokens = busyPrefillTokens;
+        return this;
+      }
+
+      /** A rank with this many requests in flight is busy (0: never). */
+      public Builder busyRequests(int busyRequests) {
+        this.busyRequests = busyRequests;
         return this;
       }
 
@@ -871,7 +879,8 @@ public final class KvRouterServer implements AutoCloseable {
                 approximate,
                 maxBlocks,
                 maxTierBlocks,
-                tierWeights),
+                tierWeights,
+                busyRequests),
             ingestThreads,
             zmqConnectTimeout,
             readyGrace,

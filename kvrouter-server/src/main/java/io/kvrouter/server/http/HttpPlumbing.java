@@ -1,5 +1,6 @@
 package io.kvrouter.server.http;
 
+import io.helidon.common.buffers.DataReader;
 import io.helidon.http.DirectHandler;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Method;
@@ -199,6 +200,33 @@ public final class HttpPlumbing {
   /** Stops the read deadline's sweeper thread; call it last, after the web server stopped. */
   public void close() {
     deadline.close();
+  }
+
+  /**
+   * Watches the connection of the request this thread is handling, whose body has been read, for
+   * the client leaving: a virtual thread reads the connection, and {@code onGone} runs (on it) when
+   * the read fails or meets the end of the stream. Data the client sends meanwhile (a pipelined
+   * request) ends the watch quietly. The read goes on after the caller has answered, so the caller
+   * must close the connection after its answer ({@code Connection: close}); closing it ends the
+   * read, which then runs {@code onGone} once more: the caller ignores calls that come late.
+   *
+   * @return false when the connection cannot be watched (no connection state on this thread)
+   */
+  public boolean watchClient(Runnable onGone) {
+    HttpFraming.State st = framing.current();
+    if (st == null || st.ctx == null) return false;
+    DataReader reader = st.ctx.dataReader();
+    Thread.ofVirtual()
+        .name("kvrouter-client-watch")
+        .start(
+            () -> {
+              try {
+                reader.pullData();
+              } catch (RuntimeException gone) {
+                onGone.run();
+              }
+            });
+    return true;
   }
 
   /** Connections the read deadline cut off (for tests). */
