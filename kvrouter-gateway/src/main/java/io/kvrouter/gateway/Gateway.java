@@ -480,6 +480,15 @@ public final class Gateway implements AutoCloseable {
     return catalog.target(host, model, group);
   }
 
+  /**
+   * What the request's {@code model} names, after refusing a chat template the request brings
+   * unless trusted (ModelCatalog.checkTemplate).
+   */
+  ModelCatalog.Target target(ClientRequest r, String group) {
+    catalog.checkTemplate(r.chat);
+    return catalog.target(host, r.model, group);
+  }
+
   /** The engine state of a base URL (made on first sight). */
   EngineState engine(String baseUrl) {
     return engines.engine(baseUrl);
