@@ -170,6 +170,36 @@ class GatewayChatTemplateTest {
         .hasMessageContaining("no --model other");
   }
 
+  @Test
+  void anEngineThatDoesNotServeTheRegisteredNameIsTakenOutWithAClearError() throws Exception {
+    Gateway g = gateway(GatewayConfig.Chat.defaults());
+    MockEngineServer wrong =
+        MockEngineServer.start(
+            GatewayMockEngineTest.tinyEngine().servedModelName("Qwen/Qwen3-8B").build());
+    open.add(wrong);
+    g.host.register(Registration.of("tiny", GatewayMockEngineTest.BS, 7, 0, wrong.url()));
+    GatewayMockEngineTest.await("the served-name check", () -> g.host.model("tiny", null) == null);
+    HttpResponse<String> r =
+        GatewayMockEngineTest.post(g.url(), "/v1/chat/completions", CHAT + "}");
+    assertThat(r.statusCode()).isEqualTo(503);
+    assertThat((String) ((Map<?, ?>) json(r.body()).get("error")).get("message"))
+        .contains("registered for model 'tiny'")
+        .contains("serves 'Qwen/Qwen3-8B'")
+        .contains("--served-model-name tiny");
+    // a static --engine is refused at once
+    assertThatThrownBy(() -> g.register(EngineSpec.parse(wrong.url() + ";model=tiny"), 4))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("--served-model-name tiny");
+    // the right engine is taken, with its context length
+    engine(g, ChatTemplateConfig.defaults(), false);
+    assertThat(tokens(GatewayMockEngineTest.post(g.url(), "/tokenize", CHAT + "}"))).isNotEmpty();
+    HttpResponse<String> ok =
+        GatewayMockEngineTest.post(g.url(), "/v1/chat/completions", CHAT + "}");
+    assertThat(ok.statusCode()).as(ok.body()).isEqualTo(200);
+    GatewayMockEngineTest.await(
+        "the engine's max_model_len", () -> g.engines.maxModelLen(g.host, "tiny") == 2048);
+  }
+
   private static String quote(String s) {
     return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n") + "\"";
   }
