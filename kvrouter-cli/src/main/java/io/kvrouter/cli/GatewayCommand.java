@@ -257,7 +257,7 @@ public final class GatewayCommand implements Callable<Integer> {
   boolean verbose;
 
   /** The --config keys that may hold several values separated by whitespace. */
-  static final List<String> MULTI = List.of("model", "lora", "engine", "chat-template");
+  static final List<String> MULTI = List.of("model", "lora", "engine");
 
   @Override
   public Integer call() throws Exception {
