@@ -13,8 +13,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -81,6 +83,16 @@ public final class GatewayCommand implements Callable<Integer> {
   @Mixin DiscoveryOptions discovery = new DiscoveryOptions();
 
   @Mixin AdmissionOptions admission = new AdmissionOptions();
+
+  @Mixin ChatTemplateOptions chatTemplate = new ChatTemplateOptions();
+
+  @Option(
+      names = "--trust-request-chat-template",
+      description =
+          "Accept a request's own chat_template (vLLM's flag): it is used to tokenize and route"
+              + " the request, and forwarded. Without it such a request is refused with vLLM's"
+              + " 400.")
+  boolean trustRequestChatTemplate;
 
   @Option(
       names = "--host",
@@ -312,6 +324,11 @@ public final class GatewayCommand implements Callable<Integer> {
       b.lora(l.substring(0, eq), l.substring(eq + 1));
     }
     if (blockSize < 1) throw new IllegalArgumentException("--block-size must be >= 1");
+    Set<String> names = new LinkedHashSet<>();
+    for (String m : models) names.add(m.indexOf('=') < 0 ? m : m.substring(0, m.indexOf('=')));
+    b.chat(
+        new GatewayConfig.Chat(
+            chatTemplate.common(names), chatTemplate.perModel(names), trustRequestChatTemplate));
     return b.build();
   }
 

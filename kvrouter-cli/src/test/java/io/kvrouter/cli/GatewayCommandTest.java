@@ -8,6 +8,7 @@ import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.GatewayConfig;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.PairRouter;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.PrintWriter;
 import java.io.StringWriter;
@@ -181,5 +182,48 @@ class GatewayCommandTest {
     assertThat(g.models().get("a")).isNull(); // tokenized by its engines
     assertThat(g.loras()).containsEntry("a-sql", "a");
     assertThat(g.maxAttempts()).isEqualTo(4);
+  }
+
+  @Test
+  void chatTemplateFlagsAsVllmsWithAPerModelForm(@TempDir Path dir) throws Exception {
+    Path a = dir.resolve("a");
+    Path b = dir.resolve("b");
+    Files.createDirectories(a);
+    Files.createDirectories(b);
+    Path file = dir.resolve("hermes.jinja");
+    Files.writeString(file, "{{ 'from file' }}");
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c)
+        .parseArgs(
+            "--model",
+            "qwen=" + a,
+            "--model",
+            "llama=" + b,
+            "--chat-template",
+            file.toString(),
+            "--chat-template",
+            "llama={{ 'llama own' }}",
+            "--chat-template-content-format",
+            "openai",
+            "--default-chat-template-kwargs",
+            "{\"enable_thinking\": false}",
+            "--trust-request-chat-template");
+    GatewayConfig.Chat chat = c.gatewayConfig().chat();
+    assertThat(chat.trustRequestTemplate()).isTrue();
+    assertThat(chat.forModel("qwen").template()).isEqualTo("{{ 'from file' }}");
+    assertThat(chat.forModel("qwen").origin()).isEqualTo(file.toString());
+    assertThat(chat.forModel("llama").template()).isEqualTo("{{ 'llama own' }}");
+    assertThat(chat.forModel("llama").contentFormat())
+        .isEqualTo(ChatTemplateConfig.ContentFormat.OPENAI);
+    assertThat(chat.forModel("qwen").defaultKwargs()).containsEntry("enable_thinking", false);
+    GatewayCommand plain = new GatewayCommand();
+    new CommandLine(plain).parseArgs("--model", "m");
+    assertThat(plain.gatewayConfig().chat()).isEqualTo(GatewayConfig.Chat.defaults());
+    GatewayCommand missing = new GatewayCommand();
+    new CommandLine(missing)
+        .parseArgs("--model", "m=" + a, "--chat-template", dir.resolve("nope.jinja").toString());
+    assertThatThrownBy(missing::gatewayConfig)
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("looks like a file path, but it cannot be read");
   }
 }

@@ -3,6 +3,7 @@ package io.kvrouter.mockengine;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http1.Http1Config;
 import io.kvrouter.index.KvCacheGroups;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import io.kvrouter.tokenize.Tokenizer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -128,6 +129,11 @@ public final class MockEngineServer implements AutoCloseable {
    *     docs/mock-engine.md): device blocks the prefix cache evicts go there (LRU), published as
    *     {@code medium} CPU events; 0: no host tier
    * @param hostMsPerBlock model time to load one block from the host tier into the device
+   * @param kvGroups the KV cache groups of a hybrid model, or null for one full-attention group
+   * @param chatTemplate vLLM's --chat-template, --chat-template-content-format and
+   *     --default-chat-template-kwargs (null: the model's own template, vLLM's defaults)
+   * @param trustRequestChatTemplate vLLM's --trust-request-chat-template: a request's {@code
+   *     chat_template} is used; without it such a request is refused with vLLM's 400
    */
   public record Config(
       String host,
@@ -157,9 +163,15 @@ public final class MockEngineServer implements AutoCloseable {
       double kvTransferMsPerBlock,
       int hostBlocks,
       double hostMsPerBlock,
-      KvCacheGroups kvGroups) {
+      KvCacheGroups kvGroups,
+      ChatTemplateConfig chatTemplate,
+      boolean trustRequestChatTemplate) {
 
     public Config {
+      chatTemplate = chatTemplate == null ? ChatTemplateConfig.defaults() : chatTemplate;
+      check(
+          chatTemplate.isDefault() || modelDir != null,
+          "--chat-template and its companion flags need --model-dir (a tokenizer to render with)");
       check(hostBlocks >= 0, "--host-blocks must be >= 0, got " + hostBlocks);
       if (kvGroups != null && !kvGroups.isHybrid()) kvGroups = null; // one group: not hybrid
       check(
@@ -251,6 +263,8 @@ public final class MockEngineServer implements AutoCloseable {
       b.hostBlocks = hostBlocks;
       b.hostMsPerBlock = hostMsPerBlock;
       b.kvGroups = kvGroups;
+      b.chatTemplate = chatTemplate;
+      b.trustRequestChatTemplate = trustRequestChatTemplate;
       return b;
     }
   }
@@ -260,6 +274,8 @@ public final class MockEngineServer implements AutoCloseable {
     private String host = "127.0.0.1";
     private int port;
     private Path modelDir;
+    private ChatTemplateConfig chatTemplate = ChatTemplateConfig.defaults();
+    private boolean trustRequestChatTemplate;
     private String servedModelName;
     private int blockSize = 16;
     private int numGpuBlocks = 4096;
@@ -432,6 +448,16 @@ public final class MockEngineServer implements AutoCloseable {
       return this;
     }
 
+    public Builder chatTemplate(ChatTemplateConfig v) {
+      chatTemplate = v;
+      return this;
+    }
+
+    public Builder trustRequestChatTemplate(boolean v) {
+      trustRequestChatTemplate = v;
+      return this;
+    }
+
     public Config build() {
       return new Config(
           host,
@@ -461,7 +487,9 @@ public final class MockEngineServer implements AutoCloseable {
           kvTransferMsPerBlock,
           hostBlocks,
           hostMsPerBlock,
-          kvGroups);
+          kvGroups,
+          chatTemplate,
+          trustRequestChatTemplate);
     }
   }
 
@@ -540,7 +568,11 @@ public final class MockEngineServer implements AutoCloseable {
 
   private MockEngineServer(Config config) {
     this.config = config;
-    this.tokenizer = config.modelDir() == null ? null : Tokenizer.load(config.modelDir());
+    this.tokenizer =
+        config.modelDir() == null
+            ? null
+            : Tokenizer.load(
+                config.modelDir(), Tokenizer.DEFAULT_CACHE_BYTES, config.chatTemplate());
     String model = modelName(config);
     this.metrics = new EngineMetrics(model, config.numGpuBlocks(), config.blockSize());
     this.publisher =

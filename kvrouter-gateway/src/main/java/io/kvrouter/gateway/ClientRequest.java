@@ -23,7 +23,8 @@ import java.util.Map;
  *
  * One pass of Jackson's streaming parser over the body bytes. Only the fields routing needs are
  * built into values (messages, tools and chat_template_kwargs as plain Java objects, because the
- * chat template renderer takes those; a token-id prompt straight into an int[]); every other
+ * chat template renderer takes those; chat_template, the request's own template, as a String; a
+ * token-id prompt straight into an int[]); every other
  * field is skipped unread. The forwarded body is the client's array itself, unchanged, except
  * when the client streams without stream_options.include_usage: then upstreamBody() is a copy
  * with include_usage set to true at the byte offsets the parse recorded (a StreamOptions record,
@@ -146,6 +147,7 @@ final class ClientRequest {
     boolean messagesGiven;
     List<?> tools;
     Map<String, Object> kwargs;
+    String template;
     Boolean addGen;
     Boolean contFinal;
     Boolean addSpecial;
@@ -181,6 +183,10 @@ final class ClientRequest {
         }
         case "tools" -> tools = tools(kind, p, t, tools);
         case "chat_template_kwargs" -> kwargs = kwargs(kind, p, t, kwargs);
+        case "chat_template" -> {
+          if (t == JsonToken.VALUE_STRING) template = kind == Kind.CHAT ? p.getText() : null;
+          else if (t != JsonToken.VALUE_NULL) throw wrongType("chat_template", "a string");
+        }
         case "add_generation_prompt" -> addGen = bool(t, name);
         case "continue_final_message" -> contFinal = bool(t, name);
         case "add_special_tokens" -> addSpecial = bool(t, name);
@@ -218,7 +224,7 @@ final class ClientRequest {
         if (!messagesGiven || messages == null) {
           throw OpenAiError.invalid(null, "messages", "'messages' is a required property");
         }
-        chat = chat(messages, tools, addGen, contFinal, addSpecial, kwargs);
+        chat = chat(messages, tools, addGen, contFinal, addSpecial, kwargs, template);
       } else if (!promptGiven || (promptText == null && promptIds == null)) {
         throw OpenAiError.invalid(null, "prompt", "'prompt' is a required property");
       }
@@ -370,7 +376,8 @@ final class ClientRequest {
       Boolean addGen,
       Boolean contFinal,
       Boolean addSpecial,
-      Map<String, Object> kwargs) {
+      Map<String, Object> kwargs,
+      String template) {
     try {
       return new ChatRequest(
           messages,
@@ -378,7 +385,8 @@ final class ClientRequest {
           addGen == null ? !Boolean.TRUE.equals(contFinal) : addGen,
           contFinal != null && contFinal,
           addSpecial != null && addSpecial,
-          kwargs == null ? Map.of() : new LinkedHashMap<>(kwargs));
+          kwargs == null ? Map.of() : new LinkedHashMap<>(kwargs),
+          template);
     } catch (TokenizerException e) {
       throw OpenAiError.invalid(null, "messages", e.getMessage());
     }

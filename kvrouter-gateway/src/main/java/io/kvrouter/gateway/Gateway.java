@@ -204,7 +204,8 @@ public final class Gateway implements AutoCloseable {
    *
    * @param defaultBlockSize used when the spec gives none
    * @throws IllegalArgumentException when the spec lacks a model and the gateway serves several, or
-   *     the server refuses the registration (the message says why)
+   *     the server refuses the registration, or the engine answers and does not serve the model's
+   *     name (the message says why)
    */
   public RouterModel register(EngineSpec e, int defaultBlockSize) {
     String model = e.model();
@@ -237,7 +238,15 @@ public final class Gateway implements AutoCloseable {
     }
     // what it is (its dialect, context, KV capacity), before the first request if it answers
     boolean answers = checkRegistered(e.baseUrl(), model);
-    if (answers && engines.learn(e.baseUrl(), host).join() == null) {
+    EngineApi learnt = answers ? engines.learn(e.baseUrl(), host).join() : null;
+    String refused = engines.refusal(model);
+    if (answers
+        && learnt == null
+        && refused != null
+        && refused.startsWith("engine " + e.baseUrl() + " ")) {
+      throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + refused);
+    }
+    if (answers && learnt == null) {
       LOG.warning(
           "engine "
               + e.baseUrl()
@@ -539,6 +548,20 @@ public final class Gateway implements AutoCloseable {
   /** What the body's {@code model} names; see {@link ModelCatalog#target}. */
   ModelCatalog.Target target(String model, String group) {
     return catalog.target(host, model, group);
+  }
+
+  /**
+   * What the request's {@code model} names, after refusing a chat template the request brings
+   * unless trusted (ModelCatalog.checkTemplate).
+   */
+  ModelCatalog.Target target(ClientRequest r, String group) {
+    catalog.checkTemplate(r.chat);
+    ModelCatalog.Target t = catalog.target(host, r.model, group);
+    if (host.model(t.baseModel(), group) == null) {
+      String why = engines.refusal(t.baseModel());
+      if (why != null) throw OpenAiError.unavailable("no_engines", why);
+    }
+    return t;
   }
 
   /** The engine state of a base URL (made on first sight). */

@@ -8,7 +8,8 @@ import java.io.UncheckedIOException;
 
 /**
  * An answer the gateway gives itself (never an engine's), in OpenAI's error shape: {@code {"error":
- * {"message", "type", "param", "code"}}}, with its HTTP status. Carries no stack trace.
+ * {"message", "type", "param", "code"}}}, with its HTTP status. Carries no stack trace. A refusal
+ * that repeats vLLM's own ({@link #vllm}) has vLLM's type and its status as a numeric code.
  */
 final class OpenAiError extends RuntimeException {
   private static final long serialVersionUID = 1L;
@@ -25,6 +26,14 @@ final class OpenAiError extends RuntimeException {
     this.code = code;
     this.param = param;
   }
+
+  /** A refusal as vLLM words it: its error type and the status as the code (a number). */
+  static OpenAiError vllm(int status, String type, String message) {
+    return new OpenAiError(status, type, NUMERIC + status, null, message);
+  }
+
+  /** Marks a code written as a number (vLLM's ErrorInfo.code is the HTTP status). */
+  private static final String NUMERIC = "#";
 
   static OpenAiError invalid(String code, String param, String message) {
     return new OpenAiError(400, "invalid_request_error", code, param, message);
@@ -49,6 +58,8 @@ final class OpenAiError extends RuntimeException {
       if (param == null) g.writeNullField("param");
       else g.writeStringField("param", param);
       if (code == null) g.writeNullField("code");
+      else if (code.startsWith(NUMERIC))
+        g.writeNumberField("code", Integer.parseInt(code, 1, code.length(), 10));
       else g.writeStringField("code", code);
       g.writeEndObject();
       g.writeEndObject();

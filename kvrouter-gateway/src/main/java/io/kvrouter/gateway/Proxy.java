@@ -142,7 +142,7 @@ final class Proxy {
     byte[] body = g.host.body(sreq);
     long t = System.nanoTime();
     c.req = ClientRequest.parse(kind, body);
-    c.target = g.target(c.req.model, c.group);
+    c.target = g.target(c.req, c.group);
     long t1 = System.nanoTime();
     g.metrics.parseStage.observe((t1 - t) / 1e9);
     c.model = g.host.model(c.target.baseModel(), c.group);

@@ -55,7 +55,7 @@ final class TokenizeEndpoints {
       if (!"messages".equals(e.param)) throw e;
       c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body);
     }
-    ModelCatalog.Target t = g.target(c.model, null);
+    ModelCatalog.Target t = g.target(c, null);
     if (t.tokenizer() == null) {
       String url = engineOf(t);
       if (speaksVllm(url)) {
