@@ -13,9 +13,10 @@ import java.util.Locale;
  * Implementation notes
  *
  * A pure function of a finished PolicyRun (judge() fills run.invalid). The limits are constants,
- * documented with the bench (docs/BENCHMARKS.md, "bench fleet"): each one is far from what a run
- * on a machine that keeps up shows (sent late: a few ms at p99; bursts: none; no abandoned replay,
- * no lost event; no steal) and close to where the issue's broken runs were.
+ * documented with the bench (docs/SIMULATION.md, "Did it keep up?"). They are set from what the
+ * pacing and the engines promise (a request sent within 100 ms of its due time; one token per
+ * decode step, a millisecond or more apart) rather than from runs on an idle machine, which were
+ * not measured when they were set.
  * </pre>
  */
 final class RunValidity {
