@@ -59,7 +59,7 @@ class AdmissionSimulationTest {
   @Test
   void fairQueuingShieldsALightTenantFromOneThatSendsTenTimesMore() {
     TenantRule rule = new TenantRule(2, 10, 0, false, 1);
-    AdmissionSimulation.Settings s = new AdmissionSimulation.Settings(8, 30, 1024, 1000);
+    AdmissionSimulation.Settings s = new AdmissionSimulation.Settings(8, 10, 1024, 1000);
     AdmissionComparison c =
         AdmissionComparison.run(
             "synthetic", TRACE, rule, atLoad(2), s, List.of(Mode.FIFO, Mode.FAIR_COST), 2, 1);
