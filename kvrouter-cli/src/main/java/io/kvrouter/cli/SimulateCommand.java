@@ -314,7 +314,8 @@ public final class SimulateCommand implements Callable<Integer> {
               + " cost = uncached prefill + expected decode tokens, corrected by the engine's"
               + " cached tokens), fair-tokens (FairQueue, cost = prompt + decode tokens); with"
               + " tenants, priorities, an unloaded baseline and, with a heavy tenant, each mode"
-              + " without its excess (docs/SIMULATION.md, \"Admission and fair shares\").")
+              + " without its excess (docs/SIMULATION.md, \"Admission and fair shares\"); a table"
+              + " or --json, no HTML report.")
   List<String> admission;
 
   @Option(
