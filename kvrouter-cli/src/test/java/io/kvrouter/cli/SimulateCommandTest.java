@@ -174,6 +174,61 @@ class SimulateCommandTest {
   }
 
   @Test
+  void admissionComparesTheModesAndLosesNothing() throws IOException {
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fifo,fair-cost,fair-tokens",
+                "--requests",
+                "300",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--tenants",
+                "2",
+                "--heavy-tenant-factor",
+                "10",
+                "--busy-requests",
+                "8",
+                "--max-queue-time",
+                "5",
+                "--json",
+                "--quiet"))
+        .isEqualTo(0);
+    JsonNode j = new ObjectMapper().readTree(out.toString());
+    assertThat(j.get("nothing_lost").asBoolean()).isTrue();
+    assertThat(j.get("modes")).hasSize(3);
+    assertThat(j.get("no_heavy")).hasSize(3);
+    for (JsonNode m : j.get("modes")) {
+      assertThat(m.get("answered").asInt() + m.get("refused_429").asInt())
+          .isEqualTo(m.get("sent").asInt());
+      assertThat(m.get("tenants")).hasSize(2);
+    }
+    assertThat(j.get("modes").get(0).get("refused_429").asInt()).isZero(); // fifo
+    assertThat(j.get("modes").get(1).get("mode").asText()).isEqualTo("fair-cost");
+  }
+
+  @Test
+  void admissionRefusesAnUnknownModeAndLoadFactorWithSpeedup() {
+    assertThat(run("simulate", "--admission", "lifo", "--requests", "10")).isEqualTo(2);
+    assertThat(err.toString()).contains("unknown admission mode 'lifo'");
+    assertThat(
+            run(
+                "simulate",
+                "--requests",
+                "10",
+                "--load-factor",
+                "2",
+                "--speedup",
+                "3",
+                "--no-report"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("give --load-factor or --speedup, not both");
+  }
+
+  @Test
   void aNegativePressureWeightIsRefusedWithItsValue() {
     assertThat(run("simulate", "--requests", "10", "--pressure-weight", "-1", "--no-report"))
         .isEqualTo(2);
