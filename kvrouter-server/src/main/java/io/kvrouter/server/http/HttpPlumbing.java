@@ -413,9 +413,17 @@ public final class HttpPlumbing {
     return false;
   }
 
-  /** A query parameter, or null. */
+  /**
+   * A query parameter, or null; a 400 naming it when it is given more than once (which one the
+   * client meant cannot be told).
+   */
   public static String param(ServerRequest req, String name) {
-    return req.query().first(name).orElse(null);
+    List<String> all = req.query().all(name, List::of);
+    if (all.size() > 1) {
+      throw ApiException.badRequest(
+          "query parameter '" + name + "' is given " + all.size() + " times; give it once");
+    }
+    return all.isEmpty() ? null : all.getFirst();
   }
 
   // ------------------------------------------------------------------ bodies
