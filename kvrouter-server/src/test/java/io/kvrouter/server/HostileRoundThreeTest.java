@@ -53,4 +53,119 @@ class HostileRoundThreeTest {
       assertThat(free.body()).contains("routing_group");
     }
   }
+
+  @Test
+  void connectionCloseIsHonouredOnMetricsAndDump() throws Exception {
+    try (HttpFixture http = new HttpFixture()) {
+      assertThat(http.register(1, 0, "m", 4).status()).isEqualTo(201);
+      for (String path : List.of("/metrics", "/dump")) {
+        String req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        // a pipelined second request must not be answered: the server closes after the first
+        String all =
+            readToClose(http.server.port(), req + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+        assertThat(all).as(path).startsWith("HTTP/1.1 200");
+        assertThat(all.split("HTTP/1.1 ", -1)).as(path + ": one answer").hasSize(2);
+        assertThat(all).as(path).doesNotContain("{\"status\":\"ok\"}");
+        // and the answer is whole: its chunked framing ends, or its Content-Length is all there
+        int headEnd = all.indexOf("\r\n\r\n") + 4;
+        String head = all.substring(0, headEnd).toLowerCase(Locale.ROOT);
+        if (head.contains("transfer-encoding: chunked")) {
+          assertThat(all).as(path).endsWith("\r\n0\r\n\r\n");
+        } else {
+          int at = head.indexOf("content-length: ");
+          assertThat(at).as(path + ": " + head).isPositive();
+          int len = Integer.parseInt(head.substring(at + 16, head.indexOf('\r', at)).trim());
+          assertThat(all.length() - headEnd).as(path).isEqualTo(len);
+        }
+      }
+    }
+  }
+
+  /**
+   * Sends {@code request} and reads until the server closes the connection; fails when it keeps the
+   * connection open for 10 s after its last byte (a SocketTimeoutException).
+   */
+  private static String readToClose(int port, String request) throws Exception {
+    try (Socket s = new Socket()) {
+      s.connect(new InetSocketAddress("127.0.0.1", port), 5000);
+      s.setSoTimeout(10_000);
+      s.getOutputStream().write(request.getBytes(StandardCharsets.US_ASCII));
+      s.getOutputStream().flush();
+      return new String(s.getInputStream().readAllBytes(), StandardCharsets.ISO_8859_1);
+    }
+  }
+
+  @Test
+  void aClientThatResetsDuringDumpIsOneCountedLineNotA5xx() throws Exception {
+    List<LogRecord> logged = new CopyOnWriteArrayList<>();
+    Handler capture =
+        new Handler() {
+          @Override
+          public void publish(LogRecord r) {
+            logged.add(r);
+          }
+
+          @Override
+          public void flush() {}
+
+          @Override
+          public void close() {}
+        };
+    try (HttpFixture http =
+        new HttpFixture(KvRouterServer.Config.builder().maxBodyBytes(64L << 20))) {
+      // a dump larger than the kernel's socket buffers on both sides (4 MiB + the client's), so
+      // that the server is still writing it when the client resets
+      assertThat(http.register(1, 0, "m", 1).status()).isEqualTo(201);
+      for (int i = 0; i < 2; i++) {
+        int[] part = HttpFixture.range(1 + i * 1_000_000, 200_000);
+        assertThat(
+                http.events("m", List.of(HttpFixture.stored(new Worker(1, 0), 1 + i, part, 1)))
+                    .status())
+            .isEqualTo(200);
+      }
+      Logger.getLogger("").addHandler(capture);
+      try {
+        for (int round = 0; round < 3; round++) {
+          try (Socket s = new Socket()) {
+            s.setReceiveBufferSize(4096);
+            s.connect(new InetSocketAddress("127.0.0.1", http.server.port()), 5000);
+            s.setSoTimeout(60_000);
+            OutputStream out = s.getOutputStream();
+            out.write("GET /dump HTTP/1.1\r\nHost: x\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            InputStream in = s.getInputStream();
+            byte[] first = in.readNBytes(12);
+            assertThat(new String(first, StandardCharsets.US_ASCII)).isEqualTo("HTTP/1.1 200");
+            s.setSoLinger(true, 0); // close with a reset, the answer mostly unread
+          }
+        }
+        String metrics = "";
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (System.nanoTime() < deadline) {
+          metrics = http.get("/metrics").body();
+          if (series(metrics, "kvrouter_http_client_resets_total{endpoint=\"/dump\"}") >= 3) break;
+          Thread.onSpinWait();
+        }
+        assertThat(series(metrics, "kvrouter_http_client_resets_total{endpoint=\"/dump\"}"))
+            .isEqualTo(3.0);
+        assertThat(
+                series(
+                    metrics,
+                    "kvrouter_http_requests_total{endpoint=\"/dump\",status_class=\"5xx\"}"))
+            .isZero();
+      } finally {
+        Logger.getLogger("").removeHandler(capture);
+      }
+      List<String> traces = new ArrayList<>();
+      for (LogRecord r : logged) {
+        if (r.getThrown() != null) traces.add(r.getMessage() + ": " + r.getThrown());
+      }
+      assertThat(traces).as("no stack traces are logged for client resets").isEmpty();
+      assertThat(
+              logged.stream().filter(r -> String.valueOf(r.getMessage()).contains("client left")))
+          .hasSize(1);
+      // the server still answers
+      assertThat(http.get("/health").status()).isEqualTo(200);
+    }
+  }
 }

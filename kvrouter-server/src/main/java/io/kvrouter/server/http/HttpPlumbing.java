@@ -1,20 +1,24 @@
 package io.kvrouter.server.http;
 
 import io.helidon.common.buffers.DataReader;
+import io.helidon.common.socket.SocketWriterException;
 import io.helidon.http.DirectHandler;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Method;
 import io.helidon.http.RequestException;
 import io.helidon.http.Status;
 import io.helidon.webserver.CloseConnectionException;
+import io.helidon.webserver.ServerConnectionException;
 import io.helidon.webserver.WebServerConfig;
 import io.helidon.webserver.http.DirectHandlers;
 import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.HttpRouting;
+import io.helidon.webserver.http.RoutingResponse;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.helidon.webserver.http1.Http1Config;
 import java.io.IOException;
+import java.net.SocketException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -68,7 +72,15 @@ import java.util.logging.Logger;
  * would not recognize (HttpFraming.State.closeAfter). Helidon 4.3 itself writes "Connection:
  * close" on such answers but keeps reading the socket. Before closing on the client's request an
  * unread body is drained (bounded by the limit and the read deadline), so that the client reads
- * the answer rather than a reset.
+ * the answer rather than a reset. A streamed answer (an endpoint that wrote to res.outputStream(),
+ * as /metrics and /dump) leaves res.isSent() false after its stream is closed (Helidon writes
+ * its last bytes when it commits the response, after the handler), so an endpoint that returned
+ * normally counts as answered too, and its answer is committed before the connection is closed.
+ *
+ * Client resets: an endpoint that fails because the client's connection broke while its answer
+ * was written (clientGone: the server's socket writer failed, a SocketException, a broken pipe)
+ * is counted by Metrics.clientReset, not as an answered request (never a 5xx), logged in one
+ * line at most once per LOG_INTERVAL (ResetLog, no stack trace), and its connection closed.
  *
  * Requests Helidon refuses before routing come to directHandler(), which uses the per-thread
  * HttpFraming.State to tell them apart: a refusal HttpFraming made (its own message), a request
@@ -117,6 +129,9 @@ public final class HttpPlumbing {
   public interface Metrics {
     /** Counts one answered request of {@code endpoint} (a path pattern, or "unrouted"). */
     void http(String endpoint, int status, long nanos);
+
+    /** Counts one answer of {@code endpoint} that the client reset or closed while it was sent. */
+    default void clientReset(String endpoint) {}
   }
 
   private final Metrics metrics;
@@ -128,6 +143,7 @@ public final class HttpPlumbing {
   private final BodyBudget budget;
   private final BodyReader bodies;
   private final RefusalLog refusals = new RefusalLog(LOG_INTERVAL_NANOS);
+  private final ResetLog resets = new ResetLog(LOG_INTERVAL_NANOS);
   private final ThreadLocal<BodyBudget.Lease> lease = new ThreadLocal<>();
   private final Supplier<String> notServing;
   private final BooleanSupplier serving;
@@ -326,6 +342,7 @@ public final class HttpPlumbing {
       int status;
       boolean asked = wantsClose(req);
       boolean close = asked;
+      boolean streamed = false;
       if (asked) res.header(HeaderNames.CONNECTION, "close");
       BodyBudget.Lease held = budget.lease();
       lease.set(held);
@@ -339,6 +356,7 @@ public final class HttpPlumbing {
                   + " token (--auth-token)");
         }
         status = e.handle(req, res);
+        streamed = true; // the endpoint sent its answer (isSent() stays false for a stream)
       } catch (ApiException x) {
         status = x.status();
         if (!x.connectionLost()) {
@@ -359,7 +377,16 @@ public final class HttpPlumbing {
       } catch (OutOfMemoryError x) {
         onOutOfMemory.accept(x);
         throw x;
-      } catch (RuntimeException x) {
+      } catch (RuntimeException | IOException x) {
+        if (clientGone(x)) {
+          // the client reset or closed while its answer was written: one counted, rate-limited
+          // line, no stack trace, not a 5xx; the connection cannot be used any more
+          metrics.clientReset(name);
+          resets.note(name, x);
+          deadline.received();
+          throw new CloseConnectionException("the client left during the answer");
+        }
+        if (x instanceof IOException io) throw io;
         if (res.isSent()) throw x;
         LOG.log(Level.WARNING, "internal error on " + name, x);
         status = 500;
@@ -372,7 +399,14 @@ public final class HttpPlumbing {
       HttpFraming.State st = framing.current();
       if (st != null && st.closeAfter) close = true;
       if (close) {
-        if (!res.isSent()) return;
+        if (!res.isSent() && !streamed) return;
+        if (!res.isSent() && res instanceof RoutingResponse routed) {
+          try {
+            routed.commit(); // a stream's last bytes are written at its commit, not at its close()
+          } catch (RuntimeException gone) {
+            // the client is gone: closing anyway
+          }
+        }
         if (asked) drainIfClean(req, st);
         deadline.received(); // the connection ends here
         throw new CloseConnectionException("the answer closes the connection");
@@ -588,6 +622,61 @@ public final class HttpPlumbing {
   private static String firstLine(String s) {
     int nl = s.indexOf('\n');
     return HttpFraming.printable(nl < 0 ? s : s.substring(0, nl), 200);
+  }
+
+  /**
+   * Whether {@code x} says the client's connection broke (reset, or closed) while the server wrote
+   * to it: the server's socket writer failed, or a socket error a write meets.
+   */
+  static boolean clientGone(Throwable x) {
+    for (Throwable t = x; t != null; t = t.getCause()) {
+      if (t instanceof SocketWriterException || t instanceof ServerConnectionException) return true;
+      if (t instanceof SocketException) return true;
+      if (t instanceof IOException) {
+        String m = String.valueOf(t.getMessage());
+        if (m.contains("Broken pipe") || m.contains("Connection reset")) return true;
+      }
+      if (t.getCause() == t) break;
+    }
+    return false;
+  }
+
+  /** Logs client resets in one line at most once per interval, with the count in between. */
+  static final class ResetLog {
+    private final long intervalNanos;
+    private long last; // guarded by this
+    private boolean logged; // guarded by this
+    private long unlogged; // guarded by this
+
+    ResetLog(long intervalNanos) {
+      this.intervalNanos = intervalNanos;
+    }
+
+    synchronized void note(String endpoint, Throwable x) {
+      long now = System.nanoTime();
+      if (logged && now - last < intervalNanos) {
+        unlogged++;
+        return;
+      }
+      String more =
+          unlogged == 0
+              ? ""
+              : String.format(Locale.ROOT, " (and %d more since the last such line)", unlogged);
+      Throwable root = x;
+      while (root.getCause() != null && root.getCause() != root) root = root.getCause();
+      LOG.info(
+          "a client left while its answer of "
+              + endpoint
+              + " was written: "
+              + root.getClass().getSimpleName()
+              + ": "
+              + firstLine(String.valueOf(root.getMessage()))
+              + more
+              + " (counted in kvrouter_http_client_resets_total)");
+      logged = true;
+      last = now;
+      unlogged = 0;
+    }
   }
 
   /** Logs refusals in one line at most once per interval, with the count of those in between. */
