@@ -55,6 +55,73 @@ class HostileRoundThreeTest {
   }
 
   @Test
+  void anAddressOrTopicPastTheLimitIsA400ThatDoesNotEchoIt() {
+    try (HttpFixture http = new HttpFixture()) {
+      String longPath = "x".repeat(Requests.MAX_ADDRESS);
+      for (String field :
+          List.of(
+              "\"base_url\":\"http://10.0.0.5:8000/" + longPath + "\"",
+              "\"endpoint\":\"tcp://10.0.0.5:5557/" + longPath + "\"",
+              "\"endpoint\":\"tcp://10.0.0.5:5557\",\"topic\":\"" + longPath + "x\"")) {
+        HttpFixture.Reply r = http.post("/register", register(1, field));
+        assertThat(r.status()).as(field.substring(0, 40) + " -> " + r).isEqualTo(400);
+        assertThat(r.body()).contains("at most " + Requests.MAX_ADDRESS).doesNotContain(longPath);
+        assertThat(r.body().length()).isLessThan(400);
+      }
+      assertThat(http.get("/workers").body()).doesNotContain("instance_id");
+      // at the limit it is accepted
+      String atLimit = "http://10.0.0.5:8000/" + "y".repeat(Requests.MAX_ADDRESS - 22);
+      assertThat(atLimit).hasSize(Requests.MAX_ADDRESS - 1);
+      assertThat(http.post("/register", register(1, "\"base_url\":\"" + atLimit + "\"")).status())
+          .isEqualTo(201);
+    }
+  }
+
+  @Test
+  void registrationsPastTheBoundAreA429CountedInTheMetrics() {
+    try (HttpFixture http = new HttpFixture(KvRouterServer.Config.builder().maxRegistrations(3))) {
+      assertThat(http.register(1, 0, "m", 4).status()).isEqualTo(201);
+      assertThat(http.register(1, 1, "m", 4).status()).isEqualTo(201);
+      assertThat(http.register(2, 0, "other", 4).status()).isEqualTo(201);
+      HttpFixture.Reply full = http.register(3, 0, "third", 4);
+      assertThat(full.status()).as(full.toString()).isEqualTo(429);
+      assertThat(full.body()).contains("--max-registrations 3");
+      // a rank registered already is still told so (409), not counted as past the bound
+      assertThat(http.register(1, 0, "m", 4).status()).isEqualTo(409);
+      assertThat(http.get("/workers?model_name=third").body()).doesNotContain("instance_id");
+      String metrics = http.get("/metrics").body();
+      assertThat(series(metrics, "kvrouter_registrations_refused_total{reason=\"limit\"}"))
+          .isEqualTo(1.0);
+      // room again after an unregister
+      assertThat(http.post("/unregister", "{\"instance_id\":2,\"model_name\":\"other\"}").status())
+          .isEqualTo(200);
+      assertThat(http.register(3, 0, "third", 4).status()).isEqualTo(201);
+    }
+  }
+
+  @Test
+  void aBaseUrlOutsideTheAllowedHostsIsA403() {
+    try (HttpFixture http =
+        new HttpFixture(
+            KvRouterServer.Config.builder().allowedEngineHosts(Set.of("10.0.0.5", "Engine-A")))) {
+      HttpFixture.Reply rogue =
+          http.post("/register", register(1, "\"base_url\":\"http://10.6.6.6:8000\""));
+      assertThat(rogue.status()).as(rogue.toString()).isEqualTo(403);
+      assertThat(rogue.body()).contains("10.6.6.6").contains("--allowed-engine-hosts");
+      assertThat(http.post("/register", register(1, "\"base_url\":\"http://10.0.0.5:8000\"")))
+          .extracting(HttpFixture.Reply::status)
+          .isEqualTo(201);
+      assertThat(http.post("/register", register(2, "\"base_url\":\"http://engine-a:8000\"")))
+          .extracting(HttpFixture.Reply::status)
+          .isEqualTo(201);
+      String metrics = http.get("/metrics").body();
+      assertThat(
+              series(metrics, "kvrouter_registrations_refused_total{reason=\"host_not_allowed\"}"))
+          .isEqualTo(1.0);
+    }
+  }
+
+  @Test
   void connectionCloseIsHonouredOnMetricsAndDump() throws Exception {
     try (HttpFixture http = new HttpFixture()) {
       assertThat(http.register(1, 0, "m", 4).status()).isEqualTo(201);
