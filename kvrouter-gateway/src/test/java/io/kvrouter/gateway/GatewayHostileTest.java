@@ -1,0 +1,100 @@
+package io.kvrouter.gateway;
+
+import static io.kvrouter.gateway.GatewayStubTest.CHAT;
+import static io.kvrouter.gateway.GatewayStubTest.post;
+import static io.kvrouter.gateway.GatewayStubTest.register;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.kvrouter.server.KvRouterServer;
+import io.kvrouter.server.ServerHost.Registration;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The findings of issue 31 on the gateway: names echoed without bound in errors, token ids out of
+ * range, tool-call arguments nested thousands deep, the admin side open with --api-key, and
+ * Connection: close on /v1/chat/completions. Each test fails on the code before its fix.
+ */
+class GatewayHostileTest {
+  private final List<AutoCloseable> open = new ArrayList<>();
+
+  @AfterEach
+  void close() throws Exception {
+    for (int i = open.size() - 1; i >= 0; i--) open.get(i).close();
+  }
+
+  private Gateway gateway(KvRouterServer.Config.Builder server, GatewayConfig.Builder b)
+      throws Exception {
+    Gateway g = Gateway.start(server.port(0).maxBodyBytes(1 << 20).build(), b.build());
+    open.add(g);
+    return g;
+  }
+
+  private Gateway gateway() throws Exception {
+    return gateway(
+        KvRouterServer.Config.builder(),
+        GatewayConfig.builder().model("tiny", GatewayStubTest.tiny()));
+  }
+
+  private StubEngine stub() {
+    StubEngine s = new StubEngine();
+    open.add(s);
+    return s;
+  }
+
+  @Test
+  void anUnknownModelsNameIsEchoedCutShort() throws Exception {
+    Gateway g = gateway();
+    String name = "n".repeat(100_000);
+    HttpResponse<String> r =
+        post(
+            g,
+            "/v1/chat/completions",
+            "{\"model\":\"" + name + "\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    assertThat(r.statusCode()).isEqualTo(404);
+    assertThat(r.body()).contains("model_not_found").contains("…(100000 bytes)");
+    assertThat(r.body().length()).isLessThan(1_000);
+  }
+
+  @Test
+  void detokenizeRefusesTokenIdsOutsideInt32() throws Exception {
+    Gateway g = gateway();
+    for (String id : List.of("-1", "4294967296", "2147483648", "99999999999999999999999")) {
+      HttpResponse<String> r =
+          post(g, "/detokenize", "{\"model\":\"tiny\",\"tokens\":[1," + id + "]}");
+      assertThat(r.statusCode()).as(id + " -> " + r.body()).isEqualTo(400);
+      assertThat(r.body())
+          .as(id)
+          .startsWith("{\"error\":{")
+          .contains("\"param\":\"tokens\"")
+          .contains("tokens[1]")
+          .contains("0..2147483647");
+    }
+    assertThat(post(g, "/detokenize", "{\"model\":\"tiny\",\"tokens\":[1,2]}").statusCode())
+        .isEqualTo(200);
+  }
+
+  /**
+   * A model whose template renders tool calls' arguments with tojson (as Qwen's and Llama's do),
+   * which recurses once per level of nesting.
+   */
+  private static Path toolTemplateModel(Path dir) throws Exception {
+    Files.copy(GatewayStubTest.tiny().resolve("tokenizer.json"), dir.resolve("tokenizer.json"));
+    Files.writeString(
+        dir.resolve("tokenizer_config.json"),
+        "{\"bos_token\":\"<bos>\",\"eos_token\":\"<|im_end|>\",\"chat_template\":"
+            + "\"{% for m in messages %}{{ m.role }}{% if m.tool_calls %}{% for t in"
+            + " m.tool_calls %}{{ t.function.arguments | tojson }}{% endfor %}{% else %}{{"
+            + " m.content }}{% endif %}{% endfor %}\"}");
+    return dir;
+  }
+}
