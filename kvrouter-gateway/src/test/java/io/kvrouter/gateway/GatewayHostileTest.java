@@ -97,4 +97,43 @@ class GatewayHostileTest {
             + " m.content }}{% endif %}{% endfor %}\"}");
     return dir;
   }
+
+  @Test
+  void toolCallArgumentsNestedThousandsDeepAreA400InOpenAisShape(@TempDir Path dir)
+      throws Exception {
+    Gateway g =
+        gateway(
+            KvRouterServer.Config.builder(),
+            GatewayConfig.builder().model("tools", toolTemplateModel(dir)));
+    StubEngine e = stub();
+    g.host.register(GatewayStubTest.events(Registration.of("tools", 4, 1, 0, e.url())));
+    for (int depth : new int[] {4_000, 20_000}) {
+      String args = "[".repeat(depth) + "]".repeat(depth);
+      String chat =
+          "{\"model\":\"tools\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+              + "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+              + "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\""
+              + args
+              + "\"}}]}]}";
+      for (String path : List.of("/v1/chat/completions", "/tokenize")) {
+        HttpResponse<String> r = post(g, path, chat);
+        String why = path + " depth " + depth + " -> " + r.body();
+        assertThat(r.statusCode()).as(why).isEqualTo(400);
+        assertThat(r.body())
+            .as(why)
+            .startsWith("{\"error\":{\"message\":")
+            .contains("invalid_request_error")
+            .contains("arguments")
+            .contains("nesting depth");
+      }
+    }
+    // a shallow one is fine
+    String ok =
+        "{\"model\":\"tools\",\"messages\":[{\"role\":\"assistant\",\"content\":null,"
+            + "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+            + "\"arguments\":\"{\\\"a\\\":[[1]]}\"}}]}]}";
+    HttpResponse<String> r = post(g, "/tokenize", ok);
+    assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+    assertThat(e.hits()).isZero();
+  }
 }

@@ -136,7 +136,7 @@ final class ChatMessages {
       Object args = fn.get("arguments");
       if (args instanceof String s && !s.isEmpty()) {
         try {
-          f.put("arguments", Json.parse(s));
+          f.put("arguments", Json.parseClient(s));
         } catch (IOException e) {
           throw new TokenizerException(
               cat + ".function.arguments: not valid JSON: " + e.getMessage(), e);
