@@ -174,6 +174,16 @@ public final class Gateway implements AutoCloseable {
   public static Gateway start(
       KvRouterServer.Config serverConfig, GatewayConfig config, ServerExtension more) {
     Gateway g = new Gateway(config);
+    if (config.apiKey() != null && serverConfig.authToken() == null) {
+      // secure by default (docs/gateway.md, "Security"): without --auth-token, the router's
+      // mutating endpoints (POST /register, /unregister, /events, /route ...) take the client API
+      // key, so that a client without it cannot register its own engine or remove the real ones
+      serverConfig = serverConfig.withAuthToken(config.apiKey());
+      LOG.info(
+          "--api-key without --auth-token: the router's mutating endpoints (POST /register,"
+              + " /unregister, /events, /route, /requests/*) need 'Authorization: Bearer' with"
+              + " the API key; set --auth-token for a separate admin token");
+    }
     try {
       ServerExtension own = g.new Extension();
       g.server =

@@ -136,4 +136,42 @@ class GatewayHostileTest {
     assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
     assertThat(e.hits()).isZero();
   }
+
+  @Test
+  void withAnApiKeyAndNoAuthTokenTheAdminEndpointsNeedTheKey() throws Exception {
+    StubEngine rogue = stub();
+    Gateway g =
+        gateway(
+            KvRouterServer.Config.builder(),
+            GatewayConfig.builder().model("tiny", GatewayStubTest.tiny()).apiKey("client-key"));
+    String reg =
+        "{\"instance_id\":66,\"model_name\":\"tiny\",\"block_size\":4,\"base_url\":\""
+            + rogue.url()
+            + "\"}";
+    HttpResponse<String> keyless = post(g, "/register", reg);
+    assertThat(keyless.statusCode()).as(keyless.body()).isEqualTo(401);
+    assertThat(keyless.body()).contains("--api-key");
+    assertThat(post(g, "/unregister", "{\"instance_id\":1,\"model_name\":\"tiny\"}").statusCode())
+        .isEqualTo(401);
+    assertThat(g.host.model("tiny", null)).isNull();
+    HttpResponse<String> keyed = post(g, "/register", reg, "Authorization", "Bearer client-key");
+    assertThat(keyed.statusCode()).as(keyed.body()).isEqualTo(201);
+  }
+
+  @Test
+  void anAuthTokenStaysTheAdminTokenNextToAnApiKey() throws Exception {
+    StubEngine e = stub();
+    Gateway g =
+        gateway(
+            KvRouterServer.Config.builder().authToken("admin"),
+            GatewayConfig.builder().model("tiny", GatewayStubTest.tiny()).apiKey("client-key"));
+    String reg =
+        "{\"instance_id\":5,\"model_name\":\"tiny\",\"block_size\":4,\"base_url\":\""
+            + e.url()
+            + "\"}";
+    assertThat(post(g, "/register", reg, "Authorization", "Bearer client-key").statusCode())
+        .isEqualTo(401);
+    assertThat(post(g, "/register", reg, "Authorization", "Bearer admin").statusCode())
+        .isEqualTo(201);
+  }
 }

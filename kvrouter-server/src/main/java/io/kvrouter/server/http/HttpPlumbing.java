@@ -353,7 +353,7 @@ public final class HttpPlumbing {
           throw new ApiException(
               401,
               "this endpoint needs the header 'Authorization: Bearer <token>' with the server's"
-                  + " token (--auth-token)");
+                  + " token (--auth-token; on a gateway without one, its --api-key)");
         }
         status = e.handle(req, res);
         streamed = true; // the endpoint sent its answer (isSent() stays false for a stream)
