@@ -18,6 +18,7 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerExtension;
 import io.kvrouter.server.ServerHost;
+import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
@@ -417,6 +418,8 @@ public final class Gateway implements AutoCloseable {
   /** Client API key, serving state, and the mapping of refusals to OpenAI error answers. */
   private Handler guarded(Endpoint e) {
     return (req, res) -> {
+      boolean close = HttpPlumbing.wantsClose(req);
+      if (close) res.header(HeaderNames.CONNECTION, "close");
       try {
         if (!permits(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null))) {
           res.header(HeaderNames.WWW_AUTHENTICATE, "Bearer realm=\"kvrouter-gateway\"");
@@ -451,6 +454,8 @@ public final class Gateway implements AutoCloseable {
           // the client is gone
         }
       }
+      // Connection: close (whole answers and streams alike): Helidon would keep reading
+      if (close) throw HttpPlumbing.closeAfterAnswer(req, res);
     };
   }
 

@@ -174,4 +174,33 @@ class GatewayHostileTest {
     assertThat(post(g, "/register", reg, "Authorization", "Bearer admin").statusCode())
         .isEqualTo(201);
   }
+
+  @Test
+  void connectionCloseIsHonouredOnChatCompletionsWholeAndStreamed() throws Exception {
+    Gateway g = gateway();
+    StubEngine e = stub();
+    register(g, 1, e.url());
+    String whole = CHAT.replace(",\"stream\":true", "");
+    for (String body : List.of(whole, CHAT)) {
+      String req =
+          "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              + "Connection: close\r\nContent-Length: "
+              + body.getBytes(StandardCharsets.UTF_8).length
+              + "\r\n\r\n"
+              + body
+              + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+      String all;
+      try (Socket s = new Socket()) {
+        s.connect(new InetSocketAddress("127.0.0.1", g.port()), 5000);
+        s.setSoTimeout(10_000); // a SocketTimeoutException: the server kept the connection open
+        s.getOutputStream().write(req.getBytes(StandardCharsets.UTF_8));
+        s.getOutputStream().flush();
+        all = new String(s.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      }
+      String why = body + " -> " + all;
+      assertThat(all).as(why).startsWith("HTTP/1.1 200");
+      assertThat(all.split("HTTP/1.1 ", -1)).as(why + ": one answer").hasSize(2);
+      assertThat(all).as(why).contains(body.equals(CHAT) ? "[DONE]" : "\"chat.completion\"");
+    }
+  }
 }

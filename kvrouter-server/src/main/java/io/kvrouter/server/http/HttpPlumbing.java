@@ -437,8 +437,34 @@ public final class HttpPlumbing {
     }
   }
 
+  /**
+   * Ends the connection after the answer of a route added without {@link #add} (an extension's own
+   * guard): commits the answer (a streamed one's last bytes are written at its commit), reads what
+   * is left of a Content-Length body so the client is not reset before it reads the answer, and
+   * returns the exception to throw from the handler, which makes Helidon close the socket.
+   */
+  public static CloseConnectionException closeAfterAnswer(ServerRequest req, ServerResponse res) {
+    if (!res.isSent() && res instanceof RoutingResponse routed) {
+      try {
+        routed.commit();
+      } catch (RuntimeException gone) {
+        // the client is gone: closing anyway
+      }
+    }
+    try {
+      if (!req.headers().contains(HeaderNames.TRANSFER_ENCODING)
+          && req.content().hasEntity()
+          && !req.content().consumed()) {
+        req.content().consume();
+      }
+    } catch (RuntimeException e) {
+      // closing anyway
+    }
+    return new CloseConnectionException("the answer closes the connection");
+  }
+
   /** Whether the request's Connection header lists "close" (RFC 9110 7.6.1, any case). */
-  static boolean wantsClose(ServerRequest req) {
+  public static boolean wantsClose(ServerRequest req) {
     for (String v : req.headers().all(HeaderNames.CONNECTION, List::of)) {
       for (String t : v.split(",", -1)) {
         if (t.trim().equalsIgnoreCase("close")) return true;
