@@ -19,6 +19,7 @@ import io.helidon.webserver.http.ServerResponse;
 import io.helidon.webserver.http1.Http1Config;
 import java.io.IOException;
 import java.net.SocketException;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -85,7 +86,8 @@ import java.util.logging.Logger;
  * Requests Helidon refuses before routing come to directHandler(), which uses the per-thread
  * HttpFraming.State to tell them apart: a refusal HttpFraming made (its own message), a request
  * line Helidon could not parse (reported by Helidon as an internal error; lineSeen is false then:
- * a 400), a deadline that fired (408), HTTP/1.0 (505). Each is counted under endpoint "unrouted"
+ * a 400), a deadline that fired (408), HTTP/1.0 (505, except GET /health, answered 200 as the
+ * endpoint would, for health checkers that still send HTTP/1.0). Each is counted under endpoint "unrouted"
  * and logged through a RefusalLog: one line per LOG_INTERVAL at most, no stack trace.
  * OutOfMemoryError in an endpoint goes to onOutOfMemory (the server passes OutOfMemoryExit, which
  * ends the process when installed), then is rethrown.
@@ -606,6 +608,18 @@ public final class HttpPlumbing {
       } else if (st != null && st.refusal != null && st.lineSeen) {
         status = Status.create(st.refusalStatus);
         text = st.refusal;
+      } else if (eventType == DirectHandler.EventType.HTTP_VERSION_NOT_SUPPORTED
+          && isHealth(request)) {
+        // health checkers and load balancers that still speak HTTP/1.0 get /health (RFC 9112
+        // 2.5: an HTTP/1.1 answer to a 1.0 request); the connection is closed after it
+        metrics.http("/health", 200, 0);
+        return DirectHandler.TransportResponse.builder()
+            .status(Status.OK_200)
+            .headers(responseHeaders)
+            .header(HeaderNames.CONTENT_TYPE, JSON)
+            .header(HeaderNames.CONNECTION, "close")
+            .entity(HEALTH)
+            .build();
       } else if (eventType == DirectHandler.EventType.HTTP_VERSION_NOT_SUPPORTED) {
         status = Status.HTTP_VERSION_NOT_SUPPORTED_505;
         text =
@@ -637,6 +651,18 @@ public final class HttpPlumbing {
                   : ErrorJson.error(text))
           .build();
     };
+  }
+
+  /** The answer of {@code GET /health} (the server's Api writes the same). */
+  private static final byte[] HEALTH = "{\"status\":\"ok\"}\n".getBytes(StandardCharsets.US_ASCII);
+
+  /** Whether a request refused before routing is {@code GET /health} (or HEAD), any query. */
+  private static boolean isHealth(DirectHandler.TransportRequest request) {
+    if (request == null || request.path() == null) return false;
+    String path = request.path();
+    int q = path.indexOf('?');
+    if (q >= 0) path = path.substring(0, q);
+    return path.equals("/health") && "GET".equals(request.method());
   }
 
   /** Whether a request refused before routing was for the OpenAI API (the gateway's /v1/*). */
