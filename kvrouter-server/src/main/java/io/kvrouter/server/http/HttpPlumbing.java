@@ -656,7 +656,7 @@ public final class HttpPlumbing {
   /** The answer of {@code GET /health} (the server's Api writes the same). */
   private static final byte[] HEALTH = "{\"status\":\"ok\"}\n".getBytes(StandardCharsets.US_ASCII);
 
-  /** Whether a request refused before routing is {@code GET /health} (or HEAD), any query. */
+  /** Whether a request refused before routing is {@code GET /health}, with any query. */
   private static boolean isHealth(DirectHandler.TransportRequest request) {
     if (request == null || request.path() == null) return false;
     String path = request.path();
