@@ -401,6 +401,11 @@ public final class GatewayCommand implements Callable<Integer> {
     String url = g.url();
     out.println("kvrouter gateway: listening on " + url + " (OpenAI base URL " + url + "/v1)");
     out.println("  models: " + String.join(", ", gc.models().keySet()));
+    if (gc.apiKey() != null && sc.authToken() == null) {
+      out.println(
+          "  admin endpoints (POST /register, /unregister, /events, /route): no --auth-token, so"
+              + " they need 'Authorization: Bearer' with the --api-key");
+    }
     if (specs.isEmpty() && found == null) {
       out.println("No engine yet. Register one (its base_url, and its KV events' ZMQ endpoint):");
       out.println(

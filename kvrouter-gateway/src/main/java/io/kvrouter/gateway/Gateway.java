@@ -18,6 +18,7 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerExtension;
 import io.kvrouter.server.ServerHost;
+import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
@@ -174,6 +175,16 @@ public final class Gateway implements AutoCloseable {
   public static Gateway start(
       KvRouterServer.Config serverConfig, GatewayConfig config, ServerExtension more) {
     Gateway g = new Gateway(config);
+    if (config.apiKey() != null && serverConfig.authToken() == null) {
+      // secure by default (docs/gateway.md, "Security"): without --auth-token, the router's
+      // mutating endpoints (POST /register, /unregister, /events, /route ...) take the client API
+      // key, so that a client without it cannot register its own engine or remove the real ones
+      serverConfig = serverConfig.withAuthToken(config.apiKey());
+      LOG.info(
+          "--api-key without --auth-token: the router's mutating endpoints (POST /register,"
+              + " /unregister, /events, /route, /requests/*) need 'Authorization: Bearer' with"
+              + " the API key; set --auth-token for a separate admin token");
+    }
     try {
       ServerExtension own = g.new Extension();
       g.server =
@@ -416,6 +427,8 @@ public final class Gateway implements AutoCloseable {
   /** Client API key, serving state, and the mapping of refusals to OpenAI error answers. */
   private Handler guarded(Endpoint e) {
     return (req, res) -> {
+      boolean close = HttpPlumbing.wantsClose(req);
+      if (close) res.header(HeaderNames.CONNECTION, "close");
       try {
         if (!permits(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null))) {
           res.header(HeaderNames.WWW_AUTHENTICATE, "Bearer realm=\"kvrouter-gateway\"");
@@ -450,6 +463,8 @@ public final class Gateway implements AutoCloseable {
           // the client is gone
         }
       }
+      // Connection: close (whole answers and streams alike): Helidon would keep reading
+      if (close) throw HttpPlumbing.closeAfterAnswer(req, res);
     };
   }
 

@@ -98,9 +98,9 @@ final class ModelCatalog implements AutoCloseable {
           "model_not_found",
           "model",
           "The model `"
-              + model
+              + OpenAiError.echo(model)
               + "` does not exist: this gateway serves "
-              + String.join(", ", servedNames(host))
+              + OpenAiError.echo(String.join(", ", servedNames(host)))
               + " (GET /v1/models).");
     }
     return new Target(base, lora, tokenizers.get(base));

@@ -43,6 +43,40 @@ final class OpenAiError extends RuntimeException {
     return new OpenAiError(503, "server_error", code, null, message);
   }
 
+  /** The most characters of a client's string (a model name) an error message repeats. */
+  static final int ECHO_CHARS = 256;
+
+  /**
+   * {@code s} as an error message may repeat it: whole up to {@link #ECHO_CHARS} characters, else
+   * its first ones followed by {@code …(N bytes)}, N its length in UTF-8, so that a huge name in a
+   * request never makes a huge answer.
+   */
+  static String echo(String s) {
+    if (s == null || s.length() <= ECHO_CHARS) return s;
+    int cut = ECHO_CHARS;
+    if (Character.isHighSurrogate(s.charAt(cut - 1))) cut--;
+    return s.substring(0, cut) + "…(" + utf8Length(s) + " bytes)";
+  }
+
+  /** The length of {@code s} in UTF-8 (a surrogate pair is 4 bytes), without encoding it. */
+  private static long utf8Length(String s) {
+    long n = 0;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c < 0x80) {
+        n += 1;
+      } else if (c < 0x800) {
+        n += 2;
+      } else if (Character.isHighSurrogate(c) && i + 1 < s.length()) {
+        n += 4;
+        i++;
+      } else {
+        n += 3;
+      }
+    }
+    return n;
+  }
+
   /** The body: {@code {"error": {...}}} and a newline. */
   byte[] body() {
     return body(getMessage(), type, param, code);

@@ -13,10 +13,14 @@ import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.time.Duration;
+import java.util.Collection;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -102,6 +106,7 @@ public final class KvRouterServer implements AutoCloseable {
     this.config = config;
     this.extension = extension;
     this.registry = new Registry(config::newRouter, config.approximate());
+    registry.maxRegistrations(config.maxRegistrations());
     registry.extension(extension);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
     this.metrics = metrics;
@@ -132,7 +137,14 @@ public final class KvRouterServer implements AutoCloseable {
         new EventIngest(
             registry, metrics, ingest, config.acceptUnregistered(), config.natsApplyWait());
     this.api =
-        new Api(http, registry, metrics, events, config.zmqConnectTimeout(), this::readiness);
+        new Api(
+            http,
+            registry,
+            metrics,
+            events,
+            config.zmqConnectTimeout(),
+            this::readiness,
+            config.allowedEngineHosts());
     WebServerConfig.Builder server =
         WebServer.builder()
             .host(config.host())
@@ -454,6 +466,12 @@ public final class KvRouterServer implements AutoCloseable {
    *     that NATS server, so that each one's loads count the whole fleet's; {@code "off"}: not
    *     shared; null (the default): shared on the {@code events} server when there is one, off
    *     otherwise
+   * @param maxRegistrations the most ranks registered at once, over every model and routing group;
+   *     a {@code POST /register} past it gets 429 (counted in {@code
+   *     kvrouter_registrations_refused_total}); default {@value #DEFAULT_MAX_REGISTRATIONS}
+   * @param allowedEngineHosts when not empty, the only hosts (names or addresses, as written in the
+   *     URL, any case) a registered {@code base_url} may name; another is refused with 403; empty
+   *     (the default): any host
    * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
    *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
    *     200; default 1 s
@@ -477,7 +495,12 @@ public final class KvRouterServer implements AutoCloseable {
       long maxInflightBodyBytes,
       Supplier<WorkerSelector> selector,
       String sync,
-      Duration syncHeartbeat) {
+      Duration syncHeartbeat,
+      int maxRegistrations,
+      Set<String> allowedEngineHosts) {
+
+    /** The default of {@link #maxRegistrations()}: ranks registered at once. */
+    public static final int DEFAULT_MAX_REGISTRATIONS = 4096;
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -548,6 +571,43 @@ public final class KvRouterServer implements AutoCloseable {
       if (syncHeartbeat.isNegative() || syncHeartbeat.isZero()) {
         throw new IllegalArgumentException("syncHeartbeat must be > 0, got " + syncHeartbeat);
       }
+      if (maxRegistrations < 1) {
+        throw new IllegalArgumentException(
+            "maxRegistrations must be >= 1, got " + maxRegistrations);
+      }
+      Set<String> hosts = new TreeSet<>();
+      if (allowedEngineHosts != null) {
+        for (String h : allowedEngineHosts) {
+          if (h != null && !h.isBlank()) hosts.add(h.trim().toLowerCase(Locale.ROOT));
+        }
+      }
+      allowedEngineHosts = Collections.unmodifiableSet(hosts);
+    }
+
+    /** This configuration with {@code token} as its {@link #authToken()}. */
+    public Config withAuthToken(String token) {
+      return new Config(
+          host,
+          port,
+          maxBodyBytes,
+          token,
+          acceptUnregistered,
+          shutdownGrace,
+          routing,
+          ingestThreads,
+          zmqConnectTimeout,
+          readyGrace,
+          peer,
+          events,
+          replicaId,
+          readTimeout,
+          natsApplyWait,
+          maxInflightBodyBytes,
+          selector,
+          sync,
+          syncHeartbeat,
+          maxRegistrations,
+          allowedEngineHosts);
     }
 
     /** {@link RoutingSettings#approximate()} of {@link #routing()}. */
@@ -627,6 +687,10 @@ public final class KvRouterServer implements AutoCloseable {
               + ", external "
               + routing.tierWeights().external());
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
+      m.put("max-registrations", Integer.toString(maxRegistrations));
+      m.put(
+          "allowed-engine-hosts",
+          allowedEngineHosts.isEmpty() ? "(any)" : String.join(",", allowedEngineHosts));
       m.put(
           "max-inflight-body-size",
           effectiveMaxInflightBodyBytes() + (maxInflightBodyBytes == 0 ? " (heap / 4)" : ""));
@@ -652,6 +716,8 @@ public final class KvRouterServer implements AutoCloseable {
       private int port = DEFAULT_PORT;
       private long maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
       private String authToken;
+      private int maxRegistrations = DEFAULT_MAX_REGISTRATIONS;
+      private Set<String> allowedEngineHosts = Set.of();
       private boolean acceptUnregistered;
       private Duration shutdownGrace = Duration.ofSeconds(10);
       private double overlapWeight = 1.0;
@@ -854,6 +920,18 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#maxRegistrations()}. */
+      public Builder maxRegistrations(int v) {
+        this.maxRegistrations = v;
+        return this;
+      }
+
+      /** See {@link Config#allowedEngineHosts()}. */
+      public Builder allowedEngineHosts(Collection<String> v) {
+        this.allowedEngineHosts = v == null ? Set.of() : Set.copyOf(v);
+        return this;
+      }
+
       /** See {@link Config#selector()}. */
       public Builder selector(Supplier<WorkerSelector> v) {
         this.selector = v;
@@ -892,7 +970,9 @@ public final class KvRouterServer implements AutoCloseable {
             maxInflightBodyBytes,
             selector,
             sync,
-            syncHeartbeat);
+            syncHeartbeat,
+            maxRegistrations,
+            allowedEngineHosts);
       }
     }
   }

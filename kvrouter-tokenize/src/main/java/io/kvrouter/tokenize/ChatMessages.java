@@ -1,5 +1,6 @@
 package io.kvrouter.tokenize;
 
+import com.fasterxml.jackson.core.exc.StreamConstraintsException;
 import io.kvrouter.tokenize.jinja.Py;
 import java.io.IOException;
 import java.util.ArrayList;
@@ -142,7 +143,11 @@ final class ChatMessages {
       if (args instanceof String s) {
         Object parsed;
         try {
-          parsed = s.isBlank() ? null : Json.parse(s);
+          parsed = s.isBlank() ? null : Json.parseClient(s);
+        } catch (StreamConstraintsException deep) {
+          // nested past what a client may send: refused, never a deep walk (issue 31, #6)
+          throw new TokenizerException(
+              cat + ".function.arguments: " + deep.getOriginalMessage(), deep);
         } catch (IOException e) {
           parsed = null; // vLLM: a string that is not JSON becomes {}
         }

@@ -136,7 +136,7 @@ public record ChatRequest(
   public static ChatRequest fromJson(String body) {
     Object v;
     try {
-      v = Json.parse(body);
+      v = Json.parseClient(body);
     } catch (IOException e) {
       throw new TokenizerException("request body is not valid JSON: " + e.getMessage(), e);
     }
