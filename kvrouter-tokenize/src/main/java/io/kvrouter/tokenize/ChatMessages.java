@@ -144,11 +144,11 @@ final class ChatMessages {
         Object parsed;
         try {
           parsed = s.isBlank() ? null : Json.parseClient(s);
-        } catch (StreamConstraintsException deep) {
-          // nested past what a client may send: refused, never a deep walk (issue 31, #6)
-          throw new TokenizerException(
-              cat + ".function.arguments: " + deep.getOriginalMessage(), deep);
         } catch (IOException e) {
+          if (e.getCause() instanceof StreamConstraintsException) {
+            // nested past what a client may send: refused, never walked (issue 31, #6)
+            throw new TokenizerException(cat + ".function.arguments: " + e.getMessage(), e);
+          }
           parsed = null; // vLLM: a string that is not JSON becomes {}
         }
         if (parsed == null && s.strip().equals("null")) f.put("arguments", null); // json.loads
