@@ -1,5 +1,6 @@
 package io.kvrouter.route;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -21,6 +22,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A KV-cache-aware router: given a prompt's tokens, picks the worker rank where cached prefix and
@@ -104,15 +106,21 @@ public final class KvRouter implements AutoCloseable {
   private final double busyBlockFraction;
   private final long busyPrefillTokens;
   private final LongSupplier nanoClock;
-  private final PredictedBlocks predictions; // null in event mode
+  private final @Nullable PredictedBlocks predictions; // null in event mode
   private final EvictionPressure pressure; // fed by applyEvent, or the predicted evictions
-  private final TieredIndex tiered; // index as a TieredIndex, or null: no tiers
+  private final @Nullable TieredIndex tiered; // index as a TieredIndex, or null: no tiers
   private final TierWeights tierWeights;
 
   private final ReentrantLock lock = new ReentrantLock();
+
+  @GuardedBy("lock")
   private final SlotTable table; // under lock
+
+  @GuardedBy("lock")
   private int[] rankScratch = new int[0]; // under lock: decide()'s table positions by column index
-  private SequenceSync sync; // under lock; null: no sequence sync
+
+  @GuardedBy("lock")
+  private @Nullable SequenceSync sync; // under lock; null: no sequence sync
 
   private KvRouter(Builder b) {
     this.blockSize = b.blockSize;
@@ -478,7 +486,8 @@ public final class KvRouter implements AutoCloseable {
         predictions.expire(now);
         scores = index.findMatches(local, false);
       }
-      table.prepare(now, scores, seq);
+      // scores is null here only when predictions is set, and then found just above
+      table.prepare(now, Objects.requireNonNull(scores), seq);
       if (tiers != null) table.prepareTiers(tiers, tierWeights);
       Slot holder = table.holding(requestId);
       if (holder != null) {
@@ -499,6 +508,7 @@ public final class KvRouter implements AutoCloseable {
    * Routes a prompt the table is prepared for (under lock): one candidate per allowed rank, the
    * busy ones set aside, the selector's choice, recorded.
    */
+  @GuardedBy("lock")
   private RouteDecision decide(
       String requestId, long[] seq, long[] local, int isl, RouteOptions options, long now) {
     final Slot[] all = table.slots();
@@ -525,7 +535,7 @@ public final class KvRouter implements AutoCloseable {
     // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
     // (busy ones included; docs/routing.md)
     final double[] relativePressure = new double[n];
-    final TierOverlap[] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
+    final TierOverlap @Nullable [] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
     final int blocks = seq.length;
@@ -613,7 +623,7 @@ public final class KvRouter implements AutoCloseable {
    * device overlap, less the weighted credit of the blocks its slower tiers add (a block loaded
    * from the host costs {@code 1 − w_host} of a recompute); never negative.
    */
-  private static long chargedTokens(int isl, int overlap, TierOverlap tiers, int bs) {
+  private static long chargedTokens(int isl, int overlap, @Nullable TierOverlap tiers, int bs) {
     if (tiers == null) return ActiveSequences.prefillTokens(isl, overlap, bs);
     return Math.max(0L, Math.round(isl - tiers.weightedBlocks() * bs));
   }
@@ -900,14 +910,14 @@ public final class KvRouter implements AutoCloseable {
     private Duration pressureWindow = DEFAULT_PRESSURE_WINDOW;
     private double temperature = 0.0;
     private long seed = 0L;
-    private WorkerSelector selector;
+    private @Nullable WorkerSelector selector;
     private double busyBlockFraction = Double.POSITIVE_INFINITY;
     private long busyPrefillTokens = Long.MAX_VALUE;
     private Duration requestExpiry = ActiveSequences.DEFAULT_EXPIRY;
     private boolean approximate;
     private Duration predictionTtl = PredictedBlocks.DEFAULT_TTL;
     private int maxPredictions = PredictedBlocks.DEFAULT_MAX_ENTRIES;
-    private KvIndex index;
+    private @Nullable KvIndex index;
     private LongSupplier nanoClock = System::nanoTime;
     private TierWeights tierWeights = TierWeights.DEFAULTS;
 

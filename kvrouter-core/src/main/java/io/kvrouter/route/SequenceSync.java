@@ -1,5 +1,6 @@
 package io.kvrouter.route;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.route.SequenceChange.Corrected;
@@ -15,8 +16,10 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A router's side of sharing in-flight bookkeeping between replicas (docs/service.md, "Several
@@ -191,37 +194,77 @@ public final class SequenceSync {
   private final String replicaId;
   private final long incarnation;
   private final ReentrantLock lock; // the router's
+
+  @GuardedBy("lock")
   private final SlotTable table; // under lock
-  private final PredictedBlocks predictions; // under lock; null in event mode
+
+  @GuardedBy("lock")
+  private final @Nullable PredictedBlocks predictions; // under lock; null in event mode
+
   private final LongSupplier clock;
 
   private final ReentrantLock outbox = new ReentrantLock(); // a leaf
-  private final java.util.concurrent.locks.Condition nonEmpty = outbox.newCondition();
+  private final Condition nonEmpty = outbox.newCondition();
+
+  @GuardedBy("outbox")
   private final ArrayList<SequenceChange> pending = new ArrayList<>(); // under outbox
+
+  @GuardedBy("outbox")
   private long assigned; // under outbox (and written under lock): last number given
+
+  @GuardedBy("outbox")
   private int pendingNumbered; // under outbox: changes of pending that are not predictions
+
+  @GuardedBy("outbox")
   private long predAssigned; // under outbox (and written under lock): last prediction number
+
+  @GuardedBy("outbox")
   private boolean woken; // under outbox: wake() was called since the last awaitPending
 
+  @GuardedBy("lock")
   private final HashMap<String, Peer> peers = new HashMap<>(); // under lock
+
+  @GuardedBy("outbox")
   private long localChanges; // under outbox
+
+  @GuardedBy("outbox")
   private long localPredictions; // under outbox
+
+  @GuardedBy("outbox")
   private long outboxDropped; // under outbox
+
+  @GuardedBy("lock")
   private long applied; // the rest under lock
+
+  @GuardedBy("lock")
   private long duplicates;
+
+  @GuardedBy("lock")
   private long gaps;
+
+  @GuardedBy("lock")
   private long unknownRank;
+
+  @GuardedBy("lock")
   private long snapshotsLoaded;
+
+  @GuardedBy("lock")
   private long peersDropped;
+
+  @GuardedBy("lock")
   private long predictionsApplied;
+
+  @GuardedBy("lock")
   private boolean modelLoaded; // a snapshot's model was loaded (once per process)
+
+  @GuardedBy("lock")
   private long predictionGaps;
 
   SequenceSync(
       String replicaId,
       ReentrantLock lock,
       SlotTable table,
-      PredictedBlocks predictions,
+      @Nullable PredictedBlocks predictions,
       LongSupplier clock) {
     this.replicaId = checkId(replicaId);
     this.incarnation = ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE | 1;
@@ -290,6 +333,7 @@ public final class SequenceSync {
   }
 
   /** A request of the table left without free(): a peer's key, or one of ours. */
+  @SuppressWarnings("GuardedBy") // the router's table calls it under the router's lock, this.lock
   void departed(String key, boolean expired) {
     if (key.isEmpty() || key.charAt(0) != MARK) {
       localReleased(key, expired);
@@ -310,6 +354,7 @@ public final class SequenceSync {
     }
   }
 
+  @GuardedBy("outbox")
   private void enqueueLocked(SequenceChange c) {
     final boolean numbered = !(c instanceof Prediction);
     if (numbered) localChanges++;
@@ -477,6 +522,7 @@ public final class SequenceSync {
     }
   }
 
+  @GuardedBy("lock")
   private void applyOne(Peer p, SequenceChange c, long now) {
     applied++;
     switch (c) {
@@ -494,6 +540,7 @@ public final class SequenceSync {
    * A peer's prediction or correction, applied to this model as if made here; nothing in event
    * mode, or for a rank not registered here (counted as unknownRank).
    */
+  @GuardedBy("lock")
   private void applyPrediction(Prediction pr, long now) {
     if (predictions == null) return;
     Slot s = table.get(pr.worker());
@@ -523,6 +570,7 @@ public final class SequenceSync {
     }
   }
 
+  @GuardedBy("lock")
   private void add(Peer p, String key, Routed r, long now) {
     Slot s = table.get(r.worker());
     if (s == null) {
@@ -608,12 +656,14 @@ public final class SequenceSync {
     }
   }
 
+  @GuardedBy("lock")
   private void dropLocked(Peer p) {
     peers.remove(p.id);
     dropKeys(p);
     peersDropped++;
   }
 
+  @GuardedBy("lock")
   private void dropKeys(Peer p) {
     long now = clock.getAsLong();
     for (String key : p.keys.toArray(new String[0])) table.free(key, now);
