@@ -3,6 +3,7 @@ package io.kvrouter.hash;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -75,7 +76,7 @@ class SaltedHashersTest {
                   for (int k = 0; k < 20_000; k++) {
                     int i = (k + offset) % 200;
                     long[] got = s.get("l" + (i % 5), "n" + i).localHashes(TOKENS);
-                    if (!java.util.Arrays.equals(got, want.get(i))) {
+                    if (!Arrays.equals(got, want.get(i))) {
                       throw new AssertionError("wrong hasher for salt " + i);
                     }
                     checked++;
