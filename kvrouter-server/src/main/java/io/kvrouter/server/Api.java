@@ -23,6 +23,7 @@ import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.time.Duration;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 
 /**
@@ -69,7 +70,7 @@ final class Api {
    * Adds every endpoint, 405 for a known path with another method, then {@code extra}'s routes (a
    * ServerExtension's, or null), and 404 for the rest.
    */
-  void routing(HttpRouting.Builder r, java.util.function.Consumer<HttpRouting.Builder> extra) {
+  void routing(HttpRouting.Builder r, Consumer<HttpRouting.Builder> extra) {
     http.add(r, Method.POST, "/register", MUTATING, this::register);
     http.add(r, Method.POST, "/unregister", MUTATING, this::unregister);
     http.add(r, Method.GET, "/workers", READ, this::workers);

@@ -4,9 +4,11 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.TieredEvent;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
@@ -135,12 +137,12 @@ final class EventIngest {
 
   /** Decodes a batch, checks it and applies or publishes it whole; runs on an ingest thread. */
   private int decodeAndApply(ModelKey key, byte[] body, String idempotencyKey) {
-    List<io.kvrouter.transport.kvevents.TieredEvent> tiered;
+    List<TieredEvent> tiered;
     List<RouterEvent> events;
     try {
       tiered = RouterEventJson.readTieredEvents(body);
-      events = new java.util.ArrayList<>(tiered.size());
-      for (io.kvrouter.transport.kvevents.TieredEvent te : tiered) events.add(te.event());
+      events = new ArrayList<>(tiered.size());
+      for (TieredEvent te : tiered) events.add(te.event());
     } catch (EventDecodeException e) {
       metrics.decodeError();
       metrics.eventBatchRejected("decode_error");

@@ -25,6 +25,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
 import java.util.List;
+import java.util.Locale;
 
 /**
  * Every JSON answer of the service (docs/service.md gives their shapes), written as compact UTF-8
@@ -303,7 +304,7 @@ final class JsonOut {
       int below = 0;
       for (Tier tier : Tier.values()) {
         int p = t.blocks(i, tier);
-        g.writeNumberField(tier.name().toLowerCase(java.util.Locale.ROOT), p - below);
+        g.writeNumberField(tier.name().toLowerCase(Locale.ROOT), p - below);
         below = p;
       }
       g.writeEndObject();

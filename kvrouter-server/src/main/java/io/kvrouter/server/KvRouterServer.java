@@ -8,11 +8,14 @@ import io.kvrouter.route.TierWeights;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.server.http.ReadDeadline;
+import io.kvrouter.transport.nats.NatsConnections;
 import java.io.IOException;
+import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.time.Duration;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ExecutorService;
@@ -20,6 +23,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * kvrouter as an HTTP service: one KV-aware router and index per {@code (model_name,
@@ -74,7 +79,6 @@ public final class KvRouterServer implements AutoCloseable {
   private final Api api;
   private final ServerExtension extension;
   private final ReplicaLinks links;
-  private final ServerMetrics metrics;
   private volatile boolean ready;
   private volatile boolean serving;
   private volatile String warmStartState = "starting";
@@ -86,7 +90,6 @@ public final class KvRouterServer implements AutoCloseable {
     this.extension = extension;
     this.registry = new Registry(config::newRouter);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
-    this.metrics = metrics;
     registry.metrics(metrics);
     this.links = new ReplicaLinks(registry, metrics);
     AtomicInteger ingestThreads = new AtomicInteger();
@@ -176,9 +179,9 @@ public final class KvRouterServer implements AutoCloseable {
 
     /** Whether another socket holds the port (the common case: pick another port). */
     public boolean inUse() {
-      return getCause() instanceof java.net.BindException b
+      return getCause() instanceof BindException b
           && b.getMessage() != null
-          && b.getMessage().toLowerCase(java.util.Locale.ROOT).contains("in use");
+          && b.getMessage().toLowerCase(Locale.ROOT).contains("in use");
     }
   }
 
@@ -335,8 +338,8 @@ public final class KvRouterServer implements AutoCloseable {
       try {
         extension.close();
       } catch (RuntimeException e) {
-        java.util.logging.Logger.getLogger(KvRouterServer.class.getName())
-            .log(java.util.logging.Level.WARNING, "extension close failed", e);
+        Logger.getLogger(KvRouterServer.class.getName())
+            .log(Level.WARNING, "extension close failed", e);
       }
     }
     ingest.shutdown();
@@ -507,7 +510,7 @@ public final class KvRouterServer implements AutoCloseable {
       } else if (sync.trim().equalsIgnoreCase(SYNC_OFF)) {
         sync = SYNC_OFF;
       } else {
-        sync = io.kvrouter.transport.nats.NatsConnections.checkUrl("sync", sync);
+        sync = NatsConnections.checkUrl("sync", sync);
       }
       Objects.requireNonNull(syncHeartbeat, "syncHeartbeat");
       if (syncHeartbeat.isNegative() || syncHeartbeat.isZero()) {

@@ -1,11 +1,18 @@
 package io.kvrouter.server;
 
+import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.OverlapScores;
+import io.kvrouter.index.Tier;
+import io.kvrouter.index.TieredIndex;
+import io.kvrouter.index.TieredScores;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.server.http.ApiException;
+import io.kvrouter.transport.kvevents.StorageTier;
+import io.kvrouter.transport.kvevents.TieredEvent;
+import io.kvrouter.transport.nats.NatsSequenceSync;
 import io.prometheus.metrics.core.datapoints.DistributionDataPoint;
 import java.util.ArrayList;
 import java.util.List;
@@ -74,7 +81,7 @@ final class ModelIndex implements RouterModel {
    * With sequence sync (docs/service.md, "Several replicas share their in-flight load"): this
    * index's sync with the other replicas; set once before the index is visible, null otherwise.
    */
-  io.kvrouter.transport.nats.NatsSequenceSync sync;
+  NatsSequenceSync sync;
 
   ModelIndex(ModelKey key, int blockSize, KvRouter router, DistributionDataPoint findMatches) {
     this.key = key;
@@ -201,16 +208,16 @@ final class ModelIndex implements RouterModel {
    * The index's tiers when an engine published copies beyond the device (docs/routing.md, "Blocks
    * beyond the GPU"), else null.
    */
-  io.kvrouter.index.TieredIndex tiers() {
-    return router.index() instanceof io.kvrouter.index.TieredIndex t && t.hasTiers() ? t : null;
+  TieredIndex tiers() {
+    return router.index() instanceof TieredIndex t && t.hasTiers() ? t : null;
   }
 
   /**
    * Makes the index's tiers up to {@code slowest} now (a warm start from a dump with tiers, so that
    * the index has them even with no block left off the device); a no-op without a tiered index.
    */
-  void addTiers(io.kvrouter.index.Tier slowest) {
-    if (router.index() instanceof io.kvrouter.index.TieredIndex t) t.addTiers(slowest);
+  void addTiers(Tier slowest) {
+    if (router.index() instanceof TieredIndex t) t.addTiers(slowest);
   }
 
   /**
@@ -218,18 +225,18 @@ final class ModelIndex implements RouterModel {
    * null when the index is not tiered, or has neither a bound nor tiers (no series then).
    */
   long[] tierEvictions() {
-    if (!(router.index() instanceof io.kvrouter.index.TieredIndex t)) return null;
+    if (!(router.index() instanceof TieredIndex t)) return null;
     if (t.maxTierBlocks() == 0 && !t.hasTiers()) return null;
-    long[] v = new long[io.kvrouter.index.Tier.values().length];
-    for (io.kvrouter.index.Tier tier : io.kvrouter.index.Tier.values()) {
+    long[] v = new long[Tier.values().length];
+    for (Tier tier : Tier.values()) {
       v[tier.ordinal()] = t.evictedBlocks(tier);
     }
     return v;
   }
 
   /** Every worker's scores on every tier (see {@link #tiers()}), or null without tiers. */
-  io.kvrouter.index.TieredScores findTiered(long[] localHashes) {
-    io.kvrouter.index.TieredIndex t = tiers();
+  TieredScores findTiered(long[] localHashes) {
+    TieredIndex t = tiers();
     return t == null ? null : t.findTiered(localHashes);
   }
 
@@ -247,7 +254,7 @@ final class ModelIndex implements RouterModel {
    *
    * @return false (nothing applied) when the rank was unregistered or the index dropped meanwhile
    */
-  boolean applyFrom(Registration r, io.kvrouter.index.Tier tier, RouterEvent e) {
+  boolean applyFrom(Registration r, Tier tier, RouterEvent e) {
     lock.readLock().lock();
     try {
       if (closed || registrations.get(r.worker()) != r) return false;
@@ -296,19 +303,16 @@ final class ModelIndex implements RouterModel {
    * another tier goes to that tier of the index (dropped by an index without tiers, as over ZMQ).
    */
   void applyTieredEvents(
-      List<io.kvrouter.transport.kvevents.TieredEvent> tiered,
-      List<RouterEvent> events,
-      boolean acceptUnregistered) {
+      List<TieredEvent> tiered, List<RouterEvent> events, boolean acceptUnregistered) {
     lock.readLock().lock();
     try {
       check(events, acceptUnregistered);
-      for (io.kvrouter.transport.kvevents.TieredEvent te : tiered) {
+      for (TieredEvent te : tiered) {
         RouterEvent e = te.event();
-        if (te.tier() == io.kvrouter.transport.kvevents.StorageTier.DEVICE
-            || e.data() instanceof io.kvrouter.event.CacheEvent.Cleared) {
+        if (te.tier() == StorageTier.DEVICE || e.data() instanceof CacheEvent.Cleared) {
           router.applyEvent(e);
         } else {
-          router.applyEvent(io.kvrouter.index.Tier.valueOf(te.tier().name()), e);
+          router.applyEvent(Tier.valueOf(te.tier().name()), e);
         }
       }
     } finally {

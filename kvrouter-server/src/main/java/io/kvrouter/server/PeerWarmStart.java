@@ -21,6 +21,7 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -121,7 +122,7 @@ final class PeerWarmStart {
       client.close();
     }
     if (r.statusCode() != 200) {
-      String text = new String(r.body(), java.nio.charset.StandardCharsets.UTF_8);
+      String text = new String(r.body(), StandardCharsets.UTF_8);
       if (text.length() > 200) text = text.substring(0, 200) + "...";
       throw new IllegalStateException(
           "warm start: the peer "

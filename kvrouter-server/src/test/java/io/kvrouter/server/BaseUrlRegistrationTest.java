@@ -3,10 +3,14 @@ package io.kvrouter.server;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.helidon.http.Method;
+import io.helidon.webserver.http.HttpRouting;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.transport.kvevents.ClearScope;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -85,7 +89,7 @@ class BaseUrlRegistrationTest {
     ServerExtension ext =
         new ServerExtension() {
           @Override
-          public void routing(io.helidon.webserver.http.HttpRouting.Builder r, ServerHost host) {
+          public void routing(HttpRouting.Builder r, ServerHost host) {
             seen[0] = host;
             r.route(
                 Method.GET,
@@ -174,10 +178,10 @@ class BaseUrlRegistrationTest {
 
     HttpFixture.Reply get(String path) {
       try {
-        java.net.http.HttpResponse<String> r =
+        HttpResponse<String> r =
             HttpFixture.CLIENT.send(
-                java.net.http.HttpRequest.newBuilder(java.net.URI.create(url + path)).build(),
-                java.net.http.HttpResponse.BodyHandlers.ofString());
+                HttpRequest.newBuilder(URI.create(url + path)).build(),
+                HttpResponse.BodyHandlers.ofString());
         return new HttpFixture.Reply(r.statusCode(), r.body(), r);
       } catch (Exception e) {
         throw new AssertionError(e);

@@ -11,8 +11,11 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.transport.json.RouterEventJson;
 import java.io.IOException;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -27,7 +30,7 @@ import org.junit.jupiter.api.Test;
 class DumpReplayTest {
   /** Worker 3's endpoint has no engine behind it: register it without waiting for one. */
   private static KvRouterServer.Config.Builder noConnectWait() {
-    return KvRouterServer.Config.builder().zmqConnectTimeout(java.time.Duration.ZERO);
+    return KvRouterServer.Config.builder().zmqConnectTimeout(Duration.ZERO);
   }
 
   private record IndexDump(String model, String group, List<String> registrations, String events) {}
@@ -86,7 +89,7 @@ class DumpReplayTest {
             } else if (roll < 9) {
               int from = rnd.nextInt(seq.length);
               int to = Math.min(seq.length, from + 1 + rnd.nextInt(3));
-              long[] gone = java.util.Arrays.copyOfRange(seq, from, to);
+              long[] gone = Arrays.copyOfRange(seq, from, to);
               events.add(new RouterEvent(w, eid, CacheEvent.removed(gone)));
             } else {
               events.add(new RouterEvent(w, eid, CacheEvent.cleared()));
@@ -122,7 +125,7 @@ class DumpReplayTest {
         for (String[] m : models) {
           for (int[] p : prompts) {
             for (int cut : new int[] {p.length, p.length / 2, 16}) {
-              int[] t = java.util.Arrays.copyOf(p, cut);
+              int[] t = Arrays.copyOf(p, cut);
               String body =
                   "{\"model_name\":\""
                       + m[0]
@@ -151,7 +154,7 @@ class DumpReplayTest {
   }
 
   private static String writeEvents(List<RouterEvent> events) {
-    return io.kvrouter.transport.json.RouterEventJson.writeEvents(events);
+    return RouterEventJson.writeEvents(events);
   }
 
   /** Reads the dump: per index, its registrations as /register bodies and its events' text. */

@@ -12,9 +12,11 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.ConnectException;
 import java.net.Socket;
+import java.net.SocketException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -72,6 +74,7 @@ class GracefulShutdownTest {
   }
 
   /** Waits until the port refuses a connection (stop() closed the listener). */
+  @SuppressWarnings("try") // the socket is opened only to see whether the port still accepts
   private static void awaitRefused(int port, CompletableFuture<Void> stopping)
       throws IOException, InterruptedException {
     long deadline = System.nanoTime() + WAIT_NANOS;
@@ -80,7 +83,7 @@ class GracefulShutdownTest {
         // still accepting: stop() has not closed the listener yet
       } catch (ConnectException refused) {
         return;
-      } catch (java.net.SocketException reset) {
+      } catch (SocketException reset) {
         // a connection the kernel had queued as the listener closed is reset: closing, not closed
         // yet; the next probe is refused (seen in CI: "Connection reset by peer" from connect)
       }
@@ -115,7 +118,7 @@ class GracefulShutdownTest {
       if (headerEnd < 0 && sb.length() >= 4 && sb.substring(sb.length() - 4).equals("\r\n\r\n")) {
         headerEnd = sb.length();
         for (String line : sb.toString().split("\r\n")) {
-          if (line.toLowerCase(java.util.Locale.ROOT).startsWith("content-length:")) {
+          if (line.toLowerCase(Locale.ROOT).startsWith("content-length:")) {
             contentLength = Integer.parseInt(line.substring(15).trim());
           }
         }

@@ -4,6 +4,7 @@ import static io.kvrouter.server.HostileClientsTest.assertNo5xxBut;
 import static io.kvrouter.server.HostileClientsTest.counter;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.event.Worker;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -75,9 +76,7 @@ class HostileHttpTest {
     assertThat(
             http.events(
                     "m",
-                    List.of(
-                        HttpFixture.stored(
-                            new io.kvrouter.event.Worker(1, 0), 1, HttpFixture.range(1, 8), 4)))
+                    List.of(HttpFixture.stored(new Worker(1, 0), 1, HttpFixture.range(1, 8), 4)))
                 .status())
         .isEqualTo(200);
   }
@@ -517,7 +516,8 @@ class HostileHttpTest {
 
   private static String printable(String s) {
     StringBuilder sb = new StringBuilder();
-    for (char c : s.toCharArray()) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
       if (c == '\r') sb.append("\\r");
       else if (c == '\n') sb.append("\\n");
       else if (c < 0x20 || c > 0x7e) sb.append(String.format("\\x%02x", (int) c));

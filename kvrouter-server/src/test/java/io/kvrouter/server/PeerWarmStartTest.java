@@ -12,10 +12,15 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.transport.json.RouterEventJson;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -91,7 +96,7 @@ class PeerWarmStartTest {
       HttpFixture.Reply r =
           a.post(
               "/events?model_name=" + m[0] + "&routing_group=" + m[1],
-              io.kvrouter.transport.json.RouterEventJson.writeEvents(events));
+              RouterEventJson.writeEvents(events));
       assertThat(r.status()).as(r.body()).isEqualTo(200);
     }
     return prompts;
@@ -161,6 +166,7 @@ class PeerWarmStartTest {
   }
 
   @Test
+  @SuppressWarnings("try") // the started server is held only to be closed at the end
   void whileThePeerIsLoadedTheServerIsNotReadyAndServesNoQueries() throws Exception {
     try (HttpFixture a = new HttpFixture()) {
       a.register(1, 0, "m", 4);
@@ -275,8 +281,8 @@ class PeerWarmStartTest {
     long deadline = System.nanoTime() + WAIT.toNanos();
     while (true) {
       try {
-        return send(java.net.http.HttpRequest.newBuilder(java.net.URI.create(url)).GET());
-      } catch (java.io.UncheckedIOException e) {
+        return send(HttpRequest.newBuilder(URI.create(url)).GET());
+      } catch (UncheckedIOException e) {
         if (System.nanoTime() > deadline) throw e; // not listening yet
         sleep(10);
       }
@@ -284,26 +290,23 @@ class PeerWarmStartTest {
   }
 
   private static HttpFixture.Reply get(int port, String path) {
-    return send(
-        java.net.http.HttpRequest.newBuilder(java.net.URI.create("http://127.0.0.1:" + port + path))
-            .GET());
+    return send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path)).GET());
   }
 
   private static HttpFixture.Reply post(int port, String path, String body) {
     return send(
-        java.net.http.HttpRequest.newBuilder(java.net.URI.create("http://127.0.0.1:" + port + path))
-            .POST(java.net.http.HttpRequest.BodyPublishers.ofString(body)));
+        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+            .POST(HttpRequest.BodyPublishers.ofString(body)));
   }
 
-  private static HttpFixture.Reply send(java.net.http.HttpRequest.Builder b) {
+  private static HttpFixture.Reply send(HttpRequest.Builder b) {
     try {
-      java.net.http.HttpResponse<String> r =
+      HttpResponse<String> r =
           HttpFixture.CLIENT.send(
-              b.timeout(Duration.ofSeconds(20)).build(),
-              java.net.http.HttpResponse.BodyHandlers.ofString());
+              b.timeout(Duration.ofSeconds(20)).build(), HttpResponse.BodyHandlers.ofString());
       return new HttpFixture.Reply(r.statusCode(), r.body(), r);
     } catch (IOException e) {
-      throw new java.io.UncheckedIOException(e);
+      throw new UncheckedIOException(e);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new IllegalStateException(e);

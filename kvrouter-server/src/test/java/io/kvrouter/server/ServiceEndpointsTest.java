@@ -12,6 +12,7 @@ import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -21,7 +22,7 @@ class ServiceEndpointsTest {
   private static final int BS = 4;
   // registrations with an endpoint that no engine serves are made without waiting for it
   private final HttpFixture http =
-      new HttpFixture(KvRouterServer.Config.builder().zmqConnectTimeout(java.time.Duration.ZERO));
+      new HttpFixture(KvRouterServer.Config.builder().zmqConnectTimeout(Duration.ZERO));
 
   @AfterEach
   void stop() {

@@ -21,6 +21,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.Supplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -123,8 +125,8 @@ class TierReplicationTest {
     // the tier parts of each candidate (the choice and the costs hold the eviction pressure,
     // which rank 2's device removal raised and which neither a dump nor the stream replicates;
     // cached_blocks is the rank's block count, which a dump replay may lower)
-    java.util.regex.Matcher m =
-        java.util.regex.Pattern.compile(
+    Matcher m =
+        Pattern.compile(
                 "\"instance_id\":\\d+|\"tier_blocks\":\\{[^}]*\\},\"weighted_blocks\":[0-9.]+")
             .matcher(r.substring(r.indexOf("\"candidates\"")));
     StringBuilder tiers = new StringBuilder();
@@ -148,8 +150,8 @@ class TierReplicationTest {
 
       // a replay by hand (docs/service.md): register, then POST /events each index's
       // tiered_events; model m has blocks off the device, so its tiers come back with them
-      java.util.regex.Matcher tiered =
-          java.util.regex.Pattern.compile(
+      Matcher tiered =
+          Pattern.compile(
                   "\"model_name\":\"m\",.*?\"tiered_events\":(\\[.*?\\])(?=\\}(,\\{\"model_name\"|\\]\\}))")
               .matcher(dump);
       assertThat(tiered.find()).isTrue();

@@ -14,6 +14,7 @@ import java.net.ServerSocket;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Predicate;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
@@ -54,7 +55,7 @@ class ZmqRegistrationTest {
   }
 
   private static HttpFixture.Reply await(
-      java.util.function.Supplier<HttpFixture.Reply> call, Predicate<String> until) {
+      Supplier<HttpFixture.Reply> call, Predicate<String> until) {
     long deadline = System.nanoTime() + WAIT.toNanos();
     HttpFixture.Reply r = call.get();
     while (!until.test(r.body())) {

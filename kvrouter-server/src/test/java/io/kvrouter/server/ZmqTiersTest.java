@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.Predicate;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -40,7 +41,7 @@ class ZmqTiersTest {
   }
 
   private static HttpFixture.Reply await(
-      java.util.function.Supplier<HttpFixture.Reply> call, Predicate<String> until) {
+      Supplier<HttpFixture.Reply> call, Predicate<String> until) {
     long deadline = System.nanoTime() + WAIT.toNanos();
     HttpFixture.Reply r = call.get();
     while (!until.test(r.body())) {

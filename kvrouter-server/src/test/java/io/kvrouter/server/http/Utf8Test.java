@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
+import java.nio.charset.Charset;
 import java.nio.charset.CharsetDecoder;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
@@ -31,7 +32,7 @@ class Utf8Test {
     assertThat(Utf8.check(bytes(0x7b, 0x00, 0x7d), 3)).contains("offset 1").contains("NUL");
     byte[] utf16 = "{\"a\":1}".getBytes(StandardCharsets.UTF_16LE);
     assertThat(Utf8.check(utf16, utf16.length)).contains("offset 1").contains("UTF-16");
-    byte[] utf32 = "{}".getBytes(java.nio.charset.Charset.forName("UTF-32BE"));
+    byte[] utf32 = "{}".getBytes(Charset.forName("UTF-32BE"));
     assertThat(Utf8.check(utf32, utf32.length)).contains("offset 0");
   }
 
