@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * Turns OpenAI-shape messages into what vLLM hands a chat template (vLLM's {@code
@@ -19,8 +20,8 @@ import java.util.Map;
 final class ChatMessages {
   private ChatMessages() {}
 
-  private static final java.util.Set<String> TEXT_PARTS =
-      java.util.Set.of("text", "input_text", "output_text", "refusal", "thinking");
+  private static final Set<String> TEXT_PARTS =
+      Set.of("text", "input_text", "output_text", "refusal", "thinking");
 
   static List<Object> normalize(List<?> messages, boolean contentParts) {
     List<Object> out = new ArrayList<>(messages.size());

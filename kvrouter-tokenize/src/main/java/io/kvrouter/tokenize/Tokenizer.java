@@ -1,5 +1,6 @@
 package io.kvrouter.tokenize;
 
+import ai.djl.huggingface.tokenizers.jni.LibUtils;
 import ai.djl.huggingface.tokenizers.jni.TokenizersLibrary;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -12,6 +13,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
@@ -96,7 +98,7 @@ public final class Tokenizer implements AutoCloseable {
     if (System.getProperty("ai.djl.offline") == null && System.getenv("DJL_OFFLINE") == null) {
       System.setProperty("ai.djl.offline", "true");
     }
-    ai.djl.huggingface.tokenizers.jni.LibUtils.checkStatus(); // loads the native library
+    LibUtils.checkStatus(); // loads the native library
     return TokenizersLibrary.LIB;
   }
 
@@ -120,7 +122,7 @@ public final class Tokenizer implements AutoCloseable {
             "a Hugging Face model directory needs tokenizer.json (the fast tokenizer)");
     Object tj;
     try {
-      tj = Json.parse(tokenizerJson, java.util.Set.of("vocab", "merges"));
+      tj = Json.parse(tokenizerJson, Set.of("vocab", "merges"));
     } catch (IOException e) {
       throw new TokenizerException(
           modelDir.resolve("tokenizer.json") + " is not valid JSON: " + e.getMessage(), e);
