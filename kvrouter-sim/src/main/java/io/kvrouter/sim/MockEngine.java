@@ -2,6 +2,7 @@ package io.kvrouter.sim;
 
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.mockengine.EventLoop;
 import io.kvrouter.mockengine.HostTier;
 import io.kvrouter.mockengine.TimingModel;
@@ -9,6 +10,7 @@ import io.kvrouter.prefixcache.PrefixCache;
 import io.kvrouter.sim.trace.TraceTokens;
 import java.util.ArrayDeque;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A simulated inference engine: one worker with one or more data-parallel ranks, each holding a
@@ -60,7 +62,7 @@ public final class MockEngine {
   public final class Rank {
     final Worker worker;
     public final PrefixCache cache;
-    final HostTier host; // null without a host tier
+    final @Nullable HostTier host; // null without a host tier
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
     private int running;
     private long prefillFreeAt;
@@ -144,8 +146,7 @@ public final class MockEngine {
     }
 
     private long[] hashes(SimRequest r) {
-      return io.kvrouter.hash.SequenceHasher.sequenceHashes(
-          cache.hasher().localHashes(TraceTokens.tokens(r.trace)));
+      return SequenceHasher.sequenceHashes(cache.hasher().localHashes(TraceTokens.tokens(r.trace)));
     }
 
     private void prefillDone(SimRequest r) {

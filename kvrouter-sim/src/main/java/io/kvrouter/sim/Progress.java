@@ -1,5 +1,6 @@
 package io.kvrouter.sim;
 
+import java.io.Console;
 import java.io.PrintStream;
 import java.lang.reflect.Method;
 import java.nio.file.Files;
@@ -93,6 +94,7 @@ public final class Progress implements AutoCloseable {
     }
   }
 
+  @SuppressWarnings("SystemConsoleNull") // compiled for JDK 21, where a null console means no tty
   public static boolean stderrIsTerminal() {
     Path fd2 = Path.of("/proc/self/fd/2");
     try {
@@ -103,10 +105,10 @@ public final class Progress implements AutoCloseable {
     } catch (Exception e) {
       // fall through to the console
     }
-    java.io.Console c = System.console();
+    Console c = System.console();
     if (c == null) return false;
     try {
-      Method isTerminal = java.io.Console.class.getMethod("isTerminal");
+      Method isTerminal = Console.class.getMethod("isTerminal");
       return (Boolean) isTerminal.invoke(c);
     } catch (ReflectiveOperationException e) {
       return true; // JDK 21: a console exists only for a terminal

@@ -1,5 +1,6 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.event.Worker;
 import io.kvrouter.sim.trace.TraceRequest;
 
 /** One trace request on its way through a simulated fleet, with what happened to it. */
@@ -10,7 +11,7 @@ public final class SimRequest {
   final long arrival;
 
   int routedOverlapTokens; // what the router expected the chosen rank to hold
-  io.kvrouter.event.Worker routedTo; // the chosen rank
+  Worker routedTo; // the chosen rank
   int cachedTokens; // what the rank's cache held at admission
   int hostTokens; // of those, what its host tier held (loaded, not recomputed)
   long admitted = -1;

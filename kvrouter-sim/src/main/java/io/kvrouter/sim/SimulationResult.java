@@ -1,6 +1,7 @@
 package io.kvrouter.sim;
 
 import io.kvrouter.sim.trace.TraceRequest;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -59,7 +60,7 @@ public record SimulationResult(
     progress.phase("pooled ceiling");
     PooledCeiling pooled = pooled(trace, cfg);
     for (int i = 0; i < trace.size(); i++) progress.advance();
-    List<PolicyResult> results = new java.util.ArrayList<>();
+    List<PolicyResult> results = new ArrayList<>();
     for (Policy p : policies) {
       progress.phase(p.cliName());
       results.add(new FleetSimulation(trace, cfg, p, progress::advance, e -> true, nats).run());
