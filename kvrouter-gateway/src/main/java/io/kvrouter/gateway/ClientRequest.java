@@ -13,6 +13,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A client's {@code /v1/chat/completions} or {@code /v1/completions} body, read once: what the
@@ -137,7 +138,7 @@ final class ClientRequest {
     String promptText;
     int[] promptIds;
     boolean promptGiven;
-    StreamOptions options; // null: not given
+    @Nullable StreamOptions options; // null: not given
 
     Fields(Kind kind) {
       this.kind = kind;

@@ -1,5 +1,6 @@
 package io.kvrouter.gateway;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
@@ -32,9 +33,16 @@ final class EngineState {
 
   private volatile boolean healthy = true;
   private int failedChecks; // health checker thread only
+
+  @GuardedBy("this")
   private Breaker breaker = Breaker.CLOSED; // guarded by this
+
+  @GuardedBy("this")
   private int consecutiveFailures; // guarded by this
+
+  @GuardedBy("this")
   private long openUntil; // guarded by this
+
   private final AtomicBoolean probe = new AtomicBoolean();
 
   EngineState(String baseUrl, int breakerFailures, long openNanos) {

@@ -3,6 +3,7 @@ package io.kvrouter.gateway;
 import io.kvrouter.route.PairRouter;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
@@ -52,11 +53,9 @@ public record GatewayConfig(
   public GatewayConfig {
     Objects.requireNonNull(disaggregation, "disaggregation");
     models =
-        java.util.Collections.unmodifiableMap(
-            new LinkedHashMap<>(Objects.requireNonNull(models, "models")));
+        Collections.unmodifiableMap(new LinkedHashMap<>(Objects.requireNonNull(models, "models")));
     loras =
-        java.util.Collections.unmodifiableMap(
-            new LinkedHashMap<>(Objects.requireNonNull(loras, "loras")));
+        Collections.unmodifiableMap(new LinkedHashMap<>(Objects.requireNonNull(loras, "loras")));
     apiKey = apiKey == null || apiKey.isEmpty() ? null : apiKey;
     engineApiKey = engineApiKey == null || engineApiKey.isEmpty() ? null : engineApiKey;
     if (maxAttempts < 1) throw new IllegalArgumentException("maxAttempts must be >= 1");

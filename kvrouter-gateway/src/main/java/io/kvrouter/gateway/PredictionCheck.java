@@ -4,6 +4,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.server.RouterModel;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -54,7 +55,7 @@ final class PredictionCheck {
    * Keeps the windows of the registered (model, base URL) pairs ({@code model + "\u0000" + url})
    * and what is known of the registered base URLs; drops the rest.
    */
-  void retain(java.util.Set<String> modelUrls, java.util.Set<String> urls) {
+  void retain(Set<String> modelUrls, Set<String> urls) {
     windows.keySet().retainAll(modelUrls);
     showsDetails.keySet().retainAll(urls);
   }

@@ -17,6 +17,8 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.transport.kvevents.ClearScope;
+import java.io.IOException;
+import java.net.Socket;
 import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -210,11 +212,12 @@ class GatewayDisaggregationTest {
     assertThat(m.router().loads()).allMatch(l -> l.requests() == 0);
   }
 
+  @SuppressWarnings("try") // the socket is opened only to see whether the port still accepts
   static boolean refuses(MockEngineServer e) {
     URI u = URI.create(e.url());
-    try (java.net.Socket s = new java.net.Socket(u.getHost(), u.getPort())) {
+    try (Socket s = new Socket(u.getHost(), u.getPort())) {
       return false;
-    } catch (java.io.IOException gone) {
+    } catch (IOException gone) {
       return true;
     }
   }

@@ -8,10 +8,14 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.route.WorkerLoad;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost.Registration;
+import java.io.IOException;
 import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -22,6 +26,12 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -349,11 +359,11 @@ class GatewayStubTest {
     assertThat(new String(first, StandardCharsets.UTF_8)).isEqualTo("data: ");
     assertThat(m.router().inFlight()).isEqualTo(1);
     // the first token reached the client: its prefill is no longer charged, its blocks are
-    io.kvrouter.route.WorkerLoad load = m.router().load(new Worker(1, 0));
+    WorkerLoad load = m.router().load(new Worker(1, 0));
     assertThat(load.activePrefillTokens()).isZero();
     assertThat(load.activeBlocks()).isEqualTo(3);
     in.close(); // the client hangs up mid-stream
-    assertThat(e.aborted.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    assertThat(e.aborted.await(10, TimeUnit.SECONDS)).isTrue();
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
     while (m.router().inFlight() != 0 && System.nanoTime() < deadline) Thread.onSpinWait();
     assertThat(m.router().inFlight()).isZero();
@@ -395,11 +405,10 @@ class GatewayStubTest {
     register(g, 1, e.url());
     CountDownLatch hold = new CountDownLatch(1);
     e.holdAfterFirst = hold;
-    java.util.concurrent.ScheduledExecutorService timer =
-        java.util.concurrent.Executors.newSingleThreadScheduledExecutor();
+    ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor();
     try {
       // released well after the read timeout (and Helidon's idle timer of the same length)
-      timer.schedule(hold::countDown, 1500, java.util.concurrent.TimeUnit.MILLISECONDS);
+      ScheduledFuture<?> unused = timer.schedule(hold::countDown, 1500, TimeUnit.MILLISECONDS);
       HttpResponse<String> r = post(g, "/v1/completions", completion(range(12), true, ""));
       assertThat(r.statusCode()).isEqualTo(200);
       assertThat(r.body()).endsWith("data: [DONE]\n\n").contains(StubEngine.chunk(false, 2));
@@ -427,7 +436,7 @@ class GatewayStubTest {
     assertThat(a.hits()).isEqualTo(1);
   }
 
-  static void await(String what, java.util.function.BooleanSupplier cond) {
+  static void await(String what, BooleanSupplier cond) {
     long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
     while (!cond.getAsBoolean()) {
       if (System.nanoTime() > deadline) throw new AssertionError("timed out waiting for " + what);
@@ -502,7 +511,7 @@ class GatewayStubTest {
         .isEqualTo(200);
     int cycles = 40;
     for (int i = 0; i < cycles; i++) {
-      long id = 100 + i;
+      long id = 100L + i;
       register(g, id, e.url(i));
       g.engineTokenizer(e.url(i), "tiny");
       holds(m, id, range(8 + i)); // the router sends this prompt to engine id
@@ -548,16 +557,13 @@ class GatewayStubTest {
         Proxy.failure(
             new RuntimeException(
                 "Exception in socket monitor thread.",
-                new java.util.concurrent.ExecutionException(
-                    new java.io.UncheckedIOException(
-                        new java.net.SocketTimeoutException("Read timed out")))));
+                new ExecutionException(
+                    new UncheckedIOException(new SocketTimeoutException("Read timed out")))));
     assertThat(stale.reason()).isEqualTo("stale_connection");
     assertThat(stale.timeout()).isFalse();
     // the engine itself silent past the read timeout
     Proxy.Retry silent =
-        Proxy.failure(
-            new java.io.UncheckedIOException(
-                new java.net.SocketTimeoutException("Read timed out")));
+        Proxy.failure(new UncheckedIOException(new SocketTimeoutException("Read timed out")));
     assertThat(silent.reason()).isEqualTo("timeout");
     assertThat(silent.timeout()).isTrue();
   }
@@ -609,7 +615,7 @@ class GatewayStubTest {
                     throw new AssertionError(x);
                   }
                 });
-    assertThat(e.arrived.await(10, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+    assertThat(e.arrived.await(10, TimeUnit.SECONDS)).isTrue();
     HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), false, ""));
     assertThat(r.statusCode()).isEqualTo(503);
     assertThat(r.body()).contains("\"code\":\"all_busy\"");
@@ -724,7 +730,7 @@ class GatewayStubTest {
     RouterModel m = register(g, 1, e.url());
     e.breakWhole.set(true);
     assertThatThrownBy(() -> post(g, "/v1/completions", completion(range(8), false, "")))
-        .isInstanceOf(java.io.IOException.class);
+        .isInstanceOf(IOException.class);
     // the route was freed, and the next request gets a whole answer
     e.breakWhole.set(false);
     HttpResponse<String> ok = post(g, "/v1/completions", completion(range(8), false, ""));

@@ -5,11 +5,14 @@ import io.helidon.http.Status;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
+import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -65,7 +68,7 @@ final class StubEngine implements AutoCloseable {
         WebServer.builder()
             .host("127.0.0.1")
             .port(0)
-            .shutdownGracePeriod(java.time.Duration.ZERO)
+            .shutdownGracePeriod(Duration.ZERO)
             .routing(
                 r ->
                     r.post("/v1/completions", (q, s) -> answer(q, s, false))
@@ -157,7 +160,7 @@ final class StubEngine implements AutoCloseable {
     dpRanks.add(q.headers().first(HeaderNames.create("X-data-parallel-rank")).orElse("-"));
     arrived.countDown();
     CountDownLatch before = holdBeforeAnswer;
-    if (before != null) before.await(30, java.util.concurrent.TimeUnit.SECONDS);
+    if (before != null) before.await(30, TimeUnit.SECONDS);
     int st = status.get();
     if (st != 200) {
       s.status(Status.create(st)).header(HeaderNames.CONTENT_TYPE, "application/json");
@@ -193,7 +196,7 @@ final class StubEngine implements AutoCloseable {
         CountDownLatch hold = holdAfterFirst;
         if (i == 0 && hold != null) {
           // keep writing small keep-alive comments until the gateway goes away or released
-          while (!hold.await(20, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+          while (!hold.await(20, TimeUnit.MILLISECONDS)) {
             out.write(": ping\n\n".getBytes(StandardCharsets.UTF_8));
             out.flush();
           }
@@ -203,7 +206,7 @@ final class StubEngine implements AutoCloseable {
         out.write(("data: " + usageChunk(chat) + "\n\n").getBytes(StandardCharsets.UTF_8));
       }
       out.write("data: [DONE]\n\n".getBytes(StandardCharsets.UTF_8));
-    } catch (RuntimeException | java.io.IOException e) {
+    } catch (RuntimeException | IOException e) {
       aborted.countDown();
     }
   }
