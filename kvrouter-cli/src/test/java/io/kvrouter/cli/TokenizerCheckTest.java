@@ -22,6 +22,7 @@ import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -70,7 +71,7 @@ class TokenizerCheckTest {
             reply(ex, 400, "{\"error\": \"bad json\"}");
             return;
           }
-          Map<String, Object> copy = new java.util.LinkedHashMap<>();
+          Map<String, Object> copy = new LinkedHashMap<>();
           body.forEach((k, v) -> copy.put((String) k, v));
           requests.add(copy);
           if (status != 200) {
@@ -229,6 +230,7 @@ class TokenizerCheckTest {
   }
 
   @Test
+  @SuppressWarnings("try") // the tokenizer is held open for the test and closed by the try
   void malformedAnswersAreClearErrors() throws IOException {
     try (Tokenizer tok = Tokenizer.load(MockEngines.tinyModel())) {
       List<String> answers =
