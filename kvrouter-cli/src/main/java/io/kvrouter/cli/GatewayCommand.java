@@ -1,5 +1,7 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.discovery.DiscoveryConfig;
+import io.kvrouter.discovery.KubernetesDiscovery;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
@@ -14,7 +16,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CountDownLatch;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import picocli.CommandLine.Command;
@@ -36,8 +37,12 @@ import picocli.CommandLine.Spec;
  * command line wins. Start failures are one line on err and exit 1, bad flags exit 2. Static
  * engines (--engine) are registered after the server started, as POST /register would; one that
  * cannot be registered (its ZMQ endpoint does not answer in --zmq-connect-timeout-ms) stops
- * the start with exit 1. A shutdown hook stops the server gracefully (streams in flight finish
- * within --shutdown-grace-seconds).
+ * the start with exit 1, one whose HTTP API does not answer is registered out of routing and
+ * named in a warning. With --discovery kubernetes (DiscoveryOptions) the gateway starts with a
+ * DiscoveryEndpoint (GET /discovery, metrics, its part of /ready), then the discovery with a
+ * GatewaySink. SIGTERM or SIGINT (Signals) wakes the command's thread, which stops the gateway
+ * gracefully (/ready 503 at once, streams in flight finish within --shutdown-grace-seconds) and
+ * returns 0; a shutdown hook stops it too when the JVM exits otherwise.
  * </pre>
  */
 @Command(
@@ -54,9 +59,12 @@ import picocli.CommandLine.Spec;
     },
     exitCodeListHeading = "Exit codes:%n",
     exitCodeList = {
-      "0:stopped by SIGTERM or Ctrl-C",
-      "1:could not start (address in use, a tokenizer directory or a static engine unusable)",
-      "2:bad flags or --config file"
+      "0:stopped by SIGTERM or Ctrl-C (SIGINT): /ready answered 503 at once, the streams in"
+          + " flight finished (or --shutdown-grace-seconds ran out)",
+      "1:could not start (address in use, a tokenizer directory unusable, a static engine's ZMQ"
+          + " endpoint not answering)",
+      "2:bad flags or --config file",
+      "143:a second SIGTERM while stopping (130: a second Ctrl-C): stopped at once"
     })
 public final class GatewayCommand implements Callable<Integer> {
   static final String API_KEY_ENV = "KVROUTER_API_KEY";
@@ -69,6 +77,8 @@ public final class GatewayCommand implements Callable<Integer> {
   @Mixin RoutingOptions routing = new RoutingOptions();
 
   @Mixin ReplicaOptions replica = new ReplicaOptions();
+
+  @Mixin DiscoveryOptions discovery = new DiscoveryOptions();
 
   @Option(
       names = "--host",
@@ -306,28 +316,43 @@ public final class GatewayCommand implements Callable<Integer> {
     if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
     KvRouterServer.Config sc;
     GatewayConfig gc;
+    DiscoveryConfig dc;
     List<EngineSpec> specs = new ArrayList<>();
     try {
       sc = serverConfig();
       gc = gatewayConfig();
       for (String e : engines) specs.add(EngineSpec.parse(e));
+      dc =
+          discovery.config(
+              gc.models().size() == 1 ? gc.models().keySet().iterator().next() : null, blockSize);
     } catch (IllegalArgumentException e) {
       err.println("kvrouter gateway: " + e.getMessage());
       err.flush();
       return 2;
     }
+    Signals signals = Signals.install();
+    DiscoveryEndpoint found = dc == null ? null : new DiscoveryEndpoint(dc);
     Gateway g;
     try {
-      g = Gateway.start(sc, gc);
+      g = Gateway.start(sc, gc, found);
     } catch (KvRouterServer.StartException | TokenizerException e) {
       err.println("kvrouter gateway: " + e.getMessage());
       err.flush();
       return 1;
     }
+    Thread hook = new Thread(g::close, "kvrouter-gateway-shutdown");
+    Runtime.getRuntime().addShutdownHook(hook);
     try {
       for (EngineSpec s : specs) {
         g.register(s, blockSize);
-        out.println("kvrouter gateway: engine " + s.baseUrl() + " registered");
+        out.println(
+            "kvrouter gateway: engine "
+                + s.baseUrl()
+                + " registered"
+                + (g.answersHealthChecks(s.baseUrl())
+                    ? ""
+                    : ", but it does not answer GET /health: out of routing until it does, and"
+                        + " /ready answers 503 without another engine (the warning says why)"));
       }
     } catch (IllegalArgumentException e) {
       err.println("kvrouter gateway: " + e.getMessage());
@@ -335,23 +360,28 @@ public final class GatewayCommand implements Callable<Integer> {
       g.close();
       return 1;
     }
-    CountDownLatch stopped = new CountDownLatch(1);
-    Runtime.getRuntime()
-        .addShutdownHook(
-            new Thread(
-                () -> {
-                  out.println("kvrouter gateway: stopping (finishing streams in flight)...");
-                  out.flush();
-                  g.close();
-                  out.println("kvrouter gateway: stopped");
-                  out.flush();
-                  stopped.countDown();
-                },
-                "kvrouter-gateway-shutdown"));
+    if (found != null) {
+      try {
+        found.attach(
+            KubernetesDiscovery.start(
+                dc, new GatewaySink(g, discovery.drainBound(), found.metrics())));
+      } catch (RuntimeException e) {
+        err.println("kvrouter gateway: --discovery kubernetes cannot start: " + e.getMessage());
+        err.flush();
+        g.close();
+        return 1;
+      }
+      out.println(
+          "kvrouter gateway: discovering engines: the Ready "
+              + dc.describe()
+              + " (GET "
+              + g.url()
+              + "/discovery shows what it sees)");
+    }
     String url = g.url();
     out.println("kvrouter gateway: listening on " + url + " (OpenAI base URL " + url + "/v1)");
     out.println("  models: " + String.join(", ", gc.models().keySet()));
-    if (specs.isEmpty()) {
+    if (specs.isEmpty() && found == null) {
       out.println("No engine yet. Register one (its base_url, and its KV events' ZMQ endpoint):");
       out.println(
           "  curl -X POST "
@@ -365,6 +395,11 @@ public final class GatewayCommand implements Callable<Integer> {
               + " \"tcp://127.0.0.1:5557\"}'");
     }
     out.println(
+        "GET "
+            + url
+            + "/ready answers 200 once every model has an engine that answers (503 and the"
+            + " reason until then).");
+    out.println(
         String.format(
             Locale.ROOT,
             "Then: curl %s/v1/chat/completions -H 'Content-Type: application/json' -d"
@@ -374,7 +409,22 @@ public final class GatewayCommand implements Callable<Integer> {
             gc.models().keySet().iterator().next()));
     out.println("Ctrl-C or SIGTERM stops it gracefully.");
     out.flush();
-    stopped.await();
+    String signal = signals.await();
+    out.println(
+        "kvrouter gateway: "
+            + signal
+            + ": stopping: /ready answers 503, streams in flight finish (at most "
+            + shutdownGraceSeconds
+            + " s)...");
+    out.flush();
+    g.close();
+    out.println("kvrouter gateway: stopped");
+    out.flush();
+    try {
+      Runtime.getRuntime().removeShutdownHook(hook);
+    } catch (IllegalStateException exiting) {
+      // the JVM is shutting down already (another signal): the hook finds the gateway stopped
+    }
     return 0;
   }
 }

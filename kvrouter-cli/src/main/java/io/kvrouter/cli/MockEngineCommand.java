@@ -1,5 +1,6 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.mockengine.KvEventsConfig;
 import io.kvrouter.mockengine.MockEngineServer;
 import java.io.PrintWriter;
@@ -270,6 +271,18 @@ public final class MockEngineCommand implements Callable<Integer> {
               + " simulate's).")
   double hostMsPerBlock;
 
+  @Option(
+      names = "--kv-groups",
+      paramLabel = "GROUPS",
+      description =
+          "Serve a hybrid model: its KV cache groups in vLLM's group order, comma-separated:"
+              + " full, sliding:<window tokens>, state (or mamba), chunked:<chunk tokens>; e.g."
+              + " full,sliding:4096. The --num-gpu-blocks pages are shared by the groups, each"
+              + " caching and evicting as vLLM's allocator does, and the KV events carry"
+              + " group_idx, kv_cache_spec_kind and kv_cache_spec_sliding_window as vLLM's do"
+              + " (docs/mock-engine.md, \"Hybrid models\"). Default: one full-attention group.")
+  String kvGroups;
+
   /** The configuration these flags give (bad values throw IllegalArgumentException). */
   MockEngineServer.Config config() {
     MockEngineServer.EventEncoding enc =
@@ -311,6 +324,7 @@ public final class MockEngineCommand implements Callable<Integer> {
         .kvTransferMsPerBlock(kvTransferMsPerBlock)
         .hostBlocks(hostBlocks)
         .hostMsPerBlock(hostMsPerBlock)
+        .kvGroups(kvGroups == null ? null : KvCacheGroups.parse(kvGroups))
         .build();
   }
 

@@ -8,9 +8,9 @@ import picocli.CommandLine.Option;
 
 /**
  * The routing flags of the live routers, {@code serve} and {@code gateway}: the cost's ({@link
- * CostOptions}), the selector's temperature and seed, the busy limits, request expiry, the tier
- * bounds and weights. Declared once here as a picocli mixin; {@link #settings()} builds the shared
- * {@link RoutingSettings} value.
+ * CostOptions}), the selector's temperature and seed, the busy limits, request expiry, approximate
+ * mode, the tier bounds and weights. Declared once here as a picocli mixin; {@link #settings()}
+ * builds the shared {@link RoutingSettings} value.
  */
 final class RoutingOptions {
   @Mixin CostOptions cost = new CostOptions();
@@ -50,6 +50,16 @@ final class RoutingOptions {
       description =
           "Routed requests never freed are dropped after this (default: ${DEFAULT-VALUE}).")
   long requestExpirySeconds = RoutingSettings.DEFAULT_REQUEST_EXPIRY.toSeconds();
+
+  @Option(
+      names = "--approximate",
+      description =
+          "Track every engine's KV cache by predictions (approximate mode: the router's own"
+              + " decisions, corrected by the cached tokens each answer reports) instead of KV"
+              + " events; a registration with a ZMQ endpoint is then refused. Without it, only"
+              + " engines registered with a base URL and no event source are predicted"
+              + " (docs/routing.md, Mixed fleets).")
+  boolean approximate;
 
   @Option(
       names = "--max-tier-blocks",
@@ -97,6 +107,7 @@ final class RoutingOptions {
         .withBusyPrefillTokens(busyPrefillTokens)
         .withBusyBlockFraction(busyBlockFraction)
         .withRequestExpiry(Duration.ofSeconds(requestExpirySeconds))
+        .withApproximate(approximate)
         .withMaxTierBlocks(maxTierBlocks == null ? 0 : maxTierBlocks)
         .withTierWeights(new TierWeights(hostTierWeight, diskTierWeight, externalTierWeight));
   }

@@ -1,5 +1,7 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.discovery.DiscoveryConfig;
+import io.kvrouter.discovery.KubernetesDiscovery;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.OutOfMemoryExit;
 import java.io.PrintWriter;
@@ -9,7 +11,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CountDownLatch;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import picocli.CommandLine;
@@ -35,10 +36,15 @@ import picocli.CommandLine.Spec;
  * start that fails (KvRouterServer.StartException: the address cannot be bound, the warm start or
  * the NATS connection failed) is one line on err and exit code 1; bad flags are exit code 2.
  *
- * The command blocks its thread until the JVM shuts down; a shutdown hook (SIGTERM, SIGINT)
- * stops the server gracefully (KvRouterServer.stop: stop accepting, finish requests in flight,
- * close the indexes) and prints that it did. Helidon's own INFO logging is turned down to
- * WARNING so the banner stays readable; --verbose keeps it.
+ * With --discovery kubernetes (DiscoveryOptions) the server starts with a DiscoveryEndpoint (GET
+ * /discovery, metrics, its part of /ready), then the discovery with a ServeSink that registers
+ * and unregisters the discovered ranks through the server's ServerHost.
+ *
+ * The command blocks its thread until SIGTERM or SIGINT (Signals), then stops the server
+ * gracefully (KvRouterServer.stop: /ready 503, finish requests in flight, stop accepting, close
+ * the indexes), prints that it did and returns 0; a shutdown hook stops it too when the JVM
+ * exits otherwise. Helidon's own INFO logging is turned down to WARNING so the banner stays
+ * readable; --verbose keeps it.
  * </pre>
  */
 @Command(
@@ -52,10 +58,12 @@ import picocli.CommandLine.Spec;
     },
     exitCodeListHeading = "Exit codes:%n",
     exitCodeList = {
-      "0:stopped by SIGTERM or Ctrl-C",
+      "0:stopped by SIGTERM or Ctrl-C (SIGINT): /ready answered 503 at once, the requests in"
+          + " flight finished (or --shutdown-grace-seconds ran out)",
       "1:could not start: the address cannot be bound (e.g. the port is in use), or the --peer"
           + " warm start or the --events NATS connection failed; one line on stderr says which",
-      "2:bad flags or --config file"
+      "2:bad flags or --config file",
+      "143:a second SIGTERM while stopping (130: a second Ctrl-C): stopped at once"
     })
 public final class ServeCommand implements Callable<Integer> {
   /** Environment variable that supplies the bearer token when --auth-token is not given. */
@@ -69,6 +77,8 @@ public final class ServeCommand implements Callable<Integer> {
   @Mixin RoutingOptions routing = new RoutingOptions();
 
   @Mixin ReplicaOptions replica = new ReplicaOptions();
+
+  @Mixin DiscoveryOptions discovery = new DiscoveryOptions();
 
   @Option(
       names = "--host",
@@ -185,7 +195,9 @@ public final class ServeCommand implements Callable<Integer> {
     if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
     String token = authToken != null ? authToken : System.getenv(TOKEN_ENV);
     KvRouterServer.Config cfg;
+    DiscoveryConfig dc;
     try {
+      dc = discovery.config(null, DiscoveryConfig.DEFAULT_BLOCK_SIZE);
       KvRouterServer.Config.Builder b =
           KvRouterServer.Config.builder()
               .host(host)
@@ -220,9 +232,11 @@ public final class ServeCommand implements Callable<Integer> {
     // an OutOfMemoryError ends the process (a supervisor restarts it) rather than leaving a
     // server whose threads died of it; the launcher also passes -XX:+ExitOnOutOfMemoryError
     OutOfMemoryExit.install();
+    Signals signals = Signals.install();
+    DiscoveryEndpoint found = dc == null ? null : new DiscoveryEndpoint(dc);
     KvRouterServer server;
     try {
-      server = KvRouterServer.start(cfg);
+      server = KvRouterServer.start(cfg, found);
     } catch (KvRouterServer.ListenException e) {
       err.println(
           "kvrouter serve: "
@@ -259,18 +273,23 @@ public final class ServeCommand implements Callable<Integer> {
               + "; each index follows kvrouter.events.<model>.<routing group> on stream"
               + " KVROUTER_EVENTS once a worker is registered");
     }
-    CountDownLatch stopped = new CountDownLatch(1);
-    Runtime.getRuntime()
-        .addShutdownHook(
-            new Thread(
-                () -> {
-                  out.println("kvrouter serve: stopping (finishing requests in flight)...");
-                  server.stop();
-                  out.println("kvrouter serve: stopped");
-                  out.flush();
-                  stopped.countDown();
-                },
-                "kvrouter-shutdown"));
+    Thread hook = new Thread(server::stop, "kvrouter-shutdown");
+    Runtime.getRuntime().addShutdownHook(hook);
+    if (found != null) {
+      try {
+        found.attach(KubernetesDiscovery.start(dc, new ServeSink(found.host(), found.metrics())));
+      } catch (RuntimeException e) {
+        err.println("kvrouter serve: --discovery kubernetes cannot start: " + e.getMessage());
+        server.stop();
+        return 1;
+      }
+      out.println(
+          "kvrouter serve: discovering engines: the Ready "
+              + dc.describe()
+              + " (GET "
+              + server.url()
+              + "/discovery shows what it sees; /ready answers 503 until it found one)");
+    }
     String url = server.url();
     String auth = cfg.authToken() == null ? "" : " -H \"Authorization: Bearer $TOKEN\"";
     out.println("kvrouter serve: listening on " + url);
@@ -296,7 +315,20 @@ public final class ServeCommand implements Callable<Integer> {
             + "/events?model_name=my-model and ask POST /query or /route.");
     out.println("Ctrl-C or SIGTERM stops it gracefully.");
     out.flush();
-    stopped.await(); // returns only if something else stopped the JVM's hooks early
+    String signal = signals.await();
+    out.println(
+        "kvrouter serve: "
+            + signal
+            + ": stopping (/ready answers 503, requests in flight finish)...");
+    out.flush();
+    server.stop();
+    out.println("kvrouter serve: stopped");
+    out.flush();
+    try {
+      Runtime.getRuntime().removeShutdownHook(hook);
+    } catch (IllegalStateException exiting) {
+      // the JVM is shutting down already (another signal): the hook finds the server stopped
+    }
     return 0;
   }
 

@@ -1,5 +1,6 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.sim.PdSimulation;
@@ -72,7 +73,7 @@ public final class SimulateCommand implements Callable<Integer> {
       paramLabel = "LIST",
       description =
           "Policies to compare, comma-separated (default: all): kv, round-robin, random,"
-              + " least-loaded, approx.")
+              + " least-loaded, approx; kv-device with --host-blocks, kv-main with --kv-groups.")
   List<String> policies;
 
   @Option(
@@ -106,6 +107,18 @@ public final class SimulateCommand implements Callable<Integer> {
               + " --host-ms-per-block each, publishing host-tier events; adds the kv-device policy"
               + " (kv routing on device blocks alone) to compare (default: ${DEFAULT-VALUE}, none).")
   int hostBlocks;
+
+  @Option(
+      names = "--kv-groups",
+      paramLabel = "GROUPS",
+      description =
+          "Simulate a hybrid model: its KV cache groups in the engine's order, comma-separated:"
+              + " full, sliding:<window tokens>, state (or mamba), chunked:<chunk tokens>; e.g."
+              + " full,sliding:4096. Each rank's --gpu-blocks pages are shared by the groups, each"
+              + " caching and evicting as vLLM's allocator does; adds the kv-main policy (kv"
+              + " scoring the full-attention group alone) and prints predicted vs engine-reported"
+              + " hits (docs/SIMULATION.md, \"Hybrid models\"). Default: one full-attention group.")
+  String kvGroups;
 
   @Option(
       names = "--host-ms-per-block",
@@ -282,6 +295,15 @@ public final class SimulateCommand implements Callable<Integer> {
   boolean json;
 
   @Option(
+      names = "--threads",
+      paramLabel = "N",
+      description =
+          "Run up to N policies (and the pooled ceiling) at once, each on its own thread; the"
+              + " results do not depend on it, only the wall time (default: the machine's cores;"
+              + " 1 with --events).")
+  Integer threads;
+
+  @Option(
       names = {"-q", "--quiet"},
       description = "No progress bar (it is shown only when stderr is a terminal anyway).")
   boolean quiet;
@@ -295,7 +317,6 @@ public final class SimulateCommand implements Callable<Integer> {
     List<Policy> chosen;
     SimConfig cfg;
     try {
-      chosen = policies();
       cfg =
           SimConfig.builder()
               .workers(workers)
@@ -315,9 +336,14 @@ public final class SimulateCommand implements Callable<Integer> {
               .approxKvBlocks(approxKvBlocks)
               .hostBlocks(hostBlocks)
               .hostMsPerBlock(hostMsPerBlock)
+              .kvGroups(kvGroups == null ? null : KvCacheGroups.parse(kvGroups))
               .build();
+      chosen = policies(cfg);
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+      if (threads != null && threads < 1) {
+        throw new IllegalArgumentException("--threads must be >= 1, got " + threads);
       }
     } catch (IllegalArgumentException e) {
       err.println("kvrouter simulate: " + e.getMessage());
@@ -340,7 +366,15 @@ public final class SimulateCommand implements Callable<Integer> {
     }
     SimulationResult result;
     try (Progress progress = Progress.onStderr(System.err, quiet)) {
-      result = SimulationResult.run(loaded.name(), loaded.requests(), cfg, chosen, progress, nats);
+      result =
+          SimulationResult.run(
+              loaded.name(),
+              loaded.requests(),
+              cfg,
+              chosen,
+              progress,
+              nats,
+              threads != null ? threads : Runtime.getRuntime().availableProcessors());
     } catch (RuntimeException e) {
       if (nats == null) throw e;
       err.println("kvrouter simulate: NATS (" + events + "): " + e.getMessage());
@@ -392,8 +426,15 @@ public final class SimulateCommand implements Callable<Integer> {
       if (prefillWorkers == null || decodeWorkers == null) {
         throw new IllegalArgumentException("give both --prefill-workers and --decode-workers");
       }
+      if (kvGroups != null) {
+        throw new IllegalArgumentException(
+            "--kv-groups with --prefill-workers/--decode-workers: not simulated");
+      }
       if (requests != null && requests < 1) {
         throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+      if (threads != null && threads < 1) {
+        throw new IllegalArgumentException("--threads must be >= 1, got " + threads);
       }
       cfg =
           new PdSimulation.Config(
@@ -448,18 +489,15 @@ public final class SimulateCommand implements Callable<Integer> {
     return maxBlocks;
   }
 
-  private List<Policy> policies() {
-    if (policies == null || policies.isEmpty()) {
-      List<Policy> all = new ArrayList<>(List.of(Policy.values()));
-      if (hostBlocks == 0) all.remove(Policy.KV_DEVICE); // the same as kv without a host tier
-      return all;
-    }
+  private List<Policy> policies(SimConfig cfg) {
+    if (policies == null || policies.isEmpty()) return Policy.defaults(cfg);
     EnumSet<Policy> seen = EnumSet.noneOf(Policy.class);
     List<Policy> out = new ArrayList<>();
     for (String name : policies) {
       Policy p = Policy.parse(name);
       if (seen.add(p)) out.add(p);
     }
+    Policy.check(out, cfg);
     return out;
   }
 }

@@ -83,6 +83,7 @@ class ServeCommandTest {
 
       p.toHandle().destroy(); // SIGTERM (Process.destroy would also close our end of stdout)
       assertThat(p.waitFor(30, TimeUnit.SECONDS)).isTrue();
+      assertThat(p.exitValue()).as("the exit code of a stop by SIGTERM").isZero();
       for (String line; (line = r.readLine()) != null; ) lines.add(line);
     } finally {
       p.destroyForcibly();
@@ -96,6 +97,7 @@ class ServeCommandTest {
         .containsPattern("read-timeout-ms +4500")
         .containsPattern("host +127\\.0\\.0\\.1")
         .contains("/register")
+        .contains("kvrouter serve: SIGTERM: stopping")
         .contains("kvrouter serve: stopped")
         .doesNotContain("topsecret");
   }

@@ -11,6 +11,7 @@ import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -144,6 +145,30 @@ class SimulateCommandTest {
     assertThat(run("simulate", "--requests", "10", "--max-blocks", "0", "--no-report"))
         .isEqualTo(2);
     assertThat(err.toString()).contains("kvrouter simulate: --max-blocks must be >= 1, got 0");
+  }
+
+  @Test
+  void threadsBelowOneAreRefusedWithTheirValue() {
+    assertThat(run("simulate", "--requests", "10", "--threads", "0", "--no-report")).isEqualTo(2);
+    assertThat(err.toString()).contains("kvrouter simulate: --threads must be >= 1, got 0");
+  }
+
+  @Test
+  void oneThreadAndThreeGiveTheSameJson() {
+    String[] args = {"simulate", "--requests", "300", "--gpu-blocks", "2048", "--json", "--quiet"};
+    assertThat(run(concat(args, "--threads", "1"))).isEqualTo(0);
+    String one = out.toString().replaceAll("\"wall_s\" : [0-9.E-]+", "");
+    out.getBuffer().setLength(0);
+    assertThat(run(concat(args, "--threads", "3"))).isEqualTo(0);
+    String three = out.toString().replaceAll("\"wall_s\" : [0-9.E-]+", "");
+    assertThat(one).contains("\"policy\" : \"approx\"").doesNotContain("wall_s");
+    assertThat(three).isEqualTo(one);
+  }
+
+  private static String[] concat(String[] a, String... b) {
+    String[] out = Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, out, a.length, b.length);
+    return out;
   }
 
   @Test

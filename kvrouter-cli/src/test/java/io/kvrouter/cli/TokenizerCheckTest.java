@@ -9,6 +9,8 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.kvrouter.mockengine.MockEngines;
 import io.kvrouter.tokenize.ChatRequest;
+import io.kvrouter.tokenize.EngineApi;
+import io.kvrouter.tokenize.EngineDialect;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.JsonValues;
 import io.kvrouter.tokenize.Tokenizer;
@@ -243,17 +245,20 @@ class TokenizerCheckTest {
       List<String> wants =
           List.of(
               "invalid JSON",
-              "without a \"tokens\" list",
+              "in a shape the gateway does not know (expected a {\"tokens\": [...]} object)",
               "answered count 2 with 1 tokens",
               "tokens[0] = -1, not a token id");
       server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
       server.createContext("/tokenize", ex -> reply(ex, 200, answers.remove(0)));
       server.start();
+      // a vLLM engine (its dialect given: no probe takes one of the answers)
       EngineTokenizer e =
           new EngineTokenizer(
               URI.create("http://127.0.0.1:" + server.getAddress().getPort() + "/"),
               "m",
-              Duration.ofSeconds(10));
+              Duration.ofSeconds(10),
+              null,
+              new EngineApi(EngineDialect.VLLM, "m", -1, -1, 0));
       for (String want : wants) {
         assertThatThrownBy(() -> e.tokenizePrompt("x", true))
             .isInstanceOf(TokenizerException.class)

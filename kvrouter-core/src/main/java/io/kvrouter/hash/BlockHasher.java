@@ -108,6 +108,24 @@ public final class BlockHasher {
   }
 
   /**
+   * The local hash of every full block of {@code tokens[from..to)} (blocks start at {@code from}; a
+   * trailing partial block is dropped): {@code localHashes(Arrays.copyOfRange(tokens, from, to))}
+   * without the copy.
+   */
+  public long[] localHashes(int[] tokens, int from, int to) {
+    if (tokens == null) {
+      throw new IllegalArgumentException("tokens must not be null");
+    }
+    if (from < 0 || from > to || to > tokens.length) {
+      throw new IllegalArgumentException(
+          "range [" + from + ", " + to + ") is not within " + tokens.length + " tokens");
+    }
+    final long[] out = new long[(to - from) / blockSize];
+    if (out.length > 0) hashBlocks(tokens, from, out);
+    return out;
+  }
+
+  /**
    * The local hash of every full block of {@code tokens}, where the multimodal hashes of block
    * {@code i} (if any) are appended, sorted ascending as unsigned values, to that block's bytes.
    */
@@ -134,23 +152,7 @@ public final class BlockHasher {
     }
     final Hasher64 h = hasher;
     if (mmHashesByBlock.isEmpty()) {
-      // blocks side by side, up to CHUNK_TOKENS at a time: one bulk copy per chunk, then one XXH3
-      // call per block on its part of the buffer
-      final int chunkBlocks = Math.min(blocks, Math.max(1, CHUNK_TOKENS / size));
-      final int slot = slot();
-      final Scratch sc = borrow(slot, chunkBlocks * size);
-      final byte[] buf = sc.bytes;
-      final IntBuffer ints = sc.ints;
-      final int blockBytes = size * 4;
-      for (int b = 0; b < blocks; ) {
-        final int n = Math.min(chunkBlocks, blocks - b);
-        ints.put(0, tokens, b * size, n * size);
-        for (int k = 0, off = 0; k < n; k++, off += blockBytes) {
-          out[b + k] = h.hashBytesToLong(buf, off, blockBytes);
-        }
-        b += n;
-      }
-      POOL.setRelease(slot, sc);
+      hashBlocks(tokens, 0, out);
       return out;
     }
     final int slot = slot();
@@ -168,6 +170,32 @@ public final class BlockHasher {
     }
     POOL.setRelease(slot, sc);
     return out;
+  }
+
+  /**
+   * Hashes {@code out.length} full blocks of {@code tokens} from {@code from} into {@code out},
+   * without multimodal hashes: blocks side by side, up to CHUNK_TOKENS at a time, one bulk copy per
+   * chunk, then one XXH3 call per block on its part of the buffer.
+   */
+  private void hashBlocks(int[] tokens, int from, long[] out) {
+    final int size = blockSize;
+    final int blocks = out.length;
+    final Hasher64 h = hasher;
+    final int chunkBlocks = Math.min(blocks, Math.max(1, CHUNK_TOKENS / size));
+    final int slot = slot();
+    final Scratch sc = borrow(slot, chunkBlocks * size);
+    final byte[] buf = sc.bytes;
+    final IntBuffer ints = sc.ints;
+    final int blockBytes = size * 4;
+    for (int b = 0; b < blocks; ) {
+      final int n = Math.min(chunkBlocks, blocks - b);
+      ints.put(0, tokens, from + b * size, n * size);
+      for (int k = 0, off = 0; k < n; k++, off += blockBytes) {
+        out[b + k] = h.hashBytesToLong(buf, off, blockBytes);
+      }
+      b += n;
+    }
+    POOL.setRelease(slot, sc);
   }
 
   private static int appendSortedUnsigned(byte[] buf, int pos, long[] mm) {

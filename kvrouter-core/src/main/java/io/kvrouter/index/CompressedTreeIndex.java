@@ -73,6 +73,9 @@ import org.jspecify.annotations.NullUnmarked;
  *    settled; a childless run is trimmed on the spot (trimTail). Only a dropped entry (cut 0)
  *    goes to touched. Everything else (an alias, a block inside the cut: split; the last block of
  *    a run whose child holds the worker: detach below) takes release(), the general path.
+ *    A Removed that lists a chain from the top (each block the parent of the next, as one Removed
+ *    per eviction names a leaf's blocks) is taken deepest first (chainFrom), so it takes the fast
+ *    path too instead of splitting the run once per block.
  *
  * Writers: under writeLock when concurrent, on the caller's thread otherwise; applyAll applies a
  * ThreadPoolIndexer lane's batch under one hold of the lock (the lanes hand it over per batch,
@@ -933,50 +936,85 @@ final class CompressedTreeIndex extends SteppedIndex {
     // A run of the worker's blocks of one node listed deepest first (how engines evict) is one
     // change: after the run's first block, each next one is the worker's last block in the
     // node, so its removal only lowers the cut; the cut is published once for the run.
+    // An event that lists a chain from the top (a parent block, then its child: one Removed per
+    // eviction names each evicted leaf's blocks that way) is taken in reverse, deepest first: each
+    // block is then the worker's last and only lowers its cut. In the listed order every block
+    // but the last would split its run, moving the rest of the run and every child of the node
+    // (issue 35: in simulate, such splits and the merges that undid them were most of the CPU).
+    // The order within an event changes no final state, only which intermediate ones readers see
+    // (each a prefix-closed state whatever the order).
     RunNode pend = null; // the node whose cut is pending, or null
     int pendCut = 0;
     int pendSigned = 0;
-    for (long seq : seqs) {
-      if (!lookup(ws, seq)) {
-        counters.inc(IndexCounters.BLOCKS_MISSING);
-        continue;
-      }
-      final RunNode x = foundNode;
-      final int off = foundOff;
-      unname(ws, seq);
-      if (x == pend && off == pendCut - 1 && (ws.aliases == null || ws.aliases.isEmpty())) {
-        pendCut = off;
-        continue;
-      }
-      if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
-      pend = null;
-      if (ws.aliases == null || ws.aliases.isEmpty()) {
-        // Fast path (vLLM's one Removed per evicted block): the block is the worker's last of its
-        // cut in x, and its entry is detached or strands no connected entry in a child. Then only
-        // its cut drops: no split, no detach; the cut is published once, by publishCut.
-        final RunState st = x.plain();
-        final int e = st.entry(ws.id);
-        if (e >= 0
-            && st.cuts[e] == off + 1
-            && (st.ids[e] < 0 || off + 1 < st.length() || !hasChildWith(st.children, ws.id))) {
-          pend = x;
-          pendCut = off;
-          pendSigned = st.ids[e];
+    for (int i = 0; i < seqs.length; ) {
+      final int chain = ws.aliases == null || ws.aliases.isEmpty() ? chainFrom(ws, seqs, i) : 1;
+      for (int k = i + chain - 1; k >= i; k--) {
+        final long seq = seqs[k];
+        if (!lookup(ws, seq)) {
+          counters.inc(IndexCounters.BLOCKS_MISSING);
           continue;
         }
-      }
-      release(ws, x, off);
-      if (!x.dead) {
-        final RunState st = x.plain();
-        final int e = st.entry(ws.id);
-        if (e >= 0 && st.cuts[e] == off) {
-          pend = x;
+        final RunNode x = foundNode;
+        final int off = foundOff;
+        unname(ws, seq);
+        if (x == pend && off == pendCut - 1 && (ws.aliases == null || ws.aliases.isEmpty())) {
           pendCut = off;
-          pendSigned = st.ids[e];
+          continue;
+        }
+        if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
+        pend = null;
+        if (ws.aliases == null || ws.aliases.isEmpty()) {
+          // Fast path (vLLM's one Removed per evicted block): the block is the worker's last of its
+          // cut in x, and its entry is detached or strands no connected entry in a child. Then only
+          // its cut drops: no split, no detach; the cut is published once, by publishCut.
+          final RunState st = x.plain();
+          final int e = st.entry(ws.id);
+          if (e >= 0
+              && st.cuts[e] == off + 1
+              && (st.ids[e] < 0 || off + 1 < st.length() || !hasChildWith(st.children, ws.id))) {
+            pend = x;
+            pendCut = off;
+            pendSigned = st.ids[e];
+            continue;
+          }
+        }
+        release(ws, x, off);
+        if (!x.dead) {
+          final RunState st = x.plain();
+          final int e = st.entry(ws.id);
+          if (e >= 0 && st.cuts[e] == off) {
+            pend = x;
+            pendCut = off;
+            pendSigned = st.ids[e];
+          }
         }
       }
+      i += chain;
     }
     if (pend != null) publishCut(ws, pend, pendSigned, pendCut);
+  }
+
+  /**
+   * How many of {@code seqs[i..]} name a chain of {@code ws}'s blocks from the top, each the child
+   * of the one before (the next offset of the same run, or offset 0 of a child run after the run's
+   * last block); at least 1. Only looks.
+   */
+  private int chainFrom(RunWorker ws, long[] seqs, int i) {
+    if (!lookup(ws, seqs[i])) return 1;
+    RunNode x = foundNode;
+    int off = foundOff;
+    int j = i + 1;
+    while (j < seqs.length && lookup(ws, seqs[j])) {
+      final RunNode y = foundNode;
+      final int o = foundOff;
+      final boolean child =
+          y == x ? o == off + 1 : o == 0 && y.parent == x && off == x.plain().length() - 1;
+      if (!child) break;
+      x = y;
+      off = o;
+      j++;
+    }
+    return j - i;
   }
 
   /**

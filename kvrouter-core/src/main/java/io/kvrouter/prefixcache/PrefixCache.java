@@ -8,7 +8,6 @@ import io.kvrouter.hash.SequenceHasher;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Objects;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
@@ -279,8 +278,8 @@ public final class PrefixCache {
       return Admission.rejected(cached);
     }
 
-    final int[] key = keyLength == tokens.length ? tokens : Arrays.copyOf(tokens, keyLength);
-    final RadixTree.Match match = tree.matchPrefix(key);
+    // the full blocks, tokens[0..keyLength): a trailing partial block is not cached
+    final RadixTree.Match match = tree.matchPrefix(tokens, keyLength);
     final int[] path = match.path();
     final int last = path.length == 0 ? RadixTree.ROOT : path[path.length - 1];
     tree.lock(last);
@@ -293,7 +292,7 @@ public final class PrefixCache {
       return new Admission(true, cached, 0, evicted);
     }
 
-    final long[] local = hasher.localHashes(Arrays.copyOfRange(key, cached * bs, keyLength));
+    final long[] local = hasher.localHashes(tokens, cached * bs, keyLength);
     final long[] seq = new long[needed];
     final long parent = cached == 0 ? 0L : seqHash[tree.lastValue(last)];
     final ArrayList<Integer> values = valuesScratch;
@@ -309,7 +308,7 @@ public final class PrefixCache {
       seqHash[id] = prev;
       values.add(boxed[id]);
     }
-    final RadixTree.Insert<Integer> ins = tree.insert(key, values);
+    final RadixTree.Insert<Integer> ins = tree.insert(tokens, keyLength, values);
     values.clear();
     if (ins.handedBack().size() != cached) {
       throw new IllegalStateException(

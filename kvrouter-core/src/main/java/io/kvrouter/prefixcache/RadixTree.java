@@ -243,9 +243,15 @@ public final class RadixTree<V> {
    */
   public Match matchPrefix(int[] key) {
     Objects.requireNonNull(key, "key");
+    return matchPrefix(key, key.length);
+  }
+
+  /** {@link #matchPrefix(int[])} of {@code key[0..limit)}, without copying it. */
+  public Match matchPrefix(int[] key, int limit) {
+    Objects.requireNonNull(key, "key");
+    Objects.checkFromToIndex(0, limit, key.length);
     final long now = ++clock;
     final int g = granule;
-    final int limit = key.length;
     int[] path = pathScratch;
     int depth = 0;
     int node = ROOT;
@@ -285,20 +291,26 @@ public final class RadixTree<V> {
    */
   public Insert<V> insert(int[] key, List<V> values) {
     Objects.requireNonNull(key, "key");
+    return insert(key, key.length, values);
+  }
+
+  /** {@link #insert(int[], List)} of {@code key[0..limit)}, without copying it. */
+  public Insert<V> insert(int[] key, int limit, List<V> values) {
+    Objects.requireNonNull(key, "key");
     Objects.requireNonNull(values, "values");
+    Objects.checkFromToIndex(0, limit, key.length);
     final int g = granule;
-    if ((long) values.size() * g != key.length) {
+    if ((long) values.size() * g != limit) {
       throw new IllegalArgumentException(
           "need one value per "
               + g
               + " tokens: key has "
-              + key.length
+              + limit
               + " tokens but "
               + values.size()
               + " values were given");
     }
     final long now = ++clock;
-    final int limit = key.length;
     int node = ROOT;
     int pos = 0;
     while (pos < limit) {
@@ -324,7 +336,8 @@ public final class RadixTree<V> {
     if (pos == limit) {
       return new Insert<>(node, handedBack);
     }
-    final int leaf = newLeaf(node, key, pos, values.subList(present, values.size()).toArray());
+    final int leaf =
+        newLeaf(node, key, pos, limit, values.subList(present, values.size()).toArray());
     stamp[leaf] = now;
     lruAppend(leaf);
     return new Insert<>(leaf, handedBack);
@@ -711,9 +724,9 @@ public final class RadixTree<V> {
     return mid;
   }
 
-  private int newLeaf(int p, int[] key, int from, Object[] values) {
+  private int newLeaf(int p, int[] key, int from, int to, Object[] values) {
     final int leaf = allocate();
-    label[leaf] = Arrays.copyOfRange(key, from, key.length);
+    label[leaf] = Arrays.copyOfRange(key, from, to);
     vals[leaf] = values;
     parent[leaf] = p;
     linkChild(p, leaf);

@@ -7,6 +7,9 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SaltedHashers;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.index.HybridIndex;
+import io.kvrouter.index.KvCacheGroup;
+import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.index.OverlapScores;
@@ -46,26 +49,33 @@ import org.jspecify.annotations.Nullable;
  *
  * Data: table (SlotTable) holds the registered worker ranks in ascending Worker order, each with
  * its ActiveSequences and KV capacity, the requests in flight and the directory of their root
- * blocks; see its notes. In approximate mode, predictions (PredictedBlocks) models what each
- * rank caches (an LRU of the slot's kvBlocks, corrected by observeCachedTokens) and writes it
- * into the router's own index; its predicted evictions feed the eviction-pressure counts as
- * Removed events do in event mode. salted (SaltedHashers) builds the
+ * blocks; see its notes. Each slot is of one KV source (Slot.predicted, fixed at registration).
+ * For the predicted ones, predictions (PredictedBlocks) models what each caches (an LRU of the
+ * slot's kvBlocks, corrected by observeCachedTokens) and writes it into the same index the
+ * other ranks' events go to, as that rank's Stored and Removed events (an index scores each rank
+ * on its own, so the two kinds never mix); its predicted evictions feed the eviction-pressure
+ * counts as Removed events do. In approximate mode (the builder's approximate()) every rank is
+ * predicted and the index is the router's own. predictedRanks counts the predicted slots under
+ * lock; predicting (volatile) mirrors predictedRanks > 0 for route()'s lock-free read. salted
+ * (SaltedHashers) builds the
  * hasher of a salted request, caching at most 64 hashers of short salts: salts are the client's
  * strings, so nothing keyed by them may grow with their number or length.
  *
  * route(): hashing (local, then §2 sequence hashes) runs on the caller's thread with no lock.
- * In event mode findMatches also runs without a lock (the index's readers never block). Then
- * one ReentrantLock, lock, is held for the bookkeeping: expire overdue requests (and in
- * approximate mode overdue predictions, then findMatches, so that an expired prediction is
- * never matched), build the Candidates from the loads, ask the selector, record the request,
+ * Without predicted ranks findMatches also runs without a lock (the index's readers never block).
+ * Then one ReentrantLock, lock, is held for the bookkeeping: expire overdue requests (and with
+ * predicted ranks overdue predictions, then findMatches, so that an expired prediction is never
+ * matched; also when predicting changed between the read and the lock), build the Candidates from the loads, ask the selector, record the request,
  * record the prediction. The candidate loop fills one primitive column per load term (arrays as
  * long as the rank count) and builds no object per rank: the Candidates and the decision's
- * candidate list (PricedCandidates) are views over those columns and the costs. Every read and write of the table, the predictions and the selector
- * happens under lock, so two concurrent routes see each other's load and a request id is
+ * candidate list (PricedCandidates) are views over those columns and the costs. A predicted
+ * slot's cached-blocks figure (the cost's tie-break) is its predicted size whether it matched or
+ * not, so that a cold prompt's tie goes to the emptier cache. Every read and write of the table,
+ * the predictions and the selector happens under lock, so two concurrent routes see each other's load and a request id is
  * admitted once.
  *
- * Lock order: lock, then the index's writer lock (approximate mode and unregisterWorker call
- * the index under lock). applyEvent never takes lock. Nothing is called back under lock except
+ * Lock order: lock, then the index's writer lock (predictions and unregisterWorker write the
+ * index under lock). applyEvent never takes lock. Nothing is called back under lock except
  * the selector and the ActiveSequences listener (which only edits the table's maps); with sequence
  * sync, the SequenceSync outbox lock is taken under lock (a leaf).
  *
@@ -82,7 +92,7 @@ import org.jspecify.annotations.Nullable;
  * lock; route, markPrefillCompleted and free tell it of every change they make, under lock, and
  * the table tells it of requests that expire or leave with their rank (SlotTable.Departures).
  * Peers' requests live in the same table under keys starting with U+0001, which route refuses
- * and free / markPrefillCompleted do not find for a local caller. In approximate mode, decide and
+ * and free / markPrefillCompleted do not find for a local caller. For predicted ranks, decide and
  * observeCachedTokens also hand it each prediction and report (under lock), and peers' are
  * applied to predictions under lock by SequenceSync.
  *
@@ -93,6 +103,14 @@ import org.jspecify.annotations.Nullable;
  * an event of a non-device tier, route() asks it for findTiered (no lock, like findMatches) and
  * prices each slot's prefill from its weighted blocks (the table's tier column, written by prepareTiers under
  * lock); otherwise nothing changes. applyEvent(Tier, event) goes to the TieredIndex without lock.
+ *
+ * Hybrid models (docs/routing.md, "Hybrid models"): hybrid holds the secondary KV cache groups,
+ * declared by the builder (kvCacheGroups) or by the first group event that names a group's kind
+ * (applyGroupEvent, no lock). Once a group is declared, route() and overlaps() cut the main
+ * index's scores to the engine's hit (HybridIndex.rescore, no lock, before the table is
+ * prepared), capped below the prompt's last token as the engine is; until then (every model
+ * without groups) the only cost is one volatile read. A device Cleared also empties the rank's
+ * groups; unregistering a rank or worker drops them too.
  * </pre>
  */
 public final class KvRouter implements AutoCloseable {
@@ -106,10 +124,12 @@ public final class KvRouter implements AutoCloseable {
   private final double busyBlockFraction;
   private final long busyPrefillTokens;
   private final LongSupplier nanoClock;
-  private final @Nullable PredictedBlocks predictions; // null in event mode
+  private final boolean approximate; // every rank predicted; the index takes no outside events
+  private final PredictedBlocks predictions; // the predicted ranks' cache model (empty without)
   private final EvictionPressure pressure; // fed by applyEvent, or the predicted evictions
   private final @Nullable TieredIndex tiered; // index as a TieredIndex, or null: no tiers
   private final TierWeights tierWeights;
+  private final HybridIndex hybrid; // the secondary KV cache groups; inactive until one is declared
 
   private final ReentrantLock lock = new ReentrantLock();
 
@@ -121,6 +141,12 @@ public final class KvRouter implements AutoCloseable {
 
   @GuardedBy("lock")
   private @Nullable SequenceSync sync; // under lock; null: no sequence sync
+
+  @GuardedBy("lock")
+  private int predictedRanks; // under lock: registered ranks of KvSource.PREDICTED
+
+  // predictedRanks > 0, written under lock: route() matches without the lock only when false
+  private volatile boolean predicting;
 
   private KvRouter(Builder b) {
     this.blockSize = b.blockSize;
@@ -135,19 +161,22 @@ public final class KvRouter implements AutoCloseable {
     this.busyPrefillTokens = b.busyPrefillTokens;
     this.nanoClock = b.nanoClock;
     this.table = new SlotTable(b.requestExpiry);
+    this.approximate = b.approximate;
     if (b.approximate) {
       this.index = KvIndexes.concurrentRadixTree();
       this.ownsIndex = true;
-      // the capacity model's evictions feed the pressure term, as Removed events do in event mode
-      this.predictions =
-          new PredictedBlocks(index, b.predictionTtl, b.maxPredictions, pressure::evicted);
     } else {
       this.ownsIndex = b.index == null;
       this.index = b.index != null ? b.index : KvIndexes.concurrentCompressedTree();
-      this.predictions = null;
     }
+    // the predicted ranks' model writes into the same index as the events of the others; its
+    // evictions feed the pressure term, as Removed events do for ranks with events
+    this.predictions =
+        new PredictedBlocks(index, b.predictionTtl, b.maxPredictions, pressure::evicted);
     this.tiered = index instanceof TieredIndex t ? t : null;
     this.tierWeights = b.tierWeights;
+    this.hybrid = new HybridIndex(b.blockSize);
+    if (b.kvCacheGroups != null) hybrid.declare(b.kvCacheGroups);
   }
 
   /**
@@ -172,9 +201,69 @@ public final class KvRouter implements AutoCloseable {
     return blockSize;
   }
 
-  /** Whether the router predicts cache contents from its own decisions instead of events. */
+  /**
+   * Whether the router predicts the cache contents of every rank from its own decisions instead of
+   * events (built with {@link Builder#approximate()}). A router that is not may still hold ranks
+   * registered as {@link KvSource#PREDICTED}; see {@link #kvSource}.
+   */
   public boolean isApproximate() {
-    return predictions != null;
+    return approximate;
+  }
+
+  /** The KV source ranks get when registration names none: predicted in approximate mode. */
+  public KvSource defaultKvSource() {
+    return approximate ? KvSource.PREDICTED : KvSource.EVENTS;
+  }
+
+  /** How the router knows what {@code rank} caches, or null when it is not registered. */
+  public KvSource kvSource(Worker rank) {
+    lock.lock();
+    try {
+      Slot s = table.get(rank);
+      return s == null ? null : s.predicted ? KvSource.PREDICTED : KvSource.EVENTS;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * The KV capacity {@code rank} is registered with, in blocks (0: unknown); -1: not registered.
+   */
+  public long kvBlocks(Worker rank) {
+    lock.lock();
+    try {
+      Slot s = table.get(rank);
+      return s == null ? -1 : s.kvBlocks;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Sets the KV capacity of a registered rank, in blocks (0: unknown), as its engine reports it
+   * (vLLM's {@code num_gpu_blocks}, llama.cpp's context size): what the busy fraction compares
+   * with, and for a predicted rank the size of the LRU that models its cache (a capacity learnt
+   * from its reports starts again from this one). Returns false when the rank is not registered.
+   *
+   * @throws IllegalArgumentException when {@code kvBlocks < 0}
+   */
+  public boolean setKvBlocks(Worker rank, long kvBlocks) {
+    Objects.requireNonNull(rank, "rank");
+    if (kvBlocks < 0) {
+      throw new IllegalArgumentException("kvBlocks must be >= 0, got " + kvBlocks);
+    }
+    lock.lock();
+    try {
+      Slot s = table.get(rank);
+      if (s == null) return false;
+      if (s.kvBlocks != kvBlocks) {
+        table.setCapacity(s, kvBlocks);
+        if (s.predicted) predictions.capacity(rank, kvBlocks, nanoClock.getAsLong());
+      }
+      return true;
+    } finally {
+      lock.unlock();
+    }
   }
 
   /**
@@ -195,7 +284,7 @@ public final class KvRouter implements AutoCloseable {
    * @throws IllegalStateException in approximate mode, where the router writes the index itself
    */
   public KvIndex eventFeed() {
-    if (predictions != null) {
+    if (approximate) {
       throw new IllegalStateException(
           "approximate mode: the router predicts cache contents itself and accepts no events");
     }
@@ -208,7 +297,7 @@ public final class KvRouter implements AutoCloseable {
    * @throws IllegalStateException in approximate mode, where the router writes the index itself
    */
   public void applyEvent(RouterEvent event) {
-    if (predictions != null) {
+    if (approximate) {
       throw new IllegalStateException(
           "approximate mode: the router predicts cache contents itself and accepts no events");
     }
@@ -218,7 +307,34 @@ public final class KvRouter implements AutoCloseable {
       pressure.evicted(event.worker(), r.blockHashes().length, nanoClock.getAsLong());
     } else if (data instanceof CacheEvent.Cleared) {
       pressure.reset(event.worker()); // an emptied cache evicts nothing for a while
+      hybrid.clearRank(event.worker()); // and its KV cache groups went with it
     }
+  }
+
+  /**
+   * Applies an event of a secondary KV cache group of a hybrid model (docs/routing.md, "Hybrid
+   * models"; the main group's events are {@link #applyEvent}): its block hashes are the §2 sequence
+   * hashes (DESIGN.md §2) of the positions the group now holds ({@code Stored}) or no longer holds
+   * ({@code Removed}); a {@code Cleared} empties the group for the rank. The first event that names
+   * a group's kind declares the group, and from then on routing cuts each rank's score to the
+   * longest prefix every group can serve. Does not take the router's lock.
+   *
+   * @param kind the group's kind as the engine names it (on stores), or null
+   * @return false when the event was refused: about the main group, or naming another kind than the
+   *     group was declared with
+   * @throws IllegalStateException in approximate mode, where the router writes the index itself
+   */
+  public boolean applyGroupEvent(int groupIdx, KvCacheGroup kind, RouterEvent event) {
+    if (approximate) {
+      throw new IllegalStateException(
+          "approximate mode: the router predicts cache contents itself and accepts no events");
+    }
+    return hybrid.apply(groupIdx, kind, event);
+  }
+
+  /** The secondary KV cache groups of a hybrid model and what each rank holds in them. */
+  public HybridIndex kvCacheGroups() {
+    return hybrid;
   }
 
   /**
@@ -236,14 +352,17 @@ public final class KvRouter implements AutoCloseable {
       applyEvent(event);
       return;
     }
-    if (predictions != null) {
+    if (approximate) {
       throw new IllegalStateException(
           "approximate mode: the router predicts cache contents itself and accepts no events");
     }
     if (tiered == null) return; // an index without tiers: offloaded copies are not scored
     // a device Cleared: forget the rank's evictions first, so that a route that sees the cleared
     // index sees the count gone too (the monitor's release comes before the index's writes)
-    if (tier == Tier.DEVICE) pressure.forget(event.worker());
+    if (tier == Tier.DEVICE) {
+      pressure.forget(event.worker());
+      hybrid.clearRank(event.worker());
+    }
     tiered.apply(tier, event);
   }
 
@@ -307,7 +426,8 @@ public final class KvRouter implements AutoCloseable {
       }
       List<Worker> ranks = new ArrayList<>(dpSize);
       for (int rank = 0; rank < dpSize; rank++) ranks.add(new Worker(workerId, rank));
-      table.add(ranks, dpSize, kvBlocksPerRank, pressure::meter);
+      table.add(ranks, dpSize, kvBlocksPerRank, approximate, pressure::meter);
+      if (approximate) countPredicted(dpSize);
     } finally {
       lock.unlock();
     }
@@ -326,7 +446,28 @@ public final class KvRouter implements AutoCloseable {
    * @throws IllegalStateException when the worker id is registered with {@code registerWorker}
    */
   public boolean registerRank(Worker rank, int blockSize, long kvBlocks) {
+    return registerRank(rank, blockSize, kvBlocks, defaultKvSource());
+  }
+
+  /**
+   * {@link #registerRank(Worker, int, long)} for a rank whose cache the router learns from {@code
+   * source}: {@link KvSource#EVENTS} (its engine's events are applied to the index) or {@link
+   * KvSource#PREDICTED} (the router predicts it from its own decisions, corrected by {@link
+   * #observeCachedTokens}). A router may hold ranks of both kinds (docs/routing.md, "Mixed
+   * fleets"); an approximate one only predicted ranks.
+   *
+   * @throws IllegalArgumentException also for an {@code EVENTS} rank in approximate mode
+   */
+  public boolean registerRank(Worker rank, int blockSize, long kvBlocks, KvSource source) {
     Objects.requireNonNull(rank, "rank");
+    Objects.requireNonNull(source, "source");
+    if (approximate && source == KvSource.EVENTS) {
+      throw new IllegalArgumentException(
+          "worker "
+              + rank
+              + ": this router predicts every rank's cache (approximate mode) and takes no KV"
+              + " events; register it as predicted");
+    }
     if (blockSize != this.blockSize) {
       throw new IllegalArgumentException(
           "worker "
@@ -352,7 +493,9 @@ public final class KvRouter implements AutoCloseable {
                 + other.dpSize
                 + " (registerWorker); unregister it before registering ranks one by one");
       }
-      table.add(List.of(rank), 0, kvBlocks, pressure::meter);
+      boolean predicted = source == KvSource.PREDICTED;
+      table.add(List.of(rank), 0, kvBlocks, predicted, pressure::meter);
+      if (predicted) countPredicted(1);
       return true;
     } finally {
       lock.unlock();
@@ -368,15 +511,19 @@ public final class KvRouter implements AutoCloseable {
     Objects.requireNonNull(rank, "rank");
     lock.lock();
     try {
-      if (!table.remove(rank)) return false;
+      Slot gone = table.get(rank);
+      if (gone == null || !table.remove(rank)) return false;
+      if (gone.predicted) countPredicted(-1);
       pressure.forget(rank);
       boolean otherRanks = table.anyRankOf(rank.workerId()) != null;
       if (otherRanks) {
-        if (predictions != null) predictions.removeRank(rank);
+        predictions.removeRank(rank);
         index.apply(new RouterEvent(rank, 0, CacheEvent.cleared()));
+        hybrid.clearRank(rank);
       } else {
-        if (predictions != null) predictions.removeWorker(rank.workerId());
+        predictions.removeWorker(rank.workerId());
         index.removeWorker(rank.workerId());
+        hybrid.removeWorker(rank.workerId());
       }
       return true;
     } finally {
@@ -393,15 +540,27 @@ public final class KvRouter implements AutoCloseable {
   public boolean unregisterWorker(long workerId) {
     lock.lock();
     try {
+      int predictedGone = 0;
+      for (Slot s : table.slots()) {
+        if (s.worker.workerId() == workerId && s.predicted) predictedGone++;
+      }
       List<Worker> gone = table.removeWorker(workerId);
       if (gone.isEmpty()) return false;
+      countPredicted(-predictedGone);
       for (Worker w : gone) pressure.forget(w);
-      if (predictions != null) predictions.removeWorker(workerId);
+      predictions.removeWorker(workerId);
       index.removeWorker(workerId);
+      hybrid.removeWorker(workerId);
       return true;
     } finally {
       lock.unlock();
     }
+  }
+
+  /** Adds {@code delta} to the predicted ranks registered (under lock). */
+  private void countPredicted(int delta) {
+    predictedRanks += delta;
+    predicting = predictedRanks > 0;
   }
 
   /** The registered worker ranks, ascending. */
@@ -472,22 +631,27 @@ public final class KvRouter implements AutoCloseable {
     }
     final long[] local = hasherFor(options).localHashes(tokens);
     final long[] seq = SequenceHasher.sequenceHashes(local);
+    // with predicted ranks the index is matched under the lock, after expiring predictions (so an
+    // expired prediction is never matched); with events only, here, without it
+    final boolean unlocked = !predicting;
     // tiers (docs/routing.md, "Blocks beyond the GPU"): the device answer plus the cumulative ones
-    final TieredScores tiers =
-        tiered != null && tiered.hasTiers() ? tiered.findTiered(local) : null;
+    TieredScores tiers =
+        unlocked && tiered != null && tiered.hasTiers() ? tiered.findTiered(local) : null;
     OverlapScores scores =
-        tiers != null
-            ? tiers.device()
-            : predictions == null ? index.findMatches(local, false) : null;
+        !unlocked ? null : tiers != null ? tiers.device() : index.findMatches(local, false);
+    if (scores != null && hybrid.active()) {
+      scores = hybrid.rescore(scores, seq, engineCap(tokens.length));
+    }
     lock.lock();
     try {
       final long now = nanoClock.getAsLong();
-      if (predictions != null) {
+      if (predictedRanks > 0 || scores == null) { // (a predicted rank may have come or gone since)
         predictions.expire(now);
-        scores = index.findMatches(local, false);
+        tiers = tiered != null && tiered.hasTiers() ? tiered.findTiered(local) : null;
+        scores = tiers != null ? tiers.device() : index.findMatches(local, false);
+        if (hybrid.active()) scores = rescoreMixed(scores, seq, tokens.length);
       }
-      // scores is null here only when predictions is set, and then found just above
-      table.prepare(now, Objects.requireNonNull(scores), seq);
+      table.prepare(now, scores, seq);
       if (tiers != null) table.prepareTiers(tiers, tierWeights);
       Slot holder = table.holding(requestId);
       if (holder != null) {
@@ -558,7 +722,9 @@ public final class KvRouter implements AutoCloseable {
       workers[k] = workerCol[i];
       final int ov = overlapCol[i];
       overlap[k] = ov;
-      cached[k] = cachedCol[i];
+      // a predicted rank's held blocks are known whether or not it matched: a cold prompt's tie
+      // goes to the emptier cache, so new conversations spread over a cold fleet
+      cached[k] = all[i].predicted ? predictions.size(workerCol[i]) : cachedCol[i];
       final TierOverlap t = tiersCol == null ? null : tiersCol[i];
       prefillBlocks[k] = (prefill + chargedTokens(isl, ov, t, bs)) / (double) bs;
       if (tierColumn != null) tierColumn[k] = t;
@@ -597,7 +763,7 @@ public final class KvRouter implements AutoCloseable {
     final long charge = chargedTokens(isl, targetOverlap, targetTiers, blockSize);
     table.record(requestId, target, seq, charge, now);
     if (sync != null) sync.localRouted(requestId, target.worker, seq, charge);
-    if (predictions != null) {
+    if (target.predicted) {
       predictions.record(target.worker, target.kvBlocks, seq, local, targetOverlap, now);
       if (sync != null) sync.localPredicted(target.worker, local);
     }
@@ -658,18 +824,14 @@ public final class KvRouter implements AutoCloseable {
    * engine never reports as cached. Call it for a request routed to {@code worker}, once the engine
    * reported (freed or not). Does nothing for an unregistered rank.
    *
-   * @throws IllegalStateException in event mode, where the engines' events keep the index exact
+   * @throws IllegalStateException for a rank of {@link KvSource#EVENTS}, whose engine's events keep
+   *     the index exact
    */
   public void observeCachedTokens(
       Worker worker, int[] tokens, RouteOptions options, int predictedTokens, long cachedTokens) {
     Objects.requireNonNull(worker, "worker");
     Objects.requireNonNull(tokens, "tokens");
     Objects.requireNonNull(options, "options");
-    if (predictions == null) {
-      throw new IllegalStateException(
-          "event mode: the engines' KV events keep the index; observeCachedTokens is for"
-              + " approximate mode");
-    }
     final long[] local = hasherFor(options).localHashes(tokens);
     final long[] seq = SequenceHasher.sequenceHashes(local);
     // an engine never reports a prompt's last token as cached (vLLM recomputes it for the logits):
@@ -681,6 +843,13 @@ public final class KvRouter implements AutoCloseable {
     try {
       Slot s = table.get(worker);
       if (s == null) return;
+      if (!s.predicted) {
+        throw new IllegalStateException(
+            "worker "
+                + worker
+                + " is fed by KV events: observeCachedTokens is for ranks tracked by predictions"
+                + " (approximate mode)");
+      }
       final long now = nanoClock.getAsLong();
       predictions.expire(now); // as before a route, and as a peer does before applying it
       predictions.observe(worker, s.kvBlocks, seq, local, predictedBlocks, cachedBlocks, now);
@@ -696,7 +865,7 @@ public final class KvRouter implements AutoCloseable {
   int predictedEntries(Worker worker) {
     lock.lock();
     try {
-      return predictions == null ? 0 : predictions.size(worker);
+      return predictions.size(worker);
     } finally {
       lock.unlock();
     }
@@ -707,7 +876,7 @@ public final class KvRouter implements AutoCloseable {
     lock.lock();
     try {
       Slot s = table.get(worker);
-      if (predictions == null || s == null) return Long.MAX_VALUE;
+      if (s == null || !s.predicted) return Long.MAX_VALUE;
       return predictions.capacity(worker, s.kvBlocks);
     } finally {
       lock.unlock();
@@ -729,6 +898,14 @@ public final class KvRouter implements AutoCloseable {
     return salted.size();
   }
 
+  /**
+   * The most blocks of a prompt of {@code tokens} tokens an engine reuses: it always computes the
+   * last token (vLLM asks its prefix cache for at most {@code tokens - 1} of them).
+   */
+  private int engineCap(int tokens) {
+    return Math.max(0, tokens - 1) / blockSize;
+  }
+
   private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill) {
     if (activePrefill > busyPrefillTokens) return true;
     return kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;
@@ -742,14 +919,38 @@ public final class KvRouter implements AutoCloseable {
     Objects.requireNonNull(tokens, "tokens");
     Objects.requireNonNull(options, "options");
     long[] local = hasherFor(options).localHashes(tokens);
-    if (predictions == null) return index.findMatches(local, false);
+    if (!predicting) {
+      OverlapScores scores = index.findMatches(local, false);
+      return hybrid.active()
+          ? hybrid.rescore(scores, SequenceHasher.sequenceHashes(local), engineCap(tokens.length))
+          : scores;
+    }
     lock.lock();
     try {
       predictions.expire(nanoClock.getAsLong());
-      return index.findMatches(local, false);
+      OverlapScores scores = index.findMatches(local, false);
+      return hybrid.active()
+          ? rescoreMixed(scores, SequenceHasher.sequenceHashes(local), tokens.length)
+          : scores;
     } finally {
       lock.unlock();
     }
+  }
+
+  /**
+   * Under the lock, with predicted ranks registered: the groups cut the event ranks' scores; a
+   * predicted rank's score is its prediction of the main group (no engine tells the router what its
+   * other groups hold), capped as the engine caps a hit.
+   */
+  private OverlapScores rescoreMixed(OverlapScores scores, long[] seq, int tokens) {
+    return hybrid.rescore(
+        scores,
+        seq,
+        engineCap(tokens),
+        w -> {
+          Slot s = table.get(w);
+          return s != null && s.predicted;
+        });
   }
 
   /**
@@ -793,7 +994,7 @@ public final class KvRouter implements AutoCloseable {
     lock.lock();
     try {
       long now = nanoClock.getAsLong();
-      if (predictions != null) predictions.expire(now);
+      predictions.expire(now);
       table.expire(now);
     } finally {
       lock.unlock();
@@ -859,7 +1060,7 @@ public final class KvRouter implements AutoCloseable {
   int predictedEntries() {
     lock.lock();
     try {
-      return predictions == null ? 0 : predictions.size();
+      return predictions.size();
     } finally {
       lock.unlock();
     }
@@ -880,7 +1081,7 @@ public final class KvRouter implements AutoCloseable {
   public String toString() {
     return "KvRouter[blockSize="
         + blockSize
-        + (predictions != null ? ", approximate" : "")
+        + (approximate ? ", approximate" : "")
         + ", selector="
         + selector
         + "]";
@@ -920,6 +1121,7 @@ public final class KvRouter implements AutoCloseable {
     private @Nullable KvIndex index;
     private LongSupplier nanoClock = System::nanoTime;
     private TierWeights tierWeights = TierWeights.DEFAULTS;
+    private KvCacheGroups kvCacheGroups;
 
     private Builder(int blockSize) {
       if (blockSize < 1) {
@@ -1074,6 +1276,16 @@ public final class KvRouter implements AutoCloseable {
       return this;
     }
 
+    /**
+     * The KV cache groups of a hybrid model (docs/routing.md, "Hybrid models"), declared up front;
+     * without it, the first group event that names a group declares it ({@link #applyGroupEvent}).
+     * A model of one group is not hybrid and routes as without this.
+     */
+    public Builder kvCacheGroups(KvCacheGroups groups) {
+      this.kvCacheGroups = Objects.requireNonNull(groups, "groups");
+      return this;
+    }
+
     /** A monotonic clock in nanoseconds for expiry and TTLs; default {@code System::nanoTime}. */
     public Builder nanoClock(LongSupplier nanoClock) {
       this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
@@ -1083,12 +1295,19 @@ public final class KvRouter implements AutoCloseable {
     /**
      * The router.
      *
-     * @throws IllegalStateException when both approximate mode and an index are set
+     * @throws IllegalStateException when both approximate mode and an index are set, or approximate
+     *     mode and the KV cache groups of a hybrid model
      */
     public KvRouter build() {
       if (approximate && index != null) {
         throw new IllegalStateException(
             "approximate mode uses the router's own index; do not set index(...) as well");
+      }
+      if (approximate && kvCacheGroups != null && kvCacheGroups.isHybrid()) {
+        throw new IllegalStateException(
+            "approximate mode predicts one cache per rank; it cannot model the KV cache groups "
+                + kvCacheGroups
+                + " of a hybrid model (route it with events)");
       }
       return new KvRouter(this);
     }

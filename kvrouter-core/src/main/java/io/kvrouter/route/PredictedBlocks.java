@@ -537,6 +537,18 @@ final class PredictedBlocks {
   }
 
   /**
+   * The engine's own word on {@code worker}'s capacity: {@code kvBlocks} registered blocks (0:
+   * unknown) from now on, and a learnt capacity starts again from it. Trims the rank to it; not
+   * reported as evictions (the engine made them, if any).
+   */
+  void capacity(Worker worker, long kvBlocks, long nowNanos) {
+    final Rank r = ranks.get(worker);
+    if (r == null) return; // nothing predicted yet: the next record takes kvBlocks
+    r.setRegistered(kvBlocks);
+    fitCapacity(r, nowNanos, false);
+  }
+
+  /**
    * Takes a peer's capacity for {@code worker} (a rank of {@code kvBlocks} here): never above the
    * registered count; an unknown one ({@code Long.MAX_VALUE}) changes nothing. Trims the rank to
    * it; not reported as evictions.

@@ -199,7 +199,7 @@ public final class SequenceSync {
   private final SlotTable table; // under lock
 
   @GuardedBy("lock")
-  private final @Nullable PredictedBlocks predictions; // under lock; null in event mode
+  private final PredictedBlocks predictions; // under lock; holds only the predicted ranks
 
   private final LongSupplier clock;
 
@@ -537,8 +537,8 @@ public final class SequenceSync {
   }
 
   /**
-   * A peer's prediction or correction, applied to this model as if made here; nothing in event
-   * mode, or for a rank not registered here (counted as unknownRank).
+   * A peer's prediction or correction, applied to this model as if made here; nothing for a rank
+   * fed by events here, or for a rank not registered here (counted as unknownRank).
    */
   @GuardedBy("lock")
   private void applyPrediction(Prediction pr, long now) {
@@ -548,6 +548,7 @@ public final class SequenceSync {
       unknownRank++;
       return;
     }
+    if (!s.predicted) return; // registered with events here: its events keep the index
     predictionsApplied++;
     final long[] local = pr.localHashes();
     final long[] seq = SequenceHasher.sequenceHashes(local);
@@ -609,11 +610,14 @@ public final class SequenceSync {
         predictions.expire(now);
         for (Capacity c : snapshot.capacities()) {
           Slot s = table.get(c.worker());
-          if (s != null) predictions.loadCapacity(s.worker, s.kvBlocks, c.blocks(), now);
+          if (s != null && s.predicted) {
+            predictions.loadCapacity(s.worker, s.kvBlocks, c.blocks(), now);
+          }
         }
         for (Predicted c : snapshot.predictions()) {
           Slot s = table.get(c.worker());
           if (s == null) unknownRank++;
+          else if (!s.predicted) continue; // fed by events here
           else if (predictions.load(s.worker, s.kvBlocks, c, now)) predictionsApplied++;
         }
       }

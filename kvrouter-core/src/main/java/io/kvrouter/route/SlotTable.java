@@ -42,11 +42,12 @@ import org.jspecify.annotations.Nullable;
  * request that leaves without free(): expired, or dropped with its rank (remove, removeWorker).
  *
  * Columns: what route() reads of every rank sits in arrays indexed by the rank's position in
- * slots (Slot.index), replaced with slots: the worker, capacity and eviction meter (fixed per
- * slot), the active blocks and prefill tokens (each ActiveSequences copies its counts there after
- * every change, mirrorInto), and the scratch of one route, written by prepare() and read by the
- * same route(): overlap, cached blocks, whether it holds the prompt's root block, and its tiered
- * overlap (only when prepareTiers ran). So the loop over 256 ranks streams a few contiguous arrays
+ * slots (Slot.index), replaced with slots: the worker, capacity (changed only by setCapacity, in
+ * the slot and its column together) and eviction meter (fixed per slot), the active blocks and
+ * prefill tokens (each ActiveSequences copies its counts there after every change, mirrorInto),
+ * and the scratch of one route, written by prepare() and read by the same route(): overlap,
+ * cached blocks, whether it holds the prompt's root block, and its tiered overlap (only when
+ * prepareTiers ran). So the loop over 256 ranks streams a few contiguous arrays
  * instead of touching three objects per rank (docs/BENCHMARKS.md, Routing).
  *
  * Threading: not thread-safe; KvRouter calls everything under its lock.
@@ -58,8 +59,9 @@ final class SlotTable {
   static final class Slot {
     final Worker worker;
     final Long boxedWorkerId; // for RouteOptions' Set<Long> without boxing per route
-    final long kvBlocks; // capacity; 0 = unknown
+    long kvBlocks; // capacity; 0 = unknown (setCapacity changes it, and its column)
     final int dpSize; // 0: registered on its own (registerRank)
+    final boolean predicted; // KvSource.PREDICTED: the router predicts what it caches
 
     @SuppressWarnings("NullAway.Init") // set once, right after construction
     ActiveSequences seqs;
@@ -69,11 +71,12 @@ final class SlotTable {
 
     int index; // its position in slots and in the columns (rebuilt when ranks come or go)
 
-    private Slot(Worker worker, int dpSize, long kvBlocks) {
+    private Slot(Worker worker, int dpSize, long kvBlocks, boolean predicted) {
       this.worker = worker;
       this.boxedWorkerId = worker.workerId();
       this.dpSize = dpSize;
       this.kvBlocks = kvBlocks;
+      this.predicted = predicted;
     }
   }
 
@@ -188,17 +191,18 @@ final class SlotTable {
   }
 
   /**
-   * Registers {@code ranks} (none registered yet) with the same dpSize and capacity, each with the
-   * eviction meter {@code meters} gives it.
+   * Registers {@code ranks} (none registered yet) with the same dpSize, capacity and KV source
+   * ({@code predicted}), each with the eviction meter {@code meters} gives it.
    */
   void add(
       List<Worker> ranks,
       int dpSize,
       long kvBlocks,
+      boolean predicted,
       Function<Worker, EvictionPressure.Meter> meters) {
     List<Slot> next = new ArrayList<>(Arrays.asList(slots));
     for (Worker w : ranks) {
-      Slot s = newSlot(w, dpSize, kvBlocks);
+      Slot s = newSlot(w, dpSize, kvBlocks, predicted);
       s.meter = meters.apply(w);
       next.add(s);
     }
@@ -230,8 +234,14 @@ final class SlotTable {
     }
   }
 
-  private Slot newSlot(Worker w, int dpSize, long kvBlocks) {
-    Slot s = new Slot(w, dpSize, kvBlocks);
+  /** Sets the capacity of a registered slot, in the slot and in its column. */
+  void setCapacity(Slot s, long kvBlocks) {
+    s.kvBlocks = kvBlocks;
+    capacityCol[s.index] = kvBlocks;
+  }
+
+  private Slot newSlot(Worker w, int dpSize, long kvBlocks, boolean predicted) {
+    Slot s = new Slot(w, dpSize, kvBlocks, predicted);
     s.seqs =
         new ActiveSequences(
             requestExpiry,

@@ -1,6 +1,7 @@
 package io.kvrouter.hash;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.dynatrace.hash4j.hashing.Hashing;
 import java.nio.charset.StandardCharsets;
@@ -137,6 +138,30 @@ class BlockHasherRandomizedTest {
           .as(what)
           .isEqualTo(refSequence(local, chainSeed));
     }
+  }
+
+  @Test
+  void aRangeOfTokensHashesLikeItsCopy() {
+    for (int c = 0; c < CASES; c++) {
+      long seed = BASE_SEED + 7_000 + c;
+      SplittableRandom r = new SplittableRandom(seed);
+      int blockSize = blockSize(r);
+      int[] tokens = tokens(r, blockSize);
+      int from = tokens.length == 0 ? 0 : r.nextInt(tokens.length + 1);
+      int to = from + r.nextInt(tokens.length - from + 1);
+      String what = "seed " + seed + " ([" + from + ", " + to + ") of " + tokens.length + ")";
+      long[] expected = refLocal(Arrays.copyOfRange(tokens, from, to), blockSize, Map.of(), 1337);
+      assertThat(BlockHasher.of(blockSize).localHashes(tokens, from, to))
+          .as(what)
+          .isEqualTo(expected);
+    }
+    BlockHasher h = BlockHasher.of(4);
+    int[] t = new int[10];
+    assertThatThrownBy(() -> h.localHashes(t, 6, 5))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("range [6, 5) is not within 10 tokens");
+    assertThatThrownBy(() -> h.localHashes(t, 0, 11)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> h.localHashes(t, -1, 4)).isInstanceOf(IllegalArgumentException.class);
   }
 
   @Test

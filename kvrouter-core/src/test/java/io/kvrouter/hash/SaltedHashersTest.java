@@ -2,6 +2,7 @@ package io.kvrouter.hash;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestWaits;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -85,7 +86,8 @@ class SaltedHashersTest {
                 }));
       }
       start.countDown();
-      for (Future<Integer> f : done) assertThat(f.get(60, TimeUnit.SECONDS)).isEqualTo(20_000);
+      for (Future<Integer> f : done)
+        assertThat(f.get(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS)).isEqualTo(20_000);
     } finally {
       pool.shutdownNow();
     }

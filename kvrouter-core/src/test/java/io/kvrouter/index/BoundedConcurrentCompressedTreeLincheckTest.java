@@ -2,7 +2,6 @@ package io.kvrouter.index;
 
 import java.util.List;
 import org.jetbrains.kotlinx.lincheck.Actor;
-import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -26,14 +25,14 @@ public class BoundedConcurrentCompressedTreeLincheckTest extends ConcurrentRadix
 
   @Test
   void aReadDuringAnEvictionSeesTheRunBeforeOrAfter() {
-    new ModelCheckingOptions()
+    LincheckRuns.modelChecking()
         .addCustomScenario(
             scenario(
                 List.of(op("store", 0, 0, 0), op("store", 0, 0, 1)), // (0, 0) holds [11, 12]
                 List.of(op("score", 0, 0), op("score", 0, 0)),
                 List.of(op("store", 1, 0, 0)))) // a third pair: (0, 0) loses 12
         .iterations(0)
-        .invocationsPerIteration(200)
+        .invocationsPerIteration(LincheckRuns.MODEL_CHECKING_INVOCATIONS)
         .check(getClass());
   }
 }

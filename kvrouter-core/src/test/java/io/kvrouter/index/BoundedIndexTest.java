@@ -3,6 +3,7 @@ package io.kvrouter.index;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.TestBudget;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -34,7 +35,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * run these kinds too, with a bound they never reach (IndexKinds).
  */
 class BoundedIndexTest {
-  private static final int OPS = Integer.getInteger("kvrouter.bounded.ops", 3000);
+  private static final int OPS = TestBudget.count("kvrouter.bounded.ops", 3000, 40_000);
 
   /** Added to the churn's seeds (long runs may try other seeds; 0 in CI). */
   private static final long SEED_OFFSET = Long.getLong("kvrouter.bounded.seedOffset", 0);
@@ -635,7 +636,7 @@ class BoundedIndexTest {
     final int workers = 3;
     final int paths = 6;
     final int depth = 40;
-    final int storesPerWriter = Integer.getInteger("kvrouter.bounded.stress.stores", 4000);
+    final int storesPerWriter = TestBudget.count("kvrouter.bounded.stress.stores", 4000, 40_000);
     final long max = 150;
     final int shared = 5; // every path starts with the same five blocks
     final long[][] path = new long[paths][depth];

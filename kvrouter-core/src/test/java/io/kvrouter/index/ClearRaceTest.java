@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestWaits;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -101,7 +102,7 @@ class ClearRaceTest {
 
   /** One phase of {@code p}; returns at once once it is terminated. */
   private static void await(Phaser p) throws Exception {
-    p.awaitAdvanceInterruptibly(p.arrive(), 60, TimeUnit.SECONDS);
+    p.awaitAdvanceInterruptibly(p.arrive(), TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS);
   }
 
   private static void run(Supplier<KvIndex> kind) throws Exception {
@@ -177,7 +178,7 @@ class ClearRaceTest {
         index.apply(storedAtRoot(BIG, big));
         assertThat(index.findMatches(bigQuery, false).score(BIG)).isEqualTo(QUERY);
         await(rounds); // readers start querying
-        readersRunning[round].await(60, TimeUnit.SECONDS);
+        readersRunning[round].await(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS);
         index.clearWorker(BIG.workerId());
         clearsDone.incrementAndGet();
         await(rounds);
@@ -186,7 +187,7 @@ class ClearRaceTest {
       }
       stop[0] = true;
       await(rounds);
-      for (Thread t : readers) t.join(60_000);
+      for (Thread t : readers) t.join(TestWaits.WAIT.toMillis());
       if (failure.get() != null) throw new AssertionError(failure.get());
       assertThat(readsDuringClears.get()).as("reads that began before a clear ended").isPositive();
       // whether a read lands strictly inside a clear depends on how the scheduler interleaves the

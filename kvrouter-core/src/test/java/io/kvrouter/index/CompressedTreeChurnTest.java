@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestBudget;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -23,7 +24,8 @@ import org.junit.jupiter.api.Test;
  * many events ran.
  */
 class CompressedTreeChurnTest {
-  private static final long EVENTS = Long.getLong("kvrouter.churn.events", 200_000);
+  private static final long EVENTS =
+      TestBudget.count("kvrouter.churn.events", 200_000L, 2_000_000L);
   private static final int WORKERS = 8;
   private static final int SEQUENCES = 4; // per worker
   private static final int LENGTH = 48;

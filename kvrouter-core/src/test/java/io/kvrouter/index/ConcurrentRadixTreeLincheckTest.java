@@ -15,7 +15,6 @@ import org.jetbrains.lincheck.datastructures.IntGen;
 import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.jetbrains.lincheck.datastructures.Operation;
 import org.jetbrains.lincheck.datastructures.Param;
-import org.jetbrains.lincheck.datastructures.StressOptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -34,19 +33,21 @@ import org.junit.jupiter.api.Test;
  * index promises (each rank's score at one instant of the call); the scores of several ranks in
  * one answer may come from different instants (CrossWorkerReadLincheckTest shows the
  * interleaving).
- * Scenarios: model checking explores ITERATIONS random scenarios (2 threads x 3 operations
- * after up to 5 sequential ones, 200 interleavings each) plus CUSTOM, hand-written scenarios it
- * explores on every run whatever the budget: a clear and a hole-making remove racing a read of
- * the same rank (the two bugs Lincheck found before the version check existed), a hole filled
- * again, and writes of the other ranks between two reads of one. With four ranks a random
- * scenario seldom builds a chain for the rank it reads, so the custom ones carry the known cases:
- * a clear applied block by block passes 40 random scenarios and fails the first custom one.
- * Stress runs ITERATIONS random scenarios of 2 x 5 operations, 200 times each, on real threads:
- * what the model checker's sequentially consistent memory cannot show (missing release/acquire
- * pairs under the JIT); five operations a thread, because an invocation costs mostly its fixed
- * set-up and hand-over of the threads. The single-threaded radixTree() fails both modes here.
- * Budget: -Dkvrouter.lincheck.iterations (default 10) raises ITERATIONS for the long run
- * (docs/RELIABILITY.md).
+ * Scenarios: model checking explores random scenarios (2 threads x 3 operations after up to 5
+ * sequential ones) plus CUSTOM, hand-written scenarios it explores on every run whatever the
+ * budget, each for 100 interleavings (200 under -Pthorough): a clear and a hole-making remove
+ * racing a read of the same rank (the two bugs Lincheck found before the version check
+ * existed), a hole filled again, and writes of the other ranks between two reads of one. With
+ * four ranks a random scenario seldom builds a chain for the rank it reads, so the custom ones
+ * carry the known cases: a clear applied block by block passes 40 random scenarios and fails the
+ * first custom one. Stress runs random scenarios of 2 x 5 operations, 200 times each, on real
+ * threads: what the model checker's sequentially consistent memory cannot show (missing
+ * release/acquire pairs under the JIT); five operations a thread, because an invocation costs
+ * mostly its fixed set-up and hand-over of the threads. The single-threaded radixTree() fails
+ * both modes here.
+ * Budget (LincheckRuns, docs/testing.md): 3 random scenarios of model checking and 10 of stress
+ * by default, 100 of each under -Pthorough; the custom scenarios run in both forms, and the
+ * short form still fails a clear applied block by block (at 50 interleavings already).
  * </pre>
  */
 @Param(name = "worker", gen = IntGen.class, conf = "0:1")
@@ -56,9 +57,6 @@ import org.junit.jupiter.api.Test;
 public class ConcurrentRadixTreeLincheckTest {
   static final long[] PATH = {11, 12, 13};
   static final long[] SEQ = SequenceHasher.sequenceHashes(PATH);
-
-  /** Random scenarios per mode; the CI default, raised by -Dkvrouter.lincheck.iterations. */
-  static final int ITERATIONS = Integer.getInteger("kvrouter.lincheck.iterations", 10);
 
   private final KvIndex index = newIndex();
 
@@ -174,9 +172,9 @@ public class ConcurrentRadixTreeLincheckTest {
 
   @Test
   void modelChecking() {
-    withCustomScenarios(new ModelCheckingOptions())
-        .iterations(ITERATIONS)
-        .invocationsPerIteration(200)
+    withCustomScenarios(LincheckRuns.modelChecking())
+        .iterations(LincheckRuns.MODEL_CHECKING_ITERATIONS)
+        .invocationsPerIteration(LincheckRuns.MODEL_CHECKING_INVOCATIONS)
         .threads(2)
         .actorsPerThread(3)
         .check(getClass());
@@ -184,8 +182,8 @@ public class ConcurrentRadixTreeLincheckTest {
 
   @Test
   void stress() {
-    new StressOptions()
-        .iterations(ITERATIONS)
+    LincheckRuns.stress()
+        .iterations(LincheckRuns.STRESS_ITERATIONS)
         .invocationsPerIteration(200)
         .threads(2)
         .actorsPerThread(5)

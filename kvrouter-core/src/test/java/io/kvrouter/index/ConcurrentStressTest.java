@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestBudget;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -27,7 +28,7 @@ import org.junit.jupiter.api.TestFactory;
  */
 class ConcurrentStressTest {
   private static final int WORKERS = 3;
-  private static final int EVENTS = Integer.getInteger("kvrouter.stress.events", 3000);
+  private static final int EVENTS = TestBudget.count("kvrouter.stress.events", 3000, 30_000);
   private static final int CHAIN = 24;
 
   @TestFactory

@@ -63,7 +63,7 @@ public class CrossWorkerReadLincheckTest {
   @Test
   void aReadIsNotASnapshotAcrossWorkers() {
     ModelCheckingOptions o =
-        new ModelCheckingOptions()
+        LincheckRuns.modelChecking()
             .iterations(0)
             .invocationsPerIteration(1000)
             .addCustomScenario(

@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestWaits;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -169,7 +170,8 @@ class PositionalConcurrencyTest {
                 try {
                   start.await();
                   for (int step = 0; step < EVENTS; step++) {
-                    if (step == EVENTS / 2) readDuringWrites.await(60, TimeUnit.SECONDS);
+                    if (step == EVENTS / 2)
+                      readDuringWrites.await(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS);
                     streams[writer].apply(index, step);
                     version.set(writer, step + 1);
                   }
@@ -247,7 +249,7 @@ class PositionalConcurrencyTest {
     }
     threads.forEach(Thread::start);
     start.countDown();
-    for (Thread t : threads) t.join(120_000);
+    for (Thread t : threads) t.join(TestWaits.WAIT.toMillis());
     assertThat(threads).noneMatch(Thread::isAlive);
     assertThat(failures).as("seed %d", seed).isEmpty();
     assertThat(reads.get()).isPositive();

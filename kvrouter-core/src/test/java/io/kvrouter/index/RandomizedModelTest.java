@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestBudget;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -22,7 +23,7 @@ import org.junit.jupiter.api.TestFactory;
  * every query must give the reference's exact scores and block counts.
  */
 class RandomizedModelTest {
-  private static final int OPS = Integer.getInteger("kvrouter.model.ops", 4000);
+  private static final int OPS = TestBudget.count("kvrouter.model.ops", 4000, 40_000);
   private static final long[] SEEDS = {1, 2, 3, 42, 1337};
 
   @TestFactory

@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestBudget;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -28,7 +29,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * alias counts, the same nodes and the same counters.
  */
 class RemovedOrderTest {
-  private static final int STEPS = Integer.getInteger("kvrouter.removedorder.steps", 2_000);
+  private static final int STEPS = TestBudget.count("kvrouter.removedorder.steps", 2_000, 20_000);
   private static final Worker[] WORKERS = {new Worker(0, 0), new Worker(1, 0), new Worker(2, 0)};
 
   @ParameterizedTest(name = "{0}")

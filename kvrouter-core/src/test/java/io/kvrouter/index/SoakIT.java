@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestBudget;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -55,8 +56,8 @@ import org.junit.jupiter.api.TestFactory;
  * </pre>
  */
 class SoakIT {
-  /** The long form's time in all (0: counts only, the CI form). */
-  private static final int SECONDS = Integer.getInteger("kvrouter.soak.seconds", 0);
+  /** The long form's time in all (0: counts only, the CI form; 300 under -Pthorough). */
+  private static final int SECONDS = TestBudget.count("kvrouter.soak.seconds", 0, 300);
 
   /** Stores of the warm-up, and at least as many in the measured phase, per kind. */
   private static final long STORES = Long.getLong("kvrouter.soak.stores", 40_000);

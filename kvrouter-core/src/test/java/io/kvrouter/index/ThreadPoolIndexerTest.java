@@ -3,6 +3,7 @@ package io.kvrouter.index;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.TestWaits;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -15,7 +16,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** The lanes of {@link ThreadPoolIndexer}: batches, order and failures. */
-@Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+@Timeout(value = TestWaits.HANG_SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class ThreadPoolIndexerTest {
   private static final Worker W0 = new Worker(0, 0);
   private static final Worker W1 = new Worker(1, 0);
@@ -51,7 +52,7 @@ class ThreadPoolIndexerTest {
     ThreadPoolIndexer pool = new ThreadPoolIndexer(new PositionalIndex(4, hook), 1);
     try {
       pool.apply(stored(W0, 0, 1_000_000L));
-      assertThat(firstEventRunning.await(30, TimeUnit.SECONDS)).isTrue();
+      assertThat(firstEventRunning.await(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
       for (int i = 1; i < 2_000; i++) {
         pool.apply(stored(i % 2 == 0 ? W0 : W1, i, 1_000_000L + i));
       }

@@ -6,7 +6,6 @@ import io.kvrouter.event.Worker;
 import org.jetbrains.lincheck.datastructures.IntGen;
 import org.jetbrains.lincheck.datastructures.Operation;
 import org.jetbrains.lincheck.datastructures.Param;
-import org.jetbrains.lincheck.datastructures.StressOptions;
 import org.jetbrains.lincheck.datastructures.Validate;
 import org.junit.jupiter.api.Test;
 
@@ -24,9 +23,9 @@ import org.junit.jupiter.api.Test;
  * other, which no sequential order of an atomic {@code clearWorker} explains (its ordering on the
  * lane is checked by ThreadPoolIndexerTest).
  *
- * <p>Budget: ITERATIONS random scenarios of 2 threads x 5 operations, 50 invocations each (each
- * invocation starts and closes a pool); with {@code apply} not followed by {@code flush} the test
- * fails at this budget.
+ * <p>Budget: LincheckRuns.STRESS_ITERATIONS random scenarios (10; 100 under -Pthorough) of 2
+ * threads x 5 operations, 50 invocations each (each invocation starts and closes a pool); with
+ * {@code apply} not followed by {@code flush} the test fails at this budget.
  */
 @Param(name = "worker", gen = IntGen.class, conf = "0:1")
 @Param(name = "rank", gen = IntGen.class, conf = "0:1")
@@ -106,8 +105,8 @@ public class ThreadPoolLincheckTest {
 
   @Test
   void stress() {
-    new StressOptions()
-        .iterations(ConcurrentRadixTreeLincheckTest.ITERATIONS)
+    LincheckRuns.stress()
+        .iterations(LincheckRuns.STRESS_ITERATIONS)
         .invocationsPerIteration(50)
         .threads(2)
         .actorsPerThread(5)

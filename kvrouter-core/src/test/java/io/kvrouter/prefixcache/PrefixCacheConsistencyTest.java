@@ -2,6 +2,7 @@ package io.kvrouter.prefixcache;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestBudget;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.KvIndex;
@@ -38,7 +39,7 @@ class PrefixCacheConsistencyTest {
   private static final int BLOCK = 4;
 
   private static int steps() {
-    return Integer.getInteger("kvrouter.consistency.steps", DEFAULT_STEPS);
+    return TestBudget.count("kvrouter.consistency.steps", DEFAULT_STEPS, 10 * DEFAULT_STEPS);
   }
 
   private static long[] seeds() {

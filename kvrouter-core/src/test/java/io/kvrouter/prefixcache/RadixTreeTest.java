@@ -4,6 +4,7 @@ import static io.kvrouter.prefixcache.RadixTree.ROOT;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.TestWaits;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalInt;
@@ -12,7 +13,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** Hand-checked behaviour of {@link RadixTree}, one rule of DESIGN.md §5 per test. */
-@Timeout(value = 30, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+@Timeout(value = TestWaits.HANG_SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class RadixTreeTest {
 
   private static int[] t(int... tokens) {
@@ -318,6 +319,29 @@ class RadixTreeTest {
     assertThat(tree.insert(t(1, 2, 3, 4), List.of(1, 2)).handedBack()).isEmpty();
     assertThat(tree.size()).isEqualTo(2);
     tree.checkInvariants();
+  }
+
+  @Test
+  void aKeyCutAtALimitActsAsItsCopy() {
+    RadixTree<Integer> cut = new RadixTree<>(2);
+    RadixTree<Integer> copied = new RadixTree<>(2);
+    int[] key = t(1, 2, 3, 4, 5); // the last token lies past the limit
+    RadixTree.Insert<Integer> a = cut.insert(key, 4, List.of(12, 34));
+    RadixTree.Insert<Integer> b = copied.insert(t(1, 2, 3, 4), List.of(12, 34));
+    assertThat(cut.key(a.node())).containsExactly(1, 2, 3, 4); // the leaf's label stops at 4
+    assertThat(a.handedBack()).isEqualTo(b.handedBack());
+    int[] longer = t(1, 2, 3, 9, 9, 9);
+    RadixTree.Match m = cut.matchPrefix(longer, 4);
+    assertThat(m).isEqualTo(copied.matchPrefix(t(1, 2, 3, 9)));
+    assertThat(m.matchedTokens()).isEqualTo(2);
+    // the first run is present: the caller's value for it is handed back
+    assertThat(cut.insert(longer, 6, List.of(1, 2, 3)).handedBack()).containsExactly(1);
+    assertThat(cut.matchPrefix(t(1, 2, 3, 9, 9, 9, 7), 6).matchedTokens()).isEqualTo(6);
+    assertThat(cut.matchPrefix(t(1, 2, 3, 9, 9, 9, 7), 5).matchedTokens()).isEqualTo(4);
+    assertThatThrownBy(() -> cut.matchPrefix(key, 6)).isInstanceOf(IndexOutOfBoundsException.class);
+    assertThatThrownBy(() -> cut.insert(key, 3, List.of(1)))
+        .isInstanceOf(IllegalArgumentException.class);
+    cut.checkInvariants();
   }
 
   @Test

@@ -2,6 +2,7 @@ package io.kvrouter.route;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.TestWaits;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -70,7 +71,7 @@ class KvRouterConcurrencyTest {
               });
       long routed = runRouters(router, pool);
       stop.set(true);
-      assertThat(writer.get(60, TimeUnit.SECONDS)).isPositive();
+      assertThat(writer.get(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS)).isPositive();
       assertThat(routed).isEqualTo((long) THREADS * ROUTES_PER_THREAD);
     } finally {
       pool.shutdownNow();
@@ -145,7 +146,7 @@ class KvRouterConcurrencyTest {
     }
     start.countDown();
     long total = 0;
-    for (Future<Integer> f : futures) total += f.get(120, TimeUnit.SECONDS);
+    for (Future<Integer> f : futures) total += f.get(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS);
     return total;
   }
 

@@ -65,6 +65,9 @@ class KubernetesDiscoveryTest {
     discovery =
         KubernetesDiscovery.start(
             api.apiConfig(), config.withRetry(Duration.ofMillis(50), Duration.ofMillis(400)), sink);
+    // the mock server's watch does not replay what changed between the list and the watch's
+    // start (an API server does, from the list's resourceVersion): change nothing before it is open
+    awaitStatus("the pods watched", DiscoveryStatus::connected);
   }
 
   private void start() {

@@ -38,6 +38,7 @@ final class EngineMetrics {
 
   private final String labels;
   private final int numGpuBlocks;
+  private final int blockSize;
 
   volatile int running;
   volatile int waiting;
@@ -60,9 +61,10 @@ final class EngineMetrics {
   final Histogram decode = new Histogram(LATENCY_BUCKETS);
   final Histogram itl = new Histogram(ITL_BUCKETS);
 
-  EngineMetrics(String modelName, int numGpuBlocks) {
+  EngineMetrics(String modelName, int numGpuBlocks, int blockSize) {
     this.labels = "model_name=\"" + modelName.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
     this.numGpuBlocks = numGpuBlocks;
+    this.blockSize = blockSize;
   }
 
   /** A histogram with fixed upper bounds, in seconds. */
@@ -128,6 +130,13 @@ final class EngineMetrics {
         sb, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", l, waiting);
     gauge(sb, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", l, kvUsage);
     gauge(sb, "vllm:num_gpu_blocks", "Number of KV cache blocks (mock engine).", l, numGpuBlocks);
+    // vLLM's info metric of its cache configuration: the values are labels, the sample 1
+    gauge(
+        sb,
+        "vllm:cache_config_info",
+        "Information of the LLMEngine CacheConfig",
+        "block_size=\"" + blockSize + "\",engine=\"0\",num_gpu_blocks=\"" + numGpuBlocks + "\"",
+        1);
     counter(
         sb,
         "vllm:prefix_cache_queries",

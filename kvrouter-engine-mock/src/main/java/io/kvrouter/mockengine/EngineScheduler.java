@@ -4,6 +4,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.index.KvCacheGroup;
 import io.kvrouter.prefixcache.PrefixCache;
 import io.kvrouter.transport.kvevents.EngineEvent;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
@@ -59,6 +60,13 @@ import org.jspecify.annotations.Nullable;
  * At admission, the blocks after the device prefix that the host holds are loaded at the host's
  * transfer time each on the prefill lane, and count in cached_tokens (vLLM's num_cached_tokens
  * includes a connector's tokens); not for a consumer's pulled requests.
+ *
+ * A hybrid model (--kv-groups, docs/mock-engine.md "Hybrid models"): hybrid, a HybridKvCache of
+ * --num-gpu-blocks pages, takes the PrefixCache's place for admission, release and the hit; the
+ * end of a prefill (the first token) tells it to free what the decode no longer needs. Its
+ * listener turns each group's stores and removals into vLLM's events with group_idx,
+ * kv_cache_spec_kind and (sliding windows) kv_cache_spec_sliding_window, token ids from
+ * `admitting` over the store's whole block range, as vLLM publishes them.
  *
  * Events: PrefixCache's listener runs inside admit/clear on this thread; Stored events get the
  * prompt tokens of their blocks from `admitting` (the job being admitted). Block hashes on the
@@ -152,6 +160,7 @@ final class EngineScheduler implements AutoCloseable {
   private final long salt;
   private final double transferNanosPerBlock;
   private final PrefixCache cache;
+  private final @Nullable HybridKvCache hybrid; // null unless --kv-groups names a hybrid model
   private final @Nullable HostTier host; // null without --host-blocks
   // §2 sequence hash -> the block's token ids, for the host tier's self-describing events
   private final Long2ObjectOpenHashMap<int[]> tokensOf = new Long2ObjectOpenHashMap<>();
@@ -196,6 +205,10 @@ final class EngineScheduler implements AutoCloseable {
             .listener(host == null ? this::onCacheEvent : host.tap(this::onCacheEvent))
             .removedEventPerBlock(true)
             .build();
+    this.hybrid =
+        c.kvGroups() == null
+            ? null
+            : new HybridKvCache(self, c.blockSize(), c.numGpuBlocks(), c.kvGroups(), groupEvents());
     this.thread = Thread.ofPlatform().daemon().name("mock-engine-scheduler").unstarted(this::loop);
   }
 
@@ -250,6 +263,10 @@ final class EngineScheduler implements AutoCloseable {
     return call(
         () -> {
           if (!active.isEmpty() || !waiting.isEmpty()) return false;
+          if (hybrid != null) {
+            hybrid.clear();
+            stepEvents.add(new EngineEvent.AllBlocksCleared());
+          }
           cache.clear();
           heldBlocks = 0;
           return true;
@@ -261,7 +278,10 @@ final class EngineScheduler implements AutoCloseable {
     return call(
         () -> {
           flushEvents(); // so that lastEventSeq covers every event behind this state
-          long[] seq = cache.blockHashes();
+          long[] seq =
+              hybrid == null
+                  ? cache.blockHashes()
+                  : hybrid.cachedHashes(hybrid.groups().mainGroup());
           Arrays.sort(seq); // signed order; re-sorted as unsigned strings below
           List<long[]> pairs = new ArrayList<>();
           for (long h : seq) pairs.add(new long[] {h, engineHash(h)});
@@ -364,7 +384,12 @@ final class EngineScheduler implements AutoCloseable {
       admitting = j;
       PrefixCache.Admission a;
       try {
-        a = cache.admit(j.id, j.prompt);
+        if (hybrid != null) {
+          HybridKvCache.Admission h = hybrid.admit(j.id, j.prompt);
+          a = new PrefixCache.Admission(h.admitted(), h.cachedBlocks(), 0, 0);
+        } else {
+          a = cache.admit(j.id, j.prompt);
+        }
       } finally {
         admitting = null;
       }
@@ -418,6 +443,7 @@ final class EngineScheduler implements AutoCloseable {
     if (j.done) return;
     long now = System.nanoTime();
     if (k == 0) {
+      if (hybrid != null) hybrid.prefillDone(j.id);
       j.firstTokenAt = now;
       metrics.ttft.observe((now - j.arrival) / 1e9);
       metrics.prefill.observe((now - j.prefillStart) / 1e9);
@@ -454,7 +480,8 @@ final class EngineScheduler implements AutoCloseable {
     j.done = true;
     long now = System.nanoTime();
     if (j.admitted) {
-      cache.release(j.id);
+      if (hybrid != null) hybrid.release(j.id);
+      else cache.release(j.id);
       active.remove(j);
       heldBlocks -= j.prompt.length / blockSize;
       metrics.e2e.observe((now - j.arrival) / 1e9);
@@ -504,6 +531,62 @@ final class EngineScheduler implements AutoCloseable {
       case CacheEvent.Removed r -> removed(r, "GPU");
       case CacheEvent.Cleared c -> stepEvents.add(new EngineEvent.AllBlocksCleared());
     }
+  }
+
+  /**
+   * The hybrid cache's events as vLLM's: each group's stores with its group_idx, kind and window
+   * and the token ids of the store's whole block range; one removal per evicted block.
+   */
+  private HybridKvCache.Listener groupEvents() {
+    return new HybridKvCache.Listener() {
+      @Override
+      public void stored(
+          int group,
+          KvCacheGroup kind,
+          int[] positions,
+          long[] hashes,
+          long[] locals,
+          long[] seq,
+          int fromBlock,
+          int toBlock) {
+        long[] wire = new long[hashes.length];
+        for (int i = 0; i < wire.length; i++) wire[i] = engineHash(hashes[i]);
+        int[] tokens =
+            Arrays.copyOfRange(admitting.prompt, fromBlock * blockSize, toBlock * blockSize);
+        stepEvents.add(
+            new EngineEvent.BlockStored(
+                wire,
+                fromBlock > 0,
+                fromBlock > 0 ? engineHash(seq[fromBlock - 1]) : 0L,
+                tokens,
+                blockSize,
+                null,
+                "GPU",
+                null,
+                null,
+                group,
+                vllmKind(kind),
+                kind.kind() == KvCacheGroup.Kind.SLIDING_WINDOW ? kind.windowTokens() : null,
+                null));
+      }
+
+      @Override
+      public void removed(int group, long hash) {
+        evictedBlocks++;
+        stepEvents.add(
+            new EngineEvent.BlockRemoved(new long[] {engineHash(hash)}, "GPU", group, null));
+      }
+    };
+  }
+
+  /** vLLM's kv_cache_spec_kind of a group. */
+  static String vllmKind(KvCacheGroup g) {
+    return switch (g.kind()) {
+      case FULL -> "full_attention";
+      case SLIDING_WINDOW -> "sliding_window";
+      case STATE -> "mamba";
+      case CHUNKED_LOCAL -> "chunked_local_attention";
+    };
   }
 
   /** A BlockStored of {@code s}'s blocks (engine hashes, their tokens) on {@code medium}. */

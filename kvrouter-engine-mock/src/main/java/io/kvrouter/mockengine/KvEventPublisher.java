@@ -261,8 +261,12 @@ final class KvEventPublisher implements AutoCloseable {
   private static void packArray(MessageBufferPacker p, EngineEvent e) throws IOException {
     switch (e) {
       case EngineEvent.BlockStored s -> {
-        // [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium]
-        p.packArrayHeader(7);
+        // [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium], then for
+        // a hybrid model's group [lora_name, extra_keys, group_idx, kind, window?] (vLLM's order,
+        // trailing nils left out as msgspec's omit_defaults does)
+        boolean group = s.groupIdx() != null;
+        boolean window = group && s.kvCacheSpecSlidingWindow() != null;
+        p.packArrayHeader(group ? (window ? 12 : 11) : 7);
         p.packString("BlockStored");
         packHashes(p, s.blockHashes());
         if (s.hasParent()) packHash(p, s.parentBlockHash());
@@ -271,12 +275,20 @@ final class KvEventPublisher implements AutoCloseable {
         p.packInt(s.blockSize());
         p.packNil();
         packNullable(p, s.medium());
+        if (group) {
+          p.packNil().packNil(); // lora_name, extra_keys
+          p.packInt(s.groupIdx());
+          packNullable(p, s.kvCacheSpecKind());
+          if (window) p.packInt(s.kvCacheSpecSlidingWindow());
+        }
       }
       case EngineEvent.BlockRemoved r -> {
-        p.packArrayHeader(3);
+        boolean group = r.groupIdx() != null;
+        p.packArrayHeader(group ? 4 : 3);
         p.packString("BlockRemoved");
         packHashes(p, r.blockHashes());
         packNullable(p, r.medium());
+        if (group) p.packInt(r.groupIdx());
       }
       case EngineEvent.AllBlocksCleared c -> {
         p.packArrayHeader(1);
@@ -288,7 +300,8 @@ final class KvEventPublisher implements AutoCloseable {
   private static void packMap(MessageBufferPacker p, EngineEvent e) throws IOException {
     switch (e) {
       case EngineEvent.BlockStored s -> {
-        p.packMapHeader(8);
+        int fields = s.groupIdx() == null ? 8 : s.kvCacheSpecSlidingWindow() == null ? 10 : 11;
+        p.packMapHeader(fields);
         p.packString("type").packString("BlockStored");
         p.packString("block_hashes");
         packHashes(p, s.blockHashes());
@@ -302,14 +315,23 @@ final class KvEventPublisher implements AutoCloseable {
         p.packString("medium");
         packNullable(p, s.medium());
         p.packString("lora_name").packNil();
+        if (s.groupIdx() != null) {
+          p.packString("group_idx").packInt(s.groupIdx());
+          p.packString("kv_cache_spec_kind");
+          packNullable(p, s.kvCacheSpecKind());
+          if (s.kvCacheSpecSlidingWindow() != null) {
+            p.packString("kv_cache_spec_sliding_window").packInt(s.kvCacheSpecSlidingWindow());
+          }
+        }
       }
       case EngineEvent.BlockRemoved r -> {
-        p.packMapHeader(3);
+        p.packMapHeader(r.groupIdx() == null ? 3 : 4);
         p.packString("type").packString("BlockRemoved");
         p.packString("block_hashes");
         packHashes(p, r.blockHashes());
         p.packString("medium");
         packNullable(p, r.medium());
+        if (r.groupIdx() != null) p.packString("group_idx").packInt(r.groupIdx());
       }
       case EngineEvent.AllBlocksCleared c -> {
         p.packMapHeader(1);

@@ -2,6 +2,7 @@ package io.kvrouter.mockengine;
 
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http1.Http1Config;
+import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.tokenize.Tokenizer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -157,10 +158,15 @@ public final class MockEngineServer implements AutoCloseable {
       KvRole kvRole,
       double kvTransferMsPerBlock,
       int hostBlocks,
-      double hostMsPerBlock) {
+      double hostMsPerBlock,
+      KvCacheGroups kvGroups) {
 
     public Config {
       check(hostBlocks >= 0, "--host-blocks must be >= 0, got " + hostBlocks);
+      if (kvGroups != null && !kvGroups.isHybrid()) kvGroups = null; // one group: not hybrid
+      check(
+          kvGroups == null || hostBlocks == 0,
+          "--kv-groups with --host-blocks: a hybrid model's host tier is not modelled");
       check(
           hostMsPerBlock >= 0 && Double.isFinite(hostMsPerBlock),
           "--host-ms-per-block must be >= 0, got " + hostMsPerBlock);
@@ -246,6 +252,7 @@ public final class MockEngineServer implements AutoCloseable {
       b.kvTransferMsPerBlock = kvTransferMsPerBlock;
       b.hostBlocks = hostBlocks;
       b.hostMsPerBlock = hostMsPerBlock;
+      b.kvGroups = kvGroups;
       return b;
     }
   }
@@ -279,11 +286,21 @@ public final class MockEngineServer implements AutoCloseable {
     private double kvTransferMsPerBlock = 0.5;
     private int hostBlocks;
     private double hostMsPerBlock = 0.6;
+    private KvCacheGroups kvGroups;
 
     private Builder() {}
 
     public Builder hostBlocks(int v) {
       hostBlocks = v;
+      return this;
+    }
+
+    /**
+     * The KV cache groups of a hybrid model ({@code --kv-groups}, docs/mock-engine.md "Hybrid
+     * models"), or null for one full-attention group.
+     */
+    public Builder kvGroups(KvCacheGroups v) {
+      kvGroups = v;
       return this;
     }
 
@@ -445,7 +462,8 @@ public final class MockEngineServer implements AutoCloseable {
           kvRole,
           kvTransferMsPerBlock,
           hostBlocks,
-          hostMsPerBlock);
+          hostMsPerBlock,
+          kvGroups);
     }
   }
 
@@ -525,7 +543,7 @@ public final class MockEngineServer implements AutoCloseable {
     this.config = config;
     this.tokenizer = config.modelDir() == null ? null : Tokenizer.load(config.modelDir());
     String model = modelName(config);
-    this.metrics = new EngineMetrics(model, config.numGpuBlocks());
+    this.metrics = new EngineMetrics(model, config.numGpuBlocks(), config.blockSize());
     this.publisher =
         config.kvEvents() != null && config.kvEvents().publishes()
             ? new KvEventPublisher(

@@ -7,6 +7,8 @@ import io.helidon.webclient.api.WebClient;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -20,7 +22,11 @@ import java.util.logging.Logger;
  * Implementation notes
  *
  * One virtual thread (start() to stop()) runs the rounds; each check of a round runs on its own
- * virtual thread, and the round joins them. The checker's WebClient has its own connection pool
+ * virtual thread, and the round joins them. Between rounds it waits on a semaphore for the
+ * interval: wake() (from /ready, when it meets an engine never checked) releases a permit, which
+ * starts the next round at once. checkNow() checks one engine on the caller's thread (the
+ * gateway's own registrations), concurrently with rounds: EngineState applies results under its
+ * monitor. The checker's WebClient has its own connection pool
  * with the health timeout as its read timeout (not the proxy's: a pooled connection's idle monitor
  * gives up on it after the read timeout of its last request, see Gateway). closed is written by
  * stop() and read by the loop; the thread field is written by start() and read by stop(), both
@@ -34,6 +40,7 @@ final class EngineHealth {
   private final Gateway gateway;
   private final GatewayConfig config;
   private final WebClient client;
+  private final Semaphore wakeUp = new Semaphore(0);
   private Thread thread;
   private volatile boolean closed;
 
@@ -58,7 +65,7 @@ final class EngineHealth {
     long interval = config.healthInterval().toMillis();
     while (!closed) {
       try {
-        Thread.sleep(interval);
+        if (wakeUp.tryAcquire(interval, TimeUnit.MILLISECONDS)) wakeUp.drainPermits();
       } catch (InterruptedException e) {
         return;
       }
@@ -88,13 +95,44 @@ final class EngineHealth {
     }
   }
 
-  private void check(EngineState s) {
-    boolean ok;
+  /** Starts the next round now (an engine waits for its first check). */
+  void wake() {
+    if (wakeUp.availablePermits() == 0) wakeUp.release();
+  }
+
+  /**
+   * Checks one engine now, on the caller's thread; a failure takes it out of routing at once (as
+   * {@link EngineState#registered}).
+   *
+   * @return null when it answered, else why not ({@code Connection refused}, {@code status 503})
+   */
+  String checkNow(EngineState s) {
+    String why = probe(s);
+    s.registered(why == null, config.unhealthyAfter());
+    return why;
+  }
+
+  /** {@code GET /health}: null when it answered 200, else why not. */
+  private String probe(EngineState s) {
     try (HttpClientResponse r = health(s.baseUrl, false)) {
-      ok = r.status().code() == 200;
+      int code = r.status().code();
+      return code == 200 ? null : "GET /health answered " + code;
     } catch (RuntimeException e) {
-      ok = false;
+      return "GET /health failed: " + rootMessage(e);
     }
+  }
+
+  private static String rootMessage(Throwable e) {
+    Throwable t = e;
+    while (t.getCause() != null) t = t.getCause();
+    return t.getMessage() == null ? t.getClass().getSimpleName() : t.getMessage();
+  }
+
+  private void check(EngineState s) {
+    boolean ok = probe(s) == null;
+    // an engine that answers and whose API is not known yet (registered before it was up)
+    if (ok && gateway.engines.api(s.baseUrl) == null)
+      gateway.engines.learn(s.baseUrl, gateway.host);
     if (s.checked(ok, config.unhealthyAfter())) {
       if (s.healthy()) {
         LOG.info("engine " + s.baseUrl + " answers its health check again: back in routing");

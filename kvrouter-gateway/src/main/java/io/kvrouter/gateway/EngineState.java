@@ -2,6 +2,7 @@ package io.kvrouter.gateway;
 
 import com.google.errorprone.annotations.concurrent.GuardedBy;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * What the gateway knows of one engine (one base URL): whether its health check answers, and its
@@ -17,7 +18,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * again, but only by one request at a time (probe, a CAS), whose success closes the breaker and
  * whose failure opens it again for another period. healthy is volatile: the checker takes an
  * engine out after unhealthyAfter consecutive failed checks and puts it back at the first
- * answer; routing skips it meanwhile, but its index and registration stay.
+ * answer; routing skips it meanwhile, but its index and registration stay. The check made when
+ * the gateway registers an engine itself (registered()) takes it out at its first failure.
+ * answered (volatile) turns true at the first check that succeeded: /ready counts only engines
+ * that answered. Health results are applied under this object's monitor (the checker's thread
+ * and a registering thread may both report). draining counts the ranks of this base URL being
+ * drained (Drains): routing skips the engine while it is above 0.
  * </pre>
  */
 final class EngineState {
@@ -32,7 +38,11 @@ final class EngineState {
   private final long openNanos;
 
   private volatile boolean healthy = true;
-  private int failedChecks; // health checker thread only
+  private volatile boolean answered;
+  private final AtomicInteger draining = new AtomicInteger();
+
+  @GuardedBy("this")
+  private int failedChecks; // guarded by this
 
   @GuardedBy("this")
   private Breaker breaker = Breaker.CLOSED; // guarded by this
@@ -55,6 +65,26 @@ final class EngineState {
     return healthy;
   }
 
+  /** Whether a health check of this engine ever succeeded. */
+  boolean answered() {
+    return answered;
+  }
+
+  /** Whether a rank of this engine is being drained (routing skips it). */
+  boolean draining() {
+    return draining.get() > 0;
+  }
+
+  /** A rank of this engine starts draining. */
+  void drainStarted() {
+    draining.incrementAndGet();
+  }
+
+  /** A rank of this engine was drained (and unregistered). */
+  void drainEnded() {
+    draining.decrementAndGet();
+  }
+
   /** The breaker's state now (an OPEN breaker whose time is up reads HALF_OPEN). */
   synchronized Breaker breaker(long now) {
     if (breaker == Breaker.OPEN && now - openUntil >= 0) breaker = Breaker.HALF_OPEN;
@@ -63,7 +93,7 @@ final class EngineState {
 
   /** Whether routing may choose this engine now. */
   boolean usable(long now) {
-    if (!healthy) return false;
+    if (!healthy || draining.get() > 0) return false;
     Breaker b = breaker(now);
     return b == Breaker.CLOSED || (b == Breaker.HALF_OPEN && !probe.get());
   }
@@ -100,9 +130,10 @@ final class EngineState {
     probe.set(false);
   }
 
-  /** A health check result; returns whether healthy changed. Health checker thread only. */
-  boolean checked(boolean ok, int unhealthyAfter) {
+  /** A health check result; returns whether healthy changed. */
+  synchronized boolean checked(boolean ok, int unhealthyAfter) {
     if (ok) {
+      answered = true;
       failedChecks = 0;
       if (!healthy) {
         healthy = true;
@@ -116,5 +147,14 @@ final class EngineState {
       return true;
     }
     return false;
+  }
+
+  /**
+   * The result of the check made when the gateway registered the engine: a failure takes it out of
+   * routing at once (a periodic check needs unhealthyAfter in a row). Returns whether healthy
+   * changed.
+   */
+  boolean registered(boolean ok, int unhealthyAfter) {
+    return checked(ok, ok ? unhealthyAfter : 1);
   }
 }

@@ -2,33 +2,51 @@ package io.kvrouter.gateway;
 
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost;
+import io.kvrouter.tokenize.EngineApi;
+import io.kvrouter.tokenize.EngineDialect;
 import io.kvrouter.tokenize.EngineTokenizer;
 import java.net.URI;
+import java.time.Duration;
 import java.util.Collection;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.logging.Level;
 
 /**
- * What the gateway keeps per engine (per base URL): its state (health, circuit breaker) and the
- * tokenizers that delegate to its {@code /tokenize}, made on first sight and dropped by {@link
- * #prune} once the engine is no longer registered.
+ * What the gateway keeps per engine (per base URL): its state (health, circuit breaker), what its
+ * API says of itself (dialect, context length, KV capacity: {@link EngineApi}) and the tokenizers
+ * that delegate to it, made on first sight and dropped by {@link #prune} once the engine is no
+ * longer registered.
  *
  * <pre>
  * Implementation notes
  *
- * Data layout: states maps a base URL to its EngineState; tokenizers maps base URL + NUL + model
- * name to the EngineTokenizer of that engine and model (NUL cannot occur in either). Both are
- * ConcurrentHashMaps: request threads add to them (engine(), tokenizer()), the health checker's
- * thread reads the states and prunes both at every round. An entry a request made for an engine
- * that was just unregistered lives until the next round's prune.
+ * Data layout: states maps a base URL to its EngineState; apis a base URL to its EngineApi once
+ * a probe answered; probing a base URL to the probe running now (one at a time per URL: learn()
+ * puts its future with putIfAbsent before it starts the probe's virtual thread, which removes it
+ * when done, so a failed probe is tried again by the next learn()); tokenizers maps base URL +
+ * NUL + model name to the EngineTokenizer of that engine and model (NUL cannot occur in either).
+ * All are ConcurrentHashMaps: request threads add to them (engine(), tokenizer(), learn()), the
+ * health checker's thread reads the states, learns engines not known yet and prunes them all at
+ * every round. An entry made for an engine that was just unregistered lives until the next
+ * round's prune.
+ *
+ * Learning an engine (learn): at its registration (the server's registered hook, and
+ * synchronously for a static --engine), at each health round until a probe answers, and by the
+ * first request that needs its dialect. A probe that answers sets the KV capacity of every rank
+ * at that URL whose registration gave none (KvRouter.setKvBlocks, in the index's blocks).
  * </pre>
  */
 final class Engines {
   private final GatewayConfig config;
   private final ConcurrentHashMap<String, EngineState> states = new ConcurrentHashMap<>();
   private final Map<String, EngineTokenizer> tokenizers = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, EngineApi> apis = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, CompletableFuture<EngineApi>> probing =
+      new ConcurrentHashMap<>();
 
   Engines(GatewayConfig config) {
     this.config = config;
@@ -61,7 +79,109 @@ final class Engines {
   EngineTokenizer tokenizer(String baseUrl, String model) {
     return tokenizers.computeIfAbsent(
         baseUrl + "\u0000" + model,
-        k -> new EngineTokenizer(URI.create(baseUrl), model, config.engineTimeout()));
+        k ->
+            new EngineTokenizer(
+                URI.create(baseUrl),
+                model,
+                config.engineTimeout(),
+                config.engineApiKey(),
+                apis.get(baseUrl)));
+  }
+
+  /** What the engine at {@code baseUrl} says of itself, or null when no probe answered yet. */
+  EngineApi api(String baseUrl) {
+    return apis.get(baseUrl);
+  }
+
+  /**
+   * Learns the engine at {@code baseUrl} (see the implementation notes): the future of its probe,
+   * completed with its API, or with null when it could not be reached (tried again later).
+   */
+  CompletableFuture<EngineApi> learn(String baseUrl, ServerHost host) {
+    EngineApi known = apis.get(baseUrl);
+    if (known != null) return CompletableFuture.completedFuture(known);
+    CompletableFuture<EngineApi> mine = new CompletableFuture<>();
+    CompletableFuture<EngineApi> running = probing.putIfAbsent(baseUrl, mine);
+    if (running != null) return running;
+    Thread.ofVirtual()
+        .name("kvrouter-engine-probe")
+        .start(
+            () -> {
+              EngineApi a = null;
+              try {
+                a = EngineApi.probe(URI.create(baseUrl), probeTimeout(), config.engineApiKey());
+                apis.put(baseUrl, a);
+                Gateway.LOG.info("engine " + baseUrl + ": " + a.describe());
+                if (host != null) capacity(host, baseUrl, a, null);
+              } catch (RuntimeException e) {
+                Gateway.LOG.log(
+                    Level.FINE, () -> "engine " + baseUrl + " not probed yet: " + e.getMessage());
+              } finally {
+                probing.remove(baseUrl, mine);
+                mine.complete(a);
+              }
+            });
+    return mine;
+  }
+
+  /** A probe's timeout: the engine timeout, at most 10 s (it asks a few small questions). */
+  private Duration probeTimeout() {
+    Duration ten = Duration.ofSeconds(10);
+    return config.engineTimeout().compareTo(ten) < 0 ? config.engineTimeout() : ten;
+  }
+
+  /**
+   * Sets the KV capacity the engine at {@code baseUrl} reports on its ranks (only {@code only},
+   * when not null) whose registration gave none.
+   */
+  void capacity(ServerHost host, String baseUrl, EngineApi a, RouterModel.Rank only) {
+    for (RouterModel m : host.models()) {
+      long blocks = a.kvBlocks(m.blockSize());
+      if (blocks <= 0) continue;
+      for (RouterModel.Rank r : m.ranks()) {
+        if (!baseUrl.equals(r.baseUrl()) || (only != null && !only.equals(r))) continue;
+        if (m.router().kvBlocks(r.worker()) == 0) m.router().setKvBlocks(r.worker(), blocks);
+      }
+    }
+  }
+
+  /**
+   * The dialect of {@code m}'s engines: the first one known among its ranks; null when none is
+   * known yet.
+   */
+  EngineDialect dialect(RouterModel m) {
+    for (RouterModel.Rank r : m.ranks()) {
+      EngineApi a = r.baseUrl() == null ? null : apis.get(r.baseUrl());
+      if (a != null) return a.dialect();
+    }
+    return null;
+  }
+
+  /**
+   * The longest context any engine of {@code model} takes, as the engines report it (the smallest
+   * of theirs, so that a request that fits fits anywhere); -1 when none reported one.
+   */
+  long maxModelLen(ServerHost host, String model) {
+    long min = -1;
+    for (RouterModel m : host.models()) {
+      if (!m.modelName().equals(model)) continue;
+      for (RouterModel.Rank r : m.ranks()) {
+        EngineApi a = r.baseUrl() == null ? null : apis.get(r.baseUrl());
+        if (a != null && a.maxModelLen() > 0 && (min < 0 || a.maxModelLen() < min)) {
+          min = a.maxModelLen();
+        }
+      }
+    }
+    return min;
+  }
+
+  /**
+   * The tokens the engine at {@code baseUrl} caches in whole units of (its cache's granule: 1 for
+   * llama.cpp), or {@code engineBlockSize} when it does not say.
+   */
+  int granule(String baseUrl, int engineBlockSize) {
+    EngineApi a = apis.get(baseUrl);
+    return a != null && a.cacheGranule() > 0 ? a.cacheGranule() : engineBlockSize;
   }
 
   /** The engine states. */
@@ -101,6 +221,7 @@ final class Engines {
       }
     }
     states.keySet().retainAll(urls);
+    apis.keySet().retainAll(urls);
     tokenizers.keySet().removeIf(k -> !urls.contains(k.substring(0, k.indexOf('\u0000'))));
     if (predictions != null) predictions.retain(modelUrls, urls);
     if (metrics != null) {

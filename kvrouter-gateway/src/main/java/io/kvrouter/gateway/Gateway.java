@@ -18,6 +18,7 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerExtension;
 import io.kvrouter.server.ServerHost;
+import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.nio.charset.StandardCharsets;
@@ -26,6 +27,7 @@ import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.Collection;
 import java.util.Set;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
@@ -75,6 +77,14 @@ import java.util.logging.Logger;
  * attempt routes again with the failed instance excluded. markPrefillCompleted is called at the
  * first token written to the client (streams) or when the engine's answer starts (whole bodies).
  *
+ * Readiness: the Extension's notReadyReason (GatewayReadiness) holds GET /ready at 503 until
+ * every --model has an engine rank that answered its health check, is healthy, not draining,
+ * has its KV events listener connected and can decode. An engine the gateway registers itself
+ * (register: --engine, or a discovered one) is checked at once on the registering thread, and one
+ * that does not answer is kept registered but out of routing, with a warning. drain() (Drains)
+ * takes a rank out gently: no new requests, the ones in flight finish within a bound, then it is
+ * unregistered.
+ *
  * The health checker (EngineHealth) is one virtual thread: every --health-interval it GETs /health of every
  * registered base URL (each check on its own virtual thread, joined) and updates EngineState.
  * Before each round, prune() drops everything kept per engine (EngineState, engine tokenizers,
@@ -104,6 +114,7 @@ public final class Gateway implements AutoCloseable {
   final Engines engines;
   final WebClient client;
   private final EngineHealth health;
+  private final Drains drains = new Drains();
   private final byte[] apiKeyHash;
   private final String idPrefix =
       "gw-" + Integer.toHexString(ThreadLocalRandom.current().nextInt() | 0x10000000) + "-";
@@ -141,9 +152,22 @@ public final class Gateway implements AutoCloseable {
    * @throws TokenizerException when a model's tokenizer directory cannot be loaded
    */
   public static Gateway start(KvRouterServer.Config serverConfig, GatewayConfig config) {
+    return start(serverConfig, config, null);
+  }
+
+  /**
+   * Starts a gateway as {@link #start(KvRouterServer.Config, GatewayConfig)} does, with another
+   * extension's routes before the gateway's (null: none): its {@link
+   * ServerExtension#notReadyReason()} is asked before the gateway's, and it is closed after the
+   * gateway's resources ({@link ServerExtension#of}).
+   */
+  public static Gateway start(
+      KvRouterServer.Config serverConfig, GatewayConfig config, ServerExtension more) {
     Gateway g = new Gateway(config);
     try {
-      g.server = KvRouterServer.start(serverConfig, g.new Extension());
+      ServerExtension own = g.new Extension();
+      g.server =
+          KvRouterServer.start(serverConfig, more == null ? own : ServerExtension.of(more, own));
     } catch (RuntimeException e) {
       g.closeResources();
       throw e;
@@ -182,23 +206,82 @@ public final class Gateway implements AutoCloseable {
       model = config.models().keySet().iterator().next();
     }
     long id = e.instanceId() >= 0 ? e.instanceId() : staticIds.incrementAndGet();
+    RouterModel m;
     try {
-      return host.register(
-          new ServerHost.Registration(
-              model,
-              null,
-              e.blockSize() > 0 ? e.blockSize() : defaultBlockSize,
-              id,
-              e.dpRank(),
-              e.baseUrl(),
-              e.events(),
-              e.replay(),
-              e.topic(),
-              e.role(),
-              e.clearScope()));
+      m =
+          host.register(
+              new ServerHost.Registration(
+                  model,
+                  null,
+                  e.blockSize() > 0 ? e.blockSize() : defaultBlockSize,
+                  id,
+                  e.dpRank(),
+                  e.baseUrl(),
+                  e.events(),
+                  e.replay(),
+                  e.topic(),
+                  e.role(),
+                  e.clearScope()));
     } catch (ServerHost.HttpError x) {
       throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + x.getMessage(), x);
     }
+    // what it is (its dialect, context, KV capacity), before the first request if it answers
+    boolean answers = checkRegistered(e.baseUrl(), model);
+    if (answers && engines.learn(e.baseUrl(), host).join() == null) {
+      LOG.warning(
+          "engine "
+              + e.baseUrl()
+              + " does not answer yet: its API (dialect, context length, KV capacity) is learnt"
+              + " when it does (at a health check)");
+    }
+    return m;
+  }
+
+  /**
+   * Checks an engine just registered: one that does not answer {@code GET /health} stays
+   * registered, out of routing until it answers a health check, and is named in a warning.
+   *
+   * @return whether it answered
+   */
+  private boolean checkRegistered(String baseUrl, String model) {
+    EngineState s = engines.engine(baseUrl);
+    String why = health.checkNow(s);
+    if (why != null) {
+      LOG.warning(
+          "engine "
+              + baseUrl
+              + " (model "
+              + model
+              + ") is registered but does not answer: "
+              + why
+              + "; out of routing until it answers its health check (every "
+              + config.healthInterval().toMillis()
+              + " ms)");
+    }
+    return why == null;
+  }
+
+  /**
+   * Whether the engine at {@code baseUrl} answered its last health check (false for a URL never
+   * checked, or failing).
+   */
+  public boolean answersHealthChecks(String baseUrl) {
+    EngineState s = engines.get(baseUrl);
+    return s != null && s.answered() && s.healthy();
+  }
+
+  /**
+   * Takes one rank out gently: from now on no new request is routed to its engine (its base URL),
+   * the requests in flight on the rank finish, for at most {@code bound}, then the rank is
+   * unregistered (as {@code POST /unregister}; answers still streaming keep streaming).
+   *
+   * @param model the rank's model (in the default routing group)
+   * @return completes once the rank is unregistered, with the number of its requests that were
+   *     still in flight then (0: drained); at once with 0 when the rank is not registered;
+   *     exceptionally when the gateway stops first or the unregistration fails
+   */
+  public CompletionStage<Integer> drain(String model, long instanceId, int dpRank, Duration bound) {
+    return drains.drain(host, engines, model, null, new Worker(instanceId, dpRank), bound);
   }
 
   /** Stops the server (draining requests in flight within its grace period), then the gateway. */
@@ -209,6 +292,7 @@ public final class Gateway implements AutoCloseable {
   }
 
   private void closeResources() {
+    drains.close();
     health.stop();
     catalog.close();
     // the pools are this gateway's own: close their idle connections (and monitor threads)
@@ -235,7 +319,11 @@ public final class Gateway implements AutoCloseable {
           "/v1/completions",
           (q, s) -> proxy.handle(ClientRequest.Kind.COMPLETION, "/v1/completions", q, s));
       TokenizeEndpoints tokens = new TokenizeEndpoints(Gateway.this);
-      route(r, Method.GET, "/v1/models", (q, s) -> catalog.models(host, q, s));
+      route(
+          r,
+          Method.GET,
+          "/v1/models",
+          (q, s) -> catalog.models(host, m -> engines.maxModelLen(host, m), q, s));
       route(r, Method.POST, "/tokenize", tokens::tokenize);
       route(r, Method.POST, "/detokenize", tokens::detokenize);
       r.any(
@@ -254,6 +342,21 @@ public final class Gateway implements AutoCloseable {
                         + ". This gateway serves POST /v1/chat/completions, POST /v1/completions"
                         + " and GET /v1/models.");
               }));
+    }
+
+    @Override
+    public String notReadyReason() {
+      return GatewayReadiness.reason(
+          config.models().keySet(), host.models(), engines, health::wake);
+    }
+
+    @Override
+    public void registered(RouterModel model, RouterModel.Rank rank) {
+      String url = rank.baseUrl();
+      if (url == null) return;
+      EngineApi known = engines.api(url);
+      if (known != null) engines.capacity(host, url, known, rank);
+      else engines.learn(url, host);
     }
 
     @Override

@@ -17,6 +17,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.function.ToLongFunction;
 
 /**
  * The models the gateway serves: the tokenizer of each {@code --model NAME=DIR} (loaded at start),
@@ -96,9 +97,12 @@ final class ModelCatalog implements AutoCloseable {
 
   /**
    * {@code GET /v1/models}: every model with a registered engine, each followed by its LoRA
-   * adapters, with {@code max_model_len} where its tokenizer knows it.
+   * adapters, with {@code max_model_len} as its engines report it ({@code engineMaxLen}: model name
+   * to the smallest of theirs, -1 when none did), else where its tokenizer knows it.
    */
-  void models(ServerHost host, ServerRequest req, ServerResponse res) throws IOException {
+  void models(
+      ServerHost host, ToLongFunction<String> engineMaxLen, ServerRequest req, ServerResponse res)
+      throws IOException {
     long created = System.currentTimeMillis() / 1000;
     Set<String> served = new TreeSet<>();
     for (RouterModel m : host.models()) {
@@ -115,9 +119,10 @@ final class ModelCatalog implements AutoCloseable {
       g.writeStringField("object", "list");
       g.writeArrayFieldStart("data");
       for (String name : served) {
-        card(g, name, null, created);
+        long maxLen = engineMaxLen.applyAsLong(name);
+        card(g, name, null, created, maxLen);
         for (Map.Entry<String, String> l : config.loras().entrySet()) {
-          if (l.getValue().equals(name)) card(g, l.getKey(), name, created);
+          if (l.getValue().equals(name)) card(g, l.getKey(), name, created, maxLen);
         }
       }
       g.writeEndArray();
@@ -128,7 +133,8 @@ final class ModelCatalog implements AutoCloseable {
     res.send(out.toByteArray());
   }
 
-  private void card(JsonGenerator g, String id, String parent, long created) throws IOException {
+  private void card(JsonGenerator g, String id, String parent, long created, long engineMaxLen)
+      throws IOException {
     g.writeStartObject();
     g.writeStringField("id", id);
     g.writeStringField("object", "model");
@@ -138,7 +144,9 @@ final class ModelCatalog implements AutoCloseable {
     if (parent == null) g.writeNullField("parent");
     else g.writeStringField("parent", parent);
     Tokenizer t = tokenizers.get(parent == null ? id : parent);
-    if (t != null && t.modelMaxLength() > 0 && t.modelMaxLength() < Integer.MAX_VALUE) {
+    if (engineMaxLen > 0) {
+      g.writeNumberField("max_model_len", engineMaxLen);
+    } else if (t != null && t.modelMaxLength() > 0 && t.modelMaxLength() < Integer.MAX_VALUE) {
       g.writeNumberField("max_model_len", t.modelMaxLength());
     }
     g.writeArrayFieldStart("permission");

@@ -17,16 +17,24 @@ import java.util.logging.Logger;
  * <pre>
  * Implementation notes
  *
- * expected = the predicted overlap capped to what the engine can report: an engine never serves
- * the prompt's last token from its cache (vLLM recomputes it to get logits), and caches whole
- * blocks of its own size, so expected = floor(min(predicted, prompt_tokens - 1) / ebs) * ebs
- * with ebs the rank's engine block size. An engine that leaves prompt_tokens_details out
- * (vLLM does when cached_tokens is 0, and always without --enable-prompt-tokens-details) counts
- * as 0 once it has shown details at least once; before that the request is not compared.
+ * Granularity: each engine is compared at its own. expected = the predicted overlap capped to
+ * what the engine can report: it never serves the prompt's last token from its cache (vLLM
+ * recomputes it to get logits; llama.cpp re-evaluates the last token of a prompt it holds whole),
+ * and it reuses whole units of its cache's granule g (vLLM's block size, SGLang's page size, 1
+ * token for llama.cpp; the rank's engine block size when the engine does not say), so expected =
+ * floor(min(predicted, prompt_tokens - 1) / g) * g. The router predicts whole blocks of its own
+ * size bs, so a report of r cached tokens agrees (exact) when expected <= r < expected + bs: a
+ * token-granular engine that matched part of the next block (the rest of an earlier prompt's last
+ * block) holds what was predicted, and a block engine reports multiples of g >= bs, for which this
+ * is r == expected. r < expected is engine_fewer, r >= expected + bs engine_more. An engine that
+ * leaves prompt_tokens_details out (vLLM does when cached_tokens is 0, and always without
+ * --enable-prompt-tokens-details) counts as 0 once it has shown details at least once; before
+ * that the request is not compared.
  *
- * Correction: in approximate mode the same report goes to KvRouter.observeCachedTokens (with
- * the raw prediction: the router applies the same last-token and block cap), except when the
- * engine's prompt_tokens differs from the gateway's, where the report is about other tokens.
+ * Correction: for a rank tracked by predictions (kv_source predicted) the same report goes to
+ * KvRouter.observeCachedTokens (with the raw prediction: the router applies the same last-token
+ * and block cap), except when the engine's prompt_tokens differs from the gateway's, where the
+ * report is about other tokens.
  *
  * Window per (model, engine): the last WINDOW outcomes in a ring under the window's monitor
  * (held for a few stores, no I/O). When at least MIN_SAMPLES of the window are in and half or
@@ -77,9 +85,20 @@ final class PredictionCheck {
   }
 
   /**
-   * Records one answered request; in approximate mode also hands the report to the router ({@code
+   * How a report of {@code reported} cached tokens compares with {@code expected} for a router of
+   * {@code blockSize}-token blocks: -1 engine_fewer, 0 exact, 1 engine_more (implementation notes).
+   */
+  static int outcome(long reported, long expected, int blockSize) {
+    if (reported < expected) return -1;
+    return reported >= expected + blockSize ? 1 : 0;
+  }
+
+  /**
+   * Records one answered request; for a predicted rank also hands the report to the router ({@code
    * KvRouter.observeCachedTokens}), which corrects its predictions with it.
    *
+   * @param granule the tokens the engine's cache reuses in whole units of (Engines.granule)
+   * @param predictedRank whether the rank is tracked by predictions (kv_source predicted)
    * @param tokens the prompt as the gateway tokenized it (and routed it)
    * @param options the options it was routed with (their salt)
    */
@@ -87,7 +106,8 @@ final class PredictionCheck {
       RouterModel model,
       Worker worker,
       String baseUrl,
-      int engineBlockSize,
+      int granule,
+      boolean predictedRank,
       long predicted,
       int[] tokens,
       RouteOptions options,
@@ -109,15 +129,19 @@ final class PredictionCheck {
     if (promptMismatch)
       metrics.prediction.promptMismatch.labelValues(model.modelName(), engine).inc();
     KvRouter router = model.router();
-    if (router.isApproximate() && !promptMismatch) {
+    if (predictedRank && !promptMismatch) {
       // the engine's word on the prefix it had; a prompt it tokenized differently says nothing
-      router.observeCachedTokens(
-          worker, tokens, options, (int) Math.min(Integer.MAX_VALUE, predicted), reported);
+      try {
+        router.observeCachedTokens(
+            worker, tokens, options, (int) Math.min(Integer.MAX_VALUE, predicted), reported);
+      } catch (IllegalStateException e) {
+        // the rank left and came back fed by events meanwhile: its events keep it
+      }
     }
-    long expected = expected(predicted, u.promptTokens, engineBlockSize);
-    model.accuracy(worker).record(expected, reported);
+    long expected = expected(predicted, u.promptTokens, granule);
+    int outcome = outcome(reported, expected, model.blockSize());
+    model.accuracy(worker).record(expected, reported, outcome);
     metrics.prediction.error.labelValues(model.modelName(), engine).observe(reported - expected);
-    int outcome = Long.compare(reported, expected);
     metrics
         .prediction
         .outcomes
@@ -131,6 +155,7 @@ final class PredictionCheck {
         w.add(
             outcome,
             promptMismatch,
+            predictedRank,
             System.nanoTime(),
             warnNanos,
             model.modelName(),
@@ -157,6 +182,7 @@ final class PredictionCheck {
     synchronized String add(
         int outcome,
         boolean promptMismatch,
+        boolean predictedRank,
         long now,
         long warnNanos,
         String model,
@@ -210,9 +236,15 @@ final class PredictionCheck {
         return head
             + "FEWER cached tokens than the router predicted"
             + tail
-            + ": the router's index holds blocks the engine no longer has (lost removal events,"
-            + " an engine restarted without the router noticing) or the engine's cache is"
-            + " smaller than registered; check its ZMQ ingestion in GET /workers";
+            + (predictedRank
+                ? ": the engine is tracked by predictions and keeps less than the capacity the"
+                    + " router models (a llama.cpp slot keeps only its last prompt; its host"
+                    + " prompt cache is off, --cache-ram 0): the reports shrink the model, and"
+                    + " predictions of what other traffic evicted are wrong meanwhile"
+                : ": the router's index holds blocks the engine no longer has (lost removal"
+                    + " events, an engine restarted without the router noticing) or the engine's"
+                    + " cache is smaller than registered; check its ZMQ ingestion in GET"
+                    + " /workers");
       }
       if (outcome > 0 && more * 2 >= size && (!warnedMore || now - lastMoreWarn >= warnNanos)) {
         warnedMore = true;
@@ -223,9 +255,15 @@ final class PredictionCheck {
             + (mismatches > 0
                 ? ": the gateway tokenizes differently from the engine (tokenizer files or chat"
                     + " template differ: check with ./kvrouter tokenizer check)"
-                : ": the router misses the engine's KV events (not registered with an endpoint,"
-                    + " or events lost), or the gateway's tokenizer or chat template differs from"
-                    + " the engine's (./kvrouter tokenizer check)");
+                : predictedRank
+                    ? ": the engine is tracked by predictions (no KV events) and keeps prefixes the"
+                        + " router does not predict (an earlier answer's tokens in the prompt, a"
+                        + " cache larger than its reported capacity), or the gateway's tokenizer"
+                        + " or chat template differs from the engine's (./kvrouter tokenizer"
+                        + " check)"
+                    : ": the router misses the engine's KV events (not registered with an"
+                        + " endpoint, or events lost), or the gateway's tokenizer or chat"
+                        + " template differs from the engine's (./kvrouter tokenizer check)");
       }
       return null;
     }

@@ -12,10 +12,13 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.route.PairDecision;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.tokenize.ChatRequest;
+import io.kvrouter.tokenize.EngineDialect;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.IOException;
@@ -136,7 +139,7 @@ final class Proxy {
     try {
       if (c.target.tokenizer() != null) {
         return r.kind == ClientRequest.Kind.CHAT
-            ? c.target.tokenizer().applyChatTemplate(r.chat).ids()
+            ? c.target.tokenizer().applyChatTemplate(asRendered(c, r.chat)).ids()
             : c.target.tokenizer().encode(r.promptText, r.addSpecialTokens);
       }
       String url = g.anyUsableEngine(c.model);
@@ -153,6 +156,16 @@ final class Proxy {
       throw OpenAiError.invalid(
           null, r.kind == ClientRequest.Kind.CHAT ? "messages" : "prompt", e.getMessage());
     }
+  }
+
+  /**
+   * The chat as the model's engines render it: llama.cpp continues a trailing assistant message
+   * (EngineDialect.asRendered). The engines' dialect is looked up only for such a chat.
+   */
+  private ChatRequest asRendered(Call c, ChatRequest chat) {
+    if (EngineDialect.LLAMA_CPP.asRendered(chat) == chat) return chat; // renders the same anyway
+    EngineDialect d = g.engines.dialect(c.model);
+    return d == null ? chat : d.asRendered(chat);
   }
 
   /** The attempts. */
@@ -312,7 +325,8 @@ final class Proxy {
   }
 
   /** Where a request may go: null ids = anywhere; and why nothing, when nothing. */
-  private record Allowed(Set<Long> ids, int ranks, int noUrl, int unhealthy, int open, int tried) {
+  private record Allowed(
+      Set<Long> ids, int ranks, int noUrl, int unhealthy, int open, int tried, int draining) {
     boolean none() {
       return ids != null && ids.isEmpty();
     }
@@ -326,9 +340,9 @@ final class Proxy {
     for (int i = 0, n = ranks.size(); i < n; i++) {
       if (excluded(ranks.get(i), tried, now) != 0) excluded++;
     }
-    if (ranks.isEmpty()) return new Allowed(Set.of(), 0, 0, 0, 0, 0);
-    if (excluded == 0) return new Allowed(null, ranks.size(), 0, 0, 0, 0);
-    int[] why = new int[5];
+    if (ranks.isEmpty()) return new Allowed(Set.of(), 0, 0, 0, 0, 0, 0);
+    if (excluded == 0) return new Allowed(null, ranks.size(), 0, 0, 0, 0, 0);
+    int[] why = new int[6];
     Set<Long> out = new HashSet<>();
     Set<Long> all = new HashSet<>();
     for (RouterModel.Rank r : ranks) {
@@ -340,15 +354,19 @@ final class Proxy {
       }
     }
     all.removeAll(out);
-    return new Allowed(Set.copyOf(all), ranks.size(), why[1], why[3], why[4], why[2]);
+    return new Allowed(Set.copyOf(all), ranks.size(), why[1], why[3], why[4], why[2], why[5]);
   }
 
-  /** 0: usable; 1: no base URL; 2: tried; 3: unhealthy; 4: breaker open (or probe taken). */
+  /**
+   * 0: usable; 1: no base URL; 2: tried; 3: unhealthy; 4: breaker open (or probe taken); 5:
+   * draining.
+   */
   private int excluded(RouterModel.Rank r, Set<Long> tried, long now) {
     if (r.baseUrl() == null) return 1;
     if (tried != null && tried.contains(r.worker().workerId())) return 2;
     EngineState s = g.engine(r.baseUrl());
     if (!s.healthy()) return 3;
+    if (s.draining()) return 5;
     return s.usable(now) ? 0 : 4;
   }
 
@@ -360,6 +378,14 @@ final class Proxy {
           "no engine is registered for model '"
               + model
               + "' (POST /register with its base_url, or --engine)");
+    }
+    if (a.draining > 0 && a.draining + a.noUrl == a.ranks) {
+      return OpenAiError.unavailable(
+          "no_engines",
+          "every engine of model '"
+              + model
+              + "' is being drained (taken out of the fleet)"
+              + (a.noUrl > 0 ? ", or has no base_url" : ""));
     }
     if (a.noUrl == a.ranks) {
       return OpenAiError.unavailable(
@@ -770,12 +796,14 @@ final class Proxy {
       count(c, engine, answered, attempt);
       // a decode engine that pulled the prompt's KV reports it cached: nothing to compare
       if (usage != null && status == 200 && !(c.pair instanceof PairDecision.Disaggregated)) {
-        int ebs = engineBlockSize();
+        RouterModel.Rank rank = rank();
+        int ebs = rank == null ? c.model.blockSize() : Math.max(1, rank.engineBlockSize());
         g.predictions.record(
             c.model,
             r.worker(),
             url,
-            ebs,
+            g.engines.granule(url, ebs),
+            rank != null && rank.kvSource() == KvSource.PREDICTED,
             r.overlapTokens(),
             c.ids,
             Gateway.options(c.target, c.req.cacheSalt, null),
@@ -783,11 +811,12 @@ final class Proxy {
       }
     }
 
-    private int engineBlockSize() {
+    /** The rank that answered, as the attempt saw the model's ranks; null when it left since. */
+    private RouterModel.Rank rank() {
       for (RouterModel.Rank k : c.ranks) {
-        if (k.worker().equals(r.worker())) return Math.max(1, k.engineBlockSize());
+        if (k.worker().equals(r.worker())) return k;
       }
-      return c.model.blockSize();
+      return null;
     }
 
     /** A whole (non-SSE) answer: relayed as it arrives; usage read on the way. */

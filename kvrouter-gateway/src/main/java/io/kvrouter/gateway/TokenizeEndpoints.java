@@ -10,6 +10,9 @@ import io.helidon.webclient.api.HttpClientRequest;
 import io.helidon.webclient.api.HttpClientResponse;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
+import io.kvrouter.tokenize.EngineApi;
+import io.kvrouter.tokenize.EngineDialect;
+import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -18,8 +21,10 @@ import java.util.function.Supplier;
 
 /**
  * The gateway's {@code POST /tokenize} and {@code POST /detokenize}, in vLLM's shapes: answered
- * with the model's tokenizer when the gateway has one (the same tokenization as routing), else
- * forwarded unchanged to one of the model's engines and its answer relayed.
+ * with the model's tokenizer when the gateway has one (the same tokenization as routing), else by
+ * one of the model's engines: forwarded unchanged to a vLLM or SGLang engine and its answer
+ * relayed, translated for another dialect (llama.cpp: its {@code /apply-template} and {@code
+ * /tokenize}, through EngineTokenizer) and answered in vLLM's shape.
  *
  * <pre>
  * Implementation notes
@@ -27,7 +32,9 @@ import java.util.function.Supplier;
  * Stateless beyond the Gateway it reads (the server host, the model catalog, the engines, the
  * proxy's WebClient and configuration); runs on the request's virtual thread. A /tokenize body is
  * parsed as a chat request first and, when it has no messages, as a completion (vLLM accepts
- * both). Refusals are OpenAiErrors, which the gateway's guard answers.
+ * both). The engine's dialect is what its probe said (Engines.learn, waited for when not known
+ * yet). Refusals are OpenAiErrors, which the gateway's guard answers; an engine whose answer has
+ * no tokens for a non-empty input, or a shape not known, is a 502 naming it.
  * </pre>
  */
 final class TokenizeEndpoints {
@@ -50,7 +57,24 @@ final class TokenizeEndpoints {
     }
     ModelCatalog.Target t = g.target(c.model, null);
     if (t.tokenizer() == null) {
-      passToEngine(t, "/tokenize", body, res);
+      String url = engineOf(t);
+      if (speaksVllm(url)) {
+        passToEngine(url, "/tokenize", body, res);
+        return;
+      }
+      EngineTokenizer.Result r;
+      try {
+        EngineTokenizer et = g.engineTokenizer(url, c.model);
+        r =
+            c.kind == ClientRequest.Kind.CHAT
+                ? et.tokenizeChat(c.chat)
+                : c.promptIds != null
+                    ? new EngineTokenizer.Result(c.promptIds, et.api().maxModelLen())
+                    : et.tokenizePrompt(c.promptText, c.addSpecialTokens);
+      } catch (TokenizerException e) {
+        throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
+      }
+      answer(res, r.tokens(), r.maxModelLen());
       return;
     }
     int[] ids;
@@ -64,11 +88,16 @@ final class TokenizeEndpoints {
     } catch (TokenizerException e) {
       throw OpenAiError.invalid(null, null, e.getMessage());
     }
+    long engineMax = g.engines.maxModelLen(g.host, t.baseModel());
+    answer(res, ids, engineMax > 0 ? engineMax : t.tokenizer().modelMaxLength());
+  }
+
+  /** A /tokenize answer in vLLM's shape. */
+  private static void answer(ServerResponse res, int[] ids, long max) throws IOException {
     ByteArrayOutputStream out = new ByteArrayOutputStream(16 + ids.length * 7);
     try (JsonGenerator gen = Json.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
       gen.writeStartObject();
       gen.writeNumberField("count", ids.length);
-      long max = t.tokenizer().modelMaxLength();
       gen.writeNumberField("max_model_len", max > 0 && max < Integer.MAX_VALUE ? max : 0);
       gen.writeArrayFieldStart("tokens");
       for (int id : ids) gen.writeNumber(Integer.toUnsignedLong(id));
@@ -85,11 +114,21 @@ final class TokenizeEndpoints {
     byte[] body = g.host.body(req);
     Detokenize d = parseDetokenize(body);
     ModelCatalog.Target t = g.target(d.model(), null);
+    String text;
     if (t.tokenizer() == null) {
-      passToEngine(t, "/detokenize", body, res);
-      return;
+      String url = engineOf(t);
+      if (speaksVllm(url)) {
+        passToEngine(url, "/detokenize", body, res);
+        return;
+      }
+      try {
+        text = g.engineTokenizer(url, d.model()).detokenize(d.tokens());
+      } catch (TokenizerException e) {
+        throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
+      }
+    } else {
+      text = t.tokenizer().decode(d.tokens(), false);
     }
-    String text = t.tokenizer().decode(d.tokens(), false);
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     try (JsonGenerator gen = Json.FACTORY.createGenerator(out, JsonEncoding.UTF8)) {
       gen.writeStartObject();
@@ -145,13 +184,27 @@ final class TokenizeEndpoints {
     return new Detokenize(model, tokens);
   }
 
-  /** Forwards a body unchanged to a usable engine of the model and relays its whole answer. */
-  private void passToEngine(ModelCatalog.Target t, String path, byte[] body, ServerResponse res) {
+  /** A usable engine of the model, or a 503. */
+  private String engineOf(ModelCatalog.Target t) {
     String url = g.anyUsableEngine(g.host.model(t.baseModel(), null));
     if (url == null) {
       throw OpenAiError.unavailable(
           "no_engines", "no engine of model '" + t.baseModel() + "' can take the request now");
     }
+    return url;
+  }
+
+  /**
+   * Whether the engine at {@code url} takes vLLM's /tokenize and /detokenize bodies as they are
+   * (vLLM, SGLang), learning its dialect first when not known yet.
+   */
+  private boolean speaksVllm(String url) {
+    EngineApi a = g.engines.learn(url, g.host).join();
+    return a != null && (a.dialect() == EngineDialect.VLLM || a.dialect() == EngineDialect.SGLANG);
+  }
+
+  /** Forwards a body unchanged to the engine at {@code url} and relays its whole answer. */
+  private void passToEngine(String url, String path, byte[] body, ServerResponse res) {
     Supplier<HttpClientRequest> rq =
         () -> {
           HttpClientRequest q =

@@ -8,6 +8,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.route.WorkerLoad;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
@@ -68,8 +69,16 @@ class GatewayStubTest {
     return s;
   }
 
+  /**
+   * Registers a stub engine as one fed by KV events, which the tests apply themselves ({@link
+   * #holds}); registered with a base URL alone, it would be tracked by predictions.
+   */
   static RouterModel register(Gateway g, long id, String url) {
-    return g.host.register(Registration.of("tiny", BS, id, 0, url));
+    return g.host.register(events(Registration.of("tiny", BS, id, 0, url)));
+  }
+
+  static Registration events(Registration r) {
+    return r.withKvSource(KvSource.EVENTS);
   }
 
   /** The engine {@code id} caches the full blocks of {@code tokens}. */
@@ -123,9 +132,9 @@ class GatewayStubTest {
     StubEngine dp = stub();
     StubEngine solo = stub();
     // one data-parallel engine serving ranks 0 and 1 behind one URL, and engine 1 on its own
-    RouterModel m = g.host.register(Registration.of("tiny", BS, 7, 0, dp.url()));
-    g.host.register(Registration.of("tiny", BS, 7, 1, dp.url()));
-    g.host.register(Registration.of("tiny", BS, 1, 0, solo.url()));
+    RouterModel m = g.host.register(events(Registration.of("tiny", BS, 7, 0, dp.url())));
+    g.host.register(events(Registration.of("tiny", BS, 7, 1, dp.url())));
+    g.host.register(events(Registration.of("tiny", BS, 1, 0, solo.url())));
     int[] a = range(16);
     int[] b = new int[16];
     for (int i = 0; i < b.length; i++) b[i] = 500 + i;
@@ -156,12 +165,12 @@ class GatewayStubTest {
     // engine 7 comes back with one rank only: its URL is no longer shared
     assertThat(post(g, "/unregister", "{\"instance_id\":7,\"model_name\":\"tiny\"}").statusCode())
         .isEqualTo(200);
-    g.host.register(Registration.of("tiny", BS, 7, 0, dp.url()));
+    g.host.register(events(Registration.of("tiny", BS, 7, 0, dp.url())));
     assertThat(m.sharesBaseUrl(new Worker(7, 0))).isFalse();
     assertThat(m.sharesBaseUrl(new Worker(1, 0))).isFalse();
     // rank 3 of an engine whose other ranks are not registered: named all the same
     StubEngine three = stub();
-    g.host.register(Registration.of("tiny", BS, 9, 3, three.url()));
+    g.host.register(events(Registration.of("tiny", BS, 9, 3, three.url())));
     int[] c = range(32);
     long[] lc = BlockHasher.of(BS).localHashes(c);
     m.router()
@@ -172,6 +181,32 @@ class GatewayStubTest {
                 CacheEvent.storedAtRoot(SequenceHasher.sequenceHashes(lc), lc)));
     assertThat(post(g, "/v1/completions", completion(c, false, "")).statusCode()).isEqualTo(200);
     assertThat(three.dpRanks).containsExactly("3");
+  }
+
+  /**
+   * A model tokenized by its engines, whose engine answers {@code /tokenize} with no tokens (as
+   * llama.cpp answers a vLLM-shaped body): a clear error naming the engine, never an empty prompt
+   * routed on.
+   */
+  @Test
+  void anEngineThatTokenizesANonEmptyPromptIntoNothingIsAnErrorNamingIt() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().model("delegated", null));
+    StubEngine e = stub();
+    RouterModel m = g.host.register(events(Registration.of("delegated", BS, 1, 0, e.url())));
+    String chat =
+        "{\"model\":\"delegated\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}";
+    HttpResponse<String> r = post(g, "/v1/chat/completions", chat);
+    assertThat(r.statusCode()).isEqualTo(502);
+    assertThat(r.body())
+        .contains("engine_tokenize_failed")
+        .contains("engine " + e.url() + "/tokenize")
+        .contains("no tokens for a non-empty input");
+    HttpResponse<String> t = post(g, "/tokenize", chat);
+    assertThat(t.statusCode()).isEqualTo(502);
+    assertThat(t.body()).contains("engine " + e.url() + "/tokenize");
+    assertThat(e.tokenizeCalls.get()).isGreaterThanOrEqualTo(2);
+    assertThat(e.hits()).as("nothing was routed to the engine").isZero();
+    assertThat(m.router().inFlight()).isZero();
   }
 
   @Test
@@ -423,7 +458,7 @@ class GatewayStubTest {
     StubEngine a = stub();
     StubEngine b = stub();
     register(g, 1, a.url()); // tiny, block size 4
-    RouterModel other = g.host.register(Registration.of("other", 8, 1, 0, b.url()));
+    RouterModel other = g.host.register(events(Registration.of("other", 8, 1, 0, b.url())));
     assertThat(other.blockSize()).isEqualTo(8);
     HttpResponse<String> r =
         post(

@@ -57,6 +57,9 @@ final class StubEngine implements AutoCloseable {
 
   final AtomicInteger health = new AtomicInteger();
 
+  /** {@code POST /tokenize} calls (each answered {@code {"tokens": []}}). */
+  final AtomicInteger tokenizeCalls = new AtomicInteger();
+
   /** The client-side port of each connection a health check / a generation request came on. */
   final List<Integer> healthPorts = new CopyOnWriteArrayList<>();
 
@@ -73,6 +76,14 @@ final class StubEngine implements AutoCloseable {
                 r ->
                     r.post("/v1/completions", (q, s) -> answer(q, s, false))
                         .post("/v1/chat/completions", (q, s) -> answer(q, s, true))
+                        // as llama.cpp's server answers a body in vLLM's shape: no tokens
+                        .post(
+                            "/tokenize",
+                            (q, s) -> {
+                              tokenizeCalls.incrementAndGet();
+                              s.header(HeaderNames.CONTENT_TYPE, "application/json")
+                                  .send("{\"tokens\":[]}");
+                            })
                         // one stub as many engines: base URLs url()/e1, url()/e2 ... (url(n))
                         .post("/{engine}/v1/completions", (q, s) -> answer(q, s, false))
                         .get("/{engine}/health", (q, s) -> s.send())

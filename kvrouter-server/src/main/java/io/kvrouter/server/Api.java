@@ -15,6 +15,7 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.server.http.ApiException;
 import io.kvrouter.server.http.HttpPlumbing;
@@ -118,6 +119,7 @@ final class Api {
       String baseUrl,
       EngineRole role,
       ClearScope clearScope,
+      KvSource kvSource,
       Duration connectWait) {
     return registry.register(
         new Requests.Register(
@@ -131,13 +133,19 @@ final class Api {
             capacityBlocks,
             BaseUrls.check(baseUrl),
             role,
-            clearScope),
+            clearScope,
+            kvSource),
         connectWait);
   }
 
   private int unregister(ServerRequest req, ServerResponse res) throws IOException {
     Requests.Unregister u = Requests.unregister(http.body(req));
     return send(res, 200, JsonOut.removed(registry.unregister(u)));
+  }
+
+  /** Unregisters as {@code POST /unregister} does; returns how many ranks were removed. */
+  int unregister(Requests.Unregister u) {
+    return registry.unregister(u).size();
   }
 
   /** The body of a request, as the endpoints read it (for a ServerExtension). */

@@ -86,7 +86,17 @@ final class Host implements ServerHost {
           r.baseUrl(),
           r.role(),
           r.clearScope(),
+          r.kvSource(),
           config.zmqConnectTimeout());
+    } catch (ApiException e) {
+      throw new HttpError(e.status(), e.getMessage(), false);
+    }
+  }
+
+  @Override
+  public int unregister(String modelName, String routingGroup, long instanceId, int dpRank) {
+    try {
+      return api.unregister(new Requests.Unregister(modelName, routingGroup, instanceId, dpRank));
     } catch (ApiException e) {
       throw new HttpError(e.status(), e.getMessage(), false);
     }

@@ -11,6 +11,7 @@ import io.kvrouter.index.TieredScores;
 import io.kvrouter.route.Candidate;
 import io.kvrouter.route.CandidateCost;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.TierOverlap;
 import io.kvrouter.transport.json.RouterEventJson;
@@ -102,10 +103,11 @@ final class JsonOut {
     if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
     if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());
     g.writeStringField("ingestion", ingestion(m, r));
+    g.writeStringField("kv_source", r.kvSource().wireName());
   }
 
   private static String ingestion(ModelIndex m, Registration r) {
-    return m.nats != null ? "nats" : r.ingestion();
+    return m.nats != null && r.kvSource() == KvSource.EVENTS ? "nats" : r.ingestion();
   }
 
   /** The answer of {@code POST /unregister}: {@code {"removed": [{instance, rank, key}...]}}. */
@@ -172,6 +174,8 @@ final class JsonOut {
       if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
       if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());
       g.writeStringField("ingestion", ingestion(m, r));
+      g.writeStringField("kv_source", r.kvSource().wireName());
+      g.writeNumberField("kv_capacity_blocks", Math.max(0, m.router.kvBlocks(r.worker())));
       if (r.listener() != null) zmq(g, r.listener());
       PredictionAccuracy acc = m.accuracyOrNull(r.worker());
       if (acc != null) acc.write(g);

@@ -52,14 +52,18 @@ import java.util.logging.Logger;
  * (io.kvrouter.server.http.HttpPlumbing: routing, auth, bodies, the read deadline and framing
  * checks, whose limits and listeners it gives Helidon itself), the endpoints (Api) and the
  * webserver, then starts the webserver: every request runs on its own virtual thread (Helidon SE
- * 4). Helidon's own shutdown hook is off; the owner (the serve command's hook, or a test) calls
- * stop(), which marks the server not ready, stops the webserver (it stops accepting, lets requests
- * in flight finish within the shutdown grace period, then closes connections), closes the
- * extension, stops the ingest threads (which apply /events batches), the registration log, every
- * index, sequence sync and NATS (ReplicaLinks), and last the HTTP edge's read-deadline sweeper.
- * stop() is idempotent and thread-safe (synchronized, called once or twice in a process's life).
- * /ready's answer is worked out by Readiness from this object's volatile ready, serving and
- * warmStartState and the registry.
+ * 4). Helidon's own shutdown hook is off; the owner (the serve and gateway commands on SIGTERM or
+ * SIGINT, or a test) calls stop(), in two steps. First it marks the server not ready and waits,
+ * with the listener still open, until no request is in flight (InFlight, a filter around every
+ * route but the probes) or the shutdown grace period is over: meanwhile /ready answers 503
+ * ("shutting down"), /health 200, and the other endpoints (the gateway's too) 503, so a load
+ * balancer sees the server leave while its streams finish. Then it stops the webserver (it stops
+ * accepting and closes the connections; a request still running gets at most STOP_TAIL more),
+ * closes the extension, stops the ingest threads (which apply /events batches), the registration
+ * log, every index, sequence sync and NATS (ReplicaLinks), and last the HTTP edge's read-deadline
+ * sweeper. stop() is idempotent and thread-safe (synchronized, called once or twice in a
+ * process's life). /ready's answer is worked out by Readiness from this object's volatile ready,
+ * serving and warmStartState, the registry and the extension's notReadyReason().
  *
  * Between the webserver's start and the end of start(), serving is false: start() connects to
  * NATS (--events, through ReplicaLinks, which also replays the registration log) or loads the
@@ -71,6 +75,14 @@ import java.util.logging.Logger;
  * </pre>
  */
 public final class KvRouterServer implements AutoCloseable {
+  private static final Logger LOG = Logger.getLogger(KvRouterServer.class.getName());
+
+  /**
+   * How long the webserver's stop lets a request still running finish, after stop() waited the
+   * grace period for the requests in flight (the webserver's own grace period).
+   */
+  static final Duration STOP_TAIL = Duration.ofSeconds(1);
+
   private final Config config;
   private final Registry registry;
   private final WebServer webServer;
@@ -79,6 +91,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final Api api;
   private final ServerExtension extension;
   private final ReplicaLinks links;
+  private final InFlight inFlight = new InFlight();
   private volatile boolean ready;
   private volatile boolean serving;
   private volatile String warmStartState = "starting";
@@ -88,7 +101,8 @@ public final class KvRouterServer implements AutoCloseable {
   private KvRouterServer(Config config, ServerExtension extension) {
     this.config = config;
     this.extension = extension;
-    this.registry = new Registry(config::newRouter);
+    this.registry = new Registry(config::newRouter, config.approximate());
+    registry.extension(extension);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
     registry.metrics(metrics);
     this.links = new ReplicaLinks(registry, metrics);
@@ -109,7 +123,7 @@ public final class KvRouterServer implements AutoCloseable {
             config.readTimeout(),
             config.effectiveMaxInflightBodyBytes(),
             () -> readiness().reason(),
-            () -> serving,
+            () -> serving && ready,
             OutOfMemoryExit::exitIfInstalled);
     this.http = http;
     metrics.bodies(http);
@@ -122,13 +136,16 @@ public final class KvRouterServer implements AutoCloseable {
         WebServer.builder()
             .host(config.host())
             .port(config.port())
-            .shutdownGracePeriod(config.shutdownGrace())
+            .shutdownGracePeriod(
+                config.shutdownGrace().compareTo(STOP_TAIL) < 0
+                    ? config.shutdownGrace()
+                    : STOP_TAIL)
             .shutdownHook(false)
             .featuresDiscoverServices(false)
             .routing(
                 r ->
                     api.routing(
-                        r,
+                        r.addFilter(inFlight::filter),
                         extension == null
                             ? null
                             : rr ->
@@ -289,7 +306,13 @@ public final class KvRouterServer implements AutoCloseable {
   /** Whether to take traffic, and why not; see {@link Readiness}. */
   Readiness readiness() {
     return Readiness.of(
-        registry, config.readyGrace(), () -> ready, () -> serving, () -> warmStartState);
+        registry,
+        config.readyGrace(),
+        () -> ready,
+        () -> serving,
+        () -> warmStartState,
+        inFlight::count,
+        extension == null ? () -> null : extension::notReadyReason);
   }
 
   /** The port the server listens on (the chosen one when the configuration asked for 0). */
@@ -326,20 +349,28 @@ public final class KvRouterServer implements AutoCloseable {
   }
 
   /**
-   * Stops gracefully: {@code /ready} turns 503, the listener stops accepting, requests in flight
-   * finish (within the shutdown grace period), then every index is closed. Idempotent.
+   * Stops gracefully: {@code /ready} turns 503 at once and new requests get 503 while the requests
+   * in flight finish (within the shutdown grace period; the listener stays open meanwhile), then
+   * the listener stops accepting and every index is closed. Idempotent; returns when stopped.
    */
   public synchronized void stop() {
     if (stopped) return;
     stopped = true;
     ready = false;
+    long left = inFlight.awaitIdle(config.shutdownGrace().toNanos());
+    if (left > 0) {
+      LOG.warning(
+          left
+              + " request(s) still in flight after the shutdown grace period of "
+              + config.shutdownGrace().toSeconds()
+              + " s (--shutdown-grace-seconds): they are cut off");
+    }
     webServer.stop();
     if (extension != null) {
       try {
         extension.close();
       } catch (RuntimeException e) {
-        Logger.getLogger(KvRouterServer.class.getName())
-            .log(Level.WARNING, "extension close failed", e);
+        LOG.log(Level.WARNING, "extension close failed", e);
       }
     }
     ingest.shutdown();

@@ -9,7 +9,9 @@ import io.kvrouter.index.Tier;
 import io.kvrouter.index.TieredIndex;
 import io.kvrouter.index.TieredScores;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.server.http.ApiException;
+import io.kvrouter.transport.kvevents.GroupEvent;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.kvevents.TieredEvent;
 import io.kvrouter.transport.nats.NatsSequenceSync;
@@ -151,9 +153,16 @@ final class ModelIndex implements RouterModel {
   public List<Rank> ranks() {
     List<Rank> out = new ArrayList<>(registrations.size());
     for (Registration r : registrations.values()) {
-      out.add(new Rank(r.worker(), r.baseUrl(), r.engineBlockSize(), r.role()));
+      out.add(new Rank(r.worker(), r.baseUrl(), r.engineBlockSize(), r.role(), r.kvSource()));
     }
     return out;
+  }
+
+  @Override
+  public String listenerState(Worker worker) {
+    Registration r = registrations.get(worker);
+    ZmqListener l = r == null ? null : r.listener();
+    return l == null ? null : l.state();
   }
 
   @Override
@@ -266,6 +275,21 @@ final class ModelIndex implements RouterModel {
   }
 
   /**
+   * Applies one event of a hybrid model's secondary KV cache group from a ZMQ listener
+   * (docs/routing.md, "Hybrid models"), under the read lock, only while {@code r} is still the
+   * registration of its rank.
+   */
+  boolean applyGroupFrom(Registration r, GroupEvent g) {
+    lock.readLock().lock();
+    try {
+      if (closed || registrations.get(r.worker()) != r) return false;
+      return router.applyGroupEvent(g.groupIdx(), g.group(), g.event());
+    } finally {
+      lock.readLock().unlock();
+    }
+  }
+
+  /**
    * Checks that every event's worker is registered (unless {@code acceptUnregistered}), as {@link
    * #applyEvents} does, without applying anything.
    */
@@ -326,22 +350,35 @@ final class ModelIndex implements RouterModel {
       throw ApiException.notFound(
           "unknown " + key.describe() + ": its last worker was unregistered");
     }
-    if (!acceptUnregistered) {
-      for (int i = 0, n = events.size(); i < n; i++) {
-        Worker w = events.get(i).worker();
-        if (!registrations.containsKey(w)) {
-          throw ApiException.notFound(
-              "event ["
-                  + i
-                  + "]: instance "
-                  + Long.toUnsignedString(w.workerId())
-                  + " dp_rank "
-                  + w.dpRank()
-                  + " is not registered for "
-                  + key.describe()
-                  + "; register it first (or start the server with --accept-unregistered);"
-                  + " nothing was applied");
-        }
+    for (int i = 0, n = events.size(); i < n; i++) {
+      Worker w = events.get(i).worker();
+      Registration r = registrations.get(w);
+      if (r == null && !acceptUnregistered) {
+        throw ApiException.notFound(
+            "event ["
+                + i
+                + "]: instance "
+                + Long.toUnsignedString(w.workerId())
+                + " dp_rank "
+                + w.dpRank()
+                + " is not registered for "
+                + key.describe()
+                + "; register it first (or start the server with --accept-unregistered);"
+                + " nothing was applied");
+      }
+      if (r != null && r.kvSource() == KvSource.PREDICTED) {
+        throw ApiException.conflict(
+            "event ["
+                + i
+                + "]: instance "
+                + Long.toUnsignedString(w.workerId())
+                + " dp_rank "
+                + w.dpRank()
+                + " of "
+                + key.describe()
+                + " is tracked by predictions (kv_source predicted: registered with a base_url"
+                + " and no endpoint, or --approximate), not by events; register it with"
+                + " \"kv_source\": \"events\" to post its events; nothing was applied");
       }
     }
   }

@@ -328,6 +328,7 @@ final class NatsRegistrations implements AutoCloseable {
           g.writeNumberField("capacity_blocks", r.capacityBlocks());
           if (r.baseUrl() != null) g.writeStringField("base_url", r.baseUrl());
           if (r.role() != EngineRole.BOTH) g.writeStringField("role", r.role().wireName());
+          if (r.kvSource() != null) g.writeStringField("kv_source", r.kvSource().wireName());
           if (r.endpoint() != null) {
             g.writeStringField("endpoint", r.endpoint());
             if (r.replayEndpoint() != null) {

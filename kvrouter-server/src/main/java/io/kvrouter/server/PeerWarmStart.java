@@ -9,6 +9,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.Tier;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.json.EventDecodeException;
 import io.kvrouter.transport.json.RouterEventJson;
@@ -198,6 +199,13 @@ final class PeerWarmStart {
               + e.getMessage(),
           e);
     }
+    // a rank tracked by predictions takes no events: the peer's predictions of it are not carried
+    // over (this server predicts it afresh)
+    ModelIndex target = registry.get(key);
+    if (target != null) {
+      tiered = new ArrayList<>(tiered);
+      tiered.removeIf(te -> target.router.kvSource(te.event().worker()) == KvSource.PREDICTED);
+    }
     List<RouterEvent> decoded = new ArrayList<>(tiered.size());
     for (TieredEvent te : tiered) decoded.add(te.event());
     if (d.slowest() != Tier.DEVICE) {
@@ -325,6 +333,7 @@ final class PeerWarmStart {
           w.baseUrl(),
           w.role(),
           w.clearScope(),
+          w.kvSource(),
           Duration.ZERO);
     } catch (ApiException e) {
       throw new IllegalStateException(
@@ -351,7 +360,8 @@ final class PeerWarmStart {
       long kvBlocks,
       String baseUrl,
       EngineRole role,
-      ClearScope clearScope) {}
+      ClearScope clearScope,
+      KvSource kvSource) {}
 
   private static DumpedWorker worker(JsonParser p, String peer, String where) throws IOException {
     expect(p, p.currentToken(), JsonToken.START_OBJECT, peer, where);
@@ -365,6 +375,7 @@ final class PeerWarmStart {
     String baseUrl = null;
     EngineRole role = EngineRole.BOTH;
     ClearScope clearScope = ClearScope.DEVICE;
+    KvSource kvSource = null; // a dump of an earlier version: decided again at registration
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String f = p.currentName();
       JsonToken t = p.nextToken();
@@ -388,6 +399,10 @@ final class PeerWarmStart {
         case "all_blocks_cleared" -> {
           String v = optText(p, t, peer, where + ".all_blocks_cleared");
           clearScope = v == null ? ClearScope.DEVICE : ClearScope.parse(v);
+        }
+        case "kv_source" -> {
+          String v = optText(p, t, peer, where + ".kv_source");
+          kvSource = v == null ? null : KvSource.parse(v);
         }
         case "engine_block_size" -> {
           expect(p, t, JsonToken.VALUE_NUMBER_INT, peer, where + ".engine_block_size");
@@ -413,7 +428,8 @@ final class PeerWarmStart {
         kvBlocks,
         baseUrl,
         role,
-        clearScope);
+        clearScope,
+        kvSource);
   }
 
   /** The tier of one of Dynamo's {@code storage_tier} names, or null. */

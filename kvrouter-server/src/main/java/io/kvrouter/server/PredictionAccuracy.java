@@ -36,13 +36,21 @@ public final class PredictionAccuracy {
    * expected {@code expected}.
    */
   public void record(long expected, long reported) {
+    record(expected, reported, Long.compare(reported, expected));
+  }
+
+  /**
+   * Counts one request whose outcome the caller judged at the engine's granularity: {@code outcome}
+   * -1 the engine had fewer cached tokens than expected, 0 as many, 1 more.
+   */
+  public void record(long expected, long reported, int outcome) {
     compared.increment();
     expectedTokens.add(expected);
     reportedTokens.add(reported);
     absErrorTokens.add(Math.abs(reported - expected));
-    if (reported == expected) {
+    if (outcome == 0) {
       exact.increment();
-    } else if (reported < expected) {
+    } else if (outcome < 0) {
       fewer.increment();
     } else {
       more.increment();

@@ -3,6 +3,7 @@ package io.kvrouter.server;
 import io.kvrouter.transport.nats.NatsSequenceSync;
 import java.time.Duration;
 import java.util.function.BooleanSupplier;
+import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 /**
@@ -14,9 +15,11 @@ import java.util.function.Supplier;
  * An immutable answer, made per /ready request (and per 503 of a server not serving) by of(),
  * on the request's thread, from what other threads write: the server's volatile ready, serving
  * and warm-start state (read after the indexes, through suppliers), the registrations' ZMQ
- * listeners (connectedOnce, age), the NATS replicas' and sequence syncs' readiness. The first
- * reason that applies wins, in this order: stopping, starting (the warm-start state), listeners
- * within their grace period, NATS replicas catching up, sequence syncs not ready. Reading is
+ * listeners (connectedOnce, age), the NATS replicas' and sequence syncs' readiness, the requests
+ * in flight and the extension's own reason. The first reason that applies wins, in this order:
+ * stopping (with the requests still in flight), starting (the warm-start state), listeners within
+ * their grace period, NATS replicas catching up, sequence syncs not ready, the extension's (the
+ * gateway: a configured model without a healthy engine). Reading is
  * lock-free; a state that changes while of() runs gives either the old or the new answer for that
  * part.
  * </pre>
@@ -30,6 +33,9 @@ import java.util.function.Supplier;
  */
 record Readiness(boolean ready, String reason, int listeners, int connecting, int givenUp) {
 
+  /** The reason of a server that is stopping; the 503s of its endpoints start with it too. */
+  static final String SHUTTING_DOWN = "shutting down";
+
   /** How many waiting listeners the reason names at most. */
   private static final int NAMED = 3;
 
@@ -41,13 +47,17 @@ record Readiness(boolean ready, String reason, int listeners, int connecting, in
    * @param ready false once the server is stopping
    * @param serving false until start() finished (warm start, NATS replay)
    * @param warmStartState what start() is doing, while not serving
+   * @param inFlight the requests being handled (named while stopping)
+   * @param extension the extension's reason, or null
    */
   static Readiness of(
       Registry registry,
       Duration readyGrace,
       BooleanSupplier ready,
       BooleanSupplier serving,
-      Supplier<String> warmStartState) {
+      Supplier<String> warmStartState,
+      LongSupplier inFlight,
+      Supplier<String> extension) {
     Listeners zmq = listeners(registry, readyGrace.toNanos());
     int catchingUp = 0;
     String firstSubject = null;
@@ -67,7 +77,8 @@ record Readiness(boolean ready, String reason, int listeners, int connecting, in
     }
     String reason = null;
     if (!ready.getAsBoolean()) {
-      reason = "shutting down";
+      long n = inFlight.getAsLong();
+      reason = SHUTTING_DOWN + (n > 0 ? ": " + n + " request(s) in flight finishing" : "");
     } else if (!serving.getAsBoolean()) {
       reason = warmStartState.get();
     } else if (zmq.connecting > 0) {
@@ -85,6 +96,8 @@ record Readiness(boolean ready, String reason, int listeners, int connecting, in
           "sharing in-flight requests with peer replicas: "
               + syncWhy
               + (syncing > 1 ? " and " + (syncing - 1) + " more index(es)" : "");
+    } else {
+      reason = extension.get();
     }
     return new Readiness(reason == null, reason, zmq.listeners, zmq.connecting, zmq.givenUp);
   }

@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.transport.kvevents.ClearScope;
 
 /**
@@ -21,6 +22,8 @@ import io.kvrouter.transport.kvevents.ClearScope;
  *     that the gateway forwards to, or null (the rank is then never forwarded to)
  * @param role prefill, decode or both (docs/routing.md, Disaggregated serving)
  * @param clearScope the tiers the engine's {@code AllBlocksCleared} empties (with an endpoint)
+ * @param kvSource how the router knows what the rank caches: its events, or its own predictions
+ *     (decided at registration: Registry.kvSource)
  */
 record Registration(
     Worker worker,
@@ -32,7 +35,8 @@ record Registration(
     ZmqListener listener,
     String baseUrl,
     EngineRole role,
-    ClearScope clearScope) {
+    ClearScope clearScope,
+    KvSource kvSource) {
 
   /**
    * This registration as the {@code POST /register} request that makes it, for {@code key} with
@@ -51,16 +55,19 @@ record Registration(
         capacityBlocks,
         baseUrl,
         role,
-        clearScope);
+        clearScope,
+        kvSource);
   }
 
   /**
-   * How this rank's events reach the index: {@code "http"} when it has no endpoint (a publisher
-   * posts them to {@code /events}); else the state of its ZMQ subscriber ({@code "connecting"},
-   * {@code "connected"}, {@code "disconnected"}). The answers report {@code "nats"} instead when
-   * the index follows a NATS subject.
+   * How this rank's events reach the index: {@code "none"} for a rank tracked by predictions;
+   * {@code "http"} when it has no endpoint (a publisher posts them to {@code /events}); else the
+   * state of its ZMQ subscriber ({@code "connecting"}, {@code "connected"}, {@code
+   * "disconnected"}). The answers report {@code "nats"} instead when the index follows a NATS
+   * subject.
    */
   String ingestion() {
+    if (kvSource == KvSource.PREDICTED) return "none";
     return listener == null ? "http" : listener.state();
   }
 }

@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.EngineEventConverter;
 import java.time.Duration;
@@ -48,6 +49,14 @@ import java.util.function.IntFunction;
  * restarted later) hold the same ones. A registration equal to the one held (every field of
  * Requests.Register, through Registration.request) is accepted as it is, without publishing.
  *
+ * KV source (Registration.kvSource, docs/service.md): decided once per registration by
+ * kvSource() before anything else, so that the same request always gives the same registration
+ * (the NATS log carries the decided value): the request's kv_source when given, otherwise
+ * predicted for a rank with a base_url and no endpoint (an engine the gateway forwards to and
+ * that publishes no events) unless the indexes follow NATS (every rank's events are on the
+ * stream), and events otherwise. With --approximate every rank is predicted, and an endpoint
+ * or an explicit kv_source events is refused.
+ *
  * With sequence sync (SequenceSyncs), a new index's NatsSequenceSync is started next to its feed
  * and stored in ModelIndex.sync before the index is published; it is closed (a goodbye to the
  * peers) before the router when the index is dropped or the registry closes.
@@ -60,14 +69,56 @@ final class Registry implements AutoCloseable {
   private final ConcurrentSkipListMap<ModelKey, ModelIndex> indexes = new ConcurrentSkipListMap<>();
   private final ReentrantLock membership = new ReentrantLock();
   private final IntFunction<KvRouter> routers;
+  private final boolean approximate;
   private ServerMetrics metrics;
+  private ServerExtension extension; // told of every registration; null: none
   private NatsEvents nats;
   private NatsRegistrations log;
   private SequenceSyncs syncs;
 
-  /** {@code routers} builds the router of a new index from its block size. */
-  Registry(IntFunction<KvRouter> routers) {
+  /**
+   * {@code routers} builds the router of a new index from its block size; {@code approximate}:
+   * every rank is tracked by predictions ({@code --approximate}).
+   */
+  Registry(IntFunction<KvRouter> routers, boolean approximate) {
     this.routers = routers;
+    this.approximate = approximate;
+  }
+
+  /**
+   * {@code r} with its KV source decided (see the implementation notes).
+   *
+   * @throws ApiException 400 when it asks for events (an endpoint, or kv_source events) of a server
+   *     that predicts every rank
+   */
+  Requests.Register kvSource(Requests.Register r) {
+    if (approximate) {
+      if (r.endpoint() != null) {
+        throw ApiException.badRequest(
+            "endpoint: this server predicts every engine's cache (--approximate) and subscribes to"
+                + " no KV events; register without endpoint, or start it without --approximate;"
+                + " nothing was registered");
+      }
+      if (r.kvSource() == KvSource.EVENTS) {
+        throw ApiException.badRequest(
+            "kv_source: events, but this server predicts every engine's cache (--approximate);"
+                + " nothing was registered");
+      }
+      return r.withKvSource(KvSource.PREDICTED);
+    }
+    if (r.kvSource() == KvSource.PREDICTED && r.endpoint() != null) {
+      throw ApiException.badRequest(
+          "kv_source: predicted, but an endpoint is given: a rank is tracked by its events or by"
+              + " predictions, not both; nothing was registered");
+    }
+    if (r.kvSource() != null) return r;
+    boolean predicted = r.endpoint() == null && r.baseUrl() != null && !natsMode();
+    return r.withKvSource(predicted ? KvSource.PREDICTED : KvSource.EVENTS);
+  }
+
+  /** The extension told of every registration (ServerExtension.registered), or null. */
+  void extension(ServerExtension extension) {
+    this.extension = extension;
   }
 
   /** Connects the metrics (they read this registry, so they are made after it). */
@@ -157,7 +208,8 @@ final class Registry implements AutoCloseable {
    *     409 when the index uses another block size or the rank is registered; 503 when NATS cannot
    *     be followed
    */
-  ModelIndex register(Requests.Register r, Duration connectWait) {
+  ModelIndex register(Requests.Register request, Duration connectWait) {
+    Requests.Register r = kvSource(request);
     try {
       EngineEventConverter.checkBlockSizes(r.engineBlockSize(), r.blockSize());
     } catch (IllegalArgumentException e) {
@@ -210,7 +262,8 @@ final class Registry implements AutoCloseable {
             listener,
             r.baseUrl(),
             r.role(),
-            r.clearScope());
+            r.clearScope(),
+            r.kvSource());
     try {
       return add(r.key(), r.blockSize(), reg);
     } catch (RuntimeException e) {
@@ -238,7 +291,8 @@ final class Registry implements AutoCloseable {
    *
    * @throws ApiException 409 as {@link #register}; 503 when the index's subject cannot be followed
    */
-  ModelIndex applyRegister(Requests.Register r) {
+  ModelIndex applyRegister(Requests.Register request) {
+    Requests.Register r = kvSource(request);
     membership.lock();
     try {
       ModelIndex m = identical(r);
@@ -256,7 +310,8 @@ final class Registry implements AutoCloseable {
               null,
               r.baseUrl(),
               r.role(),
-              r.clearScope()));
+              r.clearScope(),
+              r.kvSource()));
     } finally {
       membership.unlock();
     }
@@ -319,9 +374,15 @@ final class Registry implements AutoCloseable {
         }
         indexes.put(key, m);
       }
-      m.router.registerRank(r.worker(), blockSize, routerBlocks(r, blockSize));
+      m.router.registerRank(r.worker(), blockSize, routerBlocks(r, blockSize), r.kvSource());
       m.registered(r);
       if (r.listener() != null) r.listener().attach(m, r);
+      if (extension != null) {
+        extension.registered(
+            m,
+            new RouterModel.Rank(
+                r.worker(), r.baseUrl(), r.engineBlockSize(), r.role(), r.kvSource()));
+      }
       return m;
     } finally {
       membership.unlock();

@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.server.http.ApiException;
 import io.kvrouter.server.http.HttpPlumbing;
@@ -100,6 +101,8 @@ final class Requests {
    *     given)
    * @param clearScope {@code all_blocks_cleared}: the tiers the engine's {@code AllBlocksCleared}
    *     empties ({@code device} when not given)
+   * @param kvSource {@code kv_source}: how the router learns what the rank caches; null when not
+   *     given (the registry then decides: Registry.kvSource)
    */
   record Register(
       ModelKey key,
@@ -112,7 +115,26 @@ final class Requests {
       long capacityBlocks,
       String baseUrl,
       EngineRole role,
-      ClearScope clearScope) {}
+      ClearScope clearScope,
+      KvSource kvSource) {
+
+    /** This registration with {@code kvSource}. */
+    Register withKvSource(KvSource source) {
+      return new Register(
+          key,
+          blockSize,
+          worker,
+          endpoint,
+          replayEndpoint,
+          topic,
+          engineBlockSize,
+          capacityBlocks,
+          baseUrl,
+          role,
+          clearScope,
+          source);
+    }
+  }
 
   /**
    * {@code POST /unregister}.
@@ -162,6 +184,7 @@ final class Requests {
     String baseUrl;
     EngineRole role = EngineRole.BOTH;
     ClearScope clearScope;
+    KvSource kvSource;
     String model;
     Long blockSize;
     Long engineBlockSize;
@@ -194,6 +217,16 @@ final class Requests {
               clearScope = ClearScope.parse(v);
             } catch (IllegalArgumentException e) {
               throw b.error("all_blocks_cleared", e.getMessage());
+            }
+          }
+        }
+        case "kv_source" -> {
+          String v = b.optString();
+          if (v != null) {
+            try {
+              kvSource = KvSource.parse(v);
+            } catch (IllegalArgumentException e) {
+              throw b.error("kv_source", e.getMessage());
             }
           }
         }
@@ -243,7 +276,8 @@ final class Requests {
           capacity.value == null ? 0 : capacity.value,
           baseUrl == null ? null : BaseUrls.normalize(baseUrl),
           role,
-          clearScope == null ? ClearScope.DEVICE : clearScope);
+          clearScope == null ? ClearScope.DEVICE : clearScope,
+          kvSource);
     }
   }
 

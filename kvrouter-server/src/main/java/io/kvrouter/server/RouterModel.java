@@ -3,6 +3,7 @@ package io.kvrouter.server;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.KvSource;
 import java.util.List;
 
 /**
@@ -13,11 +14,17 @@ import java.util.List;
  */
 public interface RouterModel {
   /**
-   * A registered rank: its worker, the engine's base URL (or null), its block size and its role in
-   * a disaggregated fleet.
+   * A registered rank: its worker, the engine's base URL (or null), its block size, its role in a
+   * disaggregated fleet and how the router knows what it caches.
    */
-  record Rank(Worker worker, String baseUrl, int engineBlockSize, EngineRole role) {
-    /** A rank of role {@code both}. */
+  record Rank(
+      Worker worker, String baseUrl, int engineBlockSize, EngineRole role, KvSource kvSource) {
+    /** A rank fed by KV events. */
+    public Rank(Worker worker, String baseUrl, int engineBlockSize, EngineRole role) {
+      this(worker, baseUrl, engineBlockSize, role, KvSource.EVENTS);
+    }
+
+    /** A rank of role {@code both}, fed by KV events. */
     public Rank(Worker worker, String baseUrl, int engineBlockSize) {
       this(worker, baseUrl, engineBlockSize, EngineRole.BOTH);
     }
@@ -48,6 +55,13 @@ public interface RouterModel {
 
   /** The prediction counters of {@code worker}'s rank shown in {@code /workers}. */
   PredictionAccuracy accuracy(Worker worker);
+
+  /**
+   * The state of {@code worker}'s KV events listener: {@code "connecting"} until its first
+   * connection, then {@code "connected"} or {@code "disconnected"} (ZMQ reconnecting); null when
+   * the rank has no ZMQ endpoint or is not registered.
+   */
+  String listenerState(Worker worker);
 
   /** Whether the index was dropped (its last rank unregistered). */
   boolean closed();

@@ -1,6 +1,7 @@
 package io.kvrouter.server;
 
 import io.helidon.webserver.http.HttpRouting;
+import java.util.List;
 
 /**
  * More endpoints on a {@link KvRouterServer}'s own web server, with access to its indexes: how the
@@ -15,8 +16,64 @@ public interface ServerExtension {
   void routing(HttpRouting.Builder routing, ServerHost host);
 
   /**
+   * Called after a rank was registered ({@code POST /register}, {@link ServerHost#register}, the
+   * NATS registration log or a warm start), on the registering thread and under the registry's
+   * membership lock: it must return quickly and not register or unregister (the gateway starts its
+   * probe of the engine's API here, on a thread of its own).
+   */
+  default void registered(RouterModel model, RouterModel.Rank rank) {}
+
+  /**
    * Called by {@link KvRouterServer#stop()} after the web server stopped (requests in flight
    * finished or were cut off) and before the indexes close.
    */
   default void close() {}
+
+  /**
+   * Why the server should not take traffic yet, as the extension sees it (the gateway: a configured
+   * model without a healthy engine), or null when nothing of the extension's holds it back. Asked
+   * by every {@code GET /ready} after the server's own reasons (stopping, starting, listeners
+   * connecting, NATS catching up); must be cheap and must not block.
+   */
+  default String notReadyReason() {
+    return null;
+  }
+
+  /**
+   * One extension made of several: their routes in order, {@link #notReadyReason()} the first
+   * non-null one in order, {@link #close()} in reverse order (each close runs even when an earlier
+   * one threw; the first failure is thrown after the others ran).
+   */
+  static ServerExtension of(ServerExtension... extensions) {
+    List<ServerExtension> all = List.of(extensions);
+    return new ServerExtension() {
+      @Override
+      public void routing(HttpRouting.Builder routing, ServerHost host) {
+        for (ServerExtension e : all) e.routing(routing, host);
+      }
+
+      @Override
+      public String notReadyReason() {
+        for (ServerExtension e : all) {
+          String r = e.notReadyReason();
+          if (r != null) return r;
+        }
+        return null;
+      }
+
+      @Override
+      public void close() {
+        RuntimeException first = null;
+        for (int i = all.size() - 1; i >= 0; i--) {
+          try {
+            all.get(i).close();
+          } catch (RuntimeException e) {
+            if (first == null) first = e;
+            else first.addSuppressed(e);
+          }
+        }
+        if (first != null) throw first;
+      }
+    };
+  }
 }

@@ -2,6 +2,7 @@ package io.kvrouter.server;
 
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.transport.kvevents.ClearScope;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.List;
@@ -52,7 +53,9 @@ public interface ServerHost {
    * One rank's registration, as {@code POST /register}'s body gives it: {@code routingGroup} null
    * for {@code "default"}; {@code endpoint} (the KV events' ZMQ endpoint), {@code replayEndpoint}
    * and {@code topic} null for none; {@code clearScope} ({@code all_blocks_cleared}) other than
-   * {@link ClearScope#DEVICE} needs an endpoint. Checked by {@link #register}, not here.
+   * {@link ClearScope#DEVICE} needs an endpoint; {@code kvSource} ({@code kv_source}) null lets the
+   * server decide (predicted for a base URL without endpoint, docs/service.md). Checked by {@link
+   * #register}, not here.
    */
   record Registration(
       String modelName,
@@ -65,7 +68,37 @@ public interface ServerHost {
       String replayEndpoint,
       String topic,
       EngineRole role,
-      ClearScope clearScope) {
+      ClearScope clearScope,
+      KvSource kvSource) {
+
+    /** A registration whose KV source the server decides. */
+    public Registration(
+        String modelName,
+        String routingGroup,
+        int blockSize,
+        long instanceId,
+        int dpRank,
+        String baseUrl,
+        String endpoint,
+        String replayEndpoint,
+        String topic,
+        EngineRole role,
+        ClearScope clearScope) {
+      this(
+          modelName,
+          routingGroup,
+          blockSize,
+          instanceId,
+          dpRank,
+          baseUrl,
+          endpoint,
+          replayEndpoint,
+          topic,
+          role,
+          clearScope,
+          null);
+    }
+
     /**
      * A rank served at {@code baseUrl} in the default routing group, with no KV events endpoint,
      * role {@link EngineRole#BOTH}.
@@ -99,7 +132,28 @@ public interface ServerHost {
           replayEndpoint,
           topic,
           role,
-          clearScope);
+          clearScope,
+          kvSource);
+    }
+
+    /**
+     * This registration with its KV source named ({@code events}: its events come through {@code
+     * POST /events}; {@code predicted}; null: the server decides).
+     */
+    public Registration withKvSource(KvSource source) {
+      return new Registration(
+          modelName,
+          routingGroup,
+          blockSize,
+          instanceId,
+          dpRank,
+          baseUrl,
+          endpoint,
+          replayEndpoint,
+          topic,
+          role,
+          clearScope,
+          source);
     }
   }
 
@@ -110,6 +164,16 @@ public interface ServerHost {
    * @throws HttpError with the status and message {@code POST /register} would answer
    */
   RouterModel register(Registration r);
+
+  /**
+   * Unregisters ranks as {@code POST /unregister} does: the rank {@code dpRank} of {@code
+   * instanceId} (every rank when negative) of {@code modelName} in {@code routingGroup} (every
+   * group when null).
+   *
+   * @return how many ranks were removed (at least 1)
+   * @throws HttpError 404 when nothing matches, or as {@code POST /unregister} would answer
+   */
+  int unregister(String modelName, String routingGroup, long instanceId, int dpRank);
 
   /** Whether the server serves (false during a warm start and once stopping). */
   boolean serving();

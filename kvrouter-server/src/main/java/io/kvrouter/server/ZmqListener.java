@@ -6,8 +6,10 @@ import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.Tier;
 import io.kvrouter.server.http.ApiException;
 import io.kvrouter.transport.kvevents.ClearScope;
+import io.kvrouter.transport.kvevents.GroupEvent;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.zmq.EngineSpec;
+import io.kvrouter.transport.zmq.IngestSink;
 import io.kvrouter.transport.zmq.IngestStats;
 import io.kvrouter.transport.zmq.ZmqEventSubscriber;
 import io.prometheus.metrics.core.datapoints.CounterDataPoint;
@@ -91,7 +93,18 @@ final class ZmqListener implements AutoCloseable {
     this.subscriber =
         ZmqEventSubscriber.connect(endpoint, spec)
             .routerHasher(BlockHasher.of(routerBlockSize))
-            .sink(this::accept)
+            .sink(
+                new IngestSink() {
+                  @Override
+                  public void accept(StorageTier tier, RouterEvent e) {
+                    ZmqListener.this.accept(tier, e);
+                  }
+
+                  @Override
+                  public void acceptGroup(GroupEvent g) {
+                    ZmqListener.this.acceptGroup(g); // a hybrid model's KV cache groups
+                  }
+                })
             .start();
   }
 
@@ -307,6 +320,12 @@ final class ZmqListener implements AutoCloseable {
     } else {
       bump(UNREGISTERED);
     }
+  }
+
+  /** A secondary KV cache group's event (docs/routing.md, "Hybrid models"), for this rank only. */
+  private void acceptGroup(GroupEvent g) {
+    if (!awaitAttached() || !g.event().worker().equals(worker)) return;
+    target.applyGroupFrom(registration, g);
   }
 
   private boolean awaitAttached() {

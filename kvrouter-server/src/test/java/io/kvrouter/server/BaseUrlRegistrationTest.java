@@ -6,6 +6,7 @@ import io.helidon.http.Method;
 import io.helidon.webserver.http.HttpRouting;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.server.ServerHost.Registration;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.net.URI;
@@ -110,8 +111,11 @@ class BaseUrlRegistrationTest {
       HttpFixture.Reply none = new HttpFixtureClient(s.url()).get("/ext");
       assertThat(none.body()).isEqualTo("none");
       RouterModel m = seen[0].register(Registration.of("m", 4, 1, 0, "http://e:9"));
+      // an engine with a base URL and no event source is tracked by predictions
       assertThat(m.ranks())
-          .containsExactly(new RouterModel.Rank(new Worker(1, 0), "http://e:9", 4));
+          .containsExactly(
+              new RouterModel.Rank(
+                  new Worker(1, 0), "http://e:9", 4, EngineRole.BOTH, KvSource.PREDICTED));
       assertThat(new HttpFixtureClient(s.url()).get("/ext").body()).isEqualTo("http://e:9");
       seen[0].register(
           new Registration(
@@ -128,8 +132,10 @@ class BaseUrlRegistrationTest {
               ClearScope.DEVICE));
       assertThat(m.ranks())
           .containsExactly(
-              new RouterModel.Rank(new Worker(1, 0), "http://e:9", 4, EngineRole.BOTH),
-              new RouterModel.Rank(new Worker(2, 0), "http://d:9", 4, EngineRole.DECODE));
+              new RouterModel.Rank(
+                  new Worker(1, 0), "http://e:9", 4, EngineRole.BOTH, KvSource.PREDICTED),
+              new RouterModel.Rank(
+                  new Worker(2, 0), "http://d:9", 4, EngineRole.DECODE, KvSource.PREDICTED));
       // the router's own endpoints and its 404 are still there
       assertThat(new HttpFixtureClient(s.url()).get("/workers").body()).contains("http://e:9");
       assertThat(new HttpFixtureClient(s.url()).get("/nope").status()).isEqualTo(404);

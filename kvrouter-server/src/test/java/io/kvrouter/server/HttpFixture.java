@@ -42,7 +42,12 @@ final class HttpFixture implements AutoCloseable {
   String token;
 
   HttpFixture(KvRouterServer.Config.Builder config) {
-    this.server = KvRouterServer.start(config.host("127.0.0.1").port(0).build());
+    this(config, null);
+  }
+
+  /** A server with {@code extension}'s routes (null: none). */
+  HttpFixture(KvRouterServer.Config.Builder config, ServerExtension extension) {
+    this.server = KvRouterServer.start(config.host("127.0.0.1").port(0).build(), extension);
     this.url = server.url();
   }
 

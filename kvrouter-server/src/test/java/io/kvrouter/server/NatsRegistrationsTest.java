@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
+import io.kvrouter.route.KvSource;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
@@ -28,7 +29,8 @@ class NatsRegistrationsTest {
             4096,
             null,
             EngineRole.BOTH,
-            ClearScope.DEVICE);
+            ClearScope.DEVICE,
+            KvSource.EVENTS);
     assertThat(Requests.register(NatsRegistrations.json(plain))).isEqualTo(plain);
     Requests.Register zmq =
         new Requests.Register(
@@ -42,7 +44,8 @@ class NatsRegistrationsTest {
             0,
             "http://10.0.0.5:8000",
             EngineRole.PREFILL,
-            ClearScope.DEVICE);
+            ClearScope.DEVICE,
+            KvSource.EVENTS);
     assertThat(Requests.register(NatsRegistrations.json(zmq))).isEqualTo(zmq);
     Requests.Register sglang =
         new Requests.Register(
@@ -56,7 +59,8 @@ class NatsRegistrationsTest {
             0,
             null,
             EngineRole.BOTH,
-            ClearScope.ALL_TIERS);
+            ClearScope.ALL_TIERS,
+            null);
     assertThat(Requests.register(NatsRegistrations.json(sglang))).isEqualTo(sglang);
     Requests.Register decode =
         new Requests.Register(
@@ -70,7 +74,8 @@ class NatsRegistrationsTest {
             0,
             null,
             EngineRole.DECODE,
-            ClearScope.DEVICE);
+            ClearScope.DEVICE,
+            KvSource.PREDICTED);
     assertThat(Requests.register(NatsRegistrations.json(decode))).isEqualTo(decode);
     // unsigned instance ids are written as unsigned numbers
     assertThat(new String(NatsRegistrations.json(plain), StandardCharsets.UTF_8))
@@ -106,6 +111,7 @@ class NatsRegistrationsTest {
                 0,
                 null,
                 EngineRole.BOTH,
-                ClearScope.DEVICE));
+                ClearScope.DEVICE,
+                null));
   }
 }

@@ -42,7 +42,8 @@ class ServiceEndpointsTest {
             "{\"instance_id\":18446744073709551615,\"dp_rank\":1,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"ingestion\":\"connecting\"}\n");
+                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"ingestion\":\"connecting\","
+                + "\"kv_source\":\"events\"}\n");
     assertThat(http.register(7, 0, "m", BS).status()).isEqualTo(201);
     assertThat(http.register(7, 2, "m", BS).status()).isEqualTo(201);
     assertThat(
@@ -62,14 +63,15 @@ class ServiceEndpointsTest {
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"default\","
                 + "\"block_size\":4,\"endpoints\":{},\"ranks\":["
                 + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,\"indexed_blocks\":0,"
-                + "\"ingestion\":\"http\"},"
+                + "\"ingestion\":\"http\",\"kv_source\":\"events\",\"kv_capacity_blocks\":0},"
                 + "{\"dp_rank\":2,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,\"indexed_blocks\":0,"
-                + "\"ingestion\":\"http\"}]},"
+                + "\"ingestion\":\"http\",\"kv_source\":\"events\",\"kv_capacity_blocks\":0}]},"
                 + "{\"instance_id\":18446744073709551615,\"model_name\":\"m\","
                 + "\"routing_group\":\"default\",\"block_size\":4,"
                 + "\"endpoints\":{\"1\":\"tcp://127.0.0.1:5557\"},\"ranks\":["
                 + "{\"dp_rank\":1,\"endpoint\":\"tcp://127.0.0.1:5557\",\"replay_endpoint\":null,"
-                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"indexed_blocks\":0,\"ingestion\":\"connecting\",\"zmq\":"
+                + "\"topic\":\"\",\"engine_block_size\":4,\"capacity_blocks\":0,\"indexed_blocks\":0,\"ingestion\":\"connecting\","
+                + "\"kv_source\":\"events\",\"kv_capacity_blocks\":0,\"zmq\":"
                 + "{\"state\":\"connecting\",\"connected_once\":false,\"last_sequence\":-1,"
                 + "\"messages\":0,\"batches\":0,\"events_applied\":0,\"decode_errors\":0,"
                 + "\"bad_frames\":0,\"duplicates\":0,\"gaps\":0,\"lost_messages\":0,"
@@ -80,7 +82,7 @@ class ServiceEndpointsTest {
                 + "{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\","
                 + "\"block_size\":8,\"endpoints\":{},\"ranks\":["
                 + "{\"dp_rank\":0,\"endpoint\":null,\"replay_endpoint\":null,\"capacity_blocks\":0,\"indexed_blocks\":0,"
-                + "\"ingestion\":\"http\"}]}"
+                + "\"ingestion\":\"http\",\"kv_source\":\"events\",\"kv_capacity_blocks\":0}]}"
                 + "]\n");
     assertThat(http.get("/workers?routing_group=t").body())
         .startsWith("[{\"instance_id\":7,\"model_name\":\"m\",\"routing_group\":\"t\"")
@@ -109,7 +111,9 @@ class ServiceEndpointsTest {
         .doesNotContain("\"instance_id\":4");
     // the dump keeps the former name beside it, for the warm start of peers
     assertThat(http.get("/dump").body())
-        .contains("\"capacity_blocks\":50,\"ingestion\":\"http\",\"kv_blocks\":50}");
+        .contains(
+            "\"capacity_blocks\":50,\"ingestion\":\"http\",\"kv_source\":\"events\","
+                + "\"kv_blocks\":50}");
   }
 
   @Test

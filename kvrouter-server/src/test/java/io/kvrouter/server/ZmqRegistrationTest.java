@@ -100,7 +100,8 @@ class ZmqRegistrationTest {
           await(() -> http.get("/workers"), b -> b.contains("\"last_sequence\":3"));
       assertThat(workers.body())
           .contains(
-              "\"ingestion\":\"connected\",\"zmq\":{\"state\":\"connected\","
+              "\"ingestion\":\"connected\",\"kv_source\":\"events\",\"kv_capacity_blocks\":0,"
+                  + "\"zmq\":{\"state\":\"connected\","
                   + "\"connected_once\":true,\"last_sequence\":3,",
               // the stores and the Cleared that starts a history followed from sequence 0
               "\"batches\":3,\"events_applied\":4,\"decode_errors\":1,",

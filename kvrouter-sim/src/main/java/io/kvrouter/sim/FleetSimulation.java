@@ -2,18 +2,19 @@ package io.kvrouter.sim;
 
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.index.KvCacheGroup;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.index.Tier;
 import io.kvrouter.index.TieredIndex;
 import io.kvrouter.mockengine.EventLoop;
+import io.kvrouter.mockengine.HybridKvCache;
 import io.kvrouter.prefixcache.PrefixCache;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.sim.trace.TraceRequest;
-import io.kvrouter.sim.trace.TraceTokens;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.kvevents.StorageTier;
 import java.time.Duration;
@@ -86,6 +87,9 @@ public final class FleetSimulation {
   private long promptTokens;
   private long cachedTokens;
   private long routedOverlap;
+  private long routedErrorTokens;
+  private long admissionErrorTokens;
+  private long admissionPredicted;
   private long outputTokens;
   private int completed;
   private int rejected;
@@ -155,12 +159,17 @@ public final class FleetSimulation {
               : newIndex(cfg);
       b.index(index);
       switch (policy) {
-        case KV, KV_DEVICE ->
+        case KV, KV_DEVICE, KV_MAIN ->
             b.overlapWeight(cfg.overlapWeight()).pressureWeight(cfg.pressureWeight());
         case ROUND_ROBIN -> b.selector(BaselineSelectors.roundRobin());
         case RANDOM -> b.selector(BaselineSelectors.random(cfg.seed()));
         case LEAST_LOADED -> b.selector(WorkerSelector.costBased(0.0, 0.0, cfg.seed()));
         case APPROX -> {}
+      }
+      if (cfg.hybrid() && policy == Policy.KV) b.kvCacheGroups(cfg.kvGroups());
+      if (cfg.hybrid() && nats != null) {
+        throw new IllegalArgumentException(
+            "--kv-groups with --events: router events over NATS carry no KV cache group");
       }
       router = b.build();
       // through the router, so its eviction-pressure counts see the replicated events
@@ -183,7 +192,7 @@ public final class FleetSimulation {
               // what the gateway does with usage.prompt_tokens_details.cached_tokens
               router.observeCachedTokens(
                   r.routedTo,
-                  TraceTokens.tokens(r.trace),
+                  r.tokens(),
                   RouteOptions.defaults(),
                   r.routedOverlapTokens,
                   r.cachedTokens);
@@ -192,15 +201,30 @@ public final class FleetSimulation {
             promptTokens += r.trace.inputLength();
             cachedTokens += r.cachedTokens;
             routedOverlap += Math.min(r.routedOverlapTokens, r.trace.inputLength());
+            routedErrorTokens += Math.abs(r.routedOverlapTokens - r.cachedTokens);
+            if (r.admissionPredictedTokens >= 0) {
+              admissionPredicted += r.admissionPredictedTokens;
+              admissionErrorTokens += Math.abs(r.admissionPredictedTokens - r.cachedTokens);
+            }
             outputTokens += r.trace.outputLength();
             hits.add(r.trace.timestampMs(), r.trace.inputLength(), r.cachedTokens);
             lastFinish = Math.max(lastFinish, loop.now());
+            r.dropTokens();
             oneDone();
+          }
+
+          @Override
+          public void admitting(SimRequest r, Worker rank) {
+            if (!cfg.hybrid()) return;
+            // what routing would predict for this rank now, at the engine's own moment of truth
+            r.admissionPredictedTokens =
+                router.overlaps(r.tokens(), RouteOptions.defaults()).score(rank) * cfg.blockSize();
           }
 
           @Override
           public void rejected(SimRequest r) {
             router.free(r.routerId);
+            r.dropTokens();
             rejected++;
             oneDone();
           }
@@ -221,7 +245,9 @@ public final class FleetSimulation {
               listener,
               cfg.hostBlocks(),
               Math.round(cfg.hostMsPerBlock() * 1e6),
-              this::publishHost);
+              this::publishHost,
+              cfg.kvGroups(),
+              this::publishGroup);
       for (int r = 0; r < cfg.dpSize(); r++) ranks[w * cfg.dpSize() + r] = engines[w].rank(r);
       router.registerWorker(
           w,
@@ -247,9 +273,18 @@ public final class FleetSimulation {
     loop.at(0, () -> sample(period));
     loop.run();
 
-    List<PrefixCache> caches = new ArrayList<>(ranks.length);
-    for (MockEngine.Rank r : ranks) caches.add(r.cache);
-    Verification v = IndexCheck.verify(index, caches, trace, cfg.verifyPrompts(), cfg.maxBlocks());
+    Verification v;
+    if (cfg.hybrid()) {
+      List<HybridKvCache> caches = new ArrayList<>(ranks.length);
+      for (MockEngine.Rank r : ranks) caches.add(r.hybrid);
+      v =
+          IndexCheck.verifyHybrid(
+              index, policy == Policy.KV ? router : null, caches, trace, cfg.verifyPrompts());
+    } else {
+      List<PrefixCache> caches = new ArrayList<>(ranks.length);
+      for (MockEngine.Rank r : ranks) caches.add(r.cache);
+      v = IndexCheck.verify(index, caches, trace, cfg.verifyPrompts(), cfg.maxBlocks());
+    }
     if (feed != null) feed.close(); // its thread writes the index
     router.close();
     index.close();
@@ -286,7 +321,11 @@ public final class FleetSimulation {
         eventsPublished,
         eventsApplied,
         v,
-        System.nanoTime() - start);
+        System.nanoTime() - start,
+        cfg.hybrid()
+            ? new PolicyResult.Prediction(
+                routedErrorTokens, admissionPredicted, admissionErrorTokens)
+            : null);
   }
 
   /** Every rank of the fleet. */
@@ -303,7 +342,7 @@ public final class FleetSimulation {
   }
 
   private void arrive(SimRequest r) {
-    int[] tokens = TraceTokens.tokens(r.trace);
+    int[] tokens = r.tokens();
     RouteDecision d = router.route(r.routerId, tokens);
     if (!(d instanceof RouteDecision.Routed routed)) {
       throw new IllegalStateException("the router did not route request " + r.id + ": " + d);
@@ -343,6 +382,23 @@ public final class FleetSimulation {
           } else {
             router.applyEvent(Tier.HOST, e);
           }
+          eventsApplied++;
+        };
+    if (delay == 0) apply.run();
+    else loop.after(delay, apply);
+  }
+
+  /**
+   * An event of a hybrid model's secondary KV cache group: to the router under kv (delayed like the
+   * main group's, in order), dropped under every other policy.
+   */
+  private void publishGroup(int group, KvCacheGroup kind, RouterEvent e) {
+    eventsPublished++;
+    if (policy != Policy.KV) return;
+    long delay = Math.round(cfg.eventDelayMs() * 1e6);
+    Runnable apply =
+        () -> {
+          router.applyGroupEvent(group, kind, e);
           eventsApplied++;
         };
     if (delay == 0) apply.run();

@@ -7,7 +7,10 @@ import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.IndexStats;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.OverlapScores;
+import io.kvrouter.mockengine.HybridKvCache;
 import io.kvrouter.prefixcache.PrefixCache;
+import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.RouteOptions;
 import io.kvrouter.sim.trace.TraceRequest;
 import io.kvrouter.sim.trace.TraceTokens;
 import it.unimi.dsi.fastutil.longs.LongOpenHashSet;
@@ -152,6 +155,139 @@ public final class IndexCheck {
       }
     }
     return new Verification(problems.isEmpty(), caches.size(), total, prompts, problems);
+  }
+
+  /**
+   * The check of a hybrid model's fleet (docs/SIMULATION.md, "Hybrid models"): the main index holds
+   * exactly each rank's main-group blocks and scores each checked prompt as that group's cached
+   * prefix; with {@code router} (the kv policy, which reads every group), each secondary group's
+   * positions per rank equal the cache's, and the router's score of each checked prompt on each
+   * rank is the engine's hit ({@link HybridKvCache#lookup}).
+   */
+  public static Verification verifyHybrid(
+      KvIndex index,
+      KvRouter router,
+      List<HybridKvCache> caches,
+      List<TraceRequest> trace,
+      int maxPrompts) {
+    index.flush();
+    List<String> problems = new ArrayList<>();
+    Map<Worker, LongOpenHashSet> indexed = new HashMap<>();
+    for (RouterEvent e : index.dump()) {
+      if (e.data() instanceof CacheEvent.Stored s) {
+        LongOpenHashSet set = indexed.computeIfAbsent(e.worker(), w -> new LongOpenHashSet());
+        for (long h : s.blockHashes()) set.add(h);
+      }
+    }
+    long total = 0;
+    for (HybridKvCache c : caches) {
+      int main = c.groups().mainGroup();
+      long[] held = c.cachedHashes(main);
+      total += held.length;
+      LongOpenHashSet inIndex = indexed.remove(c.worker());
+      compare(problems, "main group", c.worker(), held, inIndex);
+      if (router == null) continue;
+      for (int g = 0; g < c.groups().size(); g++) {
+        if (g == main) continue;
+        long[] positions = router.kvCacheGroups().positions(g, c.worker());
+        long[] cached = c.cachedHashes(g);
+        total += cached.length;
+        LongOpenHashSet got = new LongOpenHashSet(positions);
+        compare(problems, "group " + g, c.worker(), cached, got);
+      }
+    }
+    indexed.forEach(
+        (w, set) -> {
+          if (!set.isEmpty()) {
+            add(problems, "rank " + name(w) + " has no cache but holds " + set.size() + " blocks");
+          }
+        });
+    IndexStats stats = index.stats();
+    if (stats.parentMissing() != 0 || stats.blocksMissing() != 0) {
+      add(
+          problems,
+          "the index rejected "
+              + stats.parentMissing()
+              + " stores with an unknown parent and skipped "
+              + stats.blocksMissing()
+              + " removals of unknown blocks");
+    }
+    if (router != null && router.kvCacheGroups().refusedEvents() != 0) {
+      add(
+          problems,
+          "the router refused " + router.kvCacheGroups().refusedEvents() + " group events");
+    }
+    int prompts = 0;
+    if (!caches.isEmpty() && maxPrompts > 0) {
+      BlockHasher hasher = caches.get(0).hasher();
+      int n = trace.size();
+      int count = Math.min(maxPrompts, n);
+      for (int k = 0; k < count; k++) {
+        int i = (int) ((long) (k + 1) * n / count) - 1;
+        int[] tokens = TraceTokens.tokens(trace.get(i));
+        OverlapScores mainScores = index.findMatches(hasher.localHashes(tokens), false);
+        OverlapScores routed =
+            router == null ? null : router.overlaps(tokens, RouteOptions.defaults());
+        for (HybridKvCache c : caches) {
+          int expected = c.cachedPrefix(c.groups().mainGroup(), tokens);
+          int got = mainScores.score(c.worker());
+          if (got != expected) {
+            add(
+                problems,
+                "prompt of trace line "
+                    + trace.get(i).line()
+                    + ": rank "
+                    + name(c.worker())
+                    + "'s main group caches "
+                    + expected
+                    + " leading blocks, the index says "
+                    + got);
+          }
+          if (routed != null) {
+            int hit = c.lookup(tokens);
+            int scored = routed.score(c.worker());
+            if (scored != hit) {
+              add(
+                  problems,
+                  "prompt of trace line "
+                      + trace.get(i).line()
+                      + ": rank "
+                      + name(c.worker())
+                      + " would reuse "
+                      + hit
+                      + " blocks, the router scores "
+                      + scored);
+            }
+          }
+        }
+        prompts++;
+      }
+    }
+    return new Verification(problems.isEmpty(), caches.size(), total, prompts, problems);
+  }
+
+  private static void compare(
+      List<String> problems, String what, Worker w, long[] held, LongOpenHashSet inIndex) {
+    if (inIndex == null) inIndex = new LongOpenHashSet();
+    int missing = 0;
+    for (long h : held) {
+      if (!inIndex.remove(h)) missing++;
+    }
+    if (missing > 0 || !inIndex.isEmpty()) {
+      add(
+          problems,
+          "rank "
+              + name(w)
+              + ", "
+              + what
+              + ": the cache holds "
+              + held.length
+              + " blocks; the index lacks "
+              + missing
+              + " of them and holds "
+              + inIndex.size()
+              + " others");
+    }
   }
 
   private static String name(Worker w) {

@@ -1,13 +1,16 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.index.KvCacheGroup;
+import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.mockengine.EventLoop;
 import io.kvrouter.mockengine.HostTier;
+import io.kvrouter.mockengine.HybridKvCache;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.prefixcache.PrefixCache;
-import io.kvrouter.sim.trace.TraceTokens;
 import java.util.ArrayDeque;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
@@ -42,6 +45,12 @@ import org.jspecify.annotations.Nullable;
  *
  * Load accounting per rank: inFlight (waiting + running) and its time integral, for the mean
  * load; prefillBusy, the nanoseconds the prefill lane worked, for utilisation.
+ *
+ * A hybrid model (groups != null, --kv-groups): each rank holds a HybridKvCache of gpuBlocks
+ * pages instead of the PrefixCache, admits through it the same way, tells it when the prefill
+ * ends (its sliding windows and states free what the decode no longer needs) and releases
+ * through it. Its main group's stores and removals go to `events` as the PrefixCache's do, every
+ * other group's to `groupEvents` (positions named by §2 sequence hashes, one removal per block).
  * </pre>
  */
 public final class MockEngine {
@@ -56,13 +65,25 @@ public final class MockEngine {
 
     /** {@code r} can never be admitted (its blocks exceed the pool) and was dropped. */
     void rejected(SimRequest r);
+
+    /** {@code r} is about to be admitted (or tried again) on {@code rank}. */
+    default void admitting(SimRequest r, Worker rank) {}
+  }
+
+  /** Where a hybrid model's secondary KV cache groups' events go. */
+  @FunctionalInterface
+  public interface GroupEvents {
+    /** An event of group {@code group}; {@code kind} is set on stores, null on removals. */
+    void accept(int group, @Nullable KvCacheGroup kind, RouterEvent event);
   }
 
   /** One data-parallel rank: its cache, queue, prefill lane and load counters. */
   public final class Rank {
     final Worker worker;
-    public final PrefixCache cache;
+    public final @Nullable PrefixCache cache; // null for a hybrid model
+    public final @Nullable HybridKvCache hybrid; // null unless a hybrid model
     final @Nullable HostTier host; // null without a host tier
+    private long eventId;
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
     private int running;
     private long prefillFreeAt;
@@ -79,11 +100,57 @@ public final class MockEngine {
       this.worker = worker;
       this.host =
           hostBlocks > 0 ? new HostTier(worker, hostBlocks, hostTransferNanos, hostEvents) : null;
-      this.cache =
-          PrefixCache.builder(worker, blockSize, gpuBlocks)
-              .listener(host == null ? events : host.tap(events))
-              .removedEventPerBlock(removed.perBlock())
-              .build();
+      if (groups == null) {
+        this.cache =
+            PrefixCache.builder(worker, blockSize, gpuBlocks)
+                .listener(host == null ? events : host.tap(events))
+                .removedEventPerBlock(removed.perBlock())
+                .build();
+        this.hybrid = null;
+      } else {
+        this.cache = null;
+        this.hybrid =
+            new HybridKvCache(worker, blockSize, gpuBlocks, groups, groupListener(events));
+      }
+    }
+
+    /** The hybrid cache's events as router events: the main group's to events, others aside. */
+    private HybridKvCache.Listener groupListener(Consumer<RouterEvent> events) {
+      final int main = groups.mainGroup();
+      return new HybridKvCache.Listener() {
+        @Override
+        public void stored(
+            int group,
+            KvCacheGroup kind,
+            int[] positions,
+            long[] hashes,
+            long[] locals,
+            long[] seq,
+            int fromBlock,
+            int toBlock) {
+          if (group == main) {
+            events.accept(
+                new RouterEvent(
+                    worker,
+                    eventId++,
+                    fromBlock == 0
+                        ? CacheEvent.storedAtRoot(hashes, locals)
+                        : CacheEvent.stored(seq[fromBlock - 1], hashes, locals)));
+          } else {
+            groupEvents.accept(
+                group,
+                kind,
+                new RouterEvent(worker, eventId++, CacheEvent.storedAtRoot(hashes, locals)));
+          }
+        }
+
+        @Override
+        public void removed(int group, long hash) {
+          RouterEvent e = new RouterEvent(worker, eventId++, CacheEvent.removed(hash));
+          if (group == main) events.accept(e);
+          else groupEvents.accept(group, null, e);
+        }
+      };
     }
 
     /** Requests waiting or running on this rank now. */
@@ -109,7 +176,11 @@ public final class MockEngine {
     }
 
     private void submit(SimRequest r) {
-      if (r.trace.inputLength() / blockSize > gpuBlocks) {
+      int pages =
+          hybrid != null
+              ? hybrid.pagesNeeded(r.trace.inputLength())
+              : r.trace.inputLength() / blockSize;
+      if (pages > gpuBlocks) {
         r.rejected = true;
         listener.rejected(r);
         return;
@@ -122,8 +193,19 @@ public final class MockEngine {
     private void tryAdmit() {
       while (!waiting.isEmpty() && running < timing.maxBatch()) {
         final SimRequest r = waiting.peek();
-        final PrefixCache.Admission a = cache.admit(r.id, TraceTokens.tokens(r.trace));
-        if (!a.admitted()) {
+        listener.admitting(r, worker);
+        final boolean admitted;
+        final int cachedBlocks;
+        if (hybrid != null) {
+          HybridKvCache.Admission a = hybrid.admit(r.id, r.tokens());
+          admitted = a.admitted();
+          cachedBlocks = a.cachedBlocks();
+        } else {
+          PrefixCache.Admission a = cache.admit(r.id, r.tokens());
+          admitted = a.admitted();
+          cachedBlocks = a.cachedBlocks();
+        }
+        if (!admitted) {
           return; // the pool is full of locked blocks: wait for a release
         }
         waiting.poll();
@@ -131,8 +213,8 @@ public final class MockEngine {
         final long now = loop.now();
         r.admitted = now;
         // blocks past the device prefix that the host tier holds are loaded, not recomputed
-        final int fromHost = host == null ? 0 : host.hits(hashes(r), a.cachedBlocks());
-        r.cachedTokens = (a.cachedBlocks() + fromHost) * blockSize;
+        final int fromHost = host == null ? 0 : host.hits(hashes(r), cachedBlocks);
+        r.cachedTokens = (cachedBlocks + fromHost) * blockSize;
         r.hostTokens = fromHost * blockSize;
         final long start = Math.max(now, prefillFreeAt);
         final long end =
@@ -146,10 +228,11 @@ public final class MockEngine {
     }
 
     private long[] hashes(SimRequest r) {
-      return SequenceHasher.sequenceHashes(cache.hasher().localHashes(TraceTokens.tokens(r.trace)));
+      return SequenceHasher.sequenceHashes(cache.hasher().localHashes(r.tokens()));
     }
 
     private void prefillDone(SimRequest r) {
+      if (hybrid != null) hybrid.prefillDone(r.id);
       r.firstToken = loop.now();
       listener.firstToken(r);
       loop.after(timing.decodeNanos(r.trace.outputLength()), () -> finish(r));
@@ -157,7 +240,8 @@ public final class MockEngine {
 
     private void finish(SimRequest r) {
       r.finished = loop.now();
-      cache.release(r.id);
+      if (hybrid != null) hybrid.release(r.id);
+      else cache.release(r.id);
       running--;
       changeInFlight(-1);
       listener.finished(r);
@@ -173,6 +257,8 @@ public final class MockEngine {
   private final Rank[] ranks;
   private final int hostBlocks;
   private final long hostTransferNanos;
+  private final KvCacheGroups groups; // null: one full-attention group
+  private final GroupEvents groupEvents;
 
   /**
    * An engine for worker {@code workerId} with ranks {@code 0..dpSize-1}, each caching up to {@code
@@ -212,6 +298,48 @@ public final class MockEngine {
       int hostBlocks,
       long hostTransferNanos,
       Consumer<RouterEvent> hostEvents) {
+    this(
+        workerId,
+        dpSize,
+        blockSize,
+        gpuBlocks,
+        timing,
+        loop,
+        removed,
+        events,
+        listener,
+        hostBlocks,
+        hostTransferNanos,
+        hostEvents,
+        null,
+        (g, k, e) -> {});
+  }
+
+  /**
+   * Like the other constructors; with {@code groups} (a hybrid model, or null for one group) each
+   * rank is a {@link HybridKvCache} of {@code gpuBlocks} pages whose main group's events go to
+   * {@code events} and the other groups' to {@code groupEvents}.
+   */
+  public MockEngine(
+      long workerId,
+      int dpSize,
+      int blockSize,
+      int gpuBlocks,
+      TimingModel timing,
+      EventLoop loop,
+      RemovedEvents removed,
+      Consumer<RouterEvent> events,
+      Listener listener,
+      int hostBlocks,
+      long hostTransferNanos,
+      Consumer<RouterEvent> hostEvents,
+      KvCacheGroups groups,
+      GroupEvents groupEvents) {
+    if (groups != null && hostBlocks > 0) {
+      throw new IllegalArgumentException("a hybrid model's ranks have no host tier here");
+    }
+    this.groups = groups != null && groups.isHybrid() ? groups : null;
+    this.groupEvents = groupEvents;
     this.hostBlocks = hostBlocks;
     this.hostTransferNanos = hostTransferNanos;
     this.blockSize = blockSize;

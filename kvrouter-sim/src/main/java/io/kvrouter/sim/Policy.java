@@ -1,6 +1,8 @@
 package io.kvrouter.sim;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.stream.Collectors;
 
 /** A routing policy the simulation compares. */
@@ -21,7 +23,15 @@ public enum Policy {
    * KvRouter as {@link #KV}, but with an index of the device tier alone: the host tier's events are
    * dropped. Run only with a host tier (--host-blocks), to compare with tier-aware routing.
    */
-  KV_DEVICE("kv-device", "as kv, but routing on device blocks alone (host-tier events dropped)");
+  KV_DEVICE("kv-device", "as kv, but routing on device blocks alone (host-tier events dropped)"),
+  /**
+   * KvRouter as {@link #KV}, but scoring a hybrid model on its main KV cache group alone (the other
+   * groups' events dropped): kvrouter before hybrid scoring, and Dynamo's and llm-d's routers. Run
+   * only with --kv-groups.
+   */
+  KV_MAIN(
+      "kv-main",
+      "as kv, but scoring a hybrid model on its full-attention group alone (other groups dropped)");
 
   private final String cliName;
   private final String description;
@@ -39,6 +49,38 @@ public enum Policy {
   /** One line saying what it does. */
   public String description() {
     return description;
+  }
+
+  /**
+   * The policies {@code simulate} runs when none are named: every one that means something for
+   * {@code cfg} (kv-device only with a host tier; kv-main only, and approx never, with KV cache
+   * groups).
+   */
+  public static List<Policy> defaults(SimConfig cfg) {
+    List<Policy> out = new ArrayList<>(List.of(values()));
+    if (cfg.hostBlocks() == 0) out.remove(KV_DEVICE); // the same as kv without a host tier
+    if (cfg.hybrid()) out.remove(APPROX);
+    else out.remove(KV_MAIN); // the same as kv with one group
+    return out;
+  }
+
+  /**
+   * Checks that every policy can run with {@code cfg}.
+   *
+   * @throws IllegalArgumentException naming the policy and why
+   */
+  public static void check(List<Policy> policies, SimConfig cfg) {
+    for (Policy p : policies) {
+      if (p == APPROX && cfg.hybrid()) {
+        throw new IllegalArgumentException(
+            "the approx policy predicts one cache per rank; it cannot model --kv-groups "
+                + cfg.kvGroups());
+      }
+      if (p == KV_MAIN && !cfg.hybrid()) {
+        throw new IllegalArgumentException(
+            "the kv-main policy scores a hybrid model's main group; give --kv-groups");
+      }
+    }
   }
 
   /** Every name, comma-separated, in the order of the enum. */

@@ -22,6 +22,8 @@ package io.kvrouter.sim;
  *     shadow index that is only verified)
  * @param verification the index-equals-caches check
  * @param wallNanos wall-clock time of the run
+ * @param prediction how far the router's predicted hits were from the engines' (hybrid models only,
+ *     else null)
  */
 public record PolicyResult(
     Policy policy,
@@ -41,7 +43,63 @@ public record PolicyResult(
     long eventsPublished,
     long eventsApplied,
     Verification verification,
-    long wallNanos) {
+    long wallNanos,
+    Prediction prediction) {
+
+  /**
+   * The router's predictions against the engines' hits, over the completed requests.
+   *
+   * @param routedErrorTokens the sum of |overlap the router expected when routing - tokens the
+   *     engine's cache served at admission|
+   * @param admissionPredictedTokens the sum of what the router predicted for the chosen rank at the
+   *     moment the engine admitted the request
+   * @param admissionErrorTokens the sum of |that prediction - tokens served|: scoring exactness,
+   *     without the changes between routing and admission
+   */
+  public record Prediction(
+      long routedErrorTokens, long admissionPredictedTokens, long admissionErrorTokens) {}
+
+  /** A result without prediction figures (a model of one KV cache group). */
+  public PolicyResult(
+      Policy policy,
+      int requests,
+      int completed,
+      int rejected,
+      long promptTokens,
+      long cachedTokens,
+      long routedOverlapTokens,
+      long outputTokens,
+      double[] ttftMs,
+      double makespanSec,
+      double[] meanLoad,
+      double[] prefillUtilisation,
+      LoadSeries load,
+      HitSeries hits,
+      long eventsPublished,
+      long eventsApplied,
+      Verification verification,
+      long wallNanos) {
+    this(
+        policy,
+        requests,
+        completed,
+        rejected,
+        promptTokens,
+        cachedTokens,
+        routedOverlapTokens,
+        outputTokens,
+        ttftMs,
+        makespanSec,
+        meanLoad,
+        prefillUtilisation,
+        load,
+        hits,
+        eventsPublished,
+        eventsApplied,
+        verification,
+        wallNanos,
+        null);
+  }
 
   /** Tokens served from cache / prompt tokens. */
   public double hitRate() {

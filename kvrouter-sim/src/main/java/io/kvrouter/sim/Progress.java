@@ -17,7 +17,8 @@ import java.nio.file.Path;
  * exactly when it is; elsewhere System.console() (non-null only with an interactive terminal
  * on JDK 21 and 25; on 22-24 it may be non-null regardless, so Console.isTerminal() is asked
  * too when it exists). The bar is cleared with a carriage return and spaces before anything
- * else is printed.
+ * else is printed. Thread-safe (synchronised): simulations running side by side advance one bar,
+ * labelled with the phase started last.
  * </pre>
  */
 public final class Progress implements AutoCloseable {
@@ -51,18 +52,18 @@ public final class Progress implements AutoCloseable {
   }
 
   /** Sets the total amount of work. */
-  public void total(long total) {
+  public synchronized void total(long total) {
     this.total = total;
   }
 
   /** Names the current phase. */
-  public void phase(String label) {
+  public synchronized void phase(String label) {
     this.label = label;
     draw(true);
   }
 
   /** One unit of work done. */
-  public void advance() {
+  public synchronized void advance() {
     done++;
     if (enabled) draw(false);
   }
@@ -86,7 +87,7 @@ public final class Progress implements AutoCloseable {
 
   /** Clears the bar. */
   @Override
-  public void close() {
+  public synchronized void close() {
     if (enabled && drawnLength > 0) {
       err.print("\r" + " ".repeat(drawnLength) + "\r");
       err.flush();

@@ -1,5 +1,6 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.route.RoutingSettings;
 import java.util.Objects;
@@ -33,6 +34,9 @@ import java.util.Objects;
  *     docs/SIMULATION.md, "A host tier")
  * @param hostMsPerBlock simulated milliseconds to load one block from the host tier
  *     (--host-ms-per-block)
+ * @param kvGroups the KV cache groups of a hybrid model (--kv-groups; docs/SIMULATION.md, "Hybrid
+ *     models"), or null for a model of one full-attention group: each rank is then a {@code
+ *     HybridKvCache} of {@code gpuBlocks} pages shared by the groups
  */
 public record SimConfig(
     int workers,
@@ -51,7 +55,8 @@ public record SimConfig(
     boolean approxCorrection,
     long approxKvBlocks,
     int hostBlocks,
-    double hostMsPerBlock) {
+    double hostMsPerBlock,
+    KvCacheGroups kvGroups) {
 
   /** The default of {@link #hostMsPerBlock()}, docs/SIMULATION.md, "A host tier". */
   public static final double DEFAULT_HOST_MS_PER_BLOCK = 0.6;
@@ -87,6 +92,26 @@ public record SimConfig(
     if (verifyPrompts < 0) {
       throw new IllegalArgumentException("verify prompts must be >= 0, got " + verifyPrompts);
     }
+    if (kvGroups != null && !kvGroups.isHybrid()) kvGroups = null; // one group: not hybrid
+    if (kvGroups != null) {
+      if (hostBlocks > 0) {
+        throw new IllegalArgumentException(
+            "--kv-groups with --host-blocks: a host tier of a hybrid model is not simulated");
+      }
+      if (jsonEvents) {
+        throw new IllegalArgumentException(
+            "--kv-groups with --events-as-json: Dynamo's JSON events carry no KV cache group");
+      }
+      if (routing.maxBlocks() > 0) {
+        throw new IllegalArgumentException(
+            "--kv-groups with --max-blocks: a bounded index of a hybrid model is not simulated");
+      }
+    }
+  }
+
+  /** Whether the ranks model a hybrid model's KV cache groups. */
+  public boolean hybrid() {
+    return kvGroups != null;
   }
 
   /** A builder holding the defaults of {@code kvrouter simulate}. */
@@ -138,6 +163,7 @@ public record SimConfig(
     private long approxKvBlocks = -1;
     private int hostBlocks;
     private double hostMsPerBlock = DEFAULT_HOST_MS_PER_BLOCK;
+    private KvCacheGroups kvGroups;
 
     private Builder() {}
 
@@ -226,6 +252,12 @@ public record SimConfig(
       return this;
     }
 
+    /** The KV cache groups of a hybrid model, or null (the default) for one group. */
+    public Builder kvGroups(KvCacheGroups v) {
+      kvGroups = v;
+      return this;
+    }
+
     public SimConfig build() {
       return new SimConfig(
           workers,
@@ -244,7 +276,8 @@ public record SimConfig(
           approxCorrection,
           approxKvBlocks,
           hostBlocks,
-          hostMsPerBlock);
+          hostMsPerBlock,
+          kvGroups);
     }
   }
 }

@@ -2,8 +2,15 @@ package io.kvrouter.sim;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.sim.trace.TraceRequest;
+import io.kvrouter.sim.trace.TraceTokens;
 
-/** One trace request on its way through a simulated fleet, with what happened to it. */
+/**
+ * One trace request on its way through a simulated fleet, with what happened to it. Its prompt
+ * tokens are made when first asked for (at arrival, to route it) and kept until {@link
+ * #dropTokens()} (when it finishes or is rejected), so the router, the engine's admission, which
+ * may be tried again and again while the request waits, and the approx correction share one array:
+ * only requests in flight hold tokens.
+ */
 public final class SimRequest {
   final long id;
   final String routerId;
@@ -13,17 +20,30 @@ public final class SimRequest {
   int routedOverlapTokens; // what the router expected the chosen rank to hold
   Worker routedTo; // the chosen rank
   int cachedTokens; // what the rank's cache held at admission
+  int admissionPredictedTokens = -1; // what the router said that rank held at admission (hybrid)
   int hostTokens; // of those, what its host tier held (loaded, not recomputed)
   long admitted = -1;
   long firstToken = -1;
   long finished = -1;
   boolean rejected;
+  private int[] tokens; // null before arrival and after the end
 
   public SimRequest(long id, TraceRequest trace, long arrival) {
     this.id = id;
     this.routerId = Long.toString(id);
     this.trace = trace;
     this.arrival = arrival;
+  }
+
+  /** The prompt's tokens (TraceTokens.tokens), made once and kept until {@link #dropTokens()}. */
+  int[] tokens() {
+    if (tokens == null) tokens = TraceTokens.tokens(trace);
+    return tokens;
+  }
+
+  /** Lets the tokens go (the request is done with). */
+  void dropTokens() {
+    tokens = null;
   }
 
   /** Time to first token in nanoseconds; only after the prefill ended. */

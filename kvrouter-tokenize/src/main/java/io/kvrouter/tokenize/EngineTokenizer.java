@@ -1,37 +1,39 @@
 package io.kvrouter.tokenize;
 
-import io.kvrouter.tokenize.jinja.Py;
-import java.io.IOException;
-import java.net.ConnectException;
 import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.net.http.HttpTimeoutException;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
- * Tokenization delegated to an engine: {@code POST {engine}/tokenize} in vLLM's request and
- * response shapes, for templates kvrouter cannot render or for parity by construction.
+ * Tokenization delegated to an engine, in the engine's own dialect ({@link EngineDialect}), for
+ * templates kvrouter cannot render or for parity by construction.
  *
- * <p>Chat form: {@code {"model", "messages", "add_generation_prompt", "continue_final_message",
- * "add_special_tokens", "tools"?, "chat_template_kwargs"?}}; completion form: {@code {"model",
- * "prompt", "add_special_tokens"}}; answer: {@code {"count", "max_model_len", "tokens"}}. The
- * engine URL is its base ({@code http://host:8000}); a trailing {@code /v1} is dropped, since vLLM
- * serves {@code /tokenize} at the root.
+ * <p>vLLM (and SGLang, and an engine of unknown dialect): {@code POST {engine}/tokenize}, chat form
+ * {@code {"model", "messages", "add_generation_prompt", "continue_final_message",
+ * "add_special_tokens", "tools"?, "chat_template_kwargs"?}}, completion form {@code {"model",
+ * "prompt", "add_special_tokens"}}; answer {@code {"count", "max_model_len", "tokens"}}. llama.cpp:
+ * a chat is rendered by {@code POST /apply-template} (the chat body: {@code messages}, {@code
+ * tools}, {@code chat_template_kwargs}, {@code add_generation_prompt}) into {@code {"prompt"}},
+ * which {@code POST /tokenize {"content", "add_special", "parse_special": true}} tokenizes; a
+ * completion prompt goes to {@code /tokenize} the same way. The engine URL is its base ({@code
+ * http://host:8000}); a trailing {@code /v1} is dropped.
+ *
+ * <p>An answer without tokens for a non-empty input is an error, never an empty prompt: llama.cpp
+ * answers a vLLM-shaped body with {@code 200 {"tokens": []}}, and routing that as a prompt would
+ * route every request blind.
  *
  * <pre>
  * Implementation notes
  *
- * One java.net.http.HttpClient (HTTP/1.1, connect timeout) shared by all calls; each call
- * writes its body with Py.jsonDumps and reads the answer with Json.parse, checking that tokens is
- * a list of ints in 0..2^31-1 and that count equals its length. Every failure (unreachable,
- * timeout, a non-200 status, a malformed answer) is a TokenizerException naming the URL. Safe
- * from any thread.
+ * HTTP through one EngineHttp (its own HttpClient). The dialect comes from the EngineApi given
+ * at construction, or is probed (EngineApi.probe) at the first call that needs it and kept in
+ * a volatile field (two threads may both probe once; the answers are the same). Each answer is
+ * read with Json.parse: tokens must be a list of ints in 0..2^31-1, non-empty for a non-empty
+ * input, and count (when given) its length. Every failure (unreachable, timeout, a non-200
+ * status, a malformed or empty answer) is a TokenizerException naming the URL and the dialect.
+ * Safe from any thread.
  * </pre>
  */
 public final class EngineTokenizer {
@@ -45,144 +47,196 @@ public final class EngineTokenizer {
     }
   }
 
-  /** The engine's answer. */
+  /** The engine's answer: the token ids, and its context length (-1 when not said). */
   public record Result(int[] tokens, long maxModelLen) {}
 
-  private final URI base;
+  private final EngineHttp http;
   private final String model;
-  private final Duration timeout;
-  private final HttpClient http;
+  private volatile EngineApi api;
 
   /**
    * A client for the engine at {@code engine}; {@code model} is sent as the request's {@code model}
-   * (null leaves it out, which vLLM accepts when it serves one model).
+   * (null leaves it out, which vLLM accepts when it serves one model). Its dialect is probed at the
+   * first call.
    */
   public EngineTokenizer(URI engine, String model, Duration timeout) {
-    String s = engine.toString().replaceAll("/+$", "");
-    if (s.endsWith("/v1")) {
-      s = s.substring(0, s.length() - 3);
-    }
-    this.base = URI.create(s);
+    this(engine, model, timeout, null, null);
+  }
+
+  /**
+   * A client for the engine at {@code engine} whose API is {@code api} (null: probed at the first
+   * call), sending {@code apiKey} as a bearer token (null: none).
+   */
+  public EngineTokenizer(URI engine, String model, Duration timeout, String apiKey, EngineApi api) {
+    this.http = new EngineHttp(engine, timeout, apiKey);
     this.model = model;
-    this.timeout = timeout;
-    this.http =
-        HttpClient.newBuilder()
-            .version(HttpClient.Version.HTTP_1_1)
-            .connectTimeout(timeout)
-            .build();
+    this.api = api;
   }
 
   /** The engine's base URL. */
   public URI base() {
-    return base;
+    return http.base();
+  }
+
+  /**
+   * What the engine says of itself (probed at the first call when not given).
+   *
+   * @throws UnreachableException when it cannot be reached
+   */
+  public EngineApi api() {
+    EngineApi a = api;
+    if (a == null) api = a = EngineApi.probe(http);
+    return a;
+  }
+
+  /** The engine's dialect; see {@link #api()}. */
+  public EngineDialect dialect() {
+    return api().dialect();
   }
 
   /** Tokenizes a chat as the engine renders it. */
   public Result tokenizeChat(ChatRequest req) {
-    Map<String, Object> body = new LinkedHashMap<>();
-    if (model != null) {
-      body.put("model", model);
+    EngineApi a = api();
+    if (a.dialect() == EngineDialect.LLAMA_CPP) {
+      Map<String, Object> body = new LinkedHashMap<>();
+      body.put("messages", req.messages());
+      if (req.tools() != null) body.put("tools", req.tools());
+      if (!req.templateKwargs().isEmpty()) body.put("chat_template_kwargs", req.templateKwargs());
+      body.put("add_generation_prompt", req.addGenerationPrompt());
+      Object v = http.postJson("/apply-template", body);
+      if (!(v instanceof Map<?, ?> m) || !(m.get("prompt") instanceof String prompt)) {
+        throw shape("/apply-template", "a {\"prompt\": ...} object", v);
+      }
+      if (prompt.isEmpty()) {
+        throw new TokenizerException(
+            where("/apply-template")
+                + " rendered the chat as an empty prompt: the engine's chat template gave no"
+                + " text for "
+                + req.messages().size()
+                + " message(s)");
+      }
+      return llamaTokenize(prompt, req.addSpecialTokens(), a);
     }
+    Map<String, Object> body = new LinkedHashMap<>();
+    if (model != null) body.put("model", model);
     body.put("messages", req.messages());
     body.put("add_generation_prompt", req.addGenerationPrompt());
     body.put("continue_final_message", req.continueFinalMessage());
     body.put("add_special_tokens", req.addSpecialTokens());
-    if (req.tools() != null) {
-      body.put("tools", req.tools());
-    }
-    if (!req.templateKwargs().isEmpty()) {
-      body.put("chat_template_kwargs", req.templateKwargs());
-    }
-    return post(body);
+    if (req.tools() != null) body.put("tools", req.tools());
+    if (!req.templateKwargs().isEmpty()) body.put("chat_template_kwargs", req.templateKwargs());
+    // a chat template always renders something: no tokens means the engine did not read the body
+    return vllmTokenize(body, true, a);
   }
 
-  /** Tokenizes a plain prompt (vLLM's completion form). */
+  /** Tokenizes a plain prompt (a completion's). */
   public Result tokenizePrompt(String prompt, boolean addSpecialTokens) {
-    Map<String, Object> body = new LinkedHashMap<>();
-    if (model != null) {
-      body.put("model", model);
+    EngineApi a = api();
+    if (a.dialect() == EngineDialect.LLAMA_CPP) {
+      return llamaTokenize(prompt, addSpecialTokens, a);
     }
+    Map<String, Object> body = new LinkedHashMap<>();
+    if (model != null) body.put("model", model);
     body.put("prompt", prompt);
     body.put("add_special_tokens", addSpecialTokens);
-    return post(body);
+    return vllmTokenize(body, !prompt.isEmpty(), a);
+  }
+
+  /** The text of {@code ids} as the engine decodes them ({@code /detokenize}). */
+  public String detokenize(int[] ids) {
+    EngineApi a = api();
+    Map<String, Object> body = new LinkedHashMap<>();
+    if (model != null && a.dialect() != EngineDialect.LLAMA_CPP) body.put("model", model);
+    Long[] boxed = new Long[ids.length];
+    for (int i = 0; i < ids.length; i++) boxed[i] = Integer.toUnsignedLong(ids[i]);
+    body.put("tokens", List.of(boxed));
+    Object v = http.postJson("/detokenize", body);
+    String field = a.dialect() == EngineDialect.LLAMA_CPP ? "content" : "prompt";
+    if (!(v instanceof Map<?, ?> m) || !(m.get(field) instanceof String text)) {
+      throw shape("/detokenize", "a {\"" + field + "\": ...} object", v);
+    }
+    return text;
   }
 
   /** The first model the engine lists at {@code GET /v1/models}, or null if it lists none. */
   public String firstServedModel() {
-    URI uri = base.resolve(base.getPath() + "/v1/models");
-    String text = send(HttpRequest.newBuilder(uri).timeout(timeout).GET().build(), uri);
-    try {
-      if (Json.parse(text) instanceof Map<?, ?> m
-          && m.get("data") instanceof List<?> data
-          && !data.isEmpty()
-          && data.get(0) instanceof Map<?, ?> first
-          && first.get("id") instanceof String id) {
-        return id;
-      }
-      return null;
-    } catch (IOException e) {
-      throw new TokenizerException(uri + " answered with invalid JSON: " + e.getMessage(), e);
+    Object v = http.json("/v1/models", http.get("/v1/models"));
+    if (v instanceof Map<?, ?> m
+        && m.get("data") instanceof List<?> data
+        && !data.isEmpty()
+        && data.get(0) instanceof Map<?, ?> first
+        && first.get("id") instanceof String id) {
+      return id;
     }
+    return null;
   }
 
-  private Result post(Map<String, Object> body) {
-    URI uri = base.resolve(base.getPath() + "/tokenize");
-    HttpRequest req =
-        HttpRequest.newBuilder(uri)
-            .timeout(timeout)
-            .header("Content-Type", "application/json")
-            .POST(HttpRequest.BodyPublishers.ofString(Py.jsonDumps(body), StandardCharsets.UTF_8))
-            .build();
-    String text = send(req, uri);
-    Object v;
-    try {
-      v = Json.parse(text);
-    } catch (IOException e) {
-      throw new TokenizerException(uri + " answered with invalid JSON: " + e.getMessage(), e);
+  private Result llamaTokenize(String text, boolean addSpecial, EngineApi a) {
+    Map<String, Object> body = new LinkedHashMap<>();
+    body.put("content", text);
+    body.put("add_special", addSpecial);
+    body.put("parse_special", true);
+    Object v = http.postJson("/tokenize", body);
+    return new Result(tokens(v, !text.isEmpty()), a.maxModelLen());
+  }
+
+  private Result vllmTokenize(Map<String, Object> body, boolean nonEmpty, EngineApi a) {
+    Object v = http.postJson("/tokenize", body);
+    int[] ids = tokens(v, nonEmpty);
+    Map<?, ?> m = (Map<?, ?>) v;
+    if (m.get("count") instanceof Long count && count != ids.length) {
+      throw new TokenizerException(
+          where("/tokenize") + " answered count " + count + " with " + ids.length + " tokens");
     }
+    long maxLen = m.get("max_model_len") instanceof Long l ? l : a.maxModelLen();
+    return new Result(ids, maxLen);
+  }
+
+  /** The "tokens" of a /tokenize answer; none for a non-empty input is an error. */
+  private int[] tokens(Object v, boolean nonEmptyInput) {
     if (!(v instanceof Map<?, ?> m) || !(m.get("tokens") instanceof List<?> tokens)) {
-      throw new TokenizerException(uri + " answered without a \"tokens\" list: " + abbrev(text));
+      throw shape("/tokenize", "a {\"tokens\": [...]} object", v);
+    }
+    if (tokens.isEmpty() && nonEmptyInput) {
+      throw new TokenizerException(
+          where("/tokenize")
+              + " answered no tokens for a non-empty input: the engine did not read the request"
+              + " in this shape (llama.cpp's server takes {\"content\"} and answers a vLLM-shaped"
+              + " body with {\"tokens\": []}); the gateway will not route an empty prompt. Give"
+              + " the gateway the model's tokenizer directory (--model NAME=DIR), or check the"
+              + " engine's dialect in the gateway's log");
     }
     int[] ids = new int[tokens.size()];
     for (int i = 0; i < ids.length; i++) {
       if (!(tokens.get(i) instanceof Long l) || l < 0 || l > Integer.MAX_VALUE) {
         throw new TokenizerException(
-            uri + " answered tokens[" + i + "] = " + tokens.get(i) + ", not a token id");
+            where("/tokenize")
+                + " answered tokens["
+                + i
+                + "] = "
+                + tokens.get(i)
+                + ", not a token id");
       }
       ids[i] = (int) (long) l;
     }
-    if (m.get("count") instanceof Long count && count != ids.length) {
-      throw new TokenizerException(
-          uri + " answered count " + count + " with " + ids.length + " tokens");
-    }
-    long maxLen = m.get("max_model_len") instanceof Long l ? l : -1;
-    return new Result(ids, maxLen);
+    return ids;
   }
 
-  private String send(HttpRequest req, URI uri) {
-    HttpResponse<String> resp;
-    try {
-      resp = http.send(req, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
-    } catch (HttpTimeoutException e) {
-      throw new UnreachableException("engine at " + uri + " did not answer within " + timeout, e);
-    } catch (ConnectException e) {
-      throw new UnreachableException(
-          "cannot reach the engine at " + uri + ": connection refused", e);
-    } catch (IOException e) {
-      throw new UnreachableException("cannot reach the engine at " + uri + ": " + e, e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new TokenizerException("interrupted while calling " + uri, e);
-    }
-    if (resp.statusCode() != 200) {
-      throw new TokenizerException(
-          uri + " answered HTTP " + resp.statusCode() + ": " + abbrev(resp.body()));
-    }
-    return resp.body();
+  private TokenizerException shape(String path, String expected, Object got) {
+    String seen = got == null ? "null" : EngineHttp.abbrev(String.valueOf(got));
+    return new TokenizerException(
+        where(path)
+            + " answered in a shape the gateway does not know (expected "
+            + expected
+            + "): "
+            + seen);
   }
 
-  private static String abbrev(String s) {
-    s = s.strip();
-    return s.length() <= 300 ? s : s.substring(0, 297) + "...";
+  /** "engine http://h:p/tokenize (llama.cpp)" for messages. */
+  private String where(String path) {
+    EngineApi a = api;
+    return "engine "
+        + http.uri(path)
+        + (a == null ? "" : " (" + a.dialect().wireName() + " dialect)");
   }
 }

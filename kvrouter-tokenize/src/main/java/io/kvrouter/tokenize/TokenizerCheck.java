@@ -80,13 +80,13 @@ public final class TokenizerCheck {
         chat(
             "content parts",
             List.of(
-                Map.of(
+                obj(
                     "role",
                     "user",
                     "content",
                     List.of(
-                        Map.of("type", "text", "text", "first part"),
-                        Map.of("type", "text", "text", "second part"))))));
+                        obj("type", "text", "text", "first part"),
+                        obj("type", "text", "text", "second part"))))));
     p.add(toolCall());
     p.add(
         new Probe(
@@ -123,24 +123,24 @@ public final class TokenizerCheck {
     Map<String, Object> call = new LinkedHashMap<>();
     call.put("id", "call_1");
     call.put("type", "function");
-    call.put("function", Map.of("name", "get_weather", "arguments", "{\"city\": \"Paris\"}"));
+    call.put("function", obj("name", "get_weather", "arguments", "{\"city\": \"Paris\"}"));
     Map<String, Object> assistantCall = msg("assistant", null);
     assistantCall.put("tool_calls", List.of(call));
     Map<String, Object> toolResult = msg("tool", "{\"temp_c\": 21}");
     toolResult.put("tool_call_id", "call_1");
     List<Object> tools =
         List.of(
-            Map.of(
+            obj(
                 "type",
                 "function",
                 "function",
-                Map.of(
+                obj(
                     "name", "get_weather",
                     "description", "Current weather in a city",
                     "parameters",
-                        Map.of(
+                        obj(
                             "type", "object",
-                            "properties", Map.of("city", Map.of("type", "string")),
+                            "properties", obj("city", obj("type", "string")),
                             "required", List.of("city")))));
     return new Probe(
         "tool call and result",
@@ -150,13 +150,33 @@ public final class TokenizerCheck {
         false);
   }
 
+  /**
+   * A JSON object with its keys in the order given, as a client sends them: a template that prints
+   * it (tojson) and an engine that re-serializes it in OpenAI's order must agree, whatever order a
+   * Map.of would iterate in.
+   */
+  private static Map<String, Object> obj(Object... kv) {
+    Map<String, Object> m = new LinkedHashMap<>();
+    for (int i = 0; i < kv.length; i += 2) m.put((String) kv[i], kv[i + 1]);
+    return m;
+  }
+
   private static Probe chat(String name, List<?> messages) {
     return new Probe(name, ChatRequest.of(messages), null, false);
   }
 
-  /** Runs every probe against the engine and prints one line per probe and a summary. */
+  /**
+   * Runs every probe against the engine and prints one line per probe and a summary. The engine's
+   * dialect is probed first ({@link EngineTokenizer#api()}): each chat is rendered locally as that
+   * engine renders a chat request ({@link EngineDialect#asRendered}), which is how the gateway
+   * tokenizes the requests it routes to it.
+   *
+   * @throws EngineTokenizer.UnreachableException when the engine cannot be reached
+   */
   public static Report run(Tokenizer tok, EngineTokenizer engine, PrintWriter out) {
     int matched = 0, mismatched = 0;
+    EngineDialect dialect = engine.dialect();
+    out.println("engine " + engine.base() + ": " + engine.api().describe());
     List<Probe> probes = probes(tok);
     for (Probe probe : probes) {
       int[] local = null, remote = null;
@@ -164,7 +184,7 @@ public final class TokenizerCheck {
       try {
         local =
             probe.chat() != null
-                ? tok.applyChatTemplate(probe.chat()).ids()
+                ? tok.applyChatTemplate(dialect.asRendered(probe.chat())).ids()
                 : tok.encode(probe.prompt(), probe.addSpecialTokens());
       } catch (TokenizerException e) {
         localError = e.getMessage();

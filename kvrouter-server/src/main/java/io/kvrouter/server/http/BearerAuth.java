@@ -10,6 +10,15 @@ import org.jspecify.annotations.Nullable;
  * the presented token are hashed with SHA-256 and the digests compared with {@link
  * MessageDigest#isEqual}, so neither the position of the first differing byte nor the token's
  * length shows in the time taken. Immutable, thread-safe.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * expected holds the SHA-256 of the token, or null when none is configured (then every request
+ * is permitted); set once by the constructor, read by every request thread of the mutating
+ * endpoints (HttpPlumbing.handler). The scheme name is matched case-insensitively and the token
+ * trimmed, as RFC 6750 clients send it.
+ * </pre>
  */
 final class BearerAuth {
   private static final String PREFIX = "bearer ";

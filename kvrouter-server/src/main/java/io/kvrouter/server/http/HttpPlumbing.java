@@ -83,6 +83,9 @@ public final class HttpPlumbing {
   private static final Logger LOG = Logger.getLogger(HttpPlumbing.class.getName());
   private static final String JSON = "application/json";
 
+  /** How a stopping server's reason starts (its Readiness): its 503s say it is stopping. */
+  private static final String STOPPING = "shutting down";
+
   /**
    * How much of a body over the limit the server reads and drops before it answers 413, so that a
    * client still sending gets the answer rather than a reset connection (as Tomcat's
@@ -241,11 +244,15 @@ public final class HttpPlumbing {
             ? e
             : (req, res) -> {
               if (!serving.getAsBoolean()) {
+                String got = notServing.get();
+                String why = got == null ? "starting" : got; // it started meanwhile
                 throw new ApiException(
                     503,
-                    "the server is not serving yet: "
-                        + notServing.get()
-                        + " (GET /ready turns 200 when it is)");
+                    why.startsWith(STOPPING)
+                        ? "the server is " + why
+                        : "the server is not serving yet: "
+                            + why
+                            + " (GET /ready turns 200 when it is)");
               }
               return e.handle(req, res);
             };

@@ -41,6 +41,7 @@ public final class JsonReport {
       g.writeNumberField("overlap_weight", c.overlapWeight());
       g.writeNumberField("pressure_weight", c.pressureWeight());
       g.writeNumberField("seed", c.seed());
+      if (c.hybrid()) g.writeStringField("kv_groups", c.kvGroups().toString());
       g.writeEndObject();
       PooledCeiling p = s.pooled();
       g.writeObjectFieldStart("pooled");
@@ -93,6 +94,18 @@ public final class JsonReport {
     g.writeArray(r.meanLoad(), 0, r.meanLoad().length);
     g.writeFieldName("prefill_utilisation");
     g.writeArray(r.prefillUtilisation(), 0, r.prefillUtilisation().length);
+    PolicyResult.Prediction pr = r.prediction();
+    if (pr != null) {
+      g.writeObjectFieldStart("prediction");
+      g.writeNumberField("routed_error_tokens", pr.routedErrorTokens());
+      g.writeNumberField("routed_error", share(pr.routedErrorTokens(), r.promptTokens()));
+      g.writeNumberField("admission_predicted_tokens", pr.admissionPredictedTokens());
+      g.writeNumberField(
+          "admission_predicted_hit_rate", share(pr.admissionPredictedTokens(), r.promptTokens()));
+      g.writeNumberField("admission_error_tokens", pr.admissionErrorTokens());
+      g.writeNumberField("admission_error", share(pr.admissionErrorTokens(), r.promptTokens()));
+      g.writeEndObject();
+    }
     g.writeNumberField("events_published", r.eventsPublished());
     g.writeNumberField("events_applied", r.eventsApplied());
     Verification v = r.verification();
@@ -107,6 +120,10 @@ public final class JsonReport {
     g.writeEndObject();
     g.writeNumberField("wall_s", r.wallNanos() / 1e9);
     g.writeEndObject();
+  }
+
+  private static double share(long part, long whole) {
+    return whole == 0 ? 0 : (double) part / whole;
   }
 
   private static void finite(JsonGenerator g, String name, double v) throws IOException {

@@ -69,6 +69,7 @@ public final class TextReport {
           100 * r.meanPrefillUtilisation(),
           r.eventsApplied());
     }
+    if (c.hybrid()) prediction(s, out);
     PooledCeiling p = s.pooled();
     out.printf(
         Locale.ROOT,
@@ -142,6 +143,45 @@ public final class TextReport {
           v.ranks(),
           v.prompts());
     }
+  }
+
+  /**
+   * A hybrid model's prediction table: what each kv policy's router expected (at routing, and for
+   * the chosen rank at admission) against what the engines served, as shares of prompt tokens.
+   */
+  private static void prediction(SimulationResult s, PrintWriter out) {
+    out.printf(
+        Locale.ROOT,
+        "%nKV cache groups %s: predicted vs engine-reported hits (shares of prompt tokens)%n",
+        s.config().kvGroups());
+    out.printf(
+        Locale.ROOT,
+        "%-13s %9s %9s %12s %12s %12s%n",
+        "policy",
+        "hit rate",
+        "routed",
+        "|routed-hit|",
+        "at admission",
+        "|adm.-hit|");
+    for (PolicyResult r : s.policies()) {
+      PolicyResult.Prediction pr = r.prediction();
+      if (pr == null || (r.policy() != Policy.KV && r.policy() != Policy.KV_MAIN)) continue;
+      double prompt = Math.max(1, r.promptTokens());
+      out.printf(
+          Locale.ROOT,
+          "%-13s %8.2f%% %8.2f%% %11.2f%% %11.2f%% %11.2f%%%n",
+          r.policy().cliName(),
+          100 * r.hitRate(),
+          100 * r.routedHitRate(),
+          100 * pr.routedErrorTokens() / prompt,
+          100 * pr.admissionPredictedTokens() / prompt,
+          100 * pr.admissionErrorTokens() / prompt);
+    }
+    out.println(
+        "routed = the overlap the router expected when routing; at admission = what it scored the"
+            + " chosen rank when the engine admitted the request; |x-hit| = the sum over requests"
+            + " of the difference from the tokens the engine served.");
+    out.println();
   }
 
   public static String ms(double ms) {

@@ -16,8 +16,8 @@ package io.kvrouter.sim.trace;
  * tolerates but which makes position-free structures look better than they are.
  *
  * A prompt of n tokens is ids[0..] expanded and cut at n: the last id is partial, exactly as in
- * the trace. Tokens are regenerated whenever needed instead of kept (12 k tokens take about
- * 10 µs), so a long queue of waiting requests holds no token arrays.
+ * the trace. Tokens are regenerated whenever needed instead of kept for the whole run (12 k
+ * tokens take about 10-20 µs), so a long queue of waiting requests holds no token arrays.
  * </pre>
  */
 public final class TraceTokens {
@@ -36,8 +36,17 @@ public final class TraceTokens {
     final int n = r.inputLength();
     final long[] ids = r.hashIds();
     final int[] out = new int[n];
-    for (int i = 0; i < n; i++) {
-      out[i] = token(ids[i / TraceRequest.TRACE_BLOCK], i % TraceRequest.TRACE_BLOCK);
+    // token(ids[b], t) block by block: one loop of independent iterations, which the JIT
+    // vectorises (about 5x faster than a token() call per token, issue 35)
+    for (int b = 0, i = 0; i < n; b++) {
+      final long base = ids[b] * TraceRequest.TRACE_BLOCK + 0x9E3779B97F4A7C15L - i;
+      final int end = Math.min(n, i + TraceRequest.TRACE_BLOCK);
+      for (; i < end; i++) {
+        long z = base + i;
+        z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+        z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+        out[i] = (int) (z ^ (z >>> 31));
+      }
     }
     return out;
   }

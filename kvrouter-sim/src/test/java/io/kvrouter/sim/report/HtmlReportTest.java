@@ -33,9 +33,14 @@ class HtmlReportTest {
           "2026-12-01 10:00:00 UTC");
   private static SimulationResult result;
 
-  /** simulate's default policies without a host tier (kv-device runs only with --host-blocks). */
+  /**
+   * simulate's default policies without a host tier or KV cache groups (kv-device runs only with
+   * --host-blocks, kv-main only with --kv-groups).
+   */
   private static final List<Policy> POLICIES =
-      Arrays.stream(Policy.values()).filter(p -> p != Policy.KV_DEVICE).toList();
+      Arrays.stream(Policy.values())
+          .filter(p -> p != Policy.KV_DEVICE && p != Policy.KV_MAIN)
+          .toList();
 
   @BeforeAll
   static void simulate() {

@@ -53,4 +53,24 @@ class TraceTokensTest {
     assertThat(TraceTokens.token(12345, 17)).isEqualTo(TraceTokens.token(12345, 17));
     assertThat(TraceTokens.token(12345, 17)).isNotEqualTo(TraceTokens.token(12346, 17));
   }
+
+  @Test
+  void everyTokenIsTheFinaliserOfItsIdAndPosition() {
+    // values of SplitMix64's finaliser on h * 512 + t, computed outside Java
+    assertThat(TraceTokens.token(0, 0)).isEqualTo(2065550767);
+    assertThat(TraceTokens.token(7, 511)).isEqualTo(206441731);
+    assertThat(TraceTokens.token(123456789, 300)).isEqualTo(875690195);
+    // tokens() expands block by block: every token equals token(id, position), across block
+    // boundaries and in a partial last block
+    long[] ids = {123456789, 0, 7, -5, 42};
+    int[] t = TraceTokens.tokens(req(4 * 512 + 301, ids));
+    assertThat(t).hasSize(2349);
+    assertThat(t[300]).isEqualTo(875690195);
+    assertThat(t[512]).isEqualTo(2065550767);
+    assertThat(t[2 * 512 + 511]).isEqualTo(206441731);
+    assertThat(t[3 * 512 + 1]).isEqualTo(-933186052);
+    for (int i = 0; i < t.length; i++) {
+      assertThat(t[i]).as("token %d", i).isEqualTo(TraceTokens.token(ids[i / 512], i % 512));
+    }
+  }
 }

@@ -11,6 +11,15 @@ import java.util.Set;
  * {@code startswith}, {@code replace}, ...), with Python's semantics: whitespace is what {@code
  * str.isspace()} accepts, {@code split()} without a separator splits on runs of it and drops empty
  * pieces, {@code startswith} takes a tuple. Stateless.
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * NAMES lists the methods a template may call on a string (Py.getattr hands out a bound method
+ * only for those); call() is one switch over the name, the methods with more than an expression
+ * of work in helpers of their own. Indexes and lengths (find, count, zfill) are in code points,
+ * as Python's are. Errors are Py.TemplateRuntimeException with Python's message.
+ * </pre>
  */
 final class StrMethods {
   private StrMethods() {}

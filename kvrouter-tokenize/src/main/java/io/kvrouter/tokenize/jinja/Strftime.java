@@ -4,7 +4,18 @@ import java.time.ZonedDateTime;
 import java.time.format.TextStyle;
 import java.util.Locale;
 
-/** Python's {@code datetime.strftime} for the directives chat templates use (C locale). */
+/**
+ * Python's {@code datetime.strftime} for the directives chat templates use (C locale).
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * One pass over the format; each directive is read from the ZonedDateTime the template's clock
+ * gave (strftime_now), names in English, numbers zero-padded unless "%-" asks otherwise (glibc's
+ * extension, which templates use for day numbers). An unknown directive is copied as written, as
+ * glibc does. Stateless.
+ * </pre>
+ */
 final class Strftime {
   private Strftime() {}
 

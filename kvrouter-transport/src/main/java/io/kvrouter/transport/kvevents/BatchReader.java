@@ -34,7 +34,7 @@ final class BatchReader {
    *   event  := ["BlockStored", hashes, hash|nil, [u32...], int, lora_id?, medium?, lora_name?,
    *              extra_keys?, group_idx?, kind?, sliding_window?, ignored...]
    *              (lora_name may be SGLang's metadata map {"cache_salt": str, ignored...})
-   *           | ["BlockRemoved", hashes, medium?, group_idx?, kind?, ignored...]
+   *           | ["BlockRemoved", hashes, medium?, group_idx?, ignored...]
    *           | ["AllBlocksCleared", ignored...] | [unknown-tag, ignored...]
    *           | {"type": tag, field: value...}   (same field names; "type" may come anywhere,
    *                                              but when it comes first an unknown tag skips
@@ -282,6 +282,7 @@ final class BatchReader {
   private static final int KIND = 9;
   private static final int CACHE_SALT = 10;
   private static final int LOCALITY = 11;
+  private static final int SLIDING_WINDOW = 12;
 
   private static final String[] FIELD_NAMES = {
     "block_hashes",
@@ -295,10 +296,11 @@ final class BatchReader {
     "group_idx",
     "kv_cache_spec_kind",
     "cache_salt",
-    "locality"
+    "locality",
+    "kv_cache_spec_sliding_window"
   };
 
-  /** BlockStored's positions; the first four are required; kv_cache_spec_sliding_window after. */
+  /** BlockStored's positions (docs/ingestion.md, "Hybrid models"); the first four are required. */
   private static final int[] STORED_ORDER = {
     BLOCK_HASHES,
     PARENT,
@@ -309,11 +311,15 @@ final class BatchReader {
     LORA_NAME,
     EXTRA_KEYS,
     GROUP_IDX,
-    KIND
+    KIND,
+    SLIDING_WINDOW
   };
 
-  /** BlockRemoved's positions; the first is required. */
-  private static final int[] REMOVED_ORDER = {BLOCK_HASHES, MEDIUM, GROUP_IDX, KIND};
+  /**
+   * BlockRemoved's positions; the first is required. vLLM's removal carries no kind (its group is
+   * named by group_idx alone), so a fifth position is skipped whatever it holds.
+   */
+  private static final int[] REMOVED_ORDER = {BLOCK_HASHES, MEDIUM, GROUP_IDX};
 
   /** The id of a map field name, or -1 for a field to skip. */
   private static int fieldId(String key) {
@@ -330,6 +336,7 @@ final class BatchReader {
       case "kv_cache_spec_kind" -> KIND;
       case "cache_salt" -> CACHE_SALT;
       case "locality" -> LOCALITY;
+      case "kv_cache_spec_sliding_window" -> SLIDING_WINDOW;
       default -> -1;
     };
   }
@@ -433,6 +440,7 @@ final class BatchReader {
     String kind;
     String cacheSalt;
     String locality;
+    Integer slidingWindow;
     int seen;
 
     /** Reads the value of field {@code id}: the one reader of every field, both forms. */
@@ -464,6 +472,7 @@ final class BatchReader {
         case KIND -> kind = readOptionalString();
         case CACHE_SALT -> cacheSalt = readOptionalString();
         case LOCALITY -> locality = readOptionalString();
+        case SLIDING_WINDOW -> slidingWindow = readOptionalWindow();
         default -> throw new IllegalStateException("field " + id);
       }
     }
@@ -514,6 +523,7 @@ final class BatchReader {
           extraKeys,
           groupIdx,
           kind,
+          slidingWindow,
           cacheSalt);
     }
 
@@ -599,6 +609,13 @@ final class BatchReader {
       return null;
     }
     return (int) readInteger(0, Integer.MAX_VALUE, "a KV cache group index (an integer >= 0)");
+  }
+
+  private Integer readOptionalWindow() throws IOException {
+    if (in.tryUnpackNil()) {
+      return null;
+    }
+    return (int) readInteger(0, Integer.MAX_VALUE, "a sliding window in tokens (an integer >= 0)");
   }
 
   private Long readOptionalLong() throws IOException {

@@ -32,6 +32,8 @@ public sealed interface EngineEvent {
    *     byte[]}, {@code List}, {@code Map}, null); null when absent
    * @param groupIdx the KV cache group of a hybrid model, or null
    * @param kvCacheSpecKind the kind of that group ({@code "full_attention"}, ...), or null
+   * @param kvCacheSpecSlidingWindow that group's sliding window in tokens ({@code
+   *     kv_cache_spec_sliding_window}), or null
    * @param cacheSalt an explicit {@code cache_salt} field (map form only), or null
    */
   record BlockStored(
@@ -46,6 +48,7 @@ public sealed interface EngineEvent {
       List<List<Object>> extraKeys,
       Integer groupIdx,
       String kvCacheSpecKind,
+      Integer kvCacheSpecSlidingWindow,
       String cacheSalt)
       implements EngineEvent {
     public BlockStored {
@@ -54,6 +57,36 @@ public sealed interface EngineEvent {
       if (!hasParent && parentBlockHash != 0L) {
         throw new IllegalArgumentException("a root store carries no parent hash");
       }
+    }
+
+    /** A store without a sliding window (every field but {@code kv_cache_spec_sliding_window}). */
+    public BlockStored(
+        long[] blockHashes,
+        boolean hasParent,
+        long parentBlockHash,
+        int[] tokenIds,
+        int blockSize,
+        Long loraId,
+        String medium,
+        String loraName,
+        List<List<Object>> extraKeys,
+        Integer groupIdx,
+        String kvCacheSpecKind,
+        String cacheSalt) {
+      this(
+          blockHashes,
+          hasParent,
+          parentBlockHash,
+          tokenIds,
+          blockSize,
+          loraId,
+          medium,
+          loraName,
+          extraKeys,
+          groupIdx,
+          kvCacheSpecKind,
+          null,
+          cacheSalt);
     }
 
     /** A store with only the fields every engine sends. */
@@ -88,6 +121,7 @@ public sealed interface EngineEvent {
           && ExtraKeys.deepEquals(extraKeys, s.extraKeys)
           && Objects.equals(groupIdx, s.groupIdx)
           && Objects.equals(kvCacheSpecKind, s.kvCacheSpecKind)
+          && Objects.equals(kvCacheSpecSlidingWindow, s.kvCacheSpecSlidingWindow)
           && Objects.equals(cacheSalt, s.cacheSalt);
     }
 
@@ -115,6 +149,7 @@ public sealed interface EngineEvent {
       if (extraKeys != null) sb.append(", extraKeys=").append(ExtraKeys.toString(extraKeys));
       if (groupIdx != null) sb.append(", groupIdx=").append(groupIdx);
       if (kvCacheSpecKind != null) sb.append(", kind=").append(kvCacheSpecKind);
+      if (kvCacheSpecSlidingWindow != null) sb.append(", window=").append(kvCacheSpecSlidingWindow);
       if (cacheSalt != null) sb.append(", cacheSalt=").append(cacheSalt);
       return sb.append(']').toString();
     }
@@ -126,7 +161,8 @@ public sealed interface EngineEvent {
    * @param blockHashes the engine's hashes of the evicted blocks
    * @param medium where the blocks lived, or null
    * @param groupIdx the KV cache group of a hybrid model, or null
-   * @param kvCacheSpecKind the kind of that group, or null
+   * @param kvCacheSpecKind the kind of that group, or null (vLLM sends it on stores only; a
+   *     map-form removal may carry it)
    */
   record BlockRemoved(long[] blockHashes, String medium, Integer groupIdx, String kvCacheSpecKind)
       implements EngineEvent {

@@ -5,6 +5,8 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.index.KvCacheGroup;
+import it.unimi.dsi.fastutil.longs.Long2LongOpenHashMap;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -27,8 +29,14 @@ import java.util.Objects;
  *       remembers them, so a later {@code BlockRemoved} of the engine hash removes all {@code k}.
  *   <li>Only engine blocks whose tokens are all present are indexed (a partial block never is).
  *   <li>{@code medium} selects the {@link StorageTier}; {@code AllBlocksCleared} clears the device
- *       tier of the batch's rank (vLLM's offloaded copies survive its prefix-cache reset);
- *       secondary KV cache groups of hybrid models are ignored.
+ *       tier of the batch's rank (vLLM's offloaded copies survive its prefix-cache reset).
+ *   <li>Hybrid models (docs/routing.md, "Hybrid models"): the events of the main KV cache group
+ *       (events without {@code group_idx}; else the first full-attention group seen, or group 0
+ *       while no store has named a kind) are converted as above. Those of every other group whose
+ *       kind kvrouter scores (sliding window with its window, Mamba state, further full-attention
+ *       groups) become {@link GroupEvent}s naming the positions the group holds by their §2
+ *       sequence hashes; the others (chunked local attention, whose chunk vLLM does not publish,
+ *       unknown kinds, groups without a kind, copies off the device) are ignored and counted.
  *   <li>An off-device store without token ids (vLLM's placeholder offload events) is counted and
  *       left out: without tokens the router cannot hash its blocks. Off-device stores and removals
  *       are reference-counted per hash, as an offloading engine announces a block once per chunk
@@ -59,6 +67,19 @@ public final class EngineEventConverter {
    * The maps lose an entry when its block is removed and are dropped whole by Cleared (the
    * tiers of the clear scope) and by reset(). Unsalted traffic with k == 1 keeps no per-block state at all.
    *
+   * Hybrid models: mainGroup is the group index whose events are the main path (null until a
+   * store names a full-attention kind); groupKinds maps every other group index to the kind its
+   * stores declared. Per (rank, group index) a GroupState keeps, for the blocks that group holds,
+   *   seqOf       engine hash -> the §2 sequence hash of its position (Long2LongOpenHashMap: no
+   *               boxing), written by a group store, consumed by a group removal; a continuation
+   *               store chains from its parent's entry, so a store whose parent the group does
+   *               not hold is ignored (counted), as the index rejects such a store on the main path
+   *   saltByHash  as RankState's, for the group's own chains.
+   * A group store's block_hashes name the trailing blocks of its token range (vLLM leaves out the
+   * null blocks, which lead: docs/ingestion.md, "Hybrid models: KV cache groups"). A device
+   * AllBlocksCleared drops the rank's group states and emits a group Cleared for every group the
+   * converter knows, in the group events' order.
+   *
    * convert() first checks the batch for self-references without touching state, so a dropped
    * batch changes nothing. Event ids come from one counter that only grows, across resets.
    *
@@ -69,6 +90,13 @@ public final class EngineEventConverter {
   private static final int HASHER_CACHE = 64;
 
   private record Key(int rank, StorageTier tier) {}
+
+  private record GroupKey(int rank, int group) {}
+
+  private static final class GroupState {
+    final Long2LongOpenHashMap seqOf = new Long2LongOpenHashMap();
+    final Map<Long, String> saltByHash = new HashMap<>();
+  }
 
   private static final class RankState {
     final Map<Long, long[]> subBlocks = new HashMap<>();
@@ -84,6 +112,9 @@ public final class EngineEventConverter {
   private final BlockHasher routerHasher;
   private final ClearScope clearScope;
   private final Map<Key, RankState> states = new LinkedHashMap<>();
+  private final Map<GroupKey, GroupState> groupStates = new HashMap<>();
+  private final Map<Integer, KvCacheGroup> groupKinds = new LinkedHashMap<>();
+  private Integer mainGroup;
   private final Map<String, BlockHasher> hashers = new HashMap<>();
   private long lastEventId;
 
@@ -180,6 +211,8 @@ public final class EngineEventConverter {
     }
     final Worker worker = workerOf(batch);
     List<TieredEvent> out = new ArrayList<>(batch.events().size());
+    List<GroupEvent> groupOut = null;
+    String groupProblem = null;
     int ignored = 0;
     int refused = 0;
     int droppedBlocks = 0;
@@ -196,10 +229,34 @@ public final class EngineEventConverter {
               out.add(emit(worker, tier, CacheEvent.cleared()));
             }
           }
+          if (!groupKinds.isEmpty()) {
+            if (groupOut == null) groupOut = new ArrayList<>();
+            for (Map.Entry<Integer, KvCacheGroup> g : groupKinds.entrySet()) {
+              groupStates.remove(new GroupKey(worker.dpRank(), g.getKey()));
+              groupOut.add(
+                  new GroupEvent(g.getKey(), g.getValue(), event(worker, CacheEvent.cleared())));
+            }
+          }
         }
         case EngineEvent.BlockStored s -> {
-          if (!isMainGroup(s.groupIdx(), s.kvCacheSpecKind())) {
+          Integer group = groupOf(s.groupIdx(), s.kvCacheSpecKind(), s.kvCacheSpecSlidingWindow());
+          if (group != null && group < 0) {
             ignored++;
+            if (groupProblem == null) groupProblem = unscoredKind(s);
+          } else if (group != null) {
+            String problem = groupStoreProblem(s);
+            if (problem != null) {
+              refused++;
+              if (groupProblem == null) groupProblem = problem;
+            } else {
+              GroupEvent g = groupStored(worker, group, s);
+              if (g == null) {
+                ignored++;
+              } else {
+                if (groupOut == null) groupOut = new ArrayList<>();
+                groupOut.add(g);
+              }
+            }
           } else if (s.tokenIds().length == 0
               && StorageTier.ofMedium(s.medium()) != StorageTier.DEVICE) {
             placeholders++;
@@ -220,8 +277,19 @@ public final class EngineEventConverter {
           }
         }
         case EngineEvent.BlockRemoved r -> {
-          if (!isMainGroup(r.groupIdx(), r.kvCacheSpecKind())) {
+          Integer group = groupOfRemoval(r.groupIdx(), r.kvCacheSpecKind());
+          if (group != null && group < 0) {
             ignored++;
+          } else if (group != null) {
+            if (StorageTier.ofMedium(r.medium()) != StorageTier.DEVICE) {
+              ignored++;
+            } else {
+              GroupEvent g = groupRemoved(worker, group, r);
+              if (g != null) {
+                if (groupOut == null) groupOut = new ArrayList<>();
+                groupOut.add(g);
+              }
+            }
           } else if (r.blockHashes().length > 0) {
             StorageTier tier = StorageTier.ofMedium(r.medium());
             RankState st = state(worker, tier);
@@ -231,7 +299,15 @@ public final class EngineEventConverter {
         }
       }
     }
-    return new ConvertedBatch(out, ignored, refused, droppedBlocks, placeholders, null);
+    return new ConvertedBatch(
+        out,
+        ignored,
+        refused,
+        droppedBlocks,
+        placeholders,
+        null,
+        groupOut == null ? List.of() : groupOut,
+        groupProblem);
   }
 
   /**
@@ -244,6 +320,7 @@ public final class EngineEventConverter {
       out.add(emit(new Worker(workerId, k.rank()), k.tier(), CacheEvent.cleared()));
     }
     states.clear();
+    groupStates.clear(); // the router's device Cleared clears the rank's groups too
     return out;
   }
 
@@ -254,6 +331,7 @@ public final class EngineEventConverter {
   public TieredEvent clearRank(int rank) {
     Worker w = new Worker(workerId, rank);
     states.remove(new Key(rank, StorageTier.DEVICE));
+    groupStates.keySet().removeIf(k -> k.rank() == rank);
     return emit(w, StorageTier.DEVICE, CacheEvent.cleared());
   }
 
@@ -416,20 +494,205 @@ public final class EngineEventConverter {
   }
 
   private TieredEvent emit(Worker w, StorageTier tier, CacheEvent data) {
-    return new TieredEvent(tier, new RouterEvent(w, ++lastEventId, data));
+    return new TieredEvent(tier, event(w, data));
+  }
+
+  private RouterEvent event(Worker w, CacheEvent data) {
+    return new RouterEvent(w, ++lastEventId, data);
+  }
+
+  // ---------------------------------------------------------------- hybrid models
+
+  /** The KV cache group kinds this converter has learned, by group index (not the main one). */
+  public Map<Integer, KvCacheGroup> groupKinds() {
+    return Map.copyOf(groupKinds);
+  }
+
+  /** The main group's index once a store named a full-attention kind, else null. */
+  public Integer mainGroup() {
+    return mainGroup;
   }
 
   /**
-   * Whether an event belongs to the KV cache group the router indexes: full or MLA attention by
-   * kind, else group 0 (or no group at all).
+   * Where a store goes: null for the main path, a group index for a group event, -1 to ignore it (a
+   * kind kvrouter does not score, or a group without a kind other than group 0). Learns the main
+   * group and the groups' kinds.
    */
-  static boolean isMainGroup(Integer groupIdx, String kind) {
-    if (kind != null) {
-      return kind.equals("full_attention")
-          || kind.equals("mla_attention")
-          || kind.equals("sink_full_attention");
+  private Integer groupOf(Integer groupIdx, String kind, Integer window) {
+    if (groupIdx == null) return null;
+    if (kind == null) {
+      if (groupKinds.containsKey(groupIdx)) return groupIdx;
+      return isMain(groupIdx) ? null : -1;
     }
-    return groupIdx == null || groupIdx == 0;
+    KvCacheGroup g = groupKind(kind, window);
+    if (g == null) return -1;
+    if (g.kind() == KvCacheGroup.Kind.FULL
+        && mainGroup == null
+        && !groupKinds.containsKey(groupIdx)) {
+      mainGroup = groupIdx;
+    }
+    if (mainGroup != null && mainGroup.equals(groupIdx)) return null;
+    KvCacheGroup known = groupKinds.putIfAbsent(groupIdx, g);
+    if (known != null && !known.equals(g))
+      return -1; // the engine renamed a group: not ours to guess
+    return groupIdx;
+  }
+
+  /**
+   * Where a removal goes: a removal names its group by index alone (vLLM sends the kind on stores
+   * only, and a map-form kind on a removal is not needed), so a group the stores declared, else the
+   * main path for the main group, else ignored (-1).
+   */
+  private Integer groupOfRemoval(Integer groupIdx, String kind) {
+    if (groupIdx == null) return null;
+    if (groupKinds.containsKey(groupIdx)) return groupIdx;
+    return isMain(groupIdx) ? null : -1;
+  }
+
+  private boolean isMain(int groupIdx) {
+    return mainGroup != null ? mainGroup == groupIdx : groupIdx == 0;
+  }
+
+  /**
+   * The group a vLLM kind names, or null when kvrouter cannot score it (chunked local attention,
+   * whose chunk vLLM does not publish; a sliding window without its window; other kinds).
+   */
+  static KvCacheGroup groupKind(String kind, Integer window) {
+    return switch (kind) {
+      case "full_attention", "mla_attention", "sink_full_attention" -> KvCacheGroup.full();
+      case "sliding_window", "sliding_window_mla" ->
+          window != null && window >= 1 ? KvCacheGroup.slidingWindow(window) : null;
+      case "mamba" -> KvCacheGroup.state();
+      default -> null;
+    };
+  }
+
+  private static String unscoredKind(EngineEvent.BlockStored s) {
+    String kind = s.kvCacheSpecKind();
+    if (kind == null) {
+      return "KV cache group "
+          + s.groupIdx()
+          + " publishes no kv_cache_spec_kind (vLLM before #40984): its kind is unknown, so its"
+          + " events are ignored and the model is scored on its main group alone";
+    }
+    if (kind.startsWith("sliding_window")) {
+      return "KV cache group "
+          + s.groupIdx()
+          + " ("
+          + kind
+          + ") publishes no usable kv_cache_spec_sliding_window ("
+          + s.kvCacheSpecSlidingWindow()
+          + "); its events are ignored";
+    }
+    return "KV cache group "
+        + s.groupIdx()
+        + " is of kind '"
+        + kind
+        + "', which kvrouter does not score"
+        + (kind.equals("chunked_local_attention")
+            ? " from events (vLLM does not publish the chunk size)"
+            : "")
+        + "; its events are ignored";
+  }
+
+  /** Why a group store cannot be converted, or null. */
+  private String groupStoreProblem(EngineEvent.BlockStored s) {
+    if (StorageTier.ofMedium(s.medium()) != StorageTier.DEVICE) {
+      return null; // ignored below, not refused
+    }
+    if (split != 1) {
+      return "KV cache group "
+          + s.groupIdx()
+          + ": hybrid scoring needs the router's block size equal to the engine's ("
+          + engineBlockSize
+          + " tokens, the router splits them into "
+          + split
+          + "); the group's events are refused";
+    }
+    if (s.blockSize() != engineBlockSize) {
+      return "KV cache group "
+          + s.groupIdx()
+          + " ("
+          + s.kvCacheSpecKind()
+          + ") has blocks of "
+          + s.blockSize()
+          + " tokens, the main group "
+          + engineBlockSize
+          + ": kvrouter scores a hybrid model only when every group uses one block size; the"
+          + " group's events are refused";
+    }
+    return null;
+  }
+
+  /**
+   * A group store as the positions its group now holds, or null when it names none or chains from a
+   * parent the group does not hold (or is about copies off the device).
+   */
+  private GroupEvent groupStored(Worker worker, int group, EngineEvent.BlockStored s) {
+    if (StorageTier.ofMedium(s.medium()) != StorageTier.DEVICE) return null;
+    final int m = s.tokenIds().length / engineBlockSize;
+    final int held = Math.min(s.blockHashes().length, m);
+    if (held == 0) return null;
+    GroupState st =
+        groupStates.computeIfAbsent(new GroupKey(worker.dpRank(), group), k -> new GroupState());
+    long prev = 0;
+    if (s.hasParent()) {
+      if (!st.seqOf.containsKey(s.parentBlockHash())) return null;
+      prev = st.seqOf.get(s.parentBlockHash());
+    }
+    int[] tokens = s.tokenIds();
+    if (tokens.length != m * engineBlockSize) tokens = Arrays.copyOf(tokens, m * engineBlockSize);
+    String lora = s.loraName() != null ? s.loraName() : loraFromId(s.loraId());
+    String salt = groupSalt(st, s, lora);
+    long[] local = hasher(lora, salt).localHashes(tokens, mmHashes(s, m));
+    long[] seq = new long[held];
+    long[] heldLocal = new long[held];
+    final int first = m - held; // the trailing blocks of the range are the ones held
+    final int hashOffset = s.blockHashes().length - held;
+    boolean hasPrev = s.hasParent();
+    for (int i = 0; i < m; i++) {
+      long v = hasPrev ? SequenceHasher.next(prev, local[i]) : local[i];
+      prev = v;
+      hasPrev = true;
+      if (i >= first) {
+        long engineHash = s.blockHashes()[hashOffset + i - first];
+        seq[i - first] = v;
+        heldLocal[i - first] = local[i];
+        st.seqOf.put(engineHash, v);
+        if (salt != null) st.saltByHash.put(engineHash, salt);
+      }
+    }
+    return new GroupEvent(
+        group, groupKinds.get(group), event(worker, CacheEvent.storedAtRoot(seq, heldLocal)));
+  }
+
+  private GroupEvent groupRemoved(Worker worker, int group, EngineEvent.BlockRemoved r) {
+    GroupState st = groupStates.get(new GroupKey(worker.dpRank(), group));
+    if (st == null) return null;
+    long[] out = new long[r.blockHashes().length];
+    int n = 0;
+    for (long h : r.blockHashes()) {
+      if (st.seqOf.containsKey(h)) {
+        out[n++] = st.seqOf.remove(h);
+        st.saltByHash.remove(h);
+      }
+    }
+    if (n == 0) return null;
+    return new GroupEvent(
+        group,
+        groupKinds.get(group),
+        event(worker, CacheEvent.removed(n == out.length ? out : Arrays.copyOf(out, n))));
+  }
+
+  private static String groupSalt(GroupState st, EngineEvent.BlockStored s, String lora) {
+    if (s.cacheSalt() != null && !s.cacheSalt().isEmpty()) {
+      return s.cacheSalt();
+    }
+    if (!s.hasParent()) {
+      List<List<Object>> keys = s.extraKeys();
+      return keys == null || keys.isEmpty() ? null : ExtraKeys.cacheSalt(keys.get(0), lora);
+    }
+    return st.saltByHash.isEmpty() ? null : st.saltByHash.get(s.parentBlockHash());
   }
 
   /** Why a batch is self-referencing, or {@code null} when it is not. */

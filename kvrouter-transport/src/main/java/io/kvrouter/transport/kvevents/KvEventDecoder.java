@@ -15,9 +15,9 @@ import java.util.Objects;
  *   <li>each event as a tagged array {@code ["BlockStored", block_hashes, parent_block_hash,
  *       token_ids, block_size, lora_id?, medium?, lora_name?, extra_keys?, group_idx?,
  *       kv_cache_spec_kind?, kv_cache_spec_sliding_window?]}, {@code ["BlockRemoved", block_hashes,
- *       medium?, group_idx?, kv_cache_spec_kind?]}, {@code ["AllBlocksCleared"]}, or as a map whose
- *       {@code type} names the event and whose other keys are the field names above (plus {@code
- *       cache_salt}).
+ *       medium?, group_idx?]}, {@code ["AllBlocksCleared"]}, or as a map whose {@code type} names
+ *       the event and whose other keys are the field names above (plus {@code cache_salt}; a
+ *       map-form removal may also carry {@code kv_cache_spec_kind}).
  * </ul>
  *
  * <p>Trailing optional fields may be missing (older releases stop after {@code lora_id}); fields

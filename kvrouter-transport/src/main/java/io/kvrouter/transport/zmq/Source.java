@@ -4,6 +4,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.kvevents.ConvertedBatch;
 import io.kvrouter.transport.kvevents.EngineEventConverter;
+import io.kvrouter.transport.kvevents.GroupEvent;
 import io.kvrouter.transport.kvevents.KvEventBatch;
 import io.kvrouter.transport.kvevents.KvEventDecodeException;
 import io.kvrouter.transport.kvevents.KvEventDecoder;
@@ -110,6 +111,8 @@ final class Source {
 
   private int lastRank;
   private boolean hasLastRank;
+  // group problems seen (docs/routing.md, "Hybrid models"), for the log's rate; subscriber thread
+  private long groupProblems;
 
   private volatile long lastApplied = -1;
 
@@ -504,6 +507,12 @@ final class Source {
                 + " tokens; refused");
       }
     }
+    if (c.groupProblem() != null) {
+      long n = ++groupProblems;
+      if (SingleWriterCounters.shouldLog(n)) {
+        LOG.warning(name + ": batch " + s + ": " + c.groupProblem());
+      }
+    }
     if (c.dropped()) {
       long n = counters.inc(Counters.C.SELF_REFERENCING);
       if (SingleWriterCounters.shouldLog(n)) {
@@ -513,6 +522,16 @@ final class Source {
     }
     for (TieredEvent e : c.events()) {
       deliver(e);
+    }
+    for (GroupEvent g : c.groupEvents()) {
+      try {
+        sink.acceptGroup(g);
+      } catch (RuntimeException ex) {
+        long n = counters.inc(Counters.C.SINK_ERRORS);
+        if (SingleWriterCounters.shouldLog(n)) {
+          LOG.log(Level.WARNING, name + ": the sink failed on group event " + g, ex);
+        }
+      }
     }
     if (batch.ts() > 0) {
       // publish (the engine's wall clock) to applied (ours): vLLM's ts is time.time()

@@ -10,6 +10,7 @@ import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.IndexStats;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.transport.TestBudget;
 import io.kvrouter.transport.fuzz.FuzzReport;
 import io.kvrouter.transport.fuzz.JsonMutator;
 import io.kvrouter.transport.fuzz.Vectors;
@@ -37,7 +38,7 @@ import org.junit.jupiter.api.Test;
  * {@code -Dkvrouter.fuzz.inputs} (default 20,000), seed {@code -Dkvrouter.fuzz.seed} (default 9).
  */
 class RouterEventJsonFuzzTest {
-  private static final int INPUTS = Integer.getInteger("kvrouter.fuzz.inputs", 20_000);
+  private static final int INPUTS = TestBudget.count("kvrouter.fuzz.inputs", 20_000, 1_000_000);
   private static final long SEED = Long.getLong("kvrouter.fuzz.seed", 9L);
   private static final int DUMP_EVERY = Integer.getInteger("kvrouter.fuzz.dumpEvery", 1);
 

@@ -313,15 +313,17 @@ class EngineEventConverterTest {
   }
 
   @Test
-  void secondaryKvCacheGroupsAreIgnored() {
+  void groupsKvrouterCannotScoreAreIgnoredAndTheMainGroupIsTheFirstFullAttentionOne() {
     EngineEventConverter c = new EngineEventConverter(1, 0, 4, BlockHasher.of(4));
     int[] t = {1, 2, 3, 4};
     ConvertedBatch out =
         c.convert(
             batch(
                 0,
+                // a group other than 0 without a kind: unknown
                 new EngineEvent.BlockStored(
                     new long[] {1}, false, 0, t, 4, null, null, null, null, 1, null, null),
+                // a sliding window without its window
                 new EngineEvent.BlockStored(
                     new long[] {2},
                     false,
@@ -349,12 +351,17 @@ class EngineEventConverterTest {
                     1,
                     "full_attention",
                     null),
-                new EngineEvent.BlockRemoved(new long[] {5}, null, 0, null)));
-    assertThat(out.ignoredEvents()).isEqualTo(3);
+                // group 0 is not the main group once group 1 named itself full attention
+                new EngineEvent.BlockRemoved(new long[] {5}, null, 0, null),
+                new EngineEvent.BlockRemoved(new long[] {4}, null, 1, null)));
+    assertThat(out.ignoredEvents()).isEqualTo(4);
+    assertThat(out.groupEvents()).isEmpty();
+    assertThat(out.groupProblem()).contains("group 1").contains("no kv_cache_spec_kind");
+    assertThat(c.mainGroup()).isEqualTo(1);
     assertThat(data(out))
         .containsExactly(
             CacheEvent.storedAtRoot(new long[] {4}, BlockHasher.of(4).localHashes(t)),
-            CacheEvent.removed(5));
+            CacheEvent.removed(4));
   }
 
   @Test

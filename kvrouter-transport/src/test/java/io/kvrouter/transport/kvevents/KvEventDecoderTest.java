@@ -71,7 +71,8 @@ class KvEventDecoderTest {
                     randomHashes(rnd, 1 + rnd.nextInt(4)),
                     rnd.nextBoolean() ? "GPU" : null,
                     rnd.nextInt(4) == 0 ? rnd.nextInt(3) : null,
-                    rnd.nextInt(4) == 0 ? "sliding_window" : null));
+                    // only the map form names a removal's kind (vLLM's positional removal has none)
+                    mapEvents && rnd.nextInt(4) == 0 ? "sliding_window" : null));
         default -> events.add(new EngineEvent.AllBlocksCleared());
       }
     }
@@ -108,6 +109,7 @@ class KvEventDecoderTest {
         extra,
         rnd.nextInt(4) == 0 ? rnd.nextInt(3) : null,
         rnd.nextInt(4) == 0 ? "full_attention" : null,
+        rnd.nextInt(4) == 0 ? 1 + rnd.nextInt(8192) : null,
         mapEvents && rnd.nextInt(4) == 0 ? "salt-" + rnd.nextInt(5) : null);
   }
 
@@ -259,6 +261,7 @@ class KvEventDecoderTest {
     assertThat(s.loraName()).isEqualTo("lora");
     assertThat(s.groupIdx()).isEqualTo(1);
     assertThat(s.kvCacheSpecKind()).isEqualTo("sliding_window");
+    assertThat(s.kvCacheSpecSlidingWindow()).isEqualTo(128);
     assertThat(b.events().get(1)).isEqualTo(EngineEvent.BlockRemoved.of(1));
   }
 

@@ -115,6 +115,8 @@ public final class VllmEncoder {
         fields.add(s.extraKeys());
         fields.add(s.groupIdx() == null ? null : (long) s.groupIdx());
         fields.add(s.kvCacheSpecKind());
+        fields.add(
+            s.kvCacheSpecSlidingWindow() == null ? null : (long) s.kvCacheSpecSlidingWindow());
         trimTrailingNils(fields, 5);
       }
       case EngineEvent.BlockRemoved r -> {
@@ -122,8 +124,7 @@ public final class VllmEncoder {
         fields.add(new Hashes(r.blockHashes()));
         fields.add(r.medium());
         fields.add(r.groupIdx() == null ? null : (long) r.groupIdx());
-        fields.add(r.kvCacheSpecKind());
-        trimTrailingNils(fields, 2);
+        trimTrailingNils(fields, 2); // vLLM's positional removal has no kind
       }
       case EngineEvent.AllBlocksCleared c -> fields.add("AllBlocksCleared");
     }
@@ -168,6 +169,10 @@ public final class VllmEncoder {
         if (s.kvCacheSpecKind() != null) {
           kv.add("kv_cache_spec_kind");
           kv.add(s.kvCacheSpecKind());
+        }
+        if (s.kvCacheSpecSlidingWindow() != null) {
+          kv.add("kv_cache_spec_sliding_window");
+          kv.add((long) s.kvCacheSpecSlidingWindow());
         }
         if (s.cacheSalt() != null) {
           kv.add("cache_salt");

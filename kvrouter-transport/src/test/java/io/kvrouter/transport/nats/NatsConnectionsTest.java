@@ -3,6 +3,7 @@ package io.kvrouter.transport.nats;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.transport.TestWaits;
 import io.nats.client.Connection;
 import java.net.ServerSocket;
 import java.util.List;
@@ -67,7 +68,7 @@ class NatsConnectionsTest {
       Connection c = NatsConnections.connect("events", nats.url(), "kvrouter-test");
       try {
         nats.restart();
-        assertThat(log.await("reconnected", 20)).as(log.text()).isTrue();
+        assertThat(log.await("reconnected", TestWaits.WAIT.toSeconds())).as(log.text()).isTrue();
       } finally {
         c.close();
       }

@@ -8,6 +8,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.transport.TestWaits;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.nats.client.Connection;
 import io.nats.client.JetStreamApiException;
@@ -18,14 +19,13 @@ import io.nats.client.api.StorageType;
 import io.nats.client.api.StreamConfiguration;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /** The publisher and stream set-up against a real {@code nats-server -js}. */
-@Timeout(value = 30)
+@Timeout(TestWaits.HANG_SECONDS)
 class NatsEventPublisherTest {
   private NatsServer server;
   private Connection nc;
@@ -111,7 +111,7 @@ class NatsEventPublisherTest {
     try (KvIndex index = KvIndexes.concurrentRadixTree();
         NatsReplica r =
             NatsReplica.builder(nc, stream, index).replicaId("r").writeSnapshots(false).start()) {
-      assertThat(r.awaitReady(Duration.ofSeconds(10))).isTrue();
+      assertThat(r.awaitReady(TestWaits.WAIT)).isTrue();
       assertThat(index.findMatches(new long[] {101, 102, 103}, false).score(Worker.of(3)))
           .isEqualTo(2);
       assertThat(r.stats().applied()).isEqualTo(1);

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.transport.TestWaits;
 import io.nats.client.Connection;
 import io.nats.client.impl.Headers;
 import java.io.IOException;
@@ -21,9 +22,9 @@ import org.junit.jupiter.api.Timeout;
  * subjects of the stream are not read; a restart of nats-server is ridden out; a handler that
  * throws skips one message.
  */
-@Timeout(60)
+@Timeout(TestWaits.HANG_SECONDS)
 class NatsLogTest {
-  private static final Duration WAIT = Duration.ofSeconds(15);
+  private static final Duration WAIT = TestWaits.WAIT;
 
   private static byte[] utf8(String s) {
     return s.getBytes(StandardCharsets.UTF_8);

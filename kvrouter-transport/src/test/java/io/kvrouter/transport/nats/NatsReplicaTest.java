@@ -7,6 +7,7 @@ import io.kvrouter.index.ForwardingKvIndex;
 import io.kvrouter.index.IndexStats;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.transport.TestWaits;
 import io.kvrouter.transport.json.RouterEventJson;
 import io.nats.client.Connection;
 import io.nats.client.JetStreamManagement;
@@ -40,9 +41,9 @@ import org.junit.jupiter.api.Timeout;
  * as the engine's own lookup, and replicas must agree with each other. Each test starts its own
  * server; every wait has a deadline.
  */
-@Timeout(value = 60)
+@Timeout(TestWaits.HANG_SECONDS)
 class NatsReplicaTest {
-  private static final Duration WAIT = Duration.ofSeconds(15);
+  private static final Duration WAIT = TestWaits.WAIT;
 
   private final List<AutoCloseable> resources = new ArrayList<>();
   private NatsServer server;
@@ -198,7 +199,7 @@ class NatsReplicaTest {
 
     fleet.run(200);
     awaitApplied(a, pub.lastSequence());
-    SnapshotInfo snap = a.snapshot().get(15, TimeUnit.SECONDS);
+    SnapshotInfo snap = a.snapshot().get(WAIT.toSeconds(), TimeUnit.SECONDS);
     assertThat(snap.sequence()).isEqualTo(pub.lastSequence());
     assertThat(snap.objectName()).isEqualTo("kvrouter.events.restart/a");
     assertThat(snap.events()).isPositive();
@@ -245,7 +246,7 @@ class NatsReplicaTest {
     fleet.run(150);
     awaitApplied(a, pub.lastSequence());
 
-    SnapshotInfo snap = a.snapshot().get(15, TimeUnit.SECONDS);
+    SnapshotInfo snap = a.snapshot().get(WAIT.toSeconds(), TimeUnit.SECONDS);
     assertThat(snap.sequence()).isEqualTo(pub.lastSequence());
     assertThat(snap.purgedThrough())
         .as("no other consumer holds it back")
@@ -300,7 +301,7 @@ class NatsReplicaTest {
     long last = pub.lastSequence();
     awaitApplied(a, last);
 
-    SnapshotInfo first = a.snapshot().get(15, TimeUnit.SECONDS);
+    SnapshotInfo first = a.snapshot().get(WAIT.toSeconds(), TimeUnit.SECONDS);
     assertThat(first.sequence()).isEqualTo(last);
     assertThat(first.purgedThrough()).as("the laggard has processed nothing").isZero();
     assertThat(state(stream).getMsgCount()).isEqualTo(last);
@@ -316,13 +317,13 @@ class NatsReplicaTest {
         acked++;
       }
     }
-    SnapshotInfo second = a.snapshot().get(15, TimeUnit.SECONDS);
+    SnapshotInfo second = a.snapshot().get(WAIT.toSeconds(), TimeUnit.SECONDS);
     assertThat(second.purgedThrough()).isEqualTo(10);
     assertThat(state(stream).getFirstSequence()).isEqualTo(11);
 
     sub.unsubscribe();
     jsm.deleteConsumer(stream.stream(), "laggard");
-    SnapshotInfo third = a.snapshot().get(15, TimeUnit.SECONDS);
+    SnapshotInfo third = a.snapshot().get(WAIT.toSeconds(), TimeUnit.SECONDS);
     assertThat(third.purgedThrough()).isEqualTo(last);
     assertThat(state(stream).getMsgCount()).isZero();
   }
@@ -391,7 +392,7 @@ class NatsReplicaTest {
     NatsReplica a = start(replica("a", index(), stream));
     new EngineFleet(7, pub).run(100);
     awaitApplied(a, pub.lastSequence());
-    SnapshotInfo old = a.snapshot().get(15, TimeUnit.SECONDS);
+    SnapshotInfo old = a.snapshot().get(WAIT.toSeconds(), TimeUnit.SECONDS);
     assertThat(old.sequence()).isGreaterThan(20);
     a.close();
 
@@ -537,7 +538,7 @@ class NatsReplicaTest {
     jsm.deleteConsumer(stream.stream(), a.consumerName());
     fleet.run(150);
     awaitApplied(b, pub.lastSequence());
-    SnapshotInfo snap = b.snapshot().get(15, TimeUnit.SECONDS);
+    SnapshotInfo snap = b.snapshot().get(WAIT.toSeconds(), TimeUnit.SECONDS);
     assertThat(snap.purgedThrough())
         .as("a's consumer is gone, so nothing holds the purge back")
         .isEqualTo(pub.lastSequence());

@@ -7,6 +7,7 @@ import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.route.WorkerLoad;
+import io.kvrouter.transport.TestWaits;
 import io.nats.client.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -25,7 +26,15 @@ import org.junit.jupiter.api.Test;
 class NatsSequenceSyncTest {
   static final int BS = 4;
   static final Duration BEAT = Duration.ofMillis(100);
-  static final Duration WAIT = Duration.ofSeconds(20);
+
+  /**
+   * Silence after which a peer is dropped: 30 heartbeats, not the default 3, so that a heartbeat
+   * thread held up for a few hundred milliseconds on a loaded machine does not drop a live peer
+   * (and its requests) in the middle of a test; a killed peer still goes within seconds.
+   */
+  static final Duration PEER_TIMEOUT = BEAT.multipliedBy(30);
+
+  static final Duration WAIT = TestWaits.WAIT;
   static final String SUBJECT = NatsSequenceSync.subject("m.x", "default");
 
   NatsServer server;
@@ -52,7 +61,7 @@ class NatsSequenceSyncTest {
   record Replica(KvRouter router, Connection nc, NatsSequenceSync sync) {}
 
   Replica replica(String id) {
-    return replica(id, BEAT.multipliedBy(3));
+    return replica(id, PEER_TIMEOUT);
   }
 
   Replica replica(String id, Duration peerTimeout) {
@@ -67,7 +76,7 @@ class NatsSequenceSyncTest {
     KvRouter r = KvRouter.builder(BS).approximate().build();
     r.registerWorker(1, 1, BS, 10);
     r.registerWorker(2, 1, BS, 10);
-    return start(id, r, BEAT.multipliedBy(3));
+    return start(id, r, PEER_TIMEOUT);
   }
 
   Replica start(String id, KvRouter r, Duration peerTimeout) {

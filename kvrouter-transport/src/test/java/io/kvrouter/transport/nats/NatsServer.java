@@ -1,5 +1,6 @@
 package io.kvrouter.transport.nats;
 
+import io.kvrouter.transport.TestWaits;
 import io.nats.client.Connection;
 import io.nats.client.Nats;
 import io.nats.client.Options;
@@ -31,7 +32,7 @@ import java.util.stream.Stream;
  * <p>Public for kvrouter-server's tests (through this module's test jar).
  */
 public final class NatsServer implements AutoCloseable {
-  private static final Duration START_TIMEOUT = Duration.ofSeconds(10);
+  private static final Duration START_TIMEOUT = TestWaits.WAIT;
 
   private final String binary;
   private final Path storeDir;

@@ -12,6 +12,7 @@ import io.kvrouter.index.Tier;
 import io.kvrouter.index.TieredIndex;
 import io.kvrouter.index.TieredScores;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.TestWaits;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.nats.client.Connection;
 import io.nats.client.JetStream;
@@ -38,9 +39,9 @@ import org.junit.jupiter.api.Timeout;
  * the same tiers and the same scores as the one that kept running, including a tier that the
  * snapshot holds no block of.
  */
-@Timeout(value = 60)
+@Timeout(TestWaits.HANG_SECONDS)
 class NatsTiersTest {
-  private static final Duration WAIT = Duration.ofSeconds(15);
+  private static final Duration WAIT = TestWaits.WAIT;
   private static final int BS = 4;
   private static final Worker W1 = new Worker(1, 0);
   private static final Worker W2 = new Worker(2, 0);
@@ -135,7 +136,7 @@ class NatsTiersTest {
     // W2 loses its disk copies: the index keeps its disk tier with nothing on it
     pub.publish(StorageTier.DISK, new RouterEvent(W2, 5, CacheEvent.removed(seq)));
     awaitApplied(a, pub.lastSequence());
-    SnapshotInfo snap = a.snapshot().get(15, TimeUnit.SECONDS);
+    SnapshotInfo snap = a.snapshot().get(WAIT.toSeconds(), TimeUnit.SECONDS);
     assertThat(snap.sequence()).isEqualTo(pub.lastSequence());
     ObjectStore os = nc.objectStore(NatsReplica.DEFAULT_BUCKET);
     ObjectInfo info = os.getInfo(snap.objectName());

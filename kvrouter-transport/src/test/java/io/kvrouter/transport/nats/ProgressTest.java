@@ -2,6 +2,7 @@ package io.kvrouter.transport.nats;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.transport.TestWaits;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CyclicBarrier;
@@ -14,7 +15,7 @@ import org.junit.jupiter.api.Timeout;
  * it, never left waiting for its timeout (a lost wake-up would hang a round for a day; the class
  * timeout catches it), and timeouts, interrupts and stop answer with the condition as it is.
  */
-@Timeout(value = 30)
+@Timeout(TestWaits.HANG_SECONDS)
 class ProgressTest {
   private static final Duration FOREVER = Duration.ofDays(1);
   private static final int ROUNDS = 2_000;
@@ -36,7 +37,7 @@ class ProgressTest {
       await(both);
       assertThat(p.awaitApplied(i, FOREVER)).as("round %d", i).isTrue();
     }
-    writer.get(10, TimeUnit.SECONDS);
+    writer.get(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS);
   }
 
   @Test
@@ -63,7 +64,7 @@ class ProgressTest {
       await(reset);
       assertThat(p.ready()).isFalse();
     }
-    writer.get(10, TimeUnit.SECONDS);
+    writer.get(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS);
   }
 
   @Test
@@ -75,7 +76,7 @@ class ProgressTest {
     assertThat(p.awaitApplied(99, FOREVER)).isTrue();
     assertThat(waiter).as("not satisfied by 99").isNotDone();
     p.applied(100);
-    assertThat(waiter.get(10, TimeUnit.SECONDS)).isTrue();
+    assertThat(waiter.get(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
     assertThat(p.lastApplied()).isEqualTo(100);
   }
 
@@ -101,8 +102,8 @@ class ProgressTest {
     CompletableFuture<Boolean> ready =
         CompletableFuture.supplyAsync(() -> p.awaitReady(FOREVER), ProgressTest::thread);
     p.stop();
-    assertThat(applied.get(10, TimeUnit.SECONDS)).isFalse();
-    assertThat(ready.get(10, TimeUnit.SECONDS)).isFalse();
+    assertThat(applied.get(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS)).isFalse();
+    assertThat(ready.get(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS)).isFalse();
     assertThat(p.awaitApplied(11, FOREVER)).isFalse();
     assertThat(p.awaitApplied(3, FOREVER)).as("what was applied stays applied").isTrue();
   }
@@ -116,7 +117,7 @@ class ProgressTest {
 
   private static void await(CyclicBarrier b) {
     try {
-      b.await(10, TimeUnit.SECONDS);
+      b.await(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS);
     } catch (Exception e) {
       throw new IllegalStateException(e);
     }

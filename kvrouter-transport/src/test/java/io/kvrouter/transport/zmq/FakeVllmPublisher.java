@@ -1,5 +1,6 @@
 package io.kvrouter.transport.zmq;
 
+import io.kvrouter.transport.TestWaits;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -195,7 +196,7 @@ public final class FakeVllmPublisher implements AutoCloseable {
             done.completeExceptionally(e);
           }
         });
-    done.orTimeout(10, TimeUnit.SECONDS).join();
+    done.orTimeout(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS).join();
   }
 
   /** Publishes one batch payload; returns its sequence number. */

@@ -8,6 +8,8 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.transport.TestBudget;
+import io.kvrouter.transport.TestWaits;
 import io.kvrouter.transport.kvevents.VllmEncoder;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -38,8 +40,8 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 30, unit = TimeUnit.MINUTES)
 class FaultInjectionTest {
   private static final int ENGINES = Integer.getInteger("kvrouter.faults.engines", 3);
-  private static final int ROUNDS = Integer.getInteger("kvrouter.faults.rounds", 60);
-  private static final int STEPS = Integer.getInteger("kvrouter.faults.steps", 25);
+  private static final int ROUNDS = TestBudget.count("kvrouter.faults.rounds", 60, 2000);
+  private static final int STEPS = TestBudget.count("kvrouter.faults.steps", 25, 100);
   private static final long SEED = Long.getLong("kvrouter.faults.seed", 9);
   private static final int BLOCK_SIZE = 4;
   private static final int CAPACITY = 64;
@@ -50,7 +52,7 @@ class FaultInjectionTest {
   private static final int MAX_DELAY_MS = 20;
   private static final double ENGINE_RESTART = 0.03; // per engine and round
   private static final int ROUTER_RESTART_EVERY = 7; // rounds
-  private static final Duration WAIT = Duration.ofSeconds(20);
+  private static final Duration WAIT = TestWaits.WAIT;
 
   private final List<EngineSim> engines = new ArrayList<>();
   private final List<Replica> replicas = new ArrayList<>();

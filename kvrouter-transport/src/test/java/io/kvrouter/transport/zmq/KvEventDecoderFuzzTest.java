@@ -8,6 +8,7 @@ import io.kvrouter.index.IndexStats;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
 import io.kvrouter.transport.SingleWriterCounters;
+import io.kvrouter.transport.TestBudget;
 import io.kvrouter.transport.fuzz.FuzzReport;
 import io.kvrouter.transport.fuzz.MsgpackMutator;
 import io.kvrouter.transport.fuzz.Vectors;
@@ -41,7 +42,7 @@ import org.junit.jupiter.api.Test;
  * uses 1,000,000), seed {@code -Dkvrouter.fuzz.seed} (default 9).
  */
 class KvEventDecoderFuzzTest {
-  private static final int INPUTS = Integer.getInteger("kvrouter.fuzz.inputs", 20_000);
+  private static final int INPUTS = TestBudget.count("kvrouter.fuzz.inputs", 20_000, 1_000_000);
   private static final long SEED = Long.getLong("kvrouter.fuzz.seed", 9L);
   private static final int DUMP_EVERY = Integer.getInteger("kvrouter.fuzz.dumpEvery", 1);
 

@@ -3,6 +3,7 @@ package io.kvrouter.transport.zmq;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.KvIndex;
+import io.kvrouter.transport.TestWaits;
 import java.time.Duration;
 import java.util.List;
 
@@ -15,7 +16,7 @@ import java.util.List;
 final class SyncCheck {
   private SyncCheck() {}
 
-  static final Duration TIMEOUT = Duration.ofSeconds(10);
+  static final Duration TIMEOUT = TestWaits.WAIT;
 
   record Engine(EngineSim sim, Worker worker, List<int[]> probes) {}
 
