@@ -216,7 +216,7 @@ public final class KvRouter implements AutoCloseable {
   }
 
   /** How the router knows what {@code rank} caches, or null when it is not registered. */
-  public KvSource kvSource(Worker rank) {
+  public @Nullable KvSource kvSource(Worker rank) {
     lock.lock();
     try {
       Slot s = table.get(rank);
@@ -558,6 +558,7 @@ public final class KvRouter implements AutoCloseable {
   }
 
   /** Adds {@code delta} to the predicted ranks registered (under lock). */
+  @GuardedBy("lock")
   private void countPredicted(int delta) {
     predictedRanks += delta;
     predicting = predictedRanks > 0;
@@ -942,13 +943,15 @@ public final class KvRouter implements AutoCloseable {
    * predicted rank's score is its prediction of the main group (no engine tells the router what its
    * other groups hold), capped as the engine caps a hit.
    */
+  @GuardedBy("lock")
   private OverlapScores rescoreMixed(OverlapScores scores, long[] seq, int tokens) {
+    final SlotTable slots = table; // the predicate runs inside rescore, under the lock still
     return hybrid.rescore(
         scores,
         seq,
         engineCap(tokens),
         w -> {
-          Slot s = table.get(w);
+          Slot s = slots.get(w);
           return s != null && s.predicted;
         });
   }
@@ -1121,7 +1124,7 @@ public final class KvRouter implements AutoCloseable {
     private @Nullable KvIndex index;
     private LongSupplier nanoClock = System::nanoTime;
     private TierWeights tierWeights = TierWeights.DEFAULTS;
-    private KvCacheGroups kvCacheGroups;
+    private @Nullable KvCacheGroups kvCacheGroups;
 
     private Builder(int blockSize) {
       if (blockSize < 1) {

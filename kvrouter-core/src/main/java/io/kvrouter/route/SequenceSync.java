@@ -264,7 +264,7 @@ public final class SequenceSync {
       String replicaId,
       ReentrantLock lock,
       SlotTable table,
-      @Nullable PredictedBlocks predictions,
+      PredictedBlocks predictions,
       LongSupplier clock) {
     this.replicaId = checkId(replicaId);
     this.incarnation = ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE | 1;
@@ -617,8 +617,10 @@ public final class SequenceSync {
         for (Predicted c : snapshot.predictions()) {
           Slot s = table.get(c.worker());
           if (s == null) unknownRank++;
-          else if (!s.predicted) continue; // fed by events here
-          else if (predictions.load(s.worker, s.kvBlocks, c, now)) predictionsApplied++;
+          // an events rank is fed by events here: its peer's predictions are skipped
+          else if (s.predicted && predictions.load(s.worker, s.kvBlocks, c, now)) {
+            predictionsApplied++;
+          }
         }
       }
       snapshotsLoaded++;
