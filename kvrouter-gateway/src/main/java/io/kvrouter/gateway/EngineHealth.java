@@ -4,9 +4,11 @@ import io.helidon.http.HeaderNames;
 import io.helidon.webclient.api.HttpClientRequest;
 import io.helidon.webclient.api.HttpClientResponse;
 import io.helidon.webclient.api.WebClient;
+import io.kvrouter.tokenize.EngineApi;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
@@ -131,8 +133,11 @@ final class EngineHealth {
   private void check(EngineState s) {
     boolean ok = probe(s) == null;
     // an engine that answers and whose API is not known yet (registered before it was up)
-    if (ok && gateway.engines.api(s.baseUrl) == null)
-      gateway.engines.learn(s.baseUrl, gateway.host);
+    if (ok && gateway.engines.api(s.baseUrl) == null) {
+      // not waited for: the probe completes its future with null rather than failing, and a
+      // later round asks again while the API is still unknown
+      CompletableFuture<EngineApi> unused = gateway.engines.learn(s.baseUrl, gateway.host);
+    }
     if (s.checked(ok, config.unhealthyAfter())) {
       if (s.healthy()) {
         LOG.info("engine " + s.baseUrl + " answers its health check again: back in routing");
