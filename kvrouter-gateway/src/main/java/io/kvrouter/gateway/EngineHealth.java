@@ -12,6 +12,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
+import org.jspecify.annotations.Nullable;
 import java.util.logging.Logger;
 
 /**
@@ -43,7 +44,7 @@ final class EngineHealth {
   private final GatewayConfig config;
   private final WebClient client;
   private final Semaphore wakeUp = new Semaphore(0);
-  private Thread thread;
+  private @Nullable Thread thread; // null before start()
   private volatile boolean closed;
 
   EngineHealth(Gateway gateway, GatewayConfig config) {

@@ -4,6 +4,7 @@ import io.helidon.webserver.http.FilterChain;
 import io.helidon.webserver.http.RoutingRequest;
 import io.helidon.webserver.http.RoutingResponse;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 import java.util.concurrent.locks.LockSupport;
 
 /**
@@ -25,7 +26,7 @@ import java.util.concurrent.locks.LockSupport;
  */
 final class InFlight {
   private final AtomicLong count = new AtomicLong();
-  private volatile Thread waiter;
+  private volatile @Nullable Thread waiter; // null: no stop() waiting
 
   /** The filter to add to the routing. */
   void filter(FilterChain chain, RoutingRequest req, RoutingResponse res) {

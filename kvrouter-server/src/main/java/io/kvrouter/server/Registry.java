@@ -11,6 +11,7 @@ import java.util.Collection;
 import java.util.List;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.locks.ReentrantLock;
+import org.jspecify.annotations.Nullable;
 import java.util.function.IntFunction;
 
 /**
@@ -71,7 +72,7 @@ final class Registry implements AutoCloseable {
   private final IntFunction<KvRouter> routers;
   private final boolean approximate;
   private ServerMetrics metrics;
-  private ServerExtension extension; // told of every registration; null: none
+  private @Nullable ServerExtension extension; // told of every registration; null: none
   private NatsEvents nats;
   private NatsRegistrations log;
   private SequenceSyncs syncs;

@@ -257,7 +257,7 @@ public final class MockEngine {
   private final Rank[] ranks;
   private final int hostBlocks;
   private final long hostTransferNanos;
-  private final KvCacheGroups groups; // null: one full-attention group
+  private final @Nullable KvCacheGroups groups; // null: one full-attention group
   private final GroupEvents groupEvents;
 
   /**

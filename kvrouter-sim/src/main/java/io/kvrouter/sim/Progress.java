@@ -1,5 +1,6 @@
 package io.kvrouter.sim;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import java.io.Console;
 import java.io.PrintStream;
 import java.lang.reflect.Method;
@@ -26,10 +27,20 @@ public final class Progress implements AutoCloseable {
 
   private final PrintStream err;
   private final boolean enabled;
+
+  @GuardedBy("this")
   private long total;
+
+  @GuardedBy("this")
   private long done;
+
+  @GuardedBy("this")
   private String label = "";
+
+  @GuardedBy("this")
   private long lastDraw;
+
+  @GuardedBy("this")
   private int drawnLength;
 
   private Progress(PrintStream err, boolean enabled) {
@@ -68,6 +79,7 @@ public final class Progress implements AutoCloseable {
     if (enabled) draw(false);
   }
 
+  @GuardedBy("this")
   private void draw(boolean force) {
     if (!enabled) return;
     long now = System.nanoTime();

@@ -2,6 +2,7 @@ package io.kvrouter.sim;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.sim.trace.TraceRequest;
+import org.jspecify.annotations.Nullable;
 import io.kvrouter.sim.trace.TraceTokens;
 
 /**
@@ -26,7 +27,7 @@ public final class SimRequest {
   long firstToken = -1;
   long finished = -1;
   boolean rejected;
-  private int[] tokens; // null before arrival and after the end
+  private int @Nullable [] tokens; // null before arrival and after the end
 
   public SimRequest(long id, TraceRequest trace, long arrival) {
     this.id = id;
