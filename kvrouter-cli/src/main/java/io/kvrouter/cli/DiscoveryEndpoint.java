@@ -17,8 +17,8 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.time.Instant;
 import java.util.List;
-import org.jspecify.annotations.Nullable;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What {@code --discovery kubernetes} adds to a server: {@code GET /discovery} (the discovery's

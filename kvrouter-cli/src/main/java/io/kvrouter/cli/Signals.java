@@ -59,8 +59,7 @@ final class Signals {
                   .asType(MethodType.methodType(int.class, Object.class)));
       Consumer<Object> onSignal = s::handle;
       MethodHandle accept =
-          pub.findVirtual(
-                  Consumer.class, "accept", MethodType.methodType(void.class, Object.class))
+          pub.findVirtual(Consumer.class, "accept", MethodType.methodType(void.class, Object.class))
               .bindTo(onSignal);
       Object handler = MethodHandleProxies.asInterfaceInstance(handlerType, accept);
       for (String name : new String[] {"TERM", "INT"}) {

@@ -19,7 +19,6 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
-import org.jspecify.annotations.Nullable;
 
 /**
  * A router's side of sharing in-flight bookkeeping between replicas (docs/service.md, "Several

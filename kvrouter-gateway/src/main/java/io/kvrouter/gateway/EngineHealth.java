@@ -12,8 +12,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
-import org.jspecify.annotations.Nullable;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The gateway's health checker: every {@code --health-interval-ms} it prunes what the gateway keeps

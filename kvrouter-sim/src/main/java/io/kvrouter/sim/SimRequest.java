@@ -2,8 +2,8 @@ package io.kvrouter.sim;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.sim.trace.TraceRequest;
-import org.jspecify.annotations.Nullable;
 import io.kvrouter.sim.trace.TraceTokens;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One trace request on its way through a simulated fleet, with what happened to it. Its prompt

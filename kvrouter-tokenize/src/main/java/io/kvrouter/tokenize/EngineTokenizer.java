@@ -4,8 +4,8 @@ import java.net.URI;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
-import org.jspecify.annotations.Nullable;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Tokenization delegated to an engine, in the engine's own dialect ({@link EngineDialect}), for
