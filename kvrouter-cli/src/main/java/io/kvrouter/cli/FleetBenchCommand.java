@@ -1,5 +1,6 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.harness.ChatFleetBench;
 import io.kvrouter.harness.FleetBench;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -9,6 +10,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParseResult;
 import picocli.CommandLine.Spec;
 
 /**
@@ -158,10 +160,95 @@ final class FleetBenchCommand implements Callable<Integer> {
   @Option(names = "--json", description = "Print the results as JSON.")
   boolean json;
 
+  @Option(
+      names = "--engine-kind",
+      paramLabel = "mock|llama-cpp",
+      defaultValue = "mock",
+      description =
+          "mock (default): kvrouter's mock engines replaying the trace; llama-cpp: real"
+              + " llama-server processes (engines/llama-cpp/install.sh) registered without KV"
+              + " events, a multi-turn chat workload with shared system prompts, TTFT at the"
+              + " client. With llama-cpp the defaults become --engines 3, --clients 1,"
+              + " --max-output-tokens 12, --policies kv,round-robin,least-loaded.")
+  String engineKind;
+
+  @Option(
+      names = "--llama-server",
+      paramLabel = "PATH",
+      description =
+          "llama-cpp: the llama-server binary (default: $KVROUTER_LLAMA_SERVER; install.sh"
+              + " prints llama-server=PATH).")
+  Path llamaServer;
+
+  @Option(
+      names = "--llama-model",
+      paramLabel = "PATH",
+      description =
+          "llama-cpp: the GGUF model (default: $KVROUTER_LLAMA_MODEL; install.sh prints"
+              + " model=PATH).")
+  Path llamaModel;
+
+  @Option(
+      names = "--llama-ctx",
+      paramLabel = "TOKENS",
+      defaultValue = "4096",
+      description = "llama-cpp: each engine's one slot, tokens (default: ${DEFAULT-VALUE}).")
+  int llamaCtx;
+
+  @Option(
+      names = "--conversations",
+      paramLabel = "N",
+      defaultValue = "12",
+      description = "llama-cpp: conversations (default: ${DEFAULT-VALUE}).")
+  int conversations;
+
+  @Option(
+      names = "--turns",
+      paramLabel = "N",
+      defaultValue = "4",
+      description = "llama-cpp: turns per conversation (default: ${DEFAULT-VALUE}).")
+  int turns;
+
+  @Option(
+      names = "--system-prompts",
+      paramLabel = "N",
+      defaultValue = "3",
+      description =
+          "llama-cpp: shared system prompts; conversation c uses prompt c mod N (default:"
+              + " ${DEFAULT-VALUE}).")
+  int systemPrompts;
+
+  @Option(
+      names = "--system-prompt-words",
+      paramLabel = "N",
+      defaultValue = "1000",
+      description =
+          "llama-cpp: words per system prompt, about as many tokens (default: ${DEFAULT-VALUE}).")
+  int systemPromptWords;
+
+  @Option(
+      names = "--repeats",
+      paramLabel = "N",
+      defaultValue = "1",
+      description =
+          "llama-cpp: run the policies N times, in alternation, each run on fresh engines"
+              + " (default: ${DEFAULT-VALUE}).")
+  int repeats;
+
   @Mixin ReportOptions report = new ReportOptions("kvrouter-fleet-report.html");
 
   @Override
   public Integer call() throws Exception {
+    if (engineKind.equals("llama-cpp")) return llamaCpp();
+    if (!engineKind.equals("mock")) {
+      spec.commandLine()
+          .getErr()
+          .println(
+              "kvrouter bench fleet: unknown --engine-kind '"
+                  + engineKind
+                  + "'; known: mock, llama-cpp");
+      return 2;
+    }
     FleetBench.Settings settings =
         new FleetBench.Settings(
             trace,
@@ -187,6 +274,41 @@ final class FleetBenchCommand implements Callable<Integer> {
             report.target(),
             String.join(" ", report.args()));
     return new FleetBench(settings, CLI)
+        .run(spec.commandLine().getOut(), spec.commandLine().getErr());
+  }
+
+  /** {@code --engine-kind llama-cpp}: its own defaults where a flag was not given. */
+  private int llamaCpp() throws Exception {
+    ParseResult given = spec.commandLine().getParseResult();
+    if (given.hasMatchedOption("--report") || given.hasMatchedOption("--trace")) {
+      spec.commandLine()
+          .getErr()
+          .println(
+              "kvrouter bench fleet: --report and --trace belong to the mock engines; with"
+                  + " --engine-kind llama-cpp the workload is the chat one and there is no HTML"
+                  + " report (--json for a file)");
+      return 2;
+    }
+    ChatFleetBench.Settings settings =
+        new ChatFleetBench.Settings(
+            llamaServer,
+            llamaModel,
+            given.hasMatchedOption("--engines") ? engines : 3,
+            llamaCtx,
+            given.hasMatchedOption("--policies")
+                ? policies
+                : List.of("kv", "round-robin", "least-loaded"),
+            repeats,
+            conversations,
+            turns,
+            systemPrompts,
+            systemPromptWords,
+            given.hasMatchedOption("--max-output-tokens") ? maxOutputTokens : 12,
+            given.hasMatchedOption("--clients") ? clients : 1,
+            seed,
+            json,
+            String.join(" ", report.args()));
+    return new ChatFleetBench(settings)
         .run(spec.commandLine().getOut(), spec.commandLine().getErr());
   }
 

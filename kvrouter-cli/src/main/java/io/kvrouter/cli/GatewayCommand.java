@@ -13,8 +13,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -79,6 +81,18 @@ public final class GatewayCommand implements Callable<Integer> {
   @Mixin ReplicaOptions replica = new ReplicaOptions();
 
   @Mixin DiscoveryOptions discovery = new DiscoveryOptions();
+
+  @Mixin AdmissionOptions admission = new AdmissionOptions();
+
+  @Mixin ChatTemplateOptions chatTemplate = new ChatTemplateOptions();
+
+  @Option(
+      names = "--trust-request-chat-template",
+      description =
+          "Accept a request's own chat_template (vLLM's flag): it is used to tokenize and route"
+              + " the request, and forwarded. Without it such a request is refused with vLLM's"
+              + " 400.")
+  boolean trustRequestChatTemplate;
 
   @Option(
       names = "--host",
@@ -286,7 +300,8 @@ public final class GatewayCommand implements Callable<Integer> {
             .disaggregation(
                 new PairRouter.Config(
                     pdMinUncachedTokens,
-                    pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens));
+                    pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens))
+            .admission(admission.config());
     if (models.isEmpty()) {
       throw new IllegalArgumentException(
           "give at least one --model NAME=DIR (a Hugging Face tokenizer directory)");
@@ -309,6 +324,11 @@ public final class GatewayCommand implements Callable<Integer> {
       b.lora(l.substring(0, eq), l.substring(eq + 1));
     }
     if (blockSize < 1) throw new IllegalArgumentException("--block-size must be >= 1");
+    Set<String> names = new LinkedHashSet<>();
+    for (String m : models) names.add(m.indexOf('=') < 0 ? m : m.substring(0, m.indexOf('=')));
+    b.chat(
+        new GatewayConfig.Chat(
+            chatTemplate.common(names), chatTemplate.perModel(names), trustRequestChatTemplate));
     return b.build();
   }
 
@@ -381,6 +401,11 @@ public final class GatewayCommand implements Callable<Integer> {
     String url = g.url();
     out.println("kvrouter gateway: listening on " + url + " (OpenAI base URL " + url + "/v1)");
     out.println("  models: " + String.join(", ", gc.models().keySet()));
+    if (gc.apiKey() != null && sc.authToken() == null) {
+      out.println(
+          "  admin endpoints (POST /register, /unregister, /events, /route): no --auth-token, so"
+              + " they need 'Authorization: Bearer' with the --api-key");
+    }
     if (specs.isEmpty() && found == null) {
       out.println("No engine yet. Register one (its base_url, and its KV events' ZMQ endpoint):");
       out.println(

@@ -2,6 +2,8 @@ package io.kvrouter.cli;
 
 import java.io.PrintWriter;
 import java.util.concurrent.Callable;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -39,10 +41,20 @@ public final class Main implements Callable<Integer> {
   @Spec CommandSpec spec;
 
   /** Runs the CLI and exits with its code. */
+  // kept referenced so that the levels set in main stick (JUL holds loggers weakly)
+  private static final Logger DJL_LOG = Logger.getLogger("ai.djl");
+
+  private static final Logger DJL_CUDA_LOG = Logger.getLogger("ai.djl.util.cuda");
+
   public static void main(String[] args) {
     if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
       System.setProperty("java.util.logging.SimpleFormatter.format", LOG_FORMAT);
     }
+    // DJL's tokenizer library looks for CUDA when it loads and warns on every CPU-only host
+    // ("CUDA driver version is insufficient"), then logs where its native library came from:
+    // neither concerns kvrouter, which uses its tokenizers on the CPU only
+    DJL_LOG.setLevel(Level.WARNING);
+    DJL_CUDA_LOG.setLevel(Level.SEVERE);
     System.exit(run(args));
   }
 

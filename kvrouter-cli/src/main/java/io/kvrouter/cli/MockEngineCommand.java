@@ -6,10 +6,12 @@ import io.kvrouter.mockengine.MockEngineServer;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -283,6 +285,15 @@ public final class MockEngineCommand implements Callable<Integer> {
               + " (docs/mock-engine.md, \"Hybrid models\"). Default: one full-attention group.")
   String kvGroups;
 
+  @Mixin ChatTemplateOptions chatTemplate = new ChatTemplateOptions();
+
+  @Option(
+      names = "--trust-request-chat-template",
+      description =
+          "Use a request's own chat_template (vLLM's flag); without it such a request is refused"
+              + " with vLLM's 400.")
+  boolean trustRequestChatTemplate;
+
   /** The configuration these flags give (bad values throw IllegalArgumentException). */
   MockEngineServer.Config config() {
     MockEngineServer.EventEncoding enc =
@@ -325,6 +336,8 @@ public final class MockEngineCommand implements Callable<Integer> {
         .hostBlocks(hostBlocks)
         .hostMsPerBlock(hostMsPerBlock)
         .kvGroups(kvGroups == null ? null : KvCacheGroups.parse(kvGroups))
+        .chatTemplate(chatTemplate.common(Set.of()))
+        .trustRequestChatTemplate(trustRequestChatTemplate)
         .build();
   }
 

@@ -2,13 +2,15 @@ package io.kvrouter.cli;
 
 import io.kvrouter.server.KvRouterServer;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import picocli.CommandLine.Option;
 
 /**
  * The flags {@code serve} and {@code gateway} share about their engines' event connections and
- * their peers: how long registration and readiness wait for ZMQ, sequence sync among replicas, and
- * the HTTP edge's read timeout. Declared once here as a picocli mixin; {@link #applyTo} sets them
- * on the server's configuration.
+ * their peers: how long registration and readiness wait for ZMQ, sequence sync among replicas, the
+ * HTTP edge's read timeout, and the bounds of registrations. Declared once here as a picocli mixin;
+ * {@link #applyTo} sets them on the server's configuration.
  */
 final class ReplicaOptions {
   @Option(
@@ -61,12 +63,35 @@ final class ReplicaOptions {
               + " connection is closed after about as long (default: 30000).")
   Long readTimeoutMs;
 
+  @Option(
+      names = "--max-registrations",
+      paramLabel = "N",
+      description =
+          "Most engine ranks registered at once, over every model and group; POST /register"
+              + " past it gets 429 (default: ${DEFAULT-VALUE}).")
+  int maxRegistrations = KvRouterServer.Config.DEFAULT_MAX_REGISTRATIONS;
+
+  @Option(
+      names = "--allowed-engine-hosts",
+      paramLabel = "HOST[,HOST...]",
+      split = ",",
+      description =
+          "Only these hosts (names or addresses as written in the URL) may be registered as an"
+              + " engine's base_url; another gets 403 (default: any host).")
+  List<String> allowedEngineHosts = new ArrayList<>();
+
   /** Sets these flags' values on {@code b}. */
   KvRouterServer.Config.Builder applyTo(KvRouterServer.Config.Builder b) {
+    if (maxRegistrations < 1) {
+      throw new IllegalArgumentException(
+          "--max-registrations must be >= 1, got " + maxRegistrations);
+    }
     b.zmqConnectTimeout(Duration.ofMillis(zmqConnectTimeoutMs))
         .readyGrace(Duration.ofSeconds(readyGraceSeconds))
         .sync(sync)
-        .replicaId(replicaId);
+        .replicaId(replicaId)
+        .maxRegistrations(maxRegistrations)
+        .allowedEngineHosts(allowedEngineHosts);
     if (syncHeartbeatMs != null) {
       if (syncHeartbeatMs < 1) {
         throw new IllegalArgumentException(

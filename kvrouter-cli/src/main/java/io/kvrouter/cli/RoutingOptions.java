@@ -33,8 +33,17 @@ final class RoutingOptions {
       paramLabel = "N",
       description =
           "Routing: a rank with more prefill tokens in flight is busy; when every rank is busy the"
-              + " request is refused with 503 (default: never).")
+              + " gateway queues the request, serve refuses it with 503 (default: never).")
   long busyPrefillTokens = -1;
+
+  @Option(
+      names = "--busy-requests",
+      paramLabel = "N",
+      description =
+          "Routing: a rank with N requests in flight is busy; when every rank of a model is busy"
+              + " the gateway queues the request (--max-queue-depth, --max-queue-time), serve"
+              + " refuses it with 503 (default: never).")
+  int busyRequests = 0;
 
   @Option(
       names = "--busy-block-fraction",
@@ -106,6 +115,7 @@ final class RoutingOptions {
         .withSeed(seed)
         .withBusyPrefillTokens(busyPrefillTokens)
         .withBusyBlockFraction(busyBlockFraction)
+        .withBusyRequests(busyRequests)
         .withRequestExpiry(Duration.ofSeconds(requestExpirySeconds))
         .withApproximate(approximate)
         .withMaxTierBlocks(maxTierBlocks == null ? 0 : maxTierBlocks)

@@ -3,6 +3,9 @@ package io.kvrouter.cli;
 import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.sim.AdmissionComparison;
+import io.kvrouter.sim.AdmissionSimulation;
+import io.kvrouter.sim.LoadFactor;
 import io.kvrouter.sim.PdSimulation;
 import io.kvrouter.sim.Policy;
 import io.kvrouter.sim.Progress;
@@ -10,6 +13,8 @@ import io.kvrouter.sim.RemovedEvents;
 import io.kvrouter.sim.SimConfig;
 import io.kvrouter.sim.SimNats;
 import io.kvrouter.sim.SimulationResult;
+import io.kvrouter.sim.TenantRule;
+import io.kvrouter.sim.report.AdmissionReport;
 import io.kvrouter.sim.report.HtmlReport;
 import io.kvrouter.sim.report.JsonReport;
 import io.kvrouter.sim.report.PdReport;
@@ -289,6 +294,100 @@ public final class SimulateCommand implements Callable<Integer> {
               + " ${DEFAULT-VALUE}).")
   int pdMinUncachedTokens;
 
+  @Option(
+      names = "--load-factor",
+      paramLabel = "X",
+      description =
+          "Offer the trace at X times the fleet's capacity instead of --speedup: the arrivals are"
+              + " compressed so that X = 2 asks twice what the fleet serves when every prompt's"
+              + " reusable prefix is cached (docs/SIMULATION.md, \"Admission and fair shares\");"
+              + " real caches hold less, so the real load is at least X.")
+  Double loadFactor;
+
+  @Option(
+      names = "--admission",
+      split = ",",
+      paramLabel = "MODES",
+      description =
+          "Compare admission modes instead of policies, each routing with kv: fifo (no admission,"
+              + " every request to the engines at once), fair-cost (the gateway's FairQueue,"
+              + " cost = uncached prefill + expected decode tokens, corrected by the engine's"
+              + " cached tokens), fair-tokens (FairQueue, cost = prompt + decode tokens); with"
+              + " tenants, priorities, an unloaded baseline and, with a heavy tenant, each mode"
+              + " without its excess (docs/SIMULATION.md, \"Admission and fair shares\"); a table"
+              + " or --json, no HTML report.")
+  List<String> admission;
+
+  @Option(
+      names = "--tenants",
+      paramLabel = "N",
+      defaultValue = "4",
+      description =
+          "Admission: tenants; a conversation (a trace request's second hash_id) goes to one,"
+              + " by a seeded draw (default: ${DEFAULT-VALUE}).")
+  int tenants;
+
+  @Option(
+      names = "--heavy-tenant-factor",
+      paramLabel = "F",
+      defaultValue = "1",
+      description =
+          "Admission: tenant t0 sends F times as much as each other tenant (default:"
+              + " ${DEFAULT-VALUE}).")
+  double heavyTenantFactor;
+
+  @Option(
+      names = "--cached-tenant",
+      description =
+          "Admission: tenant t0 is every request whose prompt is mostly cached (at least half its"
+              + " hash_ids appeared earlier in the trace); the others share the rest.")
+  boolean cachedTenant;
+
+  @Option(
+      names = "--high-priority-share",
+      paramLabel = "S",
+      defaultValue = "0.2",
+      description =
+          "Admission: this share of requests (a seeded draw per request) is high priority"
+              + " (default: ${DEFAULT-VALUE}).")
+  double highPriorityShare;
+
+  @Option(
+      names = "--busy-requests",
+      paramLabel = "N",
+      defaultValue = "16",
+      description =
+          "Admission: a rank with N requests in flight is busy; a model whose every rank is busy"
+              + " queues requests (the gateway's rule) (default: ${DEFAULT-VALUE}).")
+  int busyRequests;
+
+  @Option(
+      names = "--max-queue-time",
+      paramLabel = "SECONDS",
+      defaultValue = "30",
+      description =
+          "Admission: the longest a request waits, in simulated seconds; then 429 (default:"
+              + " ${DEFAULT-VALUE}).")
+  double maxQueueTime;
+
+  @Option(
+      names = "--max-queue-depth",
+      paramLabel = "N",
+      defaultValue = "1024",
+      description =
+          "Admission: requests that may wait at once; one more is refused with 429 (default:"
+              + " ${DEFAULT-VALUE}).")
+  int maxQueueDepth;
+
+  @Option(
+      names = "--ttft-slo-ms",
+      paramLabel = "MS",
+      defaultValue = "2000",
+      description =
+          "Admission: goodput counts requests answered within this TTFT (default:"
+              + " ${DEFAULT-VALUE}).")
+  double ttftSloMs;
+
   @Mixin ReportOptions report = new ReportOptions("kvrouter-report.html");
 
   @Option(names = "--json", description = "Print the results as JSON on stdout instead of a table.")
@@ -314,6 +413,7 @@ public final class SimulateCommand implements Callable<Integer> {
     PrintWriter out = spec.commandLine().getOut();
     PrintWriter err = spec.commandLine().getErr();
     if (prefillWorkers != null || decodeWorkers != null) return disaggregation(out, err);
+    if (admission != null) return admission(out, err);
     List<Policy> chosen;
     SimConfig cfg;
     try {
@@ -351,6 +451,14 @@ public final class SimulateCommand implements Callable<Integer> {
     }
     TraceSource.Loaded loaded = loadTrace(err);
     if (loaded == null) return 2;
+    if (loadFactor != null) {
+      try {
+        cfg = cfg.withSpeedup(speedupFor(loaded, cfg));
+      } catch (IllegalArgumentException e) {
+        err.println("kvrouter simulate: " + e.getMessage());
+        return 2;
+      }
+    }
 
     SimNats nats = null;
     if (events != null) {
@@ -472,6 +580,85 @@ public final class SimulateCommand implements Callable<Integer> {
                 + r.verification().problems());
         return 1;
       }
+    }
+    return 0;
+  }
+
+  /** The speedup of --load-factor on {@code loaded}; refuses --speedup with it. */
+  private double speedupFor(TraceSource.Loaded loaded, SimConfig cfg) {
+    if (spec.commandLine().getParseResult().hasMatchedOption("--speedup")) {
+      throw new IllegalArgumentException("give --load-factor or --speedup, not both");
+    }
+    return LoadFactor.speedup(loaded.requests(), cfg.timing(), cfg.ranks(), loadFactor);
+  }
+
+  /** {@code --admission MODES}: the modes, the baselines, one table. */
+  private int admission(PrintWriter out, PrintWriter err) {
+    SimConfig cfg;
+    TenantRule rule;
+    AdmissionSimulation.Settings settings;
+    List<AdmissionSimulation.Mode> modes = new ArrayList<>();
+    try {
+      if (policies != null) {
+        throw new IllegalArgumentException("--admission routes with kv: give no --policies");
+      }
+      if (kvGroups != null || hostBlocks > 0 || events != null) {
+        throw new IllegalArgumentException(
+            "--admission with --kv-groups, --host-blocks or --events: not simulated");
+      }
+      for (String m : admission) {
+        AdmissionSimulation.Mode mode = AdmissionSimulation.Mode.parse(m);
+        if (!modes.contains(mode)) modes.add(mode);
+      }
+      if (requests != null && requests < 1) {
+        throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+      if (threads != null && threads < 1) {
+        throw new IllegalArgumentException("--threads must be >= 1, got " + threads);
+      }
+      rule = new TenantRule(tenants, heavyTenantFactor, highPriorityShare, cachedTenant, seed);
+      settings =
+          new AdmissionSimulation.Settings(busyRequests, maxQueueTime, maxQueueDepth, ttftSloMs);
+      cfg =
+          SimConfig.builder()
+              .workers(workers)
+              .dpSize(dpSize)
+              .gpuBlocks(gpuBlocks)
+              .blockSize(blockSize)
+              .speedup(speedup)
+              .timing(new TimingModel(prefillBaseMs, prefillMsPer1k, decodeMsPerToken, maxBatch))
+              .routing(cost.applyTo(RoutingSettings.DEFAULTS.withSeed(seed)))
+              .seed(seed)
+              .removedEvents(RemovedEvents.parse(removedEvents))
+              .build();
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    TraceSource.Loaded loaded = loadTrace(err);
+    if (loaded == null) return 2;
+    try {
+      if (loadFactor != null) cfg = cfg.withSpeedup(speedupFor(loaded, cfg));
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    AdmissionComparison c =
+        AdmissionComparison.run(
+            loaded.name(),
+            loaded.requests(),
+            rule,
+            cfg,
+            settings,
+            modes,
+            loadFactor != null ? loadFactor : Double.NaN,
+            threads != null ? threads : Runtime.getRuntime().availableProcessors());
+    if (json) out.println(AdmissionReport.json(c));
+    else AdmissionReport.print(c, out);
+    out.flush();
+    if (!c.nothingLost()) {
+      err.println("kvrouter simulate: a request was neither answered nor refused.");
+      return 1;
     }
     return 0;
   }

@@ -1,5 +1,6 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.Tokenizer;
 import io.kvrouter.tokenize.TokenizerCheck;
@@ -8,9 +9,11 @@ import java.io.PrintWriter;
 import java.net.URI;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Set;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
@@ -72,11 +75,22 @@ public final class TokenizerCommand implements Callable<Integer> {
         description = "per-request timeout (default ${DEFAULT-VALUE})")
     int timeoutSeconds;
 
+    /** The gateway's chat-template flags, to check a gateway's settings against the engine's. */
+    @Mixin ChatTemplateOptions chatTemplate = new ChatTemplateOptions();
+
     @Override
     public Integer call() {
       PrintWriter out = spec.commandLine().getOut();
       PrintWriter err = spec.commandLine().getErr();
-      try (Tokenizer tok = Tokenizer.load(modelDir)) {
+      ChatTemplateConfig chat;
+      try {
+        chat = chatTemplate.common(Set.of());
+      } catch (IllegalArgumentException e) {
+        err.println("kvrouter tokenizer check: " + e.getMessage());
+        err.flush();
+        return 2;
+      }
+      try (Tokenizer tok = Tokenizer.load(modelDir, Tokenizer.DEFAULT_CACHE_BYTES, chat)) {
         EngineTokenizer client =
             new EngineTokenizer(engine, model, Duration.ofSeconds(timeoutSeconds));
         String name = model;

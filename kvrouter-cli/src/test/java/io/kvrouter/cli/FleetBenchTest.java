@@ -105,6 +105,15 @@ class FleetBenchTest {
       assertThat(p.path("completed").asInt()).as(name + " completed").isEqualTo(250);
       assertThat(p.path("errors").asInt()).as(name + " errors").isZero();
       assertThat(p.path("ttft_ms").path("count").asInt()).isEqualTo(250);
+      // whether the run kept up is said, with its reasons when it did not (a busy machine may
+      // not keep up: the test checks the verdict is consistent, not that it is yes)
+      assertThat(p.path("valid").isBoolean()).as(name + " valid").isTrue();
+      assertThat(p.path("invalid_reasons").isEmpty())
+          .as(name + " reasons " + p.path("invalid_reasons"))
+          .isEqualTo(p.path("valid").asBoolean());
+      assertThat(p.path("sent_late_wall_ms").path("count").asInt()).isEqualTo(250);
+      assertThat(p.path("tpot_ms").path("count").asInt()).isPositive();
+      assertThat(p.path("tpot_ms").path("p50").asDouble()).as(name + " TPOT").isPositive();
       if (name.equals("approx")) {
         // no events reach an approximate router: nothing to check against the caches
         assertThat(p.path("index_checked").asBoolean()).isFalse();

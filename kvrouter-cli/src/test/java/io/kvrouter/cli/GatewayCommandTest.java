@@ -3,15 +3,19 @@ package io.kvrouter.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.gateway.AdmissionConfig;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.GatewayConfig;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.PairRouter;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import picocli.CommandLine;
@@ -78,6 +82,60 @@ class GatewayCommandTest {
   }
 
   @Test
+  void theAdmissionFlagsMakeTheQueueAndTheBusyLimit() {
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c)
+        .parseArgs(
+            "--model",
+            "m",
+            "--busy-requests",
+            "8",
+            "--max-queue-depth",
+            "5",
+            "--max-queue-time",
+            "1500ms",
+            "--queue-starvation-limit",
+            "3",
+            "--tenant-from",
+            "user",
+            "--tenant-weight",
+            "acme=2.5",
+            "--tenant-weight",
+            "small=0.5",
+            "--default-decode-tokens",
+            "64",
+            "--max-tenant-labels",
+            "4");
+    assertThat(c.gatewayConfig().admission())
+        .isEqualTo(
+            new AdmissionConfig(
+                5,
+                Duration.ofMillis(1500),
+                3,
+                AdmissionConfig.TenantSource.USER,
+                Map.of("acme", 2.5, "small", 0.5),
+                64,
+                4));
+    assertThat(c.routing.settings().busyRequests()).isEqualTo(8);
+    GatewayCommand d = new GatewayCommand();
+    new CommandLine(d).parseArgs("--model", "m");
+    assertThat(d.gatewayConfig().admission()).isEqualTo(AdmissionConfig.DEFAULTS);
+    assertThat(d.routing.settings().busyRequests()).as("off by default").isZero();
+    assertThat(AdmissionOptions.duration("--x", "2m")).isEqualTo(Duration.ofMinutes(2));
+    assertThat(AdmissionOptions.duration("--x", "30")).isEqualTo(Duration.ofSeconds(30));
+
+    StringWriter err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--tenant-from", "ip")).isEqualTo(2);
+    assertThat(err.toString()).contains("--tenant-from must be key, header or user, got 'ip'");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--max-queue-time", "soon")).isEqualTo(2);
+    assertThat(err.toString()).contains("--max-queue-time must be a positive duration");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--tenant-weight", "a=0")).isEqualTo(2);
+    assertThat(err.toString()).contains("the weight of tenant 'a' must be finite and > 0");
+  }
+
+  @Test
   void theDisaggregationFlagsMakeTheRule() {
     GatewayCommand c = new GatewayCommand();
     new CommandLine(c)
@@ -124,5 +182,48 @@ class GatewayCommandTest {
     assertThat(g.models().get("a")).isNull(); // tokenized by its engines
     assertThat(g.loras()).containsEntry("a-sql", "a");
     assertThat(g.maxAttempts()).isEqualTo(4);
+  }
+
+  @Test
+  void chatTemplateFlagsAsVllmsWithAPerModelForm(@TempDir Path dir) throws Exception {
+    Path a = dir.resolve("a");
+    Path b = dir.resolve("b");
+    Files.createDirectories(a);
+    Files.createDirectories(b);
+    Path file = dir.resolve("hermes.jinja");
+    Files.writeString(file, "{{ 'from file' }}");
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c)
+        .parseArgs(
+            "--model",
+            "qwen=" + a,
+            "--model",
+            "llama=" + b,
+            "--chat-template",
+            file.toString(),
+            "--chat-template",
+            "llama={{ 'llama own' }}",
+            "--chat-template-content-format",
+            "openai",
+            "--default-chat-template-kwargs",
+            "{\"enable_thinking\": false}",
+            "--trust-request-chat-template");
+    GatewayConfig.Chat chat = c.gatewayConfig().chat();
+    assertThat(chat.trustRequestTemplate()).isTrue();
+    assertThat(chat.forModel("qwen").template()).isEqualTo("{{ 'from file' }}");
+    assertThat(chat.forModel("qwen").origin()).isEqualTo(file.toString());
+    assertThat(chat.forModel("llama").template()).isEqualTo("{{ 'llama own' }}");
+    assertThat(chat.forModel("llama").contentFormat())
+        .isEqualTo(ChatTemplateConfig.ContentFormat.OPENAI);
+    assertThat(chat.forModel("qwen").defaultKwargs()).containsEntry("enable_thinking", false);
+    GatewayCommand plain = new GatewayCommand();
+    new CommandLine(plain).parseArgs("--model", "m");
+    assertThat(plain.gatewayConfig().chat()).isEqualTo(GatewayConfig.Chat.defaults());
+    GatewayCommand missing = new GatewayCommand();
+    new CommandLine(missing)
+        .parseArgs("--model", "m=" + a, "--chat-template", dir.resolve("nope.jinja").toString());
+    assertThatThrownBy(missing::gatewayConfig)
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("looks like a file path, but it cannot be read");
   }
 }

@@ -5,9 +5,16 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.fabric8.kubernetes.api.model.GenericKubernetesResource;
+import io.fabric8.kubernetes.api.model.GenericKubernetesResourceBuilder;
+import io.fabric8.kubernetes.api.model.GenericKubernetesResourceList;
 import io.fabric8.kubernetes.api.model.Pod;
+import io.fabric8.kubernetes.client.dsl.NonNamespaceOperation;
+import io.fabric8.kubernetes.client.dsl.Resource;
+import io.fabric8.kubernetes.client.dsl.base.ResourceDefinitionContext;
 import io.kvrouter.discovery.DiscoveryConfig;
 import io.kvrouter.discovery.KubernetesDiscovery;
+import io.kvrouter.discovery.MockApiServer;
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
 import io.kvrouter.mockengine.KvEventsConfig;
@@ -18,6 +25,8 @@ import io.kvrouter.server.KvRouterServer;
 import java.io.BufferedReader;
 import java.io.InputStream;
 import java.io.InputStreamReader;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -54,6 +63,9 @@ class GatewayDiscoveryTest {
   private KubeApi api;
   private Gateway gateway;
 
+  /** The labels of the pod tearDown creates last (they must be ones the discovery selects). */
+  private Map<String, String> fenceLabels = LABELS;
+
   /** The engine of each pod, by pod name. */
   private final Map<String, MockEngineServer> engines = new HashMap<>();
 
@@ -62,7 +74,7 @@ class GatewayDiscoveryTest {
     if (gateway != null) {
       // the mock server can hang a watch closed while it still sends: let the discovery see a
       // last pod first (the mock's watch then has nothing left to send)
-      api.create(pod("zz-fence", LABELS, TINY, "127.0.0.250", true, 8000, 0, 0));
+      api.create(pod("zz-fence", fenceLabels, TINY, "127.0.0.250", true, 8000, 0, 0));
       await(
           "the fence pod seen", () -> discovery().path("engines").toString().contains("zz-fence"));
       gateway.close();
@@ -72,17 +84,21 @@ class GatewayDiscoveryTest {
   }
 
   private void start(Duration drainBound) throws Exception {
-    api = new KubeApi();
+    start(
+        drainBound,
+        DiscoveryConfig.labelSelector(KubeApi.NS, "app=vllm-tiny"),
+        GatewayConfig.builder().model("tiny", MockEngines.tinyModel()).build());
+  }
+
+  private void start(Duration drainBound, DiscoveryConfig selects, GatewayConfig config)
+      throws Exception {
+    if (api == null) api = new KubeApi();
     DiscoveryConfig dc =
-        DiscoveryConfig.labelSelector(KubeApi.NS, "app=vllm-tiny")
+        selects
             .withDefaults(null, DiscoveryConfig.DEFAULT_BLOCK_SIZE, EngineRole.BOTH)
             .withRetry(Duration.ofMillis(50), Duration.ofMillis(400));
     DiscoveryEndpoint found = new DiscoveryEndpoint(dc);
-    gateway =
-        Gateway.start(
-            KvRouterServer.Config.builder().port(0).build(),
-            GatewayConfig.builder().model("tiny", MockEngines.tinyModel()).build(),
-            found);
+    gateway = Gateway.start(KvRouterServer.Config.builder().port(0).build(), config, found);
     found.attach(
         KubernetesDiscovery.start(
             api.config(), dc, new GatewaySink(gateway, drainBound, found.metrics())));
@@ -93,13 +109,18 @@ class GatewayDiscoveryTest {
 
   /** A mock engine of the tiny model on {@code ip}, with its KV events on ZMQ there too. */
   private MockEngineServer engine(String ip) {
+    return engine(ip, 0, "tiny");
+  }
+
+  /** A mock engine of the tiny model served as {@code served} on {@code ip}:{@code port}. */
+  private MockEngineServer engine(String ip, int port, String served) {
     MockEngineServer e =
         MockEngineServer.start(
             MockEngineServer.Config.builder()
                 .host(ip)
-                .port(0)
+                .port(port)
                 .modelDir(MockEngines.tinyModel())
-                .servedModelName("tiny")
+                .servedModelName(served)
                 .blockSize(4)
                 .numGpuBlocks(512)
                 .speedup(20)
@@ -116,13 +137,22 @@ class GatewayDiscoveryTest {
 
   /** A pod whose engine is a new mock engine on {@code ip}. */
   private void enginePod(String name, String ip, boolean ready) {
-    MockEngineServer e = engine(ip);
+    enginePod(name, LABELS, "tiny", ip, 0, ready);
+  }
+
+  /**
+   * A pod with {@code labels} whose engine is a new mock engine of {@code model} on {@code
+   * ip}:{@code port} (0: any).
+   */
+  private void enginePod(
+      String name, Map<String, String> labels, String model, String ip, int port, boolean ready) {
+    MockEngineServer e = engine(ip, port, model);
     engines.put(name, e);
     api.create(
         pod(
             name,
-            LABELS,
-            TINY,
+            labels,
+            Map.of("kvrouter.io/model", model, "kvrouter.io/block-size", "4"),
             ip,
             ready,
             e.port(),
@@ -208,9 +238,17 @@ class GatewayDiscoveryTest {
 
   /** Sends chats and checks that each was answered by the engine of a pod in {@code ready}. */
   private void chatsServedBy(List<String> ready, int n) throws Exception {
+    chatsServedBy("tiny", ready, n);
+  }
+
+  /** Chats for {@code model}, each answered by the engine of a pod in {@code ready}. */
+  private void chatsServedBy(String model, List<String> ready, int n) throws Exception {
     for (int i = 0; i < n; i++) {
       Map<String, Integer> before = served();
-      HttpResponse<String> r = chat(CHAT.replace("please", "please " + i));
+      HttpResponse<String> r =
+          chat(
+              CHAT.replace("\"model\":\"tiny\"", "\"model\":\"" + model + "\"")
+                  .replace("please", "please " + i));
       assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
       Map<String, Integer> after = served();
       List<String> answered = new ArrayList<>();
@@ -332,5 +370,177 @@ class GatewayDiscoveryTest {
     assertThat(metrics)
         .contains("kvrouter_discovery_removals_total{reason=\"not_ready\"} 1.0")
         .contains("kvrouter_discovery_drain_timeouts_total 0.0");
+  }
+
+  @Test
+  void aWatchThatExpiresWith410IsFollowedByAFullListAndTheGatewayCatchesUp() throws Exception {
+    api = new KubeApi();
+    enginePod("a", "127.0.0.6", true);
+    MockApiServer.HeldWatch held = api.holdNextPodsWatch();
+    start(Duration.ofSeconds(30));
+    awaitWorkersEqualReadyPods();
+    await("the held watch open", held::open);
+
+    // changes the discovery cannot see while its watch is silent
+    enginePod("b", "127.0.0.7", true);
+    api.setReady("a", false);
+    assertThat(workerUrls()).containsExactly(engines.get("a").url());
+    assertThat(discovery().path("lists").asInt()).isEqualTo(1);
+
+    held.expire(); // 410 Gone: the discovery lists again and the gateway follows
+    awaitWorkersEqualReadyPods();
+    assertThat(workerUrls()).containsExactly(engines.get("b").url());
+    await(
+        "listed again, connected",
+        () -> discovery().path("lists").asInt() == 2 && discovery().path("connected").asBoolean());
+    chatsServedBy(List.of("b"), 3);
+  }
+
+  @Test
+  void anApiServerOutageKeepsTheFleetServingAndItResyncsAfter() throws Exception {
+    start(Duration.ofSeconds(30));
+    enginePod("a", "127.0.0.8", true);
+    enginePod("b", "127.0.0.9", true);
+    awaitWorkersEqualReadyPods();
+    await("ready", () -> statusOf("/ready") == 200);
+
+    api.stopApi();
+    await(
+        "disconnected, the outage reported",
+        () -> {
+          JsonNode d = discovery();
+          return !d.path("connected").asBoolean() && d.path("disconnected_since").isTextual();
+        });
+    // the last known fleet is kept and serves
+    assertThat(workerUrls())
+        .containsExactlyInAnyOrder(engines.get("a").url(), engines.get("b").url());
+    assertThat(statusOf("/ready")).isEqualTo(200);
+    chatsServedBy(List.of("a", "b"), 4);
+    assertThat(discovery().path("last_error").asText()).isNotEmpty();
+
+    // the fleet changes while the discovery cannot see it
+    api.delete("a");
+    enginePod("c", "127.0.0.10", true);
+    assertThat(workerUrls())
+        .containsExactlyInAnyOrder(engines.get("a").url(), engines.get("b").url());
+
+    api.startApi();
+    awaitWorkersEqualReadyPods();
+    assertThat(workerUrls())
+        .containsExactlyInAnyOrder(engines.get("b").url(), engines.get("c").url());
+    await("connected again", () -> discovery().path("connected").asBoolean());
+    assertThat(discovery().path("disconnected_since").isNull()).isTrue();
+    chatsServedBy(List.of("b", "c"), 4);
+  }
+
+  @Test
+  void twoModelsInOneNamespaceAreServedEachByItsOwnPods() throws Exception {
+    start(
+        Duration.ofSeconds(30),
+        DiscoveryConfig.labelSelector(KubeApi.NS, "app=vllm-tiny"),
+        GatewayConfig.builder()
+            .model("tiny", MockEngines.tinyModel())
+            .model("tiny-b", MockEngines.tinyModel())
+            .build());
+    enginePod("t1", LABELS, "tiny", "127.0.0.11", 0, true);
+    enginePod("t2", LABELS, "tiny", "127.0.0.12", 0, true);
+    enginePod("b1", LABELS, "tiny-b", "127.0.0.13", 0, true);
+    awaitWorkersEqualReadyPods();
+    await("ready", () -> statusOf("/ready") == 200);
+    Map<String, TreeSet<String>> byModel = new HashMap<>();
+    for (JsonNode w : get("/workers")) {
+      for (JsonNode r : w.path("ranks")) {
+        byModel
+            .computeIfAbsent(w.path("model_name").asText(), k -> new TreeSet<>())
+            .add(r.path("base_url").asText());
+      }
+    }
+    assertThat(byModel)
+        .containsOnlyKeys("tiny", "tiny-b")
+        .containsEntry("tiny", new TreeSet<>(List.of(url("t1"), url("t2"))))
+        .containsEntry("tiny-b", new TreeSet<>(List.of(url("b1"))));
+    chatsServedBy("tiny", List.of("t1", "t2"), 4);
+    chatsServedBy("tiny-b", List.of("b1"), 3);
+
+    api.setReady("b1", false); // the second model's only engine goes: the gateway says so
+    awaitWorkersEqualReadyPods();
+    await("not ready without an engine of tiny-b", () -> statusOf("/ready") == 503);
+    chatsServedBy("tiny", List.of("t1", "t2"), 2);
+  }
+
+  private String url(String pod) {
+    return engines.get(pod).url();
+  }
+
+  @Test
+  void anInferencePoolsSelectorChangeMovesTheGatewaysFleet() throws Exception {
+    api = new KubeApi();
+    // an InferencePool's targetPorts name one port for every pod: the engines share it, each on
+    // its own loopback address
+    int port;
+    try (ServerSocket probe = new ServerSocket(0, 1, InetAddress.getByName("127.0.0.14"))) {
+      port = probe.getLocalPort();
+    }
+    Map<String, String> appA = Map.of("app", "pool-a");
+    Map<String, String> appB = Map.of("app", "pool-b");
+    enginePod("a1", appA, "tiny", "127.0.0.14", port, true);
+    enginePod("a2", appA, "tiny", "127.0.0.15", port, true);
+    enginePod("b1", appB, "tiny", "127.0.0.16", port, true);
+    pools().resource(pool("pool-a", port)).create();
+    fenceLabels = appA;
+    start(
+        Duration.ofSeconds(30),
+        DiscoveryConfig.inferencePool(KubeApi.NS, "pool"),
+        GatewayConfig.builder().model("tiny", MockEngines.tinyModel()).build());
+    await(
+        "the pool's pods", () -> workerUrls().equals(new TreeSet<>(List.of(url("a1"), url("a2")))));
+    chatsServedBy(List.of("a1", "a2"), 4);
+
+    fenceLabels = appB;
+    pools()
+        .withName("pool")
+        .edit(
+            r -> {
+              r.getAdditionalProperties()
+                  .put("spec", pool("pool-b", port).getAdditionalProperties().get("spec"));
+              return r;
+            });
+    await("the new selector's pods", () -> workerUrls().equals(new TreeSet<>(List.of(url("b1")))));
+    chatsServedBy(List.of("b1"), 3);
+  }
+
+  private NonNamespaceOperation<
+          GenericKubernetesResource,
+          GenericKubernetesResourceList,
+          Resource<GenericKubernetesResource>>
+      pools() {
+    return api.admin()
+        .genericKubernetesResources(
+            new ResourceDefinitionContext.Builder()
+                .withGroup("inference.networking.k8s.io")
+                .withVersion("v1")
+                .withKind("InferencePool")
+                .withPlural("inferencepools")
+                .withNamespaced(true)
+                .build())
+        .inNamespace(KubeApi.NS);
+  }
+
+  /** An InferencePool named pool selecting {@code app=APP} pods on {@code port}. */
+  private static GenericKubernetesResource pool(String app, int port) {
+    return new GenericKubernetesResourceBuilder()
+        .withApiVersion("inference.networking.k8s.io/v1")
+        .withKind("InferencePool")
+        .withNewMetadata()
+        .withName("pool")
+        .withNamespace(KubeApi.NS)
+        .endMetadata()
+        .addToAdditionalProperties(
+            "spec",
+            Map.of(
+                "selector", Map.of("matchLabels", Map.of("app", app)),
+                "targetPorts", List.of(Map.of("number", port)),
+                "endpointPickerRef", Map.of("name", "epp", "port", Map.of("number", 9002))))
+        .build();
   }
 }

@@ -8,52 +8,51 @@ import io.fabric8.kubernetes.api.model.PodConditionBuilder;
 import io.fabric8.kubernetes.client.Config;
 import io.fabric8.kubernetes.client.ConfigBuilder;
 import io.fabric8.kubernetes.client.KubernetesClient;
-import io.fabric8.kubernetes.client.KubernetesClientBuilder;
-import io.fabric8.kubernetes.client.server.mock.KubernetesCrudDispatcher;
-import io.fabric8.kubernetes.client.server.mock.KubernetesMockServer;
-import io.fabric8.mockwebserver.Context;
-import io.fabric8.mockwebserver.MockWebServer;
-import java.net.InetAddress;
+import io.kvrouter.discovery.MockApiServer;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.logging.Level;
-import java.util.logging.Logger;
 
 /**
- * fabric8's KubernetesMockServer in CRUD mode (it stores objects and serves lists and watches with
- * label selectors as the API server does), the test's client for it, and engine pods as a kubelet
- * reports them.
+ * The discovery's MockApiServer (fabric8's KubernetesMockServer in CRUD mode: it stores objects and
+ * serves lists and watches with label selectors as the API server does; an API server that can be
+ * stopped and started again, a watch that can be held and expired with 410), the test's client for
+ * it (on the admin server, up during outages), and engine pods as a kubelet reports them.
  */
 final class KubeApi implements AutoCloseable {
   static final String NS = "llm";
 
-  // a line per request at INFO is noise in the test log; kept referenced so the level sticks
-  private static final Logger MOCK_LOG = Logger.getLogger("io.fabric8.mockwebserver");
-
-  static {
-    MOCK_LOG.setLevel(Level.WARNING);
-  }
-
-  private final KubernetesMockServer server;
+  private final MockApiServer server;
   private final KubernetesClient admin;
 
   KubeApi() {
-    server =
-        new KubernetesMockServer(
-            new Context(),
-            new MockWebServer(),
-            new HashMap<>(),
-            new KubernetesCrudDispatcher(List.of()),
-            false);
-    server.init(InetAddress.getLoopbackAddress(), 0);
-    admin = new KubernetesClientBuilder().withConfig(config()).build();
+    server = new MockApiServer();
+    admin = server.admin();
   }
 
   /** {@code http://127.0.0.1:PORT/}, the API server's URL. */
   String masterUrl() {
-    return "http://127.0.0.1:" + server.getPort() + "/";
+    return "http://127.0.0.1:" + server.apiPort() + "/";
+  }
+
+  /** The test's client (on the admin server, which stays up while the API server is stopped). */
+  KubernetesClient admin() {
+    return admin;
+  }
+
+  /** Answers the discovery's next pods watch with a socket that stays silent until expired. */
+  MockApiServer.HeldWatch holdNextPodsWatch() {
+    return server.holdNextPodsWatch();
+  }
+
+  /** Stops the API server the discovery talks to (the store and the admin server stay). */
+  void stopApi() {
+    server.stopApi();
+  }
+
+  /** Starts the API server again on its port, over the same store. */
+  void startApi() {
+    server.startApi();
   }
 
   /** A client configuration for the mock API server (what the discovery is started with). */
@@ -164,7 +163,6 @@ final class KubeApi implements AutoCloseable {
 
   @Override
   public void close() {
-    admin.close();
-    server.destroy();
+    server.close();
   }
 }

@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.mockengine.KvEventsConfig;
 import io.kvrouter.mockengine.MockEngineServer;
+import io.kvrouter.mockengine.MockEngines;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.time.Duration;
@@ -124,5 +126,31 @@ class MockEngineCommandTest {
       assertThat(code).as(String.join(" ", args)).isEqualTo(2);
       assertThat(err.toString()).as(String.join(" ", args)).startsWith("kvrouter mock-engine: ");
     }
+  }
+
+  @Test
+  void vllmsChatTemplateFlags() {
+    MockEngineCommand c = new MockEngineCommand();
+    new CommandLine(c)
+        .parseArgs(
+            "--model-dir",
+            MockEngines.tinyModel().toString(),
+            "--chat-template",
+            "{{ messages | length }}",
+            "--chat-template-content-format",
+            "string",
+            "--default-chat-template-kwargs",
+            "{\"x\": 1}",
+            "--trust-request-chat-template");
+    MockEngineServer.Config cfg = c.config();
+    assertThat(cfg.chatTemplate().template()).isEqualTo("{{ messages | length }}");
+    assertThat(cfg.chatTemplate().contentFormat())
+        .isEqualTo(ChatTemplateConfig.ContentFormat.STRING);
+    assertThat(cfg.chatTemplate().defaultKwargs()).containsEntry("x", 1L);
+    assertThat(cfg.trustRequestChatTemplate()).isTrue();
+    MockEngineCommand d = new MockEngineCommand();
+    new CommandLine(d).parseArgs();
+    assertThat(d.config().chatTemplate().isDefault()).isTrue();
+    assertThat(d.config().trustRequestChatTemplate()).isFalse();
   }
 }

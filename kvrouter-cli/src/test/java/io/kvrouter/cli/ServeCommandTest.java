@@ -43,7 +43,8 @@ class ServeCommandTest {
     Files.writeString(
         cfg,
         "port = 0\nauth-token = topsecret\nmax-body-size = 1MiB\naccept-unregistered = false\n"
-            + "read-timeout-ms = 4500\nnats-apply-wait-ms = 2500\n");
+            + "read-timeout-ms = 4500\nnats-apply-wait-ms = 2500\nmax-registrations = 7\n"
+            + "allowed-engine-hosts = 10.0.0.5,Engine-A\n");
     Process p =
         new ProcessBuilder(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
@@ -95,6 +96,8 @@ class ServeCommandTest {
         .containsPattern("max-body-size +1048576")
         .containsPattern("accept-unregistered +true")
         .containsPattern("read-timeout-ms +4500")
+        .containsPattern("max-registrations +7")
+        .containsPattern("allowed-engine-hosts +10\\.0\\.0\\.5,engine-a")
         .containsPattern("host +127\\.0\\.0\\.1")
         .contains("/register")
         .contains("kvrouter serve: SIGTERM: stopping")
@@ -121,6 +124,7 @@ class ServeCommandTest {
       assertThat(Main.run("serve", "--max-tier-blocks", "0")).isEqualTo(2);
       assertThat(Main.run("serve", "--read-timeout-ms", "0")).isEqualTo(2);
       assertThat(Main.run("serve", "--nats-apply-wait-ms", "0")).isEqualTo(2);
+      assertThat(Main.run("serve", "--max-registrations", "0")).isEqualTo(2);
     } finally {
       System.setErr(oldErr);
     }
@@ -133,7 +137,8 @@ class ServeCommandTest {
         .contains("kvrouter serve: --max-blocks must be >= 1, got 0")
         .contains("kvrouter serve: --max-tier-blocks must be >= 1, got 0")
         .contains("kvrouter serve: --read-timeout-ms must be >= 1, got 0")
-        .contains("kvrouter serve: --nats-apply-wait-ms must be >= 1, got 0");
+        .contains("kvrouter serve: --nats-apply-wait-ms must be >= 1, got 0")
+        .contains("kvrouter serve: --max-registrations must be >= 1, got 0");
   }
 
   @Test

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvrouter.sim.report.HtmlReport;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -172,6 +174,61 @@ class SimulateCommandTest {
   }
 
   @Test
+  void admissionComparesTheModesAndLosesNothing() throws IOException {
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fifo,fair-cost,fair-tokens",
+                "--requests",
+                "300",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--tenants",
+                "2",
+                "--heavy-tenant-factor",
+                "10",
+                "--busy-requests",
+                "8",
+                "--max-queue-time",
+                "5",
+                "--json",
+                "--quiet"))
+        .isEqualTo(0);
+    JsonNode j = new ObjectMapper().readTree(out.toString());
+    assertThat(j.get("nothing_lost").asBoolean()).isTrue();
+    assertThat(j.get("modes")).hasSize(3);
+    assertThat(j.get("no_heavy")).hasSize(3);
+    for (JsonNode m : j.get("modes")) {
+      assertThat(m.get("answered").asInt() + m.get("refused_429").asInt())
+          .isEqualTo(m.get("sent").asInt());
+      assertThat(m.get("tenants")).hasSize(2);
+    }
+    assertThat(j.get("modes").get(0).get("refused_429").asInt()).isZero(); // fifo
+    assertThat(j.get("modes").get(1).get("mode").asText()).isEqualTo("fair-cost");
+  }
+
+  @Test
+  void admissionRefusesAnUnknownModeAndLoadFactorWithSpeedup() {
+    assertThat(run("simulate", "--admission", "lifo", "--requests", "10")).isEqualTo(2);
+    assertThat(err.toString()).contains("unknown admission mode 'lifo'");
+    assertThat(
+            run(
+                "simulate",
+                "--requests",
+                "10",
+                "--load-factor",
+                "2",
+                "--speedup",
+                "3",
+                "--no-report"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("give --load-factor or --speedup, not both");
+  }
+
+  @Test
   void aNegativePressureWeightIsRefusedWithItsValue() {
     assertThat(run("simulate", "--requests", "10", "--pressure-weight", "-1", "--no-report"))
         .isEqualTo(2);
@@ -238,6 +295,56 @@ class SimulateCommandTest {
         .contains(
             "\"fleet\":\"aggregated\",\"requests\":300,\"completed\":300,"
                 + "\"rejected\":0,\"handed_over\":0,");
+  }
+
+  @Test
+  void jsonConfigSaysEverySettingTheRunUsed() throws IOException {
+    assertThat(
+            run(
+                "simulate",
+                "--requests",
+                "60",
+                "--workers",
+                "2",
+                "--gpu-blocks",
+                "1024",
+                "--host-blocks",
+                "2048",
+                "--host-ms-per-block",
+                "0.3",
+                "--overlap-weight",
+                "1.5",
+                "--max-blocks",
+                "100000",
+                "--json",
+                "--quiet"))
+        .as(err.toString())
+        .isZero();
+    JsonNode config = new ObjectMapper().readTree(out.toString()).path("config");
+    assertThat(config.path("workers").asInt()).isEqualTo(2);
+    assertThat(config.path("gpu_blocks").asInt()).isEqualTo(1024);
+    assertThat(config.path("host_blocks").asInt()).isEqualTo(2048);
+    assertThat(config.path("host_ms_per_block").asDouble()).isEqualTo(0.3);
+    assertThat(config.path("overlap_weight").asDouble()).isEqualTo(1.5);
+    assertThat(config.path("max_blocks").asLong()).isEqualTo(100000);
+    // the defaults are written too, so a script never has to know them
+    for (String key :
+        new String[] {
+          "speedup",
+          "max_batch",
+          "removed_events",
+          "approx_kv_blocks",
+          "pressure_weight",
+          "busy_prefill_tokens",
+          "request_expiry_seconds",
+          "max_tier_blocks",
+          "host_tier_weight",
+          "disk_tier_weight",
+          "external_tier_weight",
+          "seed"
+        }) {
+      assertThat(config.has(key)).as(key + " in " + config).isTrue();
+    }
   }
 
   /** Parses a JSON document completely and returns its top-level scalar fields. */

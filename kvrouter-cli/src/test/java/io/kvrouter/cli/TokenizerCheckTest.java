@@ -7,8 +7,10 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import io.kvrouter.mockengine.MockEngineServer;
 import io.kvrouter.mockengine.MockEngines;
 import io.kvrouter.tokenize.ChatRequest;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineDialect;
 import io.kvrouter.tokenize.EngineTokenizer;
@@ -22,6 +24,8 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -31,6 +35,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import picocli.CommandLine;
 
 /**
@@ -142,6 +147,52 @@ class TokenizerCheckTest {
             .setErr(new PrintWriter(err))
             .execute(args);
     return new Run(exit, out.toString(), err.toString());
+  }
+
+  @Test
+  void catchesATemplateOtherThanTheEnginesAndAgreesWithTheSameFlags(@TempDir Path dir)
+      throws Exception {
+    String template =
+        "{% for m in messages %}<|im_start|>{{ m.role }}:{{ m.content }}"
+            + "{% if m.tool_calls %}{{ m.tool_calls | tojson }}{% endif %}<|im_end|>{% endfor %}"
+            + "{% if tools %}{{ tools | tojson }}{% endif %}"
+            + "{% if add_generation_prompt %}<|im_start|>assistant{% endif %}";
+    Path file = dir.resolve("tool_template.jinja");
+    Files.writeString(file, template);
+    try (MockEngineServer e =
+        MockEngineServer.start(
+            MockEngineServer.Config.builder()
+                .modelDir(MockEngines.tinyModel())
+                .servedModelName("tiny")
+                .chatTemplate(ChatTemplateConfig.defaults().withTemplate(file.toString()))
+                .build())) {
+      String model = MockEngines.tinyModel().toString();
+      Run without = check("check", "--model-dir", model, "--engine", e.url());
+      assertThat(without.exit()).as(without.out() + without.err()).isEqualTo(1);
+      assertThat(without.out()).contains("MISMATCH");
+      Run with =
+          check(
+              "check",
+              "--model-dir",
+              model,
+              "--engine",
+              e.url(),
+              "--chat-template",
+              file.toString());
+      assertThat(with.exit()).as(with.out() + with.err()).isZero();
+      assertThat(with.out()).contains("12 probes: 12 match, 0 differ");
+      Run bad =
+          check(
+              "check",
+              "--model-dir",
+              model,
+              "--engine",
+              e.url(),
+              "--chat-template-content-format",
+              "xml");
+      assertThat(bad.exit()).isEqualTo(2);
+      assertThat(bad.err()).contains("expected auto, string or openai");
+    }
   }
 
   @Test

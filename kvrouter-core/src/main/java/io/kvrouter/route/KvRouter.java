@@ -123,6 +123,7 @@ public final class KvRouter implements AutoCloseable {
   private final WorkerSelector selector;
   private final double busyBlockFraction;
   private final long busyPrefillTokens;
+  private final int busyRequests; // Integer.MAX_VALUE: never
   private final LongSupplier nanoClock;
   private final boolean approximate; // every rank predicted; the index takes no outside events
   private final PredictedBlocks predictions; // the predicted ranks' cache model (empty without)
@@ -159,6 +160,7 @@ public final class KvRouter implements AutoCloseable {
     this.pressure = new EvictionPressure(b.pressureWindow.toNanos(), b.nanoClock.getAsLong());
     this.busyBlockFraction = b.busyBlockFraction;
     this.busyPrefillTokens = b.busyPrefillTokens;
+    this.busyRequests = b.busyRequests;
     this.nanoClock = b.nanoClock;
     this.table = new SlotTable(b.requestExpiry);
     this.approximate = b.approximate;
@@ -718,7 +720,10 @@ public final class KvRouter implements AutoCloseable {
       evictedSum += evicted;
       final long prefill = prefillCol[i];
       final int active = blocksCol[i];
-      final int k = isBusy(capacityCol[i], active, prefill) ? n - 1 - busy++ : m++;
+      final int k =
+          isBusy(capacityCol[i], active, prefill, all[i].seqs.requestCount())
+              ? n - 1 - busy++
+              : m++;
       ranks[k] = i;
       workers[k] = workerCol[i];
       final int ov = overlapCol[i];
@@ -907,8 +912,8 @@ public final class KvRouter implements AutoCloseable {
     return Math.max(0, tokens - 1) / blockSize;
   }
 
-  private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill) {
-    if (activePrefill > busyPrefillTokens) return true;
+  private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill, int requests) {
+    if (activePrefill > busyPrefillTokens || requests >= busyRequests) return true;
     return kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;
   }
 
@@ -1117,6 +1122,7 @@ public final class KvRouter implements AutoCloseable {
     private @Nullable WorkerSelector selector;
     private double busyBlockFraction = Double.POSITIVE_INFINITY;
     private long busyPrefillTokens = Long.MAX_VALUE;
+    private int busyRequests = Integer.MAX_VALUE;
     private Duration requestExpiry = ActiveSequences.DEFAULT_EXPIRY;
     private boolean approximate;
     private Duration predictionTtl = PredictedBlocks.DEFAULT_TTL;
@@ -1147,6 +1153,7 @@ public final class KvRouter implements AutoCloseable {
       requestExpiry(s.requestExpiry());
       if (s.busyPrefillTokens() >= 0) busyPrefillTokens(s.busyPrefillTokens());
       if (s.busyBlockFraction() > 0) busyBlockFraction(s.busyBlockFraction());
+      if (s.busyRequests() > 0) busyRequests(s.busyRequests());
       if (s.approximate()) approximate();
       return tierWeights(s.tierWeights());
     }
@@ -1222,6 +1229,19 @@ public final class KvRouter implements AutoCloseable {
         throw new IllegalArgumentException("busyPrefillTokens must be >= 0, got " + limit);
       }
       this.busyPrefillTokens = limit;
+      return this;
+    }
+
+    /**
+     * A worker rank with {@code limit} requests in flight is busy and not routed to (a route that
+     * finds every allowed rank busy answers {@link RouteDecision.AllBusy}); default: never busy by
+     * requests.
+     */
+    public Builder busyRequests(int limit) {
+      if (limit < 1) {
+        throw new IllegalArgumentException("busyRequests must be >= 1, got " + limit);
+      }
+      this.busyRequests = limit;
       return this;
     }
 

@@ -40,6 +40,8 @@ import java.util.function.Supplier;
  * @param maxTierBlocks each rank holds at most this many blocks on each tier beyond the device; 0:
  *     no bound
  * @param tierWeights what a block on each slower tier saves of a recompute
+ * @param busyRequests a rank with this many requests in flight is busy; 0: never (the gateway's
+ *     admission queues requests while every rank of their model is busy: docs/gateway.md)
  */
 public record RoutingSettings(
     double overlapWeight,
@@ -52,7 +54,8 @@ public record RoutingSettings(
     boolean approximate,
     long maxBlocks,
     int maxTierBlocks,
-    TierWeights tierWeights) {
+    TierWeights tierWeights,
+    int busyRequests) {
 
   /** The default of {@link #requestExpiry()}, 300 s. */
   public static final Duration DEFAULT_REQUEST_EXPIRY = Duration.ofSeconds(300);
@@ -70,7 +73,8 @@ public record RoutingSettings(
           false,
           0,
           0,
-          TierWeights.DEFAULTS);
+          TierWeights.DEFAULTS,
+          0);
 
   /** Validates every component (the messages name the setting as the API does). */
   public RoutingSettings {
@@ -98,6 +102,38 @@ public record RoutingSettings(
           "maxTierBlocks must be >= 1 (or 0 for no bound), got " + maxTierBlocks);
     }
     if (tierWeights == null) tierWeights = TierWeights.DEFAULTS;
+    if (busyRequests < 0) {
+      throw new IllegalArgumentException(
+          "busyRequests must be >= 1 (or 0 for never), got " + busyRequests);
+    }
+  }
+
+  /** The settings without a request limit ({@link #busyRequests()} 0: never busy by requests). */
+  public RoutingSettings(
+      double overlapWeight,
+      double pressureWeight,
+      double temperature,
+      long seed,
+      long busyPrefillTokens,
+      double busyBlockFraction,
+      Duration requestExpiry,
+      boolean approximate,
+      long maxBlocks,
+      int maxTierBlocks,
+      TierWeights tierWeights) {
+    this(
+        overlapWeight,
+        pressureWeight,
+        temperature,
+        seed,
+        busyPrefillTokens,
+        busyBlockFraction,
+        requestExpiry,
+        approximate,
+        maxBlocks,
+        maxTierBlocks,
+        tierWeights,
+        0);
   }
 
   /** A copy with {@link #overlapWeight()} replaced. */
@@ -113,7 +149,8 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #pressureWeight()} replaced. */
@@ -129,7 +166,8 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #temperature()} replaced. */
@@ -145,7 +183,8 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #seed()} replaced. */
@@ -161,7 +200,8 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #busyPrefillTokens()} replaced (-1: never busy by tokens). */
@@ -177,7 +217,8 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #busyBlockFraction()} replaced (0: never busy by blocks). */
@@ -193,7 +234,8 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #requestExpiry()} replaced. */
@@ -209,7 +251,8 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #approximate()} replaced. */
@@ -225,7 +268,8 @@ public record RoutingSettings(
         v,
         maxBlocks,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #maxBlocks()} replaced (0: no bound). */
@@ -241,7 +285,8 @@ public record RoutingSettings(
         approximate,
         v,
         maxTierBlocks,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #maxTierBlocks()} replaced (0: no bound). */
@@ -257,7 +302,8 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         v,
-        tierWeights);
+        tierWeights,
+        busyRequests);
   }
 
   /** A copy with {@link #tierWeights()} replaced. */
@@ -273,6 +319,24 @@ public record RoutingSettings(
         approximate,
         maxBlocks,
         maxTierBlocks,
+        v,
+        busyRequests);
+  }
+
+  /** A copy with {@link #busyRequests()} replaced (0: never busy by requests). */
+  public RoutingSettings withBusyRequests(int v) {
+    return new RoutingSettings(
+        overlapWeight,
+        pressureWeight,
+        temperature,
+        seed,
+        busyPrefillTokens,
+        busyBlockFraction,
+        requestExpiry,
+        approximate,
+        maxBlocks,
+        maxTierBlocks,
+        tierWeights,
         v);
   }
 
@@ -314,6 +378,7 @@ public record RoutingSettings(
     m.put(
         "busy-block-fraction",
         busyBlockFraction == 0 ? "(never)" : Double.toString(busyBlockFraction));
+    m.put("busy-requests", busyRequests == 0 ? "(never)" : Integer.toString(busyRequests));
     m.put("request-expiry-seconds", Long.toString(requestExpiry.toSeconds()));
     return m;
   }

@@ -234,6 +234,23 @@ class KvRouterTest {
   }
 
   @Test
+  void aWorkerAtTheRequestLimitIsBusyUntilOneIsFreed() {
+    KvRouter router =
+        KvRouter.builder(BS).settings(RoutingSettings.DEFAULTS.withBusyRequests(2)).build();
+    router.registerWorker(1, 1, BS);
+    routed(router.route("a", tokens(1, 16)));
+    routed(router.route("b", tokens(100, 16)));
+    RouteDecision full = router.route("c", tokens(200, 16));
+    assertThat(full).as("2 requests in flight: busy").isInstanceOf(RouteDecision.AllBusy.class);
+    router.markPrefillCompleted("a"); // the requests count, not their prefill
+    assertThat(router.route("c", tokens(200, 16))).isInstanceOf(RouteDecision.AllBusy.class);
+    router.free("a");
+    assertThat(routed(router.route("c", tokens(200, 16))).worker()).isEqualTo(W1);
+    assertThatThrownBy(() -> KvRouter.builder(4).busyRequests(0))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
   void aWorkerOverTheActiveBlockFractionIsExcludedAndAllBusyIsADecision() {
     KvRouter router = KvRouter.builder(BS).busyBlockFraction(0.5).build();
     router.registerWorker(1, 1, BS, 10); // busy above 5 active blocks

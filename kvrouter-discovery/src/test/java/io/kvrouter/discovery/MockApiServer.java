@@ -30,8 +30,11 @@ import java.util.logging.Logger;
  * to the API server are recorded (method and path) for the RBAC check; its next pods watch can be
  * held (answered by a WebSocket that sends nothing) and then expired with a 410 Gone ERROR event,
  * as an API server does when a watch's resourceVersion is too old.
+ *
+ * <p>Public for the CLI's tests (the discovery's test-jar): the gateway and serve wired to a
+ * discovery go through the same faults.
  */
-final class MockApiServer implements AutoCloseable {
+public final class MockApiServer implements AutoCloseable {
   static final CustomResourceDefinitionContext POOL_CRD =
       new CustomResourceDefinitionContext.Builder()
           .withGroup(PoolTarget.GROUP)
@@ -62,22 +65,22 @@ final class MockApiServer implements AutoCloseable {
   private final int port;
 
   /** A pods watch answered by a WebSocket that sends nothing until {@link #expire()}. */
-  static final class HeldWatch {
+  public static final class HeldWatch {
     private final AtomicReference<WebSocket> socket = new AtomicReference<>();
 
-    boolean open() {
+    public boolean open() {
       return socket.get() != null;
     }
 
     /** Sends the 410 Gone ERROR event and closes the socket. */
-    void expire() {
+    public void expire() {
       WebSocket ws = socket.get();
       ws.send(GONE_EVENT);
       ws.close(1000, "");
     }
   }
 
-  MockApiServer() {
+  public MockApiServer() {
     admin = server(new Forward(false));
     admin.init(InetAddress.getLoopbackAddress(), 0);
     adminClient = new KubernetesClientBuilder().withConfig(config(admin.getPort())).build();
@@ -100,35 +103,40 @@ final class MockApiServer implements AutoCloseable {
         .build();
   }
 
+  /** The API server's port (the same after {@link #startApi()}). */
+  public int apiPort() {
+    return port;
+  }
+
   /** The client configuration of the API server (what the discovery is started with). */
-  Config apiConfig() {
+  public Config apiConfig() {
     return config(port);
   }
 
   /** The test's own client, on the admin server (up during outages). */
-  KubernetesClient admin() {
+  public KubernetesClient admin() {
     return adminClient;
   }
 
   /** Requests the API server received, as {@code "GET /api/v1/...?..."}. */
-  List<String> requests() {
+  public List<String> requests() {
     return requests;
   }
 
   /** Answers the next pods watch with a socket that stays silent until expired. */
-  HeldWatch holdNextPodsWatch() {
+  public HeldWatch holdNextPodsWatch() {
     HeldWatch h = new HeldWatch();
     holdNext.set(h);
     return h;
   }
 
   /** Stops the API server (the admin server stays up). */
-  void stopApi() {
+  public void stopApi() {
     api.shutdown();
   }
 
   /** Starts the API server again on its port, over the same store. */
-  void startApi() {
+  public void startApi() {
     api = server(new Forward(true));
     api.init(InetAddress.getLoopbackAddress(), port);
   }

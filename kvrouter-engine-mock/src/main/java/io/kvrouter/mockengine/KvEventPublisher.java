@@ -22,6 +22,7 @@ import org.msgpack.core.MessagePack;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
+import org.zeromq.ZMQException;
 
 /**
  * Publishes KV event batches as vLLM's {@code ZmqEventPublisher} does: a PUB socket sending
@@ -188,7 +189,7 @@ final class KvEventPublisher implements AutoCloseable {
                     + pubBind
                     + (replayBind == null ? "" : ", " + replayBind)
                     + ": "
-                    + e.getMessage(),
+                    + zmqReason(e),
                 e));
         return;
       }
@@ -369,5 +370,18 @@ final class KvEventPublisher implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
+  }
+
+  /** ZMQ's errno as words where it has a common one (jeromq says only "Errno 48"). */
+  private static String zmqReason(RuntimeException e) {
+    if (e instanceof ZMQException z) {
+      int code = z.getErrorCode();
+      if (code == ZMQ.Error.EADDRINUSE.getCode()) {
+        return "address already in use (another process has the port: stop it, or give other"
+            + " ports in --kv-events-config)";
+      }
+      if (code == ZMQ.Error.EADDRNOTAVAIL.getCode()) return "address not available on this host";
+    }
+    return e.getMessage();
   }
 }

@@ -3,9 +3,11 @@ package io.kvrouter.mockengine;
 import io.helidon.webserver.WebServer;
 import io.helidon.webserver.http1.Http1Config;
 import io.kvrouter.index.KvCacheGroups;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import io.kvrouter.tokenize.Tokenizer;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -130,6 +132,11 @@ public final class MockEngineServer implements AutoCloseable {
    *     docs/mock-engine.md): device blocks the prefix cache evicts go there (LRU), published as
    *     {@code medium} CPU events; 0: no host tier
    * @param hostMsPerBlock model time to load one block from the host tier into the device
+   * @param kvGroups the KV cache groups of a hybrid model, or null for one full-attention group
+   * @param chatTemplate vLLM's --chat-template, --chat-template-content-format and
+   *     --default-chat-template-kwargs (null: the model's own template, vLLM's defaults)
+   * @param trustRequestChatTemplate vLLM's --trust-request-chat-template: a request's {@code
+   *     chat_template} is used; without it such a request is refused with vLLM's 400
    */
   public record Config(
       String host,
@@ -159,9 +166,15 @@ public final class MockEngineServer implements AutoCloseable {
       double kvTransferMsPerBlock,
       int hostBlocks,
       double hostMsPerBlock,
-      KvCacheGroups kvGroups) {
+      KvCacheGroups kvGroups,
+      ChatTemplateConfig chatTemplate,
+      boolean trustRequestChatTemplate) {
 
     public Config {
+      chatTemplate = chatTemplate == null ? ChatTemplateConfig.defaults() : chatTemplate;
+      check(
+          chatTemplate.isDefault() || modelDir != null,
+          "--chat-template and its companion flags need --model-dir (a tokenizer to render with)");
       check(hostBlocks >= 0, "--host-blocks must be >= 0, got " + hostBlocks);
       if (kvGroups != null && !kvGroups.isHybrid()) kvGroups = null; // one group: not hybrid
       check(
@@ -253,6 +266,8 @@ public final class MockEngineServer implements AutoCloseable {
       b.hostBlocks = hostBlocks;
       b.hostMsPerBlock = hostMsPerBlock;
       b.kvGroups = kvGroups;
+      b.chatTemplate = chatTemplate;
+      b.trustRequestChatTemplate = trustRequestChatTemplate;
       return b;
     }
   }
@@ -262,6 +277,8 @@ public final class MockEngineServer implements AutoCloseable {
     private String host = "127.0.0.1";
     private int port;
     private Path modelDir;
+    private ChatTemplateConfig chatTemplate = ChatTemplateConfig.defaults();
+    private boolean trustRequestChatTemplate;
     private String servedModelName;
     private int blockSize = 16;
     private int numGpuBlocks = 4096;
@@ -434,6 +451,16 @@ public final class MockEngineServer implements AutoCloseable {
       return this;
     }
 
+    public Builder chatTemplate(ChatTemplateConfig v) {
+      chatTemplate = v;
+      return this;
+    }
+
+    public Builder trustRequestChatTemplate(boolean v) {
+      trustRequestChatTemplate = v;
+      return this;
+    }
+
     public Config build() {
       return new Config(
           host,
@@ -463,7 +490,9 @@ public final class MockEngineServer implements AutoCloseable {
           kvTransferMsPerBlock,
           hostBlocks,
           hostMsPerBlock,
-          kvGroups);
+          kvGroups,
+          chatTemplate,
+          trustRequestChatTemplate);
     }
   }
 
@@ -541,7 +570,11 @@ public final class MockEngineServer implements AutoCloseable {
 
   private MockEngineServer(Config config) {
     this.config = config;
-    this.tokenizer = config.modelDir() == null ? null : Tokenizer.load(config.modelDir());
+    this.tokenizer =
+        config.modelDir() == null
+            ? null
+            : Tokenizer.load(
+                config.modelDir(), Tokenizer.DEFAULT_CACHE_BYTES, config.chatTemplate());
     String model = modelName(config);
     this.metrics = new EngineMetrics(model, config.numGpuBlocks(), config.blockSize());
     this.publisher =
@@ -589,6 +622,9 @@ public final class MockEngineServer implements AutoCloseable {
    * @throws IllegalStateException when a socket cannot be bound
    */
   public static MockEngineServer start(Config config) {
+    // a port taken is one clear exception, before Helidon logs its stack trace and before the
+    // tokenizer is loaded
+    if (config.port() != 0) checkBindable(config.host(), config.port());
     MockEngineServer s = new MockEngineServer(config);
     try {
       if (s.publisher != null) s.publisher.start();
@@ -603,6 +639,30 @@ public final class MockEngineServer implements AutoCloseable {
     } catch (RuntimeException e) {
       s.close();
       throw e;
+    }
+  }
+
+  /** Binds {@code host:port} once (SO_REUSEADDR, as Helidon's socket) and releases it. */
+  private static void checkBindable(String host, int port) {
+    InetSocketAddress address = new InetSocketAddress(host, port);
+    if (address.isUnresolved()) {
+      throw new IllegalStateException(
+          "mock engine: cannot listen on " + host + ":" + port + ": unknown host");
+    }
+    try (ServerSocket probe = new ServerSocket()) {
+      probe.setReuseAddress(true);
+      probe.bind(address);
+    } catch (IOException e) {
+      String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+      throw new IllegalStateException(
+          "mock engine: cannot listen on "
+              + host
+              + ":"
+              + port
+              + ": "
+              + why
+              + " (another process has the port: stop it, or give another --port)",
+          e);
     }
   }
 

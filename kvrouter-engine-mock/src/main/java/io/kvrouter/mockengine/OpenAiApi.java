@@ -11,6 +11,7 @@ import io.helidon.webserver.http.HttpRouting;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.tokenize.ChatRequest;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import io.kvrouter.tokenize.Tokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.IOException;
@@ -379,6 +380,18 @@ final class OpenAiApi {
         (Map<?, ?>) kv);
   }
 
+  /**
+   * A chat body, refused with vLLM's 400 when it brings its own template and the engine does not
+   * trust request templates (--trust-request-chat-template).
+   */
+  private ChatRequest chatRequest(String text) {
+    ChatRequest r = ChatRequest.fromJson(text);
+    if (r.carriesTemplate() && !config.trustRequestChatTemplate()) {
+      throw ApiError.badRequest(ChatTemplateConfig.UNTRUSTED_REQUEST_TEMPLATE);
+    }
+    return r;
+  }
+
   // ---------------------------------------------------------------- endpoints
 
   private void completions(ServerRequest req, ServerResponse res) {
@@ -394,7 +407,7 @@ final class OpenAiApi {
     Map<String, Object> b = body(text);
     checkModel(b);
     Tokenizer tok = requireTokenizer("A chat request");
-    int[] ids = tok.applyChatTemplate(ChatRequest.fromJson(text)).ids();
+    int[] ids = tok.applyChatTemplate(chatRequest(text)).ids();
     List<int[]> prompts = List.of(ids);
     Params p = params(b, prompts, true);
     generate(req, res, prompts, p, true);
@@ -407,7 +420,7 @@ final class OpenAiApi {
     Tokenizer tok = requireTokenizer("/tokenize");
     int[] ids;
     if (b.get("messages") != null) {
-      ids = tok.applyChatTemplate(ChatRequest.fromJson(text)).ids();
+      ids = tok.applyChatTemplate(chatRequest(text)).ids();
     } else if (b.get("prompt") instanceof String s) {
       Boolean add = bool(b, "add_special_tokens");
       ids = tok.encode(s, add == null || add);

@@ -24,7 +24,8 @@ import org.jspecify.annotations.Nullable;
  *
  * One pass of Jackson's streaming parser over the body bytes. Only the fields routing needs are
  * built into values (messages, tools and chat_template_kwargs as plain Java objects, because the
- * chat template renderer takes those; a token-id prompt straight into an int[]); every other
+ * chat template renderer takes those; chat_template, the request's own template, as a String; a
+ * token-id prompt straight into an int[]); every other
  * field is skipped unread. The forwarded body is the client's array itself, unchanged, except
  * when the client streams without stream_options.include_usage: then upstreamBody() is a copy
  * with include_usage set to true at the byte offsets the parse recorded (a StreamOptions record,
@@ -62,6 +63,15 @@ final class ClientRequest {
   /** Completion: {@code add_special_tokens} (vLLM's default true). */
   final boolean addSpecialTokens;
 
+  /** vLLM's {@code priority} (lower first; 0 when absent), for admission; forwarded as sent. */
+  final long priority;
+
+  /** OpenAI's {@code user}, or null. */
+  final String user;
+
+  /** {@code max_completion_tokens}, else {@code max_tokens}; -1 when neither is given. */
+  final long maxTokens;
+
   private final byte[] upstream;
 
   private ClientRequest(
@@ -74,6 +84,9 @@ final class ClientRequest {
       String promptText,
       int[] promptIds,
       boolean addSpecialTokens,
+      long priority,
+      String user,
+      long maxTokens,
       byte[] upstream) {
     this.kind = kind;
     this.model = model;
@@ -84,6 +97,9 @@ final class ClientRequest {
     this.promptText = promptText;
     this.promptIds = promptIds;
     this.addSpecialTokens = addSpecialTokens;
+    this.priority = priority;
+    this.user = user;
+    this.maxTokens = maxTokens;
     this.upstream = upstream;
   }
 
@@ -132,6 +148,7 @@ final class ClientRequest {
     boolean messagesGiven;
     List<?> tools;
     Map<String, Object> kwargs;
+    String template;
     Boolean addGen;
     Boolean contFinal;
     Boolean addSpecial;
@@ -139,6 +156,10 @@ final class ClientRequest {
     int[] promptIds;
     boolean promptGiven;
     @Nullable StreamOptions options; // null: not given
+    long priority;
+    String user;
+    long maxTokens = -1;
+    long maxCompletionTokens = -1;
 
     Fields(Kind kind) {
       this.kind = kind;
@@ -163,9 +184,23 @@ final class ClientRequest {
         }
         case "tools" -> tools = tools(kind, p, t, tools);
         case "chat_template_kwargs" -> kwargs = kwargs(kind, p, t, kwargs);
+        case "chat_template" -> {
+          if (t == JsonToken.VALUE_STRING) template = kind == Kind.CHAT ? p.getText() : null;
+          else if (t != JsonToken.VALUE_NULL) throw wrongType("chat_template", "a string");
+        }
         case "add_generation_prompt" -> addGen = bool(t, name);
         case "continue_final_message" -> contFinal = bool(t, name);
         case "add_special_tokens" -> addSpecial = bool(t, name);
+        case "priority" -> {
+          if (t == JsonToken.VALUE_NUMBER_INT) priority = p.getLongValue();
+          else if (t != JsonToken.VALUE_NULL) throw wrongType("priority", "an integer");
+        }
+        case "user" -> {
+          if (t == JsonToken.VALUE_STRING) user = p.getText();
+          else p.skipChildren(); // the engine judges it
+        }
+        case "max_tokens" -> maxTokens = count(t, p);
+        case "max_completion_tokens" -> maxCompletionTokens = count(t, p);
         case "prompt" -> {
           promptGiven = true;
           Object v = prompt(kind, p, t);
@@ -190,7 +225,7 @@ final class ClientRequest {
         if (!messagesGiven || messages == null) {
           throw OpenAiError.invalid(null, "messages", "'messages' is a required property");
         }
-        chat = chat(messages, tools, addGen, contFinal, addSpecial, kwargs);
+        chat = chat(messages, tools, addGen, contFinal, addSpecial, kwargs, template);
       } else if (!promptGiven || (promptText == null && promptIds == null)) {
         throw OpenAiError.invalid(null, "prompt", "'prompt' is a required property");
       }
@@ -223,6 +258,9 @@ final class ClientRequest {
           promptText,
           promptIds,
           addSpecial == null || addSpecial,
+          priority,
+          user,
+          maxCompletionTokens >= 0 ? maxCompletionTokens : maxTokens,
           upstream);
     }
   }
@@ -266,6 +304,19 @@ final class ClientRequest {
       }
       return new StreamOptions(start, t, fields, iuStart, iuToken, continuousUsage);
     }
+  }
+
+  /**
+   * A token count (max_tokens): its value when a non-negative integer, else -1 (left to the
+   * engine).
+   */
+  private static long count(JsonToken t, JsonParser p) throws IOException {
+    if (t == JsonToken.VALUE_NUMBER_INT) {
+      long v = p.getLongValue();
+      return v >= 0 ? v : -1;
+    }
+    p.skipChildren();
+    return -1;
   }
 
   private static boolean stream(JsonToken t) {
@@ -326,7 +377,8 @@ final class ClientRequest {
       Boolean addGen,
       Boolean contFinal,
       Boolean addSpecial,
-      Map<String, Object> kwargs) {
+      Map<String, Object> kwargs,
+      String template) {
     try {
       return new ChatRequest(
           messages,
@@ -334,7 +386,8 @@ final class ClientRequest {
           addGen == null ? !Boolean.TRUE.equals(contFinal) : addGen,
           contFinal != null && contFinal,
           addSpecial != null && addSpecial,
-          kwargs == null ? Map.of() : new LinkedHashMap<>(kwargs));
+          kwargs == null ? Map.of() : new LinkedHashMap<>(kwargs),
+          template);
     } catch (TokenizerException e) {
       throw OpenAiError.invalid(null, "messages", e.getMessage());
     }

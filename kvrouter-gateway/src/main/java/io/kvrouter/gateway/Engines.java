@@ -38,6 +38,15 @@ import java.util.logging.Level;
  * synchronously for a static --engine), at each health round until a probe answers, and by the
  * first request that needs its dialect. A probe that answers sets the KV capacity of every rank
  * at that URL whose registration gave none (KvRouter.setKvBlocks, in the index's blocks).
+ *
+ * Served names (servedNames): a probe that answers also checks the names the engine serves
+ * (GET /v1/models) against the model each rank at that URL was registered for. An engine of
+ * vLLM's or SGLang's API that does not serve the registered name would answer every request with
+ * 404, so its ranks are unregistered (on the probe's thread, after the registry's lock is
+ * released), a warning names both names and --served-model-name, and refusals keeps the message
+ * per model name for the 503 a request for that model then gets (dropped when an engine of the
+ * model registers and passes the check). The check runs when the engine is learnt: at once when it
+ * answers at registration, else at the first health round it answers.
  * </pre>
  */
 final class Engines {
@@ -47,6 +56,7 @@ final class Engines {
   private final ConcurrentHashMap<String, EngineApi> apis = new ConcurrentHashMap<>();
   private final ConcurrentHashMap<String, CompletableFuture<EngineApi>> probing =
       new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<String, String> refusals = new ConcurrentHashMap<>();
 
   Engines(GatewayConfig config) {
     this.config = config;
@@ -110,9 +120,13 @@ final class Engines {
               EngineApi a = null;
               try {
                 a = EngineApi.probe(URI.create(baseUrl), probeTimeout(), config.engineApiKey());
-                apis.put(baseUrl, a);
                 Gateway.LOG.info("engine " + baseUrl + ": " + a.describe());
-                if (host != null) capacity(host, baseUrl, a, null);
+                if (host != null && !servedNames(host, baseUrl, a)) {
+                  a = null; // unregistered: learnt again should it register once more
+                } else {
+                  apis.put(baseUrl, a);
+                  if (host != null) capacity(host, baseUrl, a, null);
+                }
               } catch (RuntimeException e) {
                 Gateway.LOG.log(
                     Level.FINE, () -> "engine " + baseUrl + " not probed yet: " + e.getMessage());
@@ -122,6 +136,64 @@ final class Engines {
               }
             });
     return mine;
+  }
+
+  /**
+   * Checks the names the engine at {@code baseUrl} serves against the models its ranks were
+   * registered for, unregistering the ranks of a model it does not serve (see the class notes).
+   *
+   * @return whether every rank at that URL passed
+   */
+  private boolean servedNames(ServerHost host, String baseUrl, EngineApi a) {
+    boolean ok = true;
+    for (RouterModel m : host.models()) {
+      boolean here = false;
+      for (RouterModel.Rank r : m.ranks()) here |= baseUrl.equals(r.baseUrl());
+      if (!here) continue;
+      if (!a.refusesModelName(m.modelName())) {
+        refusals.remove(m.modelName());
+        continue;
+      }
+      ok = false;
+      String why = servedNameMismatch(baseUrl, m.modelName(), a);
+      refusals.put(m.modelName(), why);
+      Gateway.LOG.warning(why);
+      for (RouterModel.Rank r : m.ranks()) {
+        if (!baseUrl.equals(r.baseUrl())) continue;
+        try {
+          host.unregister(
+              m.modelName(), m.routingGroup(), r.worker().workerId(), r.worker().dpRank());
+        } catch (ServerHost.HttpError e) {
+          // unregistered meanwhile
+        }
+      }
+    }
+    return ok;
+  }
+
+  /** The message of an engine that does not serve the model it was registered for. */
+  static String servedNameMismatch(String baseUrl, String model, EngineApi a) {
+    return "engine "
+        + baseUrl
+        + " was registered for model '"
+        + model
+        + "' but serves "
+        + (a.servedModels().size() == 1
+            ? "'" + a.servedModels().get(0) + "'"
+            : "only " + a.servedModels())
+        + " (GET /v1/models), so it would answer every request 404: it was unregistered. Start it"
+        + " with --served-model-name "
+        + model
+        + " (vLLM's default served name is the model path), or register it under the name it"
+        + " serves";
+  }
+
+  /**
+   * Why the last engine registered for {@code model} was taken out (it did not serve that name), or
+   * null.
+   */
+  String refusal(String model) {
+    return refusals.get(model);
   }
 
   /** A probe's timeout: the engine timeout, at most 10 s (it asks a few small questions). */

@@ -18,6 +18,7 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerExtension;
 import io.kvrouter.server.ServerHost;
+import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
@@ -26,6 +27,7 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.Collection;
+import java.util.HexFormat;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -78,6 +80,11 @@ import java.util.logging.Logger;
  * attempt routes again with the failed instance excluded. markPrefillCompleted is called at the
  * first token written to the client (streams) or when the engine's answer starts (whole bodies).
  *
+ * Admission (Admission, docs/gateway.md "Admission"): when the router answers AllBusy (every
+ * engine of the model over the busy limits), Proxy queues the request in its model's FairQueue
+ * instead of refusing it; each freed route grants the next waiter. Admission is made with the
+ * metrics, in the Extension's routing; its queues of models gone are dropped by prune().
+ *
  * Readiness: the Extension's notReadyReason (GatewayReadiness) holds GET /ready at 503 until
  * every --model has an engine rank that answered its health check, is healthy, not draining,
  * has its KV events listener connected and can decode. An engine the gateway registers itself
@@ -108,6 +115,9 @@ public final class Gateway implements AutoCloseable {
   static final HeaderName X_PATH = HeaderNames.create("x-kvrouter-path");
   static final HeaderName X_PATH_REASON = HeaderNames.create("x-kvrouter-path-reason");
   static final HeaderName X_PREFILL_WORKER = HeaderNames.create("x-kvrouter-prefill-worker");
+  static final HeaderName X_PRIORITY = HeaderNames.create("x-kvrouter-priority");
+  static final HeaderName X_TENANT = HeaderNames.create("x-kvrouter-tenant");
+  private static final int MAX_TENANT_CHARS = 64;
   private static final String JSON = "application/json";
 
   final GatewayConfig config;
@@ -124,6 +134,7 @@ public final class Gateway implements AutoCloseable {
   ServerHost host;
   GatewayMetrics metrics;
   PredictionCheck predictions;
+  Admission admission;
   private KvRouterServer server;
 
   private Gateway(GatewayConfig config) {
@@ -165,6 +176,16 @@ public final class Gateway implements AutoCloseable {
   public static Gateway start(
       KvRouterServer.Config serverConfig, GatewayConfig config, ServerExtension more) {
     Gateway g = new Gateway(config);
+    if (config.apiKey() != null && serverConfig.authToken() == null) {
+      // secure by default (docs/gateway.md, "Security"): without --auth-token, the router's
+      // mutating endpoints (POST /register, /unregister, /events, /route ...) take the client API
+      // key, so that a client without it cannot register its own engine or remove the real ones
+      serverConfig = serverConfig.withAuthToken(config.apiKey());
+      LOG.info(
+          "--api-key without --auth-token: the router's mutating endpoints (POST /register,"
+              + " /unregister, /events, /route, /requests/*) need 'Authorization: Bearer' with"
+              + " the API key; set --auth-token for a separate admin token");
+    }
     try {
       ServerExtension own = g.new Extension();
       g.server =
@@ -195,7 +216,8 @@ public final class Gateway implements AutoCloseable {
    *
    * @param defaultBlockSize used when the spec gives none
    * @throws IllegalArgumentException when the spec lacks a model and the gateway serves several, or
-   *     the server refuses the registration (the message says why)
+   *     the server refuses the registration, or the engine answers and does not serve the model's
+   *     name (the message says why)
    */
   public RouterModel register(EngineSpec e, int defaultBlockSize) {
     String model = e.model();
@@ -228,7 +250,15 @@ public final class Gateway implements AutoCloseable {
     }
     // what it is (its dialect, context, KV capacity), before the first request if it answers
     boolean answers = checkRegistered(e.baseUrl(), model);
-    if (answers && engines.learn(e.baseUrl(), host).join() == null) {
+    EngineApi learnt = answers ? engines.learn(e.baseUrl(), host).join() : null;
+    String refused = engines.refusal(model);
+    if (answers
+        && learnt == null
+        && refused != null
+        && refused.startsWith("engine " + e.baseUrl() + " ")) {
+      throw new IllegalArgumentException("--engine " + e.baseUrl() + ": " + refused);
+    }
+    if (answers && learnt == null) {
       LOG.warning(
           "engine "
               + e.baseUrl()
@@ -306,7 +336,10 @@ public final class Gateway implements AutoCloseable {
     @Override
     public void routing(HttpRouting.Builder r, ServerHost h) {
       host = h;
-      metrics = new GatewayMetrics(h.metricsRegistry(), engines::states);
+      metrics =
+          new GatewayMetrics(
+              h.metricsRegistry(), engines::states, config.admission().maxTenantLabels());
+      admission = new Admission(config.admission(), metrics.admission);
       predictions = new PredictionCheck(metrics, config.warnInterval().toNanos());
       Proxy proxy = new Proxy(Gateway.this);
       route(
@@ -400,6 +433,8 @@ public final class Gateway implements AutoCloseable {
   /** Client API key, serving state, and the mapping of refusals to OpenAI error answers. */
   private Handler guarded(Endpoint e) {
     return (req, res) -> {
+      boolean close = HttpPlumbing.wantsClose(req);
+      if (close) res.header(HeaderNames.CONNECTION, "close");
       try {
         if (!permits(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null))) {
           res.header(HeaderNames.WWW_AUTHENTICATE, "Bearer realm=\"kvrouter-gateway\"");
@@ -434,6 +469,8 @@ public final class Gateway implements AutoCloseable {
           // the client is gone
         }
       }
+      // Connection: close (whole answers and streams alike): Helidon would keep reading
+      if (close) throw HttpPlumbing.closeAfterAnswer(req, res);
     };
   }
 
@@ -462,6 +499,54 @@ public final class Gateway implements AutoCloseable {
 
   // ------------------------------------------------------------------ shared by the endpoints
 
+  /**
+   * A request's priority band (Admission.band): the {@code x-kvrouter-priority} header when given
+   * (an integer, lower first as vLLM's {@code priority}, or high, normal, low), else the body's
+   * {@code priority}.
+   *
+   * @throws OpenAiError 400 for a header that is neither
+   */
+  int band(ServerRequest req, ClientRequest r) {
+    String h = req.headers().first(X_PRIORITY).orElse(null);
+    if (h == null) return Admission.band(r.priority);
+    String v = h.trim();
+    for (int b = 0; b < Admission.BANDS; b++) {
+      if (Admission.BAND_NAMES[b].equalsIgnoreCase(v)) return b;
+    }
+    try {
+      return Admission.band(Long.parseLong(v));
+    } catch (NumberFormatException e) {
+      throw OpenAiError.invalid(
+          "invalid_priority",
+          null,
+          "header x-kvrouter-priority must be an integer (lower first, as vLLM's priority) or"
+              + " high, normal or low; got '"
+              + (v.length() > 40 ? v.substring(0, 40) + "..." : v)
+              + "'");
+    }
+  }
+
+  /**
+   * A request's tenant, from where --tenant-from says (the API key as {@code key-} and the first 12
+   * hex digits of its SHA-256, the {@code x-kvrouter-tenant} header, or the body's {@code user});
+   * {@code anonymous} when it has none. At most 64 characters.
+   */
+  String tenant(ServerRequest req, ClientRequest r) {
+    String t =
+        switch (config.admission().tenantFrom()) {
+          case HEADER -> req.headers().first(X_TENANT).orElse(null);
+          case USER -> r.user;
+          case KEY -> {
+            String a = req.headers().first(HeaderNames.AUTHORIZATION).orElse(null);
+            if (a == null || !a.regionMatches(true, 0, "bearer ", 0, 7)) yield null;
+            yield "key-" + HexFormat.of().formatHex(sha256(a.substring(7).trim()), 0, 6);
+          }
+        };
+    if (t == null || t.isBlank()) return "anonymous";
+    t = t.strip();
+    return t.length() > MAX_TENANT_CHARS ? t.substring(0, MAX_TENANT_CHARS) : t;
+  }
+
   /** The request id: the client's {@code x-request-id} when usable, else a new one. */
   String requestId(ServerRequest req) {
     String id = req.headers().first(X_REQUEST_ID).orElse(null);
@@ -484,6 +569,20 @@ public final class Gateway implements AutoCloseable {
   /** What the body's {@code model} names; see {@link ModelCatalog#target}. */
   ModelCatalog.Target target(String model, String group) {
     return catalog.target(host, model, group);
+  }
+
+  /**
+   * What the request's {@code model} names, after refusing a chat template the request brings
+   * unless trusted (ModelCatalog.checkTemplate).
+   */
+  ModelCatalog.Target target(ClientRequest r, String group) {
+    catalog.checkTemplate(r.chat);
+    ModelCatalog.Target t = catalog.target(host, r.model, group);
+    if (host.model(t.baseModel(), group) == null) {
+      String why = engines.refusal(t.baseModel());
+      if (why != null) throw OpenAiError.unavailable("no_engines", why);
+    }
+    return t;
   }
 
   /** The engine state of a base URL (made on first sight). */
@@ -533,6 +632,7 @@ public final class Gateway implements AutoCloseable {
 
   /** Drops what is kept of engines no longer registered; see {@link Engines#prune}. */
   Set<String> prune() {
+    admission.retain(host.models());
     return engines.prune(host, predictions, metrics);
   }
 

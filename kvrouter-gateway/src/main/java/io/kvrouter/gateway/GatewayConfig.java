@@ -1,6 +1,7 @@
 package io.kvrouter.gateway;
 
 import io.kvrouter.route.PairRouter;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Collections;
@@ -33,6 +34,10 @@ import java.util.Objects;
  *     60 s)
  * @param disaggregation the conditional rule of fleets with prefill and decode engines
  *     (docs/routing.md, Disaggregated serving; default {@link PairRouter.Config#defaults()})
+ * @param admission the queue in front of a model whose engines are all busy (default {@link
+ *     AdmissionConfig#DEFAULTS})
+ * @param chat how the engines were told to render chats (vLLM's --chat-template flags), applied to
+ *     the models the gateway tokenizes itself; and whether requests may bring their own template
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -48,10 +53,55 @@ public record GatewayConfig(
     int breakerFailures,
     Duration breakerOpen,
     Duration warnInterval,
-    PairRouter.Config disaggregation) {
+    PairRouter.Config disaggregation,
+    AdmissionConfig admission,
+    Chat chat) {
+
+  /**
+   * The chat-template settings: {@code common} for every model, {@code perModel} for a model that
+   * sets its own ({@code --chat-template NAME=...}), {@code trustRequestTemplate} to accept a
+   * request's {@code chat_template} (vLLM's --trust-request-chat-template; refused with vLLM's 400
+   * otherwise).
+   */
+  public record Chat(
+      ChatTemplateConfig common,
+      Map<String, ChatTemplateConfig> perModel,
+      boolean trustRequestTemplate) {
+    public Chat {
+      common = common == null ? ChatTemplateConfig.defaults() : common;
+      perModel = perModel == null ? Map.of() : Map.copyOf(perModel);
+    }
+
+    /** vLLM's defaults: the models' own templates, request templates refused. */
+    public static Chat defaults() {
+      return new Chat(ChatTemplateConfig.defaults(), Map.of(), false);
+    }
+
+    /** The settings of model {@code name}. */
+    public ChatTemplateConfig forModel(String name) {
+      return perModel.getOrDefault(name, common);
+    }
+  }
 
   public GatewayConfig {
     Objects.requireNonNull(disaggregation, "disaggregation");
+    Objects.requireNonNull(admission, "admission");
+    chat = chat == null ? Chat.defaults() : chat;
+    for (String m : chat.perModel().keySet()) {
+      if (!models.containsKey(m)) {
+        throw new IllegalArgumentException(
+            "--chat-template " + m + "=...: no --model " + m + " (the per-model form names one)");
+      }
+      if (models.get(m) == null) {
+        throw new IllegalArgumentException(
+            "--chat-template "
+                + m
+                + "=...: model "
+                + m
+                + " has no tokenizer directory, so its engines render its chats (set the template"
+                + " on them)");
+      }
+    }
     models =
         Collections.unmodifiableMap(new LinkedHashMap<>(Objects.requireNonNull(models, "models")));
     loras =
@@ -101,8 +151,15 @@ public record GatewayConfig(
     private Duration breakerOpen = Duration.ofSeconds(10);
     private Duration warnInterval = Duration.ofSeconds(60);
     private PairRouter.Config disaggregation = PairRouter.Config.defaults();
+    private AdmissionConfig admission = AdmissionConfig.DEFAULTS;
+    private Chat chat = Chat.defaults();
 
     private Builder() {}
+
+    public Builder chat(Chat v) {
+      chat = v;
+      return this;
+    }
 
     /** Serves {@code name}, tokenized with the tokenizer in {@code dir} (null: by its engines). */
     public Builder model(String name, Path dir) {
@@ -175,6 +232,11 @@ public record GatewayConfig(
       return this;
     }
 
+    public Builder admission(AdmissionConfig v) {
+      admission = v;
+      return this;
+    }
+
     public GatewayConfig build() {
       return new GatewayConfig(
           models,
@@ -190,7 +252,9 @@ public record GatewayConfig(
           breakerFailures,
           breakerOpen,
           warnInterval,
-          disaggregation);
+          disaggregation,
+          admission,
+          chat);
     }
   }
 }

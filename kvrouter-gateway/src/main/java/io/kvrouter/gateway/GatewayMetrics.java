@@ -7,7 +7,9 @@ import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.core.metrics.Histogram;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.Collection;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.function.BiPredicate;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -56,8 +58,10 @@ final class GatewayMetrics {
   final Gauge openStreams;
   final Counter staleResends;
   final PredictionMetrics prediction;
+  final AdmissionMetrics admission;
 
-  GatewayMetrics(PrometheusRegistry r, Supplier<Collection<EngineState>> engines) {
+  GatewayMetrics(
+      PrometheusRegistry r, Supplier<Collection<EngineState>> engines, int maxTenantLabels) {
     requests =
         counter(
             r,
@@ -122,6 +126,99 @@ final class GatewayMetrics {
             .register(r);
     registerEngineGauges(r, engines);
     prediction = new PredictionMetrics(r);
+    admission = new AdmissionMetrics(r, maxTenantLabels);
+  }
+
+  /**
+   * The admission queue's metrics, by model, priority band and tenant: the tenant label takes at
+   * most {@code maxTenantLabels} distinct values (the first seen), the others are counted under
+   * {@code other}, so client-chosen tenant names cannot grow the series without bound. Updated
+   * under Admission's lock (the label set too).
+   */
+  static final class AdmissionMetrics {
+    static final String OTHER = "other";
+    final Gauge depth;
+    final Counter queued;
+    final Histogram waited;
+    final Counter rejections;
+    final Counter cancelled;
+    private final int maxTenantLabels;
+    private final Set<String> tenants = new HashSet<>();
+
+    private AdmissionMetrics(PrometheusRegistry r, int maxTenantLabels) {
+      this.maxTenantLabels = maxTenantLabels;
+      depth =
+          Gauge.builder()
+              .name("kvrouter_gateway_queue_depth")
+              .help("Requests waiting for a saturated model, by model, priority band and tenant")
+              .labelNames("model", "band", "tenant")
+              .register(r);
+      queued =
+          counter(
+              r,
+              "kvrouter_gateway_queued_total",
+              "Requests that had to wait because every engine of their model was busy",
+              "model",
+              "band",
+              "tenant");
+      waited =
+          histogram(
+              r,
+              "kvrouter_gateway_queue_wait_seconds",
+              "How long a request waited in the admission queue (admitted, refused or left)",
+              SECONDS,
+              "model",
+              "band",
+              "tenant");
+      rejections =
+          counter(
+              r,
+              "kvrouter_gateway_queue_rejections_total",
+              "Requests refused with 429 by the admission queue, by reason: queue_full,"
+                  + " queue_timeout",
+              "model",
+              "band",
+              "tenant",
+              "reason");
+      cancelled =
+          counter(
+              r,
+              "kvrouter_gateway_queue_cancelled_total",
+              "Requests whose client left while they waited in the admission queue",
+              "model",
+              "band",
+              "tenant");
+    }
+
+    /** The label of a tenant: its name while fewer than the cap are in use, else "other". */
+    String tenantLabel(String tenant) {
+      if (tenants.contains(tenant)) return tenant;
+      if (tenants.size() < maxTenantLabels && !tenant.equals(OTHER)) {
+        tenants.add(tenant);
+        return tenant;
+      }
+      return OTHER;
+    }
+
+    void entered(String model, int band, String tenant) {
+      String b = Admission.BAND_NAMES[band];
+      depth.labelValues(model, b, tenant).inc();
+      queued.labelValues(model, b, tenant).inc();
+    }
+
+    void left(String model, int band, String tenant, long waitedNanos) {
+      String b = Admission.BAND_NAMES[band];
+      depth.labelValues(model, b, tenant).dec();
+      waited.labelValues(model, b, tenant).observe(waitedNanos / 1e9);
+    }
+
+    void rejected(String model, int band, String tenant, String reason) {
+      rejections.labelValues(model, Admission.BAND_NAMES[band], tenant, reason).inc();
+    }
+
+    void cancelled(String model, int band, String tenant) {
+      cancelled.labelValues(model, Admission.BAND_NAMES[band], tenant).inc();
+    }
   }
 
   /**

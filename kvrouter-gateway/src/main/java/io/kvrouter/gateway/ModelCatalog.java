@@ -7,6 +7,8 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost;
+import io.kvrouter.tokenize.ChatRequest;
+import io.kvrouter.tokenize.ChatTemplateConfig;
 import io.kvrouter.tokenize.Tokenizer;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -28,7 +30,8 @@ import java.util.function.ToLongFunction;
  * Implementation notes
  *
  * Data layout: tokenizers maps each configured model name with a directory to its Tokenizer
- * (immutable after the constructor, which loads them all or closes those it loaded and rethrows);
+ * (immutable after the constructor, which loads them all or closes those it loaded and rethrows),
+ * each with the model's chat-template settings (GatewayConfig.Chat);
  * a model without a directory has no entry (its engines' /tokenize tokenizes it). The models
  * engines registered for are read live from the server (ServerHost.models()) at each call.
  * Request threads read; close() (the gateway's close, after the server stopped) closes the
@@ -55,13 +58,28 @@ final class ModelCatalog implements AutoCloseable {
     Map<String, Tokenizer> toks = new LinkedHashMap<>();
     try {
       for (Map.Entry<String, Path> e : config.models().entrySet()) {
-        if (e.getValue() != null) toks.put(e.getKey(), Tokenizer.load(e.getValue()));
+        if (e.getValue() != null) {
+          toks.put(
+              e.getKey(),
+              Tokenizer.load(
+                  e.getValue(), Tokenizer.DEFAULT_CACHE_BYTES, config.chat().forModel(e.getKey())));
+        }
       }
     } catch (RuntimeException e) {
       for (Tokenizer t : toks.values()) t.close();
       throw e;
     }
     this.tokenizers = Map.copyOf(toks);
+  }
+
+  /**
+   * Refuses a chat that brings its own template unless the gateway trusts request templates (vLLM's
+   * --trust-request-chat-template), with vLLM's 400 and message.
+   */
+  void checkTemplate(ChatRequest chat) {
+    if (chat != null && !config.chat().trustRequestTemplate() && chat.carriesTemplate()) {
+      throw OpenAiError.vllm(400, "BadRequestError", ChatTemplateConfig.UNTRUSTED_REQUEST_TEMPLATE);
+    }
   }
 
   /**
@@ -80,9 +98,9 @@ final class ModelCatalog implements AutoCloseable {
           "model_not_found",
           "model",
           "The model `"
-              + model
+              + OpenAiError.echo(model)
               + "` does not exist: this gateway serves "
-              + String.join(", ", servedNames(host))
+              + OpenAiError.echo(String.join(", ", servedNames(host)))
               + " (GET /v1/models).");
     }
     return new Target(base, lora, tokenizers.get(base));

@@ -53,6 +53,13 @@ import java.util.logging.Level;
  * on expired as it was handed out (Helidon's idle monitor gave up on it; see failure()): that is
  * neither an attempt nor the engine's failure.
  *
+ * Admission: a first attempt that the router answers AllBusy waits in the model's queue
+ * (admit: Admission.ModelQueue.await) and routes again once granted; a request that arrives while
+ * others wait queues behind them before routing. Every freed route (Call.release, a hand-over's
+ * prefill) calls ModelQueue.freed, which grants the next waiter; a granted request that leaves
+ * without routing passes its place on. While it waits, the client's connection is watched
+ * (ServerHost.watchClient) and closed after the answer.
+ *
  * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
  * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
  * a Disaggregated one is the hand-over (handOver): prefill request, its kv_transfer_params into
@@ -98,11 +105,27 @@ final class Proxy {
     /** The pair routing's decision of the current attempt (fleets with roles), or null. */
     PairDecision pair;
 
+    /** The model's admission queue; null when admission is off. */
+    Admission.ModelQueue queue;
+
+    /** The request's place in the queue when it waited (the last one), or null. */
+    volatile Admission.Waiter waiter;
+
+    /** It was granted a place by the queue and has not routed since. */
+    boolean granted;
+
+    /** Its connection is watched while it waits: closed after the answer. */
+    boolean watched;
+
+    /** What the queue charged for its prefill: prompt tokens less the predicted overlap. */
+    long predictedUncached;
+
     /** Frees the current attempt's route; once per route. */
     void release() {
       if (routed) {
         routed = false;
         model.router().free(requestId);
+        if (queue != null) queue.freed();
       }
     }
   }
@@ -117,7 +140,7 @@ final class Proxy {
     byte[] body = g.host.body(sreq);
     long t = System.nanoTime();
     c.req = ClientRequest.parse(kind, body);
-    c.target = g.target(c.req.model, c.group);
+    c.target = g.target(c.req, c.group);
     long t1 = System.nanoTime();
     g.metrics.parseStage.observe((t1 - t) / 1e9);
     c.model = g.host.model(c.target.baseModel(), c.group);
@@ -130,7 +153,86 @@ final class Proxy {
     }
     c.ids = tokenize(c);
     g.metrics.tokenizeStage.observe((System.nanoTime() - t1) / 1e9);
-    run(c, res);
+    c.queue = g.admission == null ? null : g.admission.queue(c.model);
+    // a bad priority header is refused whether or not the request waits (a lookup, no allocation)
+    if (sreq.headers().contains(Gateway.X_PRIORITY)) g.band(sreq, c.req);
+    try {
+      run(c, sreq, res);
+    } catch (OpenAiError e) {
+      if (!c.watched) throw e;
+      Gateway.sendError(res, e);
+      throw closing();
+    } finally {
+      if (c.granted) {
+        // granted a place and left before routing: the place goes to the next waiter
+        c.granted = false;
+        c.queue.routed();
+        c.queue.freed();
+      }
+    }
+    if (c.watched) throw closing();
+  }
+
+  /** Ends the connection of a request that waited (its client watch reads it). */
+  private static CloseConnectionException closing() {
+    return new CloseConnectionException("a request that waited in the admission queue is answered");
+  }
+
+  // ------------------------------------------------------------------ admission
+
+  /**
+   * Waits in the model's admission queue (docs/gateway.md, "Admission") until granted a place, or
+   * until a route of the model was freed since {@code generation} (then routes again at once).
+   *
+   * @param busy the router's answer that found every engine busy (its overlaps price the prefill);
+   *     null for a request that queues behind others without having routed
+   * @throws OpenAiError 429 with Retry-After when the queue is full or the wait reached its bound
+   * @throws CloseConnectionException when the client left while waiting
+   */
+  private void admit(
+      Call c, long generation, RouteDecision.AllBusy busy, ServerRequest sreq, ServerResponse res) {
+    Admission adm = g.admission;
+    int band = g.band(sreq, c.req);
+    String tenant = g.tenant(sreq, c.req);
+    int overlapBlocks = 0;
+    if (busy != null) {
+      for (int i = 0, n = busy.candidates().size(); i < n; i++) {
+        overlapBlocks = Math.max(overlapBlocks, busy.candidates().get(i).overlapBlocks());
+      }
+    } else {
+      overlapBlocks =
+          c.model
+              .router()
+              .overlaps(c.ids, Gateway.options(c.target, c.req.cacheSalt, null))
+              .maxScore();
+    }
+    c.predictedUncached = Math.max(0, c.ids.length - (long) overlapBlocks * c.model.blockSize());
+    long decode = c.req.maxTokens >= 0 ? c.req.maxTokens : adm.config().defaultDecodeTokens();
+    Admission.Outcome o;
+    try {
+      o =
+          c.queue.await(
+              generation,
+              band,
+              tenant,
+              c.predictedUncached + decode,
+              c.t0,
+              w -> {
+                c.waiter = w;
+                if (!c.watched) {
+                  c.watched = g.host.watchClient(() -> c.queue.gone(c.waiter));
+                  if (c.watched) res.header(HeaderNames.CONNECTION, "close");
+                }
+              });
+    } catch (OpenAiError e) {
+      res.header(HeaderNames.RETRY_AFTER, Long.toString(adm.retryAfterSeconds()));
+      throw e;
+    }
+    switch (o) {
+      case RETRY -> {}
+      case GRANTED -> c.granted = true;
+      case GONE -> throw new CloseConnectionException("the client left while its request waited");
+    }
   }
 
   private int[] tokenize(Call c) {
@@ -169,12 +271,16 @@ final class Proxy {
   }
 
   /** The attempts. */
-  private void run(Call c, ServerResponse res) {
+  private void run(Call c, ServerRequest sreq, ServerResponse res) {
     Set<Long> tried = null;
     Retry last = null;
     int attempts = 0;
     String lastEngine = "none";
+    String lastUrl = null;
+    // requests wait for the model already: this one queues behind them, not past them
+    if (c.queue != null && c.queue.busy()) admit(c, -1, null, sreq, res);
     while (attempts < g.config.maxAttempts()) {
+      long generation = c.queue == null ? 0 : c.queue.generation();
       long now = System.nanoTime();
       Allowed a = allowed(c, tried, now);
       if (a.none()) {
@@ -194,6 +300,11 @@ final class Proxy {
         continue;
       }
       g.metrics.routeStage.observe((System.nanoTime() - tr) / 1e9);
+      boolean fromQueue = c.granted;
+      if (fromQueue) {
+        c.granted = false;
+        c.queue.routed();
+      }
       if (d == null) {
         // outside the try: an IllegalArgumentException of the hand-over is no duplicate id
         handOver(c, (PairDecision.Disaggregated) c.pair, res);
@@ -202,6 +313,11 @@ final class Proxy {
       c.routed = d instanceof RouteDecision.Routed;
       if (!(d instanceof RouteDecision.Routed r)) {
         if (last != null) break;
+        if (d instanceof RouteDecision.AllBusy busy && c.queue != null) {
+          admit(c, generation, busy, sreq, res); // waits for a place, then routes again
+          continue;
+        }
+        if (fromQueue) c.queue.freed(); // its place goes to the next waiter
         throw refusal(c, d, a);
       }
       String url = c.model.baseUrl(r.worker());
@@ -214,6 +330,7 @@ final class Proxy {
       }
       attempts++;
       lastEngine = Long.toUnsignedString(r.worker().workerId());
+      lastUrl = url;
       if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
       Retry retry = attempt(c, r, url, st, attempts, res);
       if (retry == null) return;
@@ -225,7 +342,7 @@ final class Proxy {
           () -> "request " + c.requestId + ": attempt on " + url + " failed: " + retry.reason);
       tried = add(tried, r.worker());
     }
-    fail(c, res, last, attempts, lastEngine);
+    fail(c, res, last, attempts, lastEngine, lastUrl);
   }
 
   /**
@@ -270,7 +387,10 @@ final class Proxy {
   }
 
   /** Answers the client when every attempt failed before the first byte ({@code last}: why). */
-  private void fail(Call c, ServerResponse res, Retry last, int attempts, String lastEngine) {
+  private void fail(
+      Call c, ServerResponse res, Retry last, int attempts, String lastEngine, String lastUrl) {
+    // the engine that failed last, as the operator knows it (its URL) and as /workers shows it
+    String which = "engine " + lastUrl + " (instance " + lastEngine + ")";
     if (last.body != null) {
       res.status(Status.create(last.status));
       if (last.contentType != null) res.header(HeaderNames.CONTENT_TYPE, last.contentType);
@@ -292,7 +412,9 @@ final class Proxy {
                     + g.config.engineTimeout().toMillis()
                     + " ms ("
                     + attempts
-                    + " attempt(s), --engine-timeout-ms)")
+                    + " attempt(s), the last on "
+                    + which
+                    + "; --engine-timeout-ms)")
             : new OpenAiError(
                 502,
                 "server_error",
@@ -303,6 +425,8 @@ final class Proxy {
                     + "' failed ("
                     + attempts
                     + " attempt(s); last: "
+                    + which
+                    + ": "
                     + last.reason
                     + ")");
     count(c, lastEngine, e.status, attempts);
@@ -494,6 +618,7 @@ final class Proxy {
         return;
       }
       c.model.router().free(pid);
+      if (c.queue != null) c.queue.freed(); // the prefill engine has room again
       prefillHeld = false;
       try {
         c.body = Handover.decodeBody(c.req.upstreamBody(), params);
@@ -522,7 +647,10 @@ final class Proxy {
                 + ")");
       }
     } finally {
-      if (prefillHeld) c.model.router().free(pid);
+      if (prefillHeld) {
+        c.model.router().free(pid);
+        if (c.queue != null) c.queue.freed();
+      }
       c.release();
     }
   }
@@ -794,6 +922,16 @@ final class Proxy {
     private void finish(int answered) {
       c.release();
       count(c, engine, answered, attempt);
+      Admission.Waiter w = c.waiter;
+      if (w != null
+          && usage != null
+          && status == 200
+          && usage.promptTokens >= 0
+          && usage.cachedTokens >= 0) {
+        // what the queue charged for the prefill, corrected by what the engine really cached
+        long actual = Math.max(0, usage.promptTokens - usage.cachedTokens);
+        c.queue.charge(w, actual - c.predictedUncached);
+      }
       // a decode engine that pulled the prompt's KV reports it cached: nothing to compare
       if (usage != null && status == 200 && !(c.pair instanceof PairDecision.Disaggregated)) {
         RouterModel.Rank rank = rank();

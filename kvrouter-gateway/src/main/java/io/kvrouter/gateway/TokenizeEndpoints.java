@@ -55,7 +55,7 @@ final class TokenizeEndpoints {
       if (!"messages".equals(e.param)) throw e;
       c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body);
     }
-    ModelCatalog.Target t = g.target(c.model, null);
+    ModelCatalog.Target t = g.target(c, null);
     if (t.tokenizer() == null) {
       String url = engineOf(t);
       if (speaksVllm(url)) {
@@ -161,6 +161,20 @@ final class TokenizeEndpoints {
           while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
             if (t != JsonToken.VALUE_NUMBER_INT) {
               throw OpenAiError.invalid(null, "tokens", "'tokens' must be integers");
+            }
+            // a token id is 0..2^31-1 (vLLM's and the tokenizers' int32): -1 or 2^32 would wrap
+            if (p.getNumberType() == JsonParser.NumberType.BIG_INTEGER
+                || p.getLongValue() < 0
+                || p.getLongValue() > Integer.MAX_VALUE) {
+              throw OpenAiError.invalid(
+                  null,
+                  "tokens",
+                  "'tokens["
+                      + n
+                      + "]' is "
+                      + OpenAiError.echo(p.getText())
+                      + "; a token id is an integer in 0.."
+                      + Integer.MAX_VALUE);
             }
             if (n == b.length) b = Arrays.copyOf(b, n * 2);
             b[n++] = (int) p.getLongValue();

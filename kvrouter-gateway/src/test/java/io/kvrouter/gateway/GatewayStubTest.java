@@ -630,11 +630,24 @@ class GatewayStubTest {
   }
 
   @Test
-  void everyEngineBusyIsA503() throws Exception {
+  void everyEngineBusyWithoutAnAdmissionQueueIsA503() throws Exception {
+    // --max-queue-depth 0: no queue (with one, the request would wait: GatewayAdmissionTest)
+    AdmissionConfig d = AdmissionConfig.DEFAULTS;
     Gateway g =
         Gateway.start(
             KvRouterServer.Config.builder().port(0).busyPrefillTokens(0).build(),
-            GatewayConfig.builder().model("tiny", tiny()).build());
+            GatewayConfig.builder()
+                .model("tiny", tiny())
+                .admission(
+                    new AdmissionConfig(
+                        0,
+                        d.maxQueueTime(),
+                        d.starvationLimit(),
+                        d.tenantFrom(),
+                        d.tenantWeights(),
+                        d.defaultDecodeTokens(),
+                        d.maxTenantLabels()))
+                .build());
     open.add(g);
     StubEngine e = stub();
     register(g, 1, e.url());
@@ -696,6 +709,19 @@ class GatewayStubTest {
     register(g, 1, e.url());
     e.emptyStream.set(true);
     assertOpensAfterTwoFailures(g, e, true, 502);
+  }
+
+  @Test
+  void anEngineThatFailsIsNamedInTheError() throws Exception {
+    Gateway g = gateway(GatewayConfig.builder().maxAttempts(1));
+    StubEngine e = stub();
+    register(g, 7, e.url());
+    e.emptyStream.set(true);
+    HttpResponse<String> r = post(g, "/v1/completions", completion(range(8), true, ""));
+    assertThat(r.statusCode()).isEqualTo(502);
+    assertThat(r.body())
+        .contains("\"code\":\"engine_unreachable\"")
+        .contains("last: engine " + e.url() + " (instance 7): ");
   }
 
   /**

@@ -223,6 +223,12 @@ public final class FleetBench {
       }
     }
     out.flush();
+    for (PolicyRun r : runs) {
+      for (String why : r.invalid) {
+        err.println("kvrouter bench fleet: WARNING: the " + r.policy + " run is invalid: " + why);
+      }
+    }
+    err.flush();
     if (!runs.stream().allMatch(r -> r.indexProblems.isEmpty())) {
       err.println("kvrouter bench fleet: a router index does not equal its engine's cache");
       return 1;
@@ -316,7 +322,9 @@ public final class FleetBench {
         urls.add(g.url());
       }
       try (LagProbe lag = new LagProbe(fleet)) {
+        CpuSample cpu0 = CpuSample.read();
         new FleetLoad(http, s).replay(urls, prompts, run);
+        run.cpu = CpuSample.between(cpu0, CpuSample.read());
         long s0 = System.nanoTime();
         if (approx) run.indexChecked = false;
         else for (String u : urls) new EndCheck(reads).check(u, fleet, run);
@@ -326,6 +334,8 @@ public final class FleetBench {
       if (!approx) {
         run.eventsApplied = reads.eventsApplied(urls.getFirst());
         run.routerLagMs = reads.routerLagMs(urls.getFirst());
+        run.replaysAbandoned = (long) reads.metricSum(urls, "kvrouter_zmq_replay_failures_total");
+        run.eventsLost = (long) reads.metricSum(urls, "kvrouter_zmq_lost_messages_total");
       }
       if (nats != null) reads.syncFigures(urls, run);
       reads.gatewayFailures(urls, run);
@@ -335,6 +345,7 @@ public final class FleetBench {
       for (FleetEngine e : fleet) e.close();
     }
     run.wallSec = (System.nanoTime() - wall0) / 1e9;
+    RunValidity.judge(run);
     return run;
   }
 

@@ -1,6 +1,7 @@
 package io.kvrouter.harness;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.kvrouter.sim.report.HtmlReport;
 import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
@@ -23,9 +24,10 @@ import java.util.Locale;
 final class FleetHtmlReport {
   private FleetHtmlReport() {}
 
-  private static final String[] COLORS = {
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"
-  };
+  /** A policy's colour: the one simulate's report gives it. */
+  private static String color(String policy) {
+    return HtmlReport.policyColor(policy);
+  }
 
   static String render(
       List<PolicyRun> runs, JsonNode sim, String setup, String commandLine, double timeScale) {
@@ -33,11 +35,13 @@ final class FleetHtmlReport {
     String version = FleetHtmlReport.class.getPackage().getImplementationVersion();
     h.append("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">")
         .append("<title>kvrouter bench fleet</title><style>")
-        .append("body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1000px;")
-        .append("color:#222}table{border-collapse:collapse}td,th{padding:3px 8px;")
-        .append(
-            "border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}td:first-child,th:first-child")
-        .append("{text-align:left}svg{display:block;margin:1em 0}</style></head><body>");
+        .append("body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1180px;")
+        .append("padding:0 1em;color:#222}.wide{overflow-x:auto}")
+        .append("table{border-collapse:collapse}td,th{padding:3px 6px;")
+        .append("border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}")
+        .append("td:first-child,th:first-child{text-align:left}")
+        .append(".bad{color:#c62828;font-weight:600}svg{display:block;margin:1em 0;")
+        .append("max-width:100%;height:auto}</style></head><body>");
     h.append("<h1>kvrouter bench fleet</h1><p>")
         .append(esc(version == null ? "development build" : "kvrouter " + version))
         .append(" &middot; <code>kvrouter bench fleet ")
@@ -52,16 +56,19 @@ final class FleetHtmlReport {
         .append(fmt(timeScale))
         .append("); the event lag is wall time.</p>");
 
-    h.append("<h2>Results</h2><table><tr><th>policy</th><th>done</th><th>errors</th>")
+    h.append("<h2>Results</h2><div class=\"wide\"><table><tr><th>policy</th><th>valid</th>")
+        .append("<th>done</th><th>errors</th>")
         .append("<th>hit rate</th><th>predicted</th>")
         .append(sim != null ? "<th>simulate hit rate</th>" : "")
         .append("<th>TTFT p50</th><th>p90</th><th>p99</th>")
         .append(sim != null ? "<th>simulate p90</th>" : "")
-        .append("<th>ITL p50</th><th>e2e p50</th><th>req/s</th><th>lag p50/p99</th>")
+        .append("<th>TPOT p50</th><th>e2e p50</th><th>req/s</th><th>lag p50/p99</th>")
         .append("<th>index</th></tr>");
     for (PolicyRun r : runs) {
       JsonNode s = SimulateComparison.policy(sim, r.policy);
-      h.append("<tr><td>").append(esc(r.policy)).append("</td><td>").append(r.completed);
+      h.append("<tr><td>").append(esc(r.policy)).append("</td><td>");
+      h.append(r.invalid.isEmpty() ? "yes" : "<span class=\"bad\">NO (below)</span>");
+      h.append("</td><td>").append(r.completed);
       h.append("</td><td>").append(r.errors).append("</td><td>");
       h.append(pctText(r.hitRate())).append("</td><td>");
       h.append(pctText(r.predictedRate())).append("</td>");
@@ -78,7 +85,7 @@ final class FleetHtmlReport {
             .append(s == null ? "" : ms(s.path("ttft_ms").path("p90").asDouble()))
             .append("</td>");
       }
-      h.append("<td>").append(ms(Percentiles.pct(r.itlMs, 50))).append("</td>");
+      h.append("<td>").append(ms(Percentiles.pct(r.tpotMs, 50))).append("</td>");
       h.append("<td>").append(ms(Percentiles.pct(r.e2eMs, 50))).append("</td>");
       h.append("<td>")
           .append(String.format(Locale.ROOT, "%.2f", r.completed / r.makespanSec))
@@ -97,10 +104,31 @@ final class FleetHtmlReport {
                   ? "n/a"
                   : r.indexProblems.isEmpty()
                       ? "equal"
-                      : "differs: " + esc(r.indexProblems.toString()))
+                      : "<span class=\"bad\">differs (below)</span>")
           .append("</td></tr>");
     }
-    h.append("</table>");
+    h.append("</table></div>");
+    // what kept the run from being valid, and index differences: below, not in a cell
+    h.append("<ul class=\"pace\">");
+    for (PolicyRun r : runs) {
+      h.append("<li>").append(esc(r.policy)).append(": kept up: ");
+      h.append(esc(FleetReport.keptUp(r))).append("</li>");
+      for (String why : r.invalid) {
+        h.append("<li class=\"bad\">")
+            .append(esc(r.policy))
+            .append(" run invalid: ")
+            .append(esc(why))
+            .append("</li>");
+      }
+      for (String p : r.indexProblems) {
+        h.append("<li class=\"bad\">")
+            .append(esc(r.policy))
+            .append(" index: ")
+            .append(esc(p))
+            .append("</li>");
+      }
+    }
+    h.append("</ul>");
 
     // hit rate bars: live (solid), simulate (hatched lighter) beside it
     h.append("<h2>Hit rate per policy</h2>");
@@ -121,7 +149,7 @@ final class FleetHtmlReport {
       PolicyRun r = runs.get(i);
       double x = left + i * slot + slot * 0.15;
       double bw = slot * (sim != null ? 0.33 : 0.6);
-      bar(h, x, bw, r.hitRate(), max, ht, bottom, COLORS[i % COLORS.length], "live");
+      bar(h, x, bw, r.hitRate(), max, ht, bottom, color(r.policy), "live");
       JsonNode s = SimulateComparison.policy(sim, r.policy);
       if (s != null) {
         bar(h, x + bw + 2, bw, s.path("hit_rate").asDouble(), max, ht, bottom, "#bbb", "simulate");
@@ -131,6 +159,7 @@ final class FleetHtmlReport {
     h.append("<line x1=\"").append(left).append("\" y1=\"").append(ht - bottom);
     h.append("\" x2=\"").append(w - 10).append("\" y2=\"").append(ht - bottom);
     h.append("\" stroke=\"#444\"/>");
+    h.append(yTitle(ht, bottom, "prompt tokens the engines found cached"));
     if (sim != null) {
       h.append(text(w - 12, 16, "coloured: live, grey: simulate", "end"));
     }
@@ -168,20 +197,34 @@ final class FleetHtmlReport {
       double xl = left + (Math.log10(Math.max(lo, v[v.length - 1])) - lmin) / (lmax - lmin) * pw;
       pts.append(f(xl)).append(',').append(f(20));
       h.append("<polyline class=\"cdf\" fill=\"none\" stroke-width=\"2\" stroke=\"")
-          .append(COLORS[i % COLORS.length])
+          .append(color(runs.get(i).policy))
           .append("\" points=\"")
           .append(pts)
           .append("\"><title>")
           .append(esc(runs.get(i).policy))
           .append("</title></polyline>");
-      h.append(text(left + 8, 36 + 16 * i, runs.get(i).policy, "start", COLORS[i % COLORS.length]));
+      h.append(text(left + 8, 36 + 16 * i, runs.get(i).policy, "start", color(runs.get(i).policy)));
     }
     h.append("<line x1=\"").append(left).append("\" y1=\"").append(f(20 + ph));
     h.append("\" x2=\"").append(f(left + pw)).append("\" y2=\"").append(f(20 + ph));
     h.append("\" stroke=\"#444\"/>");
     h.append(text(left - 6, 24, "1", "end")).append(text(left - 6, 20 + ph, "0", "end"));
+    h.append(text(left + pw / 2, ht - 6, "TTFT (model time, log scale)", "middle"));
+    h.append(yTitle(ht, bottom, "share of requests with TTFT ≤ x"));
     h.append("</svg></body></html>\n");
     return h.toString();
+  }
+
+  /** A y-axis title, turned along the axis at the plot's left edge. */
+  private static String yTitle(int ht, int bottom, String title) {
+    double y = (ht - bottom) / 2.0 + 10;
+    return "<text x=\"14\" y=\""
+        + f(y)
+        + "\" font-size=\"12\" text-anchor=\"middle\" fill=\"#222\" transform=\"rotate(-90 14 "
+        + f(y)
+        + ")\">"
+        + esc(title)
+        + "</text>";
   }
 
   private static void bar(

@@ -47,6 +47,13 @@ import java.util.stream.Stream;
 final class FleetLoad {
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  /**
+   * A token gap shorter than this (wall) was read in a burst: the engines stream a token per decode
+   * step (a millisecond or more at any speedup the bench runs), so two tokens read closer together
+   * were waiting in the client's buffer.
+   */
+  static final long BURST_NANOS = 50_000;
+
   private final HttpClient http;
   private final FleetBench.Settings s;
 
@@ -131,6 +138,8 @@ final class FleetLoad {
     double k = s.timeScale();
     List<Double> t = new ArrayList<>();
     List<Double> e = new ArrayList<>();
+    List<Double> tpot = new ArrayList<>();
+    double[] late = new double[n];
     long itlCount = 0;
     for (long[] a : r.itl) if (a != null) itlCount += a.length;
     double[] itlMs = new double[(int) itlCount];
@@ -138,6 +147,7 @@ final class FleetLoad {
     long last = t0;
     for (int i = 0; i < n; i++) {
       run.sent++;
+      late[i] = Math.max(0, r.sentAt[i] - due(prompts, i, t0, scale)) / 1e6;
       if (!r.ok[i]) {
         run.errors++;
         run.errorReasons.merge(r.why[i] == null ? "unknown" : r.why[i], 1, Integer::sum);
@@ -155,7 +165,14 @@ final class FleetLoad {
       run.completed++;
       t.add(r.ttft[i] * k / 1e6);
       e.add(r.e2e[i] * k / 1e6);
-      for (long g : r.itl[i]) itlMs[at++] = g * k / 1e6;
+      long span = 0;
+      for (long g : r.itl[i]) {
+        itlMs[at++] = g * k / 1e6;
+        span += g;
+        if (g < BURST_NANOS) run.burstGaps++;
+      }
+      run.tokenGaps += r.itl[i].length;
+      if (r.itl[i].length > 0) tpot.add(span * k / 1e6 / r.itl[i].length);
       run.promptTokens += r.prompt[i];
       run.cachedTokens += r.cached[i];
       run.predictedTokens += Math.min(r.predicted[i], r.prompt[i]);
@@ -164,6 +181,9 @@ final class FleetLoad {
     }
     run.ttftMs = Percentiles.sorted(t);
     run.e2eMs = Percentiles.sorted(e);
+    run.tpotMs = Percentiles.sorted(tpot);
+    Arrays.sort(late);
+    run.sendLateMs = late;
     Arrays.sort(itlMs, 0, at);
     run.itlMs = Arrays.copyOf(itlMs, at);
     run.makespanSec = (last - t0) * k / 1e9;

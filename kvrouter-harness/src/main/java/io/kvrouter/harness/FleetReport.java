@@ -52,7 +52,7 @@ final class FleetReport {
         "TTFT p50",
         "p90",
         "p99",
-        "ITL p50",
+        "TPOT p50",
         "e2e p50",
         "req/s",
         "out tok/s",
@@ -74,7 +74,7 @@ final class FleetReport {
           ms(pct(r.ttftMs, 50)),
           ms(pct(r.ttftMs, 90)),
           ms(pct(r.ttftMs, 99)),
-          ms(pct(r.itlMs, 50)),
+          ms(pct(r.tpotMs, 50)),
           ms(pct(r.e2eMs, 50)),
           r.requestsPerSec(),
           r.outputTokensPerSec(),
@@ -95,6 +95,15 @@ final class FleetReport {
                 ? "no peer request left at the end"
                 : "PEER REQUESTS LEFT IN FLIGHT at the end");
       }
+    }
+    for (PolicyRun r : runs) {
+      out.println(
+          "  "
+              + r.policy
+              + ": kept up: "
+              + keptUp(r)
+              + (r.invalid.isEmpty() ? "" : "; INVALID RUN (its figures are the machine's):"));
+      for (String why : r.invalid) out.println("    - " + why);
     }
     for (PolicyRun r : runs) {
       for (String p : r.indexProblems) out.println("  " + r.policy + ": " + p);
@@ -157,6 +166,7 @@ final class FleetReport {
     root.put("max_output_tokens", s.maxOutputTokens());
     root.put("gateways", s.gateways());
     root.put("sync", s.synced());
+    root.put("valid", runs.stream().allMatch(r -> r.invalid.isEmpty()));
     ArrayNode ps = root.putArray("policies");
     for (PolicyRun r : runs) {
       ObjectNode o = ps.addObject();
@@ -184,6 +194,7 @@ final class FleetReport {
       o.put("output_tokens", r.outputTokens);
       pcts(o.putObject("ttft_ms"), r.ttftMs);
       pcts(o.putObject("itl_ms"), r.itlMs);
+      pcts(o.putObject("tpot_ms"), r.tpotMs);
       pcts(o.putObject("e2e_ms"), r.e2eMs);
       o.put("requests_per_sec", r.requestsPerSec());
       o.put("output_tokens_per_sec", r.outputTokensPerSec());
@@ -200,10 +211,46 @@ final class FleetReport {
       ArrayNode pids = o.putArray("engine_pids");
       r.pids.forEach(pids::add);
       o.put("wall_seconds", r.wallSec);
+      o.put("valid", r.invalid.isEmpty());
+      ArrayNode inv = o.putArray("invalid_reasons");
+      r.invalid.forEach(inv::add);
+      pcts(o.putObject("sent_late_wall_ms"), r.sendLateMs);
+      o.put("token_gaps", r.tokenGaps);
+      o.put("token_gaps_in_bursts", r.burstGaps);
+      o.put("replays_abandoned", r.replaysAbandoned);
+      o.put("event_batches_lost", r.eventsLost);
+      if (r.cpu != null) {
+        o.put("machine_cpu_busy", r.cpu.busy());
+        o.put("machine_cpu_steal", r.cpu.steal());
+      } else {
+        o.putNull("machine_cpu_busy");
+        o.putNull("machine_cpu_steal");
+      }
       JsonNode p = SimulateComparison.policy(sim, r.policy);
       if (p != null) o.set("simulate", p);
     }
     return root;
+  }
+
+  /** The run's pace figures in one line: sent late, streams read late, events, the machine. */
+  static String keptUp(PolicyRun r) {
+    return String.format(
+            Locale.ROOT,
+            "sent late p99 %.0f ms (wall), token gaps read in bursts %s, ",
+            pct(r.sendLateMs, 99),
+            r.tokenGaps == 0
+                ? "-"
+                : String.format(Locale.ROOT, "%.1f %%", 100.0 * r.burstGaps / r.tokenGaps))
+        + (r.replaysAbandoned < 0
+            ? "replays n/a"
+            : r.replaysAbandoned + " replay(s) abandoned, " + r.eventsLost + " batch(es) lost")
+        + (r.cpu == null
+            ? ", machine CPU unknown"
+            : String.format(
+                Locale.ROOT,
+                ", machine CPU %.0f %% busy, %.1f %% steal",
+                100 * r.cpu.busy(),
+                100 * r.cpu.steal()));
   }
 
   private static void pcts(ObjectNode o, double[] sorted) {

@@ -27,6 +27,33 @@ final class PolicyRun {
   int errors;
   double[] ttftMs;
   double[] itlMs;
+
+  /**
+   * Per answered request of two tokens or more: (last token - first token) / (tokens - 1), vLLM's
+   * TPOT. Unlike the gaps of itlMs it holds when the client reads a stream late (a burst read makes
+   * gaps of 0 and one long gap, not a shorter mean).
+   */
+  double[] tpotMs = new double[0];
+
+  /** Token gaps read, and those shorter than FleetLoad.BURST_NANOS in wall time (read late). */
+  long tokenGaps;
+
+  long burstGaps;
+
+  /** Per request, how late (wall ms) it was sent against its schedule, sorted. */
+  double[] sendLateMs = new double[0];
+
+  /** The gateways' abandoned event replays and sequence numbers never applied; -1 unknown. */
+  long replaysAbandoned = -1;
+
+  long eventsLost = -1;
+
+  /** The machine's CPU over the run (/proc/stat), null where it cannot be read. */
+  CpuSample.Usage cpu;
+
+  /** Why the run's figures cannot be trusted (RunValidity); empty for a valid run. */
+  List<String> invalid = new ArrayList<>();
+
   double[] e2eMs;
   long promptTokens;
   long cachedTokens;

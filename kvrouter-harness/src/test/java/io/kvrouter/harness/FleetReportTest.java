@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.kvrouter.sim.report.HtmlReport;
 import io.kvrouter.sim.trace.TracePrompts;
 import java.io.PrintWriter;
 import java.io.StringWriter;
@@ -71,6 +72,37 @@ class FleetReportTest {
     assertThat(kv.has("sync_changes_applied")).isFalse();
     assertThat(kv.has("simulate")).isFalse();
     assertThat(j.path("policies").get(1).path("index_equal").asBoolean()).isFalse();
+    assertThat(j.path("valid").asBoolean()).isTrue();
+    assertThat(kv.path("valid").asBoolean()).isTrue();
+    assertThat(kv.path("invalid_reasons")).isEmpty();
+  }
+
+  @Test
+  void anInvalidRunIsMarkedInEveryReport() throws Exception {
+    FleetBench.Settings s = FleetPartsTest.settings(List.of("kv", "round-robin"), 4, 1, "on");
+    PolicyRun kv = run("kv", true);
+    kv.sendLateMs = new double[] {900};
+    RunValidity.judge(kv);
+    PolicyRun rr = run("round-robin", true);
+    JsonNode j =
+        JSON.readTree(
+            FleetReport.toJson(s, TracePrompts.load(null, 4), List.of(kv, rr), null).toString());
+    assertThat(j.path("valid").asBoolean()).isFalse();
+    assertThat(j.path("policies").get(0).path("valid").asBoolean()).isFalse();
+    assertThat(j.path("policies").get(0).path("invalid_reasons").get(0).asText())
+        .contains("p99 900 ms behind the schedule");
+    assertThat(j.path("policies").get(0).path("sent_late_wall_ms").path("p99").asDouble())
+        .isEqualTo(900.0);
+    assertThat(j.path("policies").get(1).path("valid").asBoolean()).isTrue();
+
+    StringWriter w = new StringWriter();
+    FleetReport.printTable(new PrintWriter(w), s, List.of(kv, rr), null);
+    assertThat(w.toString())
+        .contains("kv: kept up: sent late p99 900 ms")
+        .contains("INVALID RUN")
+        .contains("    - the client sent requests late");
+    String html = FleetHtmlReport.render(List.of(kv, rr), null, "setup", "--policies kv", 4);
+    assertThat(html).contains("NO (below)").contains("kv run invalid: the client sent requests");
   }
 
   @Test
@@ -114,5 +146,13 @@ class FleetReportTest {
         .contains("<th>simulate hit rate</th>")
         .doesNotContain("<script");
     assertThat(html.split("<polyline class=\"cdf\"", -1)).hasSize(2);
+    // the axes say what they are, and kv has the colour simulate's report gives it
+    assertThat(html)
+        .contains(">TTFT (model time, log scale)</text>")
+        .contains(">share of requests with TTFT ≤ x</text>")
+        .contains(">prompt tokens the engines found cached</text>")
+        .contains("stroke=\"" + HtmlReport.policyColor("kv") + "\"");
+    assertThat(HtmlReport.policyColor("kv")).isEqualTo("#1f77b4");
+    assertThat(HtmlReport.policyColor("round-robin")).isEqualTo("#d62728");
   }
 }

@@ -23,7 +23,10 @@ import io.kvrouter.server.http.Utf8;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.net.URI;
 import java.time.Duration;
+import java.util.Locale;
+import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
 
@@ -51,6 +54,7 @@ final class Api {
   private final EventIngest events;
   private final Duration zmqConnectTimeout;
   private final Supplier<Readiness> readiness;
+  private final Set<String> allowedEngineHosts;
 
   Api(
       HttpPlumbing http,
@@ -58,13 +62,15 @@ final class Api {
       ServerMetrics metrics,
       EventIngest events,
       Duration zmqConnectTimeout,
-      Supplier<Readiness> readiness) {
+      Supplier<Readiness> readiness,
+      Set<String> allowedEngineHosts) {
     this.http = http;
     this.registry = registry;
     this.metrics = metrics;
     this.events = events;
     this.zmqConnectTimeout = zmqConnectTimeout;
     this.readiness = readiness;
+    this.allowedEngineHosts = allowedEngineHosts;
   }
 
   /**
@@ -93,6 +99,7 @@ final class Api {
 
   private int register(ServerRequest req, ServerResponse res) throws IOException {
     Requests.Register r = Requests.register(http.body(req));
+    checkHost(r.baseUrl());
     ModelIndex m = registry.register(r, zmqConnectTimeout);
     Registration now = m.registrations.get(r.worker());
     if (now == null) {
@@ -138,6 +145,23 @@ final class Api {
         connectWait);
   }
 
+  /**
+   * A 403 when an allow-list is set (--allowed-engine-hosts) and {@code baseUrl}'s host is not in
+   * it.
+   */
+  private void checkHost(String baseUrl) {
+    if (baseUrl == null || allowedEngineHosts.isEmpty()) return;
+    String host = URI.create(baseUrl).getHost();
+    if (host != null && allowedEngineHosts.contains(host.toLowerCase(Locale.ROOT))) return;
+    metrics.registrationRefused("host_not_allowed");
+    throw new ApiException(
+        403,
+        "base_url: host '"
+            + host
+            + "' is not among the hosts engines may be registered at (--allowed-engine-hosts);"
+            + " nothing was registered");
+  }
+
   private int unregister(ServerRequest req, ServerResponse res) throws IOException {
     Requests.Unregister u = Requests.unregister(http.body(req));
     return send(res, 200, JsonOut.removed(registry.unregister(u)));
@@ -151,6 +175,11 @@ final class Api {
   /** The body of a request, as the endpoints read it (for a ServerExtension). */
   byte[] body(ServerRequest req) throws IOException {
     return http.body(req);
+  }
+
+  /** See {@link HttpPlumbing#watchClient}. */
+  boolean watchClient(Runnable onGone) {
+    return http.watchClient(onGone);
   }
 
   /**

@@ -58,6 +58,11 @@ final class Host implements ServerHost {
   }
 
   @Override
+  public boolean watchClient(Runnable onGone) {
+    return api.watchClient(onGone);
+  }
+
+  @Override
   public PrometheusRegistry metricsRegistry() {
     return metrics.registry();
   }

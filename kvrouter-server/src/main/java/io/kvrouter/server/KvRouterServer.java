@@ -14,10 +14,14 @@ import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.time.Duration;
+import java.util.Collection;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -102,6 +106,7 @@ public final class KvRouterServer implements AutoCloseable {
     this.config = config;
     this.extension = extension;
     this.registry = new Registry(config::newRouter, config.approximate());
+    registry.maxRegistrations(config.maxRegistrations());
     registry.extension(extension);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
     registry.metrics(metrics);
@@ -131,7 +136,14 @@ public final class KvRouterServer implements AutoCloseable {
         new EventIngest(
             registry, metrics, ingest, config.acceptUnregistered(), config.natsApplyWait());
     this.api =
-        new Api(http, registry, metrics, events, config.zmqConnectTimeout(), this::readiness);
+        new Api(
+            http,
+            registry,
+            metrics,
+            events,
+            config.zmqConnectTimeout(),
+            this::readiness,
+            config.allowedEngineHosts());
     WebServerConfig.Builder server =
         WebServer.builder()
             .host(config.host())
@@ -453,6 +465,12 @@ public final class KvRouterServer implements AutoCloseable {
    *     that NATS server, so that each one's loads count the whole fleet's; {@code "off"}: not
    *     shared; null (the default): shared on the {@code events} server when there is one, off
    *     otherwise
+   * @param maxRegistrations the most ranks registered at once, over every model and routing group;
+   *     a {@code POST /register} past it gets 429 (counted in {@code
+   *     kvrouter_registrations_refused_total}); default {@value #DEFAULT_MAX_REGISTRATIONS}
+   * @param allowedEngineHosts when not empty, the only hosts (names or addresses, as written in the
+   *     URL, any case) a registered {@code base_url} may name; another is refused with 403; empty
+   *     (the default): any host
    * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
    *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
    *     200; default 1 s
@@ -476,7 +494,12 @@ public final class KvRouterServer implements AutoCloseable {
       long maxInflightBodyBytes,
       Supplier<WorkerSelector> selector,
       String sync,
-      Duration syncHeartbeat) {
+      Duration syncHeartbeat,
+      int maxRegistrations,
+      Set<String> allowedEngineHosts) {
+
+    /** The default of {@link #maxRegistrations()}: ranks registered at once. */
+    public static final int DEFAULT_MAX_REGISTRATIONS = 4096;
 
     /** The default port, as Dynamo's standalone indexer uses. */
     public static final int DEFAULT_PORT = 8090;
@@ -547,6 +570,43 @@ public final class KvRouterServer implements AutoCloseable {
       if (syncHeartbeat.isNegative() || syncHeartbeat.isZero()) {
         throw new IllegalArgumentException("syncHeartbeat must be > 0, got " + syncHeartbeat);
       }
+      if (maxRegistrations < 1) {
+        throw new IllegalArgumentException(
+            "maxRegistrations must be >= 1, got " + maxRegistrations);
+      }
+      Set<String> hosts = new TreeSet<>();
+      if (allowedEngineHosts != null) {
+        for (String h : allowedEngineHosts) {
+          if (h != null && !h.isBlank()) hosts.add(h.trim().toLowerCase(Locale.ROOT));
+        }
+      }
+      allowedEngineHosts = Collections.unmodifiableSet(hosts);
+    }
+
+    /** This configuration with {@code token} as its {@link #authToken()}. */
+    public Config withAuthToken(String token) {
+      return new Config(
+          host,
+          port,
+          maxBodyBytes,
+          token,
+          acceptUnregistered,
+          shutdownGrace,
+          routing,
+          ingestThreads,
+          zmqConnectTimeout,
+          readyGrace,
+          peer,
+          events,
+          replicaId,
+          readTimeout,
+          natsApplyWait,
+          maxInflightBodyBytes,
+          selector,
+          sync,
+          syncHeartbeat,
+          maxRegistrations,
+          allowedEngineHosts);
     }
 
     /** {@link RoutingSettings#approximate()} of {@link #routing()}. */
@@ -626,6 +686,10 @@ public final class KvRouterServer implements AutoCloseable {
               + ", external "
               + routing.tierWeights().external());
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
+      m.put("max-registrations", Integer.toString(maxRegistrations));
+      m.put(
+          "allowed-engine-hosts",
+          allowedEngineHosts.isEmpty() ? "(any)" : String.join(",", allowedEngineHosts));
       m.put(
           "max-inflight-body-size",
           effectiveMaxInflightBodyBytes() + (maxInflightBodyBytes == 0 ? " (heap / 4)" : ""));
@@ -651,6 +715,8 @@ public final class KvRouterServer implements AutoCloseable {
       private int port = DEFAULT_PORT;
       private long maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
       private String authToken;
+      private int maxRegistrations = DEFAULT_MAX_REGISTRATIONS;
+      private Set<String> allowedEngineHosts = Set.of();
       private boolean acceptUnregistered;
       private Duration shutdownGrace = Duration.ofSeconds(10);
       private double overlapWeight = 1.0;
@@ -661,6 +727,7 @@ public final class KvRouterServer implements AutoCloseable {
       private long seed;
       private long busyPrefillTokens = -1;
       private double busyBlockFraction;
+      private int busyRequests;
       private Duration requestExpiry = Duration.ofSeconds(300);
       private int ingestThreads = 1;
       private Duration zmqConnectTimeout = Duration.ofSeconds(5);
@@ -760,6 +827,7 @@ public final class KvRouterServer implements AutoCloseable {
         seed = r.seed();
         busyPrefillTokens = r.busyPrefillTokens();
         busyBlockFraction = r.busyBlockFraction();
+        busyRequests = r.busyRequests();
         requestExpiry = r.requestExpiry();
         approximate = r.approximate();
         maxBlocks = r.maxBlocks();
@@ -790,6 +858,12 @@ public final class KvRouterServer implements AutoCloseable {
 
       public Builder busyPrefillTokens(long busyPrefillTokens) {
         this.busyPrefillTokens = busyPrefillTokens;
+        return this;
+      }
+
+      /** A rank with this many requests in flight is busy (0: never). */
+      public Builder busyRequests(int busyRequests) {
+        this.busyRequests = busyRequests;
         return this;
       }
 
@@ -845,6 +919,18 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#maxRegistrations()}. */
+      public Builder maxRegistrations(int v) {
+        this.maxRegistrations = v;
+        return this;
+      }
+
+      /** See {@link Config#allowedEngineHosts()}. */
+      public Builder allowedEngineHosts(Collection<String> v) {
+        this.allowedEngineHosts = v == null ? Set.of() : Set.copyOf(v);
+        return this;
+      }
+
       /** See {@link Config#selector()}. */
       public Builder selector(Supplier<WorkerSelector> v) {
         this.selector = v;
@@ -870,7 +956,8 @@ public final class KvRouterServer implements AutoCloseable {
                 approximate,
                 maxBlocks,
                 maxTierBlocks,
-                tierWeights),
+                tierWeights,
+                busyRequests),
             ingestThreads,
             zmqConnectTimeout,
             readyGrace,
@@ -882,7 +969,9 @@ public final class KvRouterServer implements AutoCloseable {
             maxInflightBodyBytes,
             selector,
             sync,
-            syncHeartbeat);
+            syncHeartbeat,
+            maxRegistrations,
+            allowedEngineHosts);
       }
     }
   }

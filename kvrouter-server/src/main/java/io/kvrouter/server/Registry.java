@@ -71,6 +71,7 @@ final class Registry implements AutoCloseable {
   private final ReentrantLock membership = new ReentrantLock();
   private final IntFunction<KvRouter> routers;
   private final boolean approximate;
+  private int maxRegistrations = Integer.MAX_VALUE;
   private ServerMetrics metrics;
   private @Nullable ServerExtension extension; // told of every registration; null: none
   private NatsEvents nats;
@@ -115,6 +116,30 @@ final class Registry implements AutoCloseable {
     if (r.kvSource() != null) return r;
     boolean predicted = r.endpoint() == null && r.baseUrl() != null && !natsMode();
     return r.withKvSource(predicted ? KvSource.PREDICTED : KvSource.EVENTS);
+  }
+
+  /** The most ranks register() keeps at once (serve --max-registrations); set before serving. */
+  void maxRegistrations(int max) {
+    this.maxRegistrations = max;
+  }
+
+  /**
+   * A 429 when {@code worker} would be a new rank past {@link #maxRegistrations}; under membership.
+   * Not applied to the NATS log's registrations (every replica must apply the same ones).
+   */
+  private void checkRoom(ModelKey key, Worker worker) {
+    long n = 0;
+    for (ModelIndex m : indexes.values()) n += m.registrations.size();
+    if (n < maxRegistrations) return;
+    ModelIndex m = indexes.get(key);
+    if (m != null && m.registrations.containsKey(worker)) return; // the 409 says why
+    if (metrics != null) metrics.registrationRefused("limit");
+    throw new ApiException(
+        429,
+        n
+            + " ranks are registered, the most this server keeps (--max-registrations "
+            + maxRegistrations
+            + "); unregister some first (POST /unregister); nothing was registered");
   }
 
   /** The extension told of every registration (ServerExtension.registered), or null. */
@@ -232,6 +257,7 @@ final class Registry implements AutoCloseable {
         ModelIndex m = identical(r);
         if (m != null) return m;
         check(r.key(), r.blockSize(), r.worker());
+        checkRoom(r.key(), r.worker());
       } finally {
         membership.unlock();
       }
@@ -266,7 +292,7 @@ final class Registry implements AutoCloseable {
             r.clearScope(),
             r.kvSource());
     try {
-      return add(r.key(), r.blockSize(), reg);
+      return add(r.key(), r.blockSize(), reg, true);
     } catch (RuntimeException e) {
       if (listener != null) listener.cancel();
       throw e;
@@ -312,7 +338,8 @@ final class Registry implements AutoCloseable {
               r.baseUrl(),
               r.role(),
               r.clearScope(),
-              r.kvSource()));
+              r.kvSource()),
+          false);
     } finally {
       membership.unlock();
     }
@@ -340,11 +367,15 @@ final class Registry implements AutoCloseable {
     }
   }
 
-  /** Adds a rank whose listener (if any) is started; creates the index on its first rank. */
-  private ModelIndex add(ModelKey key, int blockSize, Registration r) {
+  /**
+   * Adds a rank whose listener (if any) is started; creates the index on its first rank. {@code
+   * bounded}: refused past {@link #maxRegistrations} (not for the NATS log's registrations).
+   */
+  private ModelIndex add(ModelKey key, int blockSize, Registration r, boolean bounded) {
     membership.lock();
     try {
       ModelIndex m = check(key, blockSize, r.worker());
+      if (bounded) checkRoom(key, r.worker());
       if (m == null) {
         m = new ModelIndex(key, blockSize, routers.apply(blockSize), metrics.findMatches(key));
         if (nats != null) {
@@ -408,6 +439,7 @@ final class Registry implements AutoCloseable {
     membership.lock();
     try {
       check(key, blockSize, worker);
+      checkRoom(key, worker);
     } finally {
       membership.unlock();
     }

@@ -34,6 +34,9 @@ final class Requests {
   /** The longest {@code request_id} of {@code /route}. */
   static final int MAX_REQUEST_ID = 512;
 
+  /** The longest {@code base_url}, {@code endpoint}, {@code replay_endpoint} or {@code topic}. */
+  static final int MAX_ADDRESS = 2048;
+
   /** The longest model name or routing group. */
   static final int MAX_NAME = 256;
 
@@ -175,6 +178,20 @@ final class Requests {
         });
   }
 
+  /**
+   * {@code value} of the current field (an address or topic), or a 400 naming the field when it is
+   * longer than {@link #MAX_ADDRESS}: a registration is kept as long as its rank, so its strings
+   * are bounded (the value is not echoed).
+   */
+  private static String address(JsonBody b, String value) {
+    if (value != null && value.length() > MAX_ADDRESS) {
+      throw b.error(
+          b.name(),
+          "is " + value.length() + " characters long; at most " + MAX_ADDRESS + " are accepted");
+    }
+    return value;
+  }
+
   /** The fields of a {@code POST /register} body as they are read, before they are checked. */
   private static final class RegisterFields {
     Long instance;
@@ -196,10 +213,10 @@ final class Requests {
     void read(JsonBody b) throws IOException {
       switch (b.name()) {
         case "instance_id" -> instance = b.u64();
-        case "endpoint" -> endpoint = b.optString();
-        case "replay_endpoint" -> replay = b.optString();
-        case "topic" -> topic = b.optStringOrEmpty();
-        case "base_url" -> baseUrl = b.optString();
+        case "endpoint" -> endpoint = address(b, b.optString());
+        case "replay_endpoint" -> replay = address(b, b.optString());
+        case "topic" -> topic = address(b, b.optStringOrEmpty());
+        case "base_url" -> baseUrl = address(b, b.optString());
         case "role" -> {
           String v = b.optString();
           if (v != null) {

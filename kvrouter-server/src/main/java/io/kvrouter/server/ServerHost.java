@@ -46,6 +46,20 @@ public interface ServerHost {
    */
   byte[] body(ServerRequest req);
 
+  /**
+   * Watches the connection of the request this thread handles (call it after reading its body) for
+   * the client leaving before its answer: {@code onGone} runs, on another thread, when the client
+   * closes the connection. The watch reads the connection until it ends, so the caller must close
+   * it after answering ({@code Connection: close}); {@code onGone} may then run once more, late,
+   * and must ignore that. For requests that wait long before their answer starts (the gateway's
+   * admission queue).
+   *
+   * @return false when the connection cannot be watched
+   */
+  default boolean watchClient(Runnable onGone) {
+    return false;
+  }
+
   /** The registry {@code GET /metrics} writes: register the extension's metrics here. */
   PrometheusRegistry metricsRegistry();
 

@@ -121,6 +121,24 @@ final class ServerMetrics implements HttpPlumbing.Metrics {
           .labelNames("op", "outcome")
           .register(registry);
 
+  private final Counter clientResets =
+      Counter.builder()
+          .name("kvrouter_http_client_resets_total")
+          .help(
+              "Answers the client did not take whole: its connection reset or closed while the"
+                  + " answer was written, by endpoint (not counted in kvrouter_http_requests_total)")
+          .labelNames("endpoint")
+          .register(registry);
+
+  private final Counter registrationsRefused =
+      Counter.builder()
+          .name("kvrouter_registrations_refused_total")
+          .help(
+              "POST /register refused by a bound, by reason (limit: --max-registrations ranks are"
+                  + " registered; host_not_allowed: base_url not in --allowed-engine-hosts)")
+          .labelNames("reason")
+          .register(registry);
+
   private final Map<String, CounterDataPoint[]> httpCounts = new ConcurrentHashMap<>();
   private final Map<String, DistributionDataPoint[]> httpTimes = new ConcurrentHashMap<>();
   private final CounterDataPoint httpEventsReceived;
@@ -208,6 +226,15 @@ final class ServerMetrics implements HttpPlumbing.Metrics {
     DistributionDataPoint time = times[c];
     if (time == null) times[c] = time = httpSeconds.labelValues(endpoint, STATUS_CLASSES[c]);
     time.observe(nanos / 1e9);
+  }
+
+  @Override
+  public void clientReset(String endpoint) {
+    clientResets.labelValues(endpoint).inc();
+  }
+
+  void registrationRefused(String reason) {
+    registrationsRefused.labelValues(reason).inc();
   }
 
   void routed(ModelKey key, long instanceId, int dpRank) {

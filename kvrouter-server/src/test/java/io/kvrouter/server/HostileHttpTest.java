@@ -166,10 +166,24 @@ class HostileHttpTest {
 
   @Test
   void http10GetsOne505NamingHttp11AndTheConnectionIsClosed() throws Exception {
-    Exchange e = Exchange.send(http.server.port(), "GET /health HTTP/1.0\r\n\r\n");
+    Exchange e = Exchange.send(http.server.port(), "GET /workers HTTP/1.0\r\n\r\n");
     assertThat(e.statuses).as(e.toString()).containsExactly(505);
     assertThat(e.bodies.getFirst()).contains("HTTP/1.1");
     assertThat(e.closed).isTrue();
+  }
+
+  @Test
+  void http10HealthChecksAreAnsweredAsHttp11DoesAndTheConnectionIsClosed() throws Exception {
+    String http11 = http.get("/health").body();
+    for (String req :
+        List.of(
+            "GET /health HTTP/1.0\r\n\r\n",
+            "GET /health?probe=lb HTTP/1.0\r\nHost: x\r\nUser-Agent: check\r\n\r\n")) {
+      Exchange e = Exchange.send(http.server.port(), req);
+      assertThat(e.statuses).as(printable(req) + " -> " + e).containsExactly(200);
+      assertThat(e.bodies.getFirst()).isEqualTo(http11).isEqualTo("{\"status\":\"ok\"}\n");
+      assertThat(e.closed).isTrue();
+    }
   }
 
   @Test

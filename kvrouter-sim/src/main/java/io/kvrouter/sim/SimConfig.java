@@ -139,6 +139,29 @@ public record SimConfig(
     return approxKvBlocks < 0 ? gpuBlocks : approxKvBlocks;
   }
 
+  /** This config with another {@link #speedup()}. */
+  public SimConfig withSpeedup(double v) {
+    return new SimConfig(
+        workers,
+        dpSize,
+        gpuBlocks,
+        blockSize,
+        v,
+        timing,
+        eventDelayMs,
+        jsonEvents,
+        routing,
+        seed,
+        verifyPrompts,
+        loadSamples,
+        removedEvents,
+        approxCorrection,
+        approxKvBlocks,
+        hostBlocks,
+        hostMsPerBlock,
+        kvGroups);
+  }
+
   /** Worker ranks in the fleet. */
   public int ranks() {
     return workers * dpSize;

@@ -1,5 +1,6 @@
 package io.kvrouter.tokenize;
 
+import com.fasterxml.jackson.core.exc.StreamConstraintsException;
 import io.kvrouter.tokenize.jinja.Py;
 import java.io.IOException;
 import java.util.ArrayList;
@@ -12,10 +13,12 @@ import java.util.Set;
  * Turns OpenAI-shape messages into what vLLM hands a chat template (vLLM's {@code
  * parse_chat_messages}): {@code role}; {@code content} as one string (text parts joined with "\n",
  * null as "") or, for templates that loop over content, as a list of {@code {"type": "text",
- * "text": ...}} parts; {@code tool_calls} (assistant; arguments given as a JSON string parsed to an
- * object, empty arguments as {}, an empty list dropped); {@code reasoning} and {@code
- * reasoning_content} (assistant); {@code tool_call_id} (tool); {@code name} when a string; {@code
- * tools} (developer). Anything else in a message is dropped, as vLLM drops it.
+ * "text": ...}} parts (a tool message's content stays one string: vLLM joins a tool result's text
+ * parts even then); {@code tool_calls} (assistant; {@code function.arguments} given as a string is
+ * parsed as JSON, and a string that is not JSON, null or any value but an object or a list becomes
+ * {}, as vLLM's _postprocess_messages does; an empty list dropped); {@code reasoning} and {@code
+ * reasoning_content} (assistant); {@code tool_call_id} (tool); {@code name} and {@code task} when
+ * strings; {@code tools} (developer). Anything else in a message is dropped, as vLLM drops it.
  */
 final class ChatMessages {
   private ChatMessages() {}
@@ -55,7 +58,7 @@ final class ChatMessages {
       throw new TokenizerException(
           at + ".content: expected a string, a list of parts or null, got " + Py.typeName(content));
     }
-    if (contentParts) {
+    if (contentParts && !r.equals("tool")) {
       List<Object> parts = new ArrayList<>();
       for (String t : texts) {
         Map<String, Object> p = new LinkedHashMap<>();
@@ -90,6 +93,9 @@ final class ChatMessages {
     }
     if (m.get("name") instanceof String n) {
       msg.put("name", n);
+    }
+    if (m.get("task") instanceof String task) {
+      msg.put("task", task);
     }
     if (r.equals("developer")) {
       msg.put("tools", m.get("tools"));
@@ -134,16 +140,20 @@ final class ChatMessages {
       }
       Map<String, Object> f = copy(fn);
       Object args = fn.get("arguments");
-      if (args instanceof String s && !s.isEmpty()) {
+      if (args instanceof String s) {
+        Object parsed;
         try {
-          f.put("arguments", Json.parse(s));
+          parsed = s.isBlank() ? null : Json.parseClient(s);
         } catch (IOException e) {
-          throw new TokenizerException(
-              cat + ".function.arguments: not valid JSON: " + e.getMessage(), e);
+          if (e.getCause() instanceof StreamConstraintsException) {
+            // nested past what a client may send: refused, never walked (issue 31, #6)
+            throw new TokenizerException(cat + ".function.arguments: " + e.getMessage(), e);
+          }
+          parsed = null; // vLLM: a string that is not JSON becomes {}
         }
-      } else if (args == null || (args instanceof String s && s.isEmpty())) {
-        f.put("arguments", new LinkedHashMap<String, Object>());
-      } else if (!Py.truthy(args)) {
+        if (parsed == null && s.strip().equals("null")) f.put("arguments", null); // json.loads
+        else f.put("arguments", parsed == null ? new LinkedHashMap<String, Object>() : parsed);
+      } else if (!(args instanceof Map<?, ?>) && !(args instanceof List<?>)) {
         f.put("arguments", new LinkedHashMap<String, Object>());
       }
       call.put("function", f);

@@ -12,7 +12,9 @@ import java.util.Map;
  * with vLLM's defaults: {@code add_generation_prompt=true}, {@code add_special_tokens=false},
  * {@code continue_final_message=false}. {@code templateKwargs} are extra template variables (vLLM's
  * {@code chat_template_kwargs}, e.g. {@code enable_thinking}). Values are plain JSON-like Java
- * objects (maps, lists, strings, numbers, booleans, null).
+ * objects (maps, lists, strings, numbers, booleans, null). {@code chatTemplate} is the request's
+ * own template (vLLM's request field {@code chat_template}), null when it has none; a server
+ * accepts it only when trusted ({@link #carriesTemplate}).
  */
 public record ChatRequest(
     List<?> messages,
@@ -20,7 +22,26 @@ public record ChatRequest(
     boolean addGenerationPrompt,
     boolean continueFinalMessage,
     boolean addSpecialTokens,
-    Map<String, Object> templateKwargs) {
+    Map<String, Object> templateKwargs,
+    String chatTemplate) {
+
+  /** A request without a template of its own. */
+  public ChatRequest(
+      List<?> messages,
+      List<?> tools,
+      boolean addGenerationPrompt,
+      boolean continueFinalMessage,
+      boolean addSpecialTokens,
+      Map<String, Object> templateKwargs) {
+    this(
+        messages,
+        tools,
+        addGenerationPrompt,
+        continueFinalMessage,
+        addSpecialTokens,
+        templateKwargs,
+        null);
+  }
 
   public ChatRequest {
     if (messages == null) {
@@ -46,37 +67,76 @@ public record ChatRequest(
         addGenerationPrompt,
         continueFinalMessage,
         addSpecialTokens,
-        templateKwargs);
+        templateKwargs,
+        chatTemplate);
   }
 
   /** The same request with {@code add_generation_prompt} set. */
   public ChatRequest withAddGenerationPrompt(boolean v) {
     return new ChatRequest(
-        messages, tools, v, continueFinalMessage && !v, addSpecialTokens, templateKwargs);
+        messages,
+        tools,
+        v,
+        continueFinalMessage && !v,
+        addSpecialTokens,
+        templateKwargs,
+        chatTemplate);
   }
 
   /** The same request with {@code add_special_tokens} set. */
   public ChatRequest withAddSpecialTokens(boolean v) {
     return new ChatRequest(
-        messages, tools, addGenerationPrompt, continueFinalMessage, v, templateKwargs);
+        messages,
+        tools,
+        addGenerationPrompt,
+        continueFinalMessage,
+        v,
+        templateKwargs,
+        chatTemplate);
   }
 
   /** The same request with extra template variables. */
   public ChatRequest withTemplateKwargs(Map<String, Object> kwargs) {
     return new ChatRequest(
-        messages, tools, addGenerationPrompt, continueFinalMessage, addSpecialTokens, kwargs);
+        messages,
+        tools,
+        addGenerationPrompt,
+        continueFinalMessage,
+        addSpecialTokens,
+        kwargs,
+        chatTemplate);
+  }
+
+  /** The same request with its own template (null: none). */
+  public ChatRequest withChatTemplate(String template) {
+    return new ChatRequest(
+        messages,
+        tools,
+        addGenerationPrompt,
+        continueFinalMessage,
+        addSpecialTokens,
+        templateKwargs,
+        template);
+  }
+
+  /**
+   * Whether the request brings a template of its own: {@code chat_template}, or a non-null {@code
+   * chat_template_kwargs.chat_template} (vLLM refuses both unless trusted).
+   */
+  public boolean carriesTemplate() {
+    return chatTemplate != null || templateKwargs.get("chat_template") != null;
   }
 
   /**
    * Reads the JSON body of a chat request (vLLM's {@code /tokenize} chat form or a {@code
    * /v1/chat/completions} body): {@code messages}, {@code tools}, {@code add_generation_prompt},
-   * {@code continue_final_message}, {@code add_special_tokens}, {@code chat_template_kwargs}; other
-   * fields are ignored.
+   * {@code continue_final_message}, {@code add_special_tokens}, {@code chat_template_kwargs},
+   * {@code chat_template}; other fields are ignored.
    */
   public static ChatRequest fromJson(String body) {
     Object v;
     try {
-      v = Json.parse(body);
+      v = Json.parseClient(body);
     } catch (IOException e) {
       throw new TokenizerException("request body is not valid JSON: " + e.getMessage(), e);
     }
@@ -99,13 +159,18 @@ public record ChatRequest(
     if (kw instanceof Map<?, ?> km) {
       km.forEach((k, x) -> kwargs.put((String) k, x));
     }
+    Object template = m.get("chat_template");
+    if (template != null && !(template instanceof String)) {
+      throw new TokenizerException("chat_template: expected a string");
+    }
     return new ChatRequest(
         l,
         (List<?>) tools,
         bool(m, "add_generation_prompt", true),
         bool(m, "continue_final_message", false),
         bool(m, "add_special_tokens", false),
-        kwargs);
+        kwargs,
+        (String) template);
   }
 
   private static boolean bool(Map<?, ?> m, String key, boolean dflt) {

@@ -2,6 +2,7 @@ package io.kvrouter.tokenize;
 
 import java.net.URI;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
@@ -23,7 +24,8 @@ import java.util.regex.Pattern;
  *      is one slot's context (the longest prompt it takes: maxModelLen), total_slots the slots;
  *      the KV capacity is n_ctx x total_slots tokens, and the cache reuses prefixes token by token
  *      (granule 1).
- *   2. GET /v1/models: data[0].id is the served model; owned_by "vllm", "sglang" or "llamacpp"
+ *   2. GET /v1/models: data[0].id is the served model (every data[].id: servedModels, the names
+ *      it answers to: vLLM lists each --served-model-name and each LoRA adapter); owned_by "vllm", "sglang" or "llamacpp"
  *      names the dialect; data[0].max_model_len (vLLM, SGLang) or data[0].meta.n_ctx (llama.cpp,
  *      when /props is off) the context length.
  *   3. vLLM: GET /metrics, vllm:cache_config_info's labels num_gpu_blocks and block_size give the
@@ -45,13 +47,46 @@ import java.util.regex.Pattern;
  * @param kvCapacityTokens the tokens its KV cache holds in all; -1 when it does not say
  * @param cacheGranule the tokens its prefix cache reuses in whole units of (vLLM's block size,
  *     SGLang's page size, 1 for llama.cpp); 0 when it does not say
+ * @param servedModels every model name {@code /v1/models} lists (empty when it lists none)
  */
 public record EngineApi(
     EngineDialect dialect,
     String servedModel,
     long maxModelLen,
     long kvCapacityTokens,
-    int cacheGranule) {
+    int cacheGranule,
+    List<String> servedModels) {
+
+  public EngineApi {
+    servedModels = servedModels == null ? List.of() : List.copyOf(servedModels);
+  }
+
+  /** An engine whose served names are only {@code servedModel} (or none). */
+  public EngineApi(
+      EngineDialect dialect,
+      String servedModel,
+      long maxModelLen,
+      long kvCapacityTokens,
+      int cacheGranule) {
+    this(
+        dialect,
+        servedModel,
+        maxModelLen,
+        kvCapacityTokens,
+        cacheGranule,
+        servedModel == null ? List.of() : List.of(servedModel));
+  }
+
+  /**
+   * Whether a request naming {@code model} is refused by this engine for the name: it speaks vLLM's
+   * or SGLang's API (both answer 404 for a model they do not serve; llama.cpp serves any name) and
+   * lists its names, none of them {@code model}.
+   */
+  public boolean refusesModelName(String model) {
+    return (dialect == EngineDialect.VLLM || dialect == EngineDialect.SGLANG)
+        && !servedModels.isEmpty()
+        && !servedModels.contains(model);
+  }
 
   private static final Pattern CACHE_CONFIG =
       Pattern.compile("(?m)^vllm:cache_config_info\\{([^}]*)}");
@@ -69,6 +104,7 @@ public record EngineApi(
   static EngineApi probe(EngineHttp http) {
     EngineDialect dialect = null;
     String served = null;
+    List<String> names = new ArrayList<>();
     long maxLen = -1;
     long capacity = -1;
     int granule = 0;
@@ -94,6 +130,9 @@ public record EngineApi(
         && !data.isEmpty()
         && data.get(0) instanceof Map<?, ?> first) {
       if (first.get("id") instanceof String id) served = id;
+      for (Object o : data) {
+        if (o instanceof Map<?, ?> card && card.get("id") instanceof String id) names.add(id);
+      }
       EngineDialect named =
           switch (first.get("owned_by") instanceof String o ? o : "") {
             case "vllm" -> EngineDialect.VLLM;
@@ -137,7 +176,7 @@ public record EngineApi(
         dialect = EngineDialect.VLLM;
       }
     }
-    return new EngineApi(dialect, served, maxLen, capacity, granule);
+    return new EngineApi(dialect, served, maxLen, capacity, granule, names);
   }
 
   /** The KV capacity in blocks of {@code blockSize} tokens (rounded down); 0 when not known. */

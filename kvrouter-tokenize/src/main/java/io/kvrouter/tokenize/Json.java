@@ -37,7 +37,25 @@ final class Json {
                   .build())
           .build();
 
+  /**
+   * The deepest a client's JSON value parsed here may nest (a tool call's {@code arguments}): as
+   * deep as the gateway's request bodies, so that rendering it (a template's tojson, which
+   * recurses) cannot overflow the stack.
+   */
+  static final int MAX_CLIENT_DEPTH = 200;
+
+  private static final JsonFactory CLIENT_FACTORY =
+      JsonFactory.builder()
+          .streamReadConstraints(
+              StreamReadConstraints.builder().maxNestingDepth(MAX_CLIENT_DEPTH).build())
+          .build();
+
   private Json() {}
+
+  /** Parses a whole JSON document a client sent (nesting at most {@link #MAX_CLIENT_DEPTH}). */
+  static Object parseClient(String text) throws IOException {
+    return parse(CLIENT_FACTORY, text, Set.of());
+  }
 
   /** Parses a whole JSON document. */
   static Object parse(String text) throws IOException {
@@ -49,7 +67,12 @@ final class Json {
    * the top (in tokenizer.json: the model's vocab and merges), which read as null.
    */
   static Object parse(String text, Set<String> skipSecondLevel) throws IOException {
-    try (JsonParser p = FACTORY.createParser(text)) {
+    return parse(FACTORY, text, skipSecondLevel);
+  }
+
+  private static Object parse(JsonFactory factory, String text, Set<String> skipSecondLevel)
+      throws IOException {
+    try (JsonParser p = factory.createParser(text)) {
       JsonToken t = p.nextToken();
       if (t == null) {
         throw new IOException("empty document");

@@ -2,6 +2,8 @@ package io.kvrouter.tokenize;
 
 import ai.djl.huggingface.tokenizers.jni.LibUtils;
 import ai.djl.huggingface.tokenizers.jni.TokenizersLibrary;
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -48,6 +50,14 @@ import java.util.concurrent.atomic.LongAdder;
  * uncached path. Everything is immutable after load except the cache, which is thread-safe; the
  * Rust tokenizer's encode takes &self. close() frees the native tokenizer once; using it after
  * close is an IllegalStateException.
+ *
+ * Chat settings (ChatTemplateConfig, fixed at load): the template is the request's own
+ * (chat_template, admitted by the caller only when trusted), else the configured one
+ * (--chat-template), else chat_template_kwargs.chat_template, else the model's, the order in
+ * which vLLM's kwargs merge lets each override the next. Request templates are compiled once per
+ * distinct text into requestTemplates (a Caffeine cache of 32 entries, what vLLM's own lru_cache of
+ * template analyses holds), so a client that sends the same template with every request parses it
+ * once.
  * </pre>
  */
 public final class Tokenizer implements AutoCloseable {
@@ -89,6 +99,9 @@ public final class Tokenizer implements AutoCloseable {
   private final SpecialTokens special;
   private final Map<String, Object> specialTokenVariables;
   private final ChatTemplate chatTemplate;
+  private final ChatTemplateConfig chatConfig;
+  private final Cache<String, ChatTemplate> requestTemplates =
+      Caffeine.newBuilder().maximumSize(32).build();
   private final long modelMaxLength;
   private volatile boolean closed;
 
@@ -109,6 +122,14 @@ public final class Tokenizer implements AutoCloseable {
 
   /** Loads the model directory; {@code cacheBytes} bounds the segment cache (0 turns it off). */
   public static Tokenizer load(Path modelDir, long cacheBytes) {
+    return load(modelDir, cacheBytes, ChatTemplateConfig.defaults());
+  }
+
+  /**
+   * Loads the model directory, rendering chats as an engine started with {@code chat} renders them
+   * (vLLM's --chat-template, --chat-template-content-format, --default-chat-template-kwargs).
+   */
+  public static Tokenizer load(Path modelDir, long cacheBytes, ChatTemplateConfig chat) {
     String name =
         modelDir.getFileName() == null ? modelDir.toString() : modelDir.getFileName().toString();
     if (!Files.isDirectory(modelDir)) {
@@ -164,7 +185,15 @@ public final class Tokenizer implements AutoCloseable {
     try {
       LIB.disableTruncation(handle);
       LIB.disablePadding(handle);
-      return new Tokenizer(name, modelDir, handle, tjm, config, template, cacheBytes);
+      return new Tokenizer(
+          name,
+          modelDir,
+          handle,
+          tjm,
+          config,
+          template,
+          cacheBytes,
+          chat == null ? ChatTemplateConfig.defaults() : chat);
     } catch (RuntimeException e) {
       LIB.deleteTokenizer(handle);
       throw e;
@@ -210,7 +239,8 @@ public final class Tokenizer implements AutoCloseable {
       Map<?, ?> tokenizerJson,
       Map<?, ?> config,
       String template,
-      long cacheBytes) {
+      long cacheBytes,
+      ChatTemplateConfig chat) {
     this.name = name;
     this.directory = directory;
     this.handle = handle;
@@ -245,7 +275,12 @@ public final class Tokenizer implements AutoCloseable {
             tokenString(config.get("pad_token")),
             tokenString(config.get("unk_token")));
     this.specialTokenVariables = specialTokenVariables(config);
-    this.chatTemplate = template == null ? null : ChatTemplate.compile(name, template);
+    this.chatConfig = chat;
+    // the configured template replaces the model's, which is then not even parsed (as in vLLM)
+    this.chatTemplate =
+        chat.template() != null
+            ? ChatTemplate.compile(name + " (" + chat.origin() + ")", chat.template())
+            : template == null ? null : ChatTemplate.compile(name, template);
     this.modelMaxLength = config.get("model_max_length") instanceof Number n ? n.longValue() : -1;
   }
 
@@ -384,9 +419,14 @@ public final class Tokenizer implements AutoCloseable {
     return modelMaxLength;
   }
 
-  /** The chat template, if the model has one. */
+  /** The chat template requests are rendered with (the configured one, else the model's). */
   public Optional<ChatTemplate> chatTemplate() {
     return Optional.ofNullable(chatTemplate);
+  }
+
+  /** The chat settings it was loaded with. */
+  public ChatTemplateConfig chatConfig() {
+    return chatConfig;
   }
 
   /** Whether encode uses the segment cache (see the class notes for when it cannot). */
@@ -494,14 +534,37 @@ public final class Tokenizer implements AutoCloseable {
 
   /** The variables transformers passes a chat template for this request. */
   Map<String, Object> templateContext(ChatRequest req) {
-    ChatTemplate t = requireTemplate();
+    return templateContext(req, template(req));
+  }
+
+  private Map<String, Object> templateContext(ChatRequest req, ChatTemplate t) {
     Map<String, Object> ctx = new LinkedHashMap<>(specialTokenVariables);
-    ctx.putAll(req.templateKwargs());
-    ctx.put("messages", ChatMessages.normalize(req.messages(), t.wantsContentParts()));
+    ctx.putAll(chatConfig.mergeKwargs(req.templateKwargs()));
+    ctx.remove("chat_template"); // a parameter of apply_chat_template, not a variable
+    boolean parts =
+        switch (chatConfig.contentFormat()) {
+          case AUTO -> t.wantsContentParts();
+          case STRING -> false;
+          case OPENAI -> true;
+        };
+    ctx.put("messages", ChatMessages.normalize(req.messages(), parts));
     ctx.put("tools", req.tools());
     ctx.put("documents", null);
     ctx.put("add_generation_prompt", req.addGenerationPrompt());
     return ctx;
+  }
+
+  /** The template this request renders with (see the class notes). */
+  private ChatTemplate template(ChatRequest req) {
+    String own = req.chatTemplate();
+    if (own == null && chatConfig.template() == null) {
+      Object kw = chatConfig.mergeKwargs(req.templateKwargs()).get("chat_template");
+      if (kw instanceof String s) own = s;
+    }
+    if (own != null) {
+      return requestTemplates.get(own, src -> ChatTemplate.compile(name + " (request)", src));
+    }
+    return requireTemplate();
   }
 
   private ChatTemplate requireTemplate() {
@@ -516,7 +579,8 @@ public final class Tokenizer implements AutoCloseable {
 
   /** The chat rendered by the model's template, as text. */
   public String renderChat(ChatRequest req) {
-    String text = requireTemplate().render(templateContext(req));
+    ChatTemplate t = template(req);
+    String text = t.render(templateContext(req, t));
     if (req.continueFinalMessage()) {
       text = continueFinal(text, req);
     }

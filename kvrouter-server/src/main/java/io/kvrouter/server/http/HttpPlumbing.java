@@ -1,20 +1,26 @@
 package io.kvrouter.server.http;
 
 import com.google.errorprone.annotations.concurrent.GuardedBy;
+import io.helidon.common.buffers.DataReader;
+import io.helidon.common.socket.SocketWriterException;
 import io.helidon.http.DirectHandler;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Method;
 import io.helidon.http.RequestException;
 import io.helidon.http.Status;
 import io.helidon.webserver.CloseConnectionException;
+import io.helidon.webserver.ServerConnectionException;
 import io.helidon.webserver.WebServerConfig;
 import io.helidon.webserver.http.DirectHandlers;
 import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.HttpRouting;
+import io.helidon.webserver.http.RoutingResponse;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.helidon.webserver.http1.Http1Config;
 import java.io.IOException;
+import java.net.SocketException;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -68,12 +74,21 @@ import java.util.logging.Logger;
  * would not recognize (HttpFraming.State.closeAfter). Helidon 4.3 itself writes "Connection:
  * close" on such answers but keeps reading the socket. Before closing on the client's request an
  * unread body is drained (bounded by the limit and the read deadline), so that the client reads
- * the answer rather than a reset.
+ * the answer rather than a reset. A streamed answer (an endpoint that wrote to res.outputStream(),
+ * as /metrics and /dump) leaves res.isSent() false after its stream is closed (Helidon writes
+ * its last bytes when it commits the response, after the handler), so an endpoint that returned
+ * normally counts as answered too, and its answer is committed before the connection is closed.
+ *
+ * Client resets: an endpoint that fails because the client's connection broke while its answer
+ * was written (clientGone: the server's socket writer failed, a SocketException, a broken pipe)
+ * is counted by Metrics.clientReset, not as an answered request (never a 5xx), logged in one
+ * line at most once per LOG_INTERVAL (ResetLog, no stack trace), and its connection closed.
  *
  * Requests Helidon refuses before routing come to directHandler(), which uses the per-thread
  * HttpFraming.State to tell them apart: a refusal HttpFraming made (its own message), a request
  * line Helidon could not parse (reported by Helidon as an internal error; lineSeen is false then:
- * a 400), a deadline that fired (408), HTTP/1.0 (505). Each is counted under endpoint "unrouted"
+ * a 400), a deadline that fired (408), HTTP/1.0 (505, except GET /health, answered 200 as the
+ * endpoint would, for health checkers that still send HTTP/1.0). Each is counted under endpoint "unrouted"
  * and logged through a RefusalLog: one line per LOG_INTERVAL at most, no stack trace.
  * OutOfMemoryError in an endpoint goes to onOutOfMemory (the server passes OutOfMemoryExit, which
  * ends the process when installed), then is rethrown.
@@ -117,6 +132,9 @@ public final class HttpPlumbing {
   public interface Metrics {
     /** Counts one answered request of {@code endpoint} (a path pattern, or "unrouted"). */
     void http(String endpoint, int status, long nanos);
+
+    /** Counts one answer of {@code endpoint} that the client reset or closed while it was sent. */
+    default void clientReset(String endpoint) {}
   }
 
   private final Metrics metrics;
@@ -128,6 +146,7 @@ public final class HttpPlumbing {
   private final BodyBudget budget;
   private final BodyReader bodies;
   private final RefusalLog refusals = new RefusalLog(LOG_INTERVAL_NANOS);
+  private final ResetLog resets = new ResetLog(LOG_INTERVAL_NANOS);
   private final ThreadLocal<BodyBudget.Lease> lease = new ThreadLocal<>();
   private final Supplier<String> notServing;
   private final BooleanSupplier serving;
@@ -200,6 +219,33 @@ public final class HttpPlumbing {
   /** Stops the read deadline's sweeper thread; call it last, after the web server stopped. */
   public void close() {
     deadline.close();
+  }
+
+  /**
+   * Watches the connection of the request this thread is handling, whose body has been read, for
+   * the client leaving: a virtual thread reads the connection, and {@code onGone} runs (on it) when
+   * the read fails or meets the end of the stream. Data the client sends meanwhile (a pipelined
+   * request) ends the watch quietly. The read goes on after the caller has answered, so the caller
+   * must close the connection after its answer ({@code Connection: close}); closing it ends the
+   * read, which then runs {@code onGone} once more: the caller ignores calls that come late.
+   *
+   * @return false when the connection cannot be watched (no connection state on this thread)
+   */
+  public boolean watchClient(Runnable onGone) {
+    HttpFraming.State st = framing.current();
+    if (st == null || st.ctx == null) return false;
+    DataReader reader = st.ctx.dataReader();
+    Thread.ofVirtual()
+        .name("kvrouter-client-watch")
+        .start(
+            () -> {
+              try {
+                reader.pullData();
+              } catch (RuntimeException gone) {
+                onGone.run();
+              }
+            });
+    return true;
   }
 
   /** Connections the read deadline cut off (for tests). */
@@ -299,6 +345,7 @@ public final class HttpPlumbing {
       int status;
       boolean asked = wantsClose(req);
       boolean close = asked;
+      boolean streamed = false;
       if (asked) res.header(HeaderNames.CONNECTION, "close");
       BodyBudget.Lease held = budget.lease();
       lease.set(held);
@@ -309,9 +356,10 @@ public final class HttpPlumbing {
           throw new ApiException(
               401,
               "this endpoint needs the header 'Authorization: Bearer <token>' with the server's"
-                  + " token (--auth-token)");
+                  + " token (--auth-token; on a gateway without one, its --api-key)");
         }
         status = e.handle(req, res);
+        streamed = true; // the endpoint sent its answer (isSent() stays false for a stream)
       } catch (ApiException x) {
         status = x.status();
         if (!x.connectionLost()) {
@@ -332,7 +380,16 @@ public final class HttpPlumbing {
       } catch (OutOfMemoryError x) {
         onOutOfMemory.accept(x);
         throw x;
-      } catch (RuntimeException x) {
+      } catch (RuntimeException | IOException x) {
+        if (clientGone(x)) {
+          // the client reset or closed while its answer was written: one counted, rate-limited
+          // line, no stack trace, not a 5xx; the connection cannot be used any more
+          metrics.clientReset(name);
+          resets.note(name, x);
+          deadline.received();
+          throw new CloseConnectionException("the client left during the answer");
+        }
+        if (x instanceof IOException io) throw io;
         if (res.isSent()) throw x;
         LOG.log(Level.WARNING, "internal error on " + name, x);
         status = 500;
@@ -345,7 +402,14 @@ public final class HttpPlumbing {
       HttpFraming.State st = framing.current();
       if (st != null && st.closeAfter) close = true;
       if (close) {
-        if (!res.isSent()) return;
+        if (!res.isSent() && !streamed) return;
+        if (!res.isSent() && res instanceof RoutingResponse routed) {
+          try {
+            routed.commit(); // a stream's last bytes are written at its commit, not at its close()
+          } catch (RuntimeException gone) {
+            // the client is gone: closing anyway
+          }
+        }
         if (asked) drainIfClean(req, st);
         deadline.received(); // the connection ends here
         throw new CloseConnectionException("the answer closes the connection");
@@ -376,8 +440,34 @@ public final class HttpPlumbing {
     }
   }
 
+  /**
+   * Ends the connection after the answer of a route added without {@link #add} (an extension's own
+   * guard): commits the answer (a streamed one's last bytes are written at its commit), reads what
+   * is left of a Content-Length body so the client is not reset before it reads the answer, and
+   * returns the exception to throw from the handler, which makes Helidon close the socket.
+   */
+  public static CloseConnectionException closeAfterAnswer(ServerRequest req, ServerResponse res) {
+    if (!res.isSent() && res instanceof RoutingResponse routed) {
+      try {
+        routed.commit();
+      } catch (RuntimeException gone) {
+        // the client is gone: closing anyway
+      }
+    }
+    try {
+      if (!req.headers().contains(HeaderNames.TRANSFER_ENCODING)
+          && req.content().hasEntity()
+          && !req.content().consumed()) {
+        req.content().consume();
+      }
+    } catch (RuntimeException e) {
+      // closing anyway
+    }
+    return new CloseConnectionException("the answer closes the connection");
+  }
+
   /** Whether the request's Connection header lists "close" (RFC 9110 7.6.1, any case). */
-  static boolean wantsClose(ServerRequest req) {
+  public static boolean wantsClose(ServerRequest req) {
     for (String v : req.headers().all(HeaderNames.CONNECTION, List::of)) {
       for (String t : v.split(",", -1)) {
         if (t.trim().equalsIgnoreCase("close")) return true;
@@ -386,9 +476,17 @@ public final class HttpPlumbing {
     return false;
   }
 
-  /** A query parameter, or null. */
+  /**
+   * A query parameter, or null; a 400 naming it when it is given more than once (which one the
+   * client meant cannot be told).
+   */
   public static String param(ServerRequest req, String name) {
-    return req.query().first(name).orElse(null);
+    List<String> all = req.query().all(name, List::of);
+    if (all.size() > 1) {
+      throw ApiException.badRequest(
+          "query parameter '" + name + "' is given " + all.size() + " times; give it once");
+    }
+    return all.isEmpty() ? null : all.getFirst();
   }
 
   // ------------------------------------------------------------------ bodies
@@ -511,6 +609,18 @@ public final class HttpPlumbing {
       } else if (st != null && st.refusal != null && st.lineSeen) {
         status = Status.create(st.refusalStatus);
         text = st.refusal;
+      } else if (eventType == DirectHandler.EventType.HTTP_VERSION_NOT_SUPPORTED
+          && isHealth(request)) {
+        // health checkers and load balancers that still speak HTTP/1.0 get /health (RFC 9112
+        // 2.5: an HTTP/1.1 answer to a 1.0 request); the connection is closed after it
+        metrics.http("/health", 200, 0);
+        return DirectHandler.TransportResponse.builder()
+            .status(Status.OK_200)
+            .headers(responseHeaders)
+            .header(HeaderNames.CONTENT_TYPE, JSON)
+            .header(HeaderNames.CONNECTION, "close")
+            .entity(HEALTH)
+            .build();
       } else if (eventType == DirectHandler.EventType.HTTP_VERSION_NOT_SUPPORTED) {
         status = Status.HTTP_VERSION_NOT_SUPPORTED_505;
         text =
@@ -544,6 +654,18 @@ public final class HttpPlumbing {
     };
   }
 
+  /** The answer of {@code GET /health} (the server's Api writes the same). */
+  private static final byte[] HEALTH = "{\"status\":\"ok\"}\n".getBytes(StandardCharsets.US_ASCII);
+
+  /** Whether a request refused before routing is {@code GET /health}, with any query. */
+  private static boolean isHealth(DirectHandler.TransportRequest request) {
+    if (request == null || request.path() == null) return false;
+    String path = request.path();
+    int q = path.indexOf('?');
+    if (q >= 0) path = path.substring(0, q);
+    return path.equals("/health") && "GET".equals(request.method());
+  }
+
   /** Whether a request refused before routing was for the OpenAI API (the gateway's /v1/*). */
   private static boolean openAiPath(DirectHandler.TransportRequest request) {
     String path = request == null ? null : request.path();
@@ -553,6 +675,61 @@ public final class HttpPlumbing {
   private static String firstLine(String s) {
     int nl = s.indexOf('\n');
     return HttpFraming.printable(nl < 0 ? s : s.substring(0, nl), 200);
+  }
+
+  /**
+   * Whether {@code x} says the client's connection broke (reset, or closed) while the server wrote
+   * to it: the server's socket writer failed, or a socket error a write meets.
+   */
+  static boolean clientGone(Throwable x) {
+    for (Throwable t = x; t != null; t = t.getCause()) {
+      if (t instanceof SocketWriterException || t instanceof ServerConnectionException) return true;
+      if (t instanceof SocketException) return true;
+      if (t instanceof IOException) {
+        String m = String.valueOf(t.getMessage());
+        if (m.contains("Broken pipe") || m.contains("Connection reset")) return true;
+      }
+      if (t.getCause() == t) break;
+    }
+    return false;
+  }
+
+  /** Logs client resets in one line at most once per interval, with the count in between. */
+  static final class ResetLog {
+    private final long intervalNanos;
+    private long last; // guarded by this
+    private boolean logged; // guarded by this
+    private long unlogged; // guarded by this
+
+    ResetLog(long intervalNanos) {
+      this.intervalNanos = intervalNanos;
+    }
+
+    synchronized void note(String endpoint, Throwable x) {
+      long now = System.nanoTime();
+      if (logged && now - last < intervalNanos) {
+        unlogged++;
+        return;
+      }
+      String more =
+          unlogged == 0
+              ? ""
+              : String.format(Locale.ROOT, " (and %d more since the last such line)", unlogged);
+      Throwable root = x;
+      while (root.getCause() != null && root.getCause() != root) root = root.getCause();
+      LOG.info(
+          "a client left while its answer of "
+              + endpoint
+              + " was written: "
+              + root.getClass().getSimpleName()
+              + ": "
+              + firstLine(String.valueOf(root.getMessage()))
+              + more
+              + " (counted in kvrouter_http_client_resets_total)");
+      logged = true;
+      last = now;
+      unlogged = 0;
+    }
   }
 
   /** Logs refusals in one line at most once per interval, with the count of those in between. */

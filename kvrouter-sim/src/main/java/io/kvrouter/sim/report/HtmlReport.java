@@ -539,10 +539,14 @@ public final class HtmlReport {
           double v = Math.max(loDecade, t[idx]);
           pts.append(fmt("%.1f,%.1f ", x.map(v), y.map(100.0 * (idx + 1) / t.length)));
         }
+        // approx predicts kv's cache and often routes as kv does: its curve is dashed so that
+        // kv's shows beneath it where they coincide
         g.append(
             fmt(
-                "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"%s\"/>\n",
-                color(r.policy()), pts.toString().trim()));
+                "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"%s\"/>\n",
+                color(r.policy()),
+                dashedCurve(r.policy()) ? " stroke-dasharray=\"6 4\"" : "",
+                pts.toString().trim()));
         for (double p : MARKED_PERCENTILES) {
           double v = r.ttftPercentile(p);
           g.append(
@@ -558,7 +562,7 @@ public final class HtmlReport {
                   TextReport.ms(v)));
         }
       }
-      legend(g, f, li++, r.policy().cliName(), color(r.policy()), false);
+      legend(g, f, li++, r.policy().cliName(), color(r.policy()), dashedCurve(r.policy()));
     }
     return g.append("</svg>\n").toString();
   }
@@ -738,6 +742,11 @@ public final class HtmlReport {
     return nice * mag;
   }
 
+  /** Whether the policy's TTFT curve is dashed (approx: it often lies on kv's). */
+  private static boolean dashedCurve(Policy p) {
+    return p == Policy.APPROX;
+  }
+
   /** The smallest multiple of a nice step that is ≥ v (at least 1). */
   public static double niceCeil(double v) {
     if (v <= 1) return 1;
@@ -747,6 +756,18 @@ public final class HtmlReport {
 
   private static String color(Policy p) {
     return POLICY_COLORS[p.ordinal() % POLICY_COLORS.length];
+  }
+
+  /**
+   * The colour of a policy named as on the command line ({@code kv}, {@code round-robin} ...), the
+   * same in every report (simulate's and bench fleet's); grey for a name that is no policy.
+   */
+  public static String policyColor(String cliName) {
+    try {
+      return color(Policy.parse(cliName));
+    } catch (IllegalArgumentException unknown) {
+      return "#7f7f7f";
+    }
   }
 
   public static String esc(String s) {

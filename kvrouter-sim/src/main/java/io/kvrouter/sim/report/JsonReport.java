@@ -2,6 +2,8 @@ package io.kvrouter.sim.report;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
+import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.route.TierWeights;
 import io.kvrouter.sim.Policy;
 import io.kvrouter.sim.PolicyResult;
 import io.kvrouter.sim.PooledCeiling;
@@ -26,22 +28,7 @@ public final class JsonReport {
       g.writeNumberField("trace_span_s", s.traceSpanSec());
       SimConfig c = s.config();
       g.writeObjectFieldStart("config");
-      g.writeNumberField("workers", c.workers());
-      g.writeNumberField("dp_size", c.dpSize());
-      g.writeNumberField("gpu_blocks", c.gpuBlocks());
-      g.writeNumberField("block_size", c.blockSize());
-      g.writeNumberField("speedup", c.speedup());
-      g.writeNumberField("prefill_base_ms", c.timing().prefillBaseMs());
-      g.writeNumberField("prefill_ms_per_1k_tokens", c.timing().prefillMsPer1kTokens());
-      g.writeNumberField("decode_ms_per_token", c.timing().decodeMsPerToken());
-      g.writeNumberField("max_batch", c.timing().maxBatch());
-      g.writeNumberField("event_delay_ms", c.eventDelayMs());
-      g.writeBooleanField("events_as_json", c.jsonEvents());
-      g.writeStringField("removed_events", c.removedEvents().cliName());
-      g.writeNumberField("overlap_weight", c.overlapWeight());
-      g.writeNumberField("pressure_weight", c.pressureWeight());
-      g.writeNumberField("seed", c.seed());
-      if (c.hybrid()) g.writeStringField("kv_groups", c.kvGroups().toString());
+      config(g, s.config());
       g.writeEndObject();
       PooledCeiling p = s.pooled();
       g.writeObjectFieldStart("pooled");
@@ -70,6 +57,47 @@ public final class JsonReport {
       throw new UncheckedIOException(e);
     }
     return w.toString();
+  }
+
+  /**
+   * Every setting the run used, defaults included, so a script can tell what it ran (the names are
+   * the flags' without their dashes).
+   */
+  private static void config(JsonGenerator g, SimConfig c) throws IOException {
+    g.writeNumberField("workers", c.workers());
+    g.writeNumberField("dp_size", c.dpSize());
+    g.writeNumberField("gpu_blocks", c.gpuBlocks());
+    g.writeNumberField("block_size", c.blockSize());
+    g.writeNumberField("speedup", c.speedup());
+    g.writeNumberField("prefill_base_ms", c.timing().prefillBaseMs());
+    g.writeNumberField("prefill_ms_per_1k_tokens", c.timing().prefillMsPer1kTokens());
+    g.writeNumberField("decode_ms_per_token", c.timing().decodeMsPerToken());
+    g.writeNumberField("max_batch", c.timing().maxBatch());
+    g.writeNumberField("event_delay_ms", c.eventDelayMs());
+    g.writeBooleanField("events_as_json", c.jsonEvents());
+    g.writeStringField("removed_events", c.removedEvents().cliName());
+    g.writeNumberField("host_blocks", c.hostBlocks());
+    g.writeNumberField("host_ms_per_block", c.hostMsPerBlock());
+    g.writeBooleanField("approx_correction", c.approxCorrection());
+    g.writeNumberField("approx_kv_blocks", c.approxKvBlocks());
+    g.writeNumberField("verify_prompts", c.verifyPrompts());
+    g.writeNumberField("load_samples", c.loadSamples());
+    g.writeNumberField("seed", c.seed());
+    RoutingSettings r = c.routing();
+    g.writeNumberField("overlap_weight", r.overlapWeight());
+    g.writeNumberField("pressure_weight", r.pressureWeight());
+    g.writeNumberField("temperature", r.temperature());
+    g.writeNumberField("router_seed", r.seed());
+    g.writeNumberField("busy_prefill_tokens", r.busyPrefillTokens());
+    g.writeNumberField("busy_block_fraction", r.busyBlockFraction());
+    g.writeNumberField("request_expiry_seconds", r.requestExpiry().toMillis() / 1000.0);
+    g.writeNumberField("max_blocks", r.maxBlocks());
+    g.writeNumberField("max_tier_blocks", r.maxTierBlocks());
+    TierWeights w = r.tierWeights();
+    g.writeNumberField("host_tier_weight", w.host());
+    g.writeNumberField("disk_tier_weight", w.disk());
+    g.writeNumberField("external_tier_weight", w.external());
+    if (c.hybrid()) g.writeStringField("kv_groups", c.kvGroups().toString());
   }
 
   private static void policy(JsonGenerator g, PolicyResult r) throws IOException {

@@ -4,6 +4,8 @@ import static java.util.Map.entry;
 
 import io.kvrouter.tokenize.jinja.Py.TemplateRuntimeException;
 import io.kvrouter.tokenize.jinja.Py.Undefined;
+import java.math.BigDecimal;
+import java.math.RoundingMode;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -87,6 +89,7 @@ final class Filters {
           entry("batch", Filters::batch),
           entry("truncate", Filters::truncate),
           entry("pprint", (v, a, k) -> Py.repr(v)),
+          entry("format", Filters::percentFormat),
           entry("groupby", Filters::groupby));
 
   /**
@@ -406,6 +409,110 @@ final class Filters {
       sb.append(lines[k]);
     }
     return sb.toString();
+  }
+
+  /**
+   * Jinja2's {@code format} filter: Python's {@code value % args} (or {@code % kwargs}), with the
+   * conversions chat templates use: {@code %s}, {@code %r}, {@code %d}/{@code %i}, {@code %f},
+   * {@code %%}, with flags {@code -0+ }, a width and a precision, and {@code %(name)s} keys.
+   */
+  private static Object percentFormat(Object v, List<Object> args, Map<String, Object> kw) {
+    String f = Py.str(v);
+    StringBuilder out = new StringBuilder(f.length() + 16);
+    int next = 0;
+    for (int i = 0; i < f.length(); i++) {
+      char c = f.charAt(i);
+      if (c != '%') {
+        out.append(c);
+        continue;
+      }
+      if (++i >= f.length()) throw new Py.TemplateRuntimeException("incomplete format");
+      Object arg = null;
+      boolean keyed = false;
+      if (f.charAt(i) == '(') {
+        int close = f.indexOf(')', i);
+        if (close < 0) throw new Py.TemplateRuntimeException("incomplete format key");
+        String key = f.substring(i + 1, close);
+        if (!kw.containsKey(key)) throw new Py.TemplateRuntimeException("KeyError: '" + key + "'");
+        arg = kw.get(key);
+        keyed = true;
+        i = close + 1;
+      }
+      int flagsStart = i;
+      while (i < f.length() && "-+ 0#".indexOf(f.charAt(i)) >= 0) i++;
+      String flags = f.substring(flagsStart, i);
+      int ws = i;
+      while (i < f.length() && Character.isDigit(f.charAt(i))) i++;
+      int width = i > ws ? Integer.parseInt(f.substring(ws, i)) : 0;
+      int precision = -1;
+      if (i < f.length() && f.charAt(i) == '.') {
+        int ps = ++i;
+        while (i < f.length() && Character.isDigit(f.charAt(i))) i++;
+        precision = i > ps ? Integer.parseInt(f.substring(ps, i)) : 0;
+      }
+      if (i >= f.length()) throw new Py.TemplateRuntimeException("incomplete format");
+      char type = f.charAt(i);
+      if (type == '%') {
+        out.append('%');
+        continue;
+      }
+      if (!keyed) {
+        if (next >= args.size()) {
+          throw new Py.TemplateRuntimeException("not enough arguments for format string");
+        }
+        arg = args.get(next++);
+      }
+      String body =
+          switch (type) {
+            case 's' -> precisionCut(Py.str(arg), precision);
+            case 'r', 'a' -> precisionCut(Py.repr(arg), precision);
+            case 'd', 'i' -> {
+              if (!(arg instanceof Number || arg instanceof Boolean)) {
+                throw new Py.TemplateRuntimeException(
+                    "%" + type + " format: a real number is required, not " + Py.typeName(arg));
+              }
+              long n = arg instanceof Boolean b ? (b ? 1 : 0) : (long) ((Number) arg).doubleValue();
+              if (arg instanceof Long l) n = l;
+              yield (n >= 0 && flags.contains("+") ? "+" : n >= 0 && flags.contains(" ") ? " " : "")
+                  + n;
+            }
+            case 'f', 'F' -> {
+              if (!(arg instanceof Number || arg instanceof Boolean)) {
+                throw new Py.TemplateRuntimeException(
+                    "must be real number, not " + Py.typeName(arg));
+              }
+              double d = arg instanceof Boolean b ? (b ? 1 : 0) : ((Number) arg).doubleValue();
+              String r =
+                  new BigDecimal(d)
+                      .setScale(precision < 0 ? 6 : precision, RoundingMode.HALF_EVEN)
+                      .toPlainString();
+              yield (d >= 0 && flags.contains("+") ? "+" : d >= 0 && flags.contains(" ") ? " " : "")
+                  + r;
+            }
+            default ->
+                throw new Py.TemplateRuntimeException(
+                    "unsupported format character '" + type + "'");
+          };
+      int pad = width - body.codePointCount(0, body.length());
+      if (pad > 0) {
+        if (flags.contains("-")) body = body + " ".repeat(pad);
+        else if (flags.contains("0") && "dif".indexOf(Character.toLowerCase(type)) >= 0) {
+          boolean sign = body.startsWith("-") || body.startsWith("+") || body.startsWith(" ");
+          body =
+              sign ? body.charAt(0) + "0".repeat(pad) + body.substring(1) : "0".repeat(pad) + body;
+        } else body = " ".repeat(pad) + body;
+      }
+      out.append(body);
+    }
+    if (next < args.size() && kw.isEmpty()) {
+      throw new Py.TemplateRuntimeException("not all arguments converted during string formatting");
+    }
+    return out.toString();
+  }
+
+  private static String precisionCut(String s, int precision) {
+    if (precision < 0 || s.codePointCount(0, s.length()) <= precision) return s;
+    return s.substring(0, s.offsetByCodePoints(0, precision));
   }
 
   private static Object center(Object v, List<Object> args, Map<String, Object> kw) {

@@ -1,0 +1,132 @@
+package io.kvrouter.cli;
+
+import io.kvrouter.gateway.AdmissionConfig;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Locale;
+import java.util.Map;
+import picocli.CommandLine.Option;
+
+/**
+ * The gateway's admission flags (docs/gateway.md, "Admission"): the queue in front of a model whose
+ * every engine is busy (the busy limits are the routing options' {@code --busy-*}). Declared once
+ * here as a picocli mixin; {@link #config()} builds the gateway's {@link AdmissionConfig}.
+ */
+final class AdmissionOptions {
+  private static final AdmissionConfig D = AdmissionConfig.DEFAULTS;
+
+  @Option(
+      names = "--max-queue-depth",
+      paramLabel = "N",
+      description =
+          "Admission: at most N requests wait per model while every engine of the model is busy"
+              + " (--busy-requests, --busy-prefill-tokens, --busy-block-fraction); more are refused"
+              + " with 429 and Retry-After. 0: no queue, 503 all_busy (default: ${DEFAULT-VALUE}).")
+  int maxQueueDepth = D.maxQueueDepth();
+
+  @Option(
+      names = "--max-queue-time",
+      paramLabel = "TIME",
+      description =
+          "Admission: a request waits at most this long (e.g. 30s, 500ms, 2m), then is refused"
+              + " with 429 (default: 30s).")
+  String maxQueueTime = "30s";
+
+  @Option(
+      names = "--queue-starvation-limit",
+      paramLabel = "N",
+      description =
+          "Admission: a waiting priority band is passed over at most N times in a row by higher"
+              + " bands; 0: strict priority (default: ${DEFAULT-VALUE}).")
+  int starvationLimit = D.starvationLimit();
+
+  @Option(
+      names = "--tenant-from",
+      paramLabel = "SOURCE",
+      description =
+          "Admission: a request's tenant: key (its API key, as key-<12 hex digits of its"
+              + " SHA-256>), header (x-kvrouter-tenant) or user (the body's user field)"
+              + " (default: header).")
+  String tenantFrom = "header";
+
+  @Option(
+      names = "--tenant-weight",
+      paramLabel = "NAME=W",
+      description =
+          "Admission: tenant NAME's share of a saturated model (> 0; unlisted tenants weigh 1)."
+              + " Repeatable.")
+  Map<String, String> tenantWeights = new LinkedHashMap<>();
+
+  @Option(
+      names = "--default-decode-tokens",
+      paramLabel = "N",
+      description =
+          "Admission: decode tokens a request without max_tokens is expected to cost"
+              + " (default: ${DEFAULT-VALUE}).")
+  int defaultDecodeTokens = D.defaultDecodeTokens();
+
+  @Option(
+      names = "--max-tenant-labels",
+      paramLabel = "N",
+      description =
+          "Admission: distinct tenant labels in the queue metrics; the others count as 'other'"
+              + " (default: ${DEFAULT-VALUE}).")
+  int maxTenantLabels = D.maxTenantLabels();
+
+  /** The configuration these flags give. */
+  AdmissionConfig config() {
+    Map<String, Double> weights = new LinkedHashMap<>();
+    for (Map.Entry<String, String> e : tenantWeights.entrySet()) {
+      try {
+        weights.put(e.getKey(), Double.parseDouble(e.getValue()));
+      } catch (NumberFormatException x) {
+        throw new IllegalArgumentException(
+            "--tenant-weight " + e.getKey() + "=" + e.getValue() + ": W must be a number");
+      }
+    }
+    AdmissionConfig.TenantSource from =
+        switch (tenantFrom.toLowerCase(Locale.ROOT)) {
+          case "key" -> AdmissionConfig.TenantSource.KEY;
+          case "header" -> AdmissionConfig.TenantSource.HEADER;
+          case "user" -> AdmissionConfig.TenantSource.USER;
+          default ->
+              throw new IllegalArgumentException(
+                  "--tenant-from must be key, header or user, got '" + tenantFrom + "'");
+        };
+    try {
+      return new AdmissionConfig(
+          maxQueueDepth,
+          duration("--max-queue-time", maxQueueTime),
+          starvationLimit,
+          from,
+          weights,
+          defaultDecodeTokens,
+          maxTenantLabels);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("admission flags: " + e.getMessage(), e);
+    }
+  }
+
+  /** A duration as {@code 500ms}, {@code 30s}, {@code 2m} (a bare number: seconds). */
+  static Duration duration(String flag, String v) {
+    String s = v.trim().toLowerCase(Locale.ROOT);
+    long unit = 1000;
+    if (s.endsWith("ms")) {
+      unit = 1;
+      s = s.substring(0, s.length() - 2);
+    } else if (s.endsWith("s")) {
+      s = s.substring(0, s.length() - 1);
+    } else if (s.endsWith("m")) {
+      unit = 60_000;
+      s = s.substring(0, s.length() - 1);
+    }
+    try {
+      long n = Long.parseLong(s.trim());
+      if (n <= 0) throw new NumberFormatException();
+      return Duration.ofMillis(Math.multiplyExact(n, unit));
+    } catch (NumberFormatException | ArithmeticException e) {
+      throw new IllegalArgumentException(
+          flag + " must be a positive duration such as 500ms, 30s or 2m, got '" + v + "'");
+    }
+  }
+}

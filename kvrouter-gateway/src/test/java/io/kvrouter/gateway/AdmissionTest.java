@@ -1,0 +1,119 @@
+package io.kvrouter.gateway;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The wake-up protocol of {@link Admission.ModelQueue} without HTTP: a route freed between a
+ * request's route and its queuing sends it back to route at once (no lost wake-up), a freed route
+ * grants the first waiter in the queue's order, a waiter whose client left leaves at once, and a
+ * full queue refuses. Waiters run on virtual threads; every step waits on the queue's state.
+ */
+class AdmissionTest {
+  private final GatewayMetrics metrics = new GatewayMetrics(new PrometheusRegistry(), List::of, 4);
+
+  private Admission.ModelQueue queue(int depth) {
+    Admission a =
+        new Admission(
+            new AdmissionConfig(
+                depth,
+                Duration.ofMinutes(10),
+                0,
+                AdmissionConfig.TenantSource.HEADER,
+                Map.of(),
+                16,
+                4),
+            metrics.admission);
+    return a.new ModelQueue("m");
+  }
+
+  private static void await(String what, BooleanSupplier cond) {
+    long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+    while (!cond.getAsBoolean()) {
+      if (System.nanoTime() > deadline) throw new AssertionError("timed out waiting for " + what);
+      Thread.onSpinWait();
+    }
+  }
+
+  private static CompletableFuture<Admission.Outcome> waiter(
+      Admission.ModelQueue q, long generation, int band, Admission.Waiter[] seen) {
+    CompletableFuture<Admission.Outcome> f = new CompletableFuture<>();
+    Thread.ofVirtual()
+        .start(
+            () -> {
+              try {
+                f.complete(q.await(generation, band, "t", 10, System.nanoTime(), w -> seen[0] = w));
+              } catch (Throwable e) {
+                f.completeExceptionally(e);
+              }
+            });
+    return f;
+  }
+
+  @Test
+  void aRouteFreedSinceTheRequestRoutedSendsItBackAtOnce() {
+    Admission.ModelQueue q = queue(4);
+    long before = q.generation();
+    q.freed(); // a request finished between the route that found every engine busy and the queue
+    assertThat(q.await(before, 1, "t", 10, System.nanoTime(), w -> {}))
+        .isEqualTo(Admission.Outcome.RETRY);
+    assertThat(q.size()).isZero();
+    assertThat(q.busy()).isFalse();
+  }
+
+  @Test
+  void aFreedRouteGrantsTheHighestBandFirstAndAGrantedOneHoldsItsPlaceUntilRouted()
+      throws Exception {
+    Admission.ModelQueue q = queue(4);
+    Admission.Waiter[] low = new Admission.Waiter[1];
+    Admission.Waiter[] high = new Admission.Waiter[1];
+    CompletableFuture<Admission.Outcome> l = waiter(q, q.generation(), 2, low);
+    await("low queued", () -> q.size() == 1);
+    CompletableFuture<Admission.Outcome> h = waiter(q, q.generation(), 0, high);
+    await("high queued", () -> q.size() == 2);
+
+    q.freed();
+    assertThat(h.get(30, TimeUnit.SECONDS)).isEqualTo(Admission.Outcome.GRANTED);
+    assertThat(l).isNotDone();
+    assertThat(q.size()).isEqualTo(1);
+    q.routed(); // the high one routed
+    assertThat(q.busy()).as("the low one still waits").isTrue();
+    q.freed();
+    assertThat(l.get(30, TimeUnit.SECONDS)).isEqualTo(Admission.Outcome.GRANTED);
+    assertThat(q.busy()).as("granted, not yet routed: a new request queues behind it").isTrue();
+    q.routed();
+    assertThat(q.busy()).isFalse();
+  }
+
+  @Test
+  void aWaiterWhoseClientLeftLeavesAtOnceAndAFullQueueRefuses() throws Exception {
+    Admission.ModelQueue q = queue(1);
+    Admission.Waiter[] seen = new Admission.Waiter[1];
+    CompletableFuture<Admission.Outcome> w = waiter(q, q.generation(), 1, seen);
+    await("queued", () -> q.size() == 1 && seen[0] != null);
+    assertThatThrownBy(() -> q.await(q.generation(), 1, "u", 10, System.nanoTime(), x -> {}))
+        .isInstanceOfSatisfying(
+            OpenAiError.class,
+            e -> {
+              assertThat(e.status).isEqualTo(429);
+              assertThat(e.code).isEqualTo("queue_full");
+            });
+    q.gone(seen[0]);
+    assertThat(w.get(30, TimeUnit.SECONDS)).isEqualTo(Admission.Outcome.GONE);
+    assertThat(q.size()).isZero();
+    assertThat(q.busy()).isFalse();
+    q.gone(seen[0]); // late (the connection closing after the answer): nothing happens
+    assertThat(metrics.admission.cancelled.labelValues("m", "normal", "t").get()).isEqualTo(1);
+    q.freed(); // nothing waits: nothing granted
+    assertThat(q.size()).isZero();
+  }
+}

@@ -1,0 +1,118 @@
+package io.kvrouter.sim;
+
+import java.util.Arrays;
+
+/**
+ * What one {@link AdmissionSimulation} run measured: outcomes, TTFT of the high band and of each
+ * tenant (answered requests; a refused request has no TTFT), served cost per tenant, goodput.
+ *
+ * @param label the run's name in reports (its mode, and "no heavy" / "unloaded" for baselines)
+ * @param mode the admission mode
+ * @param sent requests in the run
+ * @param answered requests answered (their prefill and decode ran)
+ * @param refusedFull 429 queue_full
+ * @param refusedTimeout 429 queue_timeout
+ * @param engineRejected requests an engine could never admit (prompt above a rank's pool)
+ * @param lost requests neither answered nor refused (must be 0)
+ * @param waited requests that waited in the queue
+ * @param sentPerTenant requests per tenant
+ * @param highTtftMs TTFT of answered high-priority requests (any order)
+ * @param tenantTtftMs per tenant, TTFT of its answered requests (any order)
+ * @param servedCost per tenant, (prompt - cached) + output tokens of requests finished within the
+ *     arrival span
+ * @param queueWaitMs per tenant, the total time its answered requests waited in the queue
+ * @param good answered requests with TTFT within the SLO
+ * @param arrivalSpanSec simulated seconds from the first arrival to the last
+ * @param makespanSec simulated seconds from the first arrival to the last finish
+ * @param hitRate cached prompt tokens over prompt tokens of answered requests
+ * @param speedup the trace's timestamps were divided by this
+ * @param wallNanos wall time of the run
+ */
+public record AdmissionResult(
+    String label,
+    AdmissionSimulation.Mode mode,
+    int sent,
+    int answered,
+    int refusedFull,
+    int refusedTimeout,
+    int engineRejected,
+    int lost,
+    int waited,
+    int[] sentPerTenant,
+    double[] highTtftMs,
+    double[][] tenantTtftMs,
+    double[] servedCost,
+    double[] queueWaitMs,
+    int good,
+    double arrivalSpanSec,
+    double makespanSec,
+    double hitRate,
+    double speedup,
+    long wallNanos) {
+
+  public AdmissionResult {
+    highTtftMs = sorted(highTtftMs);
+    double[][] t = new double[tenantTtftMs.length][];
+    for (int i = 0; i < t.length; i++) t[i] = sorted(tenantTtftMs[i]);
+    tenantTtftMs = t;
+  }
+
+  private static double[] sorted(double[] x) {
+    double[] c = x.clone();
+    Arrays.sort(c);
+    return c;
+  }
+
+  /** 429s. */
+  public int refused() {
+    return refusedFull + refusedTimeout;
+  }
+
+  /** Whether every request was answered or refused (engine rejections are answered with errors). */
+  public boolean nothingLost() {
+    return lost == 0 && answered + refused() + engineRejected == sent;
+  }
+
+  /** The {@code p}-th percentile (nearest rank) of the high band's TTFT in ms; NaN when none. */
+  public double highTtft(double p) {
+    return PolicyResult.percentile(highTtftMs, p);
+  }
+
+  /** The {@code p}-th percentile of tenant {@code t}'s TTFT in ms; NaN when none answered. */
+  public double tenantTtft(int t, double p) {
+    return PolicyResult.percentile(tenantTtftMs[t], p);
+  }
+
+  /** Mean queue wait of tenant {@code t}'s answered requests in ms; NaN when none answered. */
+  public double meanQueueWaitMs(int t) {
+    return tenantTtftMs[t].length == 0 ? Double.NaN : queueWaitMs[t] / tenantTtftMs[t].length;
+  }
+
+  /** Jain's fairness index of the tenants' served cost (all tenants weigh the same). */
+  public double jain() {
+    return jain(servedCost);
+  }
+
+  /** Requests answered within the TTFT SLO per simulated second of the arrival span. */
+  public double goodput() {
+    return arrivalSpanSec <= 0 ? good : good / arrivalSpanSec;
+  }
+
+  /**
+   * Jain's fairness index (Jain, Chiu and Hawe, 1984): {@code (Σx)² / (n · Σx²)}, 1 when all are
+   * equal, {@code 1/n} when one has everything; NaN for no values, 1 when all are 0.
+   */
+  public static double jain(double[] x) {
+    if (x.length == 0) return Double.NaN;
+    double sum = 0;
+    double sq = 0;
+    for (double v : x) {
+      if (!(v >= 0) || Double.isInfinite(v)) {
+        throw new IllegalArgumentException("shares must be finite and >= 0, got " + v);
+      }
+      sum += v;
+      sq += v * v;
+    }
+    return sq == 0 ? 1.0 : sum * sum / (x.length * sq);
+  }
+}

@@ -1,0 +1,395 @@
+package io.kvrouter.sim;
+
+import io.kvrouter.admission.FairQueue;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
+import io.kvrouter.index.KvIndex;
+import io.kvrouter.index.KvIndexes;
+import io.kvrouter.mockengine.EventLoop;
+import io.kvrouter.route.Candidate;
+import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.RouteDecision;
+import io.kvrouter.route.RouteOptions;
+import io.kvrouter.sim.trace.TraceRequest;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * One run of {@code simulate --admission}: a trace, its tenants and priorities, replayed in
+ * simulated time through the gateway's admission in front of a fleet of {@link MockEngine}s routed
+ * by the kv policy (docs/SIMULATION.md, "Admission and fair shares").
+ *
+ * <pre>
+ * Implementation notes
+ *
+ * One EventLoop on the calling thread drives arrivals, the engines and the queue's expiry, as in
+ * FleetSimulation (whose default run this class does not touch). The router is the kv policy's
+ * KvRouter on the simulated clock, fed the engines' KV events at once, with busyRequests set
+ * except in fifo mode: route answers AllBusy when every rank has that many requests in flight,
+ * the gateway's saturation rule.
+ *
+ * Modes. fifo: no limit, no queue: every request is routed and submitted at its arrival (today's
+ * gateway). fair-cost and fair-tokens: a FairQueue (the gateway's class) of SimRequests, bands 0
+ * (high) and 1 (normal), one tenant weight 1 each. On arrival: when requests wait, the new one
+ * waits behind them (it does not pass them; priced by router.overlaps); otherwise it routes and
+ * waits only on AllBusy (priced by the AllBusy candidates' best overlap). fair-cost charges
+ * max(0, prompt - overlap tokens) + output tokens and, once the engine admitted a request that
+ * waited, corrects the tenant by (prompt - cached tokens) - charged uncached tokens
+ * (FairQueue.charge), as the gateway does from usage.cached_tokens; fair-tokens charges prompt +
+ * output tokens, no correction. The output length stands for max_tokens (expected decode).
+ * A finished request frees one slot of one rank, so it grants the queue's next request, which
+ * routes among the ranks with room. An offer beyond maxDepth is refused (429 queue_full); at
+ * arrival + maxWait an expiry pass refuses what still waits (429 queue_timeout).
+ *
+ * Per request i (its index in the assignment): outcome[i] (0 pending, 1 answered, 2 refused,
+ * 3 rejected by the engine: its prompt exceeds a rank's pool), ttft, charged uncached tokens.
+ * Served cost per tenant: (prompt - cached) + output tokens of requests that finished within the
+ * arrival span (while all tenants compete). Everything is single-threaded.
+ * </pre>
+ */
+public final class AdmissionSimulation {
+
+  /** What stands in front of the fleet. */
+  public enum Mode {
+    /** No admission: every request goes to the engines at once (today's gateway). */
+    FIFO("fifo"),
+    /** FairQueue, cost = uncached prefill + expected decode tokens, corrected by cached tokens. */
+    FAIR_COST("fair-cost"),
+    /** FairQueue, cost = prompt + expected decode tokens (the peers' way). */
+    FAIR_TOKENS("fair-tokens");
+
+    public final String label;
+
+    Mode(String label) {
+      this.label = label;
+    }
+
+    /** The mode of a label; the message lists them. */
+    public static Mode parse(String s) {
+      String k = s.trim().toLowerCase(Locale.ROOT);
+      for (Mode m : values()) if (m.label.equals(k)) return m;
+      throw new IllegalArgumentException(
+          "unknown admission mode '" + s + "': use fifo, fair-cost or fair-tokens");
+    }
+  }
+
+  /**
+   * The admission's limits.
+   *
+   * @param busyRequests a rank with this many requests in flight is busy (--busy-requests)
+   * @param maxQueueTimeSec the longest a request waits, in simulated seconds (--max-queue-time)
+   * @param maxQueueDepth requests that may wait at once (--max-queue-depth)
+   * @param ttftSloMs a request is good when answered with TTFT at most this (--ttft-slo-ms)
+   */
+  public record Settings(
+      int busyRequests, double maxQueueTimeSec, int maxQueueDepth, double ttftSloMs) {
+    public Settings {
+      if (busyRequests < 1) {
+        throw new IllegalArgumentException("--busy-requests must be >= 1, got " + busyRequests);
+      }
+      if (!(maxQueueTimeSec > 0) || Double.isInfinite(maxQueueTimeSec)) {
+        throw new IllegalArgumentException(
+            "--max-queue-time must be > 0 s, got " + maxQueueTimeSec);
+      }
+      if (maxQueueDepth < 1) {
+        throw new IllegalArgumentException("--max-queue-depth must be >= 1, got " + maxQueueDepth);
+      }
+      if (!(ttftSloMs > 0) || Double.isInfinite(ttftSloMs)) {
+        throw new IllegalArgumentException("--ttft-slo-ms must be > 0, got " + ttftSloMs);
+      }
+    }
+  }
+
+  static final int ANSWERED = 1;
+  static final int REFUSED = 2;
+  static final int ENGINE_REJECTED = 3;
+
+  private final TenantRule.Assignment a;
+  private final int tenants;
+  private final SimConfig cfg;
+  private final Settings s;
+  private final Mode mode;
+  private final String label;
+
+  private final EventLoop loop = new EventLoop();
+  private final KvIndex index;
+  private final KvRouter router;
+  private final MockEngine[] engines;
+  private final FairQueue<SimRequest> queue;
+  private final String[] tenantNames;
+  private final SimRequest[] reqs;
+
+  private final byte[] outcome;
+  private final double[] ttftMs;
+  private final long[] chargedUncached; // -1: did not wait
+  private final double[] servedCost;
+  final long[] waitNanos; // per request: its queue wait (granted), or 0
+  private final double[] waitMs; // per tenant, total queue wait of the requests it got served
+  private long lastArrival;
+  private long lastFinish;
+  private int refusedFull;
+  private int refusedTimeout;
+  private int waited;
+  private long promptTokens;
+  private long cachedTokens;
+
+  /**
+   * A run of {@code a} (its requests, tenants 0..tenants-1 and bands) on a fleet of {@code cfg}
+   * (its speedup applied to the arrivals) under {@code mode}.
+   */
+  public AdmissionSimulation(
+      TenantRule.Assignment a, int tenants, SimConfig cfg, Settings s, Mode mode, String label) {
+    if (a.requests().isEmpty()) throw new IllegalArgumentException("no requests to simulate");
+    this.a = a;
+    this.tenants = tenants;
+    this.cfg = cfg;
+    this.s = s;
+    this.mode = mode;
+    this.label = label;
+    int n = a.requests().size();
+    outcome = new byte[n];
+    ttftMs = new double[n];
+    chargedUncached = new long[n];
+    servedCost = new double[tenants];
+    waitMs = new double[tenants];
+    waitNanos = new long[n];
+    reqs = new SimRequest[n];
+    tenantNames = new String[tenants];
+    for (int t = 0; t < tenants; t++) tenantNames[t] = "t" + t;
+    index = KvIndexes.concurrentCompressedTree();
+    KvRouter.Builder b =
+        KvRouter.builder(cfg.blockSize())
+            .nanoClock(loop::now)
+            .requestExpiry(Duration.ofDays(3650))
+            .seed(cfg.seed())
+            .index(index)
+            .overlapWeight(cfg.overlapWeight())
+            .pressureWeight(cfg.pressureWeight());
+    if (mode != Mode.FIFO) b.busyRequests(s.busyRequests());
+    router = b.build();
+    queue =
+        mode == Mode.FIFO
+            ? null
+            : new FairQueue<>(
+                new FairQueue.Config(
+                    2, s.maxQueueDepth(), Math.round(s.maxQueueTimeSec() * 1e9), 0));
+    MockEngine.Listener listener =
+        new MockEngine.Listener() {
+          @Override
+          public void firstToken(SimRequest r) {
+            router.markPrefillCompleted(r.routerId);
+            ttftMs[(int) r.id] = r.ttftNanos() / 1e6;
+          }
+
+          @Override
+          public void finished(SimRequest r) {
+            router.free(r.routerId);
+            int i = (int) r.id;
+            outcome[i] = ANSWERED;
+            promptTokens += r.trace.inputLength();
+            cachedTokens += r.cachedTokens;
+            if (loop.now() <= lastArrival) {
+              servedCost[a.tenant()[i]] +=
+                  Math.max(0, r.trace.inputLength() - r.cachedTokens) + r.trace.outputLength();
+            }
+            lastFinish = Math.max(lastFinish, loop.now());
+            r.dropTokens();
+            grant();
+          }
+
+          @Override
+          public void admitting(SimRequest r, Worker rank) {}
+
+          @Override
+          public void rejected(SimRequest r) {
+            router.free(r.routerId);
+            outcome[(int) r.id] = ENGINE_REJECTED;
+            r.dropTokens();
+            grant();
+          }
+        };
+    engines = new MockEngine[cfg.workers()];
+    for (int w = 0; w < cfg.workers(); w++) {
+      engines[w] =
+          new MockEngine(
+              w,
+              cfg.dpSize(),
+              cfg.blockSize(),
+              cfg.gpuBlocks(),
+              cfg.timing(),
+              loop,
+              cfg.removedEvents(),
+              this::publish,
+              listener);
+      router.registerWorker(w, cfg.dpSize(), cfg.blockSize(), cfg.gpuBlocks());
+    }
+  }
+
+  /** Runs the whole trace. */
+  public AdmissionResult run() {
+    long wallStart = System.nanoTime();
+    List<TraceRequest> trace = a.requests();
+    double t0 = trace.get(0).timestampMs();
+    for (int i = 0; i < trace.size(); i++) {
+      TraceRequest t = trace.get(i);
+      long at = Math.round((t.timestampMs() - t0) * 1e6 / cfg.speedup());
+      SimRequest r = new SimRequest(i, t, at);
+      reqs[i] = r;
+      lastArrival = at;
+      loop.at(at, () -> arrive(r));
+    }
+    loop.run();
+    router.close();
+    index.close();
+    return result(System.nanoTime() - wallStart);
+  }
+
+  private void publish(RouterEvent e) {
+    router.applyEvent(e);
+  }
+
+  private void arrive(SimRequest r) {
+    if (queue != null && queue.size() > 0) {
+      // behind the requests that wait: a new request does not pass them
+      wait(r, router.overlaps(r.tokens(), RouteOptions.defaults()).maxScore());
+      return;
+    }
+    RouteDecision d = router.route(r.routerId, r.tokens());
+    if (d instanceof RouteDecision.Routed routed) {
+      submit(r, routed);
+    } else if (d instanceof RouteDecision.AllBusy busy && queue != null) {
+      int overlap = 0;
+      for (Candidate c : busy.candidates()) overlap = Math.max(overlap, c.overlapBlocks());
+      wait(r, overlap);
+    } else {
+      throw new IllegalStateException("the router did not route request " + r.id + ": " + d);
+    }
+  }
+
+  private void submit(SimRequest r, RouteDecision.Routed routed) {
+    r.routedOverlapTokens = routed.overlapTokens();
+    r.routedTo = routed.worker();
+    engines[(int) routed.worker().workerId()].submit(r, routed.worker().dpRank());
+  }
+
+  private void wait(SimRequest r, int overlapBlocks) {
+    int i = (int) r.id;
+    long prompt = r.trace.inputLength();
+    long uncached = Math.max(0, prompt - (long) overlapBlocks * cfg.blockSize());
+    double cost =
+        mode == Mode.FAIR_COST
+            ? uncached + r.trace.outputLength()
+            : prompt + r.trace.outputLength();
+    FairQueue.Ticket<SimRequest> t =
+        queue.offer(r, a.band()[i], tenantNames[a.tenant()[i]], 1.0, cost, loop.now());
+    if (t == null) {
+      refuse(r);
+      refusedFull++;
+      return;
+    }
+    waited++;
+    chargedUncached[i] = uncached + 1; // +1: 0 means "did not wait"
+    loop.after(Math.round(s.maxQueueTimeSec() * 1e9), this::expire);
+  }
+
+  private void expire() {
+    for (FairQueue.Ticket<SimRequest> t : queue.expire(loop.now())) {
+      refuse(t.item());
+      refusedTimeout++;
+    }
+  }
+
+  private void refuse(SimRequest r) {
+    outcome[(int) r.id] = REFUSED;
+    r.dropTokens();
+  }
+
+  /** A slot was freed: the queue's next request routes (among the ranks with room). */
+  private void grant() {
+    if (queue == null) return;
+    while (queue.size() > 0) {
+      FairQueue.Ticket<SimRequest> t = queue.poll();
+      SimRequest r = t.item();
+      waitMs[a.tenant()[(int) r.id]] += (loop.now() - r.arrival) / 1e6;
+      waitNanos[(int) r.id] = loop.now() - r.arrival;
+      RouteDecision d = router.route(r.routerId, r.tokens());
+      if (d instanceof RouteDecision.Routed routed) {
+        submit(r, routed);
+        correct(r);
+        return;
+      }
+      throw new IllegalStateException(
+          "a freed slot, yet every rank is busy for request " + r.id + ": " + d);
+    }
+  }
+
+  /**
+   * fair-cost: what the engine really recomputed less what the queue charged goes onto the tenant's
+   * next request (the gateway does it from usage.cached_tokens). The mock engine sets cachedTokens
+   * when it admits the request, which with busy-requests below the engine's batch is at once,
+   * inside submit.
+   */
+  private void correct(SimRequest r) {
+    int i = (int) r.id;
+    if (mode != Mode.FAIR_COST || chargedUncached[i] == 0 || r.admitted < 0) return;
+    long actual = Math.max(0, r.trace.inputLength() - r.cachedTokens);
+    queue.charge(a.band()[i], tenantNames[a.tenant()[i]], actual - (chargedUncached[i] - 1));
+  }
+
+  private AdmissionResult result(long wallNanos) {
+    int n = reqs.length;
+    int answered = 0;
+    int engineRejected = 0;
+    int lost = 0;
+    int good = 0;
+    int high = 0;
+    for (int i = 0; i < n; i++) {
+      if (outcome[i] == ANSWERED) {
+        answered++;
+        if (a.band()[i] == 0) high++;
+        if (ttftMs[i] <= s.ttftSloMs()) good++;
+      } else if (outcome[i] == ENGINE_REJECTED) {
+        engineRejected++;
+      } else if (outcome[i] != REFUSED) {
+        lost++;
+      }
+    }
+    double[] highTtft = new double[high];
+    int[] perTenant = new int[tenants];
+    for (int i = 0; i < n; i++) if (outcome[i] == ANSWERED) perTenant[a.tenant()[i]]++;
+    double[][] tenantTtft = new double[tenants][];
+    for (int t = 0; t < tenants; t++) tenantTtft[t] = new double[perTenant[t]];
+    int h = 0;
+    int[] fill = new int[tenants];
+    for (int i = 0; i < n; i++) {
+      if (outcome[i] != ANSWERED) continue;
+      if (a.band()[i] == 0) highTtft[h++] = ttftMs[i];
+      int t = a.tenant()[i];
+      tenantTtft[t][fill[t]++] = ttftMs[i];
+    }
+    int[] sent = new int[tenants];
+    for (int i = 0; i < n; i++) sent[a.tenant()[i]]++;
+    return new AdmissionResult(
+        label,
+        mode,
+        n,
+        answered,
+        refusedFull,
+        refusedTimeout,
+        engineRejected,
+        lost + (queue == null ? 0 : queue.size()) + router.inFlight(),
+        waited,
+        sent,
+        highTtft,
+        tenantTtft,
+        servedCost,
+        waitMs,
+        good,
+        lastArrival / 1e9,
+        lastFinish / 1e9,
+        promptTokens == 0 ? 0 : cachedTokens / (double) promptTokens,
+        cfg.speedup(),
+        wallNanos);
+  }
+}

@@ -1,0 +1,60 @@
+package io.kvrouter.sim;
+
+import io.kvrouter.mockengine.TimingModel;
+import io.kvrouter.sim.trace.TraceRequest;
+import java.util.HashSet;
+import java.util.List;
+
+/**
+ * {@code simulate --load-factor X}: the speedup that offers a trace at X times the fleet's capacity
+ * (docs/SIMULATION.md, "Admission and fair shares").
+ *
+ * <p>Capacity is the request rate the fleet sustains on this trace when every prompt's reusable
+ * prefix is cached (the prefix of trace blocks that appeared earlier in the trace, as an unbounded
+ * cache shared by the whole fleet would hold it): each rank prefills one prompt at a time and holds
+ * at most {@code maxBatch} requests, so capacity = ranks × min(1 / mean prefill time, maxBatch /
+ * mean time a request holds its slot (prefill + decode)), the means over the trace under the timing
+ * model. Real caches hold less than the ideal one, so at factor X the fleet's real load is at least
+ * X times what it can serve. Computed from the trace alone, in one pass.
+ */
+public final class LoadFactor {
+  private LoadFactor() {}
+
+  /** The fleet's capacity on {@code trace} in requests per second (above). */
+  public static double capacity(List<TraceRequest> trace, TimingModel timing, int ranks) {
+    HashSet<Long> seen = new HashSet<>();
+    double prefillSec = 0;
+    double slotSec = 0;
+    for (TraceRequest r : trace) {
+      long[] h = r.hashIds();
+      int lead = 0;
+      while (lead < h.length && seen.contains(h[lead])) lead++;
+      for (long x : h) seen.add(x);
+      int uncached = Math.max(0, r.inputLength() - lead * TraceRequest.TRACE_BLOCK);
+      double p = timing.prefillNanos(uncached) / 1e9;
+      prefillSec += p;
+      slotSec += p + timing.decodeNanos(r.outputLength()) / 1e9;
+    }
+    int n = trace.size();
+    return ranks * Math.min(n / prefillSec, timing.maxBatch() * n / slotSec);
+  }
+
+  /** The trace's own request rate: requests per second of its timestamps. */
+  public static double offeredRate(List<TraceRequest> trace) {
+    double spanSec =
+        (trace.get(trace.size() - 1).timestampMs() - trace.get(0).timestampMs()) / 1000.0;
+    if (!(spanSec > 0)) {
+      throw new IllegalArgumentException("--load-factor needs a trace that spans some time");
+    }
+    return trace.size() / spanSec;
+  }
+
+  /** The speedup that offers {@code trace} at {@code factor} times the fleet's capacity. */
+  public static double speedup(
+      List<TraceRequest> trace, TimingModel timing, int ranks, double factor) {
+    if (!(factor > 0) || Double.isInfinite(factor)) {
+      throw new IllegalArgumentException("--load-factor must be > 0, got " + factor);
+    }
+    return factor * capacity(trace, timing, ranks) / offeredRate(trace);
+  }
+}
