@@ -67,7 +67,7 @@ final class ClientRequest {
   final long priority;
 
   /** OpenAI's {@code user}, or null. */
-  final String user;
+  final @Nullable String user;
 
   /** {@code max_completion_tokens}, else {@code max_tokens}; -1 when neither is given. */
   final long maxTokens;
@@ -85,7 +85,7 @@ final class ClientRequest {
       int[] promptIds,
       boolean addSpecialTokens,
       long priority,
-      String user,
+      @Nullable String user,
       long maxTokens,
       byte[] upstream) {
     this.kind = kind;
@@ -157,7 +157,7 @@ final class ClientRequest {
     boolean promptGiven;
     @Nullable StreamOptions options; // null: not given
     long priority;
-    String user;
+    @Nullable String user;
     long maxTokens = -1;
     long maxCompletionTokens = -1;
 

@@ -697,8 +697,14 @@ public final class HttpPlumbing {
   /** Logs client resets in one line at most once per interval, with the count in between. */
   static final class ResetLog {
     private final long intervalNanos;
+
+    @GuardedBy("this")
     private long last; // guarded by this
+
+    @GuardedBy("this")
     private boolean logged; // guarded by this
+
+    @GuardedBy("this")
     private long unlogged; // guarded by this
 
     ResetLog(long intervalNanos) {
