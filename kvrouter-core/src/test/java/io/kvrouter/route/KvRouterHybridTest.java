@@ -68,6 +68,35 @@ class KvRouterHybridTest {
     assertThat(d.overlapTokens()).isEqualTo(6 * BS);
   }
 
+  /**
+   * A hybrid model served by engines with events and by engines tracked by predictions (no events,
+   * so no group ever says what they hold): the groups cut the event rank's score, while the
+   * predicted rank keeps its prediction of the main group, capped below the prompt's last token as
+   * the engine caps a hit. Cut by groups it knows nothing of, it would score 0 and never be chosen
+   * for its prefix.
+   */
+  @Test
+  void predictedRanksKeepTheirPredictionWhileTheGroupsCutTheEventRanks() {
+    KvRouter r = KvRouter.builder(BS).build();
+    r.registerRank(A, BS, 0, KvSource.EVENTS);
+    r.registerRank(B, BS, 0, KvSource.PREDICTED);
+    cacheMain(r, A, 8);
+    group(r, 1, WINDOW, A, CacheEvent.storedAtRoot(positions(0, 4), positions(0, 4)));
+    assertThat(r.kvCacheGroups().active()).isTrue();
+    // B is predicted to hold the whole prompt once a request went there
+    RouteDecision.Routed first =
+        (RouteDecision.Routed)
+            r.route("to-b", PROMPT, RouteOptions.defaults().withAllowedWorkers(B.workerId()));
+    assertThat(first.worker()).isEqualTo(B);
+    r.free("to-b");
+    // A: main 8 blocks, its window holds 0..3 only: 4; B: its prediction, 8 blocks (33 tokens,
+    // capped at (33 - 1) / 4 = 8)
+    assertThat(r.overlaps(PROMPT, RouteOptions.defaults()).scores()).isEqualTo(Map.of(A, 4, B, 8));
+    RouteDecision.Routed again = (RouteDecision.Routed) r.route("r2", PROMPT);
+    assertThat(again.worker()).isEqualTo(B);
+    assertThat(again.overlapTokens()).isEqualTo(8 * BS);
+  }
+
   @Test
   void withoutGroupEventsTheRouterScoresTheMainGroupAsBefore() {
     KvRouter r = router(KvRouter.builder(BS));
