@@ -39,7 +39,7 @@ public class CpuTimeProfiler implements InternalProfiler {
   }
 
   @Override
-  public List<? extends Result> afterIteration(
+  public List<? extends Result<?>> afterIteration(
       BenchmarkParams benchmarkParams, IterationParams iterationParams, IterationResult result) {
     Map<Long, Long> after = workerCpuTimes();
     long cpu = 0;

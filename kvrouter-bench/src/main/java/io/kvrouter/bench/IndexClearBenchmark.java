@@ -5,6 +5,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.OverlapScores;
+import java.util.Arrays;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -80,7 +81,7 @@ public class IndexClearBenchmark {
       }
       index.apply(new RouterEvent(new Worker(w, 0), 0, CacheEvent.storedAtRoot(s, q)));
       queries[2 * w] = q;
-      queries[2 * w + 1] = java.util.Arrays.copyOf(local, QUERY);
+      queries[2 * w + 1] = Arrays.copyOf(local, QUERY);
     }
     index.flush();
   }

@@ -6,6 +6,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 import picocli.CommandLine.Option;
 
 /**
@@ -80,7 +81,7 @@ final class ChatTemplateOptions {
   }
 
   /** The model a {@code NAME=...} value names, or null for a value for all models. */
-  private static String modelOf(String v, Set<String> modelNames) {
+  private static @Nullable String modelOf(String v, Set<String> modelNames) {
     int eq = v.indexOf('=');
     if (eq < 1 || eq == v.length() - 1) return null;
     String name = v.substring(0, eq);

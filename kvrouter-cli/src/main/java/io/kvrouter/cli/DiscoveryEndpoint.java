@@ -18,6 +18,7 @@ import java.io.UncheckedIOException;
 import java.time.Instant;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What {@code --discovery kubernetes} adds to a server: {@code GET /discovery} (the discovery's
@@ -42,9 +43,9 @@ final class DiscoveryEndpoint implements ServerExtension {
   private static final JsonFactory JSON = new JsonFactory();
 
   private final DiscoveryConfig config;
-  private volatile KubernetesDiscovery discovery;
-  private volatile ServerHost host;
-  private volatile DiscoveryMetrics metrics;
+  private volatile @Nullable KubernetesDiscovery discovery; // null until attached
+  private volatile @Nullable ServerHost host; // null until routing()
+  private volatile @Nullable DiscoveryMetrics metrics; // null until routing()
 
   DiscoveryEndpoint(DiscoveryConfig config) {
     this.config = config;

@@ -8,6 +8,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -371,16 +372,17 @@ public final class MockEngineCommand implements Callable<Integer> {
     Runtime.getRuntime().addShutdownHook(hook);
     if (exitWithParent) {
       // the parent's end, however it ends (a SIGKILL runs no hook of its), ends this process
-      ProcessHandle.current()
-          .parent()
-          .map(ProcessHandle::onExit)
-          .orElse(java.util.concurrent.CompletableFuture.completedFuture(null))
-          .thenRun(
-              () -> {
-                err.println("kvrouter mock-engine: the parent process ended; stopping");
-                err.flush();
-                System.exit(0);
-              });
+      CompletableFuture<Void> unused =
+          ProcessHandle.current()
+              .parent()
+              .map(ProcessHandle::onExit)
+              .orElse(CompletableFuture.completedFuture(null))
+              .thenRun(
+                  () -> {
+                    err.println("kvrouter mock-engine: the parent process ended; stopping");
+                    err.flush();
+                    System.exit(0);
+                  });
     }
     out.println(
         "kvrouter mock-engine: model "

@@ -408,6 +408,7 @@ public final class SimulateCommand implements Callable<Integer> {
   boolean quiet;
 
   @Override
+  @SuppressWarnings("ClosingStandardOutputStreams") // Progress.close() leaves System.err open
   public Integer call() {
     PrintWriter out = spec.commandLine().getOut();
     PrintWriter err = spec.commandLine().getErr();

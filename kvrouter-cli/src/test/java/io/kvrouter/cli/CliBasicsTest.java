@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** The launcher contract: --help and --version succeed, unknown commands are usage errors. */
@@ -46,8 +47,8 @@ class CliBasicsTest {
 
   @Test
   void everyCommandsHelpRendersWithoutAWarning() {
-    java.util.List<String[]> commands =
-        java.util.List.of(
+    List<String[]> commands =
+        List.of(
             new String[] {"--help"},
             new String[] {"simulate", "--help"},
             new String[] {"serve", "--help"},

@@ -8,6 +8,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Stream;
+import org.assertj.core.api.Assertions;
 import org.junit.jupiter.api.Test;
 import picocli.CommandLine;
 
@@ -67,8 +68,7 @@ class DocsCommandsTest {
         .isEqualTo(List.of("serve", "--port", "8090"));
     assertThat(bad).hasSize(1);
     CommandLine cl = new CommandLine(new Main());
-    org.assertj.core.api.Assertions.assertThatThrownBy(
-            () -> cl.parseArgs(bad.get(0).args().toArray(String[]::new)))
+    Assertions.assertThatThrownBy(() -> cl.parseArgs(bad.get(0).args().toArray(String[]::new)))
         .isInstanceOf(CommandLine.ParameterException.class)
         .hasMessageContaining("--prot");
   }

@@ -10,7 +10,9 @@ import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
+import java.util.Random;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -41,11 +43,11 @@ class FleetBenchTest {
     long nextId = 1;
     List<List<Long>> ids = new ArrayList<>();
     for (int c = 0; c < conversations; c++) ids.add(new ArrayList<>(List.of(0L)));
-    java.util.Random rnd = new java.util.Random(1);
+    Random rnd = new Random(1);
     for (int t = 0; t < turns; t++) {
       List<Integer> order = new ArrayList<>();
       for (int c = 0; c < conversations; c++) order.add(c);
-      java.util.Collections.shuffle(order, rnd);
+      Collections.shuffle(order, rnd);
       for (int k = 0; k < conversations; k++) {
         List<Long> h = ids.get(order.get(k));
         h.add(nextId++);

@@ -107,11 +107,6 @@ class GatewayDiscoveryTest {
     await("the pods watched", () -> discovery().path("connected").asBoolean());
   }
 
-  /** A mock engine of the tiny model on {@code ip}, with its KV events on ZMQ there too. */
-  private MockEngineServer engine(String ip) {
-    return engine(ip, 0, "tiny");
-  }
-
   /** A mock engine of the tiny model served as {@code served} on {@code ip}:{@code port}. */
   private MockEngineServer engine(String ip, int port, String served) {
     MockEngineServer e =

@@ -144,7 +144,7 @@ class ServeCommandTest {
   @Test
   void anUnreachablePeerExitsWithOneAndSaysWhy() throws IOException {
     int nobody;
-    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+    try (ServerSocket s = new ServerSocket(0)) {
       nobody = s.getLocalPort();
     }
     PrintStream oldErr = System.err;

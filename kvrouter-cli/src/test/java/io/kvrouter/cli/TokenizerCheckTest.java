@@ -283,6 +283,7 @@ class TokenizerCheckTest {
   }
 
   @Test
+  @SuppressWarnings("try") // the tokenizer is held open for the test and closed by the try
   void malformedAnswersAreClearErrors() throws IOException {
     try (Tokenizer tok = Tokenizer.load(MockEngines.tinyModel())) {
       List<String> answers =

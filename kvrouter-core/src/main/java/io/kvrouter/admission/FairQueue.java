@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.TreeSet;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The queue in front of a saturated model (docs/routing.md, "Admission"): requests wait here, in
@@ -206,7 +207,7 @@ public final class FairQueue<T> {
    * @param cost what the request costs the engine (uncached prefill + expected decode tokens), >= 0
    * @param nowNanos the caller's clock
    */
-  public Ticket<T> offer(
+  public @Nullable Ticket<T> offer(
       T item, int band, String tenant, double weight, double cost, long nowNanos) {
     Objects.requireNonNull(tenant, "tenant");
     if (band < 0 || band >= bands.size()) {
@@ -246,7 +247,7 @@ public final class FairQueue<T> {
   }
 
   /** The next request to dispatch, removed from the queue; null when none waits. */
-  public Ticket<T> poll() {
+  public @Nullable Ticket<T> poll() {
     if (size == 0) return null;
     int chosen = -1;
     if (config.starvationLimit() > 0) {

@@ -4,4 +4,7 @@
  * the engine (uncached prefill plus expected decode tokens). No dependencies; the gateway decides
  * when a model is saturated and holds the queue's lock.
  */
+@NullMarked
 package io.kvrouter.admission;
+
+import org.jspecify.annotations.NullMarked;

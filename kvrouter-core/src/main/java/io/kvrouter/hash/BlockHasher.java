@@ -9,6 +9,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Computes the local block hashes of a token sequence: XXH3-64 over each full block of tokens as
@@ -52,11 +53,11 @@ public final class BlockHasher {
       new AtomicReferenceArray<>(POOL_SLOTS * SLOT_STRIDE);
 
   private final int blockSize;
-  private final String loraName;
-  private final String namespace;
+  private final @Nullable String loraName;
+  private final @Nullable String namespace;
   private final Hasher64 hasher;
 
-  private BlockHasher(int blockSize, String loraName, String namespace) {
+  private BlockHasher(int blockSize, @Nullable String loraName, @Nullable String namespace) {
     this.blockSize = blockSize;
     this.loraName = loraName;
     this.namespace = namespace;
@@ -72,12 +73,12 @@ public final class BlockHasher {
   }
 
   /** The same hasher salted with a LoRA adapter name; {@code null} or empty means none. */
-  public BlockHasher withLora(String loraName) {
+  public BlockHasher withLora(@Nullable String loraName) {
     return new BlockHasher(blockSize, emptyToNull(loraName), namespace);
   }
 
   /** The same hasher salted with a cache namespace; {@code null} or empty means none. */
-  public BlockHasher withNamespace(String namespace) {
+  public BlockHasher withNamespace(@Nullable String namespace) {
     return new BlockHasher(blockSize, loraName, emptyToNull(namespace));
   }
 
@@ -87,7 +88,7 @@ public final class BlockHasher {
    * means none. For salts that arrive with each request, {@link SaltedHashers} keeps a bounded
    * cache of these.
    */
-  public BlockHasher withSalt(String loraName, String namespace) {
+  public BlockHasher withSalt(@Nullable String loraName, @Nullable String namespace) {
     return new BlockHasher(blockSize, emptyToNull(loraName), emptyToNull(namespace));
   }
 
@@ -239,7 +240,7 @@ public final class BlockHasher {
     }
   }
 
-  private static long seedFor(String loraName, String namespace) {
+  private static long seedFor(@Nullable String loraName, @Nullable String namespace) {
     long seed = DEFAULT_SEED;
     if (loraName != null && !loraName.isEmpty()) {
       seed += Hashing.xxh3_64(0L).hashBytesToLong(loraName.getBytes(StandardCharsets.UTF_8));
@@ -250,7 +251,7 @@ public final class BlockHasher {
     return seed;
   }
 
-  private static String emptyToNull(String s) {
+  private static @Nullable String emptyToNull(@Nullable String s) {
     return s == null || s.isEmpty() ? null : s;
   }
 

@@ -2,6 +2,7 @@ package io.kvrouter.hash;
 
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Salted variants of the unsalted {@link BlockHasher} of one block size, for salts that arrive with
@@ -34,7 +35,7 @@ public final class SaltedHashers {
   /** The longest salt pair (LoRA name plus namespace, in chars) that is cached. */
   public static final int MAX_CACHED_CHARS = 256;
 
-  private record Entry(String lora, String namespace, BlockHasher hasher) {}
+  private record Entry(@Nullable String lora, @Nullable String namespace, BlockHasher hasher) {}
 
   private final BlockHasher base;
   private final AtomicReferenceArray<Entry> table = new AtomicReferenceArray<>(CAPACITY);
@@ -53,7 +54,7 @@ public final class SaltedHashers {
    * {@code base().withSalt(loraName, namespace)}, from the cache when the pair was seen lately;
    * {@code null} or empty means none, and with neither salt it is {@link #base()} itself.
    */
-  public BlockHasher get(String loraName, String namespace) {
+  public BlockHasher get(@Nullable String loraName, @Nullable String namespace) {
     final String lora = loraName == null || loraName.isEmpty() ? null : loraName;
     final String ns = namespace == null || namespace.isEmpty() ? null : namespace;
     if (lora == null && ns == null) return base;

@@ -9,6 +9,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
+import org.jspecify.annotations.NullUnmarked;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What both index kinds share: which worker holds which block, kept prefix-closed through holes,
@@ -64,6 +66,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * writer's own thread walks at once, without waiting for the step it is inside of to end.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
   /** The most holders changes in one step of a multi-node change (SteppedIndex). */
   static final int STEP_CHANGES = SteppedIndex.STEP_CHANGES;
@@ -73,7 +76,7 @@ abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
 
   final IndexCounters counters = new IndexCounters();
   final WorkerTable<N> workers;
-  private final Runnable afterHolderChange; // tests only; null otherwise
+  private final @Nullable Runnable afterHolderChange; // tests only; null otherwise
 
   /** Whether readers mark used bits: the index is bounded. */
   final boolean bounded;

@@ -5,6 +5,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.ints.Int2LongOpenHashMap;
 import it.unimi.dsi.fastutil.longs.Long2ObjectMap;
+import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
@@ -16,6 +17,8 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * The compressed block tree: one node per run of blocks that the same workers hold, with per-worker
@@ -89,6 +92,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * BlockIndex.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class CompressedTreeIndex extends SteppedIndex {
   private static final VarHandle BY_ID;
 
@@ -137,7 +141,7 @@ final class CompressedTreeIndex extends SteppedIndex {
   boolean lastDropEmptiedConnected;
 
   /** Tests only: sees each node before the writer settles it (null otherwise). */
-  java.util.function.Consumer<RunNode> settleFault;
+  Consumer<RunNode> settleFault;
 
   CompressedTreeIndex(boolean concurrent) {
     this(concurrent, Long.MAX_VALUE);
@@ -336,7 +340,7 @@ final class CompressedTreeIndex extends SteppedIndex {
     if (x.plain().seqs[off] == seq) {
       ws.names.putAt(foundSlot, seq, x, off);
     } else {
-      if (ws.others == null) ws.others = new it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap<>();
+      if (ws.others == null) ws.others = new Long2ObjectOpenHashMap<>();
       ws.others.put(seq, new RunWorker.Ref(x, off));
     }
   }
@@ -1218,7 +1222,7 @@ final class CompressedTreeIndex extends SteppedIndex {
       for (RunWorker ws : workers) {
         events.put(ws, new ArrayList<>());
         if (ws.others != null && !ws.others.isEmpty()) {
-          Map<RunNode, Int2LongOpenHashMap> m = new IdentityHashMap<>();
+          IdentityHashMap<RunNode, Int2LongOpenHashMap> m = new IdentityHashMap<>();
           for (Long2ObjectMap.Entry<RunWorker.Ref> en : ws.others.long2ObjectEntrySet()) {
             RunWorker.Ref r = en.getValue();
             m.computeIfAbsent(r.node, k -> new Int2LongOpenHashMap()).put(r.off, en.getLongKey());

@@ -1,5 +1,6 @@
 package io.kvrouter.index;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -13,6 +14,7 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Predicate;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The secondary KV cache groups of a hybrid model and the engine's hit rule over them
@@ -132,7 +134,7 @@ public final class HybridIndex {
    * @return false when the event was refused: its group is the main one, or was declared with
    *     another kind (counted in {@link #refusedEvents()})
    */
-  public boolean apply(int groupIdx, KvCacheGroup kind, RouterEvent event) {
+  public boolean apply(int groupIdx, @Nullable KvCacheGroup kind, RouterEvent event) {
     Objects.requireNonNull(event, "event");
     Group g = find(groupIdx);
     if (g == null) {
@@ -143,7 +145,7 @@ public final class HybridIndex {
           return false;
         }
       }
-      g = find(groupIdx);
+      g = Objects.requireNonNull(find(groupIdx)); // declared just above
     } else if (kind != null && !kind.equals(g.kind)) {
       refused.increment();
       return false;
@@ -242,7 +244,8 @@ public final class HybridIndex {
    * {@link #rescore(OverlapScores, long[], int)}, except that the ranks {@code uncut} accepts keep
    * their main score, capped (a rank whose cache the router predicts: no group tells it more).
    */
-  public OverlapScores rescore(OverlapScores main, long[] seq, int cap, Predicate<Worker> uncut) {
+  public OverlapScores rescore(
+      OverlapScores main, long[] seq, int cap, @Nullable Predicate<Worker> uncut) {
     if (groups.length == 0) return main;
     final int n = main.size();
     final Worker[] workers = new Worker[n];
@@ -265,7 +268,7 @@ public final class HybridIndex {
 
   // ---------------------------------------------------------------- per kind
 
-  private int largestServed(Group g, PositionSet set, long[] seq, int c) {
+  private int largestServed(Group g, @Nullable PositionSet set, long[] seq, int c) {
     return switch (g.kind.kind()) {
       case FULL -> leadingHeld(set, seq, 0, c);
       case SLIDING_WINDOW -> window(set, seq, c, g.windowBlocks);
@@ -285,7 +288,7 @@ public final class HybridIndex {
   }
 
   /** How many positions from {@code from} on, at most {@code max}, the set holds without a gap. */
-  private static int leadingHeld(PositionSet set, long[] seq, int from, int max) {
+  private static int leadingHeld(@Nullable PositionSet set, long[] seq, int from, int max) {
     if (set == null) return 0;
     int n = 0;
     while (n < max && set.contains(seq[from + n])) n++;
@@ -297,7 +300,7 @@ public final class HybridIndex {
    * end of the last run of {@code need} held positions before {@code c}, else (no such run) the run
    * of held positions from position 0, which the window then covers whole.
    */
-  private static int window(PositionSet set, long[] seq, int c, int need) {
+  private static int window(@Nullable PositionSet set, long[] seq, int c, int need) {
     if (need == 0) return c;
     if (set == null) return 0;
     int end = c - 1; // candidate last position of a window
@@ -317,7 +320,7 @@ public final class HybridIndex {
 
   // ---------------------------------------------------------------- groups
 
-  private Group find(int groupIdx) {
+  private @Nullable Group find(int groupIdx) {
     for (Group g : groups) {
       if (g.index == groupIdx) return g;
     }
@@ -325,7 +328,8 @@ public final class HybridIndex {
   }
 
   /** Declares one group; returns why it cannot be, or null. Under this object's monitor. */
-  private String declareLocked(int groupIdx, KvCacheGroup kind) {
+  @GuardedBy("this")
+  private @Nullable String declareLocked(int groupIdx, KvCacheGroup kind) {
     if (groupIdx < 0) return "a KV cache group index is >= 0, got " + groupIdx;
     if (groupIdx == mainGroup) {
       return "KV cache group " + groupIdx + " is the main group, whose events go to the main index";

@@ -1,5 +1,7 @@
 package io.kvrouter.index;
 
+import java.time.Duration;
+
 /** Factory of the index kinds (DESIGN.md §4). */
 public final class KvIndexes {
   private KvIndexes() {}
@@ -13,7 +15,7 @@ public final class KvIndexes {
    * A single-threaded block tree that also tracks recent-use frequencies along each query's matched
    * path ({@link OverlapScores#frequencies()}) over a sliding {@code window}.
    */
-  public static KvIndex radixTree(java.time.Duration window) {
+  public static KvIndex radixTree(Duration window) {
     if (window == null || window.isNegative() || window.isZero()) {
       throw new IllegalArgumentException("window must be positive, got " + window);
     }

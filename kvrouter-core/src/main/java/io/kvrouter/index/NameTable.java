@@ -6,6 +6,7 @@ import it.unimi.dsi.fastutil.longs.LongArrayList;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
 import it.unimi.dsi.fastutil.objects.Object2LongOpenHashMap;
 import java.util.List;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * The sequence hashes one worker named its blocks by, each mapped to its block: a map from {@code
@@ -43,6 +44,7 @@ import java.util.List;
  * Writer-only: readers never touch it.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class NameTable<N extends IndexNode<N>> {
   private static final int MIN_CAPACITY = 16;
   private static final long PHI = 0x9E3779B97F4A7C15L;

@@ -1,5 +1,6 @@
 package io.kvrouter.index;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.Arrays;
@@ -39,6 +40,8 @@ final class PositionSet {
   private volatile boolean hasEmptyKey;
   private volatile boolean hasTombstoneKey;
   private int size; // keys in the table and the flags; writers only (read racily by size())
+
+  @GuardedBy("this")
   private int tombstones; // writers only
 
   /** Whether {@code key} is in the set: no lock, no allocation. */
@@ -138,6 +141,7 @@ final class PositionSet {
   }
 
   /** Rebuilds the table without tombstones; writers only. */
+  @GuardedBy("this")
   private void rehash() {
     long[] old = table;
     int keys = size - (hasEmptyKey ? 1 : 0) - (hasTombstoneKey ? 1 : 0);

@@ -1,6 +1,7 @@
 package io.kvrouter.index;
 
 import java.util.List;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * One slot of the positional index: the block reached from the root by the path of local hashes
@@ -34,6 +35,7 @@ import java.util.List;
  * time, leaf first when shrinking, root first when growing (see BlockIndex).
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 class PositionalEntry extends IndexNode<PositionalEntry> {
   /** The children of an entry that left the structure. */
   private static final Object UNLINKED = new Object();

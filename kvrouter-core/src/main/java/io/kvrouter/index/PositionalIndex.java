@@ -6,6 +6,7 @@ import java.lang.invoke.VarHandle;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * The positional index: one hash table of every cached block keyed by the §2 sequence hash of its
@@ -66,6 +67,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * table.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class PositionalIndex extends BlockIndex<PositionalEntry> {
   private static final VarHandle TABLE;
 

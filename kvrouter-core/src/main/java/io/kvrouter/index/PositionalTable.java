@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * An open-addressing hash table of positional entries keyed by (sequence hash, local hash), written
@@ -43,6 +44,7 @@ import java.lang.invoke.VarHandle;
  * capacity * 3/8 removals.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class PositionalTable {
   private static final VarHandle SLOT =
       MethodHandles.arrayElementVarHandle(PositionalEntry[].class);

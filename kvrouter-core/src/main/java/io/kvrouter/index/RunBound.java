@@ -1,6 +1,7 @@
 package io.kvrouter.index;
 
 import java.util.ArrayDeque;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * The bound of a bounded compressed tree ({@code maxBlocks}): past that many (worker, block) pairs
@@ -66,6 +67,7 @@ import java.util.ArrayDeque;
  * Tests may set an EvictionListener (ClockBound's), told of every name an eviction drops.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class RunBound {
   private final CompressedTreeIndex index;
   private final IndexCounters counters;

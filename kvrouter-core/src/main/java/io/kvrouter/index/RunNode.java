@@ -3,6 +3,7 @@ package io.kvrouter.index;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.List;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * One node of the compressed block tree ({@link CompressedTreeIndex}): a run of blocks, each the
@@ -37,6 +38,7 @@ import java.util.List;
  * lock-free readers through state().
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class RunNode {
   private static final VarHandle STATE;
   private static final VarHandle USED;

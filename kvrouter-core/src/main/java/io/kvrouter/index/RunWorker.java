@@ -3,6 +3,7 @@ package io.kvrouter.index;
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import java.util.ArrayList;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * One worker rank's bookkeeping in a {@link CompressedTreeIndex}: the names it gave its blocks.
@@ -20,6 +21,7 @@ import java.util.ArrayList;
  * heldBlocks counts distinct blocks held (connected or detached); detachedCount those detached.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class RunWorker extends WorkerSlot {
   final RunNames names = new RunNames();
   Long2ObjectOpenHashMap<Ref> others;

@@ -5,6 +5,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BiConsumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The readers' side of a {@link KvIndex} whose one writer changes it in version steps and whose
@@ -57,7 +58,7 @@ abstract class SteppedIndex implements KvIndex {
   /** How long (onSpinWait calls) a writer pauses between steps for waiting readers. */
   private static final int PAUSE_SPINS = 1 << 16;
 
-  final ReentrantLock writeLock; // null: single-threaded
+  final @Nullable ReentrantLock writeLock; // null: single-threaded
 
   @SuppressWarnings("unused") // through VERSION
   private long version;

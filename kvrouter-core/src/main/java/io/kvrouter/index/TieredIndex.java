@@ -1,5 +1,6 @@
 package io.kvrouter.index;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -11,6 +12,7 @@ import it.unimi.dsi.fastutil.longs.LongArrayList;
 import it.unimi.dsi.fastutil.longs.LongIterator;
 import it.unimi.dsi.fastutil.longs.LongLinkedOpenHashSet;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -21,6 +23,7 @@ import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A {@link KvIndex} of the device tier that also tracks the copies workers keep on slower tiers
@@ -107,8 +110,11 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
 
   private final Supplier<KvIndex> factory;
   private final KvIndex device;
+
+  @GuardedBy("lock")
   private final KvIndex[] levels = new KvIndex[TIERS]; // under lock
-  private volatile KvIndex[] published; // null until active
+
+  private volatile KvIndex @Nullable [] published; // null until active
   private final ReentrantLock lock = new ReentrantLock();
   private volatile boolean active;
   private final AtomicInteger fastWriters = new AtomicInteger();
@@ -346,6 +352,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
   }
 
   /** Makes levels 1..t that do not exist yet (under lock). */
+  @GuardedBy("lock")
   private void ensureLevels(int t) {
     if (levels[t] != null) return;
     if (!active) activate();
@@ -385,6 +392,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
     }
   }
 
+  @GuardedBy("lock")
   private void applyLocked(int t, RouterEvent e) {
     switch (e.data()) {
       case CacheEvent.Stored s -> {
@@ -430,6 +438,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
    * Drops the least recently stored leaves of the rank's tier-{@code t} chains (a parent left
    * childless next) until the bound holds (under lock).
    */
+  @GuardedBy("lock")
   private void bound(RankTiers r, int t, RouterEvent e) {
     if (r.counts.get(t) <= maxTierBlocks) return;
     TierChains c = r.chains(t);
@@ -449,6 +458,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
    * Clears bit {@code t} of {@code h} and adds {@code h} to {@code out[k]} for each level {@code k
    * >= max(t, 1)} that no remaining tier among its first k+1 holds it in.
    */
+  @GuardedBy("lock")
   private void unset(RankTiers r, long h, int t, LongArrayList[] out) {
     final int bit = 1 << t;
     int old = r.mask.get(h);
@@ -470,6 +480,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
     }
   }
 
+  @GuardedBy("lock")
   private void removeFromLevels(RouterEvent e, LongArrayList[] out) {
     for (int k = 1; k < TIERS; k++) {
       if (out[k] == null || levels[k] == null) continue;
@@ -478,6 +489,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
     }
   }
 
+  @GuardedBy("lock")
   private void clearAllTiers(RouterEvent e) {
     for (KvIndex l : levels) if (l != null) l.apply(e);
     ranks.remove(e.worker());
@@ -489,6 +501,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
    * Every rank's cumulative scores {@code P_1..P_4} for the query (exact scores of each cumulative
    * index, made non-decreasing); never blocks behind writers.
    */
+  @SuppressWarnings("NullAway") // unboxes row.get(w) for workers the loop above put in row
   public TieredScores findTiered(long[] localHashes) {
     final KvIndex[] lv = published;
     final OverlapScores d = device.findMatches(localHashes, false);
@@ -498,7 +511,7 @@ public final class TieredIndex extends ForwardingKvIndex implements TieredKvInde
       int[] cum = new int[n * TIERS];
       for (int i = 0; i < n; i++) {
         workers[i] = d.worker(i);
-        java.util.Arrays.fill(cum, i * TIERS, i * TIERS + TIERS, d.scoreAt(i));
+        Arrays.fill(cum, i * TIERS, i * TIERS + TIERS, d.scoreAt(i));
       }
       return new TieredScores(d, workers, cum, n);
     }

@@ -3,6 +3,7 @@ package io.kvrouter.index;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.List;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * One block position of the block tree: the block reached from the root by a path of local hashes,
@@ -30,6 +31,7 @@ import java.util.List;
  * a score the worker had at some instant of the walk (docs/concurrency.md).
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 class TreeNode extends IndexNode<TreeNode> {
   private static final VarHandle CHILDREN;
 

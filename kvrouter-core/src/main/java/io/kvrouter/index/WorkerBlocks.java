@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * One worker rank's bookkeeping in an index: the sequence hashes it stored and the blocks they
@@ -19,6 +20,7 @@ import it.unimi.dsi.fastutil.objects.Object2IntOpenHashMap;
  * heldBlocks counts distinct blocks held (connected or detached); detachedCount those detached.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class WorkerBlocks<N extends IndexNode<N>> extends WorkerSlot {
   final NameTable<N> blocks;
   Object2IntOpenHashMap<N> aliases; // rare; lazily made

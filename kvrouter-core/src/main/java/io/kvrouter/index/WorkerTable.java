@@ -7,6 +7,7 @@ import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * Interns worker ranks to dense {@code int} ids for one index, each with its {@link WorkerBlocks}.
@@ -20,6 +21,7 @@ import java.util.List;
  * byId (acquire) always finds it.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class WorkerTable<N extends IndexNode<N>> {
   private static final VarHandle BY_ID;
 

@@ -10,6 +10,7 @@ import it.unimi.dsi.fastutil.longs.LongArrayList;
 import java.util.ArrayList;
 import java.util.Objects;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One engine's block-granular prefix cache: a {@link RadixTree} whose granule is the block size and
@@ -67,8 +68,8 @@ public final class PrefixCache {
     private final Worker worker;
     private final int blockSize;
     private final int capacity;
-    private String lora;
-    private String namespace;
+    private @Nullable String lora;
+    private @Nullable String namespace;
     private Consumer<RouterEvent> listener = e -> {};
     private boolean removedPerBlock;
 
@@ -79,13 +80,13 @@ public final class PrefixCache {
     }
 
     /** Salts every block hash with a LoRA adapter name ({@code null} or empty: none). */
-    public Builder lora(String loraName) {
+    public Builder lora(@Nullable String loraName) {
       this.lora = loraName;
       return this;
     }
 
     /** Salts every block hash with a cache namespace ({@code null} or empty: none). */
-    public Builder namespace(String namespace) {
+    public Builder namespace(@Nullable String namespace) {
       this.namespace = namespace;
       return this;
     }
@@ -153,8 +154,8 @@ public final class PrefixCache {
       Worker worker,
       int blockSize,
       int capacity,
-      String lora,
-      String namespace,
+      @Nullable String lora,
+      @Nullable String namespace,
       Consumer<RouterEvent> listener,
       boolean removedPerBlock) {
     this.worker = Objects.requireNonNull(worker, "worker");

@@ -1,5 +1,7 @@
 package io.kvrouter.prefixcache;
 
+import com.google.errorprone.annotations.FormatMethod;
+import com.google.errorprone.annotations.FormatString;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
 import java.util.Arrays;
 import java.util.Collections;
@@ -586,7 +588,8 @@ public final class RadixTree<V> {
     return (List<V>) Collections.unmodifiableList(Arrays.asList(values));
   }
 
-  private static void require(boolean ok, String format, Object... args) {
+  @FormatMethod
+  private static void require(boolean ok, @FormatString String format, Object... args) {
     if (!ok) {
       throw new IllegalStateException("RadixTree invariant broken: " + String.format(format, args));
     }

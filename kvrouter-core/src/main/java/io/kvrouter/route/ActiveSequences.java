@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Objects;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * The requests in flight on one worker rank, with the KV blocks they hold and the prefill tokens
@@ -38,6 +39,7 @@ import java.util.Objects;
  * expire.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class ActiveSequences {
   /** The default time after which a request that was never freed is dropped. */
   static final Duration DEFAULT_EXPIRY = Duration.ofSeconds(300);
@@ -53,6 +55,8 @@ final class ActiveSequences {
   @FunctionalInterface
   interface Listener {
     /**
+     * Told that request {@code requestId} left.
+     *
      * @param seqHashes the request's hashes, as given to add (do not change them)
      * @param expired true when dropped by expiry, false when freed
      */
@@ -277,6 +281,8 @@ final class ActiveSequences {
   @FunctionalInterface
   interface Visitor {
     /**
+     * Sees request {@code requestId} and the prefill tokens still charged to it.
+     *
      * @param seqHashes the request's hashes, as given to add (do not change them)
      */
     void visit(String requestId, long[] seqHashes, long prefillTokens);

@@ -5,6 +5,7 @@ import java.util.AbstractList;
 import java.util.List;
 import java.util.Objects;
 import java.util.RandomAccess;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The candidates of one routing decision, as a {@link WorkerSelector} gets them: an unmodifiable
@@ -39,8 +40,8 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   private final int size;
   private final int promptBlocks;
   private final double[] relativePressure;
-  private final TierOverlap[] tiers; // null without tiers
-  private Candidate[] built; // get(i)'s records, made on first use
+  private final TierOverlap @Nullable [] tiers; // null without tiers
+  private Candidate @Nullable [] built; // get(i)'s records, made on first use
 
   /** The router's constructor: no copies, no checks (see the class comment). */
   Candidates(
@@ -65,7 +66,7 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
       int size,
       int promptBlocks,
       double[] relativePressure,
-      TierOverlap[] tiers) {
+      TierOverlap @Nullable [] tiers) {
     this.tiers = tiers;
     this.workers = workers;
     this.overlap = overlap;
@@ -181,7 +182,7 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
    * #prefillBlocks(int) prefill} credits; {@code null} when the index tracks no tier beyond the
    * device (then the prefill credits {@link #overlapBlocks(int)}).
    */
-  public TierOverlap tierOverlap(int i) {
+  public @Nullable TierOverlap tierOverlap(int i) {
     Objects.checkIndex(i, size);
     return tiers == null ? null : tiers[i];
   }

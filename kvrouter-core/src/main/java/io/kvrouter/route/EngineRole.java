@@ -1,5 +1,7 @@
 package io.kvrouter.route;
 
+import java.util.Locale;
+
 /**
  * What a registered engine does in a disaggregated fleet (docs/routing.md, Disaggregated serving):
  * {@link #PREFILL} computes prompts' KV and hands it over, {@link #DECODE} takes the KV over and
@@ -14,7 +16,7 @@ public enum EngineRole {
 
   /** The wire name: {@code "prefill"}, {@code "decode"} or {@code "both"}. */
   public String wireName() {
-    return name().toLowerCase(java.util.Locale.ROOT);
+    return name().toLowerCase(Locale.ROOT);
   }
 
   /**

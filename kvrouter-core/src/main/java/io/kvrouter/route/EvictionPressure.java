@@ -2,6 +2,7 @@ package io.kvrouter.route;
 
 import io.kvrouter.event.Worker;
 import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How fast each worker rank's cache is evicting: an exponentially decaying count of the blocks its
@@ -138,7 +139,7 @@ final class EvictionPressure {
    * generation {@code g} and its {@link #decay} there: a multiply, without a monitor when the meter
    * is of that generation.
    */
-  double read(Meter m, Epoch e, double decay, long now) {
+  double read(@Nullable Meter m, Epoch e, double decay, long now) {
     if (m == null) return 0;
     final int g1 = m.gen;
     final long at = m.at; // an add writes at, then scaled: at read around scaled, unchanged,

@@ -1,5 +1,6 @@
 package io.kvrouter.route;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -24,6 +25,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A KV-cache-aware router: given a prompt's tokens, picks the worker rank where cached prefix and
@@ -126,15 +128,24 @@ public final class KvRouter implements AutoCloseable {
   private final boolean approximate; // every rank predicted; the index takes no outside events
   private final PredictedBlocks predictions; // the predicted ranks' cache model (empty without)
   private final EvictionPressure pressure; // fed by applyEvent, or the predicted evictions
-  private final TieredIndex tiered; // index as a TieredIndex, or null: no tiers
+  private final @Nullable TieredIndex tiered; // index as a TieredIndex, or null: no tiers
   private final TierWeights tierWeights;
   private final HybridIndex hybrid; // the secondary KV cache groups; inactive until one is declared
 
   private final ReentrantLock lock = new ReentrantLock();
+
+  @GuardedBy("lock")
   private final SlotTable table; // under lock
+
+  @GuardedBy("lock")
   private int[] rankScratch = new int[0]; // under lock: decide()'s table positions by column index
-  private SequenceSync sync; // under lock; null: no sequence sync
+
+  @GuardedBy("lock")
+  private @Nullable SequenceSync sync; // under lock; null: no sequence sync
+
+  @GuardedBy("lock")
   private int predictedRanks; // under lock: registered ranks of KvSource.PREDICTED
+
   // predictedRanks > 0, written under lock: route() matches without the lock only when false
   private volatile boolean predicting;
 
@@ -207,7 +218,7 @@ public final class KvRouter implements AutoCloseable {
   }
 
   /** How the router knows what {@code rank} caches, or null when it is not registered. */
-  public KvSource kvSource(Worker rank) {
+  public @Nullable KvSource kvSource(Worker rank) {
     lock.lock();
     try {
       Slot s = table.get(rank);
@@ -549,6 +560,7 @@ public final class KvRouter implements AutoCloseable {
   }
 
   /** Adds {@code delta} to the predicted ranks registered (under lock). */
+  @GuardedBy("lock")
   private void countPredicted(int delta) {
     predictedRanks += delta;
     predicting = predictedRanks > 0;
@@ -663,6 +675,7 @@ public final class KvRouter implements AutoCloseable {
    * Routes a prompt the table is prepared for (under lock): one candidate per allowed rank, the
    * busy ones set aside, the selector's choice, recorded.
    */
+  @GuardedBy("lock")
   private RouteDecision decide(
       String requestId, long[] seq, long[] local, int isl, RouteOptions options, long now) {
     final Slot[] all = table.slots();
@@ -689,7 +702,7 @@ public final class KvRouter implements AutoCloseable {
     // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
     // (busy ones included; docs/routing.md)
     final double[] relativePressure = new double[n];
-    final TierOverlap[] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
+    final TierOverlap @Nullable [] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
     final int blocks = seq.length;
@@ -782,7 +795,7 @@ public final class KvRouter implements AutoCloseable {
    * device overlap, less the weighted credit of the blocks its slower tiers add (a block loaded
    * from the host costs {@code 1 − w_host} of a recompute); never negative.
    */
-  private static long chargedTokens(int isl, int overlap, TierOverlap tiers, int bs) {
+  private static long chargedTokens(int isl, int overlap, @Nullable TierOverlap tiers, int bs) {
     if (tiers == null) return ActiveSequences.prefillTokens(isl, overlap, bs);
     return Math.max(0L, Math.round(isl - tiers.weightedBlocks() * bs));
   }
@@ -935,13 +948,15 @@ public final class KvRouter implements AutoCloseable {
    * predicted rank's score is its prediction of the main group (no engine tells the router what its
    * other groups hold), capped as the engine caps a hit.
    */
+  @GuardedBy("lock")
   private OverlapScores rescoreMixed(OverlapScores scores, long[] seq, int tokens) {
+    final SlotTable slots = table; // the predicate runs inside rescore, under the lock still
     return hybrid.rescore(
         scores,
         seq,
         engineCap(tokens),
         w -> {
-          Slot s = table.get(w);
+          Slot s = slots.get(w);
           return s != null && s.predicted;
         });
   }
@@ -1104,7 +1119,7 @@ public final class KvRouter implements AutoCloseable {
     private Duration pressureWindow = DEFAULT_PRESSURE_WINDOW;
     private double temperature = 0.0;
     private long seed = 0L;
-    private WorkerSelector selector;
+    private @Nullable WorkerSelector selector;
     private double busyBlockFraction = Double.POSITIVE_INFINITY;
     private long busyPrefillTokens = Long.MAX_VALUE;
     private int busyRequests = Integer.MAX_VALUE;
@@ -1112,10 +1127,10 @@ public final class KvRouter implements AutoCloseable {
     private boolean approximate;
     private Duration predictionTtl = PredictedBlocks.DEFAULT_TTL;
     private int maxPredictions = PredictedBlocks.DEFAULT_MAX_ENTRIES;
-    private KvIndex index;
+    private @Nullable KvIndex index;
     private LongSupplier nanoClock = System::nanoTime;
     private TierWeights tierWeights = TierWeights.DEFAULTS;
-    private KvCacheGroups kvCacheGroups;
+    private @Nullable KvCacheGroups kvCacheGroups;
 
     private Builder(int blockSize) {
       if (blockSize < 1) {

@@ -1,5 +1,7 @@
 package io.kvrouter.route;
 
+import java.util.Locale;
+
 /**
  * What {@link PairRouter#route} decided: a prefill/decode pair, one engine for the whole request
  * (and why), or nothing. A {@link Disaggregated} decision recorded two router requests, the
@@ -34,7 +36,7 @@ public sealed interface PairDecision {
 
     /** The header form, e.g. {@code few_uncached_tokens}. */
     public String wireName() {
-      return name().toLowerCase(java.util.Locale.ROOT);
+      return name().toLowerCase(Locale.ROOT);
     }
   }
 
@@ -49,7 +51,7 @@ public sealed interface PairDecision {
    * decode} (recorded under the request id).
    *
    * @param uncachedTokens prompt tokens the best decode-capable rank does not cache
-   * @param threshold the rule's {@code minUncachedTokens}
+   * @param threshold the rule's threshold (its minimum of uncached tokens)
    */
   record Disaggregated(
       RouteDecision.Routed prefill,

@@ -165,11 +165,13 @@ public final class PairRouter {
         if (dd instanceof RouteDecision.Routed r) {
           done = true;
           return new PairDecision.Disaggregated(
-              prefill, pid, r, uncached, config.minUncachedTokens());
+              Objects.requireNonNull(prefill), pid, r, uncached, config.minUncachedTokens());
         }
         last = dd;
       }
-      return new PairDecision.Refused(last, uncached);
+      // no decode-capable worker registered: refused as when there is none
+      return new PairDecision.Refused(
+          last != null ? last : new RouteDecision.NoWorkers(), uncached);
     } finally {
       if (!done) router.free(pid);
     }
@@ -200,6 +202,7 @@ public final class PairRouter {
    * Decode-capable workers, least active blocks first (their lightest rank), then larger overlap,
    * then lower id.
    */
+  @SuppressWarnings("NullAway") // unboxes active.get(id) for ids that are active's own keys
   private List<Long> decodeOrder(Set<Long> decode, Map<Long, Integer> overlap) {
     Map<Long, Integer> active = new HashMap<>();
     for (WorkerLoad l : router.loads()) {

@@ -11,10 +11,12 @@ import it.unimi.dsi.fastutil.longs.LongArrayList;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * Approximate mode's cache model: the blocks the router predicts each worker rank holds because it
@@ -106,6 +108,7 @@ import java.util.Map;
  * then the index's writer lock (inside apply); the Evictions listener takes only a leaf monitor.
  * </pre>
  */
+@NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class PredictedBlocks {
   /** The default upper bound on how long a predicted block is believed to stay cached untouched. */
   static final Duration DEFAULT_TTL = Duration.ofHours(1);
@@ -522,7 +525,7 @@ final class PredictedBlocks {
       out.add(
           new Predicted(0, e.rank.worker, local, Math.max(0, nowNanos - e.touched) / 1_000_000));
     }
-    java.util.Collections.reverse(out); // oldest first
+    Collections.reverse(out); // oldest first
     return out;
   }
 

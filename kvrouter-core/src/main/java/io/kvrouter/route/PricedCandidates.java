@@ -4,6 +4,7 @@ import io.kvrouter.event.Worker;
 import java.util.AbstractList;
 import java.util.Objects;
 import java.util.RandomAccess;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The {@link RouteDecision.Routed#candidates()} of a decision the router made: an unmodifiable list
@@ -28,7 +29,7 @@ import java.util.RandomAccess;
 final class PricedCandidates extends AbstractList<CandidateCost> implements RandomAccess {
   private final Candidates candidates;
   private final double[] costs;
-  private CandidateCost[] built;
+  private CandidateCost @Nullable [] built;
 
   PricedCandidates(Candidates candidates, double[] costs) {
     this.candidates = candidates;
@@ -51,7 +52,7 @@ final class PricedCandidates extends AbstractList<CandidateCost> implements Rand
   }
 
   /** The tier split of the candidate whose worker is {@code worker}, or null. */
-  TierOverlap tierOverlapOf(Worker worker) {
+  @Nullable TierOverlap tierOverlapOf(Worker worker) {
     for (int i = 0, n = candidates.size(); i < n; i++) {
       if (candidates.worker(i).equals(worker)) return candidates.tierOverlap(i);
     }

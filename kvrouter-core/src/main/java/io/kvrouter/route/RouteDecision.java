@@ -2,6 +2,7 @@ package io.kvrouter.route;
 
 import io.kvrouter.event.Worker;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What {@link KvRouter#route} decided: the request went to a worker, or every allowed worker was
@@ -27,7 +28,7 @@ public sealed interface RouteDecision {
       int overlapTokens,
       List<CandidateCost> candidates,
       List<Worker> busy,
-      TierOverlap tierOverlap)
+      @Nullable TierOverlap tierOverlap)
       implements RouteDecision {
     /** A decision without tiers. */
     public Routed(
@@ -50,7 +51,7 @@ public sealed interface RouteDecision {
      * The cached prefix by tier of the candidate whose worker is {@code worker}; {@code null} when
      * it is not a candidate or the index tracks no tier beyond the device.
      */
-    public TierOverlap tierOverlapOf(Worker worker) {
+    public @Nullable TierOverlap tierOverlapOf(Worker worker) {
       if (tierOverlap == null) return null;
       if (candidates instanceof PricedCandidates p) return p.tierOverlapOf(worker);
       return worker.equals(this.worker) ? tierOverlap : null;

@@ -2,6 +2,7 @@ package io.kvrouter.route;
 
 import java.util.HashSet;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Per-request routing options.
@@ -14,7 +15,8 @@ import java.util.Set;
  *     means any registered worker. An empty set allows none (the decision is {@link
  *     RouteDecision.NoWorkers})
  */
-public record RouteOptions(String loraName, String namespace, Set<Long> allowedWorkerIds) {
+public record RouteOptions(
+    @Nullable String loraName, @Nullable String namespace, @Nullable Set<Long> allowedWorkerIds) {
   private static final RouteOptions DEFAULTS = new RouteOptions(null, null, null);
 
   public RouteOptions {

@@ -1,5 +1,6 @@
 package io.kvrouter.route;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.route.SequenceChange.Corrected;
@@ -15,6 +16,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
@@ -191,30 +193,70 @@ public final class SequenceSync {
   private final String replicaId;
   private final long incarnation;
   private final ReentrantLock lock; // the router's
+
+  @GuardedBy("lock")
   private final SlotTable table; // under lock
+
+  @GuardedBy("lock")
   private final PredictedBlocks predictions; // under lock; holds only the predicted ranks
+
   private final LongSupplier clock;
 
   private final ReentrantLock outbox = new ReentrantLock(); // a leaf
-  private final java.util.concurrent.locks.Condition nonEmpty = outbox.newCondition();
+  private final Condition nonEmpty = outbox.newCondition();
+
+  @GuardedBy("outbox")
   private final ArrayList<SequenceChange> pending = new ArrayList<>(); // under outbox
+
+  @GuardedBy("outbox")
   private long assigned; // under outbox (and written under lock): last number given
+
+  @GuardedBy("outbox")
   private int pendingNumbered; // under outbox: changes of pending that are not predictions
+
+  @GuardedBy("outbox")
   private long predAssigned; // under outbox (and written under lock): last prediction number
+
+  @GuardedBy("outbox")
   private boolean woken; // under outbox: wake() was called since the last awaitPending
 
+  @GuardedBy("lock")
   private final HashMap<String, Peer> peers = new HashMap<>(); // under lock
+
+  @GuardedBy("outbox")
   private long localChanges; // under outbox
+
+  @GuardedBy("outbox")
   private long localPredictions; // under outbox
+
+  @GuardedBy("outbox")
   private long outboxDropped; // under outbox
+
+  @GuardedBy("lock")
   private long applied; // the rest under lock
+
+  @GuardedBy("lock")
   private long duplicates;
+
+  @GuardedBy("lock")
   private long gaps;
+
+  @GuardedBy("lock")
   private long unknownRank;
+
+  @GuardedBy("lock")
   private long snapshotsLoaded;
+
+  @GuardedBy("lock")
   private long peersDropped;
+
+  @GuardedBy("lock")
   private long predictionsApplied;
+
+  @GuardedBy("lock")
   private boolean modelLoaded; // a snapshot's model was loaded (once per process)
+
+  @GuardedBy("lock")
   private long predictionGaps;
 
   SequenceSync(
@@ -290,6 +332,7 @@ public final class SequenceSync {
   }
 
   /** A request of the table left without free(): a peer's key, or one of ours. */
+  @SuppressWarnings("GuardedBy") // the router's table calls it under the router's lock, this.lock
   void departed(String key, boolean expired) {
     if (key.isEmpty() || key.charAt(0) != MARK) {
       localReleased(key, expired);
@@ -310,6 +353,7 @@ public final class SequenceSync {
     }
   }
 
+  @GuardedBy("outbox")
   private void enqueueLocked(SequenceChange c) {
     final boolean numbered = !(c instanceof Prediction);
     if (numbered) localChanges++;
@@ -477,6 +521,7 @@ public final class SequenceSync {
     }
   }
 
+  @GuardedBy("lock")
   private void applyOne(Peer p, SequenceChange c, long now) {
     applied++;
     switch (c) {
@@ -494,6 +539,7 @@ public final class SequenceSync {
    * A peer's prediction or correction, applied to this model as if made here; nothing for a rank
    * fed by events here, or for a rank not registered here (counted as unknownRank).
    */
+  @GuardedBy("lock")
   private void applyPrediction(Prediction pr, long now) {
     if (predictions == null) return;
     Slot s = table.get(pr.worker());
@@ -524,6 +570,7 @@ public final class SequenceSync {
     }
   }
 
+  @GuardedBy("lock")
   private void add(Peer p, String key, Routed r, long now) {
     Slot s = table.get(r.worker());
     if (s == null) {
@@ -569,8 +616,10 @@ public final class SequenceSync {
         for (Predicted c : snapshot.predictions()) {
           Slot s = table.get(c.worker());
           if (s == null) unknownRank++;
-          else if (!s.predicted) continue; // fed by events here
-          else if (predictions.load(s.worker, s.kvBlocks, c, now)) predictionsApplied++;
+          // an events rank is fed by events here: its peer's predictions are skipped
+          else if (s.predicted && predictions.load(s.worker, s.kvBlocks, c, now)) {
+            predictionsApplied++;
+          }
         }
       }
       snapshotsLoaded++;
@@ -612,12 +661,14 @@ public final class SequenceSync {
     }
   }
 
+  @GuardedBy("lock")
   private void dropLocked(Peer p) {
     peers.remove(p.id);
     dropKeys(p);
     peersDropped++;
   }
 
+  @GuardedBy("lock")
   private void dropKeys(Peer p) {
     long now = clock.getAsLong();
     for (String key : p.keys.toArray(new String[0])) table.free(key, now);

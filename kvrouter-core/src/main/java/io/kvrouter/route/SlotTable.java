@@ -2,6 +2,8 @@ package io.kvrouter.route;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.OverlapScores;
+import io.kvrouter.index.Tier;
+import io.kvrouter.index.TieredScores;
 import it.unimi.dsi.fastutil.longs.Long2ObjectOpenHashMap;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -9,6 +11,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
 
 /**
  * KvRouter's bookkeeping: the registered worker ranks (slots), each with its {@link
@@ -59,8 +62,13 @@ final class SlotTable {
     long kvBlocks; // capacity; 0 = unknown (setCapacity changes it, and its column)
     final int dpSize; // 0: registered on its own (registerRank)
     final boolean predicted; // KvSource.PREDICTED: the router predicts what it caches
-    ActiveSequences seqs; // set once, right after construction
-    EvictionPressure.Meter meter; // the rank's eviction count, set at registration (under lock)
+
+    @SuppressWarnings("NullAway.Init") // set once, right after construction
+    ActiveSequences seqs;
+
+    @SuppressWarnings("NullAway.Init") // set at registration, before the slot is used
+    EvictionPressure.Meter meter; // the rank's eviction count (under the router's lock)
+
     int index; // its position in slots and in the columns (rebuilt when ranks come or go)
 
     private Slot(Worker worker, int dpSize, long kvBlocks, boolean predicted) {
@@ -132,7 +140,7 @@ final class SlotTable {
   }
 
   private final Duration requestExpiry;
-  private Departures departed; // null: nobody listens
+  private @Nullable Departures departed; // null: nobody listens
   private Slot[] slots = new Slot[0];
   private final HashMap<Worker, Slot> byWorker = new HashMap<>();
   private final HashMap<String, Slot> requests = new HashMap<>();
@@ -170,12 +178,12 @@ final class SlotTable {
   }
 
   /** The slot of {@code rank}, or null. */
-  Slot get(Worker rank) {
+  @Nullable Slot get(Worker rank) {
     return byWorker.get(rank);
   }
 
   /** Some registered rank of {@code workerId}, or null. */
-  Slot anyRankOf(long workerId) {
+  @Nullable Slot anyRankOf(long workerId) {
     for (Slot s : slots) {
       if (s.worker.workerId() == workerId) return s;
     }
@@ -328,7 +336,7 @@ final class SlotTable {
    * After {@link #prepare}: writes each slot's cached prefix by tier from {@code tiered} (a slot
    * with no score on any tier gets all zeros).
    */
-  void prepareTiers(io.kvrouter.index.TieredScores tiered, TierWeights weights) {
+  void prepareTiers(TieredScores tiered, TierWeights weights) {
     final TierOverlap none = TierOverlap.of(0, 0, 0, 0, weights);
     Arrays.fill(tiersCol, none);
     tiersPrepared = true;
@@ -337,10 +345,10 @@ final class SlotTable {
       if (s == null) continue;
       tiersCol[s.index] =
           TierOverlap.of(
-              tiered.blocks(i, io.kvrouter.index.Tier.DEVICE),
-              tiered.blocks(i, io.kvrouter.index.Tier.HOST),
-              tiered.blocks(i, io.kvrouter.index.Tier.DISK),
-              tiered.blocks(i, io.kvrouter.index.Tier.EXTERNAL),
+              tiered.blocks(i, Tier.DEVICE),
+              tiered.blocks(i, Tier.HOST),
+              tiered.blocks(i, Tier.DISK),
+              tiered.blocks(i, Tier.EXTERNAL),
               weights);
     }
   }
@@ -381,7 +389,7 @@ final class SlotTable {
   }
 
   /** The tiered overlaps of this route (prepareTiers), or null when there are none. */
-  TierOverlap[] tierColumn() {
+  TierOverlap @Nullable [] tierColumn() {
     return tiersPrepared ? tiersCol : null;
   }
 
@@ -391,12 +399,12 @@ final class SlotTable {
   }
 
   /** {@code s}'s tiered overlap in this route, or null without tiers (after prepare). */
-  TierOverlap tiers(Slot s) {
+  @Nullable TierOverlap tiers(Slot s) {
     return tiersPrepared ? tiersCol[s.index] : null;
   }
 
   /** The slot holding request {@code requestId} in flight, or null (call after expiring). */
-  Slot holding(String requestId) {
+  @Nullable Slot holding(String requestId) {
     return requests.get(requestId);
   }
 

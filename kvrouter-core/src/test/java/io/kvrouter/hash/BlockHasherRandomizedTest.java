@@ -11,6 +11,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -212,9 +214,8 @@ class BlockHasherRandomizedTest {
         expected[t][p] = refLocal(tk, 16, Map.of(), 1337L);
       }
     }
-    java.util.concurrent.CountDownLatch start = new java.util.concurrent.CountDownLatch(1);
-    java.util.concurrent.atomic.AtomicReference<String> failure =
-        new java.util.concurrent.atomic.AtomicReference<>();
+    CountDownLatch start = new CountDownLatch(1);
+    AtomicReference<String> failure = new AtomicReference<>();
     List<Thread> all = new ArrayList<>();
     for (int t = 0; t < threads; t++) {
       final int me = t;
@@ -225,8 +226,7 @@ class BlockHasherRandomizedTest {
                   start.await();
                   for (int round = 0; round < 300 && failure.get() == null; round++) {
                     int p = round % prompts;
-                    if (!java.util.Arrays.equals(
-                        hasher.localHashes(tokens[me][p]), expected[me][p])) {
+                    if (!Arrays.equals(hasher.localHashes(tokens[me][p]), expected[me][p])) {
                       failure.compareAndSet(
                           null, "thread " + me + " prompt " + p + " round " + round);
                     }

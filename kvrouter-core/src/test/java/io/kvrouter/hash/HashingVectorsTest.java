@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -98,9 +99,8 @@ class HashingVectorsTest {
                 Map<Integer, long[]> mm = new HashMap<>();
                 if (c.has("mm_hashes_by_block")) {
                   c.get("mm_hashes_by_block")
-                      .fields()
-                      .forEachRemaining(
-                          e -> mm.put(Integer.parseInt(e.getKey()), u64s(e.getValue())));
+                      .properties()
+                      .forEach(e -> mm.put(Integer.parseInt(e.getKey()), u64s(e.getValue())));
                 }
                 long[] expected = u64s(c.get("expected"));
                 assertThat(h.localHashes(tokens, mm)).containsExactly(expected);
@@ -190,7 +190,7 @@ class HashingVectorsTest {
     long[] all = h.localHashes(tokens);
     assertThat(all).hasSize(64);
     for (int b = 0; b < 64; b++) {
-      int[] one = java.util.Arrays.copyOfRange(tokens, b * 16, b * 16 + 16);
+      int[] one = Arrays.copyOfRange(tokens, b * 16, b * 16 + 16);
       assertThat(h.localHashes(one)).containsExactly(all[b]);
     }
   }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.TestWaits;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -76,7 +77,7 @@ class SaltedHashersTest {
                   for (int k = 0; k < 20_000; k++) {
                     int i = (k + offset) % 200;
                     long[] got = s.get("l" + (i % 5), "n" + i).localHashes(TOKENS);
-                    if (!java.util.Arrays.equals(got, want.get(i))) {
+                    if (!Arrays.equals(got, want.get(i))) {
                       throw new AssertionError("wrong hasher for salt " + i);
                     }
                     checked++;

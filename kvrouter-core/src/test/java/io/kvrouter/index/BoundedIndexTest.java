@@ -10,6 +10,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -410,7 +411,7 @@ class BoundedIndexTest {
    */
   private static long[] replayPath(List<RouterEvent> dump, int k) {
     Worker w = dump.get(k).worker();
-    Map<Long, long[]> paths = new java.util.HashMap<>();
+    Map<Long, long[]> paths = new HashMap<>();
     for (int j = 0; j <= k; j++) {
       RouterEvent e = dump.get(j);
       if (!e.worker().equals(w) || !(e.data() instanceof CacheEvent.Stored s)) continue;

@@ -10,6 +10,7 @@ import io.kvrouter.hash.SequenceHasher;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Phaser;
 import java.util.concurrent.TimeUnit;
@@ -204,7 +205,7 @@ class ClearRaceTest {
             .isPositive();
       }
       OverlapScores end = index.findMatches(bigQuery, false);
-      assertThat(end.scores()).isEqualTo(java.util.Map.of(W1, SHARED_BY_W1, W2, SHARED_BY_W2));
+      assertThat(end.scores()).isEqualTo(Map.of(W1, SHARED_BY_W1, W2, SHARED_BY_W2));
       assertThat(index.stats().blocksIndexed())
           .isEqualTo(SHARED_BY_W1 + SHARED_BY_W2 + W2_TAIL + W3_CHAIN);
     }

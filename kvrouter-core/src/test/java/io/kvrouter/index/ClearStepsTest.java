@@ -52,7 +52,7 @@ class ClearStepsTest {
             });
     self[0] = index;
     long[] locals = new long[blocks];
-    for (int i = 0; i < blocks; i++) locals[i] = 1 + i;
+    for (int i = 0; i < blocks; i++) locals[i] = 1L + i;
     Worker w = new Worker(7, 0);
     index.apply(
         new RouterEvent(

@@ -6,6 +6,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
+import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -19,7 +20,7 @@ class CompressedTreePerBlockRemoveTest {
   @Test
   void perBlockLeafRemovalsTrimTheRunAndKeepScoresExact() {
     final long[] locals = new long[LENGTH];
-    for (int i = 0; i < LENGTH; i++) locals[i] = 1000 + i;
+    for (int i = 0; i < LENGTH; i++) locals[i] = 1000L + i;
     final long[] seqs = SequenceHasher.sequenceHashes(locals);
     final Worker a = new Worker(1, 0);
     final Worker b = new Worker(2, 0);
@@ -29,10 +30,7 @@ class CompressedTreePerBlockRemoveTest {
     // b holds the first 8 blocks: the run is shared, a's cut is the whole run
     index.apply(
         new RouterEvent(
-            b,
-            id++,
-            CacheEvent.storedAtRoot(
-                java.util.Arrays.copyOf(seqs, 8), java.util.Arrays.copyOf(locals, 8))));
+            b, id++, CacheEvent.storedAtRoot(Arrays.copyOf(seqs, 8), Arrays.copyOf(locals, 8))));
     for (int held = LENGTH; held > 4; held--) {
       index.apply(new RouterEvent(a, id++, CacheEvent.removed(seqs[held - 1])));
       final int now = held - 1;

@@ -29,7 +29,7 @@ class CompressedTreeRemovedOrderTest {
   @Test
   void aChainListedFromTheTopLowersTheCutWithoutASplit() {
     final long[] locals = new long[64];
-    for (int i = 0; i < locals.length; i++) locals[i] = 1000 + i;
+    for (int i = 0; i < locals.length; i++) locals[i] = 1000L + i;
     final long[] seqs = SequenceHasher.sequenceHashes(locals);
     final CompressedTreeIndex index = new CompressedTreeIndex(true);
     long id = 0;
@@ -76,7 +76,7 @@ class CompressedTreeRemovedOrderTest {
       if (dice < 5 || mine.isEmpty()) {
         // chains from a small alphabet, so that workers share runs and branch inside them
         final long[] locals = new long[1 + rnd.nextInt(12)];
-        for (int i = 0; i < locals.length; i++) locals[i] = 1 + rnd.nextInt(3);
+        for (int i = 0; i < locals.length; i++) locals[i] = 1L + rnd.nextInt(3);
         final long[] names = SequenceHasher.sequenceHashes(locals);
         mine.add(names);
         queries.add(locals);

@@ -8,10 +8,12 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
@@ -51,7 +53,7 @@ class ConcurrentStressTest {
   static final long[] PATH = new long[CHAIN];
 
   static {
-    for (int i = 0; i < CHAIN; i++) PATH[i] = 100 + i;
+    for (int i = 0; i < CHAIN; i++) PATH[i] = 100L + i;
   }
 
   static final long[] SEQ = SequenceHasher.sequenceHashes(PATH);
@@ -81,8 +83,8 @@ class ConcurrentStressTest {
           int start = rnd.nextInt(CHAIN);
           while (start > 0 && !held[start - 1]) start--;
           int end = Math.min(CHAIN, start + 1 + rnd.nextInt(6));
-          long[] seqs = java.util.Arrays.copyOfRange(SEQ, start, end);
-          long[] locals = java.util.Arrays.copyOfRange(PATH, start, end);
+          long[] seqs = Arrays.copyOfRange(SEQ, start, end);
+          long[] locals = Arrays.copyOfRange(PATH, start, end);
           ev =
               new RouterEvent(
                   w,
@@ -93,8 +95,8 @@ class ConcurrentStressTest {
           // intermediate states: each prefix of the store
           for (int k = start + 1; k <= end; k++) {
             ReferenceIndex step = copyOf(ref, w);
-            long[] s = java.util.Arrays.copyOfRange(SEQ, start, k);
-            long[] l = java.util.Arrays.copyOfRange(PATH, start, k);
+            long[] s = Arrays.copyOfRange(SEQ, start, k);
+            long[] l = Arrays.copyOfRange(PATH, start, k);
             step.apply(
                 new RouterEvent(
                     w,
@@ -114,7 +116,7 @@ class ConcurrentStressTest {
           held[at] = false;
         } else {
           ev = new RouterEvent(w, e, CacheEvent.cleared());
-          java.util.Arrays.fill(held, false);
+          Arrays.fill(held, false);
         }
         ref.apply(ev);
         int now = ref.scores(PATH).getOrDefault(w, 0);
@@ -168,8 +170,7 @@ class ConcurrentStressTest {
                 }));
       }
       long[] reads = new long[1];
-      java.util.concurrent.CountDownLatch readerStarted =
-          new java.util.concurrent.CountDownLatch(1);
+      CountDownLatch readerStarted = new CountDownLatch(1);
       Thread reader =
           new Thread(
               () -> {

@@ -265,7 +265,7 @@ abstract class HybridConformanceTest {
     }
 
     /** A path to store or query: a held one, possibly extended, or a fresh one. */
-    List<Long> path(Worker w, boolean extend) {
+    List<Long> path(boolean extend) {
       List<Long> base = new ArrayList<>();
       Map<Long, List<Long>> mine = ref.main.blocksOf(workers[rnd.nextInt(workers.length)]);
       if (!mine.isEmpty() && rnd.nextInt(4) > 0) {
@@ -278,7 +278,7 @@ abstract class HybridConformanceTest {
     }
 
     void mainStoreRandom(Worker w) {
-      List<Long> p = path(w, true);
+      List<Long> p = path(true);
       long[] l = new long[p.size()];
       for (int i = 0; i < l.length; i++) l[i] = p.get(i);
       RouterEvent e =
@@ -300,7 +300,7 @@ abstract class HybridConformanceTest {
 
     void groupStoreRandom(Worker w) {
       int g = groupIds.get(rnd.nextInt(groupIds.size()));
-      List<Long> p = path(w, rnd.nextBoolean());
+      List<Long> p = path(rnd.nextBoolean());
       long[] l = new long[p.size()];
       for (int i = 0; i < l.length; i++) l[i] = p.get(i);
       long[] seq = SequenceHasher.sequenceHashes(l);
@@ -342,7 +342,7 @@ abstract class HybridConformanceTest {
     }
 
     void query() {
-      List<Long> p = path(workers[0], rnd.nextInt(3) == 0);
+      List<Long> p = path(rnd.nextInt(3) == 0);
       long[] q = new long[p.size()];
       for (int i = 0; i < q.length; i++) q[i] = p.get(i);
       long[] seq = SequenceHasher.sequenceHashes(q);

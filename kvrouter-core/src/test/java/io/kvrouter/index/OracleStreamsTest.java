@@ -137,8 +137,8 @@ class OracleStreamsTest {
             Map<String, Integer> want = new TreeMap<>();
             answer
                 .get("scores")
-                .fields()
-                .forEachRemaining(e -> want.put(e.getKey(), e.getValue().asInt()));
+                .properties()
+                .forEach(e -> want.put(e.getKey(), e.getValue().asInt()));
             OverlapScores got = index.findMatches(q, early);
             Map<String, Integer> gotByKey = new TreeMap<>();
             for (int i = 0; i < got.size(); i++) {

@@ -3,11 +3,13 @@ package io.kvrouter.index;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assumptions.assumeThat;
 
+import com.sun.management.ThreadMXBean;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
 import java.lang.management.ManagementFactory;
+import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -18,8 +20,7 @@ import org.junit.jupiter.api.Test;
 class PositionalAllocationTest {
 
   private static long allocatedBytes() {
-    return ((com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean())
-        .getCurrentThreadAllocatedBytes();
+    return ((ThreadMXBean) ManagementFactory.getThreadMXBean()).getCurrentThreadAllocatedBytes();
   }
 
   private static long bytesPerCall(KvIndex index, long[] query, int calls) {
@@ -34,20 +35,19 @@ class PositionalAllocationTest {
 
   @Test
   void bytesPerCallDoNotGrowWithTheQuery() {
-    assumeThat(ManagementFactory.getThreadMXBean())
-        .isInstanceOf(com.sun.management.ThreadMXBean.class);
+    assumeThat(ManagementFactory.getThreadMXBean()).isInstanceOf(ThreadMXBean.class);
     KvIndex index = KvIndexes.positional(32);
     long[] chain = new long[4_000];
-    for (int i = 0; i < chain.length; i++) chain[i] = 1 + i;
+    for (int i = 0; i < chain.length; i++) chain[i] = 1L + i;
     long[] seqs = SequenceHasher.sequenceHashes(chain);
     // four workers that drop out inside different windows, so the long query bisects
     int[] lengths = {5, 1_000, 2_017, 4_000};
     for (int w = 0; w < lengths.length; w++) {
-      long[] s = java.util.Arrays.copyOf(seqs, lengths[w]);
-      long[] l = java.util.Arrays.copyOf(chain, lengths[w]);
+      long[] s = Arrays.copyOf(seqs, lengths[w]);
+      long[] l = Arrays.copyOf(chain, lengths[w]);
       index.apply(new RouterEvent(new Worker(w, 0), 0, CacheEvent.storedAtRoot(s, l)));
     }
-    long shortQuery = bytesPerCall(index, java.util.Arrays.copyOf(chain, 4), 20_000);
+    long shortQuery = bytesPerCall(index, Arrays.copyOf(chain, 4), 20_000);
     long longQuery = bytesPerCall(index, chain, 20_000);
     // the result: ids, scores, counts, workers and the Scores object, for four workers
     assertThat(shortQuery).isLessThan(256);

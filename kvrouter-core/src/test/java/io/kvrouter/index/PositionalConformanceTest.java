@@ -116,7 +116,7 @@ class PositionalConformanceTest extends KvIndexConformanceTest {
     int len = 3 * jumpSize() + 5;
     long[] chain = range(1, len);
     long[] engineHashes = new long[len];
-    for (int i = 0; i < len; i++) engineHashes[i] = 900_000 + i; // not §2
+    for (int i = 0; i < len; i++) engineHashes[i] = 900_000L + i; // not §2
     apply(w(1), CacheEvent.storedAtRoot(engineHashes, chain.clone()));
     store(w(0), Arrays.copyOf(chain, 3));
     assertThat(match(chain)).isEqualTo(Map.of(w(0), 3, w(1), len));

@@ -8,6 +8,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -194,7 +195,7 @@ class RandomizedModelTest {
       index.flush();
       OverlapScores got = index.findMatches(q, false);
       Map<Worker, Integer> want = ref.scores(q);
-      assertThat(got.scores()).as("query %s", java.util.Arrays.toString(q)).isEqualTo(want);
+      assertThat(got.scores()).as("query %s", Arrays.toString(q)).isEqualTo(want);
       for (Worker w : want.keySet()) {
         assertThat(got.blockCount(w)).as("blockCount %s", w).isEqualTo(ref.blockCount(w));
       }

@@ -59,7 +59,7 @@ class RemovedOrderTest {
       CacheEvent other;
       if (dice < 5 || chains.isEmpty()) {
         long[] locals = new long[1 + rnd.nextInt(6)];
-        for (int i = 0; i < locals.length; i++) locals[i] = 1 + rnd.nextInt(3);
+        for (int i = 0; i < locals.length; i++) locals[i] = 1L + rnd.nextInt(3);
         long[] names = SequenceHasher.sequenceHashes(locals);
         if (rnd.nextInt(6) == 0) {
           // an engine that hashes differently: private names for the same blocks

@@ -6,6 +6,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
+import java.util.Arrays;
 import java.util.List;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
@@ -31,7 +32,7 @@ class RenamedBlockTest {
         index.flush();
         for (long[] q : queries) {
           assertThat(index.findMatches(q, false).scores())
-              .as("%s on %s", index, java.util.Arrays.toString(q))
+              .as("%s on %s", index, Arrays.toString(q))
               .isEqualTo(ref.scores(q));
         }
         assertThat(index.stats().blocksIndexed()).as("%s", index).isEqualTo(ref.blockCount(W));

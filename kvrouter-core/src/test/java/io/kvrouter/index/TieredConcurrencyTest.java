@@ -6,6 +6,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
+import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -29,8 +30,7 @@ class TieredConcurrencyTest {
   @Test
   void aBlockMovingBetweenTiersNeverLeavesTheTieredOverlap() throws Exception {
     for (Supplier<KvIndex> kind :
-        java.util.List.<Supplier<KvIndex>>of(
-            KvIndexes::concurrentRadixTree, () -> KvIndexes.positional(4))) {
+        List.<Supplier<KvIndex>>of(KvIndexes::concurrentRadixTree, () -> KvIndexes.positional(4))) {
       run(kind);
     }
   }

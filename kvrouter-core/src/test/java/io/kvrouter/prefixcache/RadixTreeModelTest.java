@@ -76,7 +76,6 @@ class RadixTreeModelTest {
   }
 
   private static final class Run {
-    final long seed;
     final int g;
     final Random rnd;
     final RadixTree<Integer> tree;
@@ -98,7 +97,6 @@ class RadixTreeModelTest {
     String op = "none";
 
     Run(long seed, int granule) {
-      this.seed = seed;
       this.g = granule;
       this.rnd = new Random(seed * 31 + granule);
       this.tree = new RadixTree<>(granule);

@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongConsumer;
 import org.junit.jupiter.api.Test;
 
 /** Load accounting per worker rank (DESIGN.md §6): blocks, prefill tokens, expiry. */
@@ -208,7 +209,7 @@ class ActiveSequencesTest {
   }
 
   /** Runs {@code walk} for seeds 1..n, naming the seed of a failure. */
-  private static void forSeeds(int n, java.util.function.LongConsumer walk) {
+  private static void forSeeds(int n, LongConsumer walk) {
     for (long seed = 1; seed <= n; seed++) {
       try {
         walk.accept(seed);
@@ -334,7 +335,7 @@ class ActiveSequencesTest {
   /** A root chain of §2 sequence hashes over a token tree of fan-out 3 and depth up to 6. */
   private static long[] randomChain(Random rnd) {
     long[] local = new long[1 + rnd.nextInt(6)];
-    for (int i = 0; i < local.length; i++) local[i] = 100 + rnd.nextInt(3);
+    for (int i = 0; i < local.length; i++) local[i] = 100L + rnd.nextInt(3);
     return SequenceHasher.sequenceHashes(local);
   }
 

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.within;
 
 import io.kvrouter.event.Worker;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -83,7 +84,7 @@ class CostBasedSelectorTest {
       // 5% of the fair share: 2.9 binomial sigmas at k = 4 (sigma = 43), more at k = 2, 3
       for (int i = 0; i < k; i++) {
         assertThat((double) counts[i])
-            .as("k=%d worker %d of %s", k, i, java.util.Arrays.toString(counts))
+            .as("k=%d worker %d of %s", k, i, Arrays.toString(counts))
             .isCloseTo(expected, within(0.05 * expected));
       }
     }

@@ -10,6 +10,9 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
 import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -108,10 +111,9 @@ class EvictionPressureTest {
   @Test
   void aRacingReaderSeesNoTornCount() throws Exception {
     EvictionPressure p = new EvictionPressure(1_000, 0);
-    java.util.concurrent.atomic.AtomicLong latest = new java.util.concurrent.atomic.AtomicLong();
-    java.util.concurrent.atomic.AtomicBoolean done =
-        new java.util.concurrent.atomic.AtomicBoolean();
-    java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
+    AtomicLong latest = new AtomicLong();
+    AtomicBoolean done = new AtomicBoolean();
+    CountDownLatch started = new CountDownLatch(1);
     Thread writer =
         new Thread(
             () -> {
@@ -161,7 +163,7 @@ class EvictionPressureTest {
 
   private void evict(KvRouter r, Worker w, int blocks) {
     long[] hashes = new long[blocks];
-    for (int i = 0; i < blocks; i++) hashes[i] = 1_000 + i;
+    for (int i = 0; i < blocks; i++) hashes[i] = 1_000L + i;
     r.applyEvent(new RouterEvent(w, eventId++, CacheEvent.removed(hashes)));
   }
 

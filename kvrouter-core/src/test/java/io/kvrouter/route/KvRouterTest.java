@@ -9,12 +9,14 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.index.KvIndexes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
@@ -283,7 +285,7 @@ class KvRouterTest {
     KvRouter router = router(2);
     assertThat(router.route("r", tokens(1, 8), only(7)))
         .isInstanceOf(RouteDecision.NoWorkers.class);
-    assertThat(router.route("r", tokens(1, 8), new RouteOptions(null, null, java.util.Set.of())))
+    assertThat(router.route("r", tokens(1, 8), new RouteOptions(null, null, Set.of())))
         .isInstanceOf(RouteDecision.NoWorkers.class);
     assertThat(router.inFlight()).isZero();
   }
@@ -545,11 +547,7 @@ class KvRouterTest {
     assertThatThrownBy(() -> KvRouter.builder(4).requestExpiry(Duration.ZERO))
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(
-            () ->
-                KvRouter.builder(4)
-                    .approximate()
-                    .index(io.kvrouter.index.KvIndexes.concurrentRadixTree())
-                    .build())
+            () -> KvRouter.builder(4).approximate().index(KvIndexes.concurrentRadixTree()).build())
         .isInstanceOf(IllegalStateException.class);
     KvRouter router = router(1);
     assertThatThrownBy(() -> router.route(null, tokens(1, 4)))

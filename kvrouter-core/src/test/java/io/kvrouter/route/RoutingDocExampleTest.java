@@ -62,6 +62,7 @@ class RoutingDocExampleTest {
     subscribers.forEach(s -> s.accept(e));
   }
 
+  @SuppressWarnings("UnusedVariable") // the signature of docs/routing.md's example
   private void forward(Worker w, Object request) {
     forwarded.add(w);
   }

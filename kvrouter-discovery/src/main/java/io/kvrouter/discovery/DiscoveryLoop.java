@@ -584,7 +584,7 @@ final class DiscoveryLoop {
                 now.plus(delay),
                 doubled.compareTo(config.retryMax()) > 0 ? config.retryMax() : doubled));
         error("engine " + id + " (" + want.baseUrl() + ") not added: " + e.getMessage(), e);
-        later(this::reconcile, delay);
+        ScheduledFuture<?> unused = later(this::reconcile, delay);
       }
     }
   }

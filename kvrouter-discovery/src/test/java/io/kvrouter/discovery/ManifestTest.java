@@ -15,6 +15,7 @@ import io.fabric8.kubernetes.api.model.rbac.PolicyRule;
 import io.fabric8.kubernetes.api.model.rbac.Role;
 import io.fabric8.kubernetes.api.model.rbac.RoleBinding;
 import io.fabric8.kubernetes.client.utils.KubernetesSerialization;
+import io.kvrouter.route.EngineRole;
 import java.io.IOException;
 import java.io.StringReader;
 import java.lang.reflect.InvocationTargetException;
@@ -112,7 +113,7 @@ class ManifestTest {
       try {
         v = m.invoke(o);
       } catch (IllegalAccessException | InvocationTargetException ex) {
-        throw new AssertionError(ex);
+        throw new LinkageError(ex.getMessage(), ex);
       }
       if (m.getName().equals("getAdditionalProperties")) {
         Map<?, ?> extra = (Map<?, ?>) v;
@@ -283,7 +284,7 @@ class ManifestTest {
             .withDefaults(
                 base.getProperty("model"),
                 Integer.parseInt(base.getProperty("block-size")),
-                io.kvrouter.route.EngineRole.BOTH);
+                EngineRole.BOTH);
     PodEngines.Result r = PodEngines.of(pod, config, null);
     assertThat(r.invalid()).isNull();
     DiscoveredEngine e = r.engines().get(0);

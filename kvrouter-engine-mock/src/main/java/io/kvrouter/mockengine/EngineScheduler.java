@@ -17,6 +17,8 @@ import java.util.PriorityQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The mock engine's scheduler in real time: continuous batching up to {@code --max-num-seqs}, a
@@ -158,8 +160,8 @@ final class EngineScheduler implements AutoCloseable {
   private final long salt;
   private final double transferNanosPerBlock;
   private final PrefixCache cache;
-  private final HybridKvCache hybrid; // null unless --kv-groups names a hybrid model
-  private final HostTier host; // null without --host-blocks
+  private final @Nullable HybridKvCache hybrid; // null unless --kv-groups names a hybrid model
+  private final @Nullable HostTier host; // null without --host-blocks
   // §2 sequence hash -> the block's token ids, for the host tier's self-describing events
   private final Long2ObjectOpenHashMap<int[]> tokensOf = new Long2ObjectOpenHashMap<>();
   private final LinkedBlockingQueue<Runnable> commands = new LinkedBlockingQueue<>();
@@ -315,7 +317,7 @@ final class EngineScheduler implements AutoCloseable {
     commands.add(r);
   }
 
-  private <T> T call(java.util.function.Supplier<T> s) {
+  private <T> T call(Supplier<T> s) {
     CompletableFuture<T> f = new CompletableFuture<>();
     command(
         () -> {

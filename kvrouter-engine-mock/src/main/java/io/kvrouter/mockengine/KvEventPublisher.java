@@ -12,6 +12,8 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -63,8 +65,7 @@ final class KvEventPublisher implements AutoCloseable {
   private final CompletableFuture<Void> bound = new CompletableFuture<>();
   private final Thread thread;
   private volatile boolean running = true;
-  private final java.util.concurrent.CountDownLatch stopped =
-      new java.util.concurrent.CountDownLatch(1);
+  private final CountDownLatch stopped = new CountDownLatch(1);
 
   KvEventPublisher(
       KvEventsConfig config, MockEngineServer.EventEncoding encoding, Duration startDelay) {
@@ -127,7 +128,7 @@ final class KvEventPublisher implements AutoCloseable {
   void awaitBound(Duration timeout) {
     try {
       bound.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
-    } catch (java.util.concurrent.ExecutionException e) {
+    } catch (ExecutionException e) {
       throw new IllegalStateException(e.getCause().getMessage(), e.getCause());
     } catch (Exception e) {
       throw new IllegalStateException("mock engine: ZMQ sockets not bound after " + timeout, e);

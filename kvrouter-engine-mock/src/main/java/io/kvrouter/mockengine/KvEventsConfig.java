@@ -94,7 +94,7 @@ public record KvEventsConfig(
     if (n == null || !n.isObject()) {
       throw new IllegalArgumentException("kv-events-config: expected a JSON object");
     }
-    for (Iterator<Map.Entry<String, JsonNode>> it = n.fields(); it.hasNext(); ) {
+    for (Iterator<Map.Entry<String, JsonNode>> it = n.properties().iterator(); it.hasNext(); ) {
       String k = it.next().getKey();
       if (!FIELDS.contains(k)) {
         throw new IllegalArgumentException(

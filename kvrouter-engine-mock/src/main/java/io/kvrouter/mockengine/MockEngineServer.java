@@ -14,7 +14,10 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A process that looks like vLLM on every wire a router touches, without a model: vLLM's
@@ -561,8 +564,7 @@ public final class MockEngineServer implements AutoCloseable {
   private final CompletableFuture<String> death = new CompletableFuture<>();
   private final Thread starter;
   private final Thread reaper;
-  private final java.util.concurrent.atomic.AtomicInteger responses =
-      new java.util.concurrent.atomic.AtomicInteger();
+  private final AtomicInteger responses = new AtomicInteger();
   private volatile boolean closed;
   private volatile int boundPort;
 
@@ -704,10 +706,10 @@ public final class MockEngineServer implements AutoCloseable {
   public void awaitListening(Duration timeout) {
     try {
       listening.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
-    } catch (java.util.concurrent.ExecutionException e) {
+    } catch (ExecutionException e) {
       Throwable c = e.getCause();
       throw c instanceof RuntimeException r ? r : new IllegalStateException(c);
-    } catch (java.util.concurrent.TimeoutException e) {
+    } catch (TimeoutException e) {
       throw new IllegalStateException("mock engine: not listening after " + timeout);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

@@ -2,6 +2,8 @@ package io.kvrouter.mockengine;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.PropertyNamingStrategies;
+import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Status;
 import io.helidon.webserver.http.Handler;
@@ -15,6 +17,7 @@ import io.kvrouter.tokenize.TokenizerException;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -58,13 +61,11 @@ import java.util.concurrent.atomic.AtomicLong;
 final class OpenAiApi {
   /** Maps keep their order; records (the /mock dumps) get snake_case field names. */
   private static final ObjectMapper JSON =
-      new ObjectMapper()
-          .setPropertyNamingStrategy(
-              com.fasterxml.jackson.databind.PropertyNamingStrategies.SNAKE_CASE);
+      new ObjectMapper().setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE);
 
   private static final String EVENT_STREAM = "text/event-stream; charset=utf-8";
   private static final String APPLICATION_JSON = "application/json";
-  private static final io.helidon.http.HeaderName X_REQUEST_ID = HeaderNames.create("X-Request-Id");
+  private static final HeaderName X_REQUEST_ID = HeaderNames.create("X-Request-Id");
 
   /** A refusal with vLLM's status, error type and message. */
   static final class ApiError extends RuntimeException {
@@ -676,7 +677,7 @@ final class OpenAiApi {
   private Map<String, Object> handOut(ServerRequest req, int[] prompt) {
     long[] hashes = scheduler.engineBlockHashes(prompt);
     List<Object> ids = new ArrayList<>(hashes.length);
-    for (long h : hashes) ids.add(new java.math.BigInteger(Long.toUnsignedString(h)));
+    for (long h : hashes) ids.add(new BigInteger(Long.toUnsignedString(h)));
     Map<String, Object> m = new LinkedHashMap<>();
     m.put("do_remote_prefill", true);
     m.put("do_remote_decode", false);

@@ -216,7 +216,7 @@ class HybridKvCacheTest {
     } else {
       blocks = 1 + rnd.nextInt(8);
       parts = new long[blocks];
-      for (int i = 0; i < blocks; i++) parts[i] = 1 + rnd.nextInt(4);
+      for (int i = 0; i < blocks; i++) parts[i] = 1L + rnd.nextInt(4);
     }
     int[] p = prompt(parts);
     return rnd.nextInt(4) == 0 ? Arrays.copyOf(p, p.length - 1) : p; // some end on a boundary

@@ -4,19 +4,26 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.transport.kvevents.EngineEvent;
 import io.kvrouter.transport.kvevents.KvEventBatch;
 import io.kvrouter.transport.kvevents.KvEventDecoder;
+import java.io.IOException;
 import java.io.InputStream;
 import java.net.ConnectException;
 import java.net.Socket;
+import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
+import org.zeromq.SocketType;
+import org.zeromq.ZContext;
+import org.zeromq.ZMQ;
 
 /** The mock engine's scheduling, timings, metrics, fault flags and event encodings. */
 class MockEngineBehaviourTest {
@@ -44,8 +51,7 @@ class MockEngineBehaviourTest {
    * Registers {@code engine} with {@code router} as instance 1 of model "mock" over its ZMQ
    * endpoints (topic "kv"), as {@code POST /register} does; asserts the 201.
    */
-  static void registerOverZmq(
-      io.kvrouter.server.KvRouterServer router, MockEngineServer engine, int blockSize) {
+  static void registerOverZmq(KvRouterServer router, MockEngineServer engine, int blockSize) {
     EngineHttp.Reply reg =
         EngineHttp.post(
             router.url() + "/register",
@@ -176,6 +182,7 @@ class MockEngineBehaviourTest {
   }
 
   @Test
+  @SuppressWarnings("try") // the socket is opened only to see whether the port still accepts
   void dieAfterRequestsStopsTheEngine() throws Exception {
     try (MockEngineServer e =
         MockEngineServer.start(
@@ -192,7 +199,7 @@ class MockEngineBehaviourTest {
           () -> {
             try (Socket s = new Socket("127.0.0.1", port)) {
               return false;
-            } catch (java.io.IOException x) {
+            } catch (IOException x) {
               return true;
             }
           },
@@ -284,30 +291,29 @@ class MockEngineBehaviourTest {
                     .speedup(100)
                     .kvEvents(KvEventsConfig.zmq("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"))
                     .build());
-        org.zeromq.ZContext ctx = new org.zeromq.ZContext(1)) {
+        ZContext ctx = new ZContext(1)) {
       EngineHttp.post(
           e.url() + "/v1/completions", "{\"prompt\":" + ids(32, 1) + ",\"max_tokens\":1}");
       EngineHttp.post(
           e.url() + "/v1/completions", "{\"prompt\":" + ids(16, 500) + ",\"max_tokens\":1}");
       assertThat(e.cacheDump().lastEventSeq()).isEqualTo(1);
-      org.zeromq.ZMQ.Socket dealer = ctx.createSocket(org.zeromq.SocketType.DEALER);
+      ZMQ.Socket dealer = ctx.createSocket(SocketType.DEALER);
       dealer.setReceiveTimeOut(10_000);
       dealer.connect(e.replayEndpoint());
       dealer.sendMore(new byte[0]);
-      dealer.send(java.nio.ByteBuffer.allocate(8).putLong(1).array());
+      dealer.send(ByteBuffer.allocate(8).putLong(1).array());
       // batch 1 only (replay from 1), then the end marker
       assertThat(dealer.recv()).isEmpty();
-      assertThat(java.nio.ByteBuffer.wrap(dealer.recv()).getLong()).isEqualTo(1);
+      assertThat(ByteBuffer.wrap(dealer.recv()).getLong()).isEqualTo(1);
       KvEventBatch b = KvEventDecoder.decode(dealer.recv());
       assertThat(dealer.hasReceiveMore()).isFalse();
       EngineEvent.BlockStored s = (EngineEvent.BlockStored) b.events().get(0);
-      assertThat(s.tokenIds())
-          .containsExactly(java.util.stream.IntStream.range(500, 516).toArray());
+      assertThat(s.tokenIds()).containsExactly(IntStream.range(500, 516).toArray());
       assertThat(s.hasParent()).isFalse();
       assertThat(s.blockSize()).isEqualTo(16);
       assertThat(s.medium()).isEqualTo("GPU");
       assertThat(dealer.recv()).isEmpty();
-      assertThat(java.nio.ByteBuffer.wrap(dealer.recv()).getLong()).isEqualTo(-1);
+      assertThat(ByteBuffer.wrap(dealer.recv()).getLong()).isEqualTo(-1);
       assertThat(dealer.recv()).isEmpty();
       assertThat(dealer.hasReceiveMore()).isFalse();
       // the engine's hashes are its own: not the DESIGN.md §2 hashes of the same blocks

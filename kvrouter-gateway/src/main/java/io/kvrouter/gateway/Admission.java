@@ -1,5 +1,6 @@
 package io.kvrouter.gateway;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.kvrouter.admission.FairQueue;
 import io.kvrouter.server.RouterModel;
 import java.util.Collection;
@@ -14,6 +15,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The queue in front of a saturated model (docs/gateway.md, "Admission"): a request whose every
@@ -51,7 +53,7 @@ final class Admission {
 
   static final String[] BAND_NAMES = {"high", "normal", "low"};
 
-  /** What {@link #await} ended with. */
+  /** What {@link ModelQueue#await} ended with. */
   enum Outcome {
     /** Route again now: a route of the model was freed since the request's route. */
     RETRY,
@@ -76,7 +78,7 @@ final class Admission {
   }
 
   /** The queue of {@code m}, made on first use; null when admission is off. */
-  ModelQueue queue(RouterModel m) {
+  @Nullable ModelQueue queue(RouterModel m) {
     if (!config.queues()) return null;
     ModelQueue q = queues.get(m);
     return q != null ? q : queues.computeIfAbsent(m, k -> new ModelQueue(k.modelName()));
@@ -105,8 +107,8 @@ final class Admission {
     final double cost;
     final long arrivalNanos;
     final Condition wake;
-    FairQueue.Ticket<Waiter> ticket;
-    Outcome state; // null while queued
+    FairQueue.@Nullable Ticket<Waiter> ticket; // null: the queue was full
+    @Nullable Outcome state; // null while queued
 
     private Waiter(
         int band, String tenant, String label, double cost, long arrival, Condition wake) {
@@ -122,7 +124,10 @@ final class Admission {
   /** The admission state of one model (its queue, its counts). */
   final class ModelQueue {
     final String model;
+
+    @GuardedBy("Admission.this.lock")
     private final FairQueue<Waiter> queue;
+
     private final AtomicLong frees = new AtomicLong();
     private final AtomicInteger waiting = new AtomicInteger();
 
@@ -273,6 +278,7 @@ final class Admission {
     }
 
     /** Under the lock: a queued waiter leaves without a place. */
+    @GuardedBy("Admission.this.lock")
     private void leave(Waiter w) {
       if (w.state != null) return;
       w.state = Outcome.GONE;

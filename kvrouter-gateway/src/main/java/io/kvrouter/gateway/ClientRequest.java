@@ -13,6 +13,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A client's {@code /v1/chat/completions} or {@code /v1/completions} body, read once: what the
@@ -66,7 +67,7 @@ final class ClientRequest {
   final long priority;
 
   /** OpenAI's {@code user}, or null. */
-  final String user;
+  final @Nullable String user;
 
   /** {@code max_completion_tokens}, else {@code max_tokens}; -1 when neither is given. */
   final long maxTokens;
@@ -84,7 +85,7 @@ final class ClientRequest {
       int[] promptIds,
       boolean addSpecialTokens,
       long priority,
-      String user,
+      @Nullable String user,
       long maxTokens,
       byte[] upstream) {
     this.kind = kind;
@@ -154,9 +155,9 @@ final class ClientRequest {
     String promptText;
     int[] promptIds;
     boolean promptGiven;
-    StreamOptions options; // null: not given
+    @Nullable StreamOptions options; // null: not given
     long priority;
-    String user;
+    @Nullable String user;
     long maxTokens = -1;
     long maxCompletionTokens = -1;
 

@@ -8,6 +8,7 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Logger;
@@ -54,6 +55,7 @@ final class Drains implements AutoCloseable {
    *
    * @return completes with the requests still in flight when the rank was unregistered
    */
+  @SuppressWarnings("CollectionUndefinedEquality") // pending's members are told apart by identity
   CompletableFuture<Integer> drain(
       ServerHost host, Engines engines, String model, String group, Worker worker, Duration bound) {
     CompletableFuture<Integer> done = new CompletableFuture<>();
@@ -110,9 +112,11 @@ final class Drains implements AutoCloseable {
     return false;
   }
 
+  @SuppressWarnings("CollectionUndefinedEquality") // pending's members are told apart by identity
   private void schedule(Runnable poll, CompletableFuture<Integer> done) {
     try {
-      timer.schedule(poll, POLL_MS, TimeUnit.MILLISECONDS);
+      // the poll completes done itself; its own future has nothing to tell
+      ScheduledFuture<?> unused = timer.schedule(poll, POLL_MS, TimeUnit.MILLISECONDS);
     } catch (RejectedExecutionException e) {
       pending.remove(done);
       done.completeExceptionally(new IllegalStateException("the gateway is stopping", e));

@@ -4,13 +4,16 @@ import io.helidon.http.HeaderNames;
 import io.helidon.webclient.api.HttpClientRequest;
 import io.helidon.webclient.api.HttpClientResponse;
 import io.helidon.webclient.api.WebClient;
+import io.kvrouter.tokenize.EngineApi;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The gateway's health checker: every {@code --health-interval-ms} it prunes what the gateway keeps
@@ -41,7 +44,7 @@ final class EngineHealth {
   private final GatewayConfig config;
   private final WebClient client;
   private final Semaphore wakeUp = new Semaphore(0);
-  private Thread thread;
+  private @Nullable Thread thread; // null before start()
   private volatile boolean closed;
 
   EngineHealth(Gateway gateway, GatewayConfig config) {
@@ -131,8 +134,11 @@ final class EngineHealth {
   private void check(EngineState s) {
     boolean ok = probe(s) == null;
     // an engine that answers and whose API is not known yet (registered before it was up)
-    if (ok && gateway.engines.api(s.baseUrl) == null)
-      gateway.engines.learn(s.baseUrl, gateway.host);
+    if (ok && gateway.engines.api(s.baseUrl) == null) {
+      // not waited for: the probe completes its future with null rather than failing, and a
+      // later round asks again while the API is still unknown
+      CompletableFuture<EngineApi> unused = gateway.engines.learn(s.baseUrl, gateway.host);
+    }
     if (s.checked(ok, config.unhealthyAfter())) {
       if (s.healthy()) {
         LOG.info("engine " + s.baseUrl + " answers its health check again: back in routing");

@@ -1,5 +1,6 @@
 package io.kvrouter.gateway;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -39,10 +40,19 @@ final class EngineState {
   private volatile boolean healthy = true;
   private volatile boolean answered;
   private final AtomicInteger draining = new AtomicInteger();
+
+  @GuardedBy("this")
   private int failedChecks; // guarded by this
+
+  @GuardedBy("this")
   private Breaker breaker = Breaker.CLOSED; // guarded by this
+
+  @GuardedBy("this")
   private int consecutiveFailures; // guarded by this
+
+  @GuardedBy("this")
   private long openUntil; // guarded by this
+
   private final AtomicBoolean probe = new AtomicBoolean();
 
   EngineState(String baseUrl, int breakerFailures, long openNanos) {

@@ -29,6 +29,7 @@ import java.time.Duration;
 import java.util.Collection;
 import java.util.HexFormat;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
@@ -388,8 +389,13 @@ public final class Gateway implements AutoCloseable {
       String url = rank.baseUrl();
       if (url == null) return;
       EngineApi known = engines.api(url);
-      if (known != null) engines.capacity(host, url, known, rank);
-      else engines.learn(url, host);
+      if (known != null) {
+        engines.capacity(host, url, known, rank);
+      } else {
+        // not waited for: the probe sets the capacity itself when it answers, and completes its
+        // future with null rather than failing when it does not (a health round asks again)
+        CompletableFuture<EngineApi> unused = engines.learn(url, host);
+      }
     }
 
     @Override

@@ -85,7 +85,6 @@ final class Proxy {
   /** What one request carries through its attempts. */
   private static final class Call {
     final long t0 = System.nanoTime();
-    ClientRequest.Kind kind;
     String path;
     ClientRequest req;
     ModelCatalog.Target target;
@@ -134,7 +133,6 @@ final class Proxy {
   void handle(ClientRequest.Kind kind, String path, ServerRequest sreq, ServerResponse res)
       throws Exception {
     Call c = new Call();
-    c.kind = kind;
     c.path = path;
     c.requestId = g.requestId(sreq);
     c.group = sreq.headers().first(Gateway.X_GROUP).orElse(null);

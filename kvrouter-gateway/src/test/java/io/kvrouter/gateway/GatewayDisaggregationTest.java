@@ -212,6 +212,7 @@ class GatewayDisaggregationTest {
     assertThat(m.router().loads()).allMatch(l -> l.requests() == 0);
   }
 
+  @SuppressWarnings("try") // the socket is opened only to see whether the port still accepts
   static boolean refuses(MockEngineServer e) {
     URI u = URI.create(e.url());
     try (Socket s = new Socket(u.getHost(), u.getPort())) {

@@ -30,6 +30,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
@@ -442,7 +443,7 @@ class GatewayStubTest {
     ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor();
     try {
       // released well after the read timeout (and Helidon's idle timer of the same length)
-      timer.schedule(hold::countDown, 1500, TimeUnit.MILLISECONDS);
+      ScheduledFuture<?> unused = timer.schedule(hold::countDown, 1500, TimeUnit.MILLISECONDS);
       HttpResponse<String> r = post(g, "/v1/completions", completion(range(12), true, ""));
       assertThat(r.statusCode()).isEqualTo(200);
       assertThat(r.body()).endsWith("data: [DONE]\n\n").contains(StubEngine.chunk(false, 2));
@@ -545,7 +546,7 @@ class GatewayStubTest {
         .isEqualTo(200);
     int cycles = 40;
     for (int i = 0; i < cycles; i++) {
-      long id = 100 + i;
+      long id = 100L + i;
       register(g, id, e.url(i));
       g.engineTokenizer(e.url(i), "tiny");
       holds(m, id, range(8 + i)); // the router sends this prompt to engine id

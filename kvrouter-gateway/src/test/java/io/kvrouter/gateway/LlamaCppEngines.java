@@ -24,6 +24,7 @@ import org.junit.jupiter.api.Assumptions;
  * KVROUTER_LLAMA_MODEL} (.ci/run sets them from install.sh's output). Without them the tests fail,
  * saying how to get them, unless {@code -Dkvrouter.llamacpp.skip=true} leaves them out on purpose.
  */
+@SuppressWarnings("try") // close() waits for the engines to exit, so it may be interrupted
 final class LlamaCppEngines implements AutoCloseable {
   /** One running llama-server. */
   static final class Engine {

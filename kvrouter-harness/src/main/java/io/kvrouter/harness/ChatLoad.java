@@ -57,8 +57,10 @@ final class ChatLoad {
     ChatRun.Result[] out = new ChatRun.Result[turns.size()];
     int conversations = 0;
     for (ChatWorkload.Turn t : turns) conversations = Math.max(conversations, t.conversation() + 1);
+    // a generic array cannot be created; this one only ever holds CompletableFuture<Void>
     @SuppressWarnings("unchecked")
-    CompletableFuture<Void>[] done = new CompletableFuture[conversations];
+    CompletableFuture<Void>[] done =
+        (CompletableFuture<Void>[]) new CompletableFuture<?>[conversations];
     for (int c = 0; c < conversations; c++) done[c] = CompletableFuture.completedFuture(null);
     URI uri = URI.create(gateway + "/v1/chat/completions");
     Semaphore permits = new Semaphore(clients);

@@ -36,7 +36,10 @@ final class ChildEngine implements FleetEngine {
 
   private final Process p;
   private final CompletableFuture<String[]> ready = new CompletableFuture<>();
+
+  @SuppressWarnings("JdkObsolete") // written by the reader thread, read by others: synchronized
   private final StringBuffer output = new StringBuffer();
+
   private String[] addr;
 
   private ChildEngine(Process p) {

@@ -46,7 +46,7 @@ final class EndCheck {
     }
     long deadline = System.nanoTime() + 30_000_000_000L;
     for (int i = 0; i < fleet.size(); i++) {
-      long id = i + 1;
+      long id = i + 1L;
       long want = seqs.get(i);
       while (lastSequence(gateway, id) != want) {
         if (System.nanoTime() > deadline) {

@@ -34,6 +34,7 @@ final class NatsProcess implements AutoCloseable {
     this.port = port;
   }
 
+  @SuppressWarnings("try") // the socket is opened only to see whether nats-server accepts yet
   static NatsProcess start() throws Exception {
     String bin = binary();
     if (bin == null) {

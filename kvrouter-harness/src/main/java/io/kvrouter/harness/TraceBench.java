@@ -74,6 +74,14 @@ public final class TraceBench {
     }
   }
 
+  @SuppressWarnings("OrphanedFormatString") // printed as is: "95%" is text, not a format
+  private static final String KEPT_UP_NOTE =
+      "kept up: yes when achieved >= 95% of offered (in brackets: achieved / offered): the index"
+          + " answered every findMatches and applied every event at the trace's pace. no: it fell"
+          + " behind, and its achieved rate is about the most it does on this machine as loaded"
+          + " now (--sweep finds where each kind stops keeping up; --duration 0 measures the"
+          + " most it does).";
+
   private final Settings s;
 
   public TraceBench(Settings settings) {
@@ -81,6 +89,7 @@ public final class TraceBench {
   }
 
   /** Runs the benchmark; returns the exit code (0 ok, 1 a check or a write failed, 2 bad input). */
+  @SuppressWarnings("ClosingStandardOutputStreams") // Progress.close() leaves System.err open
   public int run(PrintWriter out, PrintWriter err) {
     List<IndexKind> kinds;
     List<Long> durations;
@@ -229,12 +238,7 @@ public final class TraceBench {
     out.println();
     for (String line : verdicts(results)) out.println(line);
     out.println();
-    out.println(
-        "kept up: yes when achieved >= 95% of offered (in brackets: achieved / offered): the index"
-            + " answered every findMatches and applied every event at the trace's pace. no: it fell"
-            + " behind, and its achieved rate is about the most it does on this machine as loaded"
-            + " now (--sweep finds where each kind stops keeping up; --duration 0 measures the"
-            + " most it does).");
+    out.println(KEPT_UP_NOTE);
     out.println(
         "ops = findMatches + events; block ops = blocks looked up + blocks stored (Dynamo's"
             + " counting); offered = ops / duration; achieved = ops / wall time; per CPU-s = ops per"

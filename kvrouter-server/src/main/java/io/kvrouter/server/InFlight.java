@@ -5,6 +5,7 @@ import io.helidon.webserver.http.RoutingRequest;
 import io.helidon.webserver.http.RoutingResponse;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The HTTP requests a server is handling, counted so that a stop can wait for them to finish while
@@ -25,7 +26,7 @@ import java.util.concurrent.locks.LockSupport;
  */
 final class InFlight {
   private final AtomicLong count = new AtomicLong();
-  private volatile Thread waiter;
+  private volatile @Nullable Thread waiter; // null: no stop() waiting
 
   /** The filter to add to the routing. */
   void filter(FilterChain chain, RoutingRequest req, RoutingResponse res) {

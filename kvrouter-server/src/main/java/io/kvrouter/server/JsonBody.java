@@ -16,6 +16,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A reader of one JSON request body that is a flat object: the caller loops over its fields with
@@ -65,7 +66,7 @@ final class JsonBody {
   private final JsonParser p;
   private final Set<String> seen = new HashSet<>(8);
   private String field;
-  private int[] prescannedTokenIds; // token_ids read by prescanTokenIds, or null
+  private int @Nullable [] prescannedTokenIds; // token_ids read by prescanTokenIds, or null
 
   private JsonBody(JsonParser p) {
     this.p = p;

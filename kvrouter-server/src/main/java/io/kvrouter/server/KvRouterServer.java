@@ -8,6 +8,7 @@ import io.kvrouter.route.TierWeights;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.server.http.ReadDeadline;
+import io.kvrouter.transport.nats.NatsConnections;
 import java.io.IOException;
 import java.net.BindException;
 import java.net.InetSocketAddress;
@@ -94,7 +95,6 @@ public final class KvRouterServer implements AutoCloseable {
   private final Api api;
   private final ServerExtension extension;
   private final ReplicaLinks links;
-  private final ServerMetrics metrics;
   private final InFlight inFlight = new InFlight();
   private volatile boolean ready;
   private volatile boolean serving;
@@ -109,7 +109,6 @@ public final class KvRouterServer implements AutoCloseable {
     registry.maxRegistrations(config.maxRegistrations());
     registry.extension(extension);
     ServerMetrics metrics = new ServerMetrics(registry::indexes);
-    this.metrics = metrics;
     registry.metrics(metrics);
     this.links = new ReplicaLinks(registry, metrics);
     AtomicInteger ingestThreads = new AtomicInteger();
@@ -565,7 +564,7 @@ public final class KvRouterServer implements AutoCloseable {
       } else if (sync.trim().equalsIgnoreCase(SYNC_OFF)) {
         sync = SYNC_OFF;
       } else {
-        sync = io.kvrouter.transport.nats.NatsConnections.checkUrl("sync", sync);
+        sync = NatsConnections.checkUrl("sync", sync);
       }
       Objects.requireNonNull(syncHeartbeat, "syncHeartbeat");
       if (syncHeartbeat.isNegative() || syncHeartbeat.isZero()) {

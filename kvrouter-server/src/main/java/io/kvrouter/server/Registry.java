@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.IntFunction;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Every index of the service, one per {@code (model_name, routing_group)}, and the registrations
@@ -72,7 +73,7 @@ final class Registry implements AutoCloseable {
   private final boolean approximate;
   private int maxRegistrations = Integer.MAX_VALUE;
   private ServerMetrics metrics;
-  private ServerExtension extension; // told of every registration; null: none
+  private @Nullable ServerExtension extension; // told of every registration; null: none
   private NatsEvents nats;
   private NatsRegistrations log;
   private SequenceSyncs syncs;

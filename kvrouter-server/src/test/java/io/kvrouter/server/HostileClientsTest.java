@@ -70,6 +70,8 @@ class HostileClientsTest {
   }
 
   @Test
+  @SuppressWarnings(
+      "try") // the probe is stopped before its summary is read, and closed again by the try
   void everyHostileRequestGetsItsFourHundredWhileHealthAndQueryAreAnswered() throws Exception {
     try (HttpFixture http =
         new HttpFixture(KvRouterServer.Config.builder().authToken(TOKEN).maxBodyBytes(LIMIT))) {
@@ -529,6 +531,8 @@ class HostileClientsTest {
   // ------------------------------------------------------------------ many connections
 
   @Test
+  @SuppressWarnings(
+      "try") // the probe is stopped before its summary is read, and closed again by the try
   void thousandsOfConnectionsAndTheServerStillAnswers() throws Exception {
     try (HttpFixture http = new HttpFixture()) {
       assertThat(http.register(1, 0, "m", 4).status()).isEqualTo(201);

@@ -530,7 +530,8 @@ class HostileHttpTest {
 
   private static String printable(String s) {
     StringBuilder sb = new StringBuilder();
-    for (char c : s.toCharArray()) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
       if (c == '\r') sb.append("\\r");
       else if (c == '\n') sb.append("\\n");
       else if (c < 0x20 || c > 0x7e) sb.append(String.format("\\x%02x", (int) c));

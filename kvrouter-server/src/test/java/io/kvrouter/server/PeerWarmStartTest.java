@@ -166,6 +166,7 @@ class PeerWarmStartTest {
   }
 
   @Test
+  @SuppressWarnings("try") // the started server is held only to be closed at the end
   void whileThePeerIsLoadedTheServerIsNotReadyAndServesNoQueries() throws Exception {
     try (HttpFixture a = new HttpFixture()) {
       a.register(1, 0, "m", 4);

@@ -61,6 +61,7 @@ class SequenceSyncServeTest {
   }
 
   @Test
+  @SuppressWarnings("try") // server a is closed mid-test to say goodbye, and again by the try
   void aRequestRoutedOnOneServerIsLoadOnTheOther() throws Exception {
     try (NatsServer nats = NatsServer.start();
         HttpFixture a = new HttpFixture(replica(nats.url(), "a"));

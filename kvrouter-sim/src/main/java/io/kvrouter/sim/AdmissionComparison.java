@@ -7,6 +7,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import org.jspecify.annotations.Nullable;
 
 /**
  * {@code simulate --admission}: the admission modes on one trace, each on a fresh fleet, with the
@@ -102,13 +103,13 @@ public record AdmissionComparison(
       String label) {}
 
   /** The run of {@code m}, or null. */
-  public AdmissionResult of(AdmissionSimulation.Mode m) {
+  public @Nullable AdmissionResult of(AdmissionSimulation.Mode m) {
     for (AdmissionResult r : runs) if (r.mode() == m) return r;
     return null;
   }
 
   /** The no-heavy run of {@code m}, or null. */
-  public AdmissionResult noHeavyOf(AdmissionSimulation.Mode m) {
+  public @Nullable AdmissionResult noHeavyOf(AdmissionSimulation.Mode m) {
     for (AdmissionResult r : noHeavy) if (r.mode() == m) return r;
     return null;
   }

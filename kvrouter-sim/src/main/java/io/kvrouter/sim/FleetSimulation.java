@@ -5,6 +5,8 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvCacheGroup;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.index.Tier;
+import io.kvrouter.index.TieredIndex;
 import io.kvrouter.mockengine.EventLoop;
 import io.kvrouter.mockengine.HybridKvCache;
 import io.kvrouter.prefixcache.PrefixCache;
@@ -14,6 +16,7 @@ import io.kvrouter.route.RouteOptions;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.sim.trace.TraceRequest;
 import io.kvrouter.transport.json.RouterEventJson;
+import io.kvrouter.transport.kvevents.StorageTier;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -152,7 +155,7 @@ public final class FleetSimulation {
       // beyond the GPU"); kv-device on the device index alone, which drops the host's events
       index =
           cfg.hostBlocks() > 0 && policy != Policy.KV_DEVICE
-              ? io.kvrouter.index.TieredIndex.of(() -> newIndex(cfg))
+              ? TieredIndex.of(() -> newIndex(cfg))
               : newIndex(cfg);
       b.index(index);
       switch (policy) {
@@ -375,9 +378,9 @@ public final class FleetSimulation {
     Runnable apply =
         () -> {
           if (feed != null) {
-            feed.accept(io.kvrouter.transport.kvevents.StorageTier.HOST, e);
+            feed.accept(StorageTier.HOST, e);
           } else {
-            router.applyEvent(io.kvrouter.index.Tier.HOST, e);
+            router.applyEvent(Tier.HOST, e);
           }
           eventsApplied++;
         };

@@ -3,6 +3,7 @@ package io.kvrouter.sim;
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
+import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.index.KvCacheGroup;
 import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.mockengine.EventLoop;
@@ -12,6 +13,7 @@ import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.prefixcache.PrefixCache;
 import java.util.ArrayDeque;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A simulated inference engine: one worker with one or more data-parallel ranks, each holding a
@@ -72,15 +74,15 @@ public final class MockEngine {
   @FunctionalInterface
   public interface GroupEvents {
     /** An event of group {@code group}; {@code kind} is set on stores, null on removals. */
-    void accept(int group, KvCacheGroup kind, RouterEvent event);
+    void accept(int group, @Nullable KvCacheGroup kind, RouterEvent event);
   }
 
   /** One data-parallel rank: its cache, queue, prefill lane and load counters. */
   public final class Rank {
     final Worker worker;
-    public final PrefixCache cache; // null for a hybrid model
-    public final HybridKvCache hybrid; // null unless a hybrid model
-    final HostTier host; // null without a host tier
+    public final @Nullable PrefixCache cache; // null for a hybrid model
+    public final @Nullable HybridKvCache hybrid; // null unless a hybrid model
+    final @Nullable HostTier host; // null without a host tier
     private long eventId;
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
     private int running;
@@ -226,7 +228,7 @@ public final class MockEngine {
     }
 
     private long[] hashes(SimRequest r) {
-      return io.kvrouter.hash.SequenceHasher.sequenceHashes(cache.hasher().localHashes(r.tokens()));
+      return SequenceHasher.sequenceHashes(cache.hasher().localHashes(r.tokens()));
     }
 
     private void prefillDone(SimRequest r) {
@@ -255,7 +257,7 @@ public final class MockEngine {
   private final Rank[] ranks;
   private final int hostBlocks;
   private final long hostTransferNanos;
-  private final KvCacheGroups groups; // null: one full-attention group
+  private final @Nullable KvCacheGroups groups; // null: one full-attention group
   private final GroupEvents groupEvents;
 
   /**

@@ -17,6 +17,7 @@ import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -70,6 +71,8 @@ public final class PdSimulation {
   }
 
   /**
+   * A disaggregated fleet's shape, its hand-over cost and the conditional rule's threshold.
+   *
    * @param prefillWorkers prefill engines (the aggregated fleet has prefillWorkers + decodeWorkers)
    * @param decodeWorkers decode engines
    * @param transferBaseMs fixed cost of a hand-over that pulls at least one block
@@ -193,7 +196,6 @@ public final class PdSimulation {
 
   /** One engine. */
   private final class Node {
-    final long id;
     final PrefixCache cache;
     final ArrayDeque<Job> waiting = new ArrayDeque<>();
     int running;
@@ -203,7 +205,6 @@ public final class PdSimulation {
     int busy;
 
     Node(long id) {
-      this.id = id;
       this.cache =
           PrefixCache.builder(new Worker(id, 0), cfg.blockSize(), cfg.gpuBlocks())
               .listener(router::applyEvent)
@@ -357,7 +358,7 @@ public final class PdSimulation {
   private final Node[] nodes;
   private final Set<Long> prefillIds = new HashSet<>();
   private final Set<Long> decodeIds = new HashSet<>();
-  private final java.util.HashMap<String, Long> pendingDecode = new java.util.HashMap<>();
+  private final HashMap<String, Long> pendingDecode = new HashMap<>();
   private final DoubleList ttft = new DoubleList();
   private final DoubleList itl = new DoubleList();
   private long cacheIds;

@@ -1,5 +1,7 @@
 package io.kvrouter.sim;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
+import java.io.Console;
 import java.io.PrintStream;
 import java.lang.reflect.Method;
 import java.nio.file.Files;
@@ -25,10 +27,20 @@ public final class Progress implements AutoCloseable {
 
   private final PrintStream err;
   private final boolean enabled;
+
+  @GuardedBy("this")
   private long total;
+
+  @GuardedBy("this")
   private long done;
+
+  @GuardedBy("this")
   private String label = "";
+
+  @GuardedBy("this")
   private long lastDraw;
+
+  @GuardedBy("this")
   private int drawnLength;
 
   private Progress(PrintStream err, boolean enabled) {
@@ -67,6 +79,7 @@ public final class Progress implements AutoCloseable {
     if (enabled) draw(false);
   }
 
+  @GuardedBy("this")
   private void draw(boolean force) {
     if (!enabled) return;
     long now = System.nanoTime();
@@ -94,6 +107,7 @@ public final class Progress implements AutoCloseable {
     }
   }
 
+  @SuppressWarnings("SystemConsoleNull") // compiled for JDK 21, where a null console means no tty
   public static boolean stderrIsTerminal() {
     Path fd2 = Path.of("/proc/self/fd/2");
     try {
@@ -104,10 +118,10 @@ public final class Progress implements AutoCloseable {
     } catch (Exception e) {
       // fall through to the console
     }
-    java.io.Console c = System.console();
+    Console c = System.console();
     if (c == null) return false;
     try {
-      Method isTerminal = java.io.Console.class.getMethod("isTerminal");
+      Method isTerminal = Console.class.getMethod("isTerminal");
       return (Boolean) isTerminal.invoke(c);
     } catch (ReflectiveOperationException e) {
       return true; // JDK 21: a console exists only for a terminal

@@ -4,6 +4,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
+import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.nats.NatsConnections;
 import io.kvrouter.transport.nats.NatsEventPublisher;
 import io.kvrouter.transport.nats.NatsEventStream;
@@ -78,14 +79,14 @@ public final class SimNats implements AutoCloseable {
 
     @Override
     public void accept(RouterEvent e) {
-      accept(io.kvrouter.transport.kvevents.StorageTier.DEVICE, e);
+      accept(StorageTier.DEVICE, e);
     }
 
     /**
      * Publishes an event about the copies on {@code tier} (with its {@code storage_tier}) and waits
      * until the index applied it: the replica puts it on that tier of a tiered index.
      */
-    public void accept(io.kvrouter.transport.kvevents.StorageTier tier, RouterEvent e) {
+    public void accept(StorageTier tier, RouterEvent e) {
       long seq;
       try {
         seq = publisher.publish(tier, e).getSeqno();

@@ -1,7 +1,9 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.event.Worker;
 import io.kvrouter.sim.trace.TraceRequest;
 import io.kvrouter.sim.trace.TraceTokens;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One trace request on its way through a simulated fleet, with what happened to it. Its prompt
@@ -17,7 +19,7 @@ public final class SimRequest {
   final long arrival;
 
   int routedOverlapTokens; // what the router expected the chosen rank to hold
-  io.kvrouter.event.Worker routedTo; // the chosen rank
+  Worker routedTo; // the chosen rank
   int cachedTokens; // what the rank's cache held at admission
   int admissionPredictedTokens = -1; // what the router said that rank held at admission (hybrid)
   int hostTokens; // of those, what its host tier held (loaded, not recomputed)
@@ -25,7 +27,7 @@ public final class SimRequest {
   long firstToken = -1;
   long finished = -1;
   boolean rejected;
-  private int[] tokens; // null before arrival and after the end
+  private int @Nullable [] tokens; // null before arrival and after the end
 
   public SimRequest(long id, TraceRequest trace, long arrival) {
     this.id = id;

@@ -33,6 +33,7 @@ class HostTierTest {
         device::add,
         new MockEngine.Listener() {
           @Override
+          @SuppressWarnings("NarrowCalculation") // whole tenths of a millisecond, on purpose
           public void firstToken(SimRequest r) {
             log.add(r.id + " ttft " + r.ttftNanos() / (MS / 10) / 10.0);
           }

@@ -2,6 +2,7 @@ package io.kvrouter.sim;
 
 import io.kvrouter.sim.trace.TraceRequest;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /** Small hand-made traces for tests. */
@@ -23,7 +24,7 @@ public final class SyntheticTrace {
     for (int t = 0; t < turns; t++) {
       for (int c = 0; c < conversations; c++) {
         long[] prev = ids[c];
-        long[] next = java.util.Arrays.copyOf(prev, prev.length + 2);
+        long[] next = Arrays.copyOf(prev, prev.length + 2);
         next[prev.length] = nextId++;
         next[prev.length + 1] = nextId++;
         ids[c] = next;

@@ -9,6 +9,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How an engine was told to render chats, in vLLM's terms: {@code --chat-template} (the template
@@ -30,8 +31,8 @@ import java.util.Map;
  *     chat_template_kwargs} (a request value of null or "auto" does not override)
  */
 public record ChatTemplateConfig(
-    String template,
-    String origin,
+    @Nullable String template,
+    @Nullable String origin,
     ContentFormat contentFormat,
     Map<String, Object> defaultKwargs) {
 

@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Tokenization delegated to an engine, in the engine's own dialect ({@link EngineDialect}), for
@@ -51,8 +52,8 @@ public final class EngineTokenizer {
   public record Result(int[] tokens, long maxModelLen) {}
 
   private final EngineHttp http;
-  private final String model;
-  private volatile EngineApi api;
+  private final @Nullable String model; // null: left out of the requests
+  private volatile @Nullable EngineApi api; // null until the first call probes it
 
   /**
    * A client for the engine at {@code engine}; {@code model} is sent as the request's {@code model}

@@ -3,6 +3,7 @@ package io.kvrouter.server.http;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The optional bearer token of mutating endpoints. Compares in constant time: both the expected and
@@ -22,7 +23,8 @@ import java.security.NoSuchAlgorithmException;
 final class BearerAuth {
   private static final String PREFIX = "bearer ";
 
-  private final byte[] expected; // SHA-256 of the token, or null when no token is required
+  private final byte @Nullable []
+      expected; // SHA-256 of the token, or null when no token is required
 
   BearerAuth(String token) {
     this.expected = token == null || token.isEmpty() ? null : sha256(token);

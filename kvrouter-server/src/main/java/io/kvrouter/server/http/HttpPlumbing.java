@@ -1,5 +1,6 @@
 package io.kvrouter.server.http;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.helidon.common.buffers.DataReader;
 import io.helidon.common.socket.SocketWriterException;
 import io.helidon.http.DirectHandler;
@@ -696,8 +697,14 @@ public final class HttpPlumbing {
   /** Logs client resets in one line at most once per interval, with the count in between. */
   static final class ResetLog {
     private final long intervalNanos;
+
+    @GuardedBy("this")
     private long last; // guarded by this
+
+    @GuardedBy("this")
     private boolean logged; // guarded by this
+
+    @GuardedBy("this")
     private long unlogged; // guarded by this
 
     ResetLog(long intervalNanos) {
@@ -734,8 +741,14 @@ public final class HttpPlumbing {
   /** Logs refusals in one line at most once per interval, with the count of those in between. */
   static final class RefusalLog {
     private final long intervalNanos;
+
+    @GuardedBy("this")
     private long last; // guarded by this
+
+    @GuardedBy("this")
     private boolean logged; // guarded by this
+
+    @GuardedBy("this")
     private long unlogged; // guarded by this
 
     RefusalLog(long intervalNanos) {

@@ -1,5 +1,6 @@
 package io.kvrouter.server.http;
 
+import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Headers;
 import io.helidon.http.HttpPrologue;
@@ -61,7 +62,11 @@ public final class ReadDeadline implements Http1ConnectionListener, AutoCloseabl
   private final ThreadLocal<Watch> current = new ThreadLocal<>();
   private final Set<Watch> armed = ConcurrentHashMap.newKeySet();
   private final AtomicLong closed = new AtomicLong();
+
+  @GuardedBy("this")
   private Thread sweeper; // guarded by this
+
+  @GuardedBy("this")
   private boolean stopped; // guarded by this
 
   ReadDeadline(Duration timeout) {

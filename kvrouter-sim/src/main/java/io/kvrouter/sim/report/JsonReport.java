@@ -26,7 +26,6 @@ public final class JsonReport {
       g.writeStringField("trace", s.trace());
       g.writeNumberField("requests", s.requests());
       g.writeNumberField("trace_span_s", s.traceSpanSec());
-      SimConfig c = s.config();
       g.writeObjectFieldStart("config");
       config(g, s.config());
       g.writeEndObject();

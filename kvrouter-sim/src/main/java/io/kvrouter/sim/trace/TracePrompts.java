@@ -1,5 +1,8 @@
 package io.kvrouter.sim.trace;
 
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 
@@ -69,8 +72,8 @@ public final class TracePrompts {
    * Writes the trace again in its own format (Mooncake JSONL), every output length capped at {@code
    * maxOutput}: what {@code simulate} must replay to compare with a live run that capped them.
    */
-  public void writeCapped(Path file, int maxOutput) throws java.io.IOException {
-    try (java.io.BufferedWriter w = java.nio.file.Files.newBufferedWriter(file)) {
+  public void writeCapped(Path file, int maxOutput) throws IOException {
+    try (BufferedWriter w = Files.newBufferedWriter(file)) {
       for (TraceRequest r : requests) {
         StringBuilder b = new StringBuilder("{\"timestamp\":");
         b.append(

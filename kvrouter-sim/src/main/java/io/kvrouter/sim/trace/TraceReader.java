@@ -12,6 +12,7 @@ import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -44,7 +45,7 @@ public final class TraceReader {
   public static List<TraceRequest> read(Path path, int limit) {
     try (InputStream in = Files.newInputStream(path)) {
       return read(in, path.toString(), limit);
-    } catch (java.nio.file.NoSuchFileException e) {
+    } catch (NoSuchFileException e) {
       throw new TraceFormatException(path + ": no such file", e);
     } catch (IOException e) {
       throw new TraceFormatException(path + ": cannot read it: " + e.getMessage(), e);

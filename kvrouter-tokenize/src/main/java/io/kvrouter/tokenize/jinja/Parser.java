@@ -164,14 +164,14 @@ final class Parser {
             return out;
           }
           next();
-          out.add(statement(name));
+          out.add(statement());
         }
         default -> throw new TemplateException(t.line(), "unexpected '" + describe(t) + "'");
       }
     }
   }
 
-  private Stmt statement(Token nameTok) {
+  private Stmt statement() {
     Token t = expect(Type.NAME, "a statement name");
     int line = t.line();
     return switch (t.value()) {

@@ -39,6 +39,7 @@ public final class JsonU64 {
     }
   }
 
+  @SuppressWarnings("StaticAssignmentOfThrowable") // stackless and shared: no allocation per value
   private static final OutOfRangeException OUT_OF_RANGE = new OutOfRangeException();
 
   /**

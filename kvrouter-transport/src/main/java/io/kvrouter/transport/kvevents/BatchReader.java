@@ -384,7 +384,7 @@ final class BatchReader {
         tag = readTag();
         if (i == 0 && !isKnownType(tag)) {
           // msgspec writes the tag first: skip an unknown event without looking into it
-          skip(2 * (n - 1));
+          skip(2L * (n - 1));
           pop();
           return null;
         }
@@ -845,7 +845,7 @@ final class BatchReader {
       }
       case MAP -> {
         int n = mapHeader();
-        skip(2 * n);
+        skip(2L * n);
         return "a map of " + n + (n == 1 ? " entry" : " entries");
       }
       default -> {

@@ -277,7 +277,7 @@ public final class EngineEventConverter {
           }
         }
         case EngineEvent.BlockRemoved r -> {
-          Integer group = groupOfRemoval(r.groupIdx(), r.kvCacheSpecKind());
+          Integer group = groupOfRemoval(r.groupIdx());
           if (group != null && group < 0) {
             ignored++;
           } else if (group != null) {
@@ -543,7 +543,7 @@ public final class EngineEventConverter {
    * only, and a map-form kind on a removal is not needed), so a group the stores declared, else the
    * main path for the main group, else ignored (-1).
    */
-  private Integer groupOfRemoval(Integer groupIdx, String kind) {
+  private Integer groupOfRemoval(Integer groupIdx) {
     if (groupIdx == null) return null;
     if (groupKinds.containsKey(groupIdx)) return groupIdx;
     return isMain(groupIdx) ? null : -1;

@@ -7,21 +7,28 @@ import io.kvrouter.route.SequenceChange.Routed;
 import io.kvrouter.route.SequenceSync;
 import io.kvrouter.route.SequenceSync.Outcome;
 import io.kvrouter.transport.nats.SyncCodec.FormatException;
-import io.kvrouter.transport.nats.SyncCodec.Message;
 import io.nats.client.Connection;
 import io.nats.client.Dispatcher;
+import io.nats.client.Message;
 import io.nats.client.Subscription;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAccumulator;
+import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Moves a router's {@link SequenceSync} changes between replicas over core NATS (no JetStream):
@@ -138,7 +145,7 @@ public final class NatsSequenceSync implements AutoCloseable {
   private final Dispatcher answers;
   private volatile boolean closed;
   private volatile boolean beatNow; // a peer said hello: send a heartbeat at once
-  private final java.util.Set<String> expected; // peers named at start; null: unknown
+  private final @Nullable Set<String> expected; // peers named at start; null: unknown
   private final Object progress = new Object(); // notified after each message and sweep
 
   private final ConcurrentHashMap<String, Long> unsynced = new ConcurrentHashMap<>();
@@ -231,8 +238,8 @@ public final class NatsSequenceSync implements AutoCloseable {
     this.linger = b.linger;
     long max = nc.getMaxPayload() > 0 ? nc.getMaxPayload() : 1 << 20;
     this.maxBytes = (int) Math.max(4096, Math.min(512 * 1024, max / 2));
-    io.nats.client.Dispatcher liveD = null;
-    io.nats.client.Dispatcher answersD = null;
+    Dispatcher liveD = null;
+    Dispatcher answersD = null;
     try {
       liveD = nc.createDispatcher(this::onMessage);
       liveD.subscribe(subject);
@@ -261,7 +268,7 @@ public final class NatsSequenceSync implements AutoCloseable {
     publisher.start();
   }
 
-  private static void closeQuietly(Connection nc, io.nats.client.Dispatcher d) {
+  private static void closeQuietly(Connection nc, Dispatcher d) {
     if (d == null) return;
     try {
       nc.closeDispatcher(d);
@@ -283,18 +290,18 @@ public final class NatsSequenceSync implements AutoCloseable {
    * every peer it knows. No answer at all (NATS' "no responders"): nobody, an empty set. Timeout or
    * failure: null (unknown; ready() then waits two heartbeats).
    */
-  private java.util.Set<String> discover() {
+  private Set<String> discover() {
     try {
-      io.nats.client.Message r =
+      Message r =
           nc.request(subject + ".hello", sync.replicaId().getBytes(StandardCharsets.UTF_8))
-              .get(snapshotTimeout.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
-      java.util.Set<String> ids = new java.util.HashSet<>();
+              .get(snapshotTimeout.toMillis(), TimeUnit.MILLISECONDS);
+      Set<String> ids = new HashSet<>();
       for (String id : new String(r.getData(), StandardCharsets.UTF_8).split(",")) {
         if (!id.isEmpty() && !id.equals(sync.replicaId())) ids.add(id);
       }
       return ids;
-    } catch (java.util.concurrent.CancellationException e) {
-      return java.util.Set.of(); // no responders: no peer is there
+    } catch (CancellationException e) {
+      return Set.of(); // no responders: no peer is there
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return null;
@@ -304,7 +311,7 @@ public final class NatsSequenceSync implements AutoCloseable {
   }
 
   /** A starting peer asks who is there: this replica and the peers it knows; then a heartbeat. */
-  private void onHello(io.nats.client.Message msg) {
+  private void onHello(Message msg) {
     String asker = new String(msg.getData(), StandardCharsets.UTF_8);
     if (msg.getReplyTo() == null || asker.equals(sync.replicaId()) || closed) return;
     StringBuilder b = new StringBuilder(sync.replicaId());
@@ -349,7 +356,7 @@ public final class NatsSequenceSync implements AutoCloseable {
         return "listening for peers (" + heartbeat.multipliedBy(2).toMillis() + " ms after start)";
       }
     } else if (!expected.isEmpty() && age < peerTimeout.toNanos()) {
-      java.util.Set<String> missing = new java.util.TreeSet<>(expected);
+      Set<String> missing = new TreeSet<>(expected);
       for (SequenceSync.PeerInfo p : sync.peers()) missing.remove(p.replicaId());
       if (!missing.isEmpty()) return "waiting to take up peer(s) " + missing;
     }
@@ -362,14 +369,13 @@ public final class NatsSequenceSync implements AutoCloseable {
    * Waits until {@code condition} holds, checking it again after every message this sync handled
    * and every sweep for silent peers; returns whether it held within {@code timeout}.
    */
-  public boolean await(java.util.function.BooleanSupplier condition, Duration timeout)
-      throws InterruptedException {
+  public boolean await(BooleanSupplier condition, Duration timeout) throws InterruptedException {
     long end = System.nanoTime() + timeout.toNanos();
     synchronized (progress) {
       while (!condition.getAsBoolean()) {
         long left = end - System.nanoTime();
         if (left <= 0) return false;
-        java.util.concurrent.TimeUnit.NANOSECONDS.timedWait(progress, left);
+        TimeUnit.NANOSECONDS.timedWait(progress, left);
       }
       return true;
     }
@@ -487,7 +493,7 @@ public final class NatsSequenceSync implements AutoCloseable {
 
   // ------------------------------------------------------------------ receiving
 
-  private void onMessage(io.nats.client.Message msg) {
+  private void onMessage(Message msg) {
     try {
       handle(msg);
     } finally {
@@ -495,8 +501,8 @@ public final class NatsSequenceSync implements AutoCloseable {
     }
   }
 
-  private void handle(io.nats.client.Message msg) {
-    Message m;
+  private void handle(Message msg) {
+    SyncCodec.Message m;
     try {
       m = SyncCodec.decode(msg.getData());
     } catch (FormatException e) {
@@ -543,22 +549,22 @@ public final class NatsSequenceSync implements AutoCloseable {
       sub = nc.subscribe(inbox);
       nc.publish(snapshotSubject(peer), inbox, sync.replicaId().getBytes(StandardCharsets.UTF_8));
       long deadline = System.nanoTime() + snapshotTimeout.toNanos();
-      Message[] chunks = null;
-      Message ref = null;
+      SyncCodec.Message[] chunks = null;
+      SyncCodec.Message ref = null;
       int got = 0;
       while (chunks == null || got < chunks.length) {
         long left = deadline - System.nanoTime();
         if (left <= 0)
           throw new IllegalStateException("no whole snapshot within " + snapshotTimeout);
-        io.nats.client.Message reply = sub.nextMessage(Duration.ofNanos(left));
+        Message reply = sub.nextMessage(Duration.ofNanos(left));
         if (reply == null) continue;
-        Message c = SyncCodec.decode(reply.getData());
+        SyncCodec.Message c = SyncCodec.decode(reply.getData());
         if (c.kind() != SyncCodec.KIND_SNAPSHOT || !c.replicaId().equals(peer)) {
           throw new IllegalStateException("not a snapshot of " + peer);
         }
         if (ref == null) {
           ref = c;
-          chunks = new Message[c.chunks()];
+          chunks = new SyncCodec.Message[c.chunks()];
         } else if (c.chunks() != ref.chunks()
             || c.incarnation() != ref.incarnation()
             || c.sequence() != ref.sequence()) {
@@ -571,7 +577,7 @@ public final class NatsSequenceSync implements AutoCloseable {
       }
       List<Routed> entries = new ArrayList<>();
       List<Predicted> model = new ArrayList<>();
-      for (Message c : chunks) {
+      for (SyncCodec.Message c : chunks) {
         for (SequenceChange x : c.changes()) {
           if (x instanceof Routed r) entries.add(r);
           else if (x instanceof Predicted p) model.add(p);
@@ -612,7 +618,7 @@ public final class NatsSequenceSync implements AutoCloseable {
     }
   }
 
-  private void onSnapshotRequest(io.nats.client.Message msg) {
+  private void onSnapshotRequest(Message msg) {
     String reply = msg.getReplyTo();
     if (reply == null || closed) return;
     SequenceSync.Snapshot s = sync.snapshot();

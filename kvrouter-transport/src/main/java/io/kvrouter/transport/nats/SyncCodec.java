@@ -411,7 +411,7 @@ final class SyncCodec {
   private static String getString(ByteBuffer b) throws FormatException {
     int n = (int) getVarint(b, Integer.MAX_VALUE);
     if (n > b.remaining()) throw new FormatException("string of " + n + " bytes cut short");
-    String s = new String(b.array(), b.position(), n, StandardCharsets.UTF_8);
+    String s = new String(b.array(), b.arrayOffset() + b.position(), n, StandardCharsets.UTF_8);
     b.position(b.position() + n);
     return s;
   }

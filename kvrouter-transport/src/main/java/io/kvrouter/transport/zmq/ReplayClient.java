@@ -142,7 +142,7 @@ final class ReplayClient implements Replay {
       poller = null;
     }
     if (dealer != null) {
-      ctx.destroySocket(dealer);
+      dealer.close(); // linger 0, as set in open(); the context forgets the socket
       dealer = null;
     }
   }

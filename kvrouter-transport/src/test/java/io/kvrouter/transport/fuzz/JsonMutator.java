@@ -22,7 +22,7 @@ public final class JsonMutator {
    */
 
   /** Tokens that break types, ranges, nesting or encoding. */
-  public static final String[] TOKENS = {
+  private static final String[] TOKENS = {
     "null",
     "true",
     "false",
@@ -98,7 +98,7 @@ public final class JsonMutator {
     return b;
   }
 
-  public static final String[] KINDS = {
+  private static final String[] KINDS = {
     "truncate",
     "delete",
     "insert token",

@@ -2,11 +2,14 @@ package io.kvrouter.transport.fuzz;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Random;
 import org.msgpack.core.MessageBufferPacker;
+import org.msgpack.core.MessageFormat;
 import org.msgpack.core.MessagePack;
 import org.msgpack.core.MessageUnpacker;
 import org.msgpack.value.Value;
@@ -77,7 +80,7 @@ public final class MsgpackMutator {
   }
 
   /** The name of each mutation kind, by its number in {@link #mutate(byte[], int)}. */
-  public static final String[] KINDS = {
+  private static final String[] KINDS = {
     "bit flip",
     "interesting byte",
     "truncate",
@@ -219,7 +222,7 @@ public final class MsgpackMutator {
       long count = 1;
       while (count > 0) {
         if (!u.hasNext()) return false;
-        org.msgpack.core.MessageFormat f = u.getNextFormat();
+        MessageFormat f = u.getNextFormat();
         long left = b.length - u.getTotalReadBytes();
         switch (f.getValueType()) {
           case ARRAY -> {
@@ -280,7 +283,7 @@ public final class MsgpackMutator {
       case 1 -> ValueFactory.newBoolean(rnd.nextBoolean());
       case 2 -> ValueFactory.newInteger(-1);
       case 3 -> ValueFactory.newInteger(Long.MIN_VALUE);
-      case 4 -> ValueFactory.newInteger(new java.math.BigInteger("18446744073709551615"));
+      case 4 -> ValueFactory.newInteger(new BigInteger("18446744073709551615"));
       case 5 -> ValueFactory.newInteger(0xFFFF_FFFFL + rnd.nextInt(3));
       case 6 -> ValueFactory.newFloat(rnd.nextBoolean() ? Double.NaN : 1e300);
       case 7 -> ValueFactory.newString(rnd.nextBoolean() ? "" : "BlockStored");
@@ -304,7 +307,7 @@ public final class MsgpackMutator {
   private static byte[][] hex(String... s) {
     byte[][] out = new byte[s.length][];
     for (int i = 0; i < s.length; i++) {
-      out[i] = java.util.HexFormat.of().parseHex(s[i].replace(" ", ""));
+      out[i] = HexFormat.of().parseHex(s[i].replace(" ", ""));
     }
     return out;
   }

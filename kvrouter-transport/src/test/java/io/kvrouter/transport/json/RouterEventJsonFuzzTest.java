@@ -18,6 +18,7 @@ import io.kvrouter.transport.kvevents.EngineEventConverter;
 import io.kvrouter.transport.kvevents.KvEventDecodeException;
 import io.kvrouter.transport.kvevents.KvEventDecoder;
 import io.kvrouter.transport.kvevents.TieredEvent;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -45,7 +46,6 @@ class RouterEventJsonFuzzTest {
   private static final class Consumer {
     final KvIndex index = KvIndexes.radixTree();
     long malformed;
-    long applied;
     long applyErrors;
 
     /** Decodes and applies one input as a consumer does; returns whether it was rejected. */
@@ -61,7 +61,6 @@ class RouterEventJsonFuzzTest {
       for (RouterEvent e : events) {
         try {
           index.apply(e);
-          applied++;
         } catch (RuntimeException x) {
           applyErrors++;
         }
@@ -85,9 +84,7 @@ class RouterEventJsonFuzzTest {
         consumer = new Consumer();
       }
       byte[] input =
-          rnd.nextInt(8) == 0
-              ? mutator.seed().getBytes(java.nio.charset.StandardCharsets.UTF_8)
-              : mutator.next();
+          rnd.nextInt(8) == 0 ? mutator.seed().getBytes(StandardCharsets.UTF_8) : mutator.next();
       // a document that is one array goes the array way, anything else the single-event way;
       // one time in eight the other way, which must reject it
       boolean array = startsWithBracket(input) != (rnd.nextInt(8) == 0);

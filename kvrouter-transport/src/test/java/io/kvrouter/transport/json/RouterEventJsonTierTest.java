@@ -9,6 +9,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.kvrouter.transport.kvevents.TieredEvent;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -91,7 +92,7 @@ class RouterEventJsonTierTest {
         .isEqualTo(RouterEventJson.writeEvent(stored));
     assertThat(RouterEventJson.writeEvent(StorageTier.DISK, stored))
         .isEqualTo("{\"storage_tier\":\"disk\"," + RouterEventJson.writeEvent(stored).substring(1));
-    List<TieredEvent> all = new java.util.ArrayList<>();
+    List<TieredEvent> all = new ArrayList<>();
     for (StorageTier t : StorageTier.values()) all.add(new TieredEvent(t, stored));
     assertThat(read(RouterEventJson.writeTieredEvents(all))).isEqualTo(all);
     for (TieredEvent te : all) {

@@ -9,6 +9,7 @@ import java.io.UncheckedIOException;
 import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
@@ -650,7 +651,7 @@ class KvEventDecoderTest {
       "92cb3ff00000000000009193a7556e6b6e6f776e91dd7fffffff01",
     };
     for (String hex : payloads) {
-      byte[] payload = java.util.HexFormat.of().parseHex(hex);
+      byte[] payload = HexFormat.of().parseHex(hex);
       KvEventDecodeException e =
           catchThrowableOfType(KvEventDecodeException.class, () -> KvEventDecoder.decode(payload));
       assertThat(e).as(hex).isNotNull();

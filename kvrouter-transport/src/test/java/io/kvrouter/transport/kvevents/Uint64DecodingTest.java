@@ -3,6 +3,7 @@ package io.kvrouter.transport.kvevents;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
+import com.sun.management.ThreadMXBean;
 import java.lang.management.ManagementFactory;
 import java.math.BigInteger;
 import java.util.List;
@@ -109,8 +110,7 @@ class Uint64DecodingTest {
     byte[] small = removed(new long[n], false);
     assertThat(u64.length).as("9 bytes per hash").isGreaterThan(9 * n);
 
-    com.sun.management.ThreadMXBean mx =
-        (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+    ThreadMXBean mx = (ThreadMXBean) ManagementFactory.getThreadMXBean();
     assertThat(mx.isThreadAllocatedMemorySupported()).isTrue();
     mx.setThreadAllocatedMemoryEnabled(true);
     int rounds = 200;
@@ -126,8 +126,7 @@ class Uint64DecodingTest {
     assertThat(r.blockHashes()).containsExactly(large);
   }
 
-  private static long allocatedPerDecode(
-      com.sun.management.ThreadMXBean mx, byte[] payload, int rounds) {
+  private static long allocatedPerDecode(ThreadMXBean mx, byte[] payload, int rounds) {
     long sum = 0;
     long before = mx.getCurrentThreadAllocatedBytes();
     for (int i = 0; i < rounds; i++) {

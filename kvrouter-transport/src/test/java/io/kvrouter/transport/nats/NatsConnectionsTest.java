@@ -7,8 +7,10 @@ import io.kvrouter.transport.TestWaits;
 import io.nats.client.Connection;
 import java.net.ServerSocket;
 import java.util.List;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
@@ -92,14 +94,11 @@ class NatsConnectionsTest {
     try (LogCapture log = new LogCapture()) {
       // what jnats reported in a CI run when a reconnection's PING wait was cancelled
       l.exceptionOccurred(
-          null,
-          new java.util.concurrent.TimeoutException(
-              "java.util.concurrent.CancellationException: get"));
-      l.exceptionOccurred(null, new java.util.concurrent.CancellationException("get"));
-      l.exceptionOccurred(
-          null, new RuntimeException(new java.util.concurrent.CancellationException()));
+          null, new TimeoutException("java.util.concurrent.CancellationException: get"));
+      l.exceptionOccurred(null, new CancellationException("get"));
+      l.exceptionOccurred(null, new RuntimeException(new CancellationException()));
       assertThat(log.records()).as(log.text()).isEmpty();
-      l.exceptionOccurred(null, new java.util.concurrent.TimeoutException("no PONG"));
+      l.exceptionOccurred(null, new TimeoutException("no PONG"));
       l.exceptionOccurred(null, new IllegalStateException("second"));
       assertThat(log.text()).isEqualTo("WARNING NATS kvrouter-test: TimeoutException: no PONG\n");
     }

@@ -2,9 +2,13 @@ package io.kvrouter.transport.nats;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
 import io.kvrouter.transport.TestWaits;
 import io.nats.client.Connection;
 import io.nats.client.impl.Headers;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -27,6 +31,8 @@ class NatsLogTest {
   }
 
   @Test
+  @SuppressWarnings(
+      "try") // jnats' Connection.close() declares InterruptedException; the test throws Exception
   void replaysTheSubjectThenFollowsIt() throws Exception {
     NatsEventStream subject = NatsEventStream.forModel("_log");
     NatsEventStream other = NatsEventStream.forModel("other");
@@ -47,9 +53,7 @@ class NatsLogTest {
         Headers h = new Headers().put("Op", "put");
         writer.publish(h, utf8("a"), null);
         NatsEventPublisher.create(nc, other)
-            .publish(
-                new io.kvrouter.event.RouterEvent(
-                    io.kvrouter.event.Worker.of(1), 0, io.kvrouter.event.CacheEvent.cleared()));
+            .publish(new RouterEvent(Worker.of(1), 0, CacheEvent.cleared()));
         writer.publish(null, utf8("boom"), null);
         last = writer.publish(h, utf8("b"), "id-b").getSeqno();
         // the same message id again: the stream keeps one
@@ -68,7 +72,7 @@ class NatsLogTest {
         for (int attempt = 0; next == 0; attempt++) {
           try {
             next = log.publish(null, utf8("c"), "id-c").getSeqno();
-          } catch (java.io.IOException e) {
+          } catch (IOException e) {
             if (attempt > 20) throw e; // the connection is being made again
           }
         }

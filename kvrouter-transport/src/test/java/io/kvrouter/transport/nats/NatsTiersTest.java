@@ -12,11 +12,13 @@ import io.kvrouter.index.Tier;
 import io.kvrouter.index.TieredIndex;
 import io.kvrouter.index.TieredScores;
 import io.kvrouter.transport.TestWaits;
+import io.kvrouter.transport.json.RouterEventJson;
 import io.kvrouter.transport.kvevents.StorageTier;
 import io.nats.client.Connection;
 import io.nats.client.JetStream;
 import io.nats.client.ObjectStore;
 import io.nats.client.api.ObjectInfo;
+import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -120,7 +122,7 @@ class NatsTiersTest {
     JetStream js = nc.jetStream();
     js.publish(
         stream.subject(),
-        io.kvrouter.transport.json.RouterEventJson.writeEventBytes(
+        RouterEventJson.writeEventBytes(
             new RouterEvent(W1, 1, CacheEvent.storedAtRoot(first4, local4))));
     pub.publish(StorageTier.HOST, new RouterEvent(W1, 2, CacheEvent.storedAtRoot(seq, local)));
     pub.publish(StorageTier.HOST, new RouterEvent(W1, 3, CacheEvent.removed(seq[6])));
@@ -139,7 +141,7 @@ class NatsTiersTest {
     ObjectStore os = nc.objectStore(NatsReplica.DEFAULT_BUCKET);
     ObjectInfo info = os.getInfo(snap.objectName());
     assertThat(info.getHeaders().getFirst(Snapshots.H_TIERS)).isEqualTo("device,host_pinned,disk");
-    java.io.ByteArrayOutputStream content = new java.io.ByteArrayOutputStream();
+    ByteArrayOutputStream content = new ByteArrayOutputStream();
     os.get(snap.objectName(), content);
     assertThat(content.toString(StandardCharsets.UTF_8))
         .contains("\"storage_tier\":\"host_pinned\"")

@@ -14,6 +14,8 @@ import io.kvrouter.route.SequenceSync.Capacity;
 import io.kvrouter.transport.nats.SyncCodec.FormatException;
 import io.kvrouter.transport.nats.SyncCodec.Message;
 import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.List;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
@@ -165,12 +167,12 @@ class SyncCodecTest {
                 new Predicted(3, new Worker(1, 0), new long[] {4L, 5L}, 0),
                 new Corrected(4, new Worker(1, 0), new long[] {4L}, 2, 1)));
     for (int cut = 0; cut < wire.length; cut++) {
-      byte[] part = java.util.Arrays.copyOf(wire, cut);
+      byte[] part = Arrays.copyOf(wire, cut);
       assertThatThrownBy(() -> SyncCodec.decode(part))
           .as("cut at %d", cut)
           .isInstanceOf(FormatException.class);
     }
-    assertThatThrownBy(() -> SyncCodec.decode("{\"json\":1}".getBytes()))
+    assertThatThrownBy(() -> SyncCodec.decode("{\"json\":1}".getBytes(StandardCharsets.UTF_8)))
         .isInstanceOf(FormatException.class);
     long seed = System.nanoTime();
     SplittableRandom rnd = new SplittableRandom(seed);

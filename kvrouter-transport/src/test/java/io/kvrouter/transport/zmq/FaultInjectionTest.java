@@ -17,6 +17,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -36,7 +37,7 @@ import org.junit.jupiter.api.Timeout;
  * <p>Seeded ({@code -Dkvrouter.faults.seed}); the CI run is short. The long run of
  * docs/RELIABILITY.md sets {@code -Dkvrouter.faults.rounds}.
  */
-@Timeout(value = 30, unit = java.util.concurrent.TimeUnit.MINUTES)
+@Timeout(value = 30, unit = TimeUnit.MINUTES)
 class FaultInjectionTest {
   private static final int ENGINES = Integer.getInteger("kvrouter.faults.engines", 3);
   private static final int ROUNDS = TestBudget.count("kvrouter.faults.rounds", 60, 2000);
@@ -151,7 +152,7 @@ class FaultInjectionTest {
   }
 
   private static long workerId(int engine) {
-    return 100 + engine;
+    return 100L + engine;
   }
 
   private static String topic(int engine) {

@@ -3,6 +3,9 @@ package io.kvrouter.transport.zmq;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.event.CacheEvent;
+import io.kvrouter.event.RouterEvent;
+import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
@@ -327,10 +330,7 @@ class ZmqIngestionTest {
     // what a peer's dump said of this worker before the engine restarted: blocks it no longer has
     long[] stale = {0x1111L, 0x2222L, 0x3333L};
     index.apply(
-        new io.kvrouter.event.RouterEvent(
-            io.kvrouter.event.Worker.of(7),
-            1,
-            io.kvrouter.event.CacheEvent.storedAtRoot(stale, new long[] {1, 2, 3})));
+        new RouterEvent(Worker.of(7), 1, CacheEvent.storedAtRoot(stale, new long[] {1, 2, 3})));
     assertThat(index.stats().blocksIndexed()).isEqualTo(3);
 
     sub = connect(spec(7, 4), 4).start(); // replays the engine's whole history from 0
