@@ -108,34 +108,6 @@ public record RoutingSettings(
     }
   }
 
-  /** The settings without a request limit ({@link #busyRequests()} 0: never busy by requests). */
-  public RoutingSettings(
-      double overlapWeight,
-      double pressureWeight,
-      double temperature,
-      long seed,
-      long busyPrefillTokens,
-      double busyBlockFraction,
-      Duration requestExpiry,
-      boolean approximate,
-      long maxBlocks,
-      int maxTierBlocks,
-      TierWeights tierWeights) {
-    this(
-        overlapWeight,
-        pressureWeight,
-        temperature,
-        seed,
-        busyPrefillTokens,
-        busyBlockFraction,
-        requestExpiry,
-        approximate,
-        maxBlocks,
-        maxTierBlocks,
-        tierWeights,
-        0);
-  }
-
   /** A copy with {@link #overlapWeight()} replaced. */
   public RoutingSettings withOverlapWeight(double v) {
     return new RoutingSettings(

@@ -71,7 +71,8 @@ class RoutingSettingsTest {
                 true,
                 1000,
                 50,
-                new TierWeights(0.5, 0.25, 0.125)));
+                new TierWeights(0.5, 0.25, 0.125),
+                0));
     assertThat(s.withSeed(1))
         .isEqualTo(
             new RoutingSettings(
@@ -85,7 +86,8 @@ class RoutingSettingsTest {
                 true,
                 1000,
                 50,
-                new TierWeights(0.5, 0.25, 0.125)));
+                new TierWeights(0.5, 0.25, 0.125),
+                0));
   }
 
   @Test
