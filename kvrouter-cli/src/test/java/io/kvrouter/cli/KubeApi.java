@@ -1,14 +1,12 @@
 package io.kvrouter.cli;
 
-import io.fabric8.kubernetes.api.model.ContainerPort;
-import io.fabric8.kubernetes.api.model.ContainerPortBuilder;
 import io.fabric8.kubernetes.api.model.Pod;
 import io.fabric8.kubernetes.api.model.PodBuilder;
-import io.fabric8.kubernetes.api.model.PodConditionBuilder;
 import io.fabric8.kubernetes.client.Config;
 import io.fabric8.kubernetes.client.ConfigBuilder;
 import io.fabric8.kubernetes.client.KubernetesClient;
 import io.kvrouter.discovery.MockApiServer;
+import io.kvrouter.discovery.Pods;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -78,8 +76,8 @@ final class KubeApi implements AutoCloseable {
   }
 
   /**
-   * An engine pod: container ports http and, when given (not 0), kv-events and kv-replay;
-   * annotations as given.
+   * An engine pod of {@link #NS}: container ports http and, when given (not 0), kv-events and
+   * kv-replay; annotations as given (the discovery tests' builder).
    */
   static Pod pod(
       String name,
@@ -90,38 +88,7 @@ final class KubeApi implements AutoCloseable {
       int http,
       int events,
       int replay) {
-    List<ContainerPort> ports = new ArrayList<>();
-    ports.add(new ContainerPortBuilder().withName("http").withContainerPort(http).build());
-    if (events != 0) {
-      ports.add(new ContainerPortBuilder().withName("kv-events").withContainerPort(events).build());
-    }
-    if (replay != 0) {
-      ports.add(new ContainerPortBuilder().withName("kv-replay").withContainerPort(replay).build());
-    }
-    return new PodBuilder()
-        .withNewMetadata()
-        .withName(name)
-        .withNamespace(NS)
-        .withLabels(labels)
-        .withAnnotations(annotations)
-        .endMetadata()
-        .withNewSpec()
-        .addNewContainer()
-        .withName("engine")
-        .withImage("vllm/vllm-openai")
-        .withPorts(ports)
-        .endContainer()
-        .endSpec()
-        .withNewStatus()
-        .withPhase("Running")
-        .withPodIP(ip)
-        .withConditions(
-            new PodConditionBuilder()
-                .withType("Ready")
-                .withStatus(ready ? "True" : "False")
-                .build())
-        .endStatus()
-        .build();
+    return Pods.pod(NS, name, labels, annotations, ip, ready, http, events, replay);
   }
 
   void create(Pod p) {
@@ -137,11 +104,7 @@ final class KubeApi implements AutoCloseable {
             p ->
                 new PodBuilder(p)
                     .editStatus()
-                    .withConditions(
-                        new PodConditionBuilder()
-                            .withType("Ready")
-                            .withStatus(ready ? "True" : "False")
-                            .build())
+                    .withConditions(Pods.ready(ready))
                     .endStatus()
                     .build());
   }

@@ -12,13 +12,20 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
 
-/** Pods as a kubelet would report them, and what the tests expect of them. */
-final class Pods {
+/**
+ * Pods as a kubelet would report them, and what the tests expect of them. Public for the CLI's
+ * tests (the discovery's test-jar), which build their engine pods with {@link #pod(String, String,
+ * Map, Map, String, boolean, int, int, int)}.
+ */
+public final class Pods {
   static final String NS = "test";
 
   private Pods() {}
 
-  /** An engine pod: container ports http (8000) and, when given, kv-events and kv-replay. */
+  /**
+   * An engine pod in {@link #NS}: container ports http (8000) and, when given, kv-events and
+   * kv-replay.
+   */
   static Pod pod(
       String name,
       Map<String, String> labels,
@@ -27,18 +34,44 @@ final class Pods {
       Map<String, String> annotations,
       Integer events,
       Integer replay) {
+    return pod(
+        NS,
+        name,
+        labels,
+        annotations,
+        ip,
+        ready,
+        8000,
+        events == null ? 0 : events,
+        replay == null ? 0 : replay);
+  }
+
+  /**
+   * An engine pod in {@code namespace}: container ports http and, when not 0, kv-events and
+   * kv-replay; phase Running, with {@code ip} and a Ready condition.
+   */
+  public static Pod pod(
+      String namespace,
+      String name,
+      Map<String, String> labels,
+      Map<String, String> annotations,
+      String ip,
+      boolean ready,
+      int http,
+      int events,
+      int replay) {
     List<ContainerPort> ports = new ArrayList<>();
-    ports.add(new ContainerPortBuilder().withName("http").withContainerPort(8000).build());
-    if (events != null) {
+    ports.add(new ContainerPortBuilder().withName("http").withContainerPort(http).build());
+    if (events != 0) {
       ports.add(new ContainerPortBuilder().withName("kv-events").withContainerPort(events).build());
     }
-    if (replay != null) {
+    if (replay != 0) {
       ports.add(new ContainerPortBuilder().withName("kv-replay").withContainerPort(replay).build());
     }
     return new PodBuilder()
         .withNewMetadata()
         .withName(name)
-        .withNamespace(NS)
+        .withNamespace(namespace)
         .withLabels(labels)
         .withAnnotations(annotations)
         .endMetadata()
@@ -57,7 +90,8 @@ final class Pods {
         .build();
   }
 
-  static PodCondition ready(boolean ready) {
+  /** A Ready condition, True or False. */
+  public static PodCondition ready(boolean ready) {
     return new PodConditionBuilder().withType("Ready").withStatus(ready ? "True" : "False").build();
   }
 
