@@ -13,9 +13,9 @@ import picocli.CommandLine.Option;
  * vLLM's chat-template flags, with vLLM's names and meanings, shared by {@code gateway}, {@code
  * mock-engine} and {@code tokenizer check} as a picocli mixin: {@code --chat-template} (a file or
  * the template itself; on the gateway also {@code NAME=...} for one {@code --model}), {@code
- * --chat-template-content-format} and {@code --default-chat-template-kwargs}. {@link #common} and
- * {@link #perModel} turn them into the library's {@link ChatTemplateConfig}; a bad value is an
- * IllegalArgumentException (a usage error).
+ * --chat-template-content-format}, {@code --default-chat-template-kwargs} and {@code
+ * --exclude-tools-when-tool-choice-none}. {@link #common} and {@link #perModel} turn them into the
+ * library's {@link ChatTemplateConfig}; a bad value is an IllegalArgumentException (a usage error).
  */
 final class ChatTemplateOptions {
   @Option(
@@ -45,6 +45,13 @@ final class ChatTemplateOptions {
               + " (vLLM's flag), e.g. '{\"enable_thinking\": false}'.")
   String defaultKwargs;
 
+  @Option(
+      names = "--exclude-tools-when-tool-choice-none",
+      description =
+          "A chat completion with tool_choice \"none\" renders without its tools (vLLM's flag):"
+              + " give it when the engines were started with it.")
+  boolean excludeToolsWhenToolChoiceNone;
+
   /** The settings of every model that does not set its own template. */
   ChatTemplateConfig common(Set<String> modelNames) {
     ChatTemplateConfig c =
@@ -52,7 +59,8 @@ final class ChatTemplateOptions {
             null,
             null,
             ChatTemplateConfig.ContentFormat.parse(contentFormat),
-            defaultKwargs == null ? Map.of() : ChatTemplateConfig.parseKwargs(defaultKwargs));
+            defaultKwargs == null ? Map.of() : ChatTemplateConfig.parseKwargs(defaultKwargs),
+            excludeToolsWhenToolChoiceNone);
     String global = null;
     for (String v : chatTemplates) {
       if (modelOf(v, modelNames) != null) continue;

@@ -85,7 +85,9 @@ public final class ConfigFileArgs {
   /**
    * The arguments of {@code file} then of the parsed command line of {@code spec} (its {@code
    * --config} left out), or null after printing why to {@code err} (an unreadable file, an unknown
-   * key). A key in {@code multiValued} may hold several values separated by whitespace.
+   * key). A key in {@code multiValued} may hold several values separated by whitespace. A key
+   * {@code FLAG.NAME}, for a flag that may be repeated, is the argument {@code --FLAG=NAME=value}
+   * ({@code chat-template.qwen=/etc/tool.jinja} is {@code --chat-template qwen=/etc/tool.jinja}).
    */
   public static String[] args(
       CommandSpec spec,
@@ -103,6 +105,15 @@ public final class ConfigFileArgs {
     List<String> args = new ArrayList<>();
     for (String key : new TreeSet<>(props.stringPropertyNames())) {
       OptionSpec o = spec.findOption("--" + key);
+      String keyed = null; // FLAG.NAME=value: --FLAG NAME=value, for flags that repeat
+      int dot = key.indexOf('.');
+      if (o == null && dot > 0 && dot < key.length() - 1) {
+        OptionSpec k = spec.findOption("--" + key.substring(0, dot));
+        if (k != null && k.isMultiValue()) {
+          o = k;
+          keyed = key.substring(dot + 1);
+        }
+      }
       if (o == null || key.equals("config") || o.usageHelp() || o.versionHelp()) {
         err.println(
             command
@@ -114,7 +125,9 @@ public final class ConfigFileArgs {
         return null;
       }
       String v = props.getProperty(key).trim();
-      if (multiValued.contains(key)) {
+      if (keyed != null) {
+        args.add(o.longestName() + "=" + keyed + "=" + v);
+      } else if (multiValued.contains(key)) {
         for (String part : v.split("\\s+")) {
           if (!part.isEmpty()) args.add("--" + key + "=" + part);
         }

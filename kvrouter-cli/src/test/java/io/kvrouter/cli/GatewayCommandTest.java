@@ -226,4 +226,56 @@ class GatewayCommandTest {
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("looks like a file path, but it cannot be read");
   }
+
+  @Test
+  void aConfigFileGivesPerModelTemplatesAndTheToolChoiceFlag(@TempDir Path dir) throws Exception {
+    Path a = dir.resolve("a");
+    Path b = dir.resolve("b");
+    Files.createDirectories(a);
+    Files.createDirectories(b);
+    Path hermes = dir.resolve("hermes.jinja");
+    Files.writeString(hermes, "{{ 'hermes' }}");
+    Path cfg = dir.resolve("gw.properties");
+    Files.writeString(
+        cfg,
+        "model=qwen="
+            + a
+            + " llama="
+            + b
+            + "\nchat-template.qwen="
+            + hermes
+            + "\nchat-template.llama={{ 'llama own' }}\n"
+            + "exclude-tools-when-tool-choice-none=true\n");
+    GatewayCommand c = new GatewayCommand();
+    CommandLine cl = new CommandLine(c);
+    cl.parseArgs("--config", cfg.toString());
+    StringWriter err = new StringWriter();
+    GatewayCommand eff =
+        ConfigFileArgs.reparse(
+            cl.getCommandSpec(),
+            cfg,
+            "kvrouter gateway",
+            GatewayCommand.MULTI,
+            GatewayCommand::new,
+            new PrintWriter(err));
+    assertThat(eff).as(err.toString()).isNotNull();
+    GatewayConfig.Chat chat = eff.gatewayConfig().chat();
+    assertThat(chat.forModel("qwen").template()).isEqualTo("{{ 'hermes' }}");
+    assertThat(chat.forModel("llama").template()).isEqualTo("{{ 'llama own' }}");
+    assertThat(chat.forModel("qwen").excludeToolsWhenToolChoiceNone()).isTrue();
+    assertThat(chat.forModel("llama").excludeToolsWhenToolChoiceNone()).isTrue();
+    // a dotted key of a flag that does not repeat is still an unknown key
+    Files.writeString(cfg, "port.x=1\n");
+    StringWriter err2 = new StringWriter();
+    assertThat(
+            ConfigFileArgs.reparse(
+                cl.getCommandSpec(),
+                cfg,
+                "kvrouter gateway",
+                GatewayCommand.MULTI,
+                GatewayCommand::new,
+                new PrintWriter(err2)))
+        .isNull();
+    assertThat(err2.toString()).contains("unknown key 'port.x'");
+  }
 }

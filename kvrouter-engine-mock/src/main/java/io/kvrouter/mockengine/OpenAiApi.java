@@ -420,7 +420,8 @@ final class OpenAiApi {
     Tokenizer tok = requireTokenizer("/tokenize");
     int[] ids;
     if (b.get("messages") != null) {
-      ids = tok.applyChatTemplate(chatRequest(text)).ids();
+      // vLLM's /tokenize has no tool_choice: the tools render whatever the body adds
+      ids = tok.applyChatTemplate(chatRequest(text).withToolChoiceNone(false)).ids();
     } else if (b.get("prompt") instanceof String s) {
       Boolean add = bool(b, "add_special_tokens");
       ids = tok.encode(s, add == null || add);

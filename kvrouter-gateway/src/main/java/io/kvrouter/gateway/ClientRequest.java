@@ -147,6 +147,7 @@ final class ClientRequest {
     List<?> messages;
     boolean messagesGiven;
     List<?> tools;
+    boolean toolChoiceNone;
     Map<String, Object> kwargs;
     String template;
     Boolean addGen;
@@ -183,6 +184,10 @@ final class ClientRequest {
           messages = messages(kind, p, t, messages);
         }
         case "tools" -> tools = tools(kind, p, t, tools);
+        case "tool_choice" -> {
+          toolChoiceNone = t == JsonToken.VALUE_STRING && "none".equals(p.getText());
+          p.skipChildren(); // the engine judges every other choice
+        }
         case "chat_template_kwargs" -> kwargs = kwargs(kind, p, t, kwargs);
         case "chat_template" -> {
           if (t == JsonToken.VALUE_STRING) template = kind == Kind.CHAT ? p.getText() : null;
@@ -225,7 +230,8 @@ final class ClientRequest {
         if (!messagesGiven || messages == null) {
           throw OpenAiError.invalid(null, "messages", "'messages' is a required property");
         }
-        chat = chat(messages, tools, addGen, contFinal, addSpecial, kwargs, template);
+        chat =
+            chat(messages, tools, addGen, contFinal, addSpecial, kwargs, template, toolChoiceNone);
       } else if (!promptGiven || (promptText == null && promptIds == null)) {
         throw OpenAiError.invalid(null, "prompt", "'prompt' is a required property");
       }
@@ -378,7 +384,8 @@ final class ClientRequest {
       Boolean contFinal,
       Boolean addSpecial,
       Map<String, Object> kwargs,
-      String template) {
+      String template,
+      boolean toolChoiceNone) {
     try {
       return new ChatRequest(
           messages,
@@ -387,7 +394,8 @@ final class ClientRequest {
           contFinal != null && contFinal,
           addSpecial != null && addSpecial,
           kwargs == null ? Map.of() : new LinkedHashMap<>(kwargs),
-          template);
+          template,
+          toolChoiceNone);
     } catch (TokenizerException e) {
       throw OpenAiError.invalid(null, "messages", e.getMessage());
     }

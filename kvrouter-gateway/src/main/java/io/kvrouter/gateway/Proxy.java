@@ -249,7 +249,9 @@ final class Proxy {
       EngineTokenizer et = g.engineTokenizer(url, r.model);
       try {
         return r.kind == ClientRequest.Kind.CHAT
-            ? et.tokenizeChat(r.chat).tokens()
+            ? et.tokenizeChat(
+                    g.config.chat().forModel(c.target.baseModel()).applyToolChoice(r.chat))
+                .tokens()
             : et.tokenizePrompt(r.promptText, r.addSpecialTokens).tokens();
       } catch (TokenizerException e) {
         throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());

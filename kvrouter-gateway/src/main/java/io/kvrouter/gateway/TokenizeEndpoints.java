@@ -10,6 +10,7 @@ import io.helidon.webclient.api.HttpClientRequest;
 import io.helidon.webclient.api.HttpClientResponse;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
+import io.kvrouter.tokenize.ChatRequest;
 import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineDialect;
 import io.kvrouter.tokenize.EngineTokenizer;
@@ -55,6 +56,8 @@ final class TokenizeEndpoints {
       if (!"messages".equals(e.param)) throw e;
       c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body);
     }
+    // vLLM's /tokenize has no tool_choice: the tools render whatever else the body holds
+    ChatRequest chat = c.chat == null ? null : c.chat.withToolChoiceNone(false);
     ModelCatalog.Target t = g.target(c, null);
     if (t.tokenizer() == null) {
       String url = engineOf(t);
@@ -67,7 +70,7 @@ final class TokenizeEndpoints {
         EngineTokenizer et = g.engineTokenizer(url, c.model);
         r =
             c.kind == ClientRequest.Kind.CHAT
-                ? et.tokenizeChat(c.chat)
+                ? et.tokenizeChat(chat)
                 : c.promptIds != null
                     ? new EngineTokenizer.Result(c.promptIds, et.api().maxModelLen())
                     : et.tokenizePrompt(c.promptText, c.addSpecialTokens);
@@ -81,7 +84,7 @@ final class TokenizeEndpoints {
     try {
       ids =
           c.kind == ClientRequest.Kind.CHAT
-              ? t.tokenizer().applyChatTemplate(c.chat).ids()
+              ? t.tokenizer().applyChatTemplate(chat).ids()
               : c.promptIds != null
                   ? c.promptIds
                   : t.tokenizer().encode(c.promptText, c.addSpecialTokens);

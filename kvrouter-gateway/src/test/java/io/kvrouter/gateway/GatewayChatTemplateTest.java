@@ -156,6 +156,55 @@ class GatewayChatTemplateTest {
   }
 
   @Test
+  void toolChoiceNoneRendersWithoutToolsOnBothSidesWhenTheFlagIsGiven() throws Exception {
+    String template =
+        "{{ tools | tojson if tools else 'plain' }}"
+            + "{% for m in messages %}<|im_start|>{{ m.role }}={{ m.content }}<|im_end|>{% endfor %}";
+    String messages =
+        "\"messages\":[{\"role\":\"user\",\"content\":\"tell me a long story about the"
+            + " sea, the ships and the lighthouse keepers of the northern coast\"}]";
+    String tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]";
+    String withTools =
+        "{\"model\":\"tiny\",\"max_tokens\":2,"
+            + messages
+            + ","
+            + tools
+            + ",\"tool_choice\":\"none\"}";
+    String plainChat = "{\"model\":\"tiny\",\"max_tokens\":2," + messages + "}";
+    for (boolean exclude : new boolean[] {true, false}) {
+      ChatTemplateConfig c =
+          ChatTemplateConfig.defaults()
+              .withTemplate(template)
+              .withExcludeToolsWhenToolChoiceNone(exclude);
+      Gateway g = gateway(new GatewayConfig.Chat(c, null, false));
+      engine(g, c, false);
+      HttpResponse<String> first =
+          GatewayMockEngineTest.post(g.url(), "/v1/chat/completions", withTools);
+      assertThat(first.statusCode()).as(first.body()).isEqualTo(200);
+      HttpResponse<String> second =
+          GatewayMockEngineTest.post(g.url(), "/v1/chat/completions", plainChat);
+      assertThat(second.statusCode()).as(second.body()).isEqualTo(200);
+      long overlap =
+          Long.parseLong(second.headers().firstValue("x-kvrouter-overlap-tokens").orElseThrow());
+      Map<?, ?> usage = (Map<?, ?>) json(second.body()).get("usage");
+      Map<?, ?> details = (Map<?, ?>) usage.get("prompt_tokens_details");
+      long cached = details == null ? 0 : ((Number) details.get("cached_tokens")).longValue();
+      if (exclude) {
+        // the tool-less rendering of the first chat is the second's: both sides see it cached
+        assertThat(overlap).as("gateway's predicted overlap: " + second.body()).isGreaterThan(0);
+        assertThat(cached).as("engine's cached tokens").isEqualTo(overlap);
+      } else {
+        // vLLM's default: the tools render, the prompts differ from the first token
+        assertThat(overlap).isZero();
+        assertThat(cached).isZero();
+      }
+      // vLLM's /tokenize has no tool_choice: the tools render there with or without the flag
+      assertThat(tokens(GatewayMockEngineTest.post(g.url(), "/tokenize", withTools)))
+          .isNotEqualTo(tokens(GatewayMockEngineTest.post(g.url(), "/tokenize", plainChat)));
+    }
+  }
+
+  @Test
   void aPerModelTemplateMustNameAModelWithATokenizer() {
     GatewayConfig.Chat perModel =
         new GatewayConfig.Chat(

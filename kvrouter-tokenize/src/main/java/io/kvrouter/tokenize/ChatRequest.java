@@ -14,7 +14,8 @@ import java.util.Map;
  * {@code chat_template_kwargs}, e.g. {@code enable_thinking}). Values are plain JSON-like Java
  * objects (maps, lists, strings, numbers, booleans, null). {@code chatTemplate} is the request's
  * own template (vLLM's request field {@code chat_template}), null when it has none; a server
- * accepts it only when trusted ({@link #carriesTemplate}).
+ * accepts it only when trusted ({@link #carriesTemplate}). {@code toolChoiceNone} is a chat
+ * completion's {@code tool_choice: "none"} (vLLM's {@code /tokenize} has no such field).
  */
 public record ChatRequest(
     List<?> messages,
@@ -23,7 +24,28 @@ public record ChatRequest(
     boolean continueFinalMessage,
     boolean addSpecialTokens,
     Map<String, Object> templateKwargs,
-    String chatTemplate) {
+    String chatTemplate,
+    boolean toolChoiceNone) {
+
+  /** A request with {@code tool_choice} other than "none" (or none given). */
+  public ChatRequest(
+      List<?> messages,
+      List<?> tools,
+      boolean addGenerationPrompt,
+      boolean continueFinalMessage,
+      boolean addSpecialTokens,
+      Map<String, Object> templateKwargs,
+      String chatTemplate) {
+    this(
+        messages,
+        tools,
+        addGenerationPrompt,
+        continueFinalMessage,
+        addSpecialTokens,
+        templateKwargs,
+        chatTemplate,
+        false);
+  }
 
   /** A request without a template of its own. */
   public ChatRequest(
@@ -68,7 +90,8 @@ public record ChatRequest(
         continueFinalMessage,
         addSpecialTokens,
         templateKwargs,
-        chatTemplate);
+        chatTemplate,
+        toolChoiceNone);
   }
 
   /** The same request with {@code add_generation_prompt} set. */
@@ -80,7 +103,8 @@ public record ChatRequest(
         continueFinalMessage && !v,
         addSpecialTokens,
         templateKwargs,
-        chatTemplate);
+        chatTemplate,
+        toolChoiceNone);
   }
 
   /** The same request with {@code add_special_tokens} set. */
@@ -92,7 +116,8 @@ public record ChatRequest(
         continueFinalMessage,
         v,
         templateKwargs,
-        chatTemplate);
+        chatTemplate,
+        toolChoiceNone);
   }
 
   /** The same request with extra template variables. */
@@ -104,7 +129,8 @@ public record ChatRequest(
         continueFinalMessage,
         addSpecialTokens,
         kwargs,
-        chatTemplate);
+        chatTemplate,
+        toolChoiceNone);
   }
 
   /** The same request with its own template (null: none). */
@@ -116,7 +142,25 @@ public record ChatRequest(
         continueFinalMessage,
         addSpecialTokens,
         templateKwargs,
-        template);
+        template,
+        toolChoiceNone);
+  }
+
+  /**
+   * The same request with {@code tool_choice: "none"} (true) or another choice (false); with vLLM's
+   * {@code --exclude-tools-when-tool-choice-none} such a request renders without its tools ({@link
+   * ChatTemplateConfig#toolsOf}).
+   */
+  public ChatRequest withToolChoiceNone(boolean v) {
+    return new ChatRequest(
+        messages,
+        tools,
+        addGenerationPrompt,
+        continueFinalMessage,
+        addSpecialTokens,
+        templateKwargs,
+        chatTemplate,
+        v);
   }
 
   /**
@@ -131,7 +175,8 @@ public record ChatRequest(
    * Reads the JSON body of a chat request (vLLM's {@code /tokenize} chat form or a {@code
    * /v1/chat/completions} body): {@code messages}, {@code tools}, {@code add_generation_prompt},
    * {@code continue_final_message}, {@code add_special_tokens}, {@code chat_template_kwargs},
-   * {@code chat_template}; other fields are ignored.
+   * {@code chat_template}, and {@code tool_choice} (whether it is "none"); other fields are
+   * ignored.
    */
   public static ChatRequest fromJson(String body) {
     Object v;
@@ -170,7 +215,8 @@ public record ChatRequest(
         bool(m, "continue_final_message", false),
         bool(m, "add_special_tokens", false),
         kwargs,
-        (String) template);
+        (String) template,
+        "none".equals(m.get("tool_choice")));
   }
 
   private static boolean bool(Map<?, ?> m, String key, boolean dflt) {

@@ -7,6 +7,7 @@ import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
 import java.util.Collections;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
@@ -29,12 +30,15 @@ import org.jspecify.annotations.Nullable;
  * @param contentFormat how message content is handed to the template
  * @param defaultKwargs template variables every request gets unless it sets them itself in {@code
  *     chat_template_kwargs} (a request value of null or "auto" does not override)
+ * @param excludeToolsWhenToolChoiceNone vLLM's {@code --exclude-tools-when-tool-choice-none}: a
+ *     chat completion with {@code tool_choice: "none"} renders without its {@code tools}
  */
 public record ChatTemplateConfig(
     @Nullable String template,
     @Nullable String origin,
     ContentFormat contentFormat,
-    Map<String, Object> defaultKwargs) {
+    Map<String, Object> defaultKwargs,
+    boolean excludeToolsWhenToolChoiceNone) {
 
   /**
    * vLLM's message when a request carries {@code chat_template} (or {@code
@@ -69,6 +73,15 @@ public record ChatTemplateConfig(
     }
   }
 
+  /** Settings that render a request's tools whatever its {@code tool_choice} (vLLM's default). */
+  public ChatTemplateConfig(
+      @Nullable String template,
+      @Nullable String origin,
+      ContentFormat contentFormat,
+      Map<String, Object> defaultKwargs) {
+    this(template, origin, contentFormat, defaultKwargs, false);
+  }
+
   public ChatTemplateConfig {
     contentFormat = contentFormat == null ? ContentFormat.AUTO : contentFormat;
     defaultKwargs =
@@ -86,7 +99,28 @@ public record ChatTemplateConfig(
 
   /** Whether this is {@link #defaults()}. */
   public boolean isDefault() {
-    return template == null && contentFormat == ContentFormat.AUTO && defaultKwargs.isEmpty();
+    return template == null
+        && contentFormat == ContentFormat.AUTO
+        && defaultKwargs.isEmpty()
+        && !excludeToolsWhenToolChoiceNone;
+  }
+
+  /**
+   * The tools {@code req} renders with: none when this excludes them for its {@code tool_choice:
+   * "none"} (vLLM's {@code --exclude-tools-when-tool-choice-none}), else its own.
+   */
+  public @Nullable List<?> toolsOf(ChatRequest req) {
+    return excludeToolsWhenToolChoiceNone && req.toolChoiceNone() ? null : req.tools();
+  }
+
+  /** {@code req} as it renders: without its tools when {@link #toolsOf} drops them. */
+  public ChatRequest applyToolChoice(ChatRequest req) {
+    return req.tools() != null && toolsOf(req) == null ? req.withTools(null) : req;
+  }
+
+  /** The same settings with {@code --exclude-tools-when-tool-choice-none} on or off. */
+  public ChatTemplateConfig withExcludeToolsWhenToolChoiceNone(boolean v) {
+    return new ChatTemplateConfig(template, origin, contentFormat, defaultKwargs, v);
   }
 
   /**
@@ -97,17 +131,20 @@ public record ChatTemplateConfig(
     if (pathOrTemplate == null) return this;
     String text = loadTemplate(pathOrTemplate);
     String from = text == pathOrTemplate ? "--chat-template" : pathOrTemplate;
-    return new ChatTemplateConfig(text, from, contentFormat, defaultKwargs);
+    return new ChatTemplateConfig(
+        text, from, contentFormat, defaultKwargs, excludeToolsWhenToolChoiceNone);
   }
 
   /** The same settings with this content format. */
   public ChatTemplateConfig withContentFormat(ContentFormat f) {
-    return new ChatTemplateConfig(template, origin, f, defaultKwargs);
+    return new ChatTemplateConfig(
+        template, origin, f, defaultKwargs, excludeToolsWhenToolChoiceNone);
   }
 
   /** The same settings with these default kwargs. */
   public ChatTemplateConfig withDefaultKwargs(Map<String, Object> kwargs) {
-    return new ChatTemplateConfig(template, origin, contentFormat, kwargs);
+    return new ChatTemplateConfig(
+        template, origin, contentFormat, kwargs, excludeToolsWhenToolChoiceNone);
   }
 
   /**

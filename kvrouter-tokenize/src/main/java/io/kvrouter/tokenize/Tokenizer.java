@@ -548,7 +548,7 @@ public final class Tokenizer implements AutoCloseable {
           case OPENAI -> true;
         };
     ctx.put("messages", ChatMessages.normalize(req.messages(), parts));
-    ctx.put("tools", req.tools());
+    ctx.put("tools", chatConfig.toolsOf(req));
     ctx.put("documents", null);
     ctx.put("add_generation_prompt", req.addGenerationPrompt());
     return ctx;

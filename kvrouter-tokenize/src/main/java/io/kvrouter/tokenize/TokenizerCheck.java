@@ -128,6 +128,7 @@ public final class TokenizerCheck {
     assistantCall.put("tool_calls", List.of(call));
     Map<String, Object> toolResult = msg("tool", "{\"temp_c\": 21}");
     toolResult.put("tool_call_id", "call_1");
+    toolResult.put("name", "get_weather"); // Hermes-style templates require it
     List<Object> tools =
         List.of(
             obj(

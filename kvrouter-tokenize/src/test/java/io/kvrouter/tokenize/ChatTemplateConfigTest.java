@@ -78,6 +78,54 @@ class ChatTemplateConfigTest {
   }
 
   @Test
+  void excludeToolsWhenToolChoiceNoneRendersSuchAChatWithoutItsToolsAsVllmDoes() {
+    String show = "{{ tools | tojson if tools is not none else 'no tools' }}";
+    List<?> tools = List.of(Map.of("function", Map.of("name", "f")));
+    ChatRequest none = ChatRequest.of(CHAT).withTools(tools).withToolChoiceNone(true);
+    ChatRequest auto = ChatRequest.of(CHAT).withTools(tools);
+    ChatTemplateConfig plain = ChatTemplateConfig.defaults().withTemplate(show);
+    ChatTemplateConfig exclude = plain.withExcludeToolsWhenToolChoiceNone(true);
+    assertThat(exclude.isDefault()).isFalse();
+    String withTools = "[{\"function\": {\"name\": \"f\"}}]";
+    try (Tokenizer tok = Tokenizer.load(TestModels.tiny(), 0, exclude)) {
+      assertThat(tok.renderChat(none)).isEqualTo("no tools");
+      assertThat(tok.renderChat(auto)).isEqualTo(withTools);
+    }
+    // without the flag (vLLM's default) tool_choice "none" still renders the tools
+    try (Tokenizer tok = Tokenizer.load(TestModels.tiny(), 0, plain)) {
+      assertThat(tok.renderChat(none)).isEqualTo(withTools);
+    }
+    assertThat(exclude.applyToolChoice(none).tools()).isNull();
+    assertThat(exclude.applyToolChoice(auto)).isSameAs(auto);
+    assertThat(plain.applyToolChoice(none)).isSameAs(none);
+  }
+
+  @Test
+  void requestBodiesSayWhetherToolChoiceIsNone() {
+    String tools = "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]";
+    String msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
+    assertThat(
+            ChatRequest.fromJson("{" + msgs + ", " + tools + ", \"tool_choice\": \"none\"}")
+                .toolChoiceNone())
+        .isTrue();
+    assertThat(
+            ChatRequest.fromJson("{" + msgs + ", " + tools + ", \"tool_choice\": \"auto\"}")
+                .toolChoiceNone())
+        .isFalse();
+    assertThat(
+            ChatRequest.fromJson(
+                    "{"
+                        + msgs
+                        + ", "
+                        + tools
+                        + ", \"tool_choice\": {\"type\": \"function\", \"function\":"
+                        + " {\"name\": \"f\"}}}")
+                .toolChoiceNone())
+        .isFalse();
+    assertThat(ChatRequest.fromJson("{" + msgs + "}").toolChoiceNone()).isFalse();
+  }
+
+  @Test
   void aRequestTemplateWinsThenTheConfiguredOneThenTheKwargsOne() {
     ChatRequest r = ChatRequest.of(CHAT).withChatTemplate("{{ 'request' }}");
     assertThat(r.carriesTemplate()).isTrue();
