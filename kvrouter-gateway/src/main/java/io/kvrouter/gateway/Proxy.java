@@ -1057,7 +1057,7 @@ final class Proxy {
             if (sse.size() == 0) return new Retry("empty_stream", 0, null, null, false);
             break;
           }
-          sse.append(buf, n);
+          if (!sse.append(buf, n)) return eventTooLarge(sse);
         }
       } catch (IOException | RuntimeException e) {
         return brokenOff(e);
@@ -1087,8 +1087,12 @@ final class Proxy {
             brokeOff(out, e);
             return null;
           }
-          if (n < 0) eof = true;
-          else sse.append(buf, n);
+          if (n < 0) {
+            eof = true;
+          } else if (!sse.append(buf, n)) {
+            endTooLarge(out, sse);
+            return null;
+          }
         }
         finish(status);
         out.close();
@@ -1139,6 +1143,48 @@ final class Proxy {
     }
 
     /**
+     * The engine's first event is longer than the bound (a line that never ends): a failure of the
+     * engine, with the client's error saying what it sent.
+     */
+    private Retry eventTooLarge(SseBuffer sse) {
+      Gateway.LOG.warning(
+          "request "
+              + c.requestId
+              + ": engine "
+              + url
+              + " streamed an event of more than "
+              + sse.maxBytes()
+              + " bytes without its end; the stream is refused");
+      return new Retry(
+          EVENT_TOO_LARGE,
+          502,
+          OpenAiError.body(tooLargeMessage(sse), "server_error", null, EVENT_TOO_LARGE),
+          "application/json",
+          false);
+    }
+
+    /** The same after the client got its first events: the stream ends with an error event. */
+    private void endTooLarge(OutputStream out, SseBuffer sse) throws IOException {
+      Gateway.LOG.warning(
+          "request "
+              + c.requestId
+              + ": engine "
+              + url
+              + " streamed an event of more than "
+              + sse.maxBytes()
+              + " bytes without its end; the stream is cut");
+      byte[] error = OpenAiError.body(tooLargeMessage(sse), "server_error", null, EVENT_TOO_LARGE);
+      out.write(DATA);
+      out.write(error, 0, trimmedLength(error));
+      out.write(BLANK);
+      c.release();
+      st.failed(System.nanoTime());
+      g.metrics.attemptFailures.labelValues(c.target.baseModel(), engine, EVENT_TOO_LARGE).inc();
+      count(c, engine, 502, attempt);
+      out.close();
+    }
+
+    /**
      * The engine broke off its stream after the client got its first bytes: ends the client's
      * stream with an error event (no retry after a first byte), frees the route, counts a 502.
      */
@@ -1163,6 +1209,22 @@ final class Proxy {
   }
 
   private static final byte[] USAGE = "\"usage\"".getBytes(StandardCharsets.UTF_8);
+  private static final byte[] DATA = "data: ".getBytes(StandardCharsets.UTF_8);
+  private static final byte[] BLANK = "\n\n".getBytes(StandardCharsets.UTF_8);
+  static final String EVENT_TOO_LARGE = "engine_event_too_large";
+
+  private static String tooLargeMessage(SseBuffer sse) {
+    return "the engine streamed an event of more than "
+        + sse.maxBytes()
+        + " bytes without its end (a line that does not end?); the gateway refuses it";
+  }
+
+  /** The length of {@code b} without its trailing whitespace (a line break). */
+  private static int trimmedLength(byte[] b) {
+    int n = b.length;
+    while (n > 0 && (b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == ' ')) n--;
+    return n;
+  }
 
   private static void closeQuietly(OutputStream out) {
     try {
