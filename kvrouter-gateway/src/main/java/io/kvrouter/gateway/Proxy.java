@@ -742,28 +742,26 @@ final class Proxy {
         return failure(e);
       }
       try (up) {
-        int status = up.status().code();
+        EngineAnswer a;
+        try {
+          a = EngineAnswer.of(up); // past interim 1xx answers; a body framed by the close ends
+        } catch (IOException | RuntimeException e) {
+          return brokenOff(e);
+        }
+        int status = a.status;
         if (status >= 500 || status == 429) {
           byte[] err;
           try {
-            err = readCapped(up.inputStream());
+            err = readCapped(a.body);
           } catch (IOException | RuntimeException e) {
             err = new byte[0];
           }
-          return new Retry(
-              "status_" + status,
-              status,
-              err,
-              up.headers().first(HeaderNames.CONTENT_TYPE).orElse(null),
-              false);
+          return new Retry("status_" + status, status, err, a.contentType, false);
         }
-        String ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
+        String ctype = a.contentType != null ? a.contentType : "application/json";
         boolean sse = c.req.stream && status == 200 && ctype.startsWith("text/event-stream");
         Relay relay = new Relay(c, r, url, engine, st, attempt, status, ctype, ts, res);
-        Retry retry =
-            sse
-                ? relay.stream(up.inputStream())
-                : relay.whole(up.inputStream(), up.headers().contentLength().orElse(-1));
+        Retry retry = sse ? relay.stream(a.body) : relay.whole(a.body, a.contentLength);
         if (relay.clientGone) st.releaseProbe();
         return relay.clientGone ? null : retry;
       }

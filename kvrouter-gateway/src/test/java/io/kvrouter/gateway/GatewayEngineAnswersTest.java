@@ -182,4 +182,85 @@ class GatewayEngineAnswersTest {
     GatewayStubTest.await("the engine's connection closed", () -> e.writing.get() == 0);
     assertThat(e.written.get()).isLessThan(SseBuffer.MAX_EVENT_BYTES + (16L << 20));
   }
+
+  static final String WHOLE =
+      "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"tiny\","
+          + "\"choices\":[{\"index\":0,\"text\":\"t0 t1 t2\",\"finish_reason\":\"length\"}],"
+          + "\"usage\":{\"prompt_tokens\":8,\"total_tokens\":11,\"completion_tokens\":3}}";
+
+  static String events() {
+    StringBuilder b = new StringBuilder();
+    for (int i = 0; i < 3; i++) {
+      b.append("data: ").append(StubEngine.chunk(false, i)).append("\n\n");
+    }
+    return b.append("data: [DONE]\n\n").toString();
+  }
+
+  /**
+   * #12: answers framed by the close of the connection (HTTP/1.0, or HTTP/1.1 without
+   * Content-Length or chunking, RFC 9112 6.3) reach the client whole, streamed or not.
+   */
+  @Test
+  void answersFramedByTheCloseOfTheConnectionPassThroughWhole() throws Exception {
+    for (String version : List.of("HTTP/1.0", "HTTP/1.1")) {
+      Gateway g = gateway();
+      RawEngine e =
+          engine(
+              (head, body, out) -> {
+                boolean stream = body.contains("\"stream\":true");
+                String close = version.equals("HTTP/1.1") ? "Connection: close\r\n" : "";
+                out.write(
+                    (version
+                            + " 200 OK\r\nContent-Type: "
+                            + (stream ? "text/event-stream" : "application/json")
+                            + "\r\n"
+                            + close
+                            + "\r\n"
+                            + (stream ? events() : WHOLE))
+                        .getBytes(StandardCharsets.UTF_8));
+              });
+      register(g, 1, e.url());
+      HttpResponse<String> whole = post(g, completion(range(8), false, ""));
+      assertThat(whole.statusCode()).as(version + " whole: " + whole.body()).isEqualTo(200);
+      assertThat(whole.body()).as(version).isEqualTo(WHOLE);
+      HttpResponse<String> stream = post(g, completion(range(8), true, ""));
+      assertThat(stream.statusCode()).as(version + " stream: " + stream.body()).isEqualTo(200);
+      assertThat(stream.body()).as(version).isEqualTo(events());
+    }
+  }
+
+  /** #12: a {@code 103 Early Hints} (or any 1xx) before the answer is skipped, not the answer. */
+  @Test
+  void anInterimAnswerBeforeTheAnswerIsSkipped() throws Exception {
+    Gateway g = gateway();
+    RawEngine e =
+        engine(
+            (head, body, out) -> {
+              boolean stream = body.contains("\"stream\":true");
+              out.write(
+                  ("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+                          + "HTTP/1.1 100 Continue\r\n\r\n"
+                          + "HTTP/1.1 200 OK\r\nContent-Type: "
+                          + (stream ? "text/event-stream" : "application/json")
+                          + (stream
+                              ? "\r\nTransfer-Encoding: chunked"
+                              : "\r\nContent-Length: " + WHOLE.length())
+                          + "\r\nConnection: close\r\n\r\n")
+                      .getBytes(StandardCharsets.UTF_8));
+              if (stream) {
+                // chunks of 16 KiB, with an extension on the last one and a trailer field
+                chunked(out, events().getBytes(StandardCharsets.UTF_8));
+                out.write("0;end=1\r\nX-Trailer: 1\r\n\r\n".getBytes(StandardCharsets.UTF_8));
+              } else {
+                out.write(WHOLE.getBytes(StandardCharsets.UTF_8));
+              }
+            });
+    register(g, 1, e.url());
+    HttpResponse<String> whole = post(g, completion(range(8), false, ""));
+    assertThat(whole.statusCode()).as(whole.body()).isEqualTo(200);
+    assertThat(whole.body()).isEqualTo(WHOLE);
+    HttpResponse<String> stream = post(g, completion(range(8), true, ""));
+    assertThat(stream.statusCode()).as(stream.body()).isEqualTo(200);
+    assertThat(stream.body()).isEqualTo(events());
+  }
 }
