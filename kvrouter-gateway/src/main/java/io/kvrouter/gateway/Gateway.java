@@ -126,6 +126,10 @@ public final class Gateway implements AutoCloseable {
   final WebClient client;
   private final EngineHealth health;
   private final Drains drains = new Drains();
+
+  /** The JSON values the requests in flight hold (GatewayConfig.maxInflightValues). */
+  final ValueBudget values;
+
   private final byte[] apiKeyHash;
   private final String idPrefix =
       "gw-" + Integer.toHexString(ThreadLocalRandom.current().nextInt() | 0x10000000) + "-";
@@ -139,6 +143,7 @@ public final class Gateway implements AutoCloseable {
 
   private Gateway(GatewayConfig config) {
     this.config = config;
+    this.values = new ValueBudget(config.maxInflightValues());
     this.catalog = new ModelCatalog(config);
     this.engines = new Engines(config);
     // Each client keeps its own pool (Helidon shares one JVM-wide pool by default): a pooled

@@ -139,7 +139,32 @@ final class Proxy {
     res.header(Gateway.X_REQUEST_ID, c.requestId);
     byte[] body = g.host.body(sreq);
     long t = System.nanoTime();
-    c.req = ClientRequest.parse(kind, body);
+    c.req = ClientRequest.parse(kind, body, g.config.maxRequestValues());
+    long values = c.req.values;
+    if (!g.values.take(values)) {
+      res.header(HeaderNames.RETRY_AFTER, "1");
+      throw new OpenAiError(
+          429,
+          "server_error",
+          "gateway_busy",
+          null,
+          "the requests in flight hold "
+              + g.values.held()
+              + " JSON values of messages and tools; this one's "
+              + values
+              + " would pass the gateway's "
+              + g.values.limit()
+              + "; retry shortly");
+    }
+    try {
+      handle(c, sreq, res, t);
+    } finally {
+      g.values.give(values);
+    }
+  }
+
+  /** The rest of handle(), while the request's parsed values are held in the budget. */
+  private void handle(Call c, ServerRequest sreq, ServerResponse res, long t) throws Exception {
     c.target = g.target(c.req, c.group);
     long t1 = System.nanoTime();
     g.metrics.parseStage.observe((t1 - t) / 1e9);

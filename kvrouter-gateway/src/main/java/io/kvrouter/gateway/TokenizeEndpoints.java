@@ -50,10 +50,10 @@ final class TokenizeEndpoints {
     byte[] body = g.host.body(req);
     ClientRequest c;
     try {
-      c = ClientRequest.parse(ClientRequest.Kind.CHAT, body);
+      c = ClientRequest.parse(ClientRequest.Kind.CHAT, body, g.config.maxRequestValues());
     } catch (OpenAiError e) {
       if (!"messages".equals(e.param)) throw e;
-      c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body);
+      c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body, g.config.maxRequestValues());
     }
     ModelCatalog.Target t = g.target(c, null);
     if (t.tokenizer() == null) {
