@@ -130,6 +130,9 @@ public final class Gateway implements AutoCloseable {
   /** The JSON values the requests in flight hold (GatewayConfig.maxInflightValues). */
   final ValueBudget values;
 
+  /** Where chat templates are rendered and prompts encoded: off the carrier threads. */
+  final TokenizePool tokenizers = new TokenizePool(Runtime.getRuntime().availableProcessors());
+
   private final byte[] apiKeyHash;
   private final String idPrefix =
       "gw-" + Integer.toHexString(ThreadLocalRandom.current().nextInt() | 0x10000000) + "-";
@@ -329,6 +332,7 @@ public final class Gateway implements AutoCloseable {
 
   private void closeResources() {
     drains.close();
+    tokenizers.close();
     health.stop();
     catalog.close();
     // the pools are this gateway's own: close their idle connections (and monitor threads)

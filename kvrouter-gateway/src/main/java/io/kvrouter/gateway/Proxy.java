@@ -265,9 +265,13 @@ final class Proxy {
     if (r.kind == ClientRequest.Kind.COMPLETION && r.promptIds != null) return r.promptIds;
     try {
       if (c.target.tokenizer() != null) {
-        return r.kind == ClientRequest.Kind.CHAT
-            ? c.target.tokenizer().applyChatTemplate(asRendered(c, r.chat)).ids()
-            : c.target.tokenizer().encode(r.promptText, r.addSpecialTokens);
+        // on the tokenizing threads: a huge prompt must not hold a carrier thread
+        ChatRequest chat = r.kind == ClientRequest.Kind.CHAT ? asRendered(c, r.chat) : null;
+        return g.tokenizers.run(
+            () ->
+                chat != null
+                    ? c.target.tokenizer().applyChatTemplate(chat).ids()
+                    : c.target.tokenizer().encode(r.promptText, r.addSpecialTokens));
       }
       String url = g.anyUsableEngine(c.model);
       if (url == null) throw noEngine(c, null);

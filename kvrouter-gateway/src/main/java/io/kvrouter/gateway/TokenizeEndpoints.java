@@ -79,12 +79,15 @@ final class TokenizeEndpoints {
     }
     int[] ids;
     try {
+      ClientRequest q = c;
       ids =
-          c.kind == ClientRequest.Kind.CHAT
-              ? t.tokenizer().applyChatTemplate(c.chat).ids()
-              : c.promptIds != null
-                  ? c.promptIds
-                  : t.tokenizer().encode(c.promptText, c.addSpecialTokens);
+          q.kind != ClientRequest.Kind.CHAT && q.promptIds != null
+              ? q.promptIds
+              : g.tokenizers.run( // off the carrier threads, as the proxy's
+                  () ->
+                      q.kind == ClientRequest.Kind.CHAT
+                          ? t.tokenizer().applyChatTemplate(q.chat).ids()
+                          : t.tokenizer().encode(q.promptText, q.addSpecialTokens));
     } catch (TokenizerException e) {
       throw OpenAiError.invalid(null, null, e.getMessage());
     }
