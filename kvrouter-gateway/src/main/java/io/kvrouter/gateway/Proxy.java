@@ -120,6 +120,9 @@ final class Proxy {
     /** What the queue charged for its prefill: prompt tokens less the predicted overlap. */
     long predictedUncached;
 
+    /** The breaker's share of the attempts' 500s. */
+    final Refusals refusals = new Refusals();
+
     /** Frees the current attempt's route; once per route. */
     void release() {
       if (routed) {
@@ -301,6 +304,61 @@ final class Proxy {
 
   /** The attempts. */
   private void run(Call c, ServerRequest sreq, ServerResponse res) {
+    try {
+      run(c, sreq, res, c.refusals);
+    } finally {
+      c.refusals.end(); // an engine's 500 no other engine of the request was asked to confirm
+    }
+  }
+
+  /**
+   * The breaker's share of one request's attempts (docs/RELIABILITY.md, issue 31): a 500 that
+   * carries the engine's own error is counted against that engine only once another engine has
+   * answered the same request otherwise; when a second engine also answers it 500 with an error,
+   * the request is what fails (vLLM answers 500 to some inputs it cannot handle), and neither
+   * engine's breaker counts it. Without a second engine asked, it is counted as before. One per
+   * request, on its thread.
+   */
+  private static final class Refusals {
+    /** The engine whose 500 waits for another engine's answer; null: none. */
+    private EngineState held;
+
+    /** Two engines refused this request with a 500: later ones are not counted either. */
+    private boolean requestFails;
+
+    static boolean isRefusal(Retry r) {
+      return r.status == 500 && r.body != null && r.body.length > 0;
+    }
+
+    /** An attempt on {@code st} failed with {@code r}. */
+    void failed(EngineState st, Retry r) {
+      long now = System.nanoTime();
+      if (!isRefusal(r)) {
+        end();
+        st.failed(now);
+      } else if (requestFails) {
+        st.releaseProbe();
+      } else if (held != null) {
+        requestFails = true;
+        held.releaseProbe();
+        held = null;
+        st.releaseProbe();
+        Gateway.LOG.fine("two engines answered one request 500: not counted against them");
+      } else {
+        held = st;
+      }
+    }
+
+    /** The request ended (or another engine answered it otherwise): a held 500 is counted. */
+    void end() {
+      if (held != null) {
+        held.failed(System.nanoTime());
+        held = null;
+      }
+    }
+  }
+
+  private void run(Call c, ServerRequest sreq, ServerResponse res, Refusals refusals) {
     Set<Long> tried = null;
     Retry last = null;
     int attempts = 0;
@@ -362,15 +420,16 @@ final class Proxy {
       lastUrl = url;
       if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
       Retry retry = attempt(c, r, url, st, attempts, res);
-      if (retry == null) return;
+      if (retry == null) return; // (run's finally counts a 500 held before this answer)
       last = retry;
-      st.failed(System.nanoTime());
+      refusals.failed(st, retry);
       g.metrics.attemptFailures.labelValues(c.target.baseModel(), lastEngine, retry.reason).inc();
       Gateway.LOG.log(
           Level.FINE,
           () -> "request " + c.requestId + ": attempt on " + url + " failed: " + retry.reason);
       tried = add(tried, r.worker());
     }
+    refusals.end(); // before the client has its answer
     fail(c, res, last, attempts, lastEngine, lastUrl);
   }
 
@@ -778,6 +837,8 @@ final class Proxy {
           return brokenOff(e);
         }
         int status = a.status;
+        // another engine answered this request otherwise: a 500 held before was that engine's
+        if (status != 500) c.refusals.end();
         if (status >= 500 || status == 429) {
           byte[] err;
           try {
