@@ -43,8 +43,9 @@ import java.util.logging.Level;
  * route + one forward; attempt() frees the routed id in its finally, so each route is freed
  * exactly once. A failure before anything was written to the client (connection refused or
  * reset, a timeout before the first byte, a 5xx or 429 answer, a stream that ends or breaks
- * before its first event) is Retry: the engine's breaker counts it and the next attempt excludes
- * its instance. Once the client's response has started, nothing is retried: an upstream failure
+ * before its first event) is Retry: the engine's breaker counts it (a 500 carrying the engine's
+ * own error only once another engine answered the request otherwise: Refusals) and the next
+ * attempt excludes its instance. Once the client's response has started, nothing is retried: an upstream failure
  * ends the stream with an SSE error event (streams) or cuts the body (whole answers), and a
  * client that went away (a write fails) closes the upstream response, which aborts the request
  * on the engine (Helidon's client closes a connection whose entity was not read to the end).
