@@ -72,6 +72,9 @@ final class ClientRequest {
   /** {@code max_completion_tokens}, else {@code max_tokens}; -1 when neither is given. */
   final long maxTokens;
 
+  /** The JSON values built for messages, tools and chat_template_kwargs (the parse's budget). */
+  final long values;
+
   private final byte[] upstream;
 
   private ClientRequest(
@@ -87,6 +90,7 @@ final class ClientRequest {
       long priority,
       @Nullable String user,
       long maxTokens,
+      long values,
       byte[] upstream) {
     this.kind = kind;
     this.model = model;
@@ -100,6 +104,7 @@ final class ClientRequest {
     this.priority = priority;
     this.user = user;
     this.maxTokens = maxTokens;
+    this.values = values;
     this.upstream = upstream;
   }
 
@@ -116,6 +121,17 @@ final class ClientRequest {
    *     lacks a valid {@code messages} list or (completion) a valid {@code prompt}
    */
   static ClientRequest parse(Kind kind, byte[] body) {
+    return parse(kind, body, GatewayConfig.DEFAULT_MAX_REQUEST_VALUES);
+  }
+
+  /**
+   * As {@link #parse(Kind, byte[])}, building at most {@code maxValues} JSON values of the
+   * messages, tools and chat_template_kwargs (an 8 MB body of 2.8 million empty tools would take
+   * some 200 MB of heap).
+   *
+   * @throws OpenAiError 413 when they hold more
+   */
+  static ClientRequest parse(Kind kind, byte[] body, long maxValues) {
     if (body.length == 0) {
       throw OpenAiError.invalid(
           null, null, "We could not parse the JSON body of your request: the body is empty.");
@@ -125,7 +141,7 @@ final class ClientRequest {
         throw OpenAiError.invalid(
             null, null, "We could not parse the JSON body of your request: expected an object.");
       }
-      Fields f = new Fields(kind);
+      Fields f = new Fields(kind, new JsonValues.Budget(maxValues));
       while (p.nextToken() == JsonToken.FIELD_NAME) {
         String name = p.currentName();
         f.read(p, name, p.nextToken());
@@ -133,6 +149,15 @@ final class ClientRequest {
       return f.build(body, p);
     } catch (JsonProcessingException e) {
       throw unparsable(e);
+    } catch (JsonValues.TooManyValues e) {
+      throw new OpenAiError(
+          413,
+          "invalid_request_error",
+          "request_too_large",
+          null,
+          "the request's messages, tools and chat_template_kwargs hold "
+              + e.getMessage()
+              + " (the gateway's limit per request; split the request or send fewer tools)");
     } catch (IOException e) {
       throw OpenAiError.invalid(null, null, "cannot read the request body: " + e.getMessage());
     }
@@ -161,9 +186,11 @@ final class ClientRequest {
     @Nullable String user;
     long maxTokens = -1;
     long maxCompletionTokens = -1;
+    final JsonValues.Budget budget;
 
-    Fields(Kind kind) {
+    Fields(Kind kind, JsonValues.Budget budget) {
       this.kind = kind;
+      this.budget = budget;
     }
 
     /** Reads the field {@code name}, whose value starts at {@code t}. */
@@ -181,14 +208,14 @@ final class ClientRequest {
         }
         case "messages" -> {
           messagesGiven = true;
-          messages = messages(kind, p, t, messages);
+          messages = messages(kind, p, t, messages, budget);
         }
-        case "tools" -> tools = tools(kind, p, t, tools);
+        case "tools" -> tools = tools(kind, p, t, tools, budget);
         case "tool_choice" -> {
           toolChoiceNone = t == JsonToken.VALUE_STRING && "none".equals(p.getText());
           p.skipChildren(); // the engine judges every other choice
         }
-        case "chat_template_kwargs" -> kwargs = kwargs(kind, p, t, kwargs);
+        case "chat_template_kwargs" -> kwargs = kwargs(kind, p, t, kwargs, budget);
         case "chat_template" -> {
           if (t == JsonToken.VALUE_STRING) template = kind == Kind.CHAT ? p.getText() : null;
           else if (t != JsonToken.VALUE_NULL) throw wrongType("chat_template", "a string");
@@ -267,6 +294,7 @@ final class ClientRequest {
           priority,
           user,
           maxCompletionTokens >= 0 ? maxCompletionTokens : maxTokens,
+          budget.used(),
           upstream);
     }
   }
@@ -332,20 +360,24 @@ final class ClientRequest {
   }
 
   /** A chat's {@code messages} array; skipped (keeping {@code before}) for a completion. */
-  private static List<?> messages(Kind kind, JsonParser p, JsonToken t, List<?> before)
+  private static List<?> messages(
+      Kind kind, JsonParser p, JsonToken t, List<?> before, JsonValues.Budget budget)
       throws IOException {
     if (kind != Kind.CHAT) {
       p.skipChildren();
       return before;
     }
-    if (t == JsonToken.START_ARRAY) return (List<?>) JsonValues.read(p);
+    if (t == JsonToken.START_ARRAY) return (List<?>) JsonValues.read(p, budget);
     throw wrongType("messages", "an array of {role, content} objects");
   }
 
   /** A chat's {@code tools} array; anything else is skipped, keeping {@code before}. */
-  private static List<?> tools(Kind kind, JsonParser p, JsonToken t, List<?> before)
+  private static List<?> tools(
+      Kind kind, JsonParser p, JsonToken t, List<?> before, JsonValues.Budget budget)
       throws IOException {
-    if (kind == Kind.CHAT && t == JsonToken.START_ARRAY) return (List<?>) JsonValues.read(p);
+    if (kind == Kind.CHAT && t == JsonToken.START_ARRAY) {
+      return (List<?>) JsonValues.read(p, budget);
+    }
     p.skipChildren();
     return before;
   }
@@ -353,9 +385,10 @@ final class ClientRequest {
   /** A chat's {@code chat_template_kwargs} object; anything else is skipped, keeping before. */
   @SuppressWarnings("unchecked")
   private static Map<String, Object> kwargs(
-      Kind kind, JsonParser p, JsonToken t, Map<String, Object> before) throws IOException {
+      Kind kind, JsonParser p, JsonToken t, Map<String, Object> before, JsonValues.Budget budget)
+      throws IOException {
     if (kind == Kind.CHAT && t == JsonToken.START_OBJECT) {
-      return (Map<String, Object>) JsonValues.read(p);
+      return (Map<String, Object>) JsonValues.read(p, budget);
     }
     p.skipChildren();
     return before;

@@ -126,6 +126,13 @@ public final class Gateway implements AutoCloseable {
   final WebClient client;
   private final EngineHealth health;
   private final Drains drains = new Drains();
+
+  /** The JSON values the requests in flight hold (GatewayConfig.maxInflightValues). */
+  final ValueBudget values;
+
+  /** Where chat templates are rendered and prompts encoded: off the carrier threads. */
+  final TokenizePool tokenizers = new TokenizePool(Runtime.getRuntime().availableProcessors());
+
   private final byte[] apiKeyHash;
   private final String idPrefix =
       "gw-" + Integer.toHexString(ThreadLocalRandom.current().nextInt() | 0x10000000) + "-";
@@ -139,6 +146,7 @@ public final class Gateway implements AutoCloseable {
 
   private Gateway(GatewayConfig config) {
     this.config = config;
+    this.values = new ValueBudget(config.maxInflightValues());
     this.catalog = new ModelCatalog(config);
     this.engines = new Engines(config);
     // Each client keeps its own pool (Helidon shares one JVM-wide pool by default): a pooled
@@ -324,6 +332,7 @@ public final class Gateway implements AutoCloseable {
 
   private void closeResources() {
     drains.close();
+    tokenizers.close();
     health.stop();
     catalog.close();
     // the pools are this gateway's own: close their idle connections (and monitor threads)

@@ -38,6 +38,10 @@ import java.util.Objects;
  *     AdmissionConfig#DEFAULTS})
  * @param chat how the engines were told to render chats (vLLM's --chat-template flags), applied to
  *     the models the gateway tokenizes itself; and whether requests may bring their own template
+ * @param maxRequestValues the JSON values one request's messages, tools and chat_template_kwargs
+ *     may hold (default {@value #DEFAULT_MAX_REQUEST_VALUES}); more is a 413
+ * @param maxInflightValues those values held by all requests in flight at once (default {@value
+ *     #DEFAULT_MAX_INFLIGHT_VALUES}); a request that would pass it is a 429 with Retry-After
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -55,7 +59,15 @@ public record GatewayConfig(
     Duration warnInterval,
     PairRouter.Config disaggregation,
     AdmissionConfig admission,
-    Chat chat) {
+    Chat chat,
+    long maxRequestValues,
+    long maxInflightValues) {
+
+  /** See {@link #maxRequestValues()}: an empty object costs about 70 bytes of heap. */
+  public static final long DEFAULT_MAX_REQUEST_VALUES = 250_000;
+
+  /** See {@link #maxInflightValues()}. */
+  public static final long DEFAULT_MAX_INFLIGHT_VALUES = 4_000_000;
 
   /**
    * The chat-template settings: {@code common} for every model, {@code perModel} for a model that
@@ -117,6 +129,10 @@ public record GatewayConfig(
     positive("warnInterval", warnInterval);
     if (unhealthyAfter < 1) throw new IllegalArgumentException("unhealthyAfter must be >= 1");
     if (breakerFailures < 1) throw new IllegalArgumentException("breakerFailures must be >= 1");
+    if (maxRequestValues < 1) throw new IllegalArgumentException("maxRequestValues must be >= 1");
+    if (maxInflightValues < maxRequestValues) {
+      throw new IllegalArgumentException("maxInflightValues must be >= maxRequestValues");
+    }
     for (Map.Entry<String, String> e : loras.entrySet()) {
       if (e.getKey().equals(e.getValue())) {
         throw new IllegalArgumentException("LoRA adapter '" + e.getKey() + "' is its own base");
@@ -153,8 +169,20 @@ public record GatewayConfig(
     private PairRouter.Config disaggregation = PairRouter.Config.defaults();
     private AdmissionConfig admission = AdmissionConfig.DEFAULTS;
     private Chat chat = Chat.defaults();
+    private long maxRequestValues = DEFAULT_MAX_REQUEST_VALUES;
+    private long maxInflightValues = DEFAULT_MAX_INFLIGHT_VALUES;
 
     private Builder() {}
+
+    public Builder maxRequestValues(long v) {
+      maxRequestValues = v;
+      return this;
+    }
+
+    public Builder maxInflightValues(long v) {
+      maxInflightValues = v;
+      return this;
+    }
 
     public Builder chat(Chat v) {
       chat = v;
@@ -254,7 +282,9 @@ public record GatewayConfig(
           warnInterval,
           disaggregation,
           admission,
-          chat);
+          chat,
+          maxRequestValues,
+          maxInflightValues);
     }
   }
 }

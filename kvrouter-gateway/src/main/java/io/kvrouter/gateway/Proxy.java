@@ -43,8 +43,9 @@ import java.util.logging.Level;
  * route + one forward; attempt() frees the routed id in its finally, so each route is freed
  * exactly once. A failure before anything was written to the client (connection refused or
  * reset, a timeout before the first byte, a 5xx or 429 answer, a stream that ends or breaks
- * before its first event) is Retry: the engine's breaker counts it and the next attempt excludes
- * its instance. Once the client's response has started, nothing is retried: an upstream failure
+ * before its first event) is Retry: the engine's breaker counts it (a 500 carrying the engine's
+ * own error only once another engine answered the request otherwise: Refusals) and the next
+ * attempt excludes its instance. Once the client's response has started, nothing is retried: an upstream failure
  * ends the stream with an SSE error event (streams) or cuts the body (whole answers), and a
  * client that went away (a write fails) closes the upstream response, which aborts the request
  * on the engine (Helidon's client closes a connection whose entity was not read to the end).
@@ -120,6 +121,9 @@ final class Proxy {
     /** What the queue charged for its prefill: prompt tokens less the predicted overlap. */
     long predictedUncached;
 
+    /** The breaker's share of the attempts' 500s. */
+    final Refusals refusals = new Refusals();
+
     /** Frees the current attempt's route; once per route. */
     void release() {
       if (routed) {
@@ -139,7 +143,32 @@ final class Proxy {
     res.header(Gateway.X_REQUEST_ID, c.requestId);
     byte[] body = g.host.body(sreq);
     long t = System.nanoTime();
-    c.req = ClientRequest.parse(kind, body);
+    c.req = ClientRequest.parse(kind, body, g.config.maxRequestValues());
+    long values = c.req.values;
+    if (!g.values.take(values)) {
+      res.header(HeaderNames.RETRY_AFTER, "1");
+      throw new OpenAiError(
+          429,
+          "server_error",
+          "gateway_busy",
+          null,
+          "the requests in flight hold "
+              + g.values.held()
+              + " JSON values of messages and tools; this one's "
+              + values
+              + " would pass the gateway's "
+              + g.values.limit()
+              + "; retry shortly");
+    }
+    try {
+      handle(c, sreq, res, t);
+    } finally {
+      g.values.give(values);
+    }
+  }
+
+  /** The rest of handle(), while the request's parsed values are held in the budget. */
+  private void handle(Call c, ServerRequest sreq, ServerResponse res, long t) throws Exception {
     c.target = g.target(c.req, c.group);
     long t1 = System.nanoTime();
     g.metrics.parseStage.observe((t1 - t) / 1e9);
@@ -240,9 +269,13 @@ final class Proxy {
     if (r.kind == ClientRequest.Kind.COMPLETION && r.promptIds != null) return r.promptIds;
     try {
       if (c.target.tokenizer() != null) {
-        return r.kind == ClientRequest.Kind.CHAT
-            ? c.target.tokenizer().applyChatTemplate(asRendered(c, r.chat)).ids()
-            : c.target.tokenizer().encode(r.promptText, r.addSpecialTokens);
+        // on the tokenizing threads: a huge prompt must not hold a carrier thread
+        ChatRequest chat = r.kind == ClientRequest.Kind.CHAT ? asRendered(c, r.chat) : null;
+        return g.tokenizers.run(
+            () ->
+                chat != null
+                    ? c.target.tokenizer().applyChatTemplate(chat).ids()
+                    : c.target.tokenizer().encode(r.promptText, r.addSpecialTokens));
       }
       String url = g.anyUsableEngine(c.model);
       if (url == null) throw noEngine(c, null);
@@ -274,6 +307,61 @@ final class Proxy {
 
   /** The attempts. */
   private void run(Call c, ServerRequest sreq, ServerResponse res) {
+    try {
+      run(c, sreq, res, c.refusals);
+    } finally {
+      c.refusals.end(); // an engine's 500 no other engine of the request was asked to confirm
+    }
+  }
+
+  /**
+   * The breaker's share of one request's attempts (docs/RELIABILITY.md, issue 31): a 500 that
+   * carries the engine's own error is counted against that engine only once another engine has
+   * answered the same request otherwise; when a second engine also answers it 500 with an error,
+   * the request is what fails (vLLM answers 500 to some inputs it cannot handle), and neither
+   * engine's breaker counts it. Without a second engine asked, it is counted as before. One per
+   * request, on its thread.
+   */
+  private static final class Refusals {
+    /** The engine whose 500 waits for another engine's answer; null: none. */
+    private EngineState held;
+
+    /** Two engines refused this request with a 500: later ones are not counted either. */
+    private boolean requestFails;
+
+    static boolean isRefusal(Retry r) {
+      return r.status == 500 && r.body != null && r.body.length > 0;
+    }
+
+    /** An attempt on {@code st} failed with {@code r}. */
+    void failed(EngineState st, Retry r) {
+      long now = System.nanoTime();
+      if (!isRefusal(r)) {
+        end();
+        st.failed(now);
+      } else if (requestFails) {
+        st.releaseProbe();
+      } else if (held != null) {
+        requestFails = true;
+        held.releaseProbe();
+        held = null;
+        st.releaseProbe();
+        Gateway.LOG.fine("two engines answered one request 500: not counted against them");
+      } else {
+        held = st;
+      }
+    }
+
+    /** The request ended (or another engine answered it otherwise): a held 500 is counted. */
+    void end() {
+      if (held != null) {
+        held.failed(System.nanoTime());
+        held = null;
+      }
+    }
+  }
+
+  private void run(Call c, ServerRequest sreq, ServerResponse res, Refusals refusals) {
     Set<Long> tried = null;
     Retry last = null;
     int attempts = 0;
@@ -335,15 +423,16 @@ final class Proxy {
       lastUrl = url;
       if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
       Retry retry = attempt(c, r, url, st, attempts, res);
-      if (retry == null) return;
+      if (retry == null) return; // (run's finally counts a 500 held before this answer)
       last = retry;
-      st.failed(System.nanoTime());
+      refusals.failed(st, retry);
       g.metrics.attemptFailures.labelValues(c.target.baseModel(), lastEngine, retry.reason).inc();
       Gateway.LOG.log(
           Level.FINE,
           () -> "request " + c.requestId + ": attempt on " + url + " failed: " + retry.reason);
       tried = add(tried, r.worker());
     }
+    refusals.end(); // before the client has its answer
     fail(c, res, last, attempts, lastEngine, lastUrl);
   }
 
@@ -744,28 +833,28 @@ final class Proxy {
         return failure(e);
       }
       try (up) {
-        int status = up.status().code();
+        EngineAnswer a;
+        try {
+          a = EngineAnswer.of(up); // past interim 1xx answers; a body framed by the close ends
+        } catch (IOException | RuntimeException e) {
+          return brokenOff(e);
+        }
+        int status = a.status;
+        // another engine answered this request otherwise: a 500 held before was that engine's
+        if (status != 500) c.refusals.end();
         if (status >= 500 || status == 429) {
           byte[] err;
           try {
-            err = readCapped(up.inputStream());
+            err = readCapped(a.body);
           } catch (IOException | RuntimeException e) {
             err = new byte[0];
           }
-          return new Retry(
-              "status_" + status,
-              status,
-              err,
-              up.headers().first(HeaderNames.CONTENT_TYPE).orElse(null),
-              false);
+          return new Retry("status_" + status, status, err, a.contentType, false);
         }
-        String ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
+        String ctype = a.contentType != null ? a.contentType : "application/json";
         boolean sse = c.req.stream && status == 200 && ctype.startsWith("text/event-stream");
         Relay relay = new Relay(c, r, url, engine, st, attempt, status, ctype, ts, res);
-        Retry retry =
-            sse
-                ? relay.stream(up.inputStream())
-                : relay.whole(up.inputStream(), up.headers().contentLength().orElse(-1));
+        Retry retry = sse ? relay.stream(a.body) : relay.whole(a.body, a.contentLength);
         if (relay.clientGone) st.releaseProbe();
         return relay.clientGone ? null : retry;
       }
@@ -1059,7 +1148,7 @@ final class Proxy {
             if (sse.size() == 0) return new Retry("empty_stream", 0, null, null, false);
             break;
           }
-          sse.append(buf, n);
+          if (!sse.append(buf, n)) return eventTooLarge(sse);
         }
       } catch (IOException | RuntimeException e) {
         return brokenOff(e);
@@ -1089,8 +1178,12 @@ final class Proxy {
             brokeOff(out, e);
             return null;
           }
-          if (n < 0) eof = true;
-          else sse.append(buf, n);
+          if (n < 0) {
+            eof = true;
+          } else if (!sse.append(buf, n)) {
+            endTooLarge(out, sse);
+            return null;
+          }
         }
         finish(status);
         out.close();
@@ -1141,6 +1234,48 @@ final class Proxy {
     }
 
     /**
+     * The engine's first event is longer than the bound (a line that never ends): a failure of the
+     * engine, with the client's error saying what it sent.
+     */
+    private Retry eventTooLarge(SseBuffer sse) {
+      Gateway.LOG.warning(
+          "request "
+              + c.requestId
+              + ": engine "
+              + url
+              + " streamed an event of more than "
+              + sse.maxBytes()
+              + " bytes without its end; the stream is refused");
+      return new Retry(
+          EVENT_TOO_LARGE,
+          502,
+          OpenAiError.body(tooLargeMessage(sse), "server_error", null, EVENT_TOO_LARGE),
+          "application/json",
+          false);
+    }
+
+    /** The same after the client got its first events: the stream ends with an error event. */
+    private void endTooLarge(OutputStream out, SseBuffer sse) throws IOException {
+      Gateway.LOG.warning(
+          "request "
+              + c.requestId
+              + ": engine "
+              + url
+              + " streamed an event of more than "
+              + sse.maxBytes()
+              + " bytes without its end; the stream is cut");
+      byte[] error = OpenAiError.body(tooLargeMessage(sse), "server_error", null, EVENT_TOO_LARGE);
+      out.write(DATA);
+      out.write(error, 0, trimmedLength(error));
+      out.write(BLANK);
+      c.release();
+      st.failed(System.nanoTime());
+      g.metrics.attemptFailures.labelValues(c.target.baseModel(), engine, EVENT_TOO_LARGE).inc();
+      count(c, engine, 502, attempt);
+      out.close();
+    }
+
+    /**
      * The engine broke off its stream after the client got its first bytes: ends the client's
      * stream with an error event (no retry after a first byte), frees the route, counts a 502.
      */
@@ -1165,6 +1300,22 @@ final class Proxy {
   }
 
   private static final byte[] USAGE = "\"usage\"".getBytes(StandardCharsets.UTF_8);
+  private static final byte[] DATA = "data: ".getBytes(StandardCharsets.UTF_8);
+  private static final byte[] BLANK = "\n\n".getBytes(StandardCharsets.UTF_8);
+  static final String EVENT_TOO_LARGE = "engine_event_too_large";
+
+  private static String tooLargeMessage(SseBuffer sse) {
+    return "the engine streamed an event of more than "
+        + sse.maxBytes()
+        + " bytes without its end (a line that does not end?); the gateway refuses it";
+  }
+
+  /** The length of {@code b} without its trailing whitespace (a line break). */
+  private static int trimmedLength(byte[] b) {
+    int n = b.length;
+    while (n > 0 && (b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == ' ')) n--;
+    return n;
+  }
 
   private static void closeQuietly(OutputStream out) {
     try {

@@ -11,29 +11,63 @@ import java.util.Arrays;
  * Implementation notes
  *
  * One growable array: [start, end) holds what is not yet consumed; scan remembers how far the
- * search for the next delimiter got, so that each byte is looked at once. consume() moves start;
- * append() compacts (moves the rest to the front) before growing.
+ * search for the next delimiter got, so that each byte is looked at once, also across the reads
+ * of one event (hasEvent() keeps it: before, it put scan back, and a first event of n bytes read
+ * in k pieces was searched k times from its start). consume() moves start; append() compacts
+ * (moves the rest to the front) before growing, and refuses what would make the unconsumed bytes
+ * more than maxBytes: the callers consume every whole event before they append again, so those
+ * bytes are one event still without its end, and the array never grows past maxBytes.
  * </pre>
  */
 final class SseBuffer {
-  private byte[] buf = new byte[16 * 1024];
+  /** The longest event (with what the same read brought after it) a stream may send. */
+  static final int MAX_EVENT_BYTES = 32 << 20;
+
+  private final int maxBytes;
+  private byte[] buf;
   private int start;
   private int end;
   private int scan;
 
-  void append(byte[] b, int n) {
+  SseBuffer() {
+    this(MAX_EVENT_BYTES);
+  }
+
+  SseBuffer(int maxBytes) {
+    this.maxBytes = maxBytes;
+    buf = new byte[Math.min(16 * 1024, maxBytes)];
+  }
+
+  int maxBytes() {
+    return maxBytes;
+  }
+
+  /** The bytes the buffer holds room for (what it costs in memory). */
+  int capacity() {
+    return buf.length;
+  }
+
+  /**
+   * Appends {@code n} bytes of {@code b}; false (nothing appended) when the unconsumed bytes would
+   * then be more than {@link #maxBytes()}: an event that long without its end.
+   */
+  boolean append(byte[] b, int n) {
+    int live = end - start;
+    if ((long) live + n > maxBytes) return false;
     if (end + n > buf.length) {
-      int live = end - start;
       if (live + n <= buf.length / 2 || start > 0) {
         System.arraycopy(buf, start, buf, 0, live);
         scan -= start;
         start = 0;
         end = live;
       }
-      if (end + n > buf.length) buf = Arrays.copyOf(buf, Math.max(buf.length * 2, end + n));
+      if (end + n > buf.length) {
+        buf = Arrays.copyOf(buf, (int) Math.min(maxBytes, Math.max(buf.length * 2L, end + n)));
+      }
     }
     System.arraycopy(b, 0, buf, end, n);
     end += n;
+    return true;
   }
 
   byte[] array() {
@@ -48,11 +82,9 @@ final class SseBuffer {
     return end - start;
   }
 
+  /** Whether a whole event is in; the search goes on where the last one stopped. */
   boolean hasEvent() {
-    int save = scan;
-    int e = nextEventEnd();
-    scan = save;
-    return e >= 0;
+    return nextEventEnd() >= 0;
   }
 
   /** The end (exclusive, after the blank line) of the next whole event, or -1. */

@@ -51,10 +51,10 @@ final class TokenizeEndpoints {
     byte[] body = g.host.body(req);
     ClientRequest c;
     try {
-      c = ClientRequest.parse(ClientRequest.Kind.CHAT, body);
+      c = ClientRequest.parse(ClientRequest.Kind.CHAT, body, g.config.maxRequestValues());
     } catch (OpenAiError e) {
       if (!"messages".equals(e.param)) throw e;
-      c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body);
+      c = ClientRequest.parse(ClientRequest.Kind.COMPLETION, body, g.config.maxRequestValues());
     }
     // vLLM's /tokenize has no tool_choice: the tools render whatever else the body holds
     ChatRequest chat = c.chat == null ? null : c.chat.withToolChoiceNone(false);
@@ -82,12 +82,15 @@ final class TokenizeEndpoints {
     }
     int[] ids;
     try {
+      ClientRequest q = c;
       ids =
-          c.kind == ClientRequest.Kind.CHAT
-              ? t.tokenizer().applyChatTemplate(chat).ids()
-              : c.promptIds != null
-                  ? c.promptIds
-                  : t.tokenizer().encode(c.promptText, c.addSpecialTokens);
+          q.kind != ClientRequest.Kind.CHAT && q.promptIds != null
+              ? q.promptIds
+              : g.tokenizers.run( // off the carrier threads, as the proxy's
+                  () ->
+                      q.kind == ClientRequest.Kind.CHAT
+                          ? t.tokenizer().applyChatTemplate(chat).ids()
+                          : t.tokenizer().encode(q.promptText, q.addSpecialTokens));
     } catch (TokenizerException e) {
       throw OpenAiError.invalid(null, null, e.getMessage());
     }

@@ -77,7 +77,7 @@ final class Json {
       if (t == null) {
         throw new IOException("empty document");
       }
-      Object v = JsonValues.read(p, t, 0, skipSecondLevel);
+      Object v = JsonValues.read(p, t, 0, skipSecondLevel, null);
       if (p.nextToken() != null) {
         throw new IOException(
             "trailing content after the JSON value " + where(p.currentLocation()));
