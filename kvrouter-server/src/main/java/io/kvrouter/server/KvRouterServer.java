@@ -94,6 +94,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final HttpPlumbing http;
   private final Api api;
   private final ServerExtension extension;
+  private final Dashboard dashboard;
   private final ReplicaLinks links;
   private final InFlight inFlight = new InFlight();
   private volatile boolean ready;
@@ -135,6 +136,7 @@ public final class KvRouterServer implements AutoCloseable {
     EventIngest events =
         new EventIngest(
             registry, metrics, ingest, config.acceptUnregistered(), config.natsApplyWait());
+    this.dashboard = new Dashboard(registry, extension);
     this.api =
         new Api(
             http,
@@ -143,7 +145,8 @@ public final class KvRouterServer implements AutoCloseable {
             events,
             config.zmqConnectTimeout(),
             this::readiness,
-            config.allowedEngineHosts());
+            config.allowedEngineHosts(),
+            dashboard);
     WebServerConfig.Builder server =
         WebServer.builder()
             .host(config.host())
@@ -242,6 +245,7 @@ public final class KvRouterServer implements AutoCloseable {
                 ? "warm start from " + config.peer() + " in progress"
                 : "starting";
     s.webServer.start();
+    s.dashboard.start();
     if (!s.webServer.isRunning()) {
       // lost a race for the port after checkBindable, or another listener failure: Helidon 4.3
       // logs it and returns instead of throwing
@@ -298,6 +302,11 @@ public final class KvRouterServer implements AutoCloseable {
   /** The indexes (for tests). */
   Registry registry() {
     return registry;
+  }
+
+  /** The dashboard (for tests). */
+  Dashboard dashboard() {
+    return dashboard;
   }
 
   /** Connections this server's read deadline cut off (for tests). */
@@ -378,6 +387,7 @@ public final class KvRouterServer implements AutoCloseable {
               + " s (--shutdown-grace-seconds): they are cut off");
     }
     webServer.stop();
+    dashboard.close();
     if (extension != null) {
       try {
         extension.close();
