@@ -29,7 +29,8 @@ import java.util.Map;
  * top(): every prompt's prefixes at block boundaries are keyed by their sequence hash (DESIGN.md
  * §2: a prefix's identity) and counted; a prefix is reported when at least two prompts share it
  * and no longer prefix is shared by as many (the longest prefix of each group of prompts), the
- * most shared first, then the longest. For each one the index answers findMatches on its local
+ * hottest first: the most blocks over the prompts sharing it (prompts x length), then the most
+ * shared. For each one the index answers findMatches on its local
  * hashes: which ranks hold how many of its blocks. Cost: O(WINDOW * MAX_BLOCKS) map operations
  * and K findMatches, per call.
  * </pre>
@@ -93,9 +94,11 @@ final class HotPrefixes {
       int[] c = e.getValue();
       if (c[0] >= 2 && c[3] < c[0]) shared.add(e);
     }
+    // hottest first: the most prompt blocks that could come from cache (prompts x length)
     shared.sort(
-        Comparator.comparingInt((Map.Entry<Long, int[]> e) -> -e.getValue()[0])
-            .thenComparingInt(e -> -e.getValue()[1])
+        Comparator.comparingLong(
+                (Map.Entry<Long, int[]> e) -> -(long) e.getValue()[0] * e.getValue()[1])
+            .thenComparingInt(e -> -e.getValue()[0])
             .thenComparingLong(Map.Entry::getKey));
     List<Prefix> out = new ArrayList<>(Math.min(k, shared.size()));
     for (int i = 0; i < shared.size() && out.size() < k; i++) {
