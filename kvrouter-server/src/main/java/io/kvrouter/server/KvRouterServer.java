@@ -56,7 +56,8 @@ import java.util.logging.Logger;
  * (io.kvrouter.server.http.HttpPlumbing: routing, auth, bodies, the read deadline and framing
  * checks, whose limits and listeners it gives Helidon itself), the endpoints (Api) and the
  * webserver, then starts the webserver: every request runs on its own virtual thread (Helidon SE
- * 4), and the Dashboard's sampler thread (GET /dashboard; stopped by stop() after the webserver). Helidon's own shutdown hook is off; the owner (the serve and gateway commands on SIGTERM or
+ * 4), and the Dashboard's sampler thread (GET /dashboard; stop() ends it after the webserver).
+ * Helidon's own shutdown hook is off; the owner (the serve and gateway commands on SIGTERM or
  * SIGINT, or a test) calls stop(), in two steps. First it marks the server not ready and waits,
  * with the listener still open, until no request is in flight (InFlight, a filter around every
  * route but the probes) or the shutdown grace period is over: meanwhile /ready answers 503
