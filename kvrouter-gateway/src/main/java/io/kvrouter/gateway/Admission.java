@@ -85,6 +85,16 @@ final class Admission {
   }
 
   /**
+   * Requests waiting for {@code m} now (GET /dashboard), or -1 when admission is off; takes the
+   * lock briefly.
+   */
+  int depth(RouterModel m) {
+    if (!config.queues()) return -1;
+    ModelQueue q = queues.get(m);
+    return q == null ? 0 : q.size();
+  }
+
+  /**
    * Drops the queues of models no longer served that have nothing waiting (the health round calls
    * it, Gateway.prune), so that models that come and go leave nothing behind.
    */

@@ -28,6 +28,7 @@ import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.Collection;
 import java.util.HexFormat;
+import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -391,6 +392,22 @@ public final class Gateway implements AutoCloseable {
     public String notReadyReason() {
       return GatewayReadiness.reason(
           config.models().keySet(), host.models(), engines, health::wake);
+    }
+
+    @Override
+    public EngineStatus engineStatus(String baseUrl) {
+      EngineState s = engines.get(baseUrl);
+      if (s == null) return null;
+      String health =
+          s.draining()
+              ? "draining"
+              : !s.answered() ? "unchecked" : s.healthy() ? "healthy" : "unhealthy";
+      return new EngineStatus(health, s.breaker(System.nanoTime()).name().toLowerCase(Locale.ROOT));
+    }
+
+    @Override
+    public int queueDepth(RouterModel model) {
+      return admission == null ? -1 : admission.depth(model);
     }
 
     @Override

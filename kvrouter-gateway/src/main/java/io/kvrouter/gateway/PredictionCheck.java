@@ -140,7 +140,7 @@ final class PredictionCheck {
     }
     long expected = expected(predicted, u.promptTokens, granule);
     int outcome = outcome(reported, expected, model.blockSize());
-    model.accuracy(worker).record(expected, reported, outcome);
+    model.accuracy(worker).record(expected, reported, outcome, u.promptTokens);
     metrics.prediction.error.labelValues(model.modelName(), engine).observe(reported - expected);
     metrics
         .prediction

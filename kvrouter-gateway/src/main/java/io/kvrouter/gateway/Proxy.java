@@ -182,6 +182,7 @@ final class Proxy {
     }
     c.ids = tokenize(c);
     g.metrics.tokenizeStage.observe((System.nanoTime() - t1) / 1e9);
+    c.model.samplePrompt(c.ids, c.target.lora(), c.req.cacheSalt); // GET /dashboard's hot prefixes
     c.queue = g.admission == null ? null : g.admission.queue(c.model);
     // a bad priority header is refused whether or not the request waits (a lookup, no allocation)
     if (sreq.headers().contains(Gateway.X_PRIORITY)) g.band(sreq, c.req);

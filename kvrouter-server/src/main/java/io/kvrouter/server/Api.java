@@ -55,6 +55,7 @@ final class Api {
   private final Duration zmqConnectTimeout;
   private final Supplier<Readiness> readiness;
   private final Set<String> allowedEngineHosts;
+  private final Dashboard dashboard;
 
   Api(
       HttpPlumbing http,
@@ -63,7 +64,8 @@ final class Api {
       EventIngest events,
       Duration zmqConnectTimeout,
       Supplier<Readiness> readiness,
-      Set<String> allowedEngineHosts) {
+      Set<String> allowedEngineHosts,
+      Dashboard dashboard) {
     this.http = http;
     this.registry = registry;
     this.metrics = metrics;
@@ -71,6 +73,7 @@ final class Api {
     this.zmqConnectTimeout = zmqConnectTimeout;
     this.readiness = readiness;
     this.allowedEngineHosts = allowedEngineHosts;
+    this.dashboard = dashboard;
   }
 
   /**
@@ -91,6 +94,10 @@ final class Api {
     http.add(r, Method.GET, "/health", ALWAYS, this::health);
     http.add(r, Method.GET, "/ready", ALWAYS, this::ready);
     http.add(r, Method.GET, "/metrics", ALWAYS, this::metrics);
+    // the page holds no data; what it shows comes from /dashboard/data, guarded as the admin
+    // endpoints are (docs/observability.md, "Dashboard")
+    http.add(r, Method.GET, "/dashboard", READ, dashboard::page);
+    http.add(r, Method.GET, "/dashboard/data", MUTATING, dashboard::data);
     if (extra != null) extra.accept(r);
     http.addUnmatched(r);
   }
@@ -227,6 +234,7 @@ final class Api {
     Requests.Route q = Requests.route(http.body(req));
     ModelIndex m = registry.require(q.key());
     RouteDecision d;
+    m.samplePrompt(q.tokens(), q.options().loraName(), q.options().namespace());
     try {
       d = m.router.route(q.requestId(), q.tokens(), q.options());
     } catch (IllegalArgumentException e) {
@@ -235,6 +243,7 @@ final class Api {
     switch (d) {
       case RouteDecision.Routed r -> {
         metrics.routed(m.key, r.worker().workerId(), r.worker().dpRank());
+        dashboard.sampler().routed(m, r.worker(), q.tokens().length, r.overlapTokens());
         return send(res, 200, JsonOut.routed(q.requestId(), r));
       }
       case RouteDecision.AllBusy b -> {

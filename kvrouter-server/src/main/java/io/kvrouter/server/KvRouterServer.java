@@ -56,7 +56,8 @@ import java.util.logging.Logger;
  * (io.kvrouter.server.http.HttpPlumbing: routing, auth, bodies, the read deadline and framing
  * checks, whose limits and listeners it gives Helidon itself), the endpoints (Api) and the
  * webserver, then starts the webserver: every request runs on its own virtual thread (Helidon SE
- * 4). Helidon's own shutdown hook is off; the owner (the serve and gateway commands on SIGTERM or
+ * 4), and the Dashboard's sampler thread (GET /dashboard; stop() ends it after the webserver).
+ * Helidon's own shutdown hook is off; the owner (the serve and gateway commands on SIGTERM or
  * SIGINT, or a test) calls stop(), in two steps. First it marks the server not ready and waits,
  * with the listener still open, until no request is in flight (InFlight, a filter around every
  * route but the probes) or the shutdown grace period is over: meanwhile /ready answers 503
@@ -94,6 +95,7 @@ public final class KvRouterServer implements AutoCloseable {
   private final HttpPlumbing http;
   private final Api api;
   private final ServerExtension extension;
+  private final Dashboard dashboard;
   private final ReplicaLinks links;
   private final InFlight inFlight = new InFlight();
   private volatile boolean ready;
@@ -135,6 +137,7 @@ public final class KvRouterServer implements AutoCloseable {
     EventIngest events =
         new EventIngest(
             registry, metrics, ingest, config.acceptUnregistered(), config.natsApplyWait());
+    this.dashboard = new Dashboard(registry, extension);
     this.api =
         new Api(
             http,
@@ -143,7 +146,8 @@ public final class KvRouterServer implements AutoCloseable {
             events,
             config.zmqConnectTimeout(),
             this::readiness,
-            config.allowedEngineHosts());
+            config.allowedEngineHosts(),
+            dashboard);
     WebServerConfig.Builder server =
         WebServer.builder()
             .host(config.host())
@@ -242,6 +246,7 @@ public final class KvRouterServer implements AutoCloseable {
                 ? "warm start from " + config.peer() + " in progress"
                 : "starting";
     s.webServer.start();
+    s.dashboard.start();
     if (!s.webServer.isRunning()) {
       // lost a race for the port after checkBindable, or another listener failure: Helidon 4.3
       // logs it and returns instead of throwing
@@ -298,6 +303,11 @@ public final class KvRouterServer implements AutoCloseable {
   /** The indexes (for tests). */
   Registry registry() {
     return registry;
+  }
+
+  /** The dashboard (for tests). */
+  Dashboard dashboard() {
+    return dashboard;
   }
 
   /** Connections this server's read deadline cut off (for tests). */
@@ -378,6 +388,7 @@ public final class KvRouterServer implements AutoCloseable {
               + " s (--shutdown-grace-seconds): they are cut off");
     }
     webServer.stop();
+    dashboard.close();
     if (extension != null) {
       try {
         extension.close();

@@ -60,6 +60,9 @@ final class ModelIndex implements RouterModel {
   private final DistributionDataPoint findMatchesSeconds;
   volatile boolean closed;
 
+  /** A few routed prompts, for GET /dashboard's hot prefixes (DashboardSampler drains it). */
+  final PromptSample prompts = new PromptSample();
+
   /**
    * The gateway's prediction counters per registered rank (made on first use; see
    * PredictionAccuracy), dropped when the rank is unregistered.
@@ -192,6 +195,12 @@ final class ModelIndex implements RouterModel {
   /** The prediction counters of {@code worker}, or null when the gateway made none. */
   PredictionAccuracy accuracyOrNull(Worker worker) {
     return accuracy.get(worker);
+  }
+
+  @Override
+  public void samplePrompt(int[] tokens, String loraName, String cacheSalt) {
+    // a salted prompt's blocks hash otherwise: its prefixes are not the index's unsalted ones
+    if (loraName == null && cacheSalt == null) prompts.offer(tokens);
   }
 
   @Override

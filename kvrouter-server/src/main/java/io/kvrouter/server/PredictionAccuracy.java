@@ -28,6 +28,7 @@ public final class PredictionAccuracy {
   private final LongAdder expectedTokens = new LongAdder();
   private final LongAdder reportedTokens = new LongAdder();
   private final LongAdder absErrorTokens = new LongAdder();
+  private final LongAdder promptTokens = new LongAdder();
 
   PredictionAccuracy() {}
 
@@ -44,6 +45,16 @@ public final class PredictionAccuracy {
    * -1 the engine had fewer cached tokens than expected, 0 as many, 1 more.
    */
   public void record(long expected, long reported, int outcome) {
+    record(expected, reported, outcome, 0);
+  }
+
+  /**
+   * Counts one request as {@link #record(long, long, int)} does, with the prompt tokens the engine
+   * counted (for the hit rate of {@code GET /dashboard}: reported cached tokens over prompt
+   * tokens).
+   */
+  public void record(long expected, long reported, int outcome, long promptTokens) {
+    this.promptTokens.add(promptTokens);
     compared.increment();
     expectedTokens.add(expected);
     reportedTokens.add(reported);
@@ -85,6 +96,11 @@ public final class PredictionAccuracy {
   /** Sum of the reported cached tokens. */
   public long reportedTokens() {
     return reportedTokens.sum();
+  }
+
+  /** Sum of the prompt tokens of the compared requests (0 for those recorded without them). */
+  public long promptTokens() {
+    return promptTokens.sum();
   }
 
   /** Fraction of compared requests that were exact; 1 when none was compared. */

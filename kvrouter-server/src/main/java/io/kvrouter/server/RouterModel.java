@@ -63,6 +63,13 @@ public interface RouterModel {
    */
   String listenerState(Worker worker);
 
+  /**
+   * Offers a prompt about to be routed to {@code GET /dashboard}'s sample of recent prompts (its
+   * hottest shared prefixes). Cheap enough for every request: no lock, no allocation; most prompts
+   * are not kept. Prompts with a LoRA name or a cache salt are not sampled.
+   */
+  default void samplePrompt(int[] tokens, String loraName, String cacheSalt) {}
+
   /** Whether the index was dropped (its last rank unregistered). */
   boolean closed();
 }

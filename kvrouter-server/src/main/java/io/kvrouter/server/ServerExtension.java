@@ -40,6 +40,30 @@ public interface ServerExtension {
   }
 
   /**
+   * What {@code GET /dashboard} shows of one engine beyond the router's view.
+   *
+   * @param health one of: healthy; unhealthy; unchecked (no health check answered yet); draining
+   * @param breaker the circuit breaker: {@code closed}, {@code half_open} or {@code open}
+   */
+  record EngineStatus(String health, String breaker) {}
+
+  /**
+   * The health and breaker of the engine at {@code baseUrl} (the gateway's), or null when the
+   * extension does not check engines. Asked by {@code GET /dashboard/data}; must be cheap.
+   */
+  default EngineStatus engineStatus(String baseUrl) {
+    return null;
+  }
+
+  /**
+   * Requests waiting in {@code model}'s admission queue now, or -1 when the extension has no
+   * admission queue for it. Asked by the dashboard's sampler every few seconds; must be cheap.
+   */
+  default int queueDepth(RouterModel model) {
+    return -1;
+  }
+
+  /**
    * One extension made of several: their routes in order, {@link #notReadyReason()} the first
    * non-null one in order, {@link #close()} in reverse order (each close runs even when an earlier
    * one threw; the first failure is thrown after the others ran).
@@ -59,6 +83,24 @@ public interface ServerExtension {
           if (r != null) return r;
         }
         return null;
+      }
+
+      @Override
+      public EngineStatus engineStatus(String baseUrl) {
+        for (ServerExtension e : all) {
+          EngineStatus s = e.engineStatus(baseUrl);
+          if (s != null) return s;
+        }
+        return null;
+      }
+
+      @Override
+      public int queueDepth(RouterModel model) {
+        for (ServerExtension e : all) {
+          int d = e.queueDepth(model);
+          if (d >= 0) return d;
+        }
+        return -1;
       }
 
       @Override
