@@ -38,6 +38,7 @@ import java.util.Objects;
  *     AdmissionConfig#DEFAULTS})
  * @param chat how the engines were told to render chats (vLLM's --chat-template flags), applied to
  *     the models the gateway tokenizes itself; and whether requests may bring their own template
+ * @param sessions session affinity (docs/gateway.md, "Sessions"; default {@link SessionConfig#OFF})
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -55,7 +56,8 @@ public record GatewayConfig(
     Duration warnInterval,
     PairRouter.Config disaggregation,
     AdmissionConfig admission,
-    Chat chat) {
+    Chat chat,
+    SessionConfig sessions) {
 
   /**
    * The chat-template settings: {@code common} for every model, {@code perModel} for a model that
@@ -87,6 +89,7 @@ public record GatewayConfig(
     Objects.requireNonNull(disaggregation, "disaggregation");
     Objects.requireNonNull(admission, "admission");
     chat = chat == null ? Chat.defaults() : chat;
+    sessions = sessions == null ? SessionConfig.OFF : sessions;
     for (String m : chat.perModel().keySet()) {
       if (!models.containsKey(m)) {
         throw new IllegalArgumentException(
@@ -153,6 +156,7 @@ public record GatewayConfig(
     private PairRouter.Config disaggregation = PairRouter.Config.defaults();
     private AdmissionConfig admission = AdmissionConfig.DEFAULTS;
     private Chat chat = Chat.defaults();
+    private SessionConfig sessions = SessionConfig.OFF;
 
     private Builder() {}
 
@@ -237,6 +241,12 @@ public record GatewayConfig(
       return this;
     }
 
+    /** Session affinity; {@link SessionConfig#OFF} by default. */
+    public Builder sessions(SessionConfig v) {
+      sessions = v;
+      return this;
+    }
+
     public GatewayConfig build() {
       return new GatewayConfig(
           models,
@@ -254,7 +264,8 @@ public record GatewayConfig(
           warnInterval,
           disaggregation,
           admission,
-          chat);
+          chat,
+          sessions);
     }
   }
 }
