@@ -5,7 +5,9 @@ import io.kvrouter.discovery.KubernetesDiscovery;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
+import io.kvrouter.gateway.SessionConfig;
 import io.kvrouter.route.PairRouter;
+import io.kvrouter.route.Scorers;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.PrintWriter;
@@ -252,14 +254,51 @@ public final class GatewayCommand implements Callable<Integer> {
       names = "--config",
       paramLabel = "FILE",
       description =
-          "Properties file whose keys are these flags' long names without dashes; model, lora and engine take several values separated by whitespace; flags on the command line win.")
+          "Properties file whose keys are these flags' long names without dashes; model, lora, engine and scorer take several values separated by whitespace; flags on the command line win.")
   Path config;
 
   @Option(names = "--verbose", description = "Keep Helidon's INFO log lines.")
   boolean verbose;
 
   /** The --config keys that may hold several values separated by whitespace. */
-  static final List<String> MULTI = List.of("model", "lora", "engine");
+  static final List<String> MULTI = List.of("model", "lora", "engine", "scorer");
+
+  /** The session scorer's weight in soft mode when no --scorer session=W gives one. */
+  static final double DEFAULT_SESSION_WEIGHT = 32;
+
+  @Option(
+      names = "--session-mode",
+      paramLabel = "MODE",
+      description =
+          "Session affinity (docs/gateway.md, Sessions): off, soft (the session's engine is one"
+              + " more term of the cost, the session scorer, weight --scorer session=W, default "
+              + "32 blocks: it loses when it is busy or when another engine is cheaper by more),"
+              + " hard (always the session's engine while it is healthy) (default: off).")
+  String sessionMode = "off";
+
+  @Option(
+      names = "--session-key",
+      paramLabel = "SOURCE",
+      description =
+          "Where a request's session key is read: header:NAME, user (the body's OpenAI user"
+              + " field) or previous_response_id (the Responses API's; each answer's id is bound"
+              + " too) (default: ${DEFAULT-VALUE}).")
+  String sessionKey = "header:x-session-id";
+
+  @Option(
+      names = "--session-ttl-seconds",
+      paramLabel = "S",
+      description =
+          "A session without a turn for S seconds is forgotten (default: ${DEFAULT-VALUE}).")
+  long sessionTtlSeconds = SessionConfig.DEFAULT_TTL.toSeconds();
+
+  @Option(
+      names = "--session-max-keys",
+      paramLabel = "N",
+      description =
+          "The most sessions this gateway holds; past it some are forgotten (counted in"
+              + " kvrouter_session_evictions_total) (default: ${DEFAULT-VALUE}).")
+  long sessionMaxKeys = SessionConfig.DEFAULT_MAX_KEYS;
 
   @Override
   public Integer call() throws Exception {
@@ -280,8 +319,44 @@ public final class GatewayCommand implements Callable<Integer> {
             .maxBodyBytes(maxBodyBytes)
             .authToken(env(authToken, TOKEN_ENV))
             .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
-            .routing(routing.settings());
+            .routing(routing.settings())
+            .selector(routing.selector(scorers(sessionConfig())));
     return replica.applyTo(b).build();
+  }
+
+  /** The --session-* flags' settings. */
+  SessionConfig sessionConfig() {
+    SessionConfig.Mode mode =
+        switch (sessionMode.trim().toLowerCase(Locale.ROOT)) {
+          case "off" -> SessionConfig.Mode.OFF;
+          case "soft" -> SessionConfig.Mode.SOFT;
+          case "hard" -> SessionConfig.Mode.HARD;
+          default ->
+              throw new IllegalArgumentException(
+                  "--session-mode '" + sessionMode + "': expected off, soft or hard");
+        };
+    if (sessionTtlSeconds < 1) {
+      throw new IllegalArgumentException(
+          "--session-ttl-seconds must be >= 1, got " + sessionTtlSeconds);
+    }
+    if (sessionMaxKeys < 1) {
+      throw new IllegalArgumentException("--session-max-keys must be >= 1, got " + sessionMaxKeys);
+    }
+    try {
+      return SessionConfig.withSource(
+          mode, sessionKey, Duration.ofSeconds(sessionTtlSeconds), sessionMaxKeys);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("--session-key: " + e.getMessage(), e);
+    }
+  }
+
+  /** The cost's terms; in soft session mode with the session term (32 unless --scorer says). */
+  Scorers scorers(SessionConfig sessions) {
+    Scorers s = routing.scorers();
+    if (sessions.mode() == SessionConfig.Mode.SOFT && s.weight(Scorers.SESSION) == 0) {
+      s = s.toBuilder().add(Scorers.SESSION, DEFAULT_SESSION_WEIGHT).build();
+    }
+    return s;
   }
 
   GatewayConfig gatewayConfig() {
@@ -301,7 +376,8 @@ public final class GatewayCommand implements Callable<Integer> {
                 new PairRouter.Config(
                     pdMinUncachedTokens,
                     pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens))
-            .admission(admission.config());
+            .admission(admission.config())
+            .sessions(sessionConfig());
     if (models.isEmpty()) {
       throw new IllegalArgumentException(
           "give at least one --model NAME=DIR (a Hugging Face tokenizer directory)");
@@ -401,6 +477,20 @@ public final class GatewayCommand implements Callable<Integer> {
     String url = g.url();
     out.println("kvrouter gateway: listening on " + url + " (OpenAI base URL " + url + "/v1)");
     out.println("  models: " + String.join(", ", gc.models().keySet()));
+    out.println("  cost: " + scorers(gc.sessions()));
+    if (gc.sessions().on()) {
+      out.println(
+          "  sessions: "
+              + gc.sessions().mode().name().toLowerCase(Locale.ROOT)
+              + ", key "
+              + gc.sessions().describeSource()
+              + ", ttl "
+              + gc.sessions().ttl().toSeconds()
+              + " s, at most "
+              + gc.sessions().maxKeys()
+              + " keys"
+              + (sc.effectiveSync() == null ? "" : ", shared over " + sc.effectiveSync()));
+    }
     if (gc.apiKey() != null && sc.authToken() == null) {
       out.println(
           "  admin endpoints (POST /register, /unregister, /events, /route): no --auth-token, so"

@@ -1,8 +1,16 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.route.Scorers;
 import io.kvrouter.route.TierWeights;
+import io.kvrouter.route.WorkerSelector;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.function.Supplier;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
@@ -14,6 +22,17 @@ import picocli.CommandLine.Option;
  */
 final class RoutingOptions {
   @Mixin CostOptions cost = new CostOptions();
+
+  @Option(
+      names = "--scorer",
+      paramLabel = "NAME=WEIGHT",
+      description =
+          "Routing: the weight of one named term of the cost (docs/routing.md, Scorers): prefill,"
+              + " decode, pressure, queue, session. The cost starts as prefill=--overlap-weight,"
+              + " decode=1, pressure=--pressure-weight; each --scorer sets one term's weight (0"
+              + " drops it) or adds a term. Repeatable; in a --config file: scorer=prefill=2"
+              + " queue=0.5.")
+  List<String> scorers = new ArrayList<>();
 
   @Option(
       names = "--temperature",
@@ -104,6 +123,51 @@ final class RoutingOptions {
       description =
           "Routing: the same for a block in an external store (default: ${DEFAULT-VALUE}).")
   double externalTierWeight = TierWeights.DEFAULTS.external();
+
+  /**
+   * The cost's terms: the default composition of {@code --overlap-weight} and {@code
+   * --pressure-weight}, with each {@code --scorer NAME=WEIGHT} applied in order.
+   *
+   * @throws IllegalArgumentException naming the bad {@code --scorer} and why
+   */
+  Scorers scorers() {
+    KvRouter.requireWeight("--overlap-weight", cost.overlapWeight);
+    KvRouter.requireWeight("--pressure-weight", cost.pressureWeight);
+    Scorers.Builder b = Scorers.defaults(cost.overlapWeight, cost.pressureWeight).toBuilder();
+    Set<String> seen = new HashSet<>();
+    for (String s : scorers) {
+      int eq = s.indexOf('=');
+      if (eq < 1 || eq == s.length() - 1) {
+        throw new IllegalArgumentException(
+            "--scorer '" + s + "': expected NAME=WEIGHT, e.g. --scorer queue=0.5");
+      }
+      String name = s.substring(0, eq).trim();
+      String w = s.substring(eq + 1).trim();
+      if (!seen.add(name)) {
+        throw new IllegalArgumentException("--scorer " + name + " is given twice");
+      }
+      double weight;
+      try {
+        weight = Double.parseDouble(w);
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(
+            "--scorer " + name + "=" + w + ": the weight is not a number");
+      }
+      try {
+        b.add(name, weight);
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("--scorer " + s + ": " + e.getMessage(), e);
+      }
+    }
+    return b.build();
+  }
+
+  /** The selector of each model's router: {@code scorers} with --temperature and --seed. */
+  Supplier<WorkerSelector> selector(Scorers scorers) {
+    final double t = KvRouter.requireWeight("--temperature", temperature);
+    final long s = seed;
+    return () -> WorkerSelector.scored(scorers, t, s);
+  }
 
   /** The settings these flags give. */
   RoutingSettings settings() {

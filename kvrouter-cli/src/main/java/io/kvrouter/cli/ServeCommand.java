@@ -179,7 +179,8 @@ public final class ServeCommand implements Callable<Integer> {
       paramLabel = "FILE",
       description =
           "Properties file whose keys are these flags' long names without dashes (port=8091);"
-              + " flags on the command line win.")
+              + " scorer takes several values separated by whitespace; flags on the command line"
+              + " win.")
   Path config;
 
   @Option(names = "--verbose", description = "Keep Helidon's INFO log lines.")
@@ -188,7 +189,13 @@ public final class ServeCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     return ConfigFileArgs.call(
-        spec, this, config, "kvrouter serve", List.of(), ServeCommand::new, ServeCommand::run);
+        spec,
+        this,
+        config,
+        "kvrouter serve",
+        List.of("scorer"),
+        ServeCommand::new,
+        ServeCommand::run);
   }
 
   private int run(PrintWriter out, PrintWriter err) throws InterruptedException {
@@ -208,6 +215,7 @@ public final class ServeCommand implements Callable<Integer> {
               .acceptUnregistered(acceptUnregistered)
               .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
               .routing(routing.settings())
+              .selector(routing.selector(routing.scorers()))
               .ingestThreads(ingestThreads)
               .peer(peer)
               .events(events);

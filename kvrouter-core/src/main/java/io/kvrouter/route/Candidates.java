@@ -41,6 +41,8 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   private final int promptBlocks;
   private final double[] relativePressure;
   private final TierOverlap @Nullable [] tiers; // null without tiers
+  private final int @Nullable [] requests; // null: none known (Candidates.of)
+  private final RouteOptions options;
   private Candidate @Nullable [] built; // get(i)'s records, made on first use
 
   /** The router's constructor: no copies, no checks (see the class comment). */
@@ -67,7 +69,39 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
       int promptBlocks,
       double[] relativePressure,
       TierOverlap @Nullable [] tiers) {
+    this(
+        workers,
+        overlap,
+        cached,
+        prefill,
+        decode,
+        size,
+        promptBlocks,
+        relativePressure,
+        tiers,
+        null,
+        RouteOptions.defaults());
+  }
+
+  /**
+   * The router's constructor with each candidate's requests in flight ({@code null}: unknown, read
+   * as 0) and the request's options (what scorers of a session or an adapter read).
+   */
+  Candidates(
+      Worker[] workers,
+      int[] overlap,
+      int[] cached,
+      double[] prefill,
+      int[] decode,
+      int size,
+      int promptBlocks,
+      double[] relativePressure,
+      TierOverlap @Nullable [] tiers,
+      int @Nullable [] requests,
+      RouteOptions options) {
     this.tiers = tiers;
+    this.requests = requests;
+    this.options = options;
     this.workers = workers;
     this.overlap = overlap;
     this.cached = cached;
@@ -185,6 +219,24 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   public @Nullable TierOverlap tierOverlap(int i) {
     Objects.checkIndex(i, size);
     return tiers == null ? null : tiers[i];
+  }
+
+  /**
+   * Requests in flight on candidate {@code i}'s rank before this one (running or prefilling, the
+   * peers' too with sequence sync); 0 when the candidates were built by {@link #of}.
+   */
+  public int requests(int i) {
+    Objects.checkIndex(i, size);
+    final int[] r = requests;
+    return r == null ? 0 : r[i];
+  }
+
+  /**
+   * The options of the request being routed: its adapter, namespace, allowed workers and session
+   * affinity, for scorers that weigh them.
+   */
+  public RouteOptions options() {
+    return options;
   }
 
   /**

@@ -1,14 +1,20 @@
 package io.kvrouter.route;
 
 import java.util.SplittableRandom;
+import org.jspecify.annotations.Nullable;
 
 /**
- * The default {@link WorkerSelector}: cost {@code overlapWeight × prefillBlocks + decodeBlocks +
- * pressureWeight × newBlocks × relativePressure} (DESIGN.md §6 and docs/routing.md's pressure term,
- * the figures all from {@link Candidates}); minimum at temperature 0, softmax sampling above.
+ * The default {@link WorkerSelector}: the cost is a {@link Scorers} composition, by default {@code
+ * overlapWeight × prefillBlocks + decodeBlocks + pressureWeight × newBlocks × relativePressure}
+ * (DESIGN.md §6 and docs/routing.md's pressure term, the figures all from {@link Candidates});
+ * minimum at temperature 0, softmax sampling above.
  *
  * <pre>
  * Implementation notes
+ *
+ * The router calls select(candidates, costs, terms) (package-private) so that each term's
+ * contribution lands in the decision (terms: candidate-major, one row of scorers.size()); the
+ * public select(candidates, costs) is the same without them.
  *
  * State: the parameters and one SplittableRandom (seeded), advanced by tie-breaks with more than
  * one tied candidate and by every sampled decision. Not thread-safe: KvRouter calls it under
@@ -23,15 +29,22 @@ import java.util.SplittableRandom;
  * </pre>
  */
 final class CostBasedSelector implements WorkerSelector {
-  private final double overlapWeight;
-  private final double pressureWeight;
+  private final Scorers scorers;
   private final double temperature;
   private final SplittableRandom random;
   private double[] scratch = new double[16]; // softmax weights, reused
 
   CostBasedSelector(double overlapWeight, double pressureWeight, double temperature, long seed) {
-    this.overlapWeight = requireWeight("overlapWeight", overlapWeight);
-    this.pressureWeight = requireWeight("pressureWeight", pressureWeight);
+    this(
+        Scorers.defaults(
+            requireWeight("overlapWeight", overlapWeight),
+            requireWeight("pressureWeight", pressureWeight)),
+        temperature,
+        seed);
+  }
+
+  CostBasedSelector(Scorers scorers, double temperature, long seed) {
+    this.scorers = scorers;
     this.temperature = requireWeight("temperature", temperature);
     this.random = new SplittableRandom(seed);
   }
@@ -48,15 +61,23 @@ final class CostBasedSelector implements WorkerSelector {
     return value;
   }
 
+  /** The cost's terms. */
+  Scorers scorers() {
+    return scorers;
+  }
+
   @Override
   public int select(Candidates candidates, double[] costs) {
+    return select(candidates, costs, null);
+  }
+
+  /**
+   * {@link #select(Candidates, double[])}, also writing term {@code j}'s contribution to candidate
+   * {@code i}'s cost to {@code terms[i * scorers().size() + j]} when {@code terms} is not null.
+   */
+  int select(Candidates candidates, double[] costs, double @Nullable [] terms) {
     final int n = candidates.size();
-    final double w = overlapWeight;
-    final double pw = pressureWeight;
-    for (int i = 0; i < n; i++) {
-      costs[i] = w * candidates.prefillBlocks(i) + candidates.decodeBlocks(i);
-      if (pw > 0) costs[i] += pw * candidates.newBlocks(i) * candidates.relativePressure(i);
-    }
+    scorers.price(candidates, costs, terms);
     if (n == 1) return 0;
     return temperature == 0 ? cheapest(candidates, costs, n) : sample(costs, n);
   }
@@ -117,12 +138,6 @@ final class CostBasedSelector implements WorkerSelector {
 
   @Override
   public String toString() {
-    return "CostBasedSelector[overlapWeight="
-        + overlapWeight
-        + ", pressureWeight="
-        + pressureWeight
-        + ", temperature="
-        + temperature
-        + "]";
+    return "CostBasedSelector[scorers=" + scorers + ", temperature=" + temperature + "]";
   }
 }

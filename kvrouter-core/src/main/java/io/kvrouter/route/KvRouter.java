@@ -699,6 +699,7 @@ public final class KvRouter implements AutoCloseable {
     final int[] cached = new int[n];
     final double[] prefillBlocks = new double[n];
     final int[] decode = new int[n];
+    final int[] requests = new int[n]; // in flight before this one: the queue scorer's figure
     // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
     // (busy ones included; docs/routing.md)
     final double[] relativePressure = new double[n];
@@ -720,11 +721,10 @@ public final class KvRouter implements AutoCloseable {
       evictedSum += evicted;
       final long prefill = prefillCol[i];
       final int active = blocksCol[i];
-      final int k =
-          isBusy(capacityCol[i], active, prefill, all[i].seqs.requestCount())
-              ? n - 1 - busy++
-              : m++;
+      final int inFlight = all[i].seqs.requestCount();
+      final int k = isBusy(capacityCol[i], active, prefill, inFlight) ? n - 1 - busy++ : m++;
       ranks[k] = i;
+      requests[k] = inFlight;
       workers[k] = workerCol[i];
       final int ov = overlapCol[i];
       overlap[k] = ov;
@@ -757,8 +757,14 @@ public final class KvRouter implements AutoCloseable {
             m,
             seq.length,
             relativePressure,
-            tierColumn);
-    final int chosen = selector.select(cands, costs);
+            tierColumn,
+            requests,
+            options);
+    // a composition of scorers reports each term's contribution (part of the decision)
+    final CostBasedSelector scored = selector instanceof CostBasedSelector c ? c : null;
+    final double[] terms = scored == null ? null : new double[m * scored.scorers().size()];
+    final int chosen =
+        scored == null ? selector.select(cands, costs) : scored.select(cands, costs, terms);
     if (chosen < 0 || chosen >= m) {
       throw new IllegalStateException(
           "selector " + selector + " returned " + chosen + " for " + m + " candidates");
@@ -785,7 +791,7 @@ public final class KvRouter implements AutoCloseable {
         target.worker,
         targetOverlap,
         targetOverlap * blockSize,
-        new PricedCandidates(cands, costs),
+        new PricedCandidates(cands, costs, scored == null ? null : scored.scorers(), terms),
         busyWorkers,
         targetTiers);
   }

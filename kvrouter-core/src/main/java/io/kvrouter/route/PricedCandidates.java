@@ -2,6 +2,7 @@ package io.kvrouter.route;
 
 import io.kvrouter.event.Worker;
 import java.util.AbstractList;
+import java.util.List;
 import java.util.Objects;
 import java.util.RandomAccess;
 import org.jspecify.annotations.Nullable;
@@ -20,6 +21,10 @@ import org.jspecify.annotations.Nullable;
  * reads, each built once and kept (get(i) returns the same object each time). Routed keeps this
  * list as it is instead of copying it (List.copyOf would build every element).
  *
+ * With a cost of named terms (Scorers), terms holds each term's contribution, candidate-major,
+ * one row of scorers.size() per candidate, written by the selector beside costs; null when the
+ * selector was another (then no term is reported).
+ *
  * Threading: the columns and costs are written before the decision is returned and never
  * after. The element cache is racy on purpose: threads that read one decision at once may each
  * build an element (equal records with final fields, so never a torn one) and keep their own,
@@ -29,11 +34,35 @@ import org.jspecify.annotations.Nullable;
 final class PricedCandidates extends AbstractList<CandidateCost> implements RandomAccess {
   private final Candidates candidates;
   private final double[] costs;
+  private final @Nullable Scorers scorers; // null: the terms are not known
+  private final double @Nullable [] terms; // [i * scorers.size() + j], or null
   private CandidateCost @Nullable [] built;
 
   PricedCandidates(Candidates candidates, double[] costs) {
+    this(candidates, costs, null, null);
+  }
+
+  PricedCandidates(
+      Candidates candidates, double[] costs, @Nullable Scorers scorers, double @Nullable [] terms) {
     this.candidates = candidates;
     this.costs = costs;
+    this.scorers = terms == null ? null : scorers;
+    this.terms = scorers == null ? null : terms;
+  }
+
+  /** The cost's terms' names; empty when the selector reported none. */
+  List<String> scorerNames() {
+    return scorers == null ? List.of() : scorers.names();
+  }
+
+  /** Term {@code j}'s contribution to candidate {@code i}'s cost; NaN when not reported. */
+  double contribution(int i, int j) {
+    Objects.checkIndex(i, candidates.size());
+    final Scorers s = scorers;
+    final double[] t = terms;
+    if (s == null || t == null) return Double.NaN;
+    Objects.checkIndex(j, s.size());
+    return t[i * s.size() + j];
   }
 
   @Override

@@ -2,6 +2,7 @@ package io.kvrouter.route;
 
 import io.kvrouter.event.Worker;
 import java.util.List;
+import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -55,6 +56,27 @@ public sealed interface RouteDecision {
       if (tierOverlap == null) return null;
       if (candidates instanceof PricedCandidates p) return p.tierOverlapOf(worker);
       return worker.equals(this.worker) ? tierOverlap : null;
+    }
+
+    /**
+     * The names of the cost's terms ({@link Scorers}) whose contributions {@link #contribution}
+     * reports, in order; empty when the selector is not a composition of scorers.
+     */
+    public List<String> scorerNames() {
+      return candidates instanceof PricedCandidates p ? p.scorerNames() : List.of();
+    }
+
+    /**
+     * What term {@code term} of {@link #scorerNames()} added to the cost of {@code
+     * candidates().get(candidate)} (its weight times its figure; 0 for a term of weight 0); NaN
+     * when the terms are not known.
+     *
+     * @throws IndexOutOfBoundsException when either index is out of range
+     */
+    public double contribution(int candidate, int term) {
+      if (candidates instanceof PricedCandidates p) return p.contribution(candidate, term);
+      Objects.checkIndex(candidate, candidates.size());
+      return Double.NaN;
     }
 
     /** The cost of the chosen worker. */

@@ -1,5 +1,7 @@
 package io.kvrouter.route;
 
+import java.util.Objects;
+
 /**
  * Turns the candidates of one request into costs and picks one: the policy half of routing.
  *
@@ -48,5 +50,18 @@ public interface WorkerSelector {
   static WorkerSelector costBased(
       double overlapWeight, double pressureWeight, double temperature, long seed) {
     return new CostBasedSelector(overlapWeight, pressureWeight, temperature, seed);
+  }
+
+  /**
+   * A cost of named terms ({@link Scorers}, docs/routing.md "Scorers") with the default selector's
+   * choice: the cheapest at temperature 0 (ties: fewer cached blocks, then a seeded draw), softmax
+   * sampling above. {@code scored(Scorers.defaults(w, g), t, seed)} chooses exactly as {@link
+   * #costBased(double, double, double, long) costBased(w, g, t, seed)} does. Each term's
+   * contribution is reported in the router's decisions ({@link RouteDecision.Routed#scores}).
+   *
+   * @throws IllegalArgumentException when the temperature is negative, infinite or NaN
+   */
+  static WorkerSelector scored(Scorers scorers, double temperature, long seed) {
+    return new CostBasedSelector(Objects.requireNonNull(scorers, "scorers"), temperature, seed);
   }
 }

@@ -69,6 +69,9 @@ final class ClientRequest {
   /** OpenAI's {@code user}, or null. */
   final @Nullable String user;
 
+  /** The Responses API's {@code previous_response_id} (a session key source), or null. */
+  final @Nullable String previousResponseId;
+
   /** {@code max_completion_tokens}, else {@code max_tokens}; -1 when neither is given. */
   final long maxTokens;
 
@@ -89,6 +92,7 @@ final class ClientRequest {
       boolean addSpecialTokens,
       long priority,
       @Nullable String user,
+      @Nullable String previousResponseId,
       long maxTokens,
       long values,
       byte[] upstream) {
@@ -103,6 +107,7 @@ final class ClientRequest {
     this.addSpecialTokens = addSpecialTokens;
     this.priority = priority;
     this.user = user;
+    this.previousResponseId = previousResponseId;
     this.maxTokens = maxTokens;
     this.values = values;
     this.upstream = upstream;
@@ -184,6 +189,7 @@ final class ClientRequest {
     @Nullable StreamOptions options; // null: not given
     long priority;
     @Nullable String user;
+    @Nullable String previousResponseId;
     long maxTokens = -1;
     long maxCompletionTokens = -1;
     final JsonValues.Budget budget;
@@ -229,6 +235,10 @@ final class ClientRequest {
         }
         case "user" -> {
           if (t == JsonToken.VALUE_STRING) user = p.getText();
+          else p.skipChildren(); // the engine judges it
+        }
+        case "previous_response_id" -> {
+          if (t == JsonToken.VALUE_STRING) previousResponseId = p.getText();
           else p.skipChildren(); // the engine judges it
         }
         case "max_tokens" -> maxTokens = count(t, p);
@@ -293,6 +303,7 @@ final class ClientRequest {
           addSpecial == null || addSpecial,
           priority,
           user,
+          previousResponseId,
           maxCompletionTokens >= 0 ? maxCompletionTokens : maxTokens,
           budget.used(),
           upstream);

@@ -1,5 +1,6 @@
 package io.kvrouter.gateway;
 
+import com.github.benmanes.caffeine.cache.Ticker;
 import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Method;
@@ -22,6 +23,8 @@ import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.tokenize.EngineApi;
 import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
+import io.kvrouter.transport.nats.NatsConnections;
+import io.nats.client.Connection;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -143,6 +146,7 @@ public final class Gateway implements AutoCloseable {
   GatewayMetrics metrics;
   PredictionCheck predictions;
   Admission admission;
+  Sessions sessions; // null: session affinity off
   private KvRouterServer server;
 
   private Gateway(GatewayConfig config) {
@@ -203,8 +207,27 @@ public final class Gateway implements AutoCloseable {
       g.closeResources();
       throw e;
     }
+    if (g.sessions != null) {
+      try {
+        g.startSessionSync(serverConfig.effectiveSync());
+      } catch (RuntimeException e) {
+        g.close();
+        throw e;
+      }
+    }
     g.health.start();
     return g;
+  }
+
+  /**
+   * Shares the session bindings over the sync NATS server ({@code url}; null: sync is off, the
+   * bindings stay this gateway's).
+   */
+  private void startSessionSync(String url) {
+    if (url == null) return;
+    Connection nc =
+        NatsConnections.connect("--sync", url, "kvrouter-gateway-sessions-" + sessions.origin());
+    sessions.sync(new SessionSync(nc, true, sessions.origin(), sessions));
   }
 
   /** The server (router endpoints, port, stop). */
@@ -334,6 +357,7 @@ public final class Gateway implements AutoCloseable {
   private void closeResources() {
     drains.close();
     tokenizers.close();
+    if (sessions != null) sessions.close();
     health.stop();
     catalog.close();
     // the pools are this gateway's own: close their idle connections (and monitor threads)
@@ -351,6 +375,11 @@ public final class Gateway implements AutoCloseable {
               h.metricsRegistry(), engines::states, config.admission().maxTenantLabels());
       admission = new Admission(config.admission(), metrics.admission);
       predictions = new PredictionCheck(metrics, config.warnInterval().toNanos());
+      if (config.sessions().on()) {
+        String origin = idPrefix.substring(0, idPrefix.length() - 1);
+        sessions =
+            new Sessions(config.sessions(), origin, h, h.metricsRegistry(), Ticker.systemTicker());
+      }
       Proxy proxy = new Proxy(Gateway.this);
       route(
           r,

@@ -42,6 +42,7 @@ import java.util.Objects;
  *     may hold (default {@value #DEFAULT_MAX_REQUEST_VALUES}); more is a 413
  * @param maxInflightValues those values held by all requests in flight at once (default {@value
  *     #DEFAULT_MAX_INFLIGHT_VALUES}); a request that would pass it is a 429 with Retry-After
+ * @param sessions session affinity (docs/gateway.md, "Sessions"; default {@link SessionConfig#OFF})
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -61,7 +62,9 @@ public record GatewayConfig(
     AdmissionConfig admission,
     Chat chat,
     long maxRequestValues,
-    long maxInflightValues) {
+    long maxInflightValues,
+    SessionConfig sessions) {
+
 
   /** See {@link #maxRequestValues()}: an empty object costs about 70 bytes of heap. */
   public static final long DEFAULT_MAX_REQUEST_VALUES = 250_000;
@@ -99,6 +102,7 @@ public record GatewayConfig(
     Objects.requireNonNull(disaggregation, "disaggregation");
     Objects.requireNonNull(admission, "admission");
     chat = chat == null ? Chat.defaults() : chat;
+    sessions = sessions == null ? SessionConfig.OFF : sessions;
     for (String m : chat.perModel().keySet()) {
       if (!models.containsKey(m)) {
         throw new IllegalArgumentException(
@@ -171,6 +175,7 @@ public record GatewayConfig(
     private Chat chat = Chat.defaults();
     private long maxRequestValues = DEFAULT_MAX_REQUEST_VALUES;
     private long maxInflightValues = DEFAULT_MAX_INFLIGHT_VALUES;
+    private SessionConfig sessions = SessionConfig.OFF;
 
     private Builder() {}
 
@@ -265,6 +270,12 @@ public record GatewayConfig(
       return this;
     }
 
+    /** Session affinity; {@link SessionConfig#OFF} by default. */
+    public Builder sessions(SessionConfig v) {
+      sessions = v;
+      return this;
+    }
+
     public GatewayConfig build() {
       return new GatewayConfig(
           models,
@@ -284,7 +295,9 @@ public record GatewayConfig(
           admission,
           chat,
           maxRequestValues,
-          maxInflightValues);
+          maxInflightValues,
+
+          sessions);
     }
   }
 }

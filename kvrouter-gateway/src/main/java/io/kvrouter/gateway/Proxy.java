@@ -16,6 +16,7 @@ import io.kvrouter.route.KvSource;
 import io.kvrouter.route.PairDecision;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.RouteDecision;
+import io.kvrouter.route.RouteOptions;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.tokenize.ChatRequest;
 import io.kvrouter.tokenize.EngineDialect;
@@ -124,6 +125,12 @@ final class Proxy {
     /** The breaker's share of the attempts' 500s. */
     final Refusals refusals = new Refusals();
 
+    /** The session's table key (docs/gateway.md, "Sessions"), or null: none, or sessions off. */
+    String session;
+
+    /** The session's binding the current attempt routed with, or null. */
+    SessionTable.Binding bound;
+
     /** Frees the current attempt's route; once per route. */
     void release() {
       if (routed) {
@@ -180,6 +187,7 @@ final class Proxy {
               + c.target.baseModel()
               + "' (POST /register with its base_url, or --engine)");
     }
+    if (g.sessions != null) c.session = g.sessions.key(c.target.baseModel(), c.req, sreq);
     c.ids = tokenize(c);
     g.metrics.tokenizeStage.observe((System.nanoTime() - t1) / 1e9);
     c.model.samplePrompt(c.ids, c.target.lora(), c.req.cacheSalt); // GET /dashboard's hot prefixes
@@ -420,6 +428,9 @@ final class Proxy {
         continue;
       }
       attempts++;
+      if (c.session != null) {
+        g.sessions.routed(c.target.baseModel(), c.session, r.worker(), url, c.bound);
+      }
       lastEngine = Long.toUnsignedString(r.worker().workerId());
       lastUrl = url;
       if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
@@ -446,15 +457,38 @@ final class Proxy {
    */
   private RouteDecision route(Call c, Allowed a) {
     if (!disaggregated(c.ranks)) {
-      return c.model
-          .router()
-          .route(c.requestId, c.ids, Gateway.options(c.target, c.req.cacheSalt, a.ids));
+      RouteOptions o = Gateway.options(c.target, c.req.cacheSalt, a.ids);
+      if (c.session != null) {
+        SessionTable.Binding b = g.sessions.binding(c.session);
+        c.bound = b;
+        if (b != null && usable(c, a, b)) {
+          // hard: the session's engine alone (the admission queue waits while it is busy); soft:
+          // the session scorer prefers it
+          o =
+              g.sessions.hard()
+                  ? new RouteOptions(o.loraName(), o.namespace(), b.only(), b.worker())
+                  : o.withAffinity(b.worker());
+        }
+      }
+      return c.model.router().route(c.requestId, c.ids, o);
     }
     c.pair = pairRoute(c, a);
     if (c.pair instanceof PairDecision.Disaggregated) return null;
     return c.pair instanceof PairDecision.Aggregated ag
         ? ag.routed()
         : ((PairDecision.Refused) c.pair).decision();
+  }
+
+  /**
+   * Whether the session's rank may take this attempt: registered, healthy, not draining, breaker
+   * closed and not tried yet (else the session moves, and is bound where it goes).
+   */
+  private static boolean usable(Call c, Allowed a, SessionTable.Binding b) {
+    if (a.ids != null) return a.ids.contains(b.id());
+    for (int i = 0, n = c.ranks.size(); i < n; i++) {
+      if (c.ranks.get(i).worker().equals(b.worker())) return true;
+    }
+    return false;
   }
 
   /** The 503 of a first attempt the router did not route ({@code d}: why). */
@@ -1023,6 +1057,14 @@ final class Proxy {
         // what the queue charged for the prefill, corrected by what the engine really cached
         long actual = Math.max(0, usage.promptTokens - usage.cachedTokens);
         c.queue.charge(w, actual - c.predictedUncached);
+      }
+      if (g.sessions != null
+          && usage != null
+          && usage.id != null
+          && status == 200
+          && g.sessions.config().source() == SessionConfig.Source.PREVIOUS_RESPONSE_ID) {
+        // the next turn names this answer's id as its previous_response_id
+        g.sessions.answered(c.target.baseModel(), usage.id, r.worker(), url);
       }
       // a decode engine that pulled the prompt's KV reports it cached: nothing to compare
       if (usage != null && status == 200 && !(c.pair instanceof PairDecision.Disaggregated)) {

@@ -3,6 +3,7 @@ package io.kvrouter.gateway;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import java.io.IOException;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Picks {@code usage.prompt_tokens}, {@code usage.prompt_tokens_details.cached_tokens} and whether
@@ -29,6 +30,9 @@ final class Usage {
   boolean choicesEmpty;
 
   private boolean choicesSeen;
+
+  /** The response object's {@code id} (a session key with previous_response_id), or null. */
+  @Nullable String id;
 
   /** {@code usage.prompt_tokens}, or -1. */
   long promptTokens = -1;
@@ -96,6 +100,10 @@ final class Usage {
         }
       }
       case NOT_AVAILABLE -> {}
+      case VALUE_STRING -> {
+        if (depth == 2 && choicesOpen) choicesEmpty = false;
+        if (depth == 1 && id == null && "id".equals(f1)) id = p.getText();
+      }
       default -> {
         if (depth == 2 && choicesOpen) choicesEmpty = false;
       }

@@ -344,8 +344,19 @@ final class JsonOut {
           g.writeNumberField("cost", r.cost());
           tierOverlap(g, r.tierOverlap());
           g.writeArrayFieldStart("candidates");
-          for (CandidateCost c : r.candidates()) {
-            candidate(g, c.candidate(), c.cost(), r.tierOverlapOf(c.worker()));
+          List<String> terms = r.scorerNames();
+          for (int i = 0, n = r.candidates().size(); i < n; i++) {
+            CandidateCost c = r.candidates().get(i);
+            candidateFields(g, c.candidate(), c.cost(), r.tierOverlapOf(c.worker()));
+            if (!terms.isEmpty()) {
+              // each named term's share of the cost (docs/routing.md, "Scorers")
+              g.writeObjectFieldStart("scores");
+              for (int j = 0; j < terms.size(); j++) {
+                g.writeNumberField(terms.get(j), r.contribution(i, j));
+              }
+              g.writeEndObject();
+            }
+            g.writeEndObject();
           }
           g.writeEndArray();
           g.writeArrayFieldStart("busy");
@@ -376,6 +387,13 @@ final class JsonOut {
 
   private static void candidate(JsonGenerator g, Candidate c, double cost, TierOverlap tiers)
       throws IOException {
+    candidateFields(g, c, cost, tiers);
+    g.writeEndObject();
+  }
+
+  /** A candidate's object, left open for more fields. */
+  private static void candidateFields(JsonGenerator g, Candidate c, double cost, TierOverlap tiers)
+      throws IOException {
     g.writeStartObject();
     u64Field(g, "instance_id", c.worker().workerId());
     g.writeNumberField("dp_rank", c.worker().dpRank());
@@ -385,7 +403,6 @@ final class JsonOut {
     g.writeNumberField("decode_blocks", c.decodeBlocks());
     if (!Double.isNaN(cost)) g.writeNumberField("cost", cost);
     tierOverlap(g, tiers);
-    g.writeEndObject();
   }
 
   /** The answer of {@code /requests/{id}/...}: {@code {"request_id": id, "state": state}}. */

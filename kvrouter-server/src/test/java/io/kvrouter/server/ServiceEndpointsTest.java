@@ -246,9 +246,11 @@ class ServiceEndpointsTest {
             "{\"request_id\":\"r1\",\"instance_id\":2,\"dp_rank\":0,\"overlap_blocks\":2,"
                 + "\"overlap_tokens\":8,\"cost\":2.0,\"candidates\":["
                 + "{\"instance_id\":1,\"dp_rank\":0,\"overlap_blocks\":0,\"cached_blocks\":0,"
-                + "\"prefill_blocks\":2.0,\"decode_blocks\":2,\"cost\":4.0},"
+                + "\"prefill_blocks\":2.0,\"decode_blocks\":2,\"cost\":4.0,"
+                + "\"scores\":{\"prefill\":2.0,\"decode\":2.0,\"pressure\":0.0}},"
                 + "{\"instance_id\":2,\"dp_rank\":0,\"overlap_blocks\":2,\"cached_blocks\":2,"
-                + "\"prefill_blocks\":0.0,\"decode_blocks\":2,\"cost\":2.0}],\"busy\":[]}\n");
+                + "\"prefill_blocks\":0.0,\"decode_blocks\":2,\"cost\":2.0,"
+                + "\"scores\":{\"prefill\":0.0,\"decode\":2.0,\"pressure\":0.0}}],\"busy\":[]}\n");
     // the same id while in flight is a conflict naming the worker
     HttpFixture.Reply dup = http.post("/route", body);
     assertThat(dup.status()).isEqualTo(409);
