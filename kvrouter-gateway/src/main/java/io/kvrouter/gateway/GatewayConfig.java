@@ -65,7 +65,6 @@ public record GatewayConfig(
     long maxInflightValues,
     SessionConfig sessions) {
 
-
   /** See {@link #maxRequestValues()}: an empty object costs about 70 bytes of heap. */
   public static final long DEFAULT_MAX_REQUEST_VALUES = 250_000;
 
@@ -296,7 +295,6 @@ public record GatewayConfig(
           chat,
           maxRequestValues,
           maxInflightValues,
-
           sessions);
     }
   }
