@@ -701,7 +701,7 @@ final class Proxy {
     int status;
     byte[] answer;
     String ctype;
-    c.trace.upstreamStart("prefill", url, w, 1);
+    c.trace.upstreamStart("prefill", url, c.path, w, 1);
     try (HttpClientResponse up = send(c, w, url, prefillBody)) {
       status = up.status().code();
       c.trace.upstreamStatus(status);
@@ -767,7 +767,7 @@ final class Proxy {
   /** Forwards to one engine; null when the client got its answer (or is gone). */
   private Retry attempt(
       Call c, RouteDecision.Routed r, String url, EngineState st, int attempt, ServerResponse res) {
-    c.trace.upstreamStart(c.body != null ? "decode" : "both", url, r.worker(), attempt);
+    c.trace.upstreamStart(c.body != null ? "decode" : "both", url, c.path, r.worker(), attempt);
     Retry retry = null;
     try {
       retry = forward(c, r, url, st, attempt, res);

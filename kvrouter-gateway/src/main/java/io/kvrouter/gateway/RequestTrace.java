@@ -85,8 +85,8 @@ abstract class RequestTrace {
   /** The wait ended with {@code o}; null: refused (queue full, or the wait reached its bound). */
   void queued(Admission.Outcome o) {}
 
-  /** An upstream request to {@code url} (the rank {@code w}) starts. */
-  void upstreamStart(String role, String url, Worker w, int attempt) {}
+  /** An upstream request to {@code url + path} (the rank {@code w}) starts. */
+  void upstreamStart(String role, String url, String path, Worker w, int attempt) {}
 
   /** Adds the {@code traceparent} (and {@code tracestate}) of the engine request. */
   void inject(HttpClientRequest rq) {}
@@ -334,7 +334,7 @@ abstract class RequestTrace {
     }
 
     @Override
-    void upstreamStart(String role, String url, Worker w, int attempt) {
+    void upstreamStart(String role, String url, String path, Worker w, int attempt) {
       endStage();
       endUpstream();
       URI u = URI.create(url);
@@ -349,7 +349,7 @@ abstract class RequestTrace {
               .setAttribute(RouteSpans.DP_RANK, w.dpRank())
               .setAttribute(SERVER_ADDRESS, u.getHost() == null ? url : u.getHost())
               .setAttribute(SERVER_PORT, u.getPort() >= 0 ? u.getPort() : 80)
-              .setAttribute(URL_FULL, url)
+              .setAttribute(URL_FULL, url + path)
               .setAttribute(OPERATION, operation)
               .startSpan();
       if (model != null) upstream.setAttribute(MODEL, model);

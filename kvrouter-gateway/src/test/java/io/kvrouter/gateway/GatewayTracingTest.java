@@ -22,6 +22,8 @@ import io.opentelemetry.sdk.trace.data.EventData;
 import io.opentelemetry.sdk.trace.data.SpanData;
 import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
 import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -194,6 +196,8 @@ class GatewayTracingTest {
     assertThat(attr(failed, AttributeKey.stringKey("kvrouter.retry.reason")))
         .isEqualTo("status_500");
     assertThat(attr(failed, AttributeKey.stringKey("server.address"))).isEqualTo("127.0.0.1");
+    assertThat(attr(failed, AttributeKey.stringKey("url.full")))
+        .isEqualTo(bad.url() + "/v1/chat/completions");
     assertThat(failed.getStatus().getStatusCode()).isEqualTo(StatusCode.ERROR);
     assertThat(failed.getEvents()).isEmpty();
     assertThat(attr(answered, RouteSpans.WORKER_ID)).isEqualTo("2");
@@ -219,6 +223,10 @@ class GatewayTracingTest {
     assertThat(good.traceparents)
         .containsExactly("00-" + TRACE_ID + "-" + answered.getSpanId() + "-01");
     assertThat(good.tracestates).containsExactly("k=v");
+    // the tree as text, for a person (docs/observability.md shows one)
+    Path out = Path.of("target", "trace-chat-with-retry.txt");
+    Files.writeString(out, SpanTree.render(all));
+    assertThat(Files.readString(out)).startsWith("POST /v1/chat/completions  SERVER");
   }
 
   @Test
