@@ -87,5 +87,16 @@ class TracingOptionsTest {
     } finally {
       System.clearProperty("otel.traces.sampler");
     }
+    // gRPC: the command line ships the JDK's HTTP sender only
+    System.setProperty("otel.exporter.otlp.protocol", "grpc");
+    try {
+      TracingOptions t = new TracingOptions();
+      t.otel = true;
+      assertThatThrownBy(() -> t.start("kvrouter"))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageStartingWith("--otel: the OpenTelemetry SDK cannot be configured");
+    } finally {
+      System.clearProperty("otel.exporter.otlp.protocol");
+    }
   }
 }
