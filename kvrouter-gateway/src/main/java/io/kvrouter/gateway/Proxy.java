@@ -181,6 +181,7 @@ final class Proxy {
       run(c, sreq, res);
     } catch (OpenAiError e) {
       if (!c.watched) throw e;
+      c.trace.failed(e);
       Gateway.sendError(res, e);
       throw closing();
     } finally {

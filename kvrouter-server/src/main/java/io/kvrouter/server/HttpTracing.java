@@ -125,7 +125,8 @@ final class HttpTracing {
       }
       int status = res.status().code();
       span.setAttribute(HTTP_RESPONSE_STATUS_CODE, status);
-      if (failed != null) {
+      if (failed != null && !res.isSent()) {
+        // (an exception after the answer went out only ends the connection: the status says)
         span.recordException(failed);
         span.setAttribute(ERROR_TYPE, failed.getClass().getName());
         span.setStatus(StatusCode.ERROR);
