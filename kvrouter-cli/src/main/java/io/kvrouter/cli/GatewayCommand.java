@@ -10,6 +10,7 @@ import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.Scorers;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.tokenize.TokenizerException;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -87,6 +88,8 @@ public final class GatewayCommand implements Callable<Integer> {
   @Mixin AdmissionOptions admission = new AdmissionOptions();
 
   @Mixin ChatTemplateOptions chatTemplate = new ChatTemplateOptions();
+
+  @Mixin TracingOptions tracing = new TracingOptions();
 
   @Option(
       names = "--trust-request-chat-template",
@@ -414,6 +417,14 @@ public final class GatewayCommand implements Callable<Integer> {
     GatewayConfig gc;
     DiscoveryConfig dc;
     List<EngineSpec> specs = new ArrayList<>();
+    OpenTelemetrySdk otel;
+    try {
+      otel = tracing.start("kvrouter-gateway");
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter gateway: " + e.getMessage());
+      err.flush();
+      return 2;
+    }
     try {
       sc = serverConfig();
       gc = gatewayConfig();
@@ -430,13 +441,26 @@ public final class GatewayCommand implements Callable<Integer> {
     DiscoveryEndpoint found = dc == null ? null : new DiscoveryEndpoint(dc);
     Gateway g;
     try {
-      g = Gateway.start(sc, gc, found);
+      g = Gateway.start(sc, gc, found, otel);
     } catch (KvRouterServer.StartException | TokenizerException e) {
       err.println("kvrouter gateway: " + e.getMessage());
       err.flush();
+      if (otel != null) otel.close();
       return 1;
     }
-    Thread hook = new Thread(g::close, "kvrouter-gateway-shutdown");
+    if (otel != null) {
+      out.println(
+          "kvrouter gateway: tracing on (--otel), configured by OTEL_* (docs/observability.md)");
+    }
+    Gateway started = g;
+    // the SDK after the gateway: the spans of the last requests are flushed
+    Thread hook =
+        new Thread(
+            () -> {
+              started.close();
+              if (otel != null) otel.close();
+            },
+            "kvrouter-gateway-shutdown");
     Runtime.getRuntime().addShutdownHook(hook);
     try {
       for (EngineSpec s : specs) {
@@ -533,6 +557,7 @@ public final class GatewayCommand implements Callable<Integer> {
             + " s)...");
     out.flush();
     g.close();
+    if (otel != null) otel.close();
     out.println("kvrouter gateway: stopped");
     out.flush();
     try {

@@ -4,6 +4,7 @@ import io.kvrouter.discovery.DiscoveryConfig;
 import io.kvrouter.discovery.KubernetesDiscovery;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.OutOfMemoryExit;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -79,6 +80,8 @@ public final class ServeCommand implements Callable<Integer> {
   @Mixin ReplicaOptions replica = new ReplicaOptions();
 
   @Mixin DiscoveryOptions discovery = new DiscoveryOptions();
+
+  @Mixin TracingOptions tracing = new TracingOptions();
 
   @Option(
       names = "--host",
@@ -242,9 +245,16 @@ public final class ServeCommand implements Callable<Integer> {
     OutOfMemoryExit.install();
     Signals signals = Signals.install();
     DiscoveryEndpoint found = dc == null ? null : new DiscoveryEndpoint(dc);
+    OpenTelemetrySdk otel;
+    try {
+      otel = tracing.start("kvrouter");
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter serve: " + e.getMessage());
+      return 2;
+    }
     KvRouterServer server;
     try {
-      server = KvRouterServer.start(cfg, found);
+      server = KvRouterServer.start(cfg, found, otel);
     } catch (KvRouterServer.ListenException e) {
       err.println(
           "kvrouter serve: "
@@ -252,12 +262,15 @@ public final class ServeCommand implements Callable<Integer> {
               + (e.inUse()
                   ? " (another process listens there: stop it, or choose another --port)"
                   : ""));
+      if (otel != null) otel.close();
       return 1;
     } catch (KvRouterServer.StartException e) {
       err.println("kvrouter serve: " + e.getMessage());
+      if (otel != null) otel.close();
       return 1;
     } catch (RuntimeException e) {
       err.println("kvrouter serve: cannot start on " + host + ":" + port + ": " + rootMessage(e));
+      if (otel != null) otel.close();
       return 1;
     }
     KvRouterServer.WarmStart loaded = server.warmStart();
@@ -281,7 +294,19 @@ public final class ServeCommand implements Callable<Integer> {
               + "; each index follows kvrouter.events.<model>.<routing group> on stream"
               + " KVROUTER_EVENTS once a worker is registered");
     }
-    Thread hook = new Thread(server::stop, "kvrouter-shutdown");
+    if (otel != null) {
+      out.println(
+          "kvrouter serve: tracing on (--otel), configured by OTEL_* (docs/observability.md)");
+    }
+    KvRouterServer started = server;
+    // the SDK after the server: the spans of the last requests are flushed
+    Thread hook =
+        new Thread(
+            () -> {
+              started.stop();
+              if (otel != null) otel.close();
+            },
+            "kvrouter-shutdown");
     Runtime.getRuntime().addShutdownHook(hook);
     if (found != null) {
       try {
@@ -330,6 +355,7 @@ public final class ServeCommand implements Callable<Integer> {
             + ": stopping (/ready answers 503, requests in flight finish)...");
     out.flush();
     server.stop();
+    if (otel != null) otel.close();
     out.println("kvrouter serve: stopped");
     out.flush();
     try {

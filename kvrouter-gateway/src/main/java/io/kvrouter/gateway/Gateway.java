@@ -25,6 +25,9 @@ import io.kvrouter.tokenize.EngineTokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import io.kvrouter.transport.nats.NatsConnections;
 import io.nats.client.Connection;
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.trace.Tracer;
+import io.opentelemetry.context.propagation.TextMapPropagator;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -149,9 +152,19 @@ public final class Gateway implements AutoCloseable {
   Sessions sessions; // null: session affinity off
   private KvRouterServer server;
 
-  private Gateway(GatewayConfig config) {
+  /** The tracer of the request spans (docs/observability.md); null: tracing off. */
+  final Tracer tracer;
+
+  /** Writes the traceparent of engine requests when tracing is on. */
+  final TextMapPropagator propagator;
+
+  private Gateway(GatewayConfig config, OpenTelemetry otel) {
     this.config = config;
     this.values = new ValueBudget(config.maxInflightValues());
+    boolean traced = otel != null && otel != OpenTelemetry.noop();
+    this.tracer = traced ? otel.getTracer("io.kvrouter.gateway") : null;
+    this.propagator =
+        traced ? otel.getPropagators().getTextMapPropagator() : TextMapPropagator.noop();
     this.catalog = new ModelCatalog(config);
     this.engines = new Engines(config);
     // Each client keeps its own pool (Helidon shares one JVM-wide pool by default): a pooled
@@ -188,7 +201,24 @@ public final class Gateway implements AutoCloseable {
    */
   public static Gateway start(
       KvRouterServer.Config serverConfig, GatewayConfig config, ServerExtension more) {
-    Gateway g = new Gateway(config);
+    return start(serverConfig, config, more, null);
+  }
+
+  /**
+   * Starts a gateway as {@link #start(KvRouterServer.Config, GatewayConfig, ServerExtension)} does,
+   * traced with {@code openTelemetry} (docs/observability.md, "Traces"): a server span per request,
+   * continuing the client's {@code traceparent}, with a child span per stage (parse, tokenize,
+   * route, queue wait, each upstream attempt, prediction check), and the engine request's {@code
+   * traceparent} naming its upstream span. Null or {@link OpenTelemetry#noop()}: no spans; a
+   * client's {@code traceparent} is still forwarded to the engine, with the client's trace id and a
+   * new span id.
+   */
+  public static Gateway start(
+      KvRouterServer.Config serverConfig,
+      GatewayConfig config,
+      ServerExtension more,
+      OpenTelemetry openTelemetry) {
+    Gateway g = new Gateway(config, openTelemetry);
     if (config.apiKey() != null && serverConfig.authToken() == null) {
       // secure by default (docs/gateway.md, "Security"): without --auth-token, the router's
       // mutating endpoints (POST /register, /unregister, /events, /route ...) take the client API
@@ -202,7 +232,8 @@ public final class Gateway implements AutoCloseable {
     try {
       ServerExtension own = g.new Extension();
       g.server =
-          KvRouterServer.start(serverConfig, more == null ? own : ServerExtension.of(more, own));
+          KvRouterServer.start(
+              serverConfig, more == null ? own : ServerExtension.of(more, own), openTelemetry);
     } catch (RuntimeException e) {
       g.closeResources();
       throw e;

@@ -130,6 +130,8 @@ final class Proxy {
 
     /** The session's binding the current attempt routed with, or null. */
     SessionTable.Binding bound;
+    /** Its trace (RequestTrace.OFF when tracing is off and the client sent no traceparent). */
+    RequestTrace trace = RequestTrace.OFF;
 
     /** Frees the current attempt's route; once per route. */
     void release() {
@@ -144,10 +146,25 @@ final class Proxy {
   void handle(ClientRequest.Kind kind, String path, ServerRequest sreq, ServerResponse res)
       throws Exception {
     Call c = new Call();
+    c.trace = RequestTrace.start(g.tracer, g.propagator, sreq.headers());
+    try {
+      handle(c, kind, path, sreq, res);
+    } catch (Exception e) {
+      c.trace.failed(e);
+      throw e;
+    } finally {
+      c.trace.end();
+    }
+  }
+
+  private void handle(
+      Call c, ClientRequest.Kind kind, String path, ServerRequest sreq, ServerResponse res)
+      throws Exception {
     c.path = path;
     c.requestId = g.requestId(sreq);
     c.group = sreq.headers().first(Gateway.X_GROUP).orElse(null);
     res.header(Gateway.X_REQUEST_ID, c.requestId);
+    c.trace.parseStart();
     byte[] body = g.host.body(sreq);
     long t = System.nanoTime();
     c.req = ClientRequest.parse(kind, body, g.config.maxRequestValues());
@@ -177,6 +194,7 @@ final class Proxy {
   /** The rest of handle(), while the request's parsed values are held in the budget. */
   private void handle(Call c, ServerRequest sreq, ServerResponse res, long t) throws Exception {
     c.target = g.target(c.req, c.group);
+    c.trace.parsed(c.req, body.length);
     long t1 = System.nanoTime();
     g.metrics.parseStage.observe((t1 - t) / 1e9);
     c.model = g.host.model(c.target.baseModel(), c.group);
@@ -188,7 +206,9 @@ final class Proxy {
               + "' (POST /register with its base_url, or --engine)");
     }
     if (g.sessions != null) c.session = g.sessions.key(c.target.baseModel(), c.req, sreq);
+    c.trace.tokenizeStart(c.target.tokenizer());
     c.ids = tokenize(c);
+    c.trace.tokenized(c.ids.length);
     g.metrics.tokenizeStage.observe((System.nanoTime() - t1) / 1e9);
     c.model.samplePrompt(c.ids, c.target.lora(), c.req.cacheSalt); // GET /dashboard's hot prefixes
     c.queue = g.admission == null ? null : g.admission.queue(c.model);
@@ -198,6 +218,7 @@ final class Proxy {
       run(c, sreq, res);
     } catch (OpenAiError e) {
       if (!c.watched) throw e;
+      c.trace.failed(e);
       Gateway.sendError(res, e);
       throw closing();
     } finally {
@@ -246,7 +267,8 @@ final class Proxy {
     }
     c.predictedUncached = Math.max(0, c.ids.length - (long) overlapBlocks * c.model.blockSize());
     long decode = c.req.maxTokens >= 0 ? c.req.maxTokens : adm.config().defaultDecodeTokens();
-    Admission.Outcome o;
+    Admission.Outcome o = null;
+    c.trace.queueStart(band, tenant);
     try {
       o =
           c.queue.await(
@@ -265,6 +287,8 @@ final class Proxy {
     } catch (OpenAiError e) {
       res.header(HeaderNames.RETRY_AFTER, Long.toString(adm.retryAfterSeconds()));
       throw e;
+    } finally {
+      c.trace.queued(o);
     }
     switch (o) {
       case RETRY -> {}
@@ -388,6 +412,7 @@ final class Proxy {
       }
       RouteDecision d;
       long tr = System.nanoTime();
+      c.trace.routeStart(attempts + 1);
       try {
         d = route(c, a);
       } catch (IllegalArgumentException dup) {
@@ -399,6 +424,7 @@ final class Proxy {
         continue;
       }
       g.metrics.routeStage.observe((System.nanoTime() - tr) / 1e9);
+      c.trace.routed(d, c.pair);
       boolean fromQueue = c.granted;
       if (fromQueue) {
         c.granted = false;
@@ -801,11 +827,16 @@ final class Proxy {
     int status;
     byte[] answer;
     String ctype;
+    c.trace.upstreamStart("prefill", url, c.path, w, 1);
     try (HttpClientResponse up = send(c, w, url, prefillBody)) {
       status = up.status().code();
+      c.trace.upstreamStatus(status);
       ctype = up.headers().first(HeaderNames.CONTENT_TYPE).orElse("application/json");
       answer = up.inputStream().readNBytes(PREFILL_ANSWER_LIMIT);
+      c.trace.firstByte();
     } catch (IOException | RuntimeException e) {
+      c.trace.upstreamFailed(e);
+      c.trace.upstreamEnd(null);
       Retry r = failure(e instanceof RuntimeException re ? re : new RuntimeException(e));
       st.failed(System.nanoTime());
       g.metrics.attemptFailures.labelValues(c.target.baseModel(), engine, r.reason).inc();
@@ -822,6 +853,10 @@ final class Proxy {
                   ? " did not answer within " + g.config.engineTimeout().toMillis() + " ms"
                   : " could not be reached: " + e.getMessage()));
     }
+    c.trace.upstreamEnd(
+        status >= 500 || status == 429
+            ? new Retry("status_" + status, status, null, null, false)
+            : null);
     if (status >= 500 || status == 429) {
       st.failed(System.nanoTime());
       g.metrics.attemptFailures.labelValues(c.target.baseModel(), engine, "status_" + status).inc();
@@ -858,6 +893,22 @@ final class Proxy {
   /** Forwards to one engine; null when the client got its answer (or is gone). */
   private Retry attempt(
       Call c, RouteDecision.Routed r, String url, EngineState st, int attempt, ServerResponse res) {
+    c.trace.upstreamStart(c.body != null ? "decode" : "both", url, c.path, r.worker(), attempt);
+    Retry retry = null;
+    try {
+      retry = forward(c, r, url, st, attempt, res);
+      return retry;
+    } catch (RuntimeException e) {
+      c.trace.upstreamFailed(e);
+      throw e;
+    } finally {
+      c.trace.upstreamEnd(retry);
+    }
+  }
+
+  /** One attempt's request and relay (attempt's body). */
+  private Retry forward(
+      Call c, RouteDecision.Routed r, String url, EngineState st, int attempt, ServerResponse res) {
     String engine = Long.toUnsignedString(r.worker().workerId());
     try {
       long ts = System.nanoTime();
@@ -877,6 +928,7 @@ final class Proxy {
         int status = a.status;
         // another engine answered this request otherwise: a 500 held before was that engine's
         if (status != 500) c.refusals.end();
+        c.trace.upstreamStatus(status);
         if (status >= 500 || status == 429) {
           byte[] err;
           try {
@@ -929,6 +981,7 @@ final class Proxy {
     if (g.config.engineApiKey() != null) {
       rq.header(HeaderNames.AUTHORIZATION, "Bearer " + g.config.engineApiKey());
     }
+    c.trace.inject(rq);
     return rq;
   }
 
@@ -1014,6 +1067,7 @@ final class Proxy {
      * an engine that sends its headers and then dies or stalls must count as failed.
      */
     private void headers() {
+      c.trace.firstByte();
       st.succeeded();
       g.metrics.upstreamStage.observe((System.nanoTime() - sentAt) / 1e9);
       res.status(Status.create(status));
@@ -1066,8 +1120,10 @@ final class Proxy {
         // the next turn names this answer's id as its previous_response_id
         g.sessions.answered(c.target.baseModel(), usage.id, r.worker(), url);
       }
+      c.trace.usage(usage);
       // a decode engine that pulled the prompt's KV reports it cached: nothing to compare
       if (usage != null && status == 200 && !(c.pair instanceof PairDecision.Disaggregated)) {
+        c.trace.predictionStart();
         RouterModel.Rank rank = rank();
         int ebs = rank == null ? c.model.blockSize() : Math.max(1, rank.engineBlockSize());
         g.predictions.record(
@@ -1080,6 +1136,7 @@ final class Proxy {
             c.ids,
             Gateway.options(c.target, c.req.cacheSalt, null),
             usage);
+        c.trace.predicted(r.overlapTokens(), usage);
       }
     }
 

@@ -6,10 +6,11 @@ import java.io.IOException;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Picks {@code usage.prompt_tokens}, {@code usage.prompt_tokens_details.cached_tokens} and whether
- * {@code choices} is empty out of one OpenAI response object (a whole body or one SSE chunk), token
- * by token, so that a blocking parser over a chunk and a non-blocking one fed as a body arrives
- * both drive it. Holds no copy of the input. One per response; not thread-safe.
+ * Picks {@code usage.prompt_tokens}, {@code usage.completion_tokens}, {@code
+ * usage.prompt_tokens_details.cached_tokens} and whether {@code choices} is empty out of one OpenAI
+ * response object (a whole body or one SSE chunk), token by token, so that a blocking parser over a
+ * chunk and a non-blocking one fed as a body arrives both drive it. Holds no copy of the input. One
+ * per response; not thread-safe.
  */
 final class Usage {
   private int depth;
@@ -36,6 +37,9 @@ final class Usage {
 
   /** {@code usage.prompt_tokens}, or -1. */
   long promptTokens = -1;
+
+  /** {@code usage.completion_tokens}, or -1 (for traces: gen_ai.usage.output_tokens). */
+  long completionTokens = -1;
 
   /** {@code usage.prompt_tokens_details.cached_tokens}, or -1. */
   long cachedTokens = -1;
@@ -95,7 +99,9 @@ final class Usage {
       case VALUE_NUMBER_INT -> {
         if (depth == 2 && choicesOpen) choicesEmpty = false;
         if (depth == 2 && inUsage && "prompt_tokens".equals(f2)) promptTokens = p.getLongValue();
-        else if (depth == 3 && inDetails && "cached_tokens".equals(f3)) {
+        else if (depth == 2 && inUsage && "completion_tokens".equals(f2)) {
+          completionTokens = p.getLongValue();
+        } else if (depth == 3 && inDetails && "cached_tokens".equals(f3)) {
           cachedTokens = p.getLongValue();
         }
       }

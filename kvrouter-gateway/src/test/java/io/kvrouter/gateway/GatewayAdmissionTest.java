@@ -8,7 +8,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.kvrouter.mockengine.KvEventsConfig;
 import io.kvrouter.mockengine.MockEngineServer;
 import io.kvrouter.server.KvRouterServer;
+import io.kvrouter.server.RouteSpans;
 import io.kvrouter.server.RouterModel;
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
+import io.opentelemetry.sdk.trace.data.SpanData;
 import io.prometheus.metrics.core.metrics.Counter;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -46,13 +52,19 @@ class GatewayAdmissionTest {
   }
 
   private Gateway gateway(AdmissionConfig admission) throws Exception {
+    return gateway(admission, null);
+  }
+
+  private Gateway gateway(AdmissionConfig admission, OpenTelemetry otel) throws Exception {
     Gateway g =
         Gateway.start(
             KvRouterServer.Config.builder().port(0).busyRequests(1).build(),
             GatewayConfig.builder()
                 .model("tiny", GatewayStubTest.tiny())
                 .admission(admission)
-                .build());
+                .build(),
+            null,
+            otel);
     open.add(g);
     return g;
   }
@@ -187,6 +199,43 @@ class GatewayAdmissionTest {
     assertThat(
             counter(g.metrics.admission.rejections, "tiny", "normal", "anonymous", "queue_timeout"))
         .isEqualTo(1);
+  }
+
+  @Test
+  void aTracedWaitIsAQueueWaitSpanAfterAnAllBusyRoute() throws Exception {
+    InMemorySpanExporter spans = InMemorySpanExporter.create();
+    OpenTelemetrySdk otel = GatewayTracingTest.sdk(spans);
+    open.add(otel);
+    Gateway g = gateway(admission(8, Duration.ofMillis(300)), otel);
+    register(g, 1, slowEngine());
+    hold(g, "holding for ever");
+    HttpResponse<String> b =
+        post(g.url(), "/v1/completions", completion("waits too long"), "x-kvrouter-tenant", "acme");
+    assertThat(b.statusCode()).isEqualTo(429);
+    SpanData wait = GatewayTracingTest.awaitSpan(spans, "kvrouter.queue_wait");
+    SpanData server = GatewayTracingTest.awaitSpan(spans, "POST /v1/completions");
+    assertThat(wait.getParentSpanId()).isEqualTo(server.getSpanId());
+    assertThat(wait.getAttributes().get(AttributeKey.stringKey("kvrouter.queue.outcome")))
+        .isEqualTo("rejected");
+    assertThat(wait.getAttributes().get(AttributeKey.stringKey("kvrouter.queue.tenant")))
+        .isEqualTo("acme");
+    assertThat(wait.getAttributes().get(AttributeKey.longKey("kvrouter.queue.band"))).isEqualTo(1L);
+    assertThat(server.getAttributes().get(AttributeKey.longKey("http.response.status_code")))
+        .isEqualTo(429L);
+    assertThat(server.getAttributes().get(AttributeKey.stringKey("error.type")))
+        .isEqualTo("queue_timeout");
+    // before it waited, its route found every engine busy
+    SpanData route =
+        spans.getFinishedSpanItems().stream()
+            .filter(
+                s ->
+                    s.getName().equals("kvrouter.route")
+                        && s.getParentSpanId().equals(server.getSpanId()))
+            .findFirst()
+            .orElseThrow();
+    assertThat(route.getAttributes().get(RouteSpans.OUTCOME)).isEqualTo("all_busy");
+    assertThat(route.getAttributes().get(RouteSpans.BUSY)).isEqualTo(1L);
+    assertThat(route.getEndEpochNanos()).isLessThanOrEqualTo(wait.getStartEpochNanos());
   }
 
   @Test

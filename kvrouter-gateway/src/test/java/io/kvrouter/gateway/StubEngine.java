@@ -26,6 +26,9 @@ final class StubEngine implements AutoCloseable {
   final List<byte[]> bodies = new CopyOnWriteArrayList<>();
   final List<String> requestIds = new CopyOnWriteArrayList<>();
   final List<String> auth = new CopyOnWriteArrayList<>();
+  // the traceparent and tracestate headers of each request, "-" when it had none
+  final List<String> traceparents = new CopyOnWriteArrayList<>();
+  final List<String> tracestates = new CopyOnWriteArrayList<>();
   // the X-data-parallel-rank header of each request, "-" when it had none
   final List<String> dpRanks = new CopyOnWriteArrayList<>();
   final AtomicInteger status = new AtomicInteger(200);
@@ -168,6 +171,8 @@ final class StubEngine implements AutoCloseable {
     requestPorts.add(q.remotePeer().port());
     requestIds.add(q.headers().first(HeaderNames.create("x-request-id")).orElse(null));
     auth.add(q.headers().first(HeaderNames.AUTHORIZATION).orElse(null));
+    traceparents.add(q.headers().first(HeaderNames.create("traceparent")).orElse("-"));
+    tracestates.add(q.headers().first(HeaderNames.create("tracestate")).orElse("-"));
     dpRanks.add(q.headers().first(HeaderNames.create("X-data-parallel-rank")).orElse("-"));
     arrived.countDown();
     CountDownLatch before = holdBeforeAnswer;

@@ -21,6 +21,10 @@ import io.kvrouter.server.http.ApiException;
 import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.server.http.Utf8;
 import io.kvrouter.transport.kvevents.ClearScope;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.api.trace.StatusCode;
+import io.opentelemetry.api.trace.Tracer;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.URI;
@@ -57,6 +61,9 @@ final class Api {
   private final Set<String> allowedEngineHosts;
   private final Dashboard dashboard;
 
+  /** The tracer of the route span (docs/observability.md); null: tracing off. Set before start. */
+  private Tracer tracer;
+
   Api(
       HttpPlumbing http,
       Registry registry,
@@ -74,6 +81,11 @@ final class Api {
     this.readiness = readiness;
     this.allowedEngineHosts = allowedEngineHosts;
     this.dashboard = dashboard;
+  }
+
+  /** Traces {@code POST /route} with a {@code kvrouter.route} span under the server span. */
+  void tracing(Tracer t) {
+    this.tracer = t;
   }
 
   /**
@@ -233,12 +245,18 @@ final class Api {
   private int route(ServerRequest req, ServerResponse res) throws IOException {
     Requests.Route q = Requests.route(http.body(req));
     ModelIndex m = registry.require(q.key());
+    Span span = tracer == null ? null : routeSpan(q, m);
     RouteDecision d;
     m.samplePrompt(q.tokens(), q.options().loraName(), q.options().namespace());
     try {
       d = m.router.route(q.requestId(), q.tokens(), q.options());
     } catch (IllegalArgumentException e) {
+      if (span != null) span.setStatus(StatusCode.ERROR, e.getMessage()).end();
       throw ApiException.conflict(e.getMessage());
+    }
+    if (span != null) {
+      RouteSpans.decision(span, d);
+      span.end();
     }
     switch (d) {
       case RouteDecision.Routed r -> {
@@ -260,6 +278,24 @@ final class Api {
       }
     }
   }
+
+  /** The route span of a traced {@code POST /route}, a child of the server span (current). */
+  private Span routeSpan(Requests.Route q, ModelIndex m) {
+    return tracer
+        .spanBuilder("kvrouter.route")
+        .setAttribute(REQUEST_ID, q.requestId())
+        .setAttribute(MODEL, m.key.modelName())
+        .setAttribute(PROMPT_TOKENS, q.tokens().length)
+        .setAttribute(BLOCKS, q.tokens().length / Math.max(1, m.blockSize))
+        .startSpan();
+  }
+
+  private static final AttributeKey<String> REQUEST_ID =
+      AttributeKey.stringKey("kvrouter.request_id");
+  private static final AttributeKey<String> MODEL = AttributeKey.stringKey("gen_ai.request.model");
+  private static final AttributeKey<Long> PROMPT_TOKENS =
+      AttributeKey.longKey("gen_ai.usage.input_tokens");
+  private static final AttributeKey<Long> BLOCKS = AttributeKey.longKey("kvrouter.blocks");
 
   private int prefillComplete(ServerRequest req, ServerResponse res) {
     return requestDone(req, res, true);

@@ -9,6 +9,7 @@ import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.server.http.ReadDeadline;
 import io.kvrouter.transport.nats.NatsConnections;
+import io.opentelemetry.api.OpenTelemetry;
 import java.io.IOException;
 import java.net.BindException;
 import java.net.InetSocketAddress;
@@ -104,7 +105,7 @@ public final class KvRouterServer implements AutoCloseable {
   private WarmStart warmStart;
   private boolean stopped;
 
-  private KvRouterServer(Config config, ServerExtension extension) {
+  private KvRouterServer(Config config, ServerExtension extension, OpenTelemetry openTelemetry) {
     this.config = config;
     this.extension = extension;
     this.registry = new Registry(config::newRouter, config.approximate());
@@ -148,6 +149,8 @@ public final class KvRouterServer implements AutoCloseable {
             this::readiness,
             config.allowedEngineHosts(),
             dashboard);
+    HttpTracing tracing = HttpTracing.of(openTelemetry);
+    if (tracing != null) api.tracing(tracing.tracer());
     WebServerConfig.Builder server =
         WebServer.builder()
             .host(config.host())
@@ -161,7 +164,9 @@ public final class KvRouterServer implements AutoCloseable {
             .routing(
                 r ->
                     api.routing(
-                        r.addFilter(inFlight::filter),
+                        tracing == null
+                            ? r.addFilter(inFlight::filter)
+                            : r.addFilter(inFlight::filter).addFilter(tracing::filter),
                         extension == null
                             ? null
                             : rr ->
@@ -234,9 +239,21 @@ public final class KvRouterServer implements AutoCloseable {
    * ({@link ServerExtension}; null: none).
    */
   public static KvRouterServer start(Config config, ServerExtension extension) {
+    return start(config, extension, null);
+  }
+
+  /**
+   * Starts a server as {@link #start(Config, ServerExtension)} does, traced with {@code
+   * openTelemetry} (docs/observability.md, "Traces"): a server span per request (the probes and
+   * {@code /metrics} aside) continuing the client's {@code traceparent}, and a {@code
+   * kvrouter.route} child span of {@code POST /route}. Null or {@link OpenTelemetry#noop()}: no
+   * tracing, at no cost.
+   */
+  public static KvRouterServer start(
+      Config config, ServerExtension extension, OpenTelemetry openTelemetry) {
     Objects.requireNonNull(config, "config");
     checkBindable(config.host(), config.port());
-    KvRouterServer s = new KvRouterServer(config, extension);
+    KvRouterServer s = new KvRouterServer(config, extension, openTelemetry);
     // before the listener opens, so that a /ready answered from then on says what start() does
     s.ready = true;
     s.warmStartState =

@@ -1,0 +1,135 @@
+package io.kvrouter.server;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.trace.SpanKind;
+import io.opentelemetry.api.trace.propagation.W3CTraceContextPropagator;
+import io.opentelemetry.context.propagation.ContextPropagators;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
+import io.opentelemetry.sdk.trace.SdkTracerProvider;
+import io.opentelemetry.sdk.trace.data.EventData;
+import io.opentelemetry.sdk.trace.data.SpanData;
+import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code serve} traced (docs/observability.md, "Traces"): a server span per request continuing the
+ * client's {@code traceparent}, a {@code kvrouter.route} child of {@code POST /route} with the
+ * decision, and no span of the probes.
+ */
+class ServeTracingTest {
+  private static final String TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
+  private static final String CLIENT_SPAN = "00f067aa0ba902b7";
+  private static final HttpClient CLIENT = HttpClient.newHttpClient();
+
+  @Test
+  void routeIsAChildOfTheServerSpanUnderTheClientsTrace() throws Exception {
+    InMemorySpanExporter spans = InMemorySpanExporter.create();
+    try (OpenTelemetrySdk otel = sdk(spans);
+        KvRouterServer s =
+            KvRouterServer.start(KvRouterServer.Config.builder().port(0).build(), null, otel)) {
+      assertThat(
+              post(
+                  s,
+                  "/register",
+                  "{\"instance_id\":7,\"model_name\":\"t\",\"block_size\":4}",
+                  null))
+          .isEqualTo(201);
+      assertThat(get(s, "/health")).isEqualTo(200);
+      assertThat(
+              post(
+                  s,
+                  "/route",
+                  "{\"model_name\":\"t\",\"request_id\":\"r1\",\"token_ids\":[1,2,3,4,5,6,7,8,9]}",
+                  "00-" + TRACE_ID + "-" + CLIENT_SPAN + "-01"))
+          .isEqualTo(200);
+      List<SpanData> all = await(spans, 3);
+      assertThat(all)
+          .extracting(SpanData::getName)
+          .containsExactlyInAnyOrder("POST /register", "POST /route", "kvrouter.route");
+      SpanData server = one(all, "POST /route");
+      SpanData route = one(all, "kvrouter.route");
+      assertThat(server.getKind()).isEqualTo(SpanKind.SERVER);
+      assertThat(server.getTraceId()).isEqualTo(TRACE_ID);
+      assertThat(server.getParentSpanId()).isEqualTo(CLIENT_SPAN);
+      assertThat(server.getAttributes().get(AttributeKey.longKey("http.response.status_code")))
+          .isEqualTo(200L);
+      assertThat(server.getAttributes().get(AttributeKey.stringKey("http.route")))
+          .isEqualTo("/route");
+      assertThat(route.getTraceId()).isEqualTo(TRACE_ID);
+      assertThat(route.getParentSpanId()).isEqualTo(server.getSpanId());
+      assertThat(route.getAttributes().get(RouteSpans.OUTCOME)).isEqualTo("routed");
+      assertThat(route.getAttributes().get(RouteSpans.WORKER_ID)).isEqualTo("7");
+      assertThat(route.getAttributes().get(RouteSpans.CANDIDATES)).isEqualTo(1L);
+      assertThat(route.getAttributes().get(AttributeKey.longKey("kvrouter.blocks"))).isEqualTo(2L);
+      assertThat(route.getEvents())
+          .extracting(EventData::getName)
+          .containsExactly(RouteSpans.CANDIDATE_EVENT);
+      // the register span started a trace of its own: no traceparent came with it
+      assertThat(one(all, "POST /register").getTraceId()).isNotEqualTo(TRACE_ID);
+    }
+  }
+
+  @Test
+  void nullAndTheNoopInstanceAreOff() {
+    assertThat(HttpTracing.of(null)).isNull();
+    assertThat(HttpTracing.of(OpenTelemetry.noop())).isNull();
+    InMemorySpanExporter spans = InMemorySpanExporter.create();
+    try (OpenTelemetrySdk otel = sdk(spans)) {
+      assertThat(HttpTracing.of(otel)).isNotNull();
+    }
+  }
+
+  static OpenTelemetrySdk sdk(InMemorySpanExporter spans) {
+    return OpenTelemetrySdk.builder()
+        .setTracerProvider(
+            SdkTracerProvider.builder().addSpanProcessor(SimpleSpanProcessor.create(spans)).build())
+        .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance()))
+        .build();
+  }
+
+  /**
+   * The spans once {@code n} have ended: a server span ends after its answer is sent, so the client
+   * may see the answer first.
+   */
+  static List<SpanData> await(InMemorySpanExporter spans, int n) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (spans.getFinishedSpanItems().size() < n && System.nanoTime() < deadline) {
+      Thread.sleep(5);
+    }
+    return spans.getFinishedSpanItems();
+  }
+
+  static SpanData one(List<SpanData> all, String name) {
+    List<SpanData> found = all.stream().filter(s -> s.getName().equals(name)).toList();
+    assertThat(found).as(name).hasSize(1);
+    return found.get(0);
+  }
+
+  private static int post(KvRouterServer s, String path, String json, String traceparent)
+      throws Exception {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(URI.create(s.url() + path))
+            .header("Content-Type", "application/json")
+            .POST(HttpRequest.BodyPublishers.ofString(json));
+    if (traceparent != null) b.header("traceparent", traceparent);
+    return CLIENT.send(b.build(), HttpResponse.BodyHandlers.ofString()).statusCode();
+  }
+
+  private static int get(KvRouterServer s, String path) throws Exception {
+    return CLIENT
+        .send(
+            HttpRequest.newBuilder(URI.create(s.url() + path)).build(),
+            HttpResponse.BodyHandlers.ofString())
+        .statusCode();
+  }
+}
