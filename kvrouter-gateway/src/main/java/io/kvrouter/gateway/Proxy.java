@@ -130,6 +130,7 @@ final class Proxy {
 
     /** The session's binding the current attempt routed with, or null. */
     SessionTable.Binding bound;
+
     /** Its trace (RequestTrace.OFF when tracing is off and the client sent no traceparent). */
     RequestTrace trace = RequestTrace.OFF;
 
@@ -168,6 +169,7 @@ final class Proxy {
     byte[] body = g.host.body(sreq);
     long t = System.nanoTime();
     c.req = ClientRequest.parse(kind, body, g.config.maxRequestValues());
+    c.trace.parsed(c.req, body.length);
     long values = c.req.values;
     if (!g.values.take(values)) {
       res.header(HeaderNames.RETRY_AFTER, "1");
@@ -194,7 +196,6 @@ final class Proxy {
   /** The rest of handle(), while the request's parsed values are held in the budget. */
   private void handle(Call c, ServerRequest sreq, ServerResponse res, long t) throws Exception {
     c.target = g.target(c.req, c.group);
-    c.trace.parsed(c.req, body.length);
     long t1 = System.nanoTime();
     g.metrics.parseStage.observe((t1 - t) / 1e9);
     c.model = g.host.model(c.target.baseModel(), c.group);
