@@ -93,7 +93,10 @@ class GatewaySessionsTest {
       "radix", "tree", "block", "cache", "engine", "prompt", "token", "route", "load", "queue",
       "session", "affinity", "gateway", "prefill", "decode", "hash", "index", "worker", "rank", "kv"
     };
-    StringBuilder b = new StringBuilder();
+    // a random hex number first, so that no two prompts share their first block (a few words of
+    // a small vocabulary could, and then the cache, not the session, would choose)
+    StringBuilder b =
+        new StringBuilder(Long.toHexString(r.nextLong() | Long.MIN_VALUE)).append(' ');
     for (int i = 0; i < n; i++) b.append(vocab[r.nextInt(vocab.length)]).append(' ');
     return b.toString();
   }
