@@ -93,7 +93,10 @@ class GatewaySessionsTest {
       "radix", "tree", "block", "cache", "engine", "prompt", "token", "route", "load", "queue",
       "session", "affinity", "gateway", "prefill", "decode", "hash", "index", "worker", "rank", "kv"
     };
-    StringBuilder b = new StringBuilder();
+    // a random hex number first, so that no two prompts share their first block (a few words of
+    // a small vocabulary could, and then the cache, not the session, would choose)
+    StringBuilder b =
+        new StringBuilder(Long.toHexString(r.nextLong() | Long.MIN_VALUE)).append(' ');
     for (int i = 0; i < n; i++) b.append(vocab[r.nextInt(vocab.length)]).append(' ');
     return b.toString();
   }
@@ -255,5 +258,36 @@ class GatewaySessionsTest {
       }
     }
     assertThat(firstTurns.size()).as("new conversations spread: %s", firstTurns).isGreaterThan(1);
+  }
+
+  @Test
+  void softModeKeepsASessionThroughTheSessionScorer() throws Exception {
+    List<MockEngineServer> engines = List.of(engine(), engine(), engine());
+    SessionConfig soft =
+        new SessionConfig(
+            SessionConfig.Mode.SOFT, SessionConfig.Source.USER, null, Duration.ofHours(1), 16);
+    Gateway g = gateway(null, soft, engines);
+    long seed = new SplittableRandom().nextLong();
+    SplittableRandom r = new SplittableRandom(seed);
+    Map<String, Map<Worker, Integer>> where = new HashMap<>();
+    for (int t = 0; t < 10; t++) {
+      for (int s = 0; s < 3; s++) {
+        String user = "user-" + s;
+        String body =
+            "{\"model\":\"tiny\",\"max_tokens\":2,\"user\":\""
+                + user
+                + "\",\"prompt\":\""
+                + words(r, 24)
+                + "\"}";
+        HttpResponse<String> o = post(g.url(), "/v1/completions", body);
+        assertThat(o.statusCode()).as("seed %d: %s", seed, o.body()).isEqualTo(200);
+        where.computeIfAbsent(user, k -> new HashMap<>()).merge(workerOf(o), 1, Integer::sum);
+      }
+    }
+    for (Map.Entry<String, Map<Worker, Integer>> e : where.entrySet()) {
+      assertThat(e.getValue()).as("seed %d: %s's turns by engine", seed, e.getKey()).hasSize(1);
+    }
+    // each session's own engine: the term of every other engine is the session weight
+    assertThat(g.sessions.table().size()).isEqualTo(3);
   }
 }
