@@ -19,7 +19,8 @@ import org.jspecify.annotations.Nullable;
  * Implementation notes
  *
  * Columns: parallel arrays the router fills for this decision alone (workers, overlap, cached,
- * prefill, decode, relativePressure, each used on [0..size)); nothing changes them afterwards,
+ * prefill, decode, relativePressure, and placement (null without a request CostTerm), each used on
+ * [0..size)); nothing changes them afterwards,
  * so a selector may keep the view. A Candidate record is built only when get(i) asks for it, and
  * kept in a lazily allocated array so that get(i) returns the same object each time (the router's
  * default selector reads the columns and builds none: no object per worker on the route path).
@@ -41,6 +42,7 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   private final int promptBlocks;
   private final double[] relativePressure;
   private final TierOverlap @Nullable [] tiers; // null without tiers
+  private final double @Nullable [] placement; // null without a request cost term
   private Candidate @Nullable [] built; // get(i)'s records, made on first use
 
   /** The router's constructor: no copies, no checks (see the class comment). */
@@ -67,7 +69,33 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
       int promptBlocks,
       double[] relativePressure,
       TierOverlap @Nullable [] tiers) {
+    this(
+        workers,
+        overlap,
+        cached,
+        prefill,
+        decode,
+        size,
+        promptBlocks,
+        relativePressure,
+        tiers,
+        null);
+  }
+
+  /** The router's constructor with each candidate's placement cost ({@code null}: none). */
+  Candidates(
+      Worker[] workers,
+      int[] overlap,
+      int[] cached,
+      double[] prefill,
+      int[] decode,
+      int size,
+      int promptBlocks,
+      double[] relativePressure,
+      TierOverlap @Nullable [] tiers,
+      double @Nullable [] placement) {
     this.tiers = tiers;
+    this.placement = placement;
     this.workers = workers;
     this.overlap = overlap;
     this.cached = cached;
@@ -204,5 +232,14 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   public double relativePressure(int i) {
     Objects.checkIndex(i, size);
     return relativePressure[i];
+  }
+
+  /**
+   * Candidate {@code i}'s placement cost: the request's own {@link CostTerm} on its worker (the
+   * LoRA placement term, docs/routing.md "LoRA adapters"), in the cost's units; 0 without a term.
+   */
+  public double placementCost(int i) {
+    Objects.checkIndex(i, size);
+    return placement == null ? 0.0 : placement[i];
   }
 }

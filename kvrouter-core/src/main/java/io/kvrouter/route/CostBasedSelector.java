@@ -4,8 +4,9 @@ import java.util.SplittableRandom;
 
 /**
  * The default {@link WorkerSelector}: cost {@code overlapWeight × prefillBlocks + decodeBlocks +
- * pressureWeight × newBlocks × relativePressure} (DESIGN.md §6 and docs/routing.md's pressure term,
- * the figures all from {@link Candidates}); minimum at temperature 0, softmax sampling above.
+ * pressureWeight × newBlocks × relativePressure + placementCost} (DESIGN.md §6, docs/routing.md's
+ * pressure term and the request's own cost term, e.g. LoRA placement; the figures all from {@link
+ * Candidates}); minimum at temperature 0, softmax sampling above.
  *
  * <pre>
  * Implementation notes
@@ -56,6 +57,7 @@ final class CostBasedSelector implements WorkerSelector {
     for (int i = 0; i < n; i++) {
       costs[i] = w * candidates.prefillBlocks(i) + candidates.decodeBlocks(i);
       if (pw > 0) costs[i] += pw * candidates.newBlocks(i) * candidates.relativePressure(i);
+      costs[i] += candidates.placementCost(i); // LoRA placement; 0 without a request cost term
     }
     if (n == 1) return 0;
     return temperature == 0 ? cheapest(candidates, costs, n) : sample(costs, n);

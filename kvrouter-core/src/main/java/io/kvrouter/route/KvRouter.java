@@ -96,6 +96,10 @@ import org.jspecify.annotations.Nullable;
  * observeCachedTokens also hand it each prediction and report (under lock), and peers' are
  * applied to predictions under lock by SequenceSync.
  *
+ * A request's own CostTerm (route's 4-argument form; LoRA placement, LoraResidency.term) is read
+ * under lock once per allowed rank into one more column (placement), which the Candidates carry
+ * and the default selector adds to each cost; with CostTerm.NONE no column is made.
+ *
  * Scores are matched to slots by the Worker of each index answer (an index may know workers
  * that are not registered: they are ignored).
  *
@@ -626,7 +630,20 @@ public final class KvRouter implements AutoCloseable {
    * @throws IllegalArgumentException when {@code requestId} is already in flight
    */
   public RouteDecision route(String requestId, int[] tokens, RouteOptions options) {
+    return route(requestId, tokens, options, CostTerm.NONE);
+  }
+
+  /**
+   * {@link #route(String, int[], RouteOptions)} with the request's own cost term added to each
+   * candidate's cost (the LoRA placement of {@link LoraResidency#term}; docs/routing.md, "LoRA
+   * adapters"), read under the router's lock once per eligible rank.
+   *
+   * @throws IllegalArgumentException when {@code requestId} is already in flight, or when {@code
+   *     term} answers a negative, infinite or NaN cost
+   */
+  public RouteDecision route(String requestId, int[] tokens, RouteOptions options, CostTerm term) {
     Objects.requireNonNull(requestId, "requestId");
+    Objects.requireNonNull(term, "term");
     Objects.requireNonNull(tokens, "tokens");
     Objects.requireNonNull(options, "options");
     if (peerKey(requestId)) {
@@ -665,7 +682,7 @@ public final class KvRouter implements AutoCloseable {
                 + holder.worker
                 + "; free it before reusing the id");
       }
-      return decide(requestId, seq, local, tokens.length, options, now);
+      return decide(requestId, seq, local, tokens.length, options, term, now);
     } finally {
       lock.unlock();
     }
@@ -677,7 +694,13 @@ public final class KvRouter implements AutoCloseable {
    */
   @GuardedBy("lock")
   private RouteDecision decide(
-      String requestId, long[] seq, long[] local, int isl, RouteOptions options, long now) {
+      String requestId,
+      long[] seq,
+      long[] local,
+      int isl,
+      RouteOptions options,
+      CostTerm term,
+      long now) {
     final Slot[] all = table.slots();
     final int n = all.length;
     // the table's columns, indexed by rank (SlotTable: contiguous arrays, no object per rank)
@@ -703,6 +726,8 @@ public final class KvRouter implements AutoCloseable {
     // (busy ones included; docs/routing.md)
     final double[] relativePressure = new double[n];
     final TierOverlap @Nullable [] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
+    // the request's own cost term (LoRA placement), or null: none
+    final double @Nullable [] placement = term == CostTerm.NONE ? null : new double[n];
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
     final int blocks = seq.length;
@@ -737,6 +762,7 @@ public final class KvRouter implements AutoCloseable {
       // only a rank holding a request with the prompt's root block can hold any of its blocks
       decode[k] = active + (rootCol[i] ? all[i].seqs.newBlocksOfChain(seq) : blocks);
       relativePressure[k] = evicted;
+      if (placement != null) placement[k] = placementCost(term, workerCol[i].workerId());
     }
     if (m == 0) {
       if (busy == 0) return new RouteDecision.NoWorkers();
@@ -757,7 +783,8 @@ public final class KvRouter implements AutoCloseable {
             m,
             seq.length,
             relativePressure,
-            tierColumn);
+            tierColumn,
+            placement);
     final int chosen = selector.select(cands, costs);
     if (chosen < 0 || chosen >= m) {
       throw new IllegalStateException(
@@ -798,6 +825,16 @@ public final class KvRouter implements AutoCloseable {
   private static long chargedTokens(int isl, int overlap, @Nullable TierOverlap tiers, int bs) {
     if (tiers == null) return ActiveSequences.prefillTokens(isl, overlap, bs);
     return Math.max(0L, Math.round(isl - tiers.weightedBlocks() * bs));
+  }
+
+  /** {@code term}'s cost on {@code workerId}, checked: a bad term fails the decision loudly. */
+  private static double placementCost(CostTerm term, long workerId) {
+    final double c = term.cost(workerId);
+    if (!(c >= 0) || Double.isInfinite(c)) {
+      throw new IllegalArgumentException(
+          "cost term " + term + " gave " + c + " for worker " + workerId + "; expected >= 0");
+    }
+    return c;
   }
 
   /** The busy ranks' candidates, ascending (they sit at the end of the columns, descending). */
