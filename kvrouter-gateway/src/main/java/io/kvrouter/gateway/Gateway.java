@@ -125,6 +125,7 @@ public final class Gateway implements AutoCloseable {
   final Engines engines;
   final WebClient client;
   private final EngineHealth health;
+  final LoraPlacement lora;
   private final Drains drains = new Drains();
   private final byte[] apiKeyHash;
   private final String idPrefix =
@@ -154,6 +155,7 @@ public final class Gateway implements AutoCloseable {
             .followRedirects(false)
             .build();
     this.health = new EngineHealth(this, config);
+    this.lora = new LoraPlacement(config.loraPlacement(), client, config.engineApiKey());
     this.apiKeyHash = config.apiKey() == null ? null : sha256(config.apiKey());
   }
 

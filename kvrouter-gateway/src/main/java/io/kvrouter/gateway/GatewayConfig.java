@@ -38,6 +38,8 @@ import java.util.Objects;
  *     AdmissionConfig#DEFAULTS})
  * @param chat how the engines were told to render chats (vLLM's --chat-template flags), applied to
  *     the models the gateway tokenizes itself; and whether requests may bring their own template
+ * @param loraPlacement how requests for LoRA adapters are placed (default {@link
+ *     LoraPlacementConfig#OFF})
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -55,7 +57,8 @@ public record GatewayConfig(
     Duration warnInterval,
     PairRouter.Config disaggregation,
     AdmissionConfig admission,
-    Chat chat) {
+    Chat chat,
+    LoraPlacementConfig loraPlacement) {
 
   /**
    * The chat-template settings: {@code common} for every model, {@code perModel} for a model that
@@ -106,6 +109,7 @@ public record GatewayConfig(
         Collections.unmodifiableMap(new LinkedHashMap<>(Objects.requireNonNull(models, "models")));
     loras =
         Collections.unmodifiableMap(new LinkedHashMap<>(Objects.requireNonNull(loras, "loras")));
+    loraPlacement = loraPlacement == null ? LoraPlacementConfig.OFF : loraPlacement;
     apiKey = apiKey == null || apiKey.isEmpty() ? null : apiKey;
     engineApiKey = engineApiKey == null || engineApiKey.isEmpty() ? null : engineApiKey;
     if (maxAttempts < 1) throw new IllegalArgumentException("maxAttempts must be >= 1");
@@ -153,8 +157,14 @@ public record GatewayConfig(
     private PairRouter.Config disaggregation = PairRouter.Config.defaults();
     private AdmissionConfig admission = AdmissionConfig.DEFAULTS;
     private Chat chat = Chat.defaults();
+    private LoraPlacementConfig loraPlacement = LoraPlacementConfig.OFF;
 
     private Builder() {}
+
+    public Builder loraPlacement(LoraPlacementConfig v) {
+      loraPlacement = v;
+      return this;
+    }
 
     public Builder chat(Chat v) {
       chat = v;
@@ -254,7 +264,8 @@ public record GatewayConfig(
           warnInterval,
           disaggregation,
           admission,
-          chat);
+          chat,
+          loraPlacement);
     }
   }
 }

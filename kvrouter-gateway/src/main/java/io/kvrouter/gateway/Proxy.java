@@ -332,6 +332,7 @@ final class Proxy {
       lastEngine = Long.toUnsignedString(r.worker().workerId());
       lastUrl = url;
       if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
+      g.lora.beforeSend(c.target.lora(), url, r.worker().workerId());
       Retry retry = attempt(c, r, url, st, attempts, res);
       if (retry == null) return;
       last = retry;
@@ -356,7 +357,11 @@ final class Proxy {
     if (!disaggregated(c.ranks)) {
       return c.model
           .router()
-          .route(c.requestId, c.ids, Gateway.options(c.target, c.req.cacheSalt, a.ids));
+          .route(
+              c.requestId,
+              c.ids,
+              Gateway.options(c.target, c.req.cacheSalt, a.ids),
+              g.lora.term(c.target.lora()));
     }
     c.pair = pairRoute(c, a);
     if (c.pair instanceof PairDecision.Disaggregated) return null;
