@@ -70,7 +70,8 @@ import org.jspecify.annotations.Nullable;
  *
  * LoRA (--max-loras K > 0, LoraSlots, docs/mock-engine.md "LoRA adapters"): a job naming an
  * adapter uses it at admission; when it was not resident it is loaded first, --lora-load-ms on
- * the prefill lane before the prefill, evicting the least recently used. The prefix cache is not
+ * the prefill lane before the prefill (counted in the job's modelPrefill), evicting the least
+ * recently used. The prefix cache is not
  * partitioned by adapter here (vLLM's is: the adapter is part of each block's hash).
  *
  * Events: PrefixCache's listener runs inside admit/clear on this thread; Stored events get the
@@ -442,15 +443,17 @@ final class EngineScheduler implements AutoCloseable {
       j.hostTokens = hostBlocks * blockSize;
       j.cachedTokens = hitBlocks * blockSize;
       heldBlocks += j.prompt.length / blockSize;
+      // an adapter that is not resident is loaded first, on the prefill lane (LoraSlots): its
+      // load counts in the request's model prefill
+      final long loraLoad =
+          loras != null && j.adapter != null && loras.use(j.adapter) ? loraLoadNanos : 0;
       j.modelPrefill =
           real(
-              timing.prefillNanos(j.prompt.length - j.cachedTokens)
+              loraLoad
+                  + timing.prefillNanos(j.prompt.length - j.cachedTokens)
                   + (host == null ? 0 : hostBlocks * host.transferNanos()));
       j.prefillStart = Math.max(ready, prefillFreeAt);
-      // an adapter that is not resident is loaded first, on the prefill lane (LoraSlots)
-      final long loraLoad =
-          loras != null && j.adapter != null && loras.use(j.adapter) ? real(loraLoadNanos) : 0;
-      j.prefillEnd = j.prefillStart + loraLoad + j.modelPrefill;
+      j.prefillEnd = j.prefillStart + j.modelPrefill;
       prefillFreeAt = j.prefillEnd;
       metrics.prefixQueries.addAndGet(j.prompt.length);
       metrics.prefixHits.addAndGet(localHitTokens);
