@@ -151,13 +151,13 @@ public final class GatewayCommand implements Callable<Integer> {
       paramLabel = "BLOCKS",
       description =
           "Cost of loading an adapter, in blocks of prefill work (default: ${DEFAULT-VALUE}).")
-  double loraLoadCost = LoraCost.DEFAULT_LOAD_COST;
+  double loraLoadCost = LoraCost.defaults().loadCost();
 
   @Option(
       names = "--lora-eviction-cost",
       paramLabel = "BLOCKS",
       description = "Added cost when the load evicts another adapter (default: ${DEFAULT-VALUE}).")
-  double loraEvictionCost = LoraCost.DEFAULT_EVICTION_COST;
+  double loraEvictionCost = LoraCost.defaults().evictionCost();
 
   @Option(
       names = "--lora-load-first",

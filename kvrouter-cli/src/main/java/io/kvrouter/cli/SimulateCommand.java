@@ -343,7 +343,7 @@ public final class SimulateCommand implements Callable<Integer> {
       description =
           "LoRA-aware routing's cost of loading an adapter, in blocks of prefill work (default:"
               + " ${DEFAULT-VALUE}).")
-  double loraLoadCost = LoraCost.DEFAULT_LOAD_COST;
+  double loraLoadCost = LoraCost.defaults().loadCost();
 
   @Option(
       names = "--lora-eviction-cost",
@@ -351,7 +351,7 @@ public final class SimulateCommand implements Callable<Integer> {
       description =
           "LoRA-aware routing's added cost when the load evicts another adapter (default:"
               + " ${DEFAULT-VALUE}).")
-  double loraEvictionCost = LoraCost.DEFAULT_EVICTION_COST;
+  double loraEvictionCost = LoraCost.defaults().evictionCost();
 
   @Option(
       names = "--admission",
