@@ -13,13 +13,15 @@ package io.kvrouter.route;
  */
 public record LoraCost(double loadCost, double evictionCost) {
   /**
-   * Default {@link #loadCost}: 2,000 blocks. Under load the cost's decode term alone is thousands of
-   * blocks per engine, so a load must weigh as much to keep an adapter's requests together; the
+   * Default {@link #loadCost}: 2,000 blocks. Under load the cost's decode term alone is thousands
+   * of blocks per engine, so a load must weigh as much to keep an adapter's requests together; the
    * value comes from simulate --lora-adapters (docs/BENCHMARKS.md, "LoRA placement").
    */
   public static final double DEFAULT_LOAD_COST = 2000.0;
 
-  /** Default {@link #evictionCost}: 2,000 blocks more (the evicted adapter is loaded again later). */
+  /**
+   * Default {@link #evictionCost}: 2,000 blocks more (the evicted adapter is loaded again later).
+   */
   public static final double DEFAULT_EVICTION_COST = 2000.0;
 
   /**
