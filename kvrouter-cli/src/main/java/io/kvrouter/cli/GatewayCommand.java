@@ -5,8 +5,11 @@ import io.kvrouter.discovery.KubernetesDiscovery;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
+import io.kvrouter.gateway.LoraPlacementConfig;
 import io.kvrouter.gateway.SessionConfig;
+import io.kvrouter.route.LoraCost;
 import io.kvrouter.route.PairRouter;
+import io.kvrouter.route.Scorer;
 import io.kvrouter.route.Scorers;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.tokenize.TokenizerException;
@@ -16,9 +19,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.logging.Level;
@@ -127,6 +132,55 @@ public final class GatewayCommand implements Callable<Integer> {
           "A LoRA adapter served by BASE's engines; its requests route with hashes salted by the"
               + " adapter name. Repeatable.")
   List<String> loras = new ArrayList<>();
+
+  @Option(
+      names = "--lora-placement",
+      description =
+          "Place LoRA adapters' requests where the adapter is resident: learn each engine's"
+              + " resident adapters (its /v1/models at every health round, and the requests routed"
+              + " there) and add a load's cost to the routing cost of the engines without it"
+              + " (docs/gateway.md, \"LoRA adapters\"): the lora term of the cost, weight"
+              + " --scorer lora=W, default 1. Off: every engine of BASE counts as serving every"
+              + " adapter.")
+  boolean loraPlacement;
+
+  @Option(
+      names = "--max-loras",
+      paramLabel = "K",
+      defaultValue = "0",
+      description =
+          "The engines' --max-loras: a load on an engine holding K adapters also costs an"
+              + " eviction (default: ${DEFAULT-VALUE}, unknown: never priced as an eviction).")
+  int maxLoras;
+
+  @Option(
+      names = "--lora-load-cost",
+      paramLabel = "BLOCKS",
+      description =
+          "Cost of loading an adapter, in blocks of prefill work (default: ${DEFAULT-VALUE}).")
+  double loraLoadCost = LoraCost.defaults().loadCost();
+
+  @Option(
+      names = "--lora-eviction-cost",
+      paramLabel = "BLOCKS",
+      description = "Added cost when the load evicts another adapter (default: ${DEFAULT-VALUE}).")
+  double loraEvictionCost = LoraCost.defaults().evictionCost();
+
+  @Option(
+      names = "--lora-load-first",
+      description =
+          "With --lora-placement: load the adapter on the chosen engine (POST"
+              + " /v1/load_lora_adapter) before sending it a request for an adapter it does not"
+              + " have resident; vLLM needs VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.")
+  boolean loraLoadFirst;
+
+  @Option(
+      names = "--lora-path",
+      paramLabel = "ADAPTER=PATH",
+      description =
+          "The lora_path --lora-load-first sends for ADAPTER (default: the adapter's name)."
+              + " Repeatable.")
+  List<String> loraPaths = new ArrayList<>();
 
   @Option(
       names = "--engine",
@@ -264,7 +318,7 @@ public final class GatewayCommand implements Callable<Integer> {
   boolean verbose;
 
   /** The --config keys that may hold several values separated by whitespace. */
-  static final List<String> MULTI = List.of("model", "lora", "engine", "scorer");
+  static final List<String> MULTI = List.of("model", "lora", "engine", "scorer", "lora-path");
 
   /** The session scorer's weight in soft mode when no --scorer session=W gives one. */
   static final double DEFAULT_SESSION_WEIGHT = 32;
@@ -353,9 +407,27 @@ public final class GatewayCommand implements Callable<Integer> {
     }
   }
 
+  /**
+   * The {@code lora} term's place in the cost before the gateway binds it to its adapter residency
+   * (LoraPlacement.selector keeps the weight, replaces the scorer).
+   */
+  private static final Scorer UNBOUND_LORA = (c, i) -> 0.0;
+
+  /** The lora term's weight with --lora-placement when no --scorer lora=W gives one. */
+  static final double DEFAULT_LORA_WEIGHT = 1;
+
   /** The cost's terms; in soft session mode with the session term (32 unless --scorer says). */
   Scorers scorers(SessionConfig sessions) {
-    Scorers s = routing.scorers();
+    for (String x : routing.scorers) {
+      int eq = x.indexOf('=');
+      if (!loraPlacement && eq > 0 && x.substring(0, eq).trim().equals(Scorers.LORA)) {
+        throw new IllegalArgumentException("--scorer " + x + " needs --lora-placement");
+      }
+    }
+    Scorers s = routing.scorers(loraPlacement ? Map.of(Scorers.LORA, UNBOUND_LORA) : Map.of());
+    if (loraPlacement && !s.names().contains(Scorers.LORA)) {
+      s = s.toBuilder().add(Scorers.LORA, DEFAULT_LORA_WEIGHT, UNBOUND_LORA).build();
+    }
     if (sessions.mode() == SessionConfig.Mode.SOFT && s.weight(Scorers.SESSION) == 0) {
       s = s.toBuilder().add(Scorers.SESSION, DEFAULT_SESSION_WEIGHT).build();
     }
@@ -402,6 +474,21 @@ public final class GatewayCommand implements Callable<Integer> {
       }
       b.lora(l.substring(0, eq), l.substring(eq + 1));
     }
+    Map<String, String> paths = new LinkedHashMap<>();
+    for (String l : loraPaths) {
+      int eq = l.indexOf('=');
+      if (eq < 1 || eq == l.length() - 1) {
+        throw new IllegalArgumentException("--lora-path '" + l + "': expected ADAPTER=PATH");
+      }
+      paths.put(l.substring(0, eq), l.substring(eq + 1));
+    }
+    b.loraPlacement(
+        new LoraPlacementConfig(
+            loraPlacement,
+            maxLoras,
+            new LoraCost(loraLoadCost, loraEvictionCost),
+            loraLoadFirst,
+            paths));
     if (blockSize < 1) throw new IllegalArgumentException("--block-size must be >= 1");
     Set<String> names = new LinkedHashSet<>();
     for (String m : models) names.add(m.indexOf('=') < 0 ? m : m.substring(0, m.indexOf('=')));

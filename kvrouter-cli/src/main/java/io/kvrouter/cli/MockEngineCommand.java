@@ -265,6 +265,33 @@ public final class MockEngineCommand implements Callable<Integer> {
   int hostBlocks;
 
   @Option(
+      names = "--enable-lora",
+      description =
+          "Serve LoRA adapters as vLLM's --enable-lora does: a request naming another model than"
+              + " the served one names an adapter, loaded on demand when it is not resident;"
+              + " POST /v1/load_lora_adapter and /v1/unload_lora_adapter load and unload;"
+              + " /v1/models lists the resident ones (docs/mock-engine.md, \"LoRA adapters\").")
+  boolean enableLora;
+
+  @Option(
+      names = "--max-loras",
+      paramLabel = "K",
+      defaultValue = "1",
+      description =
+          "With --enable-lora, adapters resident at once; loading another evicts the least"
+              + " recently used (default: ${DEFAULT-VALUE}, as vLLM's).")
+  int maxLoras;
+
+  @Option(
+      names = "--lora-load-ms",
+      paramLabel = "MS",
+      defaultValue = "50",
+      description =
+          "Model time to load an adapter that is not resident, before the prefill of the request"
+              + " that needs it (default: ${DEFAULT-VALUE}).")
+  double loraLoadMs;
+
+  @Option(
       names = "--host-ms-per-block",
       paramLabel = "MS",
       defaultValue = "0.6",
@@ -335,10 +362,18 @@ public final class MockEngineCommand implements Callable<Integer> {
         .kvTransferMsPerBlock(kvTransferMsPerBlock)
         .hostBlocks(hostBlocks)
         .hostMsPerBlock(hostMsPerBlock)
+        .maxLoras(enableLora ? requirePositive(maxLoras) : 0)
+        .loraLoadMs(loraLoadMs)
         .kvGroups(kvGroups == null ? null : KvCacheGroups.parse(kvGroups))
         .chatTemplate(chatTemplate.common(Set.of()))
         .trustRequestChatTemplate(trustRequestChatTemplate)
         .build();
+  }
+
+  private static int requirePositive(int maxLoras) {
+    if (maxLoras < 1)
+      throw new IllegalArgumentException("--max-loras must be >= 1, got " + maxLoras);
+    return maxLoras;
   }
 
   @Override

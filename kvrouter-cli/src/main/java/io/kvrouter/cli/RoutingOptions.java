@@ -2,6 +2,7 @@ package io.kvrouter.cli;
 
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.route.Scorer;
 import io.kvrouter.route.Scorers;
 import io.kvrouter.route.TierWeights;
 import io.kvrouter.route.WorkerSelector;
@@ -9,6 +10,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.function.Supplier;
 import picocli.CommandLine.Mixin;
@@ -28,7 +30,7 @@ final class RoutingOptions {
       paramLabel = "NAME=WEIGHT",
       description =
           "Routing: the weight of one named term of the cost (docs/routing.md, Scorers): prefill,"
-              + " decode, pressure, queue, session. The cost starts as prefill=--overlap-weight,"
+              + " decode, pressure, queue, session (and the gateway's lora with --lora-placement). The cost starts as prefill=--overlap-weight,"
               + " decode=1, pressure=--pressure-weight; each --scorer sets one term's weight (0"
               + " drops it) or adds a term. Repeatable; in a --config file: scorer=prefill=2"
               + " queue=0.5.")
@@ -131,6 +133,14 @@ final class RoutingOptions {
    * @throws IllegalArgumentException naming the bad {@code --scorer} and why
    */
   Scorers scorers() {
+    return scorers(Map.of());
+  }
+
+  /**
+   * {@link #scorers()}, where a {@code --scorer NAME=W} of a name in {@code own} sets that term
+   * (the command's own, e.g. the gateway's {@code lora}) at W.
+   */
+  Scorers scorers(Map<String, Scorer> own) {
     KvRouter.requireWeight("--overlap-weight", cost.overlapWeight);
     KvRouter.requireWeight("--pressure-weight", cost.pressureWeight);
     Scorers.Builder b = Scorers.defaults(cost.overlapWeight, cost.pressureWeight).toBuilder();
@@ -154,7 +164,12 @@ final class RoutingOptions {
             "--scorer " + name + "=" + w + ": the weight is not a number");
       }
       try {
-        b.add(name, weight);
+        Scorer o = own.get(name);
+        if (o != null) {
+          b.add(name, weight, o);
+        } else {
+          b.add(name, weight);
+        }
       } catch (IllegalArgumentException e) {
         throw new IllegalArgumentException("--scorer " + s + ": " + e.getMessage(), e);
       }

@@ -2,10 +2,12 @@ package io.kvrouter.cli;
 
 import io.kvrouter.index.KvCacheGroups;
 import io.kvrouter.mockengine.TimingModel;
+import io.kvrouter.route.LoraCost;
 import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.sim.AdmissionComparison;
 import io.kvrouter.sim.AdmissionSimulation;
 import io.kvrouter.sim.LoadFactor;
+import io.kvrouter.sim.LoraSimulation;
 import io.kvrouter.sim.PdSimulation;
 import io.kvrouter.sim.Policy;
 import io.kvrouter.sim.Progress;
@@ -17,6 +19,7 @@ import io.kvrouter.sim.TenantRule;
 import io.kvrouter.sim.report.AdmissionReport;
 import io.kvrouter.sim.report.HtmlReport;
 import io.kvrouter.sim.report.JsonReport;
+import io.kvrouter.sim.report.LoraReport;
 import io.kvrouter.sim.report.PdReport;
 import io.kvrouter.sim.report.TextReport;
 import io.kvrouter.sim.trace.TraceFormatException;
@@ -305,6 +308,52 @@ public final class SimulateCommand implements Callable<Integer> {
   Double loadFactor;
 
   @Option(
+      names = "--lora-adapters",
+      paramLabel = "N",
+      description =
+          "Compare LoRA-aware with adapter-blind routing instead of policies: each conversation"
+              + " of the trace uses one of N adapters (Zipf popularity, --lora-zipf, seeded by"
+              + " --seed), each engine holds at most --max-loras adapters and loads a missing one"
+              + " in --lora-load-ms (evicting the least recently used); a table or --json"
+              + " (docs/SIMULATION.md, \"LoRA adapters\").")
+  Integer loraAdapters;
+
+  @Option(
+      names = "--lora-zipf",
+      paramLabel = "S",
+      description = "Zipf exponent of the adapters' popularity (default: ${DEFAULT-VALUE}).")
+  double loraZipf = 1.0;
+
+  @Option(
+      names = "--max-loras",
+      paramLabel = "K",
+      description =
+          "Adapters an engine holds at once, vLLM's --max-loras (default: ${DEFAULT-VALUE}).")
+  int maxLoras = 8;
+
+  @Option(
+      names = "--lora-load-ms",
+      paramLabel = "MS",
+      description = "Simulated time to load an adapter (default: ${DEFAULT-VALUE}).")
+  double loraLoadMs = 100;
+
+  @Option(
+      names = "--lora-load-cost",
+      paramLabel = "BLOCKS",
+      description =
+          "LoRA-aware routing's cost of loading an adapter, in blocks of prefill work (default:"
+              + " ${DEFAULT-VALUE}).")
+  double loraLoadCost = LoraCost.defaults().loadCost();
+
+  @Option(
+      names = "--lora-eviction-cost",
+      paramLabel = "BLOCKS",
+      description =
+          "LoRA-aware routing's added cost when the load evicts another adapter (default:"
+              + " ${DEFAULT-VALUE}).")
+  double loraEvictionCost = LoraCost.defaults().evictionCost();
+
+  @Option(
       names = "--admission",
       split = ",",
       paramLabel = "MODES",
@@ -414,6 +463,7 @@ public final class SimulateCommand implements Callable<Integer> {
     PrintWriter err = spec.commandLine().getErr();
     if (prefillWorkers != null || decodeWorkers != null) return disaggregation(out, err);
     if (admission != null) return admission(out, err);
+    if (loraAdapters != null) return lora(out, err);
     List<Policy> chosen;
     SimConfig cfg;
     try {
@@ -660,6 +710,68 @@ public final class SimulateCommand implements Callable<Integer> {
       err.println("kvrouter simulate: a request was neither answered nor refused.");
       return 1;
     }
+    return 0;
+  }
+
+  /** {@code --lora-adapters N}: lora-aware and adapter-blind routing, one table. */
+  private int lora(PrintWriter out, PrintWriter err) {
+    SimConfig cfg;
+    LoraSimulation.Mix mix;
+    try {
+      if (policies != null) {
+        throw new IllegalArgumentException("--lora-adapters routes with kv: give no --policies");
+      }
+      if (kvGroups != null || hostBlocks > 0 || events != null) {
+        throw new IllegalArgumentException(
+            "--lora-adapters with --kv-groups, --host-blocks or --events: not simulated");
+      }
+      if (requests != null && requests < 1) {
+        throw new IllegalArgumentException("--requests must be >= 1, got " + requests);
+      }
+      if (threads != null && threads < 1) {
+        throw new IllegalArgumentException("--threads must be >= 1, got " + threads);
+      }
+      mix =
+          new LoraSimulation.Mix(
+              loraAdapters,
+              loraZipf,
+              maxLoras,
+              loraLoadMs,
+              new LoraCost(loraLoadCost, loraEvictionCost));
+      cfg =
+          SimConfig.builder()
+              .workers(workers)
+              .dpSize(dpSize)
+              .gpuBlocks(gpuBlocks)
+              .blockSize(blockSize)
+              .speedup(speedup)
+              .timing(new TimingModel(prefillBaseMs, prefillMsPer1k, decodeMsPerToken, maxBatch))
+              .routing(cost.applyTo(RoutingSettings.DEFAULTS.withSeed(seed)))
+              .seed(seed)
+              .removedEvents(RemovedEvents.parse(removedEvents))
+              .build();
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    TraceSource.Loaded loaded = loadTrace(err);
+    if (loaded == null) return 2;
+    try {
+      if (loadFactor != null) cfg = cfg.withSpeedup(speedupFor(loaded, cfg));
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter simulate: " + e.getMessage());
+      return 2;
+    }
+    LoraSimulation.Comparison c =
+        LoraSimulation.compare(
+            loaded.name(),
+            loaded.requests(),
+            cfg,
+            mix,
+            threads != null ? threads : Runtime.getRuntime().availableProcessors());
+    if (json) out.println(LoraReport.json(c));
+    else LoraReport.print(c, out);
+    out.flush();
     return 0;
   }
 

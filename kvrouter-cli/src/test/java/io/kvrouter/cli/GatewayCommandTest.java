@@ -136,6 +136,23 @@ class GatewayCommandTest {
   }
 
   @Test
+  void theLoraTermIsInTheCostWithPlacementOnly() {
+    GatewayCommand off = new GatewayCommand();
+    new CommandLine(off).parseArgs("--model", "m");
+    assertThat(off.scorers(off.sessionConfig()).names()).doesNotContain("lora");
+    GatewayCommand on = new GatewayCommand();
+    new CommandLine(on).parseArgs("--model", "m", "--lora-placement");
+    assertThat(on.scorers(on.sessionConfig()).weight("lora")).isEqualTo(1.0);
+    GatewayCommand weighted = new GatewayCommand();
+    new CommandLine(weighted).parseArgs("--model", "m", "--lora-placement", "--scorer", "lora=3");
+    assertThat(weighted.scorers(weighted.sessionConfig()).weight("lora")).isEqualTo(3.0);
+    GatewayCommand stray = new GatewayCommand();
+    new CommandLine(stray).parseArgs("--model", "m", "--scorer", "lora=3");
+    assertThatThrownBy(() -> stray.scorers(stray.sessionConfig()))
+        .hasMessage("--scorer lora=3 needs --lora-placement");
+  }
+
+  @Test
   void theDisaggregationFlagsMakeTheRule() {
     GatewayCommand c = new GatewayCommand();
     new CommandLine(c)

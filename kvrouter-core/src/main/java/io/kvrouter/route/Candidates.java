@@ -25,6 +25,10 @@ import org.jspecify.annotations.Nullable;
  * default selector reads the columns and builds none: no object per worker on the route path).
  * newBlocks is derived from promptBlocks and the candidate's overlap, not stored.
  *
+ * requests: the queue scorer's column. When no weighted term of the router's cost may read it
+ * after the choice (Scorers.readsRequests is false), it is the router's scratch array, rewritten
+ * by its next decision: the contributions PricedCandidates recomputes later never ask for it.
+ *
  * Threading: the router builds it and calls the selector under its lock; the decision's
  * candidate list keeps reading it afterwards from whatever thread holds the decision. The
  * columns never change after construction; the record cache is racy on purpose, as in

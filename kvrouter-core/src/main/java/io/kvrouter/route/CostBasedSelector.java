@@ -1,7 +1,6 @@
 package io.kvrouter.route;
 
 import java.util.SplittableRandom;
-import org.jspecify.annotations.Nullable;
 
 /**
  * The default {@link WorkerSelector}: the cost is a {@link Scorers} composition, by default {@code
@@ -12,9 +11,8 @@ import org.jspecify.annotations.Nullable;
  * <pre>
  * Implementation notes
  *
- * The router calls select(candidates, costs, terms) (package-private) so that each term's
- * contribution lands in the decision (terms: candidate-major, one row of scorers.size()); the
- * public select(candidates, costs) is the same without them.
+ * The router reads each term's contribution afterwards from the decision (PricedCandidates asks
+ * Scorers.contribution again, from the candidates' columns): choosing writes the costs alone.
  *
  * State: the parameters and one SplittableRandom (seeded), advanced by tie-breaks with more than
  * one tied candidate and by every sampled decision. Not thread-safe: KvRouter calls it under
@@ -31,6 +29,7 @@ import org.jspecify.annotations.Nullable;
 final class CostBasedSelector implements WorkerSelector {
   private final Scorers scorers;
   private final double temperature;
+  private final long seed;
   private final SplittableRandom random;
   private double[] scratch = new double[16]; // softmax weights, reused
 
@@ -46,6 +45,7 @@ final class CostBasedSelector implements WorkerSelector {
   CostBasedSelector(Scorers scorers, double temperature, long seed) {
     this.scorers = scorers;
     this.temperature = requireWeight("temperature", temperature);
+    this.seed = seed;
     this.random = new SplittableRandom(seed);
   }
 
@@ -66,18 +66,17 @@ final class CostBasedSelector implements WorkerSelector {
     return scorers;
   }
 
-  @Override
-  public int select(Candidates candidates, double[] costs) {
-    return select(candidates, costs, null);
+  /**
+   * This selector's parameters with {@code scorers} as the cost, its random draws from the seed.
+   */
+  CostBasedSelector withScorers(Scorers scorers) {
+    return new CostBasedSelector(scorers, temperature, seed);
   }
 
-  /**
-   * {@link #select(Candidates, double[])}, also writing term {@code j}'s contribution to candidate
-   * {@code i}'s cost to {@code terms[i * scorers().size() + j]} when {@code terms} is not null.
-   */
-  int select(Candidates candidates, double[] costs, double @Nullable [] terms) {
+  @Override
+  public int select(Candidates candidates, double[] costs) {
     final int n = candidates.size();
-    scorers.price(candidates, costs, terms);
+    scorers.price(candidates, costs);
     if (n == 1) return 0;
     return temperature == 0 ? cheapest(candidates, costs, n) : sample(costs, n);
   }

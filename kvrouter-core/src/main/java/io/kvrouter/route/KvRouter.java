@@ -140,6 +140,10 @@ public final class KvRouter implements AutoCloseable {
   @GuardedBy("lock")
   private int[] rankScratch = new int[0]; // under lock: decide()'s table positions by column index
 
+  // decide()'s requests column when no term reads it after the decision
+  @GuardedBy("lock")
+  private int[] requestScratch = new int[0];
+
   @GuardedBy("lock")
   private @Nullable SequenceSync sync; // under lock; null: no sequence sync
 
@@ -699,7 +703,15 @@ public final class KvRouter implements AutoCloseable {
     final int[] cached = new int[n];
     final double[] prefillBlocks = new double[n];
     final int[] decode = new int[n];
-    final int[] requests = new int[n]; // in flight before this one: the queue scorer's figure
+    // in flight before this one: the queue scorer's figure; the reused scratch unless a term may
+    // read it after this decision (Candidates' notes)
+    final CostBasedSelector scored = selector instanceof CostBasedSelector c ? c : null;
+    int[] requests = requestScratch;
+    if (scored == null || scored.scorers().readsRequests()) {
+      requests = new int[n];
+    } else if (requests.length < n) {
+      requestScratch = requests = new int[n];
+    }
     // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
     // (busy ones included; docs/routing.md)
     final double[] relativePressure = new double[n];
@@ -760,11 +772,8 @@ public final class KvRouter implements AutoCloseable {
             tierColumn,
             requests,
             options);
-    // a composition of scorers reports each term's contribution (part of the decision)
-    final CostBasedSelector scored = selector instanceof CostBasedSelector c ? c : null;
-    final double[] terms = scored == null ? null : new double[m * scored.scorers().size()];
-    final int chosen =
-        scored == null ? selector.select(cands, costs) : scored.select(cands, costs, terms);
+    // a cost of named terms reports each term's contribution, computed when asked for
+    final int chosen = selector.select(cands, costs);
     if (chosen < 0 || chosen >= m) {
       throw new IllegalStateException(
           "selector " + selector + " returned " + chosen + " for " + m + " candidates");
@@ -791,7 +800,7 @@ public final class KvRouter implements AutoCloseable {
         target.worker,
         targetOverlap,
         targetOverlap * blockSize,
-        new PricedCandidates(cands, costs, scored == null ? null : scored.scorers(), terms),
+        new PricedCandidates(cands, costs, scored == null ? null : scored.scorers()),
         busyWorkers,
         targetTiers);
   }

@@ -21,9 +21,10 @@ import org.jspecify.annotations.Nullable;
  * reads, each built once and kept (get(i) returns the same object each time). Routed keeps this
  * list as it is instead of copying it (List.copyOf would build every element).
  *
- * With a cost of named terms (Scorers), terms holds each term's contribution, candidate-major,
- * one row of scorers.size() per candidate, written by the selector beside costs; null when the
- * selector was another (then no term is reported).
+ * With a cost of named terms (Scorers), contribution(i, j) asks the composition again for term
+ * j of candidate i, from the Candidates' columns (which nothing changes): nothing is stored per
+ * term, so route() allocates no row of terms; a caller that reads them (POST /route's scores, a
+ * trace) pays for them. scorers is null when the selector was another (then no term is reported).
  *
  * Threading: the columns and costs are written before the decision is returned and never
  * after. The element cache is racy on purpose: threads that read one decision at once may each
@@ -35,19 +36,16 @@ final class PricedCandidates extends AbstractList<CandidateCost> implements Rand
   private final Candidates candidates;
   private final double[] costs;
   private final @Nullable Scorers scorers; // null: the terms are not known
-  private final double @Nullable [] terms; // [i * scorers.size() + j], or null
   private CandidateCost @Nullable [] built;
 
   PricedCandidates(Candidates candidates, double[] costs) {
-    this(candidates, costs, null, null);
+    this(candidates, costs, null);
   }
 
-  PricedCandidates(
-      Candidates candidates, double[] costs, @Nullable Scorers scorers, double @Nullable [] terms) {
+  PricedCandidates(Candidates candidates, double[] costs, @Nullable Scorers scorers) {
     this.candidates = candidates;
     this.costs = costs;
-    this.scorers = terms == null ? null : scorers;
-    this.terms = scorers == null ? null : terms;
+    this.scorers = scorers;
   }
 
   /** The cost's terms' names; empty when the selector reported none. */
@@ -59,10 +57,9 @@ final class PricedCandidates extends AbstractList<CandidateCost> implements Rand
   double contribution(int i, int j) {
     Objects.checkIndex(i, candidates.size());
     final Scorers s = scorers;
-    final double[] t = terms;
-    if (s == null || t == null) return Double.NaN;
+    if (s == null) return Double.NaN;
     Objects.checkIndex(j, s.size());
-    return t[i * s.size() + j];
+    return s.contribution(candidates, i, j);
   }
 
   @Override

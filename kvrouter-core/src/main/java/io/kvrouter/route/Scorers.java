@@ -45,6 +45,12 @@ public final class Scorers {
    */
   public static final String SESSION = "session";
 
+  /**
+   * The LoRA placement term's name: a {@link LoraResidency#scorer()} added under it with {@link
+   * Builder#add(String, double, Scorer)} (not built in: it needs the engines' resident adapters).
+   */
+  public static final String LORA = "lora";
+
   private static final Pattern NAME = Pattern.compile("[a-z][a-z0-9_-]{0,31}");
 
   private static final Scorer PREFILL_SCORER = Candidates::prefillBlocks;
@@ -67,11 +73,24 @@ public final class Scorers {
   private final String[] names;
   private final Scorer[] scorers;
   private final double[] weights;
+  private final boolean readsRequests;
 
   private Scorers(String[] names, Scorer[] scorers, double[] weights) {
     this.names = names;
     this.scorers = scorers;
     this.weights = weights;
+    boolean reads = false;
+    for (int j = 0; j < names.length; j++) {
+      final Scorer s = scorers[j];
+      if (weights[j] == 0) continue;
+      reads |=
+          s != PREFILL_SCORER
+              && s != DECODE_SCORER
+              && s != PRESSURE_SCORER
+              && s != SESSION_SCORER
+              && !(s instanceof LoraResidency.PlacementScorer);
+    }
+    this.readsRequests = reads;
   }
 
   /**
@@ -141,11 +160,8 @@ public final class Scorers {
     return 0;
   }
 
-  /**
-   * Writes each candidate's cost to {@code costs[i]} and, when {@code terms} is not null, term
-   * {@code j}'s contribution to {@code terms[i * size() + j]}. No allocation.
-   */
-  void price(Candidates c, double[] costs, double @Nullable [] terms) {
+  /** Writes each candidate's cost to {@code costs[i]}. No allocation. */
+  void price(Candidates c, double[] costs) {
     final int n = c.size();
     final int k = names.length;
     final Scorer[] s = scorers;
@@ -156,11 +172,29 @@ public final class Scorers {
         final double wj = w[j];
         if (wj == 0) continue;
         final double v = s[j].weighted(wj, c, i);
-        if (terms != null) terms[i * k + j] = v;
         cost = j == 0 ? v : cost + v;
       }
       costs[i] = cost;
     }
+  }
+
+  /**
+   * Term {@code j}'s contribution to candidate {@code i}'s cost, as {@link #price} adds it (0 at
+   * weight 0): computed again from the candidates' columns, so the same figure for the built-in
+   * terms; a term with state of its own (the {@code lora} term) answers from its state now.
+   */
+  double contribution(Candidates c, int i, int j) {
+    final double wj = weights[j];
+    return wj == 0 ? 0.0 : scorers[j].weighted(wj, c, i);
+  }
+
+  /**
+   * Whether a weighted term may read {@link Candidates#requests(int)}: the {@code queue} term, or a
+   * scorer that is not built in (its contribution is computed again after the decision, from the
+   * candidates: then the router keeps their requests column).
+   */
+  boolean readsRequests() {
+    return readsRequests;
   }
 
   /** {@code name=weight} pairs, comma-separated. */

@@ -64,4 +64,25 @@ public interface WorkerSelector {
   static WorkerSelector scored(Scorers scorers, double temperature, long seed) {
     return new CostBasedSelector(Objects.requireNonNull(scorers, "scorers"), temperature, seed);
   }
+
+  /**
+   * {@code selector} with term {@code name} of its cost bound to {@code scorer}: at the weight the
+   * composition gives {@code name} when it has that term (a {@code --scorer name=W}), else added at
+   * {@code weight}. How a term that needs state of its own, such as the LoRA placement term ({@link
+   * LoraResidency#scorer()}), joins a cost of named terms. The result's random draws start again
+   * from the selector's seed.
+   *
+   * @throws IllegalArgumentException when {@code selector} is not a cost of named terms ({@link
+   *     #scored}, {@link #costBased}), or on a bad name or weight
+   */
+  static WorkerSelector withTerm(
+      WorkerSelector selector, String name, double weight, Scorer scorer) {
+    if (!(selector instanceof CostBasedSelector c)) {
+      throw new IllegalArgumentException(
+          "the term '" + name + "' needs a cost of named terms; the selector is " + selector);
+    }
+    Scorers s = c.scorers();
+    boolean given = s.names().contains(name);
+    return c.withScorers(s.toBuilder().add(name, given ? s.weight(name) : weight, scorer).build());
+  }
 }

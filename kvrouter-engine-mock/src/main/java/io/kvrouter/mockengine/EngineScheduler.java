@@ -68,6 +68,12 @@ import org.jspecify.annotations.Nullable;
  * kv_cache_spec_kind and (sliding windows) kv_cache_spec_sliding_window, token ids from
  * `admitting` over the store's whole block range, as vLLM publishes them.
  *
+ * LoRA (--max-loras K > 0, LoraSlots, docs/mock-engine.md "LoRA adapters"): a job naming an
+ * adapter uses it at admission; when it was not resident it is loaded first, --lora-load-ms on
+ * the prefill lane before the prefill (counted in the job's modelPrefill), evicting the least
+ * recently used. The prefix cache is not
+ * partitioned by adapter here (vLLM's is: the adapter is part of each block's hash).
+ *
  * Events: PrefixCache's listener runs inside admit/clear on this thread; Stored events get the
  * prompt tokens of their blocks from `admitting` (the job being admitted). Block hashes on the
  * wire are the engine's own: a bijective 64-bit mix of the §2 sequence hash with a per-start
@@ -105,6 +111,8 @@ final class EngineScheduler implements AutoCloseable {
 
     final Listener listener;
     final long arrival = System.nanoTime();
+    // the LoRA adapter the request names, or null; set before submit (its hand-off publishes it)
+    @Nullable String adapter;
     // engine thread only
     private boolean done;
     private boolean admitted;
@@ -159,6 +167,8 @@ final class EngineScheduler implements AutoCloseable {
   private final EngineMetrics metrics;
   private final long salt;
   private final double transferNanosPerBlock;
+  private final @Nullable LoraSlots loras; // null: LoRA off (--max-loras 0)
+  private final long loraLoadNanos; // model time of an adapter load
   private final PrefixCache cache;
   private final @Nullable HybridKvCache hybrid; // null unless --kv-groups names a hybrid model
   private final @Nullable HostTier host; // null without --host-blocks
@@ -190,6 +200,8 @@ final class EngineScheduler implements AutoCloseable {
     this.metrics = metrics;
     this.salt = mix(c.seed() ^ System.nanoTime() ^ 0x6d6f636b656e67L);
     this.transferNanosPerBlock = c.kvTransferMsPerBlock() * 1e6;
+    this.loras = c.maxLoras() > 0 ? new LoraSlots(c.maxLoras()) : null;
+    this.loraLoadNanos = Math.round(c.loraLoadMs() * 1e6);
     Worker self = new Worker(0, 0);
     this.host =
         c.hostBlocks() > 0
@@ -242,6 +254,16 @@ final class EngineScheduler implements AutoCloseable {
     z = (z ^ (z >>> 30)) * 0xbf58476d1ce4e5b9L;
     z = (z ^ (z >>> 27)) * 0x94d049bb133111ebL;
     return z ^ (z >>> 31);
+  }
+
+  /** The resident LoRA adapters, or null when LoRA is off. */
+  @Nullable LoraSlots loras() {
+    return loras;
+  }
+
+  /** The model time of one adapter load, in real nanoseconds (scaled by the speedup). */
+  long loraLoadRealNanos() {
+    return real(loraLoadNanos);
   }
 
   /** Queues {@code j}; its listener hears the rest. */
@@ -421,9 +443,14 @@ final class EngineScheduler implements AutoCloseable {
       j.hostTokens = hostBlocks * blockSize;
       j.cachedTokens = hitBlocks * blockSize;
       heldBlocks += j.prompt.length / blockSize;
+      // an adapter that is not resident is loaded first, on the prefill lane (LoraSlots): its
+      // load counts in the request's model prefill
+      final long loraLoad =
+          loras != null && j.adapter != null && loras.use(j.adapter) ? loraLoadNanos : 0;
       j.modelPrefill =
           real(
-              timing.prefillNanos(j.prompt.length - j.cachedTokens)
+              loraLoad
+                  + timing.prefillNanos(j.prompt.length - j.cachedTokens)
                   + (host == null ? 0 : hostBlocks * host.transferNanos()));
       j.prefillStart = Math.max(ready, prefillFreeAt);
       j.prefillEnd = j.prefillStart + j.modelPrefill;

@@ -137,6 +137,11 @@ public final class MockEngineServer implements AutoCloseable {
    *     --default-chat-template-kwargs (null: the model's own template, vLLM's defaults)
    * @param trustRequestChatTemplate vLLM's --trust-request-chat-template: a request's {@code
    *     chat_template} is used; without it such a request is refused with vLLM's 400
+   * @param maxLoras LoRA adapters resident at once (vLLM's {@code --enable-lora --max-loras}); 0:
+   *     LoRA off. Adapters are loaded on demand (any model name other than the served one) or by
+   *     {@code POST /v1/load_lora_adapter}, the least recently used evicted (docs/mock-engine.md,
+   *     "LoRA adapters")
+   * @param loraLoadMs model time to load an adapter that is not resident
    */
   public record Config(
       String host,
@@ -168,9 +173,15 @@ public final class MockEngineServer implements AutoCloseable {
       double hostMsPerBlock,
       KvCacheGroups kvGroups,
       ChatTemplateConfig chatTemplate,
-      boolean trustRequestChatTemplate) {
+      boolean trustRequestChatTemplate,
+      int maxLoras,
+      double loraLoadMs) {
 
     public Config {
+      check(maxLoras >= 0, "--max-loras must be >= 0 (0: LoRA off), got " + maxLoras);
+      check(
+          loraLoadMs >= 0 && Double.isFinite(loraLoadMs),
+          "--lora-load-ms must be >= 0, got " + loraLoadMs);
       chatTemplate = chatTemplate == null ? ChatTemplateConfig.defaults() : chatTemplate;
       check(
           chatTemplate.isDefault() || modelDir != null,
@@ -268,6 +279,8 @@ public final class MockEngineServer implements AutoCloseable {
       b.kvGroups = kvGroups;
       b.chatTemplate = chatTemplate;
       b.trustRequestChatTemplate = trustRequestChatTemplate;
+      b.maxLoras = maxLoras;
+      b.loraLoadMs = loraLoadMs;
       return b;
     }
   }
@@ -304,8 +317,22 @@ public final class MockEngineServer implements AutoCloseable {
     private int hostBlocks;
     private double hostMsPerBlock = 0.6;
     private KvCacheGroups kvGroups;
+    private int maxLoras;
+    private double loraLoadMs = 50;
 
     private Builder() {}
+
+    /** vLLM's {@code --enable-lora --max-loras v}; 0: LoRA off. */
+    public Builder maxLoras(int v) {
+      maxLoras = v;
+      return this;
+    }
+
+    /** Model time to load a LoRA adapter that is not resident. */
+    public Builder loraLoadMs(double v) {
+      loraLoadMs = v;
+      return this;
+    }
 
     public Builder hostBlocks(int v) {
       hostBlocks = v;
@@ -492,7 +519,9 @@ public final class MockEngineServer implements AutoCloseable {
           hostMsPerBlock,
           kvGroups,
           chatTemplate,
-          trustRequestChatTemplate);
+          trustRequestChatTemplate,
+          maxLoras,
+          loraLoadMs);
     }
   }
 

@@ -19,6 +19,7 @@ import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -28,6 +29,7 @@ import java.util.UUID;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The mock engine's HTTP API with vLLM's request handling and vLLM's JSON and SSE shapes: {@code
@@ -133,6 +135,8 @@ final class OpenAiApi {
     r.post("/tokenize", wrap(this::tokenize));
     r.post("/detokenize", wrap(this::detokenize));
     r.get("/v1/models", wrap(this::models));
+    r.post("/v1/load_lora_adapter", wrap(this::loadLora));
+    r.post("/v1/unload_lora_adapter", wrap(this::unloadLora));
     r.get("/health", (req, res) -> res.status(Status.OK_200).send());
     r.get("/version", wrap((req, res) -> sendJson(res, 200, Map.of("version", "kvrouter-mock"))));
     r.get(
@@ -216,11 +220,15 @@ final class OpenAiApi {
     return out;
   }
 
-  private void checkModel(Map<String, Object> b) {
+  /**
+   * The LoRA adapter a request names, or null for the served model; with LoRA off any other name is
+   * vLLM's 404. With LoRA on (--max-loras) any other name is an adapter, loaded on demand.
+   */
+  private @Nullable String checkModel(Map<String, Object> b) {
     Object m = b.get("model");
-    if (m != null && !model.equals(m)) {
-      throw new ApiError(404, "NotFoundError", "The model `" + m + "` does not exist.", "model");
-    }
+    if (m == null || model.equals(m)) return null;
+    if (scheduler.loras() != null && m instanceof String s && !s.isEmpty()) return s;
+    throw new ApiError(404, "NotFoundError", "The model `" + m + "` does not exist.", "model");
   }
 
   private static Boolean bool(Map<String, Object> b, String k) {
@@ -396,21 +404,21 @@ final class OpenAiApi {
 
   private void completions(ServerRequest req, ServerResponse res) {
     Map<String, Object> b = body(req.content().as(String.class));
-    checkModel(b);
+    String adapter = checkModel(b);
     List<int[]> prompts = completionPrompts(b.get("prompt"));
     Params p = params(b, prompts, false);
-    generate(req, res, prompts, p, false);
+    generate(req, res, prompts, p, false, adapter);
   }
 
   private void chat(ServerRequest req, ServerResponse res) {
     String text = req.content().as(String.class);
     Map<String, Object> b = body(text);
-    checkModel(b);
+    String adapter = checkModel(b);
     Tokenizer tok = requireTokenizer("A chat request");
     int[] ids = tok.applyChatTemplate(chatRequest(text)).ids();
     List<int[]> prompts = List.of(ids);
     Params p = params(b, prompts, true);
-    generate(req, res, prompts, p, true);
+    generate(req, res, prompts, p, true, adapter);
   }
 
   private void tokenize(ServerRequest req, ServerResponse res) {
@@ -469,10 +477,96 @@ final class OpenAiApi {
     card.put("parent", null);
     card.put("max_model_len", maxModelLen);
     card.put("permission", List.of(perm));
+    List<Map<String, Object>> data = new ArrayList<>();
+    data.add(card);
+    LoraSlots loras = scheduler.loras();
+    if (loras != null) {
+      // vLLM's show_available_models: one card per adapter, its parent the base model
+      for (Map.Entry<String, String> a : loras.resident()) {
+        Map<String, Object> lc = new LinkedHashMap<>();
+        lc.put("id", a.getKey());
+        lc.put("object", "model");
+        lc.put("created", created);
+        lc.put("owned_by", "vllm");
+        lc.put("root", a.getValue());
+        lc.put("parent", model);
+        lc.put("max_model_len", null);
+        lc.put("permission", List.of(perm));
+        data.add(lc);
+      }
+    }
     Map<String, Object> out = new LinkedHashMap<>();
     out.put("object", "list");
-    out.put("data", List.of(card));
+    out.put("data", data);
     sendJson(res, 200, out);
+  }
+
+  /**
+   * {@code POST /v1/load_lora_adapter} with vLLM's body {@code {"lora_name": ..., "lora_path":
+   * ...}} and answers: 200 with a plain-text success line once the adapter is loaded (after
+   * --lora-load-ms of model time; the least recently used is evicted when --max-loras are
+   * resident), 400 when a field is missing or the adapter is already loaded.
+   */
+  private void loadLora(ServerRequest req, ServerResponse res) {
+    Map<String, Object> b = body(req.content().as(String.class));
+    LoraSlots loras = scheduler.loras();
+    if (loras == null) throw new ApiError(404, "NotFoundError", "LoRA is not enabled", null);
+    Object name = b.get("lora_name");
+    Object path = b.get("lora_path");
+    if (!(name instanceof String n) || n.isEmpty() || !(path instanceof String p) || p.isEmpty()) {
+      throw new ApiError(
+          400, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided.", null);
+    }
+    if (model.equals(n)) {
+      throw new ApiError(400, "InvalidUserInput", "'" + n + "' is the base model", null);
+    }
+    if (loras.load(n, p) == LoraSlots.Load.ALREADY_LOADED) {
+      throw new ApiError(
+          400, "InvalidUserInput", "The lora adapter '" + n + "' has already been loaded.", null);
+    }
+    sleepModelTime(scheduler.loraLoadRealNanos());
+    sendText(res, "Success: LoRA adapter '" + n + "' added successfully.");
+  }
+
+  /**
+   * {@code POST /v1/unload_lora_adapter} with {@code {"lora_name": ...}}: 200 with a plain-text
+   * success line, 404 when the adapter is not resident, 400 without a name.
+   */
+  private void unloadLora(ServerRequest req, ServerResponse res) {
+    Map<String, Object> b = body(req.content().as(String.class));
+    LoraSlots loras = scheduler.loras();
+    if (loras == null) throw new ApiError(404, "NotFoundError", "LoRA is not enabled", null);
+    if (!(b.get("lora_name") instanceof String n) || n.isEmpty()) {
+      throw new ApiError(
+          400,
+          "InvalidUserInput",
+          "either 'lora_name' and 'lora_int_id' needs to be provided.",
+          null);
+    }
+    if (!loras.unload(n)) {
+      throw new ApiError(
+          404, "NotFoundError", "The lora adapter '" + n + "' cannot be found.", null);
+    }
+    sendText(res, "Success: LoRA adapter '" + n + "' removed successfully.");
+  }
+
+  /**
+   * The load's model time on this handler's (virtual) thread: the engine loads, the caller waits.
+   */
+  private static void sleepModelTime(long nanos) {
+    if (nanos <= 0) return;
+    try {
+      Thread.sleep(Duration.ofNanos(nanos));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new ApiError(500, "InternalServerError", "interrupted while loading", null);
+    }
+  }
+
+  private static void sendText(ServerResponse res, String text) {
+    res.status(Status.OK_200);
+    res.header(HeaderNames.CONTENT_TYPE, "text/plain; charset=utf-8");
+    res.send(text.getBytes(StandardCharsets.UTF_8));
   }
 
   private static String hexId() {
@@ -500,7 +594,12 @@ final class OpenAiApi {
   }
 
   private void generate(
-      ServerRequest req, ServerResponse res, List<int[]> prompts, Params p, boolean chat) {
+      ServerRequest req,
+      ServerResponse res,
+      List<int[]> prompts,
+      Params p,
+      boolean chat,
+      @Nullable String adapter) {
     if (config.failFraction() > 0 && drawFault()) {
       throw new ApiError(
           500,
@@ -558,6 +657,7 @@ final class OpenAiApi {
               p.stream() ? config.stallAfterTokens() : 0,
               remote,
               l);
+      job.adapter = adapter;
       choices.add(new Choice(job, generator.tokens(prompt, p.seed(), p.maxTokens())));
     }
     for (Choice c : choices) scheduler.submit(c.job);

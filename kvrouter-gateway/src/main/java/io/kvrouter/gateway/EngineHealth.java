@@ -133,6 +133,8 @@ final class EngineHealth {
 
   private void check(EngineState s) {
     boolean ok = probe(s) == null;
+    // LoRA placement: the adapters it has resident now (vLLM's /v1/models), when it answered
+    if (ok) gateway.lora.poll(gateway.host, s.baseUrl);
     // an engine that answers and whose API is not known yet (registered before it was up)
     if (ok && gateway.engines.api(s.baseUrl) == null) {
       // not waited for: the probe completes its future with null rather than failing, and a

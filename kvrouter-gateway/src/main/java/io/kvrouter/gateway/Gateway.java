@@ -15,6 +15,8 @@ import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
+import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerExtension;
@@ -132,6 +134,7 @@ public final class Gateway implements AutoCloseable {
   final Engines engines;
   final WebClient client;
   private final EngineHealth health;
+  final LoraPlacement lora;
   private final Drains drains = new Drains();
 
   /** The JSON values the requests in flight hold (GatewayConfig.maxInflightValues). */
@@ -180,6 +183,7 @@ public final class Gateway implements AutoCloseable {
             .followRedirects(false)
             .build();
     this.health = new EngineHealth(this, config);
+    this.lora = new LoraPlacement(config.loraPlacement(), client, config.engineApiKey());
     this.apiKeyHash = config.apiKey() == null ? null : sha256(config.apiKey());
   }
 
@@ -219,6 +223,17 @@ public final class Gateway implements AutoCloseable {
       ServerExtension more,
       OpenTelemetry openTelemetry) {
     Gateway g = new Gateway(config, openTelemetry);
+    if (g.lora.enabled()) {
+      // LoRA placement: the lora term joins each model router's cost of named terms
+      RoutingSettings r = serverConfig.routing();
+      Supplier<WorkerSelector> base =
+          serverConfig.selector() != null
+              ? serverConfig.selector()
+              : () ->
+                  WorkerSelector.costBased(
+                      r.overlapWeight(), r.pressureWeight(), r.temperature(), r.seed());
+      serverConfig = serverConfig.withSelector(g.lora.selector(base));
+    }
     if (config.apiKey() != null && serverConfig.authToken() == null) {
       // secure by default (docs/gateway.md, "Security"): without --auth-token, the router's
       // mutating endpoints (POST /register, /unregister, /events, /route ...) take the client API

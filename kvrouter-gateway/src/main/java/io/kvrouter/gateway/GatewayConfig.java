@@ -43,6 +43,8 @@ import java.util.Objects;
  * @param maxInflightValues those values held by all requests in flight at once (default {@value
  *     #DEFAULT_MAX_INFLIGHT_VALUES}); a request that would pass it is a 429 with Retry-After
  * @param sessions session affinity (docs/gateway.md, "Sessions"; default {@link SessionConfig#OFF})
+ * @param loraPlacement how requests for LoRA adapters are placed (default {@link
+ *     LoraPlacementConfig#OFF})
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -63,7 +65,8 @@ public record GatewayConfig(
     Chat chat,
     long maxRequestValues,
     long maxInflightValues,
-    SessionConfig sessions) {
+    SessionConfig sessions,
+    LoraPlacementConfig loraPlacement) {
 
   /** See {@link #maxRequestValues()}: an empty object costs about 70 bytes of heap. */
   public static final long DEFAULT_MAX_REQUEST_VALUES = 250_000;
@@ -121,6 +124,7 @@ public record GatewayConfig(
         Collections.unmodifiableMap(new LinkedHashMap<>(Objects.requireNonNull(models, "models")));
     loras =
         Collections.unmodifiableMap(new LinkedHashMap<>(Objects.requireNonNull(loras, "loras")));
+    loraPlacement = loraPlacement == null ? LoraPlacementConfig.OFF : loraPlacement;
     apiKey = apiKey == null || apiKey.isEmpty() ? null : apiKey;
     engineApiKey = engineApiKey == null || engineApiKey.isEmpty() ? null : engineApiKey;
     if (maxAttempts < 1) throw new IllegalArgumentException("maxAttempts must be >= 1");
@@ -175,8 +179,14 @@ public record GatewayConfig(
     private long maxRequestValues = DEFAULT_MAX_REQUEST_VALUES;
     private long maxInflightValues = DEFAULT_MAX_INFLIGHT_VALUES;
     private SessionConfig sessions = SessionConfig.OFF;
+    private LoraPlacementConfig loraPlacement = LoraPlacementConfig.OFF;
 
     private Builder() {}
+
+    public Builder loraPlacement(LoraPlacementConfig v) {
+      loraPlacement = v;
+      return this;
+    }
 
     public Builder maxRequestValues(long v) {
       maxRequestValues = v;
@@ -295,7 +305,8 @@ public record GatewayConfig(
           chat,
           maxRequestValues,
           maxInflightValues,
-          sessions);
+          sessions,
+          loraPlacement);
     }
   }
 }

@@ -461,6 +461,7 @@ final class Proxy {
       lastEngine = Long.toUnsignedString(r.worker().workerId());
       lastUrl = url;
       if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
+      g.lora.beforeSend(c.target.lora(), url, r.worker().workerId());
       Retry retry = attempt(c, r, url, st, attempts, res);
       if (retry == null) return; // (run's finally counts a 500 held before this answer)
       last = retry;

@@ -637,6 +637,32 @@ public final class KvRouterServer implements AutoCloseable {
           allowedEngineHosts);
     }
 
+    /** This configuration with {@code v} as its {@link #selector()}. */
+    public Config withSelector(Supplier<WorkerSelector> v) {
+      return new Config(
+          host,
+          port,
+          maxBodyBytes,
+          authToken,
+          acceptUnregistered,
+          shutdownGrace,
+          routing,
+          ingestThreads,
+          zmqConnectTimeout,
+          readyGrace,
+          peer,
+          events,
+          replicaId,
+          readTimeout,
+          natsApplyWait,
+          maxInflightBodyBytes,
+          v,
+          sync,
+          syncHeartbeat,
+          maxRegistrations,
+          allowedEngineHosts);
+    }
+
     /** {@link RoutingSettings#approximate()} of {@link #routing()}. */
     public boolean approximate() {
       return routing.approximate();

@@ -51,6 +51,14 @@ import org.jspecify.annotations.Nullable;
  * ends (its sliding windows and states free what the decode no longer needs) and releases
  * through it. Its main group's stores and removals go to `events` as the PrefixCache's do, every
  * other group's to `groupEvents` (positions named by §2 sequence hashes, one removal per block).
+ *
+ * LoRA adapters (loras(...), simulate --lora-adapters): the engine holds at most maxLoras adapters
+ * (AdapterSlots, an LRU shared by its ranks, as vLLM's --max-loras is per engine). A request
+ * naming an adapter (SimRequest.adapter >= 0) that is not resident when it is admitted loads it
+ * first: the load takes loadNanos on the rank's prefill lane before the prefill (vLLM loads an
+ * adapter in the scheduler step that first needs it), evicting the least recently used adapter
+ * when the slots are full. Not modelled: vLLM's bound of maxLoras distinct adapters per running
+ * batch (an evicted adapter's running requests keep running here).
  * </pre>
  */
 public final class MockEngine {
@@ -212,6 +220,8 @@ public final class MockEngine {
         running++;
         final long now = loop.now();
         r.admitted = now;
+        // a LoRA adapter that is not resident is loaded first, on the prefill lane
+        final long load = slots == null || r.adapter < 0 ? 0 : slots.use(r.adapter);
         // blocks past the device prefix that the host tier holds are loaded, not recomputed
         final int fromHost = host == null ? 0 : host.hits(hashes(r), cachedBlocks);
         r.cachedTokens = (cachedBlocks + fromHost) * blockSize;
@@ -219,6 +229,7 @@ public final class MockEngine {
         final long start = Math.max(now, prefillFreeAt);
         final long end =
             start
+                + load
                 + timing.prefillNanos(r.trace.inputLength() - r.cachedTokens)
                 + fromHost * (host == null ? 0 : host.transferNanos());
         prefillBusy += end - start;
@@ -259,6 +270,43 @@ public final class MockEngine {
   private final long hostTransferNanos;
   private final @Nullable KvCacheGroups groups; // null: one full-attention group
   private final GroupEvents groupEvents;
+  private @Nullable AdapterSlots slots; // null: no LoRA adapters modelled
+
+  /** The engine's resident LoRA adapters, an LRU of at most maxLoras, and its loads. */
+  private static final class AdapterSlots {
+    final int[] lru; // adapter ids, least recently used first, [0, size)
+    int size;
+    final long loadNanos;
+    long loads;
+
+    AdapterSlots(int maxLoras, long loadNanos) {
+      this.lru = new int[maxLoras];
+      this.loadNanos = loadNanos;
+    }
+
+    /** Uses {@code adapter}: 0 when resident, else loads it (evicting the LRU) and its time. */
+    long use(int adapter) {
+      int at = -1;
+      for (int i = 0; i < size; i++) {
+        if (lru[i] == adapter) {
+          at = i;
+          break;
+        }
+      }
+      if (at >= 0) {
+        System.arraycopy(lru, at + 1, lru, at, size - at - 1);
+        lru[size - 1] = adapter;
+        return 0;
+      }
+      loads++;
+      if (size == lru.length) {
+        System.arraycopy(lru, 1, lru, 0, size - 1);
+        size--;
+      }
+      lru[size++] = adapter;
+      return loadNanos;
+    }
+  }
 
   /**
    * An engine for worker {@code workerId} with ranks {@code 0..dpSize-1}, each caching up to {@code
@@ -351,6 +399,25 @@ public final class MockEngine {
     for (int i = 0; i < dpSize; i++) {
       ranks[i] = new Rank(new Worker(workerId, i), events, removed, hostEvents);
     }
+  }
+
+  /**
+   * Models vLLM's {@code --enable-lora --max-loras maxLoras}: requests that name an adapter load it
+   * when it is not resident, taking {@code loadNanos} (see the class comment).
+   *
+   * @throws IllegalArgumentException when {@code maxLoras < 1} or {@code loadNanos < 0}
+   */
+  public void loras(int maxLoras, long loadNanos) {
+    if (maxLoras < 1) throw new IllegalArgumentException("max loras must be >= 1, got " + maxLoras);
+    if (loadNanos < 0) {
+      throw new IllegalArgumentException("adapter load time must be >= 0, got " + loadNanos);
+    }
+    slots = new AdapterSlots(maxLoras, loadNanos);
+  }
+
+  /** Adapters this engine loaded so far (0 without {@link #loras}). */
+  public long adapterLoads() {
+    return slots == null ? 0 : slots.loads;
   }
 
   /** The rank {@code dpRank}. */

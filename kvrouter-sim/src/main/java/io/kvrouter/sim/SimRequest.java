@@ -27,6 +27,7 @@ public final class SimRequest {
   long firstToken = -1;
   long finished = -1;
   boolean rejected;
+  int adapter = -1; // the LoRA adapter it names (LoraSimulation), -1: the base model
   private int @Nullable [] tokens; // null before arrival and after the end
 
   public SimRequest(long id, TraceRequest trace, long arrival) {
@@ -38,7 +39,15 @@ public final class SimRequest {
 
   /** The prompt's tokens (TraceTokens.tokens), made once and kept until {@link #dropTokens()}. */
   int[] tokens() {
-    if (tokens == null) tokens = TraceTokens.tokens(trace);
+    if (tokens == null) {
+      tokens = TraceTokens.tokens(trace);
+      if (adapter >= 0) {
+        // an engine keys its cached blocks by adapter (vLLM: the LoRA is part of each block's
+        // hash), so no block is shared across adapters: the prompt's ids are remapped per adapter
+        final int salt = (adapter + 1) * 0x9E3779B1;
+        for (int i = 0; i < tokens.length; i++) tokens[i] ^= salt;
+      }
+    }
     return tokens;
   }
 
