@@ -68,14 +68,19 @@ import org.jspecify.annotations.NullUnmarked;
  *    that is the worker's last of its cut in its run, when the entry is detached or the run does
  *    not end there with a child holding the worker connected, only lowers the cut. remove()
  *    batches such blocks of one node (deepest first) into one publishCut: one new state with a
- *    copied cuts array (RunState.withCut), nothing else allocated. A cut that stays above 0
+ *    copied cuts array (RunState.withCut; a shared one when one worker holds the run), nothing
+ *    else allocated. A cut that stays above 0
  *    changes no node's holder set, so no prune or merge can follow from it and the node is not
  *    settled; a childless run is trimmed on the spot (trimTail). Only a dropped entry (cut 0)
  *    goes to touched. Everything else (an alias, a block inside the cut: split; the last block of
  *    a run whose child holds the worker: detach below) takes release(), the general path.
  *    A Removed that lists a chain from the top (each block the parent of the next, as one Removed
  *    per eviction names a leaf's blocks) is taken deepest first (chainFrom), so it takes the fast
- *    path too instead of splitting the run once per block.
+ *    path too instead of splitting the run once per block. Each block is looked up once (chainFrom
+ *    notes the name slots it found, the removal goes by them) and the worker's name table shrinks
+ *    at most once per event, at its end.
+ *  - Names of a store's new blocks go in as a batch: RunNames.reserve makes room for the run at
+ *    once, so the puts that follow never rebuild the table.
  *
  * Writers: under writeLock when concurrent, on the caller's thread otherwise; applyAll applies a
  * ThreadPoolIndexer lane's batch under one hold of the lock (the lanes hand it over per batch,
