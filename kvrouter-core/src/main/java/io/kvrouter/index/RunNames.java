@@ -23,8 +23,13 @@ package io.kvrouter.index;
  * no tombstones at all, was tried: it loads the key of every entry it passes, a chain of cache
  * misses per removal, and made the trace's writer about 7 % slower.)
  *
+ * Batches: reserve(n) before a run of n new names grows the table once (so putAt does not rebuild
+ * in between); removeAtKeepingCapacity never rebuilds, so slots found before a batch of removals
+ * stay valid through it, and shrinkIfSparse applies the 1/8 rule once at its end.
+ *
  * A split or merge moves blocks to another node: the index calls repoint for every moved block of
- * every holder. Writer-only: readers never touch it.
+ * every holder (in place: a slot never moves except in a rebuild). Writer-only: readers never
+ * touch it.
  * </pre>
  */
 final class RunNames {
