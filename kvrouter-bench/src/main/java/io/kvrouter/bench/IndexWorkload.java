@@ -86,6 +86,36 @@ final class IndexWorkload {
     return out;
   }
 
+  /** One Stored event per block (the first at the root, each next under the one before). */
+  List<RouterEvent> storeEventsPerBlock() {
+    List<RouterEvent> out = new ArrayList<>(sequences * blocks);
+    for (int s = 0; s < sequences; s++) {
+      for (int i = 0; i < blocks; i++) {
+        long[] h = {seqs[s][i]};
+        long[] l = {locals[s][i]};
+        CacheEvent e =
+            i == 0 ? CacheEvent.storedAtRoot(h, l) : CacheEvent.stored(seqs[s][i - 1], h, l);
+        out.add(new RouterEvent(workerOf(s), out.size(), e));
+      }
+    }
+    return out;
+  }
+
+  /** One Removed event per block, deepest first (vLLM's eviction shape). */
+  List<RouterEvent> removeEventsPerBlock() {
+    List<RouterEvent> out = new ArrayList<>(sequences * blocks);
+    for (int s = 0; s < sequences; s++) {
+      for (int i = blocks - 1; i >= 0; i--) {
+        out.add(
+            new RouterEvent(
+                workerOf(s),
+                (long) sequences * blocks + out.size(),
+                CacheEvent.removed(seqs[s][i])));
+      }
+    }
+    return out;
+  }
+
   /** A query of kind hit (a stored sequence), partial (first half stored) or miss. */
   long[] query(String kind, int s) {
     long[] q = locals[s % sequences].clone();

@@ -68,14 +68,19 @@ import org.jspecify.annotations.NullUnmarked;
  *    that is the worker's last of its cut in its run, when the entry is detached or the run does
  *    not end there with a child holding the worker connected, only lowers the cut. remove()
  *    batches such blocks of one node (deepest first) into one publishCut: one new state with a
- *    copied cuts array (RunState.withCut), nothing else allocated. A cut that stays above 0
+ *    copied cuts array (RunState.withCut; a shared one when one worker holds the run), nothing
+ *    else allocated. A cut that stays above 0
  *    changes no node's holder set, so no prune or merge can follow from it and the node is not
  *    settled; a childless run is trimmed on the spot (trimTail). Only a dropped entry (cut 0)
  *    goes to touched. Everything else (an alias, a block inside the cut: split; the last block of
  *    a run whose child holds the worker: detach below) takes release(), the general path.
  *    A Removed that lists a chain from the top (each block the parent of the next, as one Removed
  *    per eviction names a leaf's blocks) is taken deepest first (chainFrom), so it takes the fast
- *    path too instead of splitting the run once per block.
+ *    path too instead of splitting the run once per block. Each block is looked up once (chainFrom
+ *    notes the name slots it found, the removal goes by them) and the worker's name table shrinks
+ *    at most once per event, at its end.
+ *  - Names of a store's new blocks go in as a batch: RunNames.reserve makes room for the run at
+ *    once, so the puts that follow never rebuild the table.
  *
  * Writers: under writeLock when concurrent, on the caller's thread otherwise; applyAll applies a
  * ThreadPoolIndexer lane's batch under one hold of the lock (the lanes hand it over per batch,
@@ -127,6 +132,12 @@ final class CompressedTreeIndex extends SteppedIndex {
   private final ArrayList<RunNode> storeUsed = new ArrayList<>(); // bounded: runs a store used
   private final ArrayList<RunNode> made = new ArrayList<>(); // new runs of this event (fresh)
   private final RunWorker.Ref cursor = new RunWorker.Ref(null, 0);
+  // remove's scratch: the name slot chainFrom found for each block of a chain, NOT_NAMED for a
+  // block it did not find, UNNOTED where the removal must look the block up itself
+  private static final int UNNOTED = -1;
+  private static final int NOT_NAMED = -2;
+  private static final int MAX_NOTED = 4096;
+  private int[] chainSlots = new int[16];
   private RunNode foundNode;
   private int foundOff;
   private int foundSlot;
@@ -740,6 +751,8 @@ final class CompressedTreeIndex extends SteppedIndex {
       final long[] own = st.seqs;
       while (pend < held && own[pend] == seqs[i + pend - from]) pend++;
     }
+    // the names of the rest go in as a batch: the table grows at most once for them
+    if (pend < end) ws.names.reserve(end - pend);
     for (int j = pend; j < end; j++) {
       final long seq = seqs[i + j - from];
       if (lookup(ws, seq)) {
@@ -943,20 +956,43 @@ final class CompressedTreeIndex extends SteppedIndex {
     // (issue 35: in simulate, such splits and the merges that undid them were most of the CPU).
     // The order within an event changes no final state, only which intermediate ones readers see
     // (each a prefix-closed state whatever the order).
+    // Each block is looked up once: chainFrom notes the slot of every name it found (chainSlots),
+    // and the names leave the table by those slots, which stay put because the table does not
+    // shrink until the event's end (RunNames.removeAtKeepingCapacity, then one shrinkIfSparse).
+    try {
+      removeBlocks(ws, seqs);
+    } finally {
+      ws.names.shrinkIfSparse();
+    }
+  }
+
+  private void removeBlocks(RunWorker ws, long[] seqs) {
     RunNode pend = null; // the node whose cut is pending, or null
     int pendCut = 0;
     int pendSigned = 0;
     for (int i = 0; i < seqs.length; ) {
-      final int chain = ws.aliases == null || ws.aliases.isEmpty() ? chainFrom(ws, seqs, i) : 1;
+      final boolean noAliases = ws.aliases == null || ws.aliases.isEmpty();
+      final int chain = noAliases ? chainFrom(ws, seqs, i) : 1;
       for (int k = i + chain - 1; k >= i; k--) {
         final long seq = seqs[k];
-        if (!lookup(ws, seq)) {
+        final int noted = noAliases && k - i < chainSlots.length ? chainSlots[k - i] : UNNOTED;
+        if (noted >= 0) {
+          // the slot chainFrom found: splits and merges repoint a slot in place, and nothing
+          // in between removed or moved it
+          foundSlot = noted;
+          foundNode = ws.names.nodeAt(noted);
+          foundOff = ws.names.offAt(noted);
+          ws.names.removeAtKeepingCapacity(noted);
+        } else if (noted == NOT_NAMED || !lookup(ws, seq)) {
           counters.inc(IndexCounters.BLOCKS_MISSING);
           continue;
+        } else if (foundSlot >= 0) {
+          ws.names.removeAtKeepingCapacity(foundSlot);
+        } else {
+          ws.others.remove(seq);
         }
         final RunNode x = foundNode;
         final int off = foundOff;
-        unname(ws, seq);
         if (x == pend && off == pendCut - 1 && (ws.aliases == null || ws.aliases.isEmpty())) {
           pendCut = off;
           continue;
@@ -1000,7 +1036,11 @@ final class CompressedTreeIndex extends SteppedIndex {
    * last block); at least 1. Only looks.
    */
   private int chainFrom(RunWorker ws, long[] seqs, int i) {
-    if (!lookup(ws, seqs[i])) return 1;
+    if (!lookup(ws, seqs[i])) {
+      note(0, NOT_NAMED);
+      return 1;
+    }
+    note(0, foundSlot >= 0 ? foundSlot : UNNOTED);
     RunNode x = foundNode;
     int off = foundOff;
     int j = i + 1;
@@ -1010,11 +1050,22 @@ final class CompressedTreeIndex extends SteppedIndex {
       final boolean child =
           y == x ? o == off + 1 : o == 0 && y.parent == x && off == x.plain().length() - 1;
       if (!child) break;
+      note(j - i, foundSlot >= 0 ? foundSlot : UNNOTED);
       x = y;
       off = o;
       j++;
     }
     return j - i;
+  }
+
+  /** Notes at chainSlots[k] what chainFrom found for the chain's k-th block (bounded scratch). */
+  private void note(int k, int slot) {
+    if (k >= chainSlots.length) {
+      if (k >= MAX_NOTED) return; // past the scratch's bound: the removal looks the block up
+      chainSlots =
+          Arrays.copyOf(chainSlots, Math.min(MAX_NOTED, Math.max(k + 1, chainSlots.length * 2)));
+    }
+    chainSlots[k] = slot;
   }
 
   /**

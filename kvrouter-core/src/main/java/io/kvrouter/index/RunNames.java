@@ -23,8 +23,13 @@ package io.kvrouter.index;
  * no tombstones at all, was tried: it loads the key of every entry it passes, a chain of cache
  * misses per removal, and made the trace's writer about 7 % slower.)
  *
+ * Batches: reserve(n) before a run of n new names grows the table once (so putAt does not rebuild
+ * in between); removeAtKeepingCapacity never rebuilds, so slots found before a batch of removals
+ * stay valid through it, and shrinkIfSparse applies the 1/8 rule once at its end.
+ *
  * A split or merge moves blocks to another node: the index calls repoint for every moved block of
- * every holder. Writer-only: readers never touch it.
+ * every holder (in place: a slot never moves except in a rebuild). Writer-only: readers never
+ * touch it.
  * </pre>
  */
 final class RunNames {
@@ -32,6 +37,7 @@ final class RunNames {
   private static final long PHI = 0x9E3779B97F4A7C15L;
   private static final int TOMBSTONE = 1;
   private static final int OFF_MASK = 0x7FF;
+  private static final int REBUILD_CHUNK = 256;
 
   private RunNode[] nodes = new RunNode[MIN_CAPACITY];
   private short[] meta = new short[MIN_CAPACITY];
@@ -110,6 +116,16 @@ final class RunNames {
   }
 
   void removeAt(int i) {
+    removeAtKeepingCapacity(i);
+    shrinkIfSparse();
+  }
+
+  /**
+   * Like {@link #removeAt} but never rebuilds, so every other slot stays where it is: a removal of
+   * many names (one Removed event) takes them out by the slots it found and then calls {@link
+   * #shrinkIfSparse} once.
+   */
+  void removeAtKeepingCapacity(int i) {
     final short[] g = meta;
     final int cap = g.length;
     nodes[i] = null;
@@ -126,9 +142,29 @@ final class RunNames {
     } else {
       g[i] = TOMBSTONE;
     }
-    if (live * 8 < nodes.length && nodes.length > MIN_CAPACITY) {
-      rebuild(Math.max(MIN_CAPACITY, nodes.length >>> 1));
-    }
+  }
+
+  /**
+   * Halves the table while it is under 1/8 full (the policy of one removal at a time, applied at
+   * once): one rebuild for a batch of removals.
+   */
+  void shrinkIfSparse() {
+    int cap = nodes.length;
+    while (live * 8 < cap && cap > MIN_CAPACITY) cap = Math.max(MIN_CAPACITY, cap >>> 1);
+    if (cap != nodes.length) rebuild(cap);
+  }
+
+  /**
+   * Makes room for {@code n} more names at once (a run of new blocks), so that the puts that follow
+   * never rebuild: one rebuild to the size the puts would have grown the table to, instead of one
+   * every time it passed 3/4 full.
+   */
+  void reserve(int n) {
+    if ((used + (long) n) * 4 <= nodes.length * 3L) return;
+    final long need = (live + (long) n) * 4 / 3 + 1;
+    int cap = live * 2 > nodes.length ? nodes.length + (nodes.length >>> 1) : nodes.length;
+    while (cap < need) cap += cap >>> 1;
+    rebuild(cap);
   }
 
   /** Moves the name {@code seq} of block (from, fromOff), if it names it, to (to, toOff). */
@@ -153,22 +189,30 @@ final class RunNames {
   private void rebuild(int capacity) {
     final RunNode[] oldNodes = nodes;
     final short[] oldMeta = meta;
-    // first load every key: independent loads the CPU overlaps (the nodes are mostly not in
-    // cache); then insert without touching the nodes again
-    final long[] keys = new long[live];
-    int k = 0;
-    for (int i = 0; i < oldNodes.length; i++) {
-      final RunNode n = oldNodes[i];
-      if (n != null) keys[k++] = n.plain().seqs[oldMeta[i] & OFF_MASK];
-    }
     nodes = new RunNode[capacity];
     meta = new short[capacity];
     live = 0;
     used = 0;
-    k = 0;
-    for (int i = 0; i < oldNodes.length; i++) {
-      final RunNode n = oldNodes[i];
-      if (n != null) insert(keys[k++], n, oldMeta[i] & OFF_MASK);
+    // in chunks: first load a chunk's keys (independent loads the CPU overlaps; the nodes are
+    // mostly not in cache), then insert them without touching the nodes again. A fixed chunk
+    // rather than one array of every key, so a rebuild allocates only the new table.
+    final int chunk = Math.max(1, Math.min(REBUILD_CHUNK, live));
+    final long[] keys = new long[chunk];
+    final int[] from = new int[chunk];
+    int i = 0;
+    while (i < oldNodes.length) {
+      int k = 0;
+      for (; i < oldNodes.length && k < chunk; i++) {
+        final RunNode n = oldNodes[i];
+        if (n != null) {
+          from[k] = i;
+          keys[k++] = n.plain().seqs[oldMeta[i] & OFF_MASK];
+        }
+      }
+      for (int j = 0; j < k; j++) {
+        final int o = from[j];
+        insert(keys[j], oldNodes[o], oldMeta[o] & OFF_MASK);
+      }
     }
   }
 

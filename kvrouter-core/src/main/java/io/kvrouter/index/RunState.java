@@ -32,8 +32,14 @@ final class RunState {
   static final int[] NONE = new int[0];
   private static final int[][] SINGLE = new int[256][];
 
+  // the cuts of a node with one holder, shared (no state's cuts array is written after it is
+  // published: every change copies), so that lowering or raising the cut of a run held by one
+  // worker (the usual per-block Stored and Removed) allocates no array
+  private static final int[][] SINGLE_CUT = new int[CompressedTreeIndex.MAX_RUN + 1][];
+
   static {
     for (int i = 0; i < SINGLE.length; i++) SINGLE[i] = new int[] {i};
+    for (int i = 0; i < SINGLE_CUT.length; i++) SINGLE_CUT[i] = new int[] {i};
   }
 
   final long[] locals;
@@ -84,8 +90,14 @@ final class RunState {
     return id >= 0 && id < SINGLE.length ? SINGLE[id] : new int[] {id};
   }
 
+  /** The cuts array {cut}, shared (never written). */
+  static int[] singleCut(int cut) {
+    return cut >= 0 && cut < SINGLE_CUT.length ? SINGLE_CUT[cut] : new int[] {cut};
+  }
+
   /** This state with entry {@code e}'s cut set to {@code cut} (> 0), its id unchanged. */
   RunState withCut(int e, int cut) {
+    if (cuts.length == 1) return new RunState(locals, seqs, ids, singleCut(cut), children, len);
     final int[] nc = cuts.clone();
     nc[e] = cut;
     return new RunState(locals, seqs, ids, nc, children, len);
@@ -101,6 +113,7 @@ final class RunState {
     int[] ni;
     int[] nc;
     if (at >= 0 && ids[at] == signedId && cut > 0) {
+      if (n == 1) return new RunState(locals, seqs, ids, singleCut(cut), children, len);
       nc = cuts.clone();
       nc[at] = cut;
       return new RunState(locals, seqs, ids, nc, children, len);
@@ -127,7 +140,7 @@ final class RunState {
     int m = bi.length;
     if (m == 0) {
       ni = single(signedId);
-      nc = new int[] {cut};
+      nc = singleCut(cut);
     } else {
       ni = new int[m + 1];
       nc = new int[m + 1];

@@ -72,4 +72,77 @@ class RunNamesTest {
       }
     }
   }
+
+  /**
+   * Batches as CompressedTreeIndex makes them: a Removed finds every slot first and then removes by
+   * those slots with the table held at its size, shrinking once at the end; a run of new names is
+   * reserved for and then put without any rebuild in between.
+   */
+  @Test
+  void batchedRemovalsAndReservedPutsMatchTheModel() {
+    for (long seed = 1; seed <= 20; seed++) {
+      final SplittableRandom rnd = new SplittableRandom(seed);
+      final List<RunNode> nodes = new ArrayList<>();
+      final List<long[]> keys = new ArrayList<>(); // {seq, node index, offset}
+      for (int n = 0; n < 16; n++) {
+        final long[] seqs = new long[RUN];
+        for (int j = 0; j < RUN; j++) {
+          seqs[j] = rnd.nextLong();
+          keys.add(new long[] {seqs[j], n, j});
+        }
+        nodes.add(
+            new RunNode(n, null, new RunState(seqs, seqs, RunState.NONE, RunState.NONE, null)));
+      }
+      final RunNames names = new RunNames();
+      final Map<Long, long[]> model = new HashMap<>();
+      for (int round = 0; round < 60; round++) {
+        final boolean grow = round % 20 < 12;
+        final int batch = 1 + rnd.nextInt(200);
+        final List<long[]> pick = new ArrayList<>();
+        for (int b = 0; b < batch; b++) {
+          final long[] k = keys.get(rnd.nextInt(keys.size()));
+          if (model.containsKey(k[0]) == grow) continue; // grow: new names; else: named ones
+          boolean dup = false;
+          for (long[] p : pick) dup |= p[0] == k[0];
+          if (!dup) pick.add(k);
+        }
+        if (grow) {
+          names.reserve(pick.size());
+          final int capacity = names.capacity();
+          for (long[] k : pick) {
+            names.putAt(names.find(k[0]), k[0], nodes.get((int) k[1]), (int) k[2]);
+            model.put(k[0], k);
+          }
+          assertThat(names.capacity())
+              .as("seed %d round %d: no rebuild", seed, round)
+              .isEqualTo(capacity);
+        } else {
+          final int[] slots = new int[pick.size()];
+          for (int b = 0; b < slots.length; b++) slots[b] = names.find(pick.get(b)[0]);
+          for (int b = 0; b < slots.length; b++) {
+            assertThat(names.nodeAt(slots[b])).isSameAs(nodes.get((int) pick.get(b)[1]));
+            names.removeAtKeepingCapacity(slots[b]);
+            model.remove(pick.get(b)[0]);
+          }
+          names.shrinkIfSparse();
+          assertThat(names.size() * 8L >= names.capacity() || names.capacity() == 16)
+              .as(
+                  "seed %d round %d: %d names in %d slots",
+                  seed, round, names.size(), names.capacity())
+              .isTrue();
+        }
+        assertThat(names.size()).isEqualTo(model.size());
+        for (long[] k : keys) {
+          final int i = names.find(k[0]);
+          if (model.containsKey(k[0])) {
+            assertThat(i).as("seed %d round %d: named", seed, round).isNotNegative();
+            assertThat(names.nodeAt(i)).isSameAs(nodes.get((int) k[1]));
+            assertThat(names.offAt(i)).isEqualTo((int) k[2]);
+          } else {
+            assertThat(i).as("seed %d round %d: not named", seed, round).isNegative();
+          }
+        }
+      }
+    }
+  }
 }
