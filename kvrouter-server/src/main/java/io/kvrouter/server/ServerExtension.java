@@ -77,6 +77,11 @@ public interface ServerExtension {
       }
 
       @Override
+      public void registered(RouterModel model, RouterModel.Rank rank) {
+        for (ServerExtension e : all) e.registered(model, rank);
+      }
+
+      @Override
       public String notReadyReason() {
         for (ServerExtension e : all) {
           String r = e.notReadyReason();

@@ -22,6 +22,7 @@ class ServerExtensionTest {
     final String name;
     final List<String> closed;
     final AtomicReference<String> reason = new AtomicReference<>();
+    final List<String> registered = new CopyOnWriteArrayList<>();
     volatile ServerHost host;
 
     Probe(String name, List<String> closed) {
@@ -37,6 +38,11 @@ class ServerExtensionTest {
     @Override
     public String notReadyReason() {
       return reason.get();
+    }
+
+    @Override
+    public void registered(RouterModel model, RouterModel.Rank rank) {
+      registered.add(model.modelName() + "/" + rank.worker());
     }
 
     @Override
@@ -100,6 +106,20 @@ class ServerExtensionTest {
       assertThat(a.host.unregister("m", null, 7, -1)).isEqualTo(1);
       assertThat(a.host.model("m", null)).isNull();
       assertThat(http.get("/workers").body()).doesNotContain("\"instance_id\":7");
+    }
+  }
+
+  @Test
+  void everyCombinedExtensionHearsOfEachRegistration() {
+    List<String> closed = new CopyOnWriteArrayList<>();
+    Probe a = new Probe("a", closed);
+    Probe b = new Probe("b", closed);
+    try (HttpFixture http =
+        new HttpFixture(KvRouterServer.Config.builder(), ServerExtension.of(a, b))) {
+      a.host.register(ServerHost.Registration.of("m", 4, 7, 0, "http://127.0.0.1:9"));
+      assertThat(a.registered).containsExactly("m/" + new Worker(7, 0));
+      assertThat(b.registered).containsExactly("m/" + new Worker(7, 0));
+      assertThat(http.get("/workers").body()).contains("\"instance_id\":7");
     }
   }
 }
