@@ -6,6 +6,7 @@ import io.kvrouter.route.CandidateCost;
 import io.kvrouter.route.RouteDecision;
 import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.api.common.AttributesBuilder;
 import io.opentelemetry.api.trace.Span;
 import java.util.List;
 
@@ -51,6 +52,13 @@ public final class RouteSpans {
   public static final AttributeKey<Long> DECODE_BLOCKS =
       AttributeKey.longKey("kvrouter.decode_blocks");
 
+  /**
+   * The prefix of a candidate event's attribute per named term of the cost ({@code
+   * kvrouter.score.prefill}, {@code kvrouter.score.decode}, ... {@code kvrouter.score.lora}): the
+   * term's weighted contribution to that candidate's cost.
+   */
+  public static final String SCORE_PREFIX = "kvrouter.score.";
+
   /** The name of the event of one candidate. */
   public static final String CANDIDATE_EVENT = "kvrouter.candidate";
 
@@ -69,10 +77,16 @@ public final class RouteSpans {
         span.setAttribute(CANDIDATES, r.candidates().size());
         span.setAttribute(BUSY, r.busy().size());
         List<CandidateCost> cs = r.candidates();
+        List<String> terms = r.scorerNames();
         for (int i = 0, n = cs.size(); i < n; i++) {
           CandidateCost c = cs.get(i);
-          span.addEvent(
-              CANDIDATE_EVENT, candidate(c.candidate()).toBuilder().put(COST, c.cost()).build());
+          AttributesBuilder b = candidate(c.candidate()).toBuilder().put(COST, c.cost());
+          // each named term's share of the cost (docs/routing.md, "Scorers")
+          for (int j = 0; j < terms.size(); j++) {
+            double v = r.contribution(i, j);
+            if (!Double.isNaN(v)) b.put(AttributeKey.doubleKey(SCORE_PREFIX + terms.get(j)), v);
+          }
+          span.addEvent(CANDIDATE_EVENT, b.build());
         }
       }
       case RouteDecision.AllBusy b -> {

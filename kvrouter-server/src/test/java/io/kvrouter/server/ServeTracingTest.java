@@ -1,9 +1,11 @@
 package io.kvrouter.server;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
 
 import io.opentelemetry.api.OpenTelemetry;
 import io.opentelemetry.api.common.AttributeKey;
+import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.propagation.W3CTraceContextPropagator;
 import io.opentelemetry.context.propagation.ContextPropagators;
@@ -74,6 +76,15 @@ class ServeTracingTest {
       assertThat(route.getEvents())
           .extracting(EventData::getName)
           .containsExactly(RouteSpans.CANDIDATE_EVENT);
+      // each named term's share of the candidate's cost, and together the cost
+      Attributes c = route.getEvents().get(0).getAttributes();
+      double sum = 0;
+      for (String term : List.of("prefill", "decode", "pressure")) {
+        Double v = c.get(AttributeKey.doubleKey(RouteSpans.SCORE_PREFIX + term));
+        assertThat(v).as(term).isNotNull();
+        sum += v;
+      }
+      assertThat(sum).isCloseTo(c.get(RouteSpans.COST), within(1e-9));
       // the register span started a trace of its own: no traceparent came with it
       assertThat(one(all, "POST /register").getTraceId()).isNotEqualTo(TRACE_ID);
     }
