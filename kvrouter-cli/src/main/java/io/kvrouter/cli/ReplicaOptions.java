@@ -72,6 +72,15 @@ final class ReplicaOptions {
   int maxRegistrations = KvRouterServer.Config.DEFAULT_MAX_REGISTRATIONS;
 
   @Option(
+      names = "--max-routed-blocks",
+      paramLabel = "N",
+      description =
+          "Most blocks the routed requests in flight may hold (each counted whole, until freed"
+              + " or expired); POST /route past it gets 429 with Retry-After (default:"
+              + " ${DEFAULT-VALUE}).")
+  long maxRoutedBlocks = KvRouterServer.Config.DEFAULT_MAX_ROUTED_BLOCKS;
+
+  @Option(
       names = "--allowed-engine-hosts",
       paramLabel = "HOST[,HOST...]",
       split = ",",
@@ -86,11 +95,16 @@ final class ReplicaOptions {
       throw new IllegalArgumentException(
           "--max-registrations must be >= 1, got " + maxRegistrations);
     }
+    if (maxRoutedBlocks < 1) {
+      throw new IllegalArgumentException(
+          "--max-routed-blocks must be >= 1, got " + maxRoutedBlocks);
+    }
     b.zmqConnectTimeout(Duration.ofMillis(zmqConnectTimeoutMs))
         .readyGrace(Duration.ofSeconds(readyGraceSeconds))
         .sync(sync)
         .replicaId(replicaId)
         .maxRegistrations(maxRegistrations)
+        .maxRoutedBlocks(maxRoutedBlocks)
         .allowedEngineHosts(allowedEngineHosts);
     if (syncHeartbeatMs != null) {
       if (syncHeartbeatMs < 1) {

@@ -85,6 +85,7 @@ final class ActiveSequences {
   private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap(64, LOAD_FACTOR);
   private long activePrefillTokens;
   private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
+  private long heldBlocks; // Σ seqHashes.length of the live requests: what their arrays hold
   private Request head; // oldest deadline
   private Request tail;
   // the owner's load columns (SlotTable's, indexed by rank): activeBlocks and activePrefillTokens
@@ -165,6 +166,7 @@ final class ActiveSequences {
       if (refs.addTo(h, 1) == 0) added++;
     }
     activeBlocks += added;
+    heldBlocks += seqHashes.length;
     activePrefillTokens += prefillTokens;
     mirror();
     append(r);
@@ -220,6 +222,7 @@ final class ActiveSequences {
       }
     }
     activeBlocks -= gone;
+    heldBlocks -= r.seqHashes.length;
     activePrefillTokens -= r.prefillTokens;
     r.prefillTokens = 0;
     mirror();
@@ -250,6 +253,11 @@ final class ActiveSequences {
   /** Distinct blocks held by the requests in flight. */
   int activeBlocks() {
     return activeBlocks;
+  }
+
+  /** Blocks the requests in flight hold, each request's counted whole (shared ones too). */
+  long heldBlocks() {
+    return heldBlocks;
   }
 
   /** Whether any request is in flight; then {@link #nextDeadline()} is defined. */

@@ -1079,6 +1079,23 @@ public final class KvRouter implements AutoCloseable {
     }
   }
 
+  /**
+   * Blocks held by the requests in flight across all workers, after expiring overdue ones: the sum
+   * of their lengths in blocks, a block that several requests share counted for each (what their
+   * state takes in memory, unlike {@link WorkerLoad#activeBlocks()}).
+   */
+  public long heldBlocks() {
+    lock.lock();
+    try {
+      table.expire(nanoClock.getAsLong());
+      long held = 0;
+      for (Slot s : table.slots()) held += s.seqs.heldBlocks();
+      return held;
+    } finally {
+      lock.unlock();
+    }
+  }
+
   /** Predicted (worker rank, block) entries held in approximate mode; 0 in event mode. */
   int predictedEntries() {
     lock.lock();

@@ -83,6 +83,13 @@ final class Api {
     this.dashboard = dashboard;
   }
 
+  /** Bounds the blocks held by routed requests in flight; null: unbounded. Set before start. */
+  void routeBudget(RouteBudget b) {
+    this.routeBudget = b;
+  }
+
+  private RouteBudget routeBudget;
+
   /** Traces {@code POST /route} with a {@code kvrouter.route} span under the server span. */
   void tracing(Tracer t) {
     this.tracer = t;
@@ -245,6 +252,7 @@ final class Api {
   private int route(ServerRequest req, ServerResponse res) throws IOException {
     Requests.Route q = Requests.route(http.body(req));
     ModelIndex m = registry.require(q.key());
+    if (routeBudget != null) routeBudget.check(m, q.tokens().length / m.blockSize, res);
     Span span = tracer == null ? null : routeSpan(q, m);
     RouteDecision d;
     m.samplePrompt(q.tokens(), q.options().loraName(), q.options().namespace());

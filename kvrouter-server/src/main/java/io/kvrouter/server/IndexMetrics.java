@@ -10,7 +10,6 @@ import java.util.Collection;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 
 /**
@@ -23,16 +22,12 @@ import java.util.function.Supplier;
  *
  * Everything is read by callbacks at scrape time from the live indexes (what IndexStats already
  * counts, the registrations, the router's in-flight count, the tiered index's blocks), so the
- * event path pays nothing for them. When the Registry drops an index, retire() adds its last
- * IndexStats to retired and its tier evictions to retiredTierEvictions (by ModelKey), and the
- * counters sum live and retired, so they stay monotonic when a model is registered again; gauges
- * read live indexes only. Who writes the retired maps: retire(), on the thread that drops the
- * index; who reads: the scrape's thread. Thread-safe.
+ * event path pays nothing for them. An index that the Registry dropped leaves every family with
+ * it (issue 31, #10: /metrics stays bounded by what is registered now); a model registered again
+ * starts its counters from 0. Stateless past its constructor, so thread-safe.
  * </pre>
  */
 final class IndexMetrics {
-  private final Map<ModelKey, IndexStats> retired = new ConcurrentHashMap<>();
-  private final Map<ModelKey, long[]> retiredTierEvictions = new ConcurrentHashMap<>();
   private final PrometheusRegistry registry;
   private final Supplier<Collection<ModelIndex>> indexes;
 
@@ -44,15 +39,6 @@ final class IndexMetrics {
     registerGauges();
     registerTiers();
     registerInFlight();
-  }
-
-  /** Remembers the counters of an index that is being dropped. */
-  void retire(ModelIndex m) {
-    retired.merge(m.key, m.router.index().stats(), IndexStats::plus);
-    long[] tierEvictions = m.tierEvictions();
-    if (tierEvictions != null) {
-      retiredTierEvictions.merge(m.key, tierEvictions, ServerMetrics::sum);
-    }
   }
 
   /** Events applied, Removed events' missing blocks, blocks a bounded index evicted. */
@@ -195,14 +181,14 @@ final class IndexMetrics {
   }
 
   private Map<ModelKey, IndexStats> statsByKey(Collection<ModelIndex> live) {
-    Map<ModelKey, IndexStats> out = new TreeMap<>(retired);
+    Map<ModelKey, IndexStats> out = new TreeMap<>();
     for (ModelIndex m : live) out.merge(m.key, m.router.index().stats(), IndexStats::plus);
     return out;
   }
 
-  /** Blocks each tier dropped past --max-tier-blocks, live and retired indexes, by index. */
+  /** Blocks each tier dropped past --max-tier-blocks, live indexes, by index. */
   private Map<ModelKey, long[]> tierEvictionsByKey(Collection<ModelIndex> live) {
-    Map<ModelKey, long[]> out = new TreeMap<>(retiredTierEvictions);
+    Map<ModelKey, long[]> out = new TreeMap<>();
     for (ModelIndex m : live) {
       long[] v = m.tierEvictions();
       if (v != null) out.merge(m.key, v, ServerMetrics::sum);

@@ -151,6 +151,7 @@ public final class KvRouterServer implements AutoCloseable {
             dashboard);
     HttpTracing tracing = HttpTracing.of(openTelemetry);
     if (tracing != null) api.tracing(tracing.tracer());
+    api.routeBudget(new RouteBudget(registry, metrics, config.maxRoutedBlocks()));
     WebServerConfig.Builder server =
         WebServer.builder()
             .host(config.host())
@@ -499,6 +500,9 @@ public final class KvRouterServer implements AutoCloseable {
    * @param allowedEngineHosts when not empty, the only hosts (names or addresses, as written in the
    *     URL, any case) a registered {@code base_url} may name; another is refused with 403; empty
    *     (the default): any host
+   * @param maxRoutedBlocks the most blocks the routed requests in flight may hold, each request's
+   *     counted whole (until freed or expired); a {@code POST /route} past it gets 429 with
+   *     Retry-After; default {@value #DEFAULT_MAX_ROUTED_BLOCKS}
    * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
    *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
    *     200; default 1 s
@@ -524,7 +528,14 @@ public final class KvRouterServer implements AutoCloseable {
       String sync,
       Duration syncHeartbeat,
       int maxRegistrations,
-      Set<String> allowedEngineHosts) {
+      Set<String> allowedEngineHosts,
+      long maxRoutedBlocks) {
+
+    /**
+     * The default of {@link #maxRoutedBlocks()}: 16 Mi blocks, about 0.5 GiB of routed requests'
+     * state at the 32 bytes a block the issue measured.
+     */
+    public static final long DEFAULT_MAX_ROUTED_BLOCKS = 16L << 20;
 
     /** The default of {@link #maxRegistrations()}: ranks registered at once. */
     public static final int DEFAULT_MAX_REGISTRATIONS = 4096;
@@ -602,6 +613,9 @@ public final class KvRouterServer implements AutoCloseable {
         throw new IllegalArgumentException(
             "maxRegistrations must be >= 1, got " + maxRegistrations);
       }
+      if (maxRoutedBlocks < 1) {
+        throw new IllegalArgumentException("maxRoutedBlocks must be >= 1, got " + maxRoutedBlocks);
+      }
       Set<String> hosts = new TreeSet<>();
       if (allowedEngineHosts != null) {
         for (String h : allowedEngineHosts) {
@@ -634,7 +648,8 @@ public final class KvRouterServer implements AutoCloseable {
           sync,
           syncHeartbeat,
           maxRegistrations,
-          allowedEngineHosts);
+          allowedEngineHosts,
+          maxRoutedBlocks);
     }
 
     /** This configuration with {@code v} as its {@link #selector()}. */
@@ -660,7 +675,8 @@ public final class KvRouterServer implements AutoCloseable {
           sync,
           syncHeartbeat,
           maxRegistrations,
-          allowedEngineHosts);
+          allowedEngineHosts,
+          maxRoutedBlocks);
     }
 
     /** {@link RoutingSettings#approximate()} of {@link #routing()}. */
@@ -741,6 +757,7 @@ public final class KvRouterServer implements AutoCloseable {
               + routing.tierWeights().external());
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
       m.put("max-registrations", Integer.toString(maxRegistrations));
+      m.put("max-routed-blocks", Long.toString(maxRoutedBlocks));
       m.put(
           "allowed-engine-hosts",
           allowedEngineHosts.isEmpty() ? "(any)" : String.join(",", allowedEngineHosts));
@@ -771,6 +788,7 @@ public final class KvRouterServer implements AutoCloseable {
       private String authToken;
       private int maxRegistrations = DEFAULT_MAX_REGISTRATIONS;
       private Set<String> allowedEngineHosts = Set.of();
+      private long maxRoutedBlocks = DEFAULT_MAX_ROUTED_BLOCKS;
       private boolean acceptUnregistered;
       private Duration shutdownGrace = Duration.ofSeconds(10);
       private double overlapWeight = 1.0;
@@ -979,6 +997,12 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#maxRoutedBlocks()}. */
+      public Builder maxRoutedBlocks(long v) {
+        this.maxRoutedBlocks = v;
+        return this;
+      }
+
       /** See {@link Config#allowedEngineHosts()}. */
       public Builder allowedEngineHosts(Collection<String> v) {
         this.allowedEngineHosts = v == null ? Set.of() : Set.copyOf(v);
@@ -1025,7 +1049,8 @@ public final class KvRouterServer implements AutoCloseable {
             sync,
             syncHeartbeat,
             maxRegistrations,
-            allowedEngineHosts);
+            allowedEngineHosts,
+            maxRoutedBlocks);
       }
     }
   }

@@ -7,7 +7,6 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 import java.util.function.ToLongFunction;
 
@@ -19,10 +18,9 @@ import java.util.function.ToLongFunction;
  * Implementation notes
  *
  * Data layout: NATS_FIELDS lists every exported counter (family, help, how to read it from a
- * replica's NatsReplicaStats). Callbacks read the live indexes' replicas at scrape time, plus
- * retiredNats: the last counts of dropped indexes' replicas by index, summed in NATS_FIELDS order,
- * so the counters stay monotonic when a model is registered again. Who writes retiredNats:
- * retire(), when the Registry drops an index; who reads: the scrape's thread. Thread-safe.
+ * replica's NatsReplicaStats). Callbacks read the live indexes' replicas at scrape time only: a
+ * dropped index's series leave /metrics with it (issue 31, #10) and a model registered again
+ * starts from 0. Stateless past its constructor, so thread-safe.
  * </pre>
  */
 final class NatsMetrics {
@@ -77,9 +75,8 @@ final class NatsMetrics {
               NatsReplicaStats::purgedMessages));
 
   /** Counters of NATS replicas of dropped indexes, in NATS_FIELDS order. */
-  private final Map<ModelKey, long[]> retiredNats = new ConcurrentHashMap<>();
-
   private final PrometheusRegistry registry;
+
   private final Supplier<Collection<ModelIndex>> indexes;
 
   /** Registers the NATS families in {@code registry}, reading the replicas of {@code indexes}. */
@@ -87,11 +84,6 @@ final class NatsMetrics {
     this.registry = registry;
     this.indexes = indexes;
     registerFamilies();
-  }
-
-  /** Keeps the counters of the replica of an index that is being dropped (if it has one). */
-  void retire(ModelIndex m) {
-    if (m.nats != null) retiredNats.merge(m.key, readNats(m.nats), ServerMetrics::sum);
   }
 
   private static long[] readNats(NatsEvents.Feed f) {
@@ -111,7 +103,7 @@ final class NatsMetrics {
           .labelNames("model_name", "routing_group")
           .callback(
               cb -> {
-                Map<ModelKey, long[]> all = new TreeMap<>(retiredNats);
+                Map<ModelKey, long[]> all = new TreeMap<>();
                 for (ModelIndex m : indexes.get()) {
                   if (m.nats != null) all.merge(m.key, readNats(m.nats), ServerMetrics::sum);
                 }

@@ -24,7 +24,7 @@ import org.jspecify.annotations.Nullable;
  * indexes is a concurrent sorted map read without a lock by every request. register and
  * unregister are rare and run one at a time under membership (a ReentrantLock, virtual-thread
  * friendly): an index is created by the first registration of its key, which fixes its block
- * size, and dropped (closed, its counters retired into the metrics) when its last rank
+ * size, and dropped (closed, its metric series removed) when its last rank
  * unregisters, so a later registration may choose another block size. Removing a rank takes the
  * index's write lock (see ModelIndex) around the router's unregisterRank and the registration
  * map update.
@@ -38,7 +38,8 @@ import org.jspecify.annotations.Nullable;
  * then adds the rank under membership and attaches the listener; on any failure after the start
  * it cancels the listener, so nothing is left behind. unregister() closes it after releasing the
  * index's write lock (its thread may be waiting for the read lock to apply an event, which is
- * then dropped because the registration is gone) and keeps its counters in the metrics.
+ * then dropped because the registration is gone) and keeps its counters in the metrics while
+ * the index lives.
  *
  * With NATS (serve --events nats://...), register() starts the new index's NatsEvents.Feed
  * (snapshot restore and consumer creation: network round trips under membership, which only
@@ -556,7 +557,6 @@ final class Registry implements AutoCloseable {
             // consumer) before the index closes
             if (m.nats != null) m.nats.close();
             if (m.sync != null) m.sync.close();
-            metrics.retire(m);
             m.router.close();
           }
         } finally {
@@ -566,8 +566,10 @@ final class Registry implements AutoCloseable {
         // close() joins it; what it applies now is dropped (no longer the registration)
         for (ZmqListener l : stopped) {
           l.close();
-          metrics.retire(m.key, l);
+          if (!m.closed) metrics.retire(m.key, l);
         }
+        // the index is gone: so are its series (issue 31, #10), after its listeners stopped
+        if (m.closed) metrics.forget(m.key);
       }
       if (out.isEmpty()) throw notRegistered(u);
       return out;

@@ -12,8 +12,10 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.util.Collection;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -29,9 +31,13 @@ import java.util.function.Supplier;
  * not a label lookup. The metrics read at scrape time by callbacks live in their own classes, one
  * per subsystem, registered in this registry by the constructor: ZmqMetrics (the listeners),
  * NatsMetrics (the indexes' NATS replicas), SyncMetrics (sequence sync) and IndexMetrics (what
- * the indexes count, the registrations, requests in flight). Each keeps the last counts of what
- * was dropped (retire(), called by the Registry and the listeners' owners), so its counters stay
- * monotonic when a model is registered again. Everything here is thread-safe.
+ * the indexes count, the registrations, requests in flight). Each keeps the last counts of a
+ * stopped listener or replica while its index lives (retire(), called by the Registry and the
+ * listeners' owners), so a rank registered again adds to them. When an index is dropped (its last
+ * rank unregistered), forget() removes every series naming its model and routing group, here and
+ * in the subsystems, so /metrics stays bounded by what is registered now (issue 31, #10); a model
+ * registered again starts its counters from 0, which Prometheus reads as a counter reset.
+ * Everything here is thread-safe.
  * </pre>
  */
 final class ServerMetrics implements HttpPlumbing.Metrics {
@@ -145,18 +151,16 @@ final class ServerMetrics implements HttpPlumbing.Metrics {
   private final CounterDataPoint zmqEventsReceived;
 
   private final ZmqMetrics zmq;
-  private final NatsMetrics nats;
-  private final SyncMetrics sync;
-  private final IndexMetrics index;
 
   ServerMetrics(Supplier<Collection<ModelIndex>> indexes) {
     httpEventsReceived = eventsReceived.labelValues("http");
     zmqEventsReceived = eventsReceived.labelValues("zmq");
     decodeErrors.labelValues("http");
     zmq = new ZmqMetrics(registry, indexes);
-    nats = new NatsMetrics(registry, indexes);
-    sync = new SyncMetrics(registry, indexes);
-    index = new IndexMetrics(registry, indexes);
+    // these read the live indexes at scrape time only: nothing to keep or forget here
+    new NatsMetrics(registry, indexes);
+    new SyncMetrics(registry, indexes);
+    new IndexMetrics(registry, indexes);
     JvmMetrics.builder().register(registry);
   }
 
@@ -193,11 +197,17 @@ final class ServerMetrics implements HttpPlumbing.Metrics {
     return zmqEventsReceived;
   }
 
-  /** Remembers the counters of an index that is being dropped. */
-  void retire(ModelIndex m) {
-    index.retire(m);
-    nats.retire(m);
-    sync.retire(m);
+  /**
+   * Removes every series that names the model and routing group of an index that was dropped (its
+   * last rank unregistered): a model registered again starts its counters from 0.
+   */
+  void forget(ModelKey key) {
+    zmq.forget(key);
+    Function<List<String>, Boolean> named =
+        labels -> labels.get(0).equals(key.modelName()) && labels.get(1).equals(key.routingGroup());
+    findMatchesSeconds.remove(key.modelName(), key.routingGroup());
+    routeDecisions.removeIf(named);
+    routeRejections.removeIf(named);
   }
 
   /** The element-wise sum of two counter arrays of equal length (a new array). */

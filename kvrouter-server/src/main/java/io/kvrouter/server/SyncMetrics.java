@@ -10,7 +10,6 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 import java.util.function.ToLongFunction;
 
@@ -24,10 +23,9 @@ import java.util.function.ToLongFunction;
  * Data layout: SYNC_FIELDS lists every exported counter (family, help, how to read it from a
  * NatsSequenceSync.Stats); readSync() reads them in that order followed by the lag count and lag
  * sum (milliseconds), which the kvrouter_sync_lag_seconds summary exports. Callbacks read the
- * live indexes' syncs at scrape time, plus retiredSync: the last counts of dropped indexes' syncs
- * by index, so the counters stay monotonic when a model is registered again; the gauges (peers,
- * peer requests, largest lag) read live syncs only. Who writes retiredSync: retire(), when the
- * Registry drops an index; who reads: the scrape's thread. Thread-safe.
+ * live indexes' syncs at scrape time only: a dropped index's series leave /metrics with it (issue
+ * 31, #10) and a model registered again starts from 0. Stateless past its constructor, so
+ * thread-safe.
  * </pre>
  */
 final class SyncMetrics {
@@ -117,9 +115,8 @@ final class SyncMetrics {
               st -> st.sync().outboxDropped()));
 
   /** Counters of the sequence syncs of dropped indexes, in SYNC_FIELDS order, then the lag. */
-  private final Map<ModelKey, long[]> retiredSync = new ConcurrentHashMap<>();
-
   private final PrometheusRegistry registry;
+
   private final Supplier<Collection<ModelIndex>> indexes;
 
   /** Registers the sync families in {@code registry}, reading the syncs of {@code indexes}. */
@@ -127,11 +124,6 @@ final class SyncMetrics {
     this.registry = registry;
     this.indexes = indexes;
     registerFamilies();
-  }
-
-  /** Keeps the counters of the sync of an index that is being dropped (if it has one). */
-  void retire(ModelIndex m) {
-    if (m.sync != null) retiredSync.merge(m.key, readSync(m.sync.stats()), ServerMetrics::sum);
   }
 
   private static long[] readSync(NatsSequenceSync.Stats st) {
@@ -143,7 +135,7 @@ final class SyncMetrics {
   }
 
   private Map<ModelKey, long[]> syncByKey() {
-    Map<ModelKey, long[]> all = new TreeMap<>(retiredSync);
+    Map<ModelKey, long[]> all = new TreeMap<>();
     for (ModelIndex m : indexes.get()) {
       if (m.sync != null) all.merge(m.key, readSync(m.sync.stats()), ServerMetrics::sum);
     }

@@ -268,4 +268,11 @@ final class ZmqMetrics {
   void retire(ModelKey key, ZmqListener l) {
     retiredZmq.merge(zmqLabels(key, l), read(l), ServerMetrics::sum);
   }
+
+  /** Forgets the stopped listeners' counters of an index that was dropped. */
+  void forget(ModelKey key) {
+    retiredZmq
+        .keySet()
+        .removeIf(l -> l.get(0).equals(key.modelName()) && l.get(1).equals(key.routingGroup()));
+  }
 }
