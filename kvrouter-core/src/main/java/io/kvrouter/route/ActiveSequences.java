@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.atomic.LongAdder;
 import org.jspecify.annotations.NullUnmarked;
 
 /**
@@ -86,6 +87,7 @@ final class ActiveSequences {
   private long activePrefillTokens;
   private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
   private long heldBlocks; // Σ seqHashes.length of the live requests: what their arrays hold
+  private LongAdder heldTotal; // the owner's sum of heldBlocks over its ranks, or null
   private Request head; // oldest deadline
   private Request tail;
   // the owner's load columns (SlotTable's, indexed by rank): activeBlocks and activePrefillTokens
@@ -113,6 +115,14 @@ final class ActiveSequences {
    */
   static long prefillTokens(int isl, int overlapBlocks, int blockSize) {
     return Math.max(0L, (long) isl - (long) overlapBlocks * blockSize);
+  }
+
+  /**
+   * From now on adds every change of {@link #heldBlocks()} to {@code total} (the owner's sum over
+   * its ranks, read without its lock); call it while no request is in flight.
+   */
+  void countInto(LongAdder total) {
+    heldTotal = total;
   }
 
   /**
@@ -167,6 +177,7 @@ final class ActiveSequences {
     }
     activeBlocks += added;
     heldBlocks += seqHashes.length;
+    if (heldTotal != null) heldTotal.add(seqHashes.length);
     activePrefillTokens += prefillTokens;
     mirror();
     append(r);
@@ -223,6 +234,7 @@ final class ActiveSequences {
     }
     activeBlocks -= gone;
     heldBlocks -= r.seqHashes.length;
+    if (heldTotal != null) heldTotal.add(-r.seqHashes.length);
     activePrefillTokens -= r.prefillTokens;
     r.prefillTokens = 0;
     mirror();

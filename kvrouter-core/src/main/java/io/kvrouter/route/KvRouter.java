@@ -23,6 +23,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
@@ -137,6 +138,9 @@ public final class KvRouter implements AutoCloseable {
   @GuardedBy("lock")
   private final SlotTable table; // under lock
 
+  // the table's count of blocks held by requests in flight: written under lock, read without it
+  private final LongAdder heldBlocks;
+
   @GuardedBy("lock")
   private int[] rankScratch = new int[0]; // under lock: decide()'s table positions by column index
 
@@ -167,6 +171,7 @@ public final class KvRouter implements AutoCloseable {
     this.busyRequests = b.busyRequests;
     this.nanoClock = b.nanoClock;
     this.table = new SlotTable(b.requestExpiry);
+    this.heldBlocks = table.heldBlocks;
     this.approximate = b.approximate;
     if (b.approximate) {
       this.index = KvIndexes.concurrentRadixTree();
@@ -1080,20 +1085,13 @@ public final class KvRouter implements AutoCloseable {
   }
 
   /**
-   * Blocks held by the requests in flight across all workers, after expiring overdue ones: the sum
-   * of their lengths in blocks, a block that several requests share counted for each (what their
-   * state takes in memory, unlike {@link WorkerLoad#activeBlocks()}).
+   * Blocks held by the requests in flight across all workers: the sum of their lengths in blocks, a
+   * block that several requests share counted for each (what their state takes in memory, unlike
+   * {@link WorkerLoad#activeBlocks()}). Read without the router's lock; overdue requests count
+   * until the router next expires them (every route does).
    */
   public long heldBlocks() {
-    lock.lock();
-    try {
-      table.expire(nanoClock.getAsLong());
-      long held = 0;
-      for (Slot s : table.slots()) held += s.seqs.heldBlocks();
-      return held;
-    } finally {
-      lock.unlock();
-    }
+    return heldBlocks.sum();
   }
 
   /** Predicted (worker rank, block) entries held in approximate mode; 0 in event mode. */

@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
@@ -250,14 +251,22 @@ final class SlotTable {
               forgetRoot(s, seq);
               if (expired && departed != null) departed.departed(id, true);
             });
+    s.seqs.countInto(heldBlocks);
     byWorker.put(w, s);
     return s;
   }
+
+  /**
+   * Blocks held by the requests in flight on every rank, each request's counted whole: the ranks'
+   * ActiveSequences add to it under the router's lock; read without it (a sum of a LongAdder).
+   */
+  final LongAdder heldBlocks = new LongAdder();
 
   /** Forgets {@code rank} and its requests in flight; returns false when it was not registered. */
   boolean remove(Worker rank) {
     Slot gone = byWorker.remove(rank);
     if (gone == null) return false;
+    heldBlocks.add(-gone.seqs.heldBlocks());
     for (String id : gone.seqs.requestIds()) {
       requests.remove(id);
       if (departed != null) departed.departed(id, false);
@@ -287,6 +296,7 @@ final class SlotTable {
       }
       gone.add(s.worker);
       byWorker.remove(s.worker);
+      heldBlocks.add(-s.seqs.heldBlocks());
       for (String id : s.seqs.requestIds()) {
         requests.remove(id);
         if (departed != null) departed.departed(id, false);

@@ -102,6 +102,22 @@ class KvRouterTest {
   }
 
   @Test
+  void heldBlocksCountEachRequestWholeUntilFreedOrItsRankLeaves() {
+    KvRouter router = router(2);
+    routed(router.route("a", tokens(1, 16), only(1))); // 4 blocks
+    routed(router.route("b", tokens(1, 16), only(1))); // the same 4 blocks, counted again
+    routed(router.route("c", tokens(500, 8), only(2))); // 2 blocks
+    assertThat(router.heldBlocks()).isEqualTo(10);
+    assertThat(router.free("a")).isTrue();
+    assertThat(router.heldBlocks()).isEqualTo(6);
+    // a rank that leaves takes its requests' blocks with it
+    assertThat(router.unregisterWorker(1)).isTrue();
+    assertThat(router.heldBlocks()).isEqualTo(2);
+    assertThat(router.free("c")).isTrue();
+    assertThat(router.heldBlocks()).isZero();
+  }
+
+  @Test
   void aRequestIsTrackedUntilPrefillCompletesAndUntilFreed() {
     KvRouter router = router(1);
     routed(router.route("r1", tokens(1, 10))); // 2 full blocks; 10 prefill tokens

@@ -13,14 +13,13 @@ import io.kvrouter.server.http.ApiException;
  * Implementation notes
  *
  * No state of its own: the routers count what their requests in flight hold (KvRouter.heldBlocks,
- * every request's blocks counted whole, after expiring overdue ones), and check() sums them over
+ * every request's blocks counted whole, read without the router's lock), and check() sums them over
  * the live indexes before a route records anything. A route whose blocks would take the sum past
  * maxBlocks is a 429 with Retry-After, counted in kvrouter_route_rejections_total{reason=
  * "held_blocks"}. The check and the route are not one atomic step: routes running at once may
  * pass it together, so the bound is exceeded by at most what they hold (their bodies are bounded
- * by the in-flight body budget). The sum takes each index's router lock once, briefly (the
- * lock the route itself takes next), so a /route costs one lock per registered model and routing
- * group more. Read by the request threads; thread-safe as the routers are.
+ * by the in-flight body budget). The sum reads one LongAdder per registered model and routing
+ * group, no lock. Read by the request threads; thread-safe as the routers are.
  * </pre>
  */
 final class RouteBudget {
