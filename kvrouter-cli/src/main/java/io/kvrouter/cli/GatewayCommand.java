@@ -11,6 +11,7 @@ import io.kvrouter.route.LoraCost;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.Scorer;
 import io.kvrouter.route.Scorers;
+import io.kvrouter.server.EdgeSettings;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.tokenize.TokenizerException;
 import io.opentelemetry.sdk.OpenTelemetrySdk;
@@ -58,6 +59,7 @@ import picocli.CommandLine.Spec;
 @Command(
     name = "gateway",
     mixinStandardHelpOptions = true,
+    resourceBundle = "io.kvrouter.cli.GatewayHelp",
     sortOptions = false,
     description = {
       "The OpenAI-compatible front door: /v1/chat/completions, /v1/completions, /v1/models,"
@@ -79,7 +81,6 @@ import picocli.CommandLine.Spec;
 public final class GatewayCommand implements Callable<Integer> {
   static final String API_KEY_ENV = "KVROUTER_API_KEY";
   static final String ENGINE_KEY_ENV = "KVROUTER_ENGINE_API_KEY";
-  static final String TOKEN_ENV = "KVROUTER_AUTH_TOKEN";
   private static final Logger HELIDON_LOG = Logger.getLogger("io.helidon");
 
   @Spec CommandSpec spec;
@@ -96,6 +97,8 @@ public final class GatewayCommand implements Callable<Integer> {
 
   @Mixin TracingOptions tracing = new TracingOptions();
 
+  @Mixin EdgeOptions edge = new EdgeOptions(8080, 30);
+
   @Option(
       names = "--trust-request-chat-template",
       description =
@@ -103,18 +106,6 @@ public final class GatewayCommand implements Callable<Integer> {
               + " the request, and forwarded. Without it such a request is refused with vLLM's"
               + " 400.")
   boolean trustRequestChatTemplate;
-
-  @Option(
-      names = "--host",
-      paramLabel = "ADDR",
-      description = "Address to bind (default: ${DEFAULT-VALUE}).")
-  String host = "127.0.0.1";
-
-  @Option(
-      names = "--port",
-      paramLabel = "PORT",
-      description = "TCP port, 0 for any free one (default: ${DEFAULT-VALUE}).")
-  int port = 8080;
 
   @Option(
       names = "--model",
@@ -215,15 +206,6 @@ public final class GatewayCommand implements Callable<Integer> {
   String engineApiKey;
 
   @Option(
-      names = "--auth-token",
-      paramLabel = "TOKEN",
-      description =
-          "Admin token of the router's mutating endpoints (/register ...; default: $"
-              + TOKEN_ENV
-              + ", else none).")
-  String authToken;
-
-  @Option(
       names = "--max-attempts",
       paramLabel = "N",
       description = "Engines tried per request before its first byte (default: ${DEFAULT-VALUE}).")
@@ -298,14 +280,7 @@ public final class GatewayCommand implements Callable<Integer> {
       names = "--max-body-size",
       paramLabel = "BYTES",
       description = "Largest request body; larger ones get 413 (default: ${DEFAULT-VALUE}).")
-  long maxBodyBytes = KvRouterServer.Config.DEFAULT_MAX_BODY_BYTES;
-
-  @Option(
-      names = "--shutdown-grace-seconds",
-      paramLabel = "S",
-      description =
-          "On SIGTERM, how long streams in flight may take to finish (default: ${DEFAULT-VALUE}).")
-  long shutdownGraceSeconds = 30;
+  long maxBodyBytes = EdgeSettings.DEFAULT_MAX_BODY_BYTES;
 
   @Option(
       names = "--config",
@@ -370,12 +345,8 @@ public final class GatewayCommand implements Callable<Integer> {
   /** The configurations; IllegalArgumentException for a bad flag. */
   KvRouterServer.Config serverConfig() {
     KvRouterServer.Config.Builder b =
-        KvRouterServer.Config.builder()
-            .host(host)
-            .port(port)
+        edge.applyTo(KvRouterServer.Config.builder())
             .maxBodyBytes(maxBodyBytes)
-            .authToken(env(authToken, TOKEN_ENV))
-            .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
             .routing(routing.settings())
             .selector(routing.selector(scorers(sessionConfig())));
     return replica.applyTo(b).build();
@@ -602,7 +573,7 @@ public final class GatewayCommand implements Callable<Integer> {
               + " keys"
               + (sc.effectiveSync() == null ? "" : ", shared over " + sc.effectiveSync()));
     }
-    if (gc.apiKey() != null && sc.authToken() == null) {
+    if (gc.apiKey() != null && sc.edge().authToken() == null) {
       out.println(
           "  admin endpoints (POST /register, /unregister, /events, /route): no --auth-token, so"
               + " they need 'Authorization: Bearer' with the --api-key");
@@ -640,7 +611,7 @@ public final class GatewayCommand implements Callable<Integer> {
         "kvrouter gateway: "
             + signal
             + ": stopping: /ready answers 503, streams in flight finish (at most "
-            + shutdownGraceSeconds
+            + edge.shutdownGraceSeconds
             + " s)...");
     out.flush();
     g.close();

@@ -2,6 +2,7 @@ package io.kvrouter.cli;
 
 import io.kvrouter.discovery.DiscoveryConfig;
 import io.kvrouter.discovery.KubernetesDiscovery;
+import io.kvrouter.server.EdgeSettings;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.OutOfMemoryExit;
 import io.opentelemetry.sdk.OpenTelemetrySdk;
@@ -67,9 +68,6 @@ import picocli.CommandLine.Spec;
       "143:a second SIGTERM while stopping (130: a second Ctrl-C): stopped at once"
     })
 public final class ServeCommand implements Callable<Integer> {
-  /** Environment variable that supplies the bearer token when --auth-token is not given. */
-  static final String TOKEN_ENV = "KVROUTER_AUTH_TOKEN";
-
   /** Held strongly: java.util.logging keeps loggers weakly, and a collected one loses its level. */
   private static final Logger HELIDON_LOG = Logger.getLogger("io.helidon");
 
@@ -83,21 +81,9 @@ public final class ServeCommand implements Callable<Integer> {
 
   @Mixin TracingOptions tracing = new TracingOptions();
 
-  @Option(
-      names = "--host",
-      paramLabel = "ADDR",
-      description =
-          "Address to bind (default: ${DEFAULT-VALUE}, loopback: only this machine can connect)."
-              + " Any local address works: 0.0.0.0 (every interface) or one interface's, to take"
-              + " requests from other machines; then set --auth-token too, or put a proxy in"
-              + " front.")
-  String host = "127.0.0.1";
-
-  @Option(
-      names = "--port",
-      paramLabel = "PORT",
-      description = "TCP port, 0 for any free one (default: ${DEFAULT-VALUE}).")
-  int port = KvRouterServer.Config.DEFAULT_PORT;
+  @Mixin
+  EdgeOptions edge =
+      new EdgeOptions(EdgeSettings.DEFAULT_PORT, EdgeSettings.DEFAULT_SHUTDOWN_GRACE.toSeconds());
 
   @Option(
       names = "--max-body-size",
@@ -106,7 +92,7 @@ public final class ServeCommand implements Callable<Integer> {
       description =
           "Largest request body; larger ones get 413. Bytes, or with KiB/MiB/GiB"
               + " (default: 8MiB).")
-  long maxBodyBytes = KvRouterServer.Config.DEFAULT_MAX_BODY_BYTES;
+  long maxBodyBytes = EdgeSettings.DEFAULT_MAX_BODY_BYTES;
 
   @Option(
       names = "--max-inflight-body-size",
@@ -119,15 +105,6 @@ public final class ServeCommand implements Callable<Integer> {
   long maxInflightBodyBytes;
 
   @Option(
-      names = "--auth-token",
-      paramLabel = "TOKEN",
-      description =
-          "Bearer token required on every mutating endpoint (default: $"
-              + TOKEN_ENV
-              + " if set, else none).")
-  String authToken;
-
-  @Option(
       names = "--accept-unregistered",
       arity = "0..1",
       paramLabel = "BOOL",
@@ -135,14 +112,6 @@ public final class ServeCommand implements Callable<Integer> {
           "Apply /events of worker ranks that are not registered instead of refusing the batch"
               + " with 404.")
   boolean acceptUnregistered;
-
-  @Option(
-      names = "--shutdown-grace-seconds",
-      paramLabel = "S",
-      description =
-          "On SIGTERM, how long requests in flight may take to finish (default:"
-              + " ${DEFAULT-VALUE}).")
-  long shutdownGraceSeconds = 10;
 
   @Option(
       names = "--ingest-threads",
@@ -203,20 +172,15 @@ public final class ServeCommand implements Callable<Integer> {
 
   private int run(PrintWriter out, PrintWriter err) throws InterruptedException {
     if (!verbose) HELIDON_LOG.setLevel(Level.WARNING);
-    String token = authToken != null ? authToken : System.getenv(TOKEN_ENV);
     KvRouterServer.Config cfg;
     DiscoveryConfig dc;
     try {
       dc = discovery.config(null, DiscoveryConfig.DEFAULT_BLOCK_SIZE);
       KvRouterServer.Config.Builder b =
-          KvRouterServer.Config.builder()
-              .host(host)
-              .port(port)
+          edge.applyTo(KvRouterServer.Config.builder())
               .maxBodyBytes(maxBodyBytes)
               .maxInflightBodyBytes(maxInflightBodyBytes)
-              .authToken(token)
               .acceptUnregistered(acceptUnregistered)
-              .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds))
               .routing(routing.settings())
               .selector(routing.selector(routing.scorers()))
               .ingestThreads(ingestThreads)
@@ -269,7 +233,8 @@ public final class ServeCommand implements Callable<Integer> {
       if (otel != null) otel.close();
       return 1;
     } catch (RuntimeException e) {
-      err.println("kvrouter serve: cannot start on " + host + ":" + port + ": " + rootMessage(e));
+      err.println(
+          "kvrouter serve: cannot start on " + edge.host + ":" + edge.port + ": " + rootMessage(e));
       if (otel != null) otel.close();
       return 1;
     }
@@ -324,7 +289,7 @@ public final class ServeCommand implements Callable<Integer> {
               + "/discovery shows what it sees; /ready answers 503 until it found one)");
     }
     String url = server.url();
-    String auth = cfg.authToken() == null ? "" : " -H \"Authorization: Bearer $TOKEN\"";
+    String auth = cfg.edge().authToken() == null ? "" : " -H \"Authorization: Bearer $TOKEN\"";
     out.println("kvrouter serve: listening on " + url);
     if (loaded != null && loaded.workers() > 0) {
       out.println(

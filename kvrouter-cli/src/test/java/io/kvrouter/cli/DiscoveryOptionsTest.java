@@ -152,8 +152,8 @@ class DiscoveryOptionsTest {
     assertThat(c.namespace()).isEqualTo("llm");
     assertThat(c.labelSelector()).isEqualTo("app=vllm-qwen3");
     assertThat(c.defaultModel()).isEqualTo("qwen3");
-    assertThat(base.shutdownGraceSeconds).isEqualTo(30);
-    assertThat(base.port).isEqualTo(8080);
+    assertThat(base.edge.shutdownGraceSeconds).isEqualTo(30);
+    assertThat(base.edge.port).isEqualTo(8080);
 
     GatewayCommand pool = deployed("../deploy/overlays/inference-pool/configmap-patch.yaml");
     DiscoveryConfig p = pool.discovery.config("qwen3", pool.blockSize);

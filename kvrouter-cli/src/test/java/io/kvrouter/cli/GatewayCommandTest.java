@@ -189,7 +189,7 @@ class GatewayCommandTest {
             GatewayCommand.MULTI,
             GatewayCommand::new,
             new PrintWriter(new StringWriter()));
-    assertThat(eff.port).isEqualTo(9999);
+    assertThat(eff.edge.port).isEqualTo(9999);
     assertThat(eff.maxAttempts).isEqualTo(4);
     assertThat(eff.models).containsExactly("a", "b");
     assertThat(eff.engines)

@@ -234,7 +234,7 @@ public final class Gateway implements AutoCloseable {
                       r.overlapWeight(), r.pressureWeight(), r.temperature(), r.seed());
       serverConfig = serverConfig.withSelector(g.lora.selector(base));
     }
-    if (config.apiKey() != null && serverConfig.authToken() == null) {
+    if (config.apiKey() != null && serverConfig.edge().authToken() == null) {
       // secure by default (docs/gateway.md, "Security"): without --auth-token, the router's
       // mutating endpoints (POST /register, /unregister, /events, /route ...) take the client API
       // key, so that a client without it cannot register its own engine or remove the real ones

@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.mockengine.KvEventsConfig;
 import io.kvrouter.mockengine.MockEngineServer;
+import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouteSpans;
 import io.kvrouter.server.RouterModel;
@@ -58,7 +59,10 @@ class GatewayAdmissionTest {
   private Gateway gateway(AdmissionConfig admission, OpenTelemetry otel) throws Exception {
     Gateway g =
         Gateway.start(
-            KvRouterServer.Config.builder().port(0).busyRequests(1).build(),
+            KvRouterServer.Config.builder()
+                .port(0)
+                .routing(RoutingSettings.DEFAULTS.withBusyRequests(1))
+                .build(),
             GatewayConfig.builder()
                 .model("tiny", GatewayStubTest.tiny())
                 .admission(admission)

@@ -10,6 +10,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.kvrouter.event.Worker;
 import io.kvrouter.mockengine.MockEngineServer;
 import io.kvrouter.route.KvSource;
+import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.server.ServerHost.Registration;
@@ -85,7 +86,10 @@ class GatewayApproximateTest {
   void anEngineThatEvictedWhatTheRouterPredictsCorrectsThePredictions() throws Exception {
     g =
         Gateway.start(
-            KvRouterServer.Config.builder().port(0).approximate(true).build(),
+            KvRouterServer.Config.builder()
+                .port(0)
+                .routing(RoutingSettings.DEFAULTS.withApproximate(true))
+                .build(),
             GatewayConfig.builder().model("tiny", GatewayStubTest.tiny()).build());
     // a few prompts' worth: the engine evicts, the router cannot see it
     e = engine(24);

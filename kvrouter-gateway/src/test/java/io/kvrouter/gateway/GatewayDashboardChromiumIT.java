@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.mockengine.KvEventsConfig;
 import io.kvrouter.mockengine.MockEngineServer;
+import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.server.KvRouterServer;
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -66,7 +67,10 @@ class GatewayDashboardChromiumIT {
     Chromium chromium = Chromium.require();
     Gateway g =
         Gateway.start(
-            KvRouterServer.Config.builder().port(0).busyRequests(4).build(),
+            KvRouterServer.Config.builder()
+                .port(0)
+                .routing(RoutingSettings.DEFAULTS.withBusyRequests(4))
+                .build(),
             GatewayConfig.builder()
                 .model("tiny", GatewayStubTest.tiny())
                 .admission(

@@ -9,6 +9,7 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
 import io.kvrouter.route.KvSource;
+import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.route.WorkerLoad;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
@@ -635,7 +636,10 @@ class GatewayStubTest {
     AdmissionConfig d = AdmissionConfig.DEFAULTS;
     Gateway g =
         Gateway.start(
-            KvRouterServer.Config.builder().port(0).busyPrefillTokens(0).build(),
+            KvRouterServer.Config.builder()
+                .port(0)
+                .routing(RoutingSettings.DEFAULTS.withBusyPrefillTokens(0))
+                .build(),
             GatewayConfig.builder()
                 .model("tiny", tiny())
                 .admission(

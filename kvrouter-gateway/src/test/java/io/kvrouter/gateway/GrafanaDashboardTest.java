@@ -7,6 +7,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import io.kvrouter.mockengine.KvEventsConfig;
 import io.kvrouter.mockengine.MockEngineServer;
+import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.server.KvRouterServer;
 import java.net.URI;
 import java.net.http.HttpRequest;
@@ -193,7 +194,10 @@ class GrafanaDashboardTest {
   private String failuresThenMetrics() throws Exception {
     Gateway g =
         Gateway.start(
-            KvRouterServer.Config.builder().port(0).busyRequests(1).build(),
+            KvRouterServer.Config.builder()
+                .port(0)
+                .routing(RoutingSettings.DEFAULTS.withBusyRequests(1))
+                .build(),
             GatewayConfig.builder()
                 .model("tiny", GatewayStubTest.tiny())
                 .admission(

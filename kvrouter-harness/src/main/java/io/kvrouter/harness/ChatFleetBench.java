@@ -3,6 +3,7 @@ package io.kvrouter.harness;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
+import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.server.KvRouterServer;
 import java.io.PrintWriter;
 import java.net.http.HttpClient;
@@ -224,8 +225,10 @@ public final class ChatFleetBench {
           Gateway.start(
               KvRouterServer.Config.builder()
                   .port(0)
-                  .seed(s.seed())
-                  .requestExpiry(Duration.ofDays(1))
+                  .routing(
+                      RoutingSettings.DEFAULTS
+                          .withSeed(s.seed())
+                          .withRequestExpiry(Duration.ofDays(1)))
                   .shutdownGrace(Duration.ofSeconds(1))
                   .selector(FleetBench.selector(policy, s.seed()))
                   .build(),

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
+import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.sim.BaselineSelectors;
@@ -291,11 +292,13 @@ public final class FleetBench {
         KvRouterServer.Config sc =
             KvRouterServer.Config.builder()
                 .port(0)
-                .seed(s.seed())
-                .requestExpiry(Duration.ofDays(1))
+                .routing(
+                    RoutingSettings.DEFAULTS
+                        .withSeed(s.seed())
+                        .withRequestExpiry(Duration.ofDays(1))
+                        .withApproximate(approx))
                 .shutdownGrace(Duration.ofSeconds(1))
                 .selector(selector(policy, s.seed()))
-                .approximate(approx)
                 .sync(nats == null ? KvRouterServer.Config.SYNC_OFF : nats.url())
                 .replicaId("gw-" + (k + 1))
                 .build();

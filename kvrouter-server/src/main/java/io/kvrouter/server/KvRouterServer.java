@@ -4,10 +4,8 @@ import io.helidon.webserver.WebServer;
 import io.helidon.webserver.WebServerConfig;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RoutingSettings;
-import io.kvrouter.route.TierWeights;
 import io.kvrouter.route.WorkerSelector;
 import io.kvrouter.server.http.HttpPlumbing;
-import io.kvrouter.server.http.ReadDeadline;
 import io.kvrouter.transport.nats.NatsConnections;
 import io.opentelemetry.api.OpenTelemetry;
 import java.io.IOException;
@@ -126,10 +124,10 @@ public final class KvRouterServer implements AutoCloseable {
     HttpPlumbing http =
         new HttpPlumbing(
             metrics,
-            config.authToken(),
-            config.maxBodyBytes(),
-            config.readTimeout(),
-            config.effectiveMaxInflightBodyBytes(),
+            config.edge().authToken(),
+            config.edge().maxBodyBytes(),
+            config.edge().readTimeout(),
+            config.edge().effectiveMaxInflightBodyBytes(),
             () -> readiness().reason(),
             () -> serving && ready,
             OutOfMemoryExit::exitIfInstalled);
@@ -154,11 +152,11 @@ public final class KvRouterServer implements AutoCloseable {
     api.routeBudget(new RouteBudget(registry, metrics, config.maxRoutedBlocks()));
     WebServerConfig.Builder server =
         WebServer.builder()
-            .host(config.host())
-            .port(config.port())
+            .host(config.edge().host())
+            .port(config.edge().port())
             .shutdownGracePeriod(
-                config.shutdownGrace().compareTo(STOP_TAIL) < 0
-                    ? config.shutdownGrace()
+                config.edge().shutdownGrace().compareTo(STOP_TAIL) < 0
+                    ? config.edge().shutdownGrace()
                     : STOP_TAIL)
             .shutdownHook(false)
             .featuresDiscoverServices(false)
@@ -253,7 +251,7 @@ public final class KvRouterServer implements AutoCloseable {
   public static KvRouterServer start(
       Config config, ServerExtension extension, OpenTelemetry openTelemetry) {
     Objects.requireNonNull(config, "config");
-    checkBindable(config.host(), config.port());
+    checkBindable(config.edge().host(), config.edge().port());
     KvRouterServer s = new KvRouterServer(config, extension, openTelemetry);
     // before the listener opens, so that a /ready answered from then on says what start() does
     s.ready = true;
@@ -270,7 +268,10 @@ public final class KvRouterServer implements AutoCloseable {
       // logs it and returns instead of throwing
       s.stop();
       throw new ListenException(
-          config.host(), config.port(), "the web server did not start (its log says why)", null);
+          config.edge().host(),
+          config.edge().port(),
+          "the web server did not start (its log says why)",
+          null);
     }
     try {
       s.links.start(config, s.port(), state -> s.warmStartState = state);
@@ -362,12 +363,12 @@ public final class KvRouterServer implements AutoCloseable {
 
   /** The address the server listens on. */
   public String host() {
-    return config.host();
+    return config.edge().host();
   }
 
   /** {@code http://host:port}. */
   public String url() {
-    return "http://" + hostPort(config.host(), port());
+    return "http://" + hostPort(config.edge().host(), port());
   }
 
   /** The configuration it runs with. */
@@ -397,12 +398,12 @@ public final class KvRouterServer implements AutoCloseable {
     if (stopped) return;
     stopped = true;
     ready = false;
-    long left = inFlight.awaitIdle(config.shutdownGrace().toNanos());
+    long left = inFlight.awaitIdle(config.edge().shutdownGrace().toNanos());
     if (left > 0) {
       LOG.warning(
           left
               + " request(s) still in flight after the shutdown grace period of "
-              + config.shutdownGrace().toSeconds()
+              + config.edge().shutdownGrace().toSeconds()
               + " s (--shutdown-grace-seconds): they are cut off");
     }
     webServer.stop();
@@ -417,7 +418,7 @@ public final class KvRouterServer implements AutoCloseable {
     ingest.shutdown();
     try {
       if (!ingest.awaitTermination(
-          config.shutdownGrace().toMillis() + 1000, TimeUnit.MILLISECONDS)) {
+          config.edge().shutdownGrace().toMillis() + 1000, TimeUnit.MILLISECONDS)) {
         ingest.shutdownNow();
       }
     } catch (InterruptedException e) {
@@ -449,15 +450,13 @@ public final class KvRouterServer implements AutoCloseable {
   }
 
   /**
-   * The service's settings; {@link #builder()} starts from the defaults.
+   * The service's settings: the HTTP edge's ({@link EdgeSettings}), the routing's ({@link
+   * RoutingSettings}) and the server's own; {@link #builder()} starts from the defaults.
    *
-   * @param host address to bind; default {@code 127.0.0.1} (loopback only)
-   * @param port TCP port; 0 picks a free one; default 8090
-   * @param maxBodyBytes request bodies over this many bytes get 413; default 8 MiB
-   * @param authToken bearer token every mutating endpoint requires; null or empty: none
+   * @param edge where the service listens, its body limits, read deadline, admin token and shutdown
+   *     grace ({@link EdgeSettings}); shared with {@code gateway}
    * @param acceptUnregistered apply {@code /events} of worker ranks that are not registered instead
    *     of refusing the batch with 404; default false
-   * @param shutdownGrace how long requests in flight may take to finish at shutdown; default 10 s
    * @param routing the routing settings ({@link RoutingSettings}: the cost's weights, busy limits,
    *     request expiry, approximate mode, the index's bounds, tier weights); shared with {@code
    *     gateway} and {@code simulate}
@@ -475,25 +474,22 @@ public final class KvRouterServer implements AutoCloseable {
    * @param replicaId with {@code events}: the name of this server's snapshots and consumers; null:
    *     {@code serve-<port>}. With sync, also this server's name among its peers (null: {@code
    *     serve-<port>-<random>}, a new one at each start)
-   * @param readTimeout a request must arrive whole within this time from its request line, and an
-   *     idle connection is closed after about as long (slow clients); default 30 s, or the JVM
-   *     property {@code kvrouter.http.readTimeoutMillis}
    * @param natsApplyWait with {@code events}: how long {@code POST /events} waits, after NATS
    *     stored the batch, for this server's replica to apply it (so that a {@code /query} sent
    *     after the answer sees it) before answering 503, and how long {@code POST /register} and
    *     {@code POST /unregister} wait for this server to apply what they published; default 10 s
-   * @param maxInflightBodyBytes the request bodies held at once, across all connections, take at
-   *     most this many bytes; a body that would grow past it gets 503; 0 (the default): a quarter
-   *     of the JVM's maximum heap, and never less than {@code maxBodyBytes}
-   * @param selector makes the {@link io.kvrouter.route.WorkerSelector} of each new index's router
-   *     (one per index: a selector need not be thread-safe), replacing the cost built from the
-   *     weights above; null (the default): that cost. For benchmarks that compare policies ({@code
-   *     kvrouter bench fleet}); no flag of {@code serve} sets it
+   * @param selector makes the {@link WorkerSelector} of each new index's router (one per index: a
+   *     selector need not be thread-safe), replacing the cost built from the weights above; null
+   *     (the default): that cost. For benchmarks that compare policies ({@code kvrouter bench
+   *     fleet}); no flag of {@code serve} sets it
    * @param sync sequence sync (docs/service.md, "Several replicas share their in-flight load"):
    *     {@code nats://host:port} shares every index's requests in flight with the other replicas on
    *     that NATS server, so that each one's loads count the whole fleet's; {@code "off"}: not
    *     shared; null (the default): shared on the {@code events} server when there is one, off
    *     otherwise
+   * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
+   *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
+   *     200; default 1 s
    * @param maxRegistrations the most ranks registered at once, over every model and routing group;
    *     a {@code POST /register} past it gets 429 (counted in {@code
    *     kvrouter_registrations_refused_total}); default {@value #DEFAULT_MAX_REGISTRATIONS}
@@ -503,17 +499,10 @@ public final class KvRouterServer implements AutoCloseable {
    * @param maxRoutedBlocks the most blocks the routed requests in flight may hold, each request's
    *     counted whole (until freed or expired); a {@code POST /route} past it gets 429 with
    *     Retry-After; default {@value #DEFAULT_MAX_ROUTED_BLOCKS}
-   * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
-   *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
-   *     200; default 1 s
    */
   public record Config(
-      String host,
-      int port,
-      long maxBodyBytes,
-      String authToken,
+      EdgeSettings edge,
       boolean acceptUnregistered,
-      Duration shutdownGrace,
       RoutingSettings routing,
       int ingestThreads,
       Duration zmqConnectTimeout,
@@ -521,9 +510,7 @@ public final class KvRouterServer implements AutoCloseable {
       String peer,
       String events,
       String replicaId,
-      Duration readTimeout,
       Duration natsApplyWait,
-      long maxInflightBodyBytes,
       Supplier<WorkerSelector> selector,
       String sync,
       Duration syncHeartbeat,
@@ -540,29 +527,11 @@ public final class KvRouterServer implements AutoCloseable {
     /** The default of {@link #maxRegistrations()}: ranks registered at once. */
     public static final int DEFAULT_MAX_REGISTRATIONS = 4096;
 
-    /** The default port, as Dynamo's standalone indexer uses. */
-    public static final int DEFAULT_PORT = 8090;
-
-    /** The default body limit, 8 MiB. */
-    public static final long DEFAULT_MAX_BODY_BYTES = 8L << 20;
-
     /** The default of {@link #natsApplyWait()}, 10 s. */
     public static final Duration DEFAULT_NATS_APPLY_WAIT = Duration.ofSeconds(10);
 
     public Config {
-      Objects.requireNonNull(host, "host");
-      if (host.isBlank()) throw new IllegalArgumentException("host must not be blank");
-      if (port < 0 || port > 65535) {
-        throw new IllegalArgumentException("port must be in 0..65535, got " + port);
-      }
-      if (maxBodyBytes < 1) {
-        throw new IllegalArgumentException("maxBodyBytes must be >= 1, got " + maxBodyBytes);
-      }
-      authToken = authToken == null || authToken.isEmpty() ? null : authToken;
-      Objects.requireNonNull(shutdownGrace, "shutdownGrace");
-      if (shutdownGrace.isNegative()) {
-        throw new IllegalArgumentException("shutdownGrace must be >= 0, got " + shutdownGrace);
-      }
+      Objects.requireNonNull(edge, "edge");
       Objects.requireNonNull(routing, "routing");
       if (ingestThreads < 1) {
         throw new IllegalArgumentException("ingestThreads must be >= 1, got " + ingestThreads);
@@ -585,18 +554,9 @@ public final class KvRouterServer implements AutoCloseable {
             "peer and events: choose one; with --events nats://... a starting replica loads the"
                 + " newest NATS snapshot and the stream, which is its warm start");
       }
-      Objects.requireNonNull(readTimeout, "readTimeout");
-      if (readTimeout.isNegative() || readTimeout.isZero()) {
-        throw new IllegalArgumentException("readTimeout must be > 0, got " + readTimeout);
-      }
       Objects.requireNonNull(natsApplyWait, "natsApplyWait");
       if (natsApplyWait.isNegative() || natsApplyWait.isZero()) {
         throw new IllegalArgumentException("natsApplyWait must be > 0, got " + natsApplyWait);
-      }
-      if (maxInflightBodyBytes < 0) {
-        throw new IllegalArgumentException(
-            "maxInflightBodyBytes must be >= 1 (or 0 for the default), got "
-                + maxInflightBodyBytes);
       }
       if (sync == null || sync.isBlank()) {
         sync = null;
@@ -625,15 +585,11 @@ public final class KvRouterServer implements AutoCloseable {
       allowedEngineHosts = Collections.unmodifiableSet(hosts);
     }
 
-    /** This configuration with {@code token} as its {@link #authToken()}. */
-    public Config withAuthToken(String token) {
+    /** This configuration with {@code v} as its {@link #edge()}. */
+    public Config withEdge(EdgeSettings v) {
       return new Config(
-          host,
-          port,
-          maxBodyBytes,
-          token,
+          v,
           acceptUnregistered,
-          shutdownGrace,
           routing,
           ingestThreads,
           zmqConnectTimeout,
@@ -641,9 +597,7 @@ public final class KvRouterServer implements AutoCloseable {
           peer,
           events,
           replicaId,
-          readTimeout,
           natsApplyWait,
-          maxInflightBodyBytes,
           selector,
           sync,
           syncHeartbeat,
@@ -652,15 +606,16 @@ public final class KvRouterServer implements AutoCloseable {
           maxRoutedBlocks);
     }
 
+    /** This configuration with {@code token} as its edge's {@link EdgeSettings#authToken()}. */
+    public Config withAuthToken(String token) {
+      return withEdge(edge.withAuthToken(token));
+    }
+
     /** This configuration with {@code v} as its {@link #selector()}. */
     public Config withSelector(Supplier<WorkerSelector> v) {
       return new Config(
-          host,
-          port,
-          maxBodyBytes,
-          authToken,
+          edge,
           acceptUnregistered,
-          shutdownGrace,
           routing,
           ingestThreads,
           zmqConnectTimeout,
@@ -668,9 +623,7 @@ public final class KvRouterServer implements AutoCloseable {
           peer,
           events,
           replicaId,
-          readTimeout,
           natsApplyWait,
-          maxInflightBodyBytes,
           v,
           sync,
           syncHeartbeat,
@@ -701,15 +654,6 @@ public final class KvRouterServer implements AutoCloseable {
       return sync != null ? sync : events;
     }
 
-    /**
-     * {@link #maxInflightBodyBytes()}, or its default when 0: a quarter of the maximum heap, at
-     * least {@link #maxBodyBytes()}.
-     */
-    public long effectiveMaxInflightBodyBytes() {
-      if (maxInflightBodyBytes > 0) return maxInflightBodyBytes;
-      return Math.max(maxBodyBytes, Runtime.getRuntime().maxMemory() / 4);
-    }
-
     /** A builder holding the defaults. */
     public static Builder builder() {
       return new Builder();
@@ -718,12 +662,12 @@ public final class KvRouterServer implements AutoCloseable {
     /** The effective settings by flag name, the token masked; for the start-up banner. */
     public Map<String, String> describe() {
       Map<String, String> m = new LinkedHashMap<>();
-      m.put("host", host);
-      m.put("port", Integer.toString(port));
-      m.put("max-body-size", Long.toString(maxBodyBytes));
-      m.put("auth-token", authToken == null ? "(none)" : "****** (set)");
+      m.put("host", edge.host());
+      m.put("port", Integer.toString(edge.port()));
+      m.put("max-body-size", Long.toString(edge.maxBodyBytes()));
+      m.put("auth-token", edge.authToken() == null ? "(none)" : "****** (set)");
       m.put("accept-unregistered", Boolean.toString(acceptUnregistered));
-      m.put("shutdown-grace-seconds", Long.toString(shutdownGrace.toSeconds()));
+      m.put("shutdown-grace-seconds", Long.toString(edge.shutdownGrace().toSeconds()));
       m.putAll(routing.describe());
       m.put("ingest-threads", Integer.toString(ingestThreads));
       m.put("zmq-connect-timeout-ms", Long.toString(zmqConnectTimeout.toMillis()));
@@ -755,7 +699,7 @@ public final class KvRouterServer implements AutoCloseable {
               + routing.tierWeights().disk()
               + ", external "
               + routing.tierWeights().external());
-      m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
+      m.put("read-timeout-ms", Long.toString(edge.readTimeout().toMillis()));
       m.put("max-registrations", Integer.toString(maxRegistrations));
       m.put("max-routed-blocks", Long.toString(maxRoutedBlocks));
       m.put(
@@ -763,7 +707,8 @@ public final class KvRouterServer implements AutoCloseable {
           allowedEngineHosts.isEmpty() ? "(any)" : String.join(",", allowedEngineHosts));
       m.put(
           "max-inflight-body-size",
-          effectiveMaxInflightBodyBytes() + (maxInflightBodyBytes == 0 ? " (heap / 4)" : ""));
+          edge.effectiveMaxInflightBodyBytes()
+              + (edge.maxInflightBodyBytes() == 0 ? " (heap / 4)" : ""));
       return m;
     }
 
@@ -780,43 +725,85 @@ public final class KvRouterServer implements AutoCloseable {
       return routing.newRouter(blockSize, selector);
     }
 
-    /** Sets {@link Config} fields one by one; {@link #build()} validates them. */
+    /**
+     * Starts from the defaults ({@link EdgeSettings#defaults()}, {@link RoutingSettings#DEFAULTS}
+     * and the server's own); {@link #build()} validates. The edge's settings also have one setter
+     * each (most callers set only a port); the routing's are set as one value, {@link
+     * #routing(RoutingSettings)}.
+     */
     public static final class Builder {
-      private String host = "127.0.0.1";
-      private int port = DEFAULT_PORT;
-      private long maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
-      private String authToken;
+      private EdgeSettings edge = EdgeSettings.defaults();
+      private RoutingSettings routing = RoutingSettings.DEFAULTS;
       private int maxRegistrations = DEFAULT_MAX_REGISTRATIONS;
       private Set<String> allowedEngineHosts = Set.of();
       private long maxRoutedBlocks = DEFAULT_MAX_ROUTED_BLOCKS;
       private boolean acceptUnregistered;
-      private Duration shutdownGrace = Duration.ofSeconds(10);
-      private double overlapWeight = 1.0;
-      private double pressureWeight = KvRouter.DEFAULT_PRESSURE_WEIGHT;
       private Supplier<WorkerSelector> selector;
-      private boolean approximate;
-      private double temperature;
-      private long seed;
-      private long busyPrefillTokens = -1;
-      private double busyBlockFraction;
-      private int busyRequests;
-      private Duration requestExpiry = Duration.ofSeconds(300);
       private int ingestThreads = 1;
       private Duration zmqConnectTimeout = Duration.ofSeconds(5);
       private Duration readyGrace = Duration.ofSeconds(30);
       private String peer;
       private String events;
       private String replicaId;
-      private long maxBlocks;
-      private int maxTierBlocks;
-      private TierWeights tierWeights = TierWeights.DEFAULTS;
-      private Duration readTimeout = ReadDeadline.configured();
       private Duration natsApplyWait = DEFAULT_NATS_APPLY_WAIT;
-      private long maxInflightBodyBytes;
       private String sync;
       private Duration syncHeartbeat = Duration.ofSeconds(1);
 
       private Builder() {}
+
+      /** See {@link Config#edge()}: every edge setting at once. */
+      public Builder edge(EdgeSettings v) {
+        this.edge = Objects.requireNonNull(v, "edge");
+        return this;
+      }
+
+      /** See {@link EdgeSettings#host()}. */
+      public Builder host(String v) {
+        edge = edge.withHost(v);
+        return this;
+      }
+
+      /** See {@link EdgeSettings#port()}. */
+      public Builder port(int v) {
+        edge = edge.withPort(v);
+        return this;
+      }
+
+      /** See {@link EdgeSettings#maxBodyBytes()}. */
+      public Builder maxBodyBytes(long v) {
+        edge = edge.withMaxBodyBytes(v);
+        return this;
+      }
+
+      /** See {@link EdgeSettings#maxInflightBodyBytes()}; 0: the default. */
+      public Builder maxInflightBodyBytes(long v) {
+        edge = edge.withMaxInflightBodyBytes(v);
+        return this;
+      }
+
+      /** See {@link EdgeSettings#authToken()}. */
+      public Builder authToken(String v) {
+        edge = edge.withAuthToken(v);
+        return this;
+      }
+
+      /** See {@link EdgeSettings#readTimeout()}. */
+      public Builder readTimeout(Duration v) {
+        edge = edge.withReadTimeout(v);
+        return this;
+      }
+
+      /** See {@link EdgeSettings#shutdownGrace()}. */
+      public Builder shutdownGrace(Duration v) {
+        edge = edge.withShutdownGrace(v);
+        return this;
+      }
+
+      /** See {@link Config#routing()}: every routing setting at once. */
+      public Builder routing(RoutingSettings v) {
+        this.routing = Objects.requireNonNull(v, "routing");
+        return this;
+      }
 
       /** See {@link Config#sync()}: a NATS URL, {@code "off"}, or null (follow the events'). */
       public Builder sync(String sync) {
@@ -827,12 +814,6 @@ public final class KvRouterServer implements AutoCloseable {
       /** See {@link Config#syncHeartbeat()}. */
       public Builder syncHeartbeat(Duration syncHeartbeat) {
         this.syncHeartbeat = syncHeartbeat;
-        return this;
-      }
-
-      /** See {@link Config#maxInflightBodyBytes()}; 0: the default. */
-      public Builder maxInflightBodyBytes(long maxInflightBodyBytes) {
-        this.maxInflightBodyBytes = maxInflightBodyBytes;
         return this;
       }
 
@@ -861,91 +842,8 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
-      public Builder host(String host) {
-        this.host = host;
-        return this;
-      }
-
-      public Builder port(int port) {
-        this.port = port;
-        return this;
-      }
-
-      public Builder maxBodyBytes(long maxBodyBytes) {
-        this.maxBodyBytes = maxBodyBytes;
-        return this;
-      }
-
-      public Builder authToken(String authToken) {
-        this.authToken = authToken;
-        return this;
-      }
-
       public Builder acceptUnregistered(boolean acceptUnregistered) {
         this.acceptUnregistered = acceptUnregistered;
-        return this;
-      }
-
-      public Builder shutdownGrace(Duration shutdownGrace) {
-        this.shutdownGrace = shutdownGrace;
-        return this;
-      }
-
-      /** Every routing setting of {@code r} (the setters below set them one by one). */
-      public Builder routing(RoutingSettings r) {
-        overlapWeight = r.overlapWeight();
-        pressureWeight = r.pressureWeight();
-        temperature = r.temperature();
-        seed = r.seed();
-        busyPrefillTokens = r.busyPrefillTokens();
-        busyBlockFraction = r.busyBlockFraction();
-        busyRequests = r.busyRequests();
-        requestExpiry = r.requestExpiry();
-        approximate = r.approximate();
-        maxBlocks = r.maxBlocks();
-        maxTierBlocks = r.maxTierBlocks();
-        tierWeights = r.tierWeights();
-        return this;
-      }
-
-      public Builder overlapWeight(double overlapWeight) {
-        this.overlapWeight = overlapWeight;
-        return this;
-      }
-
-      public Builder pressureWeight(double pressureWeight) {
-        this.pressureWeight = pressureWeight;
-        return this;
-      }
-
-      public Builder temperature(double temperature) {
-        this.temperature = temperature;
-        return this;
-      }
-
-      public Builder seed(long seed) {
-        this.seed = seed;
-        return this;
-      }
-
-      public Builder busyPrefillTokens(long busyPrefillTokens) {
-        this.busyPrefillTokens = busyPrefillTokens;
-        return this;
-      }
-
-      /** A rank with this many requests in flight is busy (0: never). */
-      public Builder busyRequests(int busyRequests) {
-        this.busyRequests = busyRequests;
-        return this;
-      }
-
-      public Builder busyBlockFraction(double busyBlockFraction) {
-        this.busyBlockFraction = busyBlockFraction;
-        return this;
-      }
-
-      public Builder requestExpiry(Duration requestExpiry) {
-        this.requestExpiry = requestExpiry;
         return this;
       }
 
@@ -954,40 +852,9 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
-      /**
-       * What a cached block on each slower tier saves of a recompute (docs/routing.md, "Blocks
-       * beyond the GPU"); default {@link io.kvrouter.route.TierWeights#DEFAULTS}.
-       */
-      public Builder tierWeights(TierWeights tierWeights) {
-        this.tierWeights = Objects.requireNonNull(tierWeights, "tierWeights");
-        return this;
-      }
-
-      public Builder maxBlocks(long maxBlocks) {
-        this.maxBlocks = maxBlocks;
-        return this;
-      }
-
-      /** See {@link Config#maxTierBlocks()}. */
-      public Builder maxTierBlocks(int maxTierBlocks) {
-        this.maxTierBlocks = maxTierBlocks;
-        return this;
-      }
-
-      public Builder readTimeout(Duration readTimeout) {
-        this.readTimeout = readTimeout;
-        return this;
-      }
-
       /** See {@link Config#natsApplyWait()}; only used with {@link #events(String)}. */
       public Builder natsApplyWait(Duration natsApplyWait) {
         this.natsApplyWait = natsApplyWait;
-        return this;
-      }
-
-      /** See {@link Config#approximate()}. */
-      public Builder approximate(boolean v) {
-        this.approximate = v;
         return this;
       }
 
@@ -1017,34 +884,16 @@ public final class KvRouterServer implements AutoCloseable {
 
       public Config build() {
         return new Config(
-            host,
-            port,
-            maxBodyBytes,
-            authToken,
+            edge,
             acceptUnregistered,
-            shutdownGrace,
-            new RoutingSettings(
-                overlapWeight,
-                pressureWeight,
-                temperature,
-                seed,
-                busyPrefillTokens,
-                busyBlockFraction,
-                requestExpiry,
-                approximate,
-                maxBlocks,
-                maxTierBlocks,
-                tierWeights,
-                busyRequests),
+            routing,
             ingestThreads,
             zmqConnectTimeout,
             readyGrace,
             peer,
             events,
             replicaId,
-            readTimeout,
             natsApplyWait,
-            maxInflightBodyBytes,
             selector,
             sync,
             syncHeartbeat,

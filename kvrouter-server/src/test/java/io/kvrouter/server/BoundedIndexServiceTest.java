@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.kvrouter.event.Worker;
+import io.kvrouter.route.RoutingSettings;
 import org.junit.jupiter.api.Test;
 
 /** {@code --max-blocks} in the service: the bound holds and evictions are exported. */
@@ -15,7 +16,9 @@ class BoundedIndexServiceTest {
 
   @Test
   void theIndexStaysWithinTheBoundAndCountsWhatItDropped() {
-    try (HttpFixture http = new HttpFixture(KvRouterServer.Config.builder().maxBlocks(3))) {
+    try (HttpFixture http =
+        new HttpFixture(
+            KvRouterServer.Config.builder().routing(RoutingSettings.DEFAULTS.withMaxBlocks(3)))) {
       http.register(1, 0, "m", BS);
       // eight blocks of one chain: the bound keeps the first three
       assertThat(http.events("m", list(stored(new Worker(1, 0), 0, range(0, 32), BS))).status())
@@ -46,7 +49,11 @@ class BoundedIndexServiceTest {
 
   @Test
   void aNegativeBoundIsRefused() {
-    assertThatThrownBy(() -> KvRouterServer.Config.builder().maxBlocks(-1).build())
+    assertThatThrownBy(
+            () ->
+                KvRouterServer.Config.builder()
+                    .routing(RoutingSettings.DEFAULTS.withMaxBlocks(-1))
+                    .build())
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessage("maxBlocks must be >= 1 (or 0 for no bound), got -1");
   }

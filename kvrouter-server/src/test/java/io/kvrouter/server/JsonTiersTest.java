@@ -8,6 +8,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.route.RoutingSettings;
 import io.kvrouter.transport.json.RouterEventJson;
 import java.util.Arrays;
 import org.junit.jupiter.api.Test;
@@ -86,7 +87,10 @@ class JsonTiersTest {
     int[] other = range(1000, 12); // 3 more blocks
     long[] otherLocal = BlockHasher.of(BS).localHashes(other);
     long[] otherSeq = SequenceHasher.sequenceHashes(otherLocal);
-    try (HttpFixture http = new HttpFixture(KvRouterServer.Config.builder().maxTierBlocks(5))) {
+    try (HttpFixture http =
+        new HttpFixture(
+            KvRouterServer.Config.builder()
+                .routing(RoutingSettings.DEFAULTS.withMaxTierBlocks(5)))) {
       assertThat(http.register(7, 0, "m", BS).status()).isEqualTo(201);
       HttpFixture.Reply r =
           http.post(

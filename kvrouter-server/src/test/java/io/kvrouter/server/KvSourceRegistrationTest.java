@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.KvSource;
+import io.kvrouter.route.RoutingSettings;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -73,7 +74,10 @@ class KvSourceRegistrationTest {
 
   @Test
   void approximatePredictsEveryRankAndRefusesEventSources() {
-    try (HttpFixture a = new HttpFixture(KvRouterServer.Config.builder().approximate(true))) {
+    try (HttpFixture a =
+        new HttpFixture(
+            KvRouterServer.Config.builder()
+                .routing(RoutingSettings.DEFAULTS.withApproximate(true)))) {
       HttpFixture.Reply plain = a.post("/register", reg(1, ""));
       assertThat(plain.body()).contains("\"kv_source\":\"predicted\"");
       HttpFixture.Reply zmq = a.post("/register", reg(2, ",\"endpoint\":\"tcp://127.0.0.1:5557\""));

@@ -10,6 +10,7 @@ import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.BlockHasher;
 import io.kvrouter.hash.SequenceHasher;
+import io.kvrouter.route.RoutingSettings;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -272,7 +273,10 @@ class ServiceEndpointsTest {
 
   @Test
   void routeAnswers503WhenNoAllowedWorkerOrAllBusy() {
-    try (HttpFixture busy = new HttpFixture(KvRouterServer.Config.builder().busyPrefillTokens(0))) {
+    try (HttpFixture busy =
+        new HttpFixture(
+            KvRouterServer.Config.builder()
+                .routing(RoutingSettings.DEFAULTS.withBusyPrefillTokens(0)))) {
       busy.register(1, 0, "m", BS);
       busy.register(2, 0, "m", BS);
       String tokens = HttpFixture.json(range(0, 8));
