@@ -3,6 +3,7 @@ package io.kvrouter.discovery;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One data-parallel rank of an engine found in a Ready pod: what {@code POST /register} needs,
@@ -13,7 +14,7 @@ import java.util.Objects;
  * @param id {@code namespace/pod/rank}: stable for the pod's life, unique among the engines a
  *     discovery reports
  * @param pod {@code namespace/pod}
- * @param podUid the pod's {@code metadata.uid}
+ * @param podUid the pod's {@code metadata.uid}, or null when it has none
  * @param instanceId the router's instance id: derived from the pod's uid (the same on every rank of
  *     the pod and on every gateway replica that discovers it; a new pod under the same name gets
  *     another one), in 1 .. 2^53-1 so that JSON tools read it exactly
@@ -33,15 +34,15 @@ import java.util.Objects;
 public record DiscoveredEngine(
     String id,
     String pod,
-    String podUid,
+    @Nullable String podUid,
     long instanceId,
     int dpRank,
     String baseUrl,
     String model,
     int blockSize,
-    String eventsEndpoint,
-    String replayEndpoint,
-    String topic,
+    @Nullable String eventsEndpoint,
+    @Nullable String replayEndpoint,
+    @Nullable String topic,
     EngineRole role,
     ClearScope clearScope) {
 

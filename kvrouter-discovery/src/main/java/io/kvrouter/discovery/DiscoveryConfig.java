@@ -3,6 +3,7 @@ package io.kvrouter.discovery;
 import io.kvrouter.route.EngineRole;
 import java.time.Duration;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What a {@link KubernetesDiscovery} watches and the defaults for what pods do not annotate.
@@ -24,9 +25,9 @@ import java.util.Objects;
  */
 public record DiscoveryConfig(
     String namespace,
-    String labelSelector,
-    String inferencePool,
-    String defaultModel,
+    @Nullable String labelSelector,
+    @Nullable String inferencePool,
+    @Nullable String defaultModel,
     int defaultBlockSize,
     EngineRole defaultRole,
     Duration retryInitial,
@@ -108,7 +109,7 @@ public record DiscoveryConfig(
   }
 
   /** This configuration with other defaults for what pods do not annotate. */
-  public DiscoveryConfig withDefaults(String model, int blockSize, EngineRole role) {
+  public DiscoveryConfig withDefaults(@Nullable String model, int blockSize, EngineRole role) {
     return new DiscoveryConfig(
         namespace, labelSelector, inferencePool, model, blockSize, role, retryInitial, retryMax);
   }

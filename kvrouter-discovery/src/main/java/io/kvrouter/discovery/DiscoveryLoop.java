@@ -1,5 +1,7 @@
 package io.kvrouter.discovery;
 
+import static java.util.Objects.requireNonNull;
+
 import io.fabric8.kubernetes.api.model.GenericKubernetesResource;
 import io.fabric8.kubernetes.api.model.ListOptionsBuilder;
 import io.fabric8.kubernetes.api.model.Pod;
@@ -26,6 +28,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The discovery's state machine: lists and watches the pods (and the InferencePool), keeps the
@@ -77,28 +80,28 @@ final class DiscoveryLoop {
   private volatile List<DiscoveredEngine> engines = List.of();
 
   // owned by exec
-  private LabelSelector selector;
-  private List<Integer> targetPorts;
+  private @Nullable LabelSelector selector; // null: nothing selected (an InferencePool unknown)
+  private @Nullable List<Integer> targetPorts; // null: no InferencePool's ports
   private Map<String, Pod> pods = new TreeMap<>();
   private final Map<String, RemovalReason> gone = new HashMap<>();
   private final Map<String, DiscoveredEngine> registered = new TreeMap<>();
   private final Map<String, DiscoveredEngine> draining = new HashMap<>();
   private final Map<String, AddRetry> addRetries = new HashMap<>();
   private Map<String, String> skipped = new TreeMap<>();
-  private Watch podWatch;
+  private @Nullable Watch podWatch; // null: none open
   private long podGeneration;
   private boolean podWatchOpen;
-  private Watch poolWatch;
+  private @Nullable Watch poolWatch; // null: none open
   private long poolGeneration;
   private boolean poolWatchOpen;
   private final Backoff podBackoff;
   private final Backoff poolBackoff;
-  private ScheduledFuture<?> podRelist;
-  private ScheduledFuture<?> poolRelist;
-  private Instant lastSync;
-  private Instant disconnectedSince;
-  private String lastError;
-  private Instant lastErrorAt;
+  private @Nullable ScheduledFuture<?> podRelist; // null: none scheduled
+  private @Nullable ScheduledFuture<?> poolRelist; // null: none scheduled
+  private @Nullable Instant lastSync; // null: before the first full list
+  private @Nullable Instant disconnectedSince; // null: connected
+  private @Nullable String lastError; // null: no error yet
+  private @Nullable Instant lastErrorAt; // null: no error yet
   private long invalidPods;
   private long addFailures;
   private long lists;
@@ -153,7 +156,10 @@ final class DiscoveryLoop {
           if (config.inferencePool() != null) {
             syncPool();
           } else {
-            selector = LabelSelector.parse(config.labelSelector());
+            // the config names exactly one of an InferencePool and a label selector
+            selector =
+                LabelSelector.parse(
+                    requireNonNull(config.labelSelector(), "labelSelector without a pool"));
             syncPods(RemovalReason.GONE);
           }
         });
@@ -306,7 +312,7 @@ final class DiscoveryLoop {
     reconcile();
   }
 
-  private void onPodWatchClosed(long generation, WatcherException cause) {
+  private void onPodWatchClosed(long generation, @Nullable WatcherException cause) {
     if (generation != podGeneration) return;
     podWatch = null;
     podWatchOpen = false;
@@ -394,7 +400,7 @@ final class DiscoveryLoop {
     }
   }
 
-  private void onPoolWatchClosed(long generation, WatcherException cause) {
+  private void onPoolWatchClosed(long generation, @Nullable WatcherException cause) {
     if (generation != poolGeneration) return;
     poolWatch = null;
     poolWatchOpen = false;
@@ -412,7 +418,7 @@ final class DiscoveryLoop {
   }
 
   /** Takes the pool's target (null pool: {@code missing} says why there is none). */
-  private void applyPool(GenericKubernetesResource pool, String missing) {
+  private void applyPool(@Nullable GenericKubernetesResource pool, @Nullable String missing) {
     PoolTarget target = null;
     if (pool == null) {
       error("InferencePool " + poolName() + " " + missing + ": no engines selected", null);
@@ -447,7 +453,7 @@ final class DiscoveryLoop {
   }
 
   /** Runs {@code task} on exec after {@code delay}: a re-list, a re-read, a retried add. */
-  private ScheduledFuture<?> later(Runnable task, Duration delay) {
+  private @Nullable ScheduledFuture<?> later(Runnable task, Duration delay) {
     if (closed) return null;
     try {
       return exec.schedule(() -> run(task), delay.toMillis(), TimeUnit.MILLISECONDS);
@@ -456,7 +462,7 @@ final class DiscoveryLoop {
     }
   }
 
-  private static void cancel(ScheduledFuture<?> f) {
+  private static void cancel(@Nullable ScheduledFuture<?> f) {
     if (f != null) f.cancel(false);
   }
 
@@ -515,11 +521,12 @@ final class DiscoveryLoop {
         continue;
       }
       PodEngines.Result r = PodEngines.of(pod, config, targetPorts);
-      if (r.invalid() != null) {
-        skippedNow.put(key, r.invalid());
-        if (!r.invalid().equals(skipped.get(key))) {
+      String invalid = r.invalid();
+      if (invalid != null) {
+        skippedNow.put(key, invalid);
+        if (!invalid.equals(skipped.get(key))) {
           invalidPods++;
-          LOG.warning("discovery: skipping pod " + key + ": " + r.invalid());
+          LOG.warning("discovery: skipping pod " + key + ": " + invalid);
         }
         notServing.put(key, why == null ? RemovalReason.INVALID : why);
         continue;
@@ -528,7 +535,10 @@ final class DiscoveryLoop {
         notServing.put(key, why);
         continue;
       }
-      for (DiscoveredEngine engine : r.engines()) desired.put(engine.id(), engine);
+      // exactly one of the two is non-null: a valid pod's engines
+      for (DiscoveredEngine engine : requireNonNull(r.engines(), "engines")) {
+        desired.put(engine.id(), engine);
+      }
     }
     skipped = skippedNow;
 
@@ -620,7 +630,7 @@ final class DiscoveryLoop {
 
   // ---- status ----
 
-  private void error(String message, Throwable t) {
+  private void error(String message, @Nullable Throwable t) {
     lastError = message;
     lastErrorAt = clock.instant();
     if (t != null) {

@@ -2,6 +2,7 @@ package io.kvrouter.discovery;
 
 import java.time.Instant;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A snapshot of a {@link KubernetesDiscovery}: whether it follows the API server, since when it
@@ -28,12 +29,12 @@ import java.util.Map;
  */
 public record DiscoveryStatus(
     String source,
-    String selector,
+    @Nullable String selector,
     boolean connected,
-    Instant lastSync,
-    Instant disconnectedSince,
-    String lastError,
-    Instant lastErrorAt,
+    @Nullable Instant lastSync,
+    @Nullable Instant disconnectedSince,
+    @Nullable String lastError,
+    @Nullable Instant lastErrorAt,
     int engines,
     int draining,
     Map<String, String> skippedPods,

@@ -10,9 +10,11 @@ import io.kvrouter.transport.kvevents.ClearScope;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The annotation schema: what a pod says it is ({@code kvrouter.io/*} annotations, named container
@@ -54,7 +56,7 @@ final class PodEngines {
   private static final long INSTANCE_ID_MASK = (1L << 53) - 1;
 
   /** The engines of a pod, or why it has none. Exactly one of the two is non-null. */
-  record Result(List<DiscoveredEngine> engines, String invalid) {}
+  record Result(@Nullable List<DiscoveredEngine> engines, @Nullable String invalid) {}
 
   private PodEngines() {}
 
@@ -67,7 +69,7 @@ final class PodEngines {
    * Why a pod serves nothing, whatever its annotations: {@link RemovalReason#TERMINATING}, {@link
    * RemovalReason#NOT_READY} (no Ready=True condition, or no pod IP); null when it serves.
    */
-  static RemovalReason notServing(Pod pod) {
+  static @Nullable RemovalReason notServing(Pod pod) {
     if (pod.getMetadata().getDeletionTimestamp() != null) return RemovalReason.TERMINATING;
     if (pod.getStatus() == null) return RemovalReason.NOT_READY;
     String ip = pod.getStatus().getPodIP();
@@ -88,16 +90,16 @@ final class PodEngines {
    *
    * @param targetPorts the InferencePool's target ports, or null without a pool
    */
-  static Result of(Pod pod, DiscoveryConfig config, List<Integer> targetPorts) {
+  static Result of(Pod pod, DiscoveryConfig config, @Nullable List<Integer> targetPorts) {
     try {
       return new Result(engines(pod, config, targetPorts), null);
     } catch (IllegalArgumentException e) {
-      return new Result(null, e.getMessage());
+      return new Result(null, Objects.requireNonNullElse(e.getMessage(), e.toString()));
     }
   }
 
   private static List<DiscoveredEngine> engines(
-      Pod pod, DiscoveryConfig config, List<Integer> targetPorts) {
+      Pod pod, DiscoveryConfig config, @Nullable List<Integer> targetPorts) {
     Map<String, String> ann =
         pod.getMetadata().getAnnotations() == null
             ? Map.of()
@@ -267,7 +269,7 @@ final class PodEngines {
     return ports;
   }
 
-  private static void checkOffset(String name, Integer port, int maxRank) {
+  private static void checkOffset(String name, @Nullable Integer port, int maxRank) {
     if (port != null && port + maxRank > 65535) {
       throw new IllegalArgumentException(
           "port " + name + " " + port + " plus rank " + maxRank + " is beyond 65535");

@@ -9,4 +9,7 @@
  * io.kvrouter.discovery.DiscoveredEngine}, {@link io.kvrouter.discovery.RemovalReason} and {@link
  * io.kvrouter.discovery.DiscoveryStatus}. Everything else is package-private.
  */
+@NullMarked
 package io.kvrouter.discovery;
+
+import org.jspecify.annotations.NullMarked;

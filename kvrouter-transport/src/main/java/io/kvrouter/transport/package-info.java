@@ -4,4 +4,7 @@
  * io.kvrouter.transport.SingleWriterCounters}). The transports are in the sub-packages: {@code
  * json}, {@code kvevents}, {@code nats} and {@code zmq}.
  */
+@NullMarked
 package io.kvrouter.transport;
+
+import org.jspecify.annotations.NullMarked;

@@ -1,5 +1,7 @@
 package io.kvrouter.transport.json;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * Thrown when JSON input is not a well-formed router event: its message names the offending field
  * as a path (e.g. {@code event.data.stored.blocks[1].tokens_hash}, or {@code $} for the whole
@@ -15,7 +17,8 @@ public final class EventDecodeException extends RuntimeException {
   private final int line;
   private final int column;
 
-  EventDecodeException(String path, String problem, int line, int column, Throwable cause) {
+  EventDecodeException(
+      String path, String problem, int line, int column, @Nullable Throwable cause) {
     super(path + ": " + problem + " (at line " + line + ", column " + column + ")", cause);
     this.path = path;
     this.line = line;

@@ -1,5 +1,7 @@
 package io.kvrouter.transport.json;
 
+import static java.util.Objects.requireNonNull;
+
 import com.fasterxml.jackson.core.JsonLocation;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonStreamContext;
@@ -13,6 +15,7 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /** A one-shot decoder of Dynamo's RouterEvent JSON from a Jackson streaming parser. */
 final class EventReader {
@@ -74,7 +77,7 @@ final class EventReader {
   private long[] removedHashes = new long[16];
   private int blockCount;
   private long eventId;
-  private CacheEvent data;
+  private @Nullable CacheEvent data; // null: no event body read since the last readEvent
   private int eventDpRank;
   private StorageTier tier = StorageTier.DEVICE;
   private boolean tiered; // readArrayTiered: storage_tier is read and checked
@@ -184,7 +187,8 @@ final class EventReader {
     } else {
       dp = 0;
     }
-    CacheEvent d = data;
+    // requireField(ROOT_EVENT): readEventBody ran, and its requireField(EVENT_DATA) saw data
+    CacheEvent d = requireNonNull(data, "data");
     data = null;
     return new RouterEvent(new Worker(workerId, dp), eventId, d);
   }
@@ -514,7 +518,8 @@ final class EventReader {
     return parent.equals("$") ? field : parent + "." + field;
   }
 
-  private EventDecodeException typeError(JsonToken t, String expected) throws IOException {
+  private EventDecodeException typeError(@Nullable JsonToken t, String expected)
+      throws IOException {
     return error(
         path(),
         "expected " + expected + ", found " + describe(t),
@@ -522,7 +527,7 @@ final class EventReader {
         null);
   }
 
-  private String describe(JsonToken t) throws IOException {
+  private String describe(@Nullable JsonToken t) throws IOException {
     return t == null ? "end of input" : JsonTokens.describe(p, t);
   }
 
@@ -541,7 +546,7 @@ final class EventReader {
     return sb.isEmpty() ? "$" : sb.toString();
   }
 
-  private static void appendPath(JsonStreamContext ctx, StringBuilder sb) {
+  private static void appendPath(@Nullable JsonStreamContext ctx, StringBuilder sb) {
     if (ctx == null || ctx.inRoot()) {
       return;
     }
@@ -560,7 +565,7 @@ final class EventReader {
   }
 
   static EventDecodeException error(
-      String path, String problem, JsonLocation where, Throwable cause) {
+      String path, String problem, @Nullable JsonLocation where, @Nullable Throwable cause) {
     int line = where == null ? -1 : where.getLineNr();
     int column = where == null ? -1 : where.getColumnNr();
     return new EventDecodeException(path, problem, line, column, cause);

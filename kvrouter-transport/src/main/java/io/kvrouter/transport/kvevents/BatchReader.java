@@ -1,5 +1,7 @@
 package io.kvrouter.transport.kvevents;
 
+import static java.util.Objects.requireNonNull;
+
 import io.kvrouter.transport.TokenIds;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
@@ -11,6 +13,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 import org.msgpack.core.MessageFormat;
 import org.msgpack.core.MessageInsufficientBufferException;
 import org.msgpack.core.MessageNeverUsedFormatException;
@@ -68,9 +71,9 @@ final class BatchReader {
   private static final VarHandle BIG_ENDIAN_LONG =
       MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
 
-  private byte[] u64; // the raw bytes of a uint64, allocated at the first one
+  private byte @Nullable [] u64; // the raw bytes of a uint64, allocated at the first one
 
-  private String[] names = new String[8];
+  private @Nullable String[] names = new @Nullable String[8]; // null: a level without a name
   private int[] indexes = new int[8];
   private int depth;
 
@@ -197,7 +200,7 @@ final class BatchReader {
     return (double) ((bits >>> 1) | (bits & 1)) * 2.0;
   }
 
-  private Integer readDpRank() throws IOException {
+  private @Nullable Integer readDpRank() throws IOException {
     if (in.tryUnpackNil()) {
       return null;
     }
@@ -229,7 +232,7 @@ final class BatchReader {
   // ---------------------------------------------------------------- events
 
   /** One event, or {@code null} for an event of an unknown type (skipped whole). */
-  private EngineEvent readEvent() throws IOException {
+  private @Nullable EngineEvent readEvent() throws IOException {
     ValueType t = nextFormat().getValueType();
     if (t == ValueType.ARRAY) {
       int n = arrayHeader();
@@ -372,7 +375,7 @@ final class BatchReader {
     return f;
   }
 
-  private EngineEvent readEventMap(int n) throws IOException {
+  private @Nullable EngineEvent readEventMap(int n) throws IOException {
     Fields f = new Fields();
     String tag = null;
     push(null);
@@ -427,20 +430,21 @@ final class BatchReader {
 
   /** The fields of one event, filled in whatever order they come. */
   private final class Fields {
-    long[] blockHashes;
+    // null: not read (yet), or nil on the wire
+    long @Nullable [] blockHashes;
     boolean hasParent;
     long parent;
-    int[] tokenIds;
+    int @Nullable [] tokenIds;
     int blockSize;
-    Long loraId;
-    String medium;
-    String loraName;
-    List<List<Object>> extraKeys;
-    Integer groupIdx;
-    String kind;
-    String cacheSalt;
-    String locality;
-    Integer slidingWindow;
+    @Nullable Long loraId;
+    @Nullable String medium;
+    @Nullable String loraName;
+    @Nullable List<@Nullable List<@Nullable Object>> extraKeys;
+    @Nullable Integer groupIdx;
+    @Nullable String kind;
+    @Nullable String cacheSalt;
+    @Nullable String locality;
+    @Nullable Integer slidingWindow;
     int seen;
 
     /** Reads the value of field {@code id}: the one reader of every field, both forms. */
@@ -510,12 +514,13 @@ final class BatchReader {
       return locality != null && locality.equalsIgnoreCase("REMOTE");
     }
 
+    /** The store read; block_hashes and token_ids were read (required: the callers check). */
     EngineEvent.BlockStored stored() {
       return new EngineEvent.BlockStored(
-          blockHashes,
+          requireNonNull(blockHashes, "blockHashes"),
           hasParent,
           parent,
-          tokenIds,
+          requireNonNull(tokenIds, "tokenIds"),
           blockSize,
           loraId,
           medium,
@@ -527,8 +532,10 @@ final class BatchReader {
           cacheSalt);
     }
 
+    /** The removal read; block_hashes was read (required: the callers check). */
     EngineEvent.BlockRemoved removed() {
-      return new EngineEvent.BlockRemoved(blockHashes, medium, groupIdx, kind);
+      return new EngineEvent.BlockRemoved(
+          requireNonNull(blockHashes, "blockHashes"), medium, groupIdx, kind);
     }
   }
 
@@ -604,21 +611,21 @@ final class BatchReader {
     return (int) readInteger(0, Integer.MAX_VALUE, "a block size (an integer >= 0)");
   }
 
-  private Integer readOptionalGroup() throws IOException {
+  private @Nullable Integer readOptionalGroup() throws IOException {
     if (in.tryUnpackNil()) {
       return null;
     }
     return (int) readInteger(0, Integer.MAX_VALUE, "a KV cache group index (an integer >= 0)");
   }
 
-  private Integer readOptionalWindow() throws IOException {
+  private @Nullable Integer readOptionalWindow() throws IOException {
     if (in.tryUnpackNil()) {
       return null;
     }
     return (int) readInteger(0, Integer.MAX_VALUE, "a sliding window in tokens (an integer >= 0)");
   }
 
-  private Long readOptionalLong() throws IOException {
+  private @Nullable Long readOptionalLong() throws IOException {
     if (in.tryUnpackNil()) {
       return null;
     }
@@ -629,7 +636,7 @@ final class BatchReader {
     return integerBits(f);
   }
 
-  private String readOptionalString() throws IOException {
+  private @Nullable String readOptionalString() throws IOException {
     if (in.tryUnpackNil()) {
       return null;
     }
@@ -639,7 +646,7 @@ final class BatchReader {
     return in.unpackString();
   }
 
-  private List<List<Object>> readExtraKeys() throws IOException {
+  private @Nullable List<@Nullable List<@Nullable Object>> readExtraKeys() throws IOException {
     if (in.tryUnpackNil()) {
       return null;
     }
@@ -647,7 +654,7 @@ final class BatchReader {
       throw error("expected nil or an array with one entry per block, found " + describeNext());
     }
     int n = arrayHeader();
-    List<List<Object>> out = new ArrayList<>(n);
+    List<@Nullable List<@Nullable Object>> out = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       index(i);
       if (in.tryUnpackNil()) {
@@ -658,7 +665,7 @@ final class BatchReader {
         throw error("expected nil or an array of extra keys, found " + describeNext());
       }
       @SuppressWarnings("unchecked")
-      List<Object> keys = (List<Object>) readValue(1);
+      List<@Nullable Object> keys = (List<@Nullable Object>) readValue(1);
       out.add(keys);
     }
     index(-1);
@@ -666,7 +673,7 @@ final class BatchReader {
   }
 
   /** Any msgpack value as a plain Java value (see {@link EngineEvent.BlockStored#extraKeys()}). */
-  private Object readValue(int level) throws IOException {
+  private @Nullable Object readValue(int level) throws IOException {
     if (level > MAX_DEPTH) {
       throw error("values nest deeper than " + MAX_DEPTH + " levels");
     }
@@ -695,7 +702,7 @@ final class BatchReader {
       }
       case ARRAY -> {
         int n = arrayHeader();
-        List<Object> out = new ArrayList<>(n);
+        List<@Nullable Object> out = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
           out.add(readValue(level + 1));
         }
@@ -703,7 +710,7 @@ final class BatchReader {
       }
       case MAP -> {
         int n = mapHeader();
-        Map<Object, Object> out = new LinkedHashMap<>();
+        Map<@Nullable Object, @Nullable Object> out = new LinkedHashMap<>();
         for (int i = 0; i < n; i++) {
           Object k = readValue(level + 1);
           out.put(k, readValue(level + 1));
@@ -891,13 +898,13 @@ final class BatchReader {
     return error(problem, null);
   }
 
-  private KvEventDecodeException error(String problem, Throwable cause) {
+  private KvEventDecodeException error(String problem, @Nullable Throwable cause) {
     return new KvEventDecodeException(path(), problem, in.getTotalReadBytes(), cause);
   }
 
   // ---------------------------------------------------------------- path
 
-  private void push(String name) {
+  private void push(@Nullable String name) {
     if (depth == names.length) {
       names = Arrays.copyOf(names, depth * 2);
       indexes = Arrays.copyOf(indexes, depth * 2);

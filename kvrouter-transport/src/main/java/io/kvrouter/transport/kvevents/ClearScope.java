@@ -1,6 +1,7 @@
 package io.kvrouter.transport.kvevents;
 
 import java.util.Locale;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Which tiers an engine's field-less {@code AllBlocksCleared} empties, a property of the engine
@@ -29,7 +30,7 @@ public enum ClearScope {
    *
    * @throws IllegalArgumentException naming the accepted values, for any other name
    */
-  public static ClearScope parse(String name) {
+  public static ClearScope parse(@Nullable String name) {
     for (ClearScope s : values()) {
       if (s.wireName().equalsIgnoreCase(name)) return s;
     }

@@ -2,6 +2,7 @@ package io.kvrouter.transport.kvevents;
 
 import java.util.List;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What {@link EngineEventConverter#convert} made of one batch.
@@ -32,9 +33,9 @@ public record ConvertedBatch(
     int refusedEvents,
     int droppedBlocks,
     int placeholderEvents,
-    String dropReason,
+    @Nullable String dropReason,
     List<GroupEvent> groupEvents,
-    String groupProblem) {
+    @Nullable String groupProblem) {
   public ConvertedBatch {
     events = List.copyOf(Objects.requireNonNull(events, "events"));
     groupEvents = List.copyOf(Objects.requireNonNull(groupEvents, "groupEvents"));
@@ -47,7 +48,7 @@ public record ConvertedBatch(
       int refusedEvents,
       int droppedBlocks,
       int placeholderEvents,
-      String dropReason) {
+      @Nullable String dropReason) {
     this(
         events,
         ignoredEvents,

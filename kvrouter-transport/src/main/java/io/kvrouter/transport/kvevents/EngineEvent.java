@@ -3,6 +3,7 @@ package io.kvrouter.transport.kvevents;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One KV cache event as a vLLM or SGLang engine publishes it, decoded but not yet converted: {@code
@@ -42,14 +43,14 @@ public sealed interface EngineEvent {
       long parentBlockHash,
       int[] tokenIds,
       int blockSize,
-      Long loraId,
-      String medium,
-      String loraName,
-      List<List<Object>> extraKeys,
-      Integer groupIdx,
-      String kvCacheSpecKind,
-      Integer kvCacheSpecSlidingWindow,
-      String cacheSalt)
+      @Nullable Long loraId,
+      @Nullable String medium,
+      @Nullable String loraName,
+      @Nullable List<@Nullable List<@Nullable Object>> extraKeys,
+      @Nullable Integer groupIdx,
+      @Nullable String kvCacheSpecKind,
+      @Nullable Integer kvCacheSpecSlidingWindow,
+      @Nullable String cacheSalt)
       implements EngineEvent {
     public BlockStored {
       Objects.requireNonNull(blockHashes, "blockHashes");
@@ -66,13 +67,13 @@ public sealed interface EngineEvent {
         long parentBlockHash,
         int[] tokenIds,
         int blockSize,
-        Long loraId,
-        String medium,
-        String loraName,
-        List<List<Object>> extraKeys,
-        Integer groupIdx,
-        String kvCacheSpecKind,
-        String cacheSalt) {
+        @Nullable Long loraId,
+        @Nullable String medium,
+        @Nullable String loraName,
+        @Nullable List<@Nullable List<@Nullable Object>> extraKeys,
+        @Nullable Integer groupIdx,
+        @Nullable String kvCacheSpecKind,
+        @Nullable String cacheSalt) {
       this(
           blockHashes,
           hasParent,
@@ -91,7 +92,7 @@ public sealed interface EngineEvent {
 
     /** A store with only the fields every engine sends. */
     public static BlockStored of(
-        long[] blockHashes, Long parentBlockHash, int[] tokenIds, int blockSize) {
+        long[] blockHashes, @Nullable Long parentBlockHash, int[] tokenIds, int blockSize) {
       return new BlockStored(
           blockHashes,
           parentBlockHash != null,
@@ -108,7 +109,7 @@ public sealed interface EngineEvent {
     }
 
     @Override
-    public boolean equals(Object o) {
+    public boolean equals(@Nullable Object o) {
       return o instanceof BlockStored s
           && hasParent == s.hasParent
           && parentBlockHash == s.parentBlockHash
@@ -164,7 +165,11 @@ public sealed interface EngineEvent {
    * @param kvCacheSpecKind the kind of that group, or null (vLLM sends it on stores only; a
    *     map-form removal may carry it)
    */
-  record BlockRemoved(long[] blockHashes, String medium, Integer groupIdx, String kvCacheSpecKind)
+  record BlockRemoved(
+      long[] blockHashes,
+      @Nullable String medium,
+      @Nullable Integer groupIdx,
+      @Nullable String kvCacheSpecKind)
       implements EngineEvent {
     public BlockRemoved {
       Objects.requireNonNull(blockHashes, "blockHashes");
@@ -176,7 +181,7 @@ public sealed interface EngineEvent {
     }
 
     @Override
-    public boolean equals(Object o) {
+    public boolean equals(@Nullable Object o) {
       return o instanceof BlockRemoved r
           && Arrays.equals(blockHashes, r.blockHashes)
           && Objects.equals(medium, r.medium)

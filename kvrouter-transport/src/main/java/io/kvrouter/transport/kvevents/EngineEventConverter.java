@@ -14,6 +14,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Turns the decoded events of one engine publisher into router events for one worker id, hashing
@@ -89,6 +90,9 @@ public final class EngineEventConverter {
 
   private static final int HASHER_CACHE = 64;
 
+  /** The derived router blocks of an engine block that is not split (k == 1): none. */
+  private static final long[] NO_DERIVED = new long[0];
+
   private record Key(int rank, StorageTier tier) {}
 
   private record GroupKey(int rank, int group) {}
@@ -114,7 +118,7 @@ public final class EngineEventConverter {
   private final Map<Key, RankState> states = new LinkedHashMap<>();
   private final Map<GroupKey, GroupState> groupStates = new HashMap<>();
   private final Map<Integer, KvCacheGroup> groupKinds = new LinkedHashMap<>();
-  private Integer mainGroup;
+  private @Nullable Integer mainGroup; // null: no store named a full-attention kind yet
   private final Map<String, BlockHasher> hashers = new HashMap<>();
   private long lastEventId;
 
@@ -358,7 +362,7 @@ public final class EngineEventConverter {
     boolean hasPrev = s.hasParent();
     long prev = s.parentBlockHash();
     for (int j = 0, idx = 0; j < blocks; j++) {
-      long[] derived = k > 1 ? new long[k - 1] : null;
+      long[] derived = k > 1 ? new long[k - 1] : NO_DERIVED;
       for (int i = 0; i < k; i++, idx++) {
         long v;
         if (i == k - 1) {
@@ -371,7 +375,7 @@ public final class EngineEventConverter {
         prev = v;
         hasPrev = true;
       }
-      if (derived != null && st.subBlocks.putIfAbsent(engineHashes[j], derived) == null) {
+      if (derived.length > 0 && st.subBlocks.putIfAbsent(engineHashes[j], derived) == null) {
         for (long d : derived) st.subBlockRefs.merge(d, 1, Integer::sum);
       }
       if (salt != null) {
@@ -433,31 +437,32 @@ public final class EngineEventConverter {
   }
 
   /** The cache salt of a store: explicit, from block 0's extra keys, or its parent chain's. */
-  private static String salt(RankState st, EngineEvent.BlockStored s, String lora) {
+  private static @Nullable String salt(
+      RankState st, EngineEvent.BlockStored s, @Nullable String lora) {
     if (s.cacheSalt() != null && !s.cacheSalt().isEmpty()) {
       return s.cacheSalt();
     }
     if (!s.hasParent()) {
-      List<List<Object>> keys = s.extraKeys();
+      List<@Nullable List<@Nullable Object>> keys = s.extraKeys();
       return keys == null || keys.isEmpty() ? null : ExtraKeys.cacheSalt(keys.get(0), lora);
     }
     return st.saltByHash.isEmpty() ? null : st.saltByHash.get(s.parentBlockHash());
   }
 
-  private static String loraFromId(Long loraId) {
+  private static @Nullable String loraFromId(@Nullable Long loraId) {
     return loraId == null ? null : Long.toString(loraId);
   }
 
   /** Multimodal hashes per router block, from 64-hex-digit identifiers in the extra keys. */
   private Map<Integer, long[]> mmHashes(EngineEvent.BlockStored s, int blocks) {
-    List<List<Object>> keys = s.extraKeys();
+    List<@Nullable List<@Nullable Object>> keys = s.extraKeys();
     if (keys == null) {
       return Map.of();
     }
     Map<Integer, long[]> out = null;
     final int routerBlockSize = routerHasher.blockSize();
     for (int j = 0; j < Math.min(blocks, keys.size()); j++) {
-      List<Object> blockKeys = keys.get(j);
+      List<@Nullable Object> blockKeys = keys.get(j);
       if (blockKeys == null) continue;
       for (Object key : blockKeys) {
         Long mm = ExtraKeys.mmHash(key);
@@ -474,7 +479,7 @@ public final class EngineEventConverter {
     return out == null ? Map.of() : out;
   }
 
-  private BlockHasher hasher(String lora, String salt) {
+  private BlockHasher hasher(@Nullable String lora, @Nullable String salt) {
     if ((lora == null || lora.isEmpty()) && (salt == null || salt.isEmpty())) {
       return routerHasher;
     }
@@ -509,7 +514,7 @@ public final class EngineEventConverter {
   }
 
   /** The main group's index once a store named a full-attention kind, else null. */
-  public Integer mainGroup() {
+  public @Nullable Integer mainGroup() {
     return mainGroup;
   }
 
@@ -518,7 +523,8 @@ public final class EngineEventConverter {
    * kind kvrouter does not score, or a group without a kind other than group 0). Learns the main
    * group and the groups' kinds.
    */
-  private Integer groupOf(Integer groupIdx, String kind, Integer window) {
+  private @Nullable Integer groupOf(
+      @Nullable Integer groupIdx, @Nullable String kind, @Nullable Integer window) {
     if (groupIdx == null) return null;
     if (kind == null) {
       if (groupKinds.containsKey(groupIdx)) return groupIdx;
@@ -543,7 +549,7 @@ public final class EngineEventConverter {
    * only, and a map-form kind on a removal is not needed), so a group the stores declared, else the
    * main path for the main group, else ignored (-1).
    */
-  private Integer groupOfRemoval(Integer groupIdx) {
+  private @Nullable Integer groupOfRemoval(@Nullable Integer groupIdx) {
     if (groupIdx == null) return null;
     if (groupKinds.containsKey(groupIdx)) return groupIdx;
     return isMain(groupIdx) ? null : -1;
@@ -557,7 +563,7 @@ public final class EngineEventConverter {
    * The group a vLLM kind names, or null when kvrouter cannot score it (chunked local attention,
    * whose chunk vLLM does not publish; a sliding window without its window; other kinds).
    */
-  static KvCacheGroup groupKind(String kind, Integer window) {
+  static @Nullable KvCacheGroup groupKind(String kind, @Nullable Integer window) {
     return switch (kind) {
       case "full_attention", "mla_attention", "sink_full_attention" -> KvCacheGroup.full();
       case "sliding_window", "sliding_window_mla" ->
@@ -596,7 +602,7 @@ public final class EngineEventConverter {
   }
 
   /** Why a group store cannot be converted, or null. */
-  private String groupStoreProblem(EngineEvent.BlockStored s) {
+  private @Nullable String groupStoreProblem(EngineEvent.BlockStored s) {
     if (StorageTier.ofMedium(s.medium()) != StorageTier.DEVICE) {
       return null; // ignored below, not refused
     }
@@ -628,7 +634,7 @@ public final class EngineEventConverter {
    * A group store as the positions its group now holds, or null when it names none or chains from a
    * parent the group does not hold (or is about copies off the device).
    */
-  private GroupEvent groupStored(Worker worker, int group, EngineEvent.BlockStored s) {
+  private @Nullable GroupEvent groupStored(Worker worker, int group, EngineEvent.BlockStored s) {
     if (StorageTier.ofMedium(s.medium()) != StorageTier.DEVICE) return null;
     final int m = s.tokenIds().length / engineBlockSize;
     final int held = Math.min(s.blockHashes().length, m);
@@ -666,7 +672,7 @@ public final class EngineEventConverter {
         group, groupKinds.get(group), event(worker, CacheEvent.storedAtRoot(seq, heldLocal)));
   }
 
-  private GroupEvent groupRemoved(Worker worker, int group, EngineEvent.BlockRemoved r) {
+  private @Nullable GroupEvent groupRemoved(Worker worker, int group, EngineEvent.BlockRemoved r) {
     GroupState st = groupStates.get(new GroupKey(worker.dpRank(), group));
     if (st == null) return null;
     long[] out = new long[r.blockHashes().length];
@@ -684,19 +690,20 @@ public final class EngineEventConverter {
         event(worker, CacheEvent.removed(n == out.length ? out : Arrays.copyOf(out, n))));
   }
 
-  private static String groupSalt(GroupState st, EngineEvent.BlockStored s, String lora) {
+  private static @Nullable String groupSalt(
+      GroupState st, EngineEvent.BlockStored s, @Nullable String lora) {
     if (s.cacheSalt() != null && !s.cacheSalt().isEmpty()) {
       return s.cacheSalt();
     }
     if (!s.hasParent()) {
-      List<List<Object>> keys = s.extraKeys();
+      List<@Nullable List<@Nullable Object>> keys = s.extraKeys();
       return keys == null || keys.isEmpty() ? null : ExtraKeys.cacheSalt(keys.get(0), lora);
     }
     return st.saltByHash.isEmpty() ? null : st.saltByHash.get(s.parentBlockHash());
   }
 
   /** Why a batch is self-referencing, or {@code null} when it is not. */
-  static String findSelfReference(List<EngineEvent> events) {
+  static @Nullable String findSelfReference(List<EngineEvent> events) {
     for (int e = 0; e < events.size(); e++) {
       if (!(events.get(e) instanceof EngineEvent.BlockStored s)) continue;
       long[] h = s.blockHashes();

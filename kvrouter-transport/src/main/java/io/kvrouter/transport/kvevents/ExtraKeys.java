@@ -5,6 +5,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Helpers for the decoded {@code extra_keys} of a {@code BlockStored}: value equality that looks
@@ -29,7 +30,7 @@ final class ExtraKeys {
   private ExtraKeys() {}
 
   /** Equality of decoded msgpack values where {@code byte[]} compares by content. */
-  static boolean deepEquals(Object a, Object b) {
+  static boolean deepEquals(@Nullable Object a, @Nullable Object b) {
     if (a == b) return true;
     if (a == null || b == null) return false;
     if (a instanceof byte[] x && b instanceof byte[] y) return Arrays.equals(x, y);
@@ -53,7 +54,7 @@ final class ExtraKeys {
   }
 
   /** A readable form of decoded msgpack values ({@code byte[]} as hex). */
-  static String toString(Object v) {
+  static String toString(@Nullable Object v) {
     if (v instanceof byte[] b) return "0x" + HexFormat.of().formatHex(b);
     if (v instanceof String s) return '"' + s + '"';
     if (v instanceof List<?> l) {
@@ -71,7 +72,7 @@ final class ExtraKeys {
    * The multimodal hash of one extra key, or {@code null}: a 64-hex-digit string, alone or as the
    * first element of a pair, gives its first 16 hex digits as an unsigned 64-bit value.
    */
-  static Long mmHash(Object key) {
+  static @Nullable Long mmHash(@Nullable Object key) {
     String id = null;
     if (key instanceof String s) {
       id = s;
@@ -85,7 +86,7 @@ final class ExtraKeys {
   }
 
   /** The start offset of a multimodal key within its block, or 0 when it has none. */
-  static long mmOffset(Object key) {
+  static long mmOffset(@Nullable Object key) {
     if (key instanceof List<?> l && l.size() >= 2 && l.get(1) instanceof Long off) {
       return off;
     }
@@ -96,7 +97,8 @@ final class ExtraKeys {
    * The cache salt in a block's extra keys: the last string that is neither {@code loraName} nor a
    * multimodal identifier; {@code null} when there is none.
    */
-  static String cacheSalt(List<Object> keys, String loraName) {
+  static @Nullable String cacheSalt(
+      @Nullable List<@Nullable Object> keys, @Nullable String loraName) {
     if (keys == null) {
       return null;
     }

@@ -4,6 +4,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.index.KvCacheGroup;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A router event about a secondary KV cache group of a hybrid model (docs/routing.md, "Hybrid
@@ -20,7 +21,7 @@ import java.util.Objects;
  *     whose kind no store has named yet
  * @param event the event, for the rank of the batch
  */
-public record GroupEvent(int groupIdx, KvCacheGroup group, RouterEvent event) {
+public record GroupEvent(int groupIdx, @Nullable KvCacheGroup group, RouterEvent event) {
   public GroupEvent {
     if (groupIdx < 0) {
       throw new IllegalArgumentException("groupIdx must be >= 0, got " + groupIdx);

@@ -2,6 +2,7 @@ package io.kvrouter.transport.kvevents;
 
 import java.util.List;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One decoded {@code KVEventBatch}: what an engine published in one ZMQ message.
@@ -12,7 +13,8 @@ import java.util.Objects;
  * @param events the events in publication order, without the skipped ones
  * @param skipped events of a type this decoder does not know, counted and left out
  */
-public record KvEventBatch(double ts, Integer dpRank, List<EngineEvent> events, int skipped) {
+public record KvEventBatch(
+    double ts, @Nullable Integer dpRank, List<EngineEvent> events, int skipped) {
   public KvEventBatch {
     events = List.copyOf(Objects.requireNonNull(events, "events"));
     if (skipped < 0) {

@@ -1,5 +1,7 @@
 package io.kvrouter.transport.kvevents;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * Thrown when a payload is not a well-formed {@code KVEventBatch}: its message names the offending
  * field as a path (e.g. {@code events[1].block_hashes[0]}, or {@code $} for the whole payload), the
@@ -12,7 +14,7 @@ public final class KvEventDecodeException extends RuntimeException {
   private final String path;
   private final long offset;
 
-  KvEventDecodeException(String path, String problem, long offset, Throwable cause) {
+  KvEventDecodeException(String path, String problem, long offset, @Nullable Throwable cause) {
     super(path + ": " + problem + " (at byte " + offset + ")", cause);
     this.path = path;
     this.offset = offset;

@@ -1,6 +1,7 @@
 package io.kvrouter.transport.kvevents;
 
 import java.util.Locale;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Where an engine keeps a block: the tier an event's {@code medium} names. The router's index
@@ -27,7 +28,7 @@ public enum StorageTier {
    * connector names its file-system tier {@code FS} in v0.26 and {@code STORAGE} since); anything
    * else ({@code OBJ}, {@code EXTERNAL}, remote stores) is {@link #EXTERNAL}.
    */
-  public static StorageTier ofMedium(String medium) {
+  public static StorageTier ofMedium(@Nullable String medium) {
     if (medium == null || medium.isEmpty()) {
       return DEVICE;
     }

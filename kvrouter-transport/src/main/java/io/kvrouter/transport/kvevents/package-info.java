@@ -5,4 +5,7 @@
  * io.kvrouter.transport.kvevents.EngineEventConverter} turns them into router events, each with its
  * storage tier.
  */
+@NullMarked
 package io.kvrouter.transport.kvevents;
+
+import org.jspecify.annotations.NullMarked;

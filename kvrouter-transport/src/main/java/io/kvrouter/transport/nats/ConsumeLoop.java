@@ -20,6 +20,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The replica thread: pulls the subject's messages in stream order, applies each to the index,
@@ -97,7 +98,7 @@ final class ConsumeLoop implements Runnable {
   private volatile long restoredSequence;
 
   // replica thread only
-  private IterableConsumer it;
+  private @Nullable IterableConsumer it; // null: none open (before prepare(), after trouble)
   private long lastApplied; // the owner's copy of progress.lastApplied()
   private long expectedConsumerSeq = 1;
   private boolean needCheck;
@@ -169,13 +170,14 @@ final class ConsumeLoop implements Runnable {
           closeIterator();
           needCheck = true;
         }
-        if (!prepare()) {
+        IterableConsumer c = prepare();
+        if (c == null) {
           awaitRetry();
           continue;
         }
         Message m;
         try {
-          m = it.nextMessage(POLL_MS);
+          m = c.nextMessage(POLL_MS);
         } catch (JetStreamStatusCheckedException | IllegalStateException e) {
           trouble("pull failed", e);
           continue;
@@ -215,10 +217,14 @@ final class ConsumeLoop implements Runnable {
     expectedConsumerSeq = 1;
   }
 
-  /** Makes sure an iterator is open, handling consumer trouble first; false to wait and retry. */
-  private boolean prepare() throws InterruptedException {
-    if (it != null) return true;
-    if (System.nanoTime() - retryAtNanos < 0) return false;
+  /**
+   * Makes sure an iterator is open, handling consumer trouble first, and returns it; null to wait
+   * and retry.
+   */
+  private @Nullable IterableConsumer prepare() throws InterruptedException {
+    IterableConsumer open = it;
+    if (open != null) return open;
+    if (System.nanoTime() - retryAtNanos < 0) return null;
     try {
       if (needCheck) {
         if (!restore.consumerExists(consumerName)) {
@@ -243,12 +249,13 @@ final class ConsumeLoop implements Runnable {
         }
         needLossCheck = false;
       }
-      it =
+      open =
           nc.getStreamContext(stream.stream())
               .getConsumerContext(consumerName)
               .iterate(consumeOptions);
+      it = open;
       backoffMs = BACKOFF_INITIAL_MS;
-      return true;
+      return open;
     } catch (IOException | JetStreamApiException | RuntimeException e) {
       long n = counters.inc(C.CONSUMER_ERRORS);
       if (SingleWriterCounters.shouldLog(n)) {
@@ -268,7 +275,7 @@ final class ConsumeLoop implements Runnable {
       }
       retryAtNanos = System.nanoTime() + backoffMs * 1_000_000L;
       backoffMs = Math.min(BACKOFF_MAX_MS, backoffMs * 2);
-      return false;
+      return null;
     }
   }
 

@@ -17,6 +17,7 @@ import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Publishes router events to a JetStream stream, one event per message in NVIDIA Dynamo's JSON wire
@@ -58,7 +59,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
   private final AtomicLong published = new AtomicLong();
   private final AtomicLong lastSequence = new AtomicLong();
 
-  private NatsEventPublisher(Connection nc, NatsEventStream stream, Duration ackTimeout)
+  private NatsEventPublisher(Connection nc, NatsEventStream stream, @Nullable Duration ackTimeout)
       throws IOException {
     // a synchronous publish waits as long as its JetStream context's request timeout
     this.js =
@@ -103,7 +104,7 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
    * during an outage fails after about three times that.
    */
   public static NatsEventPublisher existing(
-      Connection nc, NatsEventStream stream, Duration ackTimeout) {
+      Connection nc, NatsEventStream stream, @Nullable Duration ackTimeout) {
     Objects.requireNonNull(nc, "connection");
     Objects.requireNonNull(stream, "stream");
     try {
@@ -165,27 +166,27 @@ public final class NatsEventPublisher implements Consumer<RouterEvent> {
     byte[] payload = RouterEventJson.writeEventBytes(tier, event);
     PublishOptions opts =
         PublishOptions.builder().expectedStream(stream.stream()).messageId(messageId).build();
-    IOException last = null;
-    for (int i = 0; i < ATTEMPTS; i++) {
+    for (int attempt = 1; ; attempt++) {
       try {
         PublishAck ack = js.publish(stream.subject(), (Headers) null, payload, opts);
         if (!ack.isDuplicate()) published.incrementAndGet();
         lastSequence.accumulateAndGet(ack.getSeqno(), Math::max);
         return ack;
       } catch (IOException e) {
-        last = e;
+        if (attempt >= ATTEMPTS) {
+          throw new IOException(
+              "event not stored on stream "
+                  + stream.stream()
+                  + " (subject "
+                  + stream.subject()
+                  + ") after "
+                  + ATTEMPTS
+                  + " attempts: "
+                  + e.getMessage(),
+              e);
+        }
       }
     }
-    throw new IOException(
-        "event not stored on stream "
-            + stream.stream()
-            + " (subject "
-            + stream.subject()
-            + ") after "
-            + ATTEMPTS
-            + " attempts: "
-            + last.getMessage(),
-        last);
   }
 
   /**

@@ -11,6 +11,7 @@ import java.io.IOException;
 import java.util.Locale;
 import java.util.Objects;
 import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Where router events live on NATS JetStream: the stream, the subject pattern the stream captures
@@ -147,7 +148,8 @@ public record NatsEventStream(String stream, String streamSubjects, String subje
     return info;
   }
 
-  private StreamInfo lookup(JetStreamManagement jsm) throws IOException, JetStreamApiException {
+  private @Nullable StreamInfo lookup(JetStreamManagement jsm)
+      throws IOException, JetStreamApiException {
     try {
       return jsm.getStreamInfo(stream);
     } catch (JetStreamApiException e) {

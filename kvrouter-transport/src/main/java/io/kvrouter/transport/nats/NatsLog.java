@@ -22,6 +22,7 @@ import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A small ordered log on one subject of a JetStream stream: every replica that follows it sees
@@ -74,7 +75,7 @@ public final class NatsLog implements AutoCloseable {
      * @param headers its headers (null when it has none)
      * @param data its payload
      */
-    void accept(long sequence, Headers headers, byte[] data) throws Exception;
+    void accept(long sequence, @Nullable Headers headers, byte[] data) throws Exception;
   }
 
   private final Connection nc;
@@ -170,12 +171,13 @@ public final class NatsLog implements AutoCloseable {
   /**
    * Publishes one message to the log's subject and waits until the stream stored it.
    *
+   * @param headers the message's headers, or null for none
    * @param messageId the {@code Nats-Msg-Id} (the stream keeps one copy per id within its duplicate
    *     window), or null
    * @throws IOException when the store was not confirmed (it may have happened)
    * @throws JetStreamApiException when the stream refused the message
    */
-  public PublishAck publish(Headers headers, byte[] data, String messageId)
+  public PublishAck publish(@Nullable Headers headers, byte[] data, @Nullable String messageId)
       throws IOException, JetStreamApiException {
     return publish(headers, data, messageId, null);
   }
@@ -184,7 +186,11 @@ public final class NatsLog implements AutoCloseable {
    * {@link #publish(Headers, byte[], String)} waiting at most {@code ackTimeout} for the
    * acknowledgement (null: the connection's JetStream request timeout).
    */
-  public PublishAck publish(Headers headers, byte[] data, String messageId, Duration ackTimeout)
+  public PublishAck publish(
+      @Nullable Headers headers,
+      byte[] data,
+      @Nullable String messageId,
+      @Nullable Duration ackTimeout)
       throws IOException, JetStreamApiException {
     PublishOptions.Builder o = PublishOptions.builder().expectedStream(stream.stream());
     if (messageId != null) o.messageId(messageId);
@@ -254,7 +260,7 @@ public final class NatsLog implements AutoCloseable {
   // ------------------------------------------------------------------ the log's thread
 
   private void run(IterableConsumer first) {
-    IterableConsumer consumer = first;
+    @Nullable IterableConsumer consumer = first; // null: none open, open one at the next turn
     long backoffMs = 100;
     try {
       while (running) {
@@ -265,8 +271,12 @@ public final class NatsLog implements AutoCloseable {
             stopQuietly(consumer);
             consumer = null;
           }
-          if (consumer == null) consumer = open(progress.lastApplied() + 1);
-          Message m = consumer.nextMessage(POLL);
+          IterableConsumer c = consumer;
+          if (c == null) {
+            c = open(progress.lastApplied() + 1);
+            consumer = c;
+          }
+          Message m = c.nextMessage(POLL);
           backoffMs = 100;
           if (m == null) continue;
           long seq = m.metaData().streamSequence();
@@ -326,7 +336,7 @@ public final class NatsLog implements AutoCloseable {
     return false;
   }
 
-  private static void stopQuietly(IterableConsumer c) {
+  private static void stopQuietly(@Nullable IterableConsumer c) {
     if (c == null) return;
     try {
       c.close();

@@ -184,7 +184,7 @@ public final class NatsSequenceSync implements AutoCloseable {
     private final String subject;
     private final SequenceSync sync;
     private Duration heartbeat = DEFAULT_HEARTBEAT;
-    private Duration peerTimeout;
+    private @Nullable Duration peerTimeout; // null: 3 heartbeats
     private Duration linger = Duration.ofMillis(1);
 
     private Builder(Connection nc, String subject, SequenceSync sync) {
@@ -268,7 +268,7 @@ public final class NatsSequenceSync implements AutoCloseable {
     publisher.start();
   }
 
-  private static void closeQuietly(Connection nc, Dispatcher d) {
+  private static void closeQuietly(Connection nc, @Nullable Dispatcher d) {
     if (d == null) return;
     try {
       nc.closeDispatcher(d);
@@ -290,7 +290,7 @@ public final class NatsSequenceSync implements AutoCloseable {
    * every peer it knows. No answer at all (NATS' "no responders"): nobody, an empty set. Timeout or
    * failure: null (unknown; ready() then waits two heartbeats).
    */
-  private Set<String> discover() {
+  private @Nullable Set<String> discover() {
     try {
       Message r =
           nc.request(subject + ".hello", sync.replicaId().getBytes(StandardCharsets.UTF_8))
@@ -348,7 +348,7 @@ public final class NatsSequenceSync implements AutoCloseable {
   }
 
   /** Why not {@link #ready()}, or null when ready. */
-  public String notReadyReason() {
+  public @Nullable String notReadyReason() {
     long now = System.nanoTime();
     long age = now - startedAt;
     if (expected == null) {
@@ -549,8 +549,8 @@ public final class NatsSequenceSync implements AutoCloseable {
       sub = nc.subscribe(inbox);
       nc.publish(snapshotSubject(peer), inbox, sync.replicaId().getBytes(StandardCharsets.UTF_8));
       long deadline = System.nanoTime() + snapshotTimeout.toNanos();
-      SyncCodec.Message[] chunks = null;
-      SyncCodec.Message ref = null;
+      SyncCodec.@Nullable Message @Nullable [] chunks = null; // null until the first chunk came
+      SyncCodec.Message ref = null; // the first chunk that came; null with chunks
       int got = 0;
       while (chunks == null || got < chunks.length) {
         long left = deadline - System.nanoTime();
@@ -562,7 +562,7 @@ public final class NatsSequenceSync implements AutoCloseable {
         if (c.kind() != SyncCodec.KIND_SNAPSHOT || !c.replicaId().equals(peer)) {
           throw new IllegalStateException("not a snapshot of " + peer);
         }
-        if (ref == null) {
+        if (ref == null || chunks == null) { // both null until the first chunk
           ref = c;
           chunks = new SyncCodec.Message[c.chunks()];
         } else if (c.chunks() != ref.chunks()

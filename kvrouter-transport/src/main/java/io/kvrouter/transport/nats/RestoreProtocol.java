@@ -14,6 +14,7 @@ import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.logging.Logger;
 import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A replica's consumers and where they start: the restore protocol that pairs the newest snapshot
@@ -44,7 +45,8 @@ final class RestoreProtocol {
   private static final int RESTORE_ATTEMPTS = 5;
 
   /** A consumer created at a start sequence, with the snapshot loaded for it (null: none). */
-  record Restored(Snapshots.Loaded snapshot, long sequence, String consumer, long pending) {}
+  record Restored(
+      Snapshots.@Nullable Loaded snapshot, long sequence, String consumer, long pending) {}
 
   private final JetStreamManagement jsm;
   private final NatsEventStream stream;
@@ -98,7 +100,7 @@ final class RestoreProtocol {
    * snapshot appeared meanwhile; deletes {@code previous} (when not null) once the new consumer
    * exists.
    */
-  Restored restore(String previous)
+  Restored restore(@Nullable String previous)
       throws IOException, JetStreamApiException, InterruptedException {
     for (int attempt = 1; ; attempt++) {
       Snapshots.Candidate c = snapshots.latest();
@@ -160,18 +162,19 @@ final class RestoreProtocol {
    * index keeps (TierEvents.restore).
    */
   void install(Restored r, KvIndex index) {
-    if (r.snapshot() == null) return;
-    TierEvents.restore(index, r.snapshot().events(), r.snapshot().slowest());
+    Snapshots.Loaded snapshot = r.snapshot();
+    if (snapshot == null) return;
+    TierEvents.restore(index, snapshot.events(), snapshot.slowest());
     index.flush();
     counters.inc(C.SNAPSHOTS_RESTORED);
-    counters.add(C.RESTORED_EVENTS, r.snapshot().events().size());
+    counters.add(C.RESTORED_EVENTS, snapshot.events().size());
     LOG.info(
         "NATS replica "
             + replicaId
             + ": restored "
-            + r.snapshot().events().size()
+            + snapshot.events().size()
             + " events from snapshot "
-            + r.snapshot().name()
+            + snapshot.name()
             + " through sequence "
             + r.sequence());
   }

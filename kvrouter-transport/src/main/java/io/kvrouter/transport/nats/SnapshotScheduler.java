@@ -24,6 +24,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.LongSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * When a replica snapshots its index, and the writing: the replica thread asks {@link #maybeCut}
@@ -71,7 +72,8 @@ final class SnapshotScheduler {
   private final SingleWriterCounters<C> counters;
   private final Queue<CompletableFuture<SnapshotInfo>> requests = new ConcurrentLinkedQueue<>();
   private final AtomicBoolean inFlight = new AtomicBoolean();
-  private final AtomicReference<CompletableFuture<Void>> checkWaiter = new AtomicReference<>();
+  private final AtomicReference<@Nullable CompletableFuture<Void>> checkWaiter =
+      new AtomicReference<>(); // null: no test waits
   private final ExecutorService writer;
   private volatile long lastSnapshotSequence = -1;
 

@@ -18,6 +18,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.security.NoSuchAlgorithmException;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /** The snapshots of one subject's replicas in a NATS object store bucket. */
 final class Snapshots {
@@ -113,7 +114,7 @@ final class Snapshots {
   }
 
   /** The newest snapshot of this subject on the current stream, or null when there is none. */
-  Candidate latest() throws IOException, JetStreamApiException, InterruptedException {
+  @Nullable Candidate latest() throws IOException, JetStreamApiException, InterruptedException {
     String prefix = stream.subject() + "/";
     Candidate best = null;
     for (ObjectInfo info : store.getList()) {

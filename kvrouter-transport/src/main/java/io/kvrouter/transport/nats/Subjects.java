@@ -1,5 +1,7 @@
 package io.kvrouter.transport.nats;
 
+import org.jspecify.annotations.Nullable;
+
 /** NATS subject rules the transport needs: validation, wildcard matching and overlap. */
 final class Subjects {
   /** JetStream API error code: stream not found. */
@@ -15,7 +17,7 @@ final class Subjects {
    * it is: tokens separated by {@code .}, none empty, no whitespace; {@code *} and {@code >} only
    * as whole tokens, {@code >} only last.
    */
-  static String problem(String subject, boolean wildcards) {
+  static @Nullable String problem(String subject, boolean wildcards) {
     if (subject.isEmpty()) return "empty";
     String[] tokens = subject.split("\\.", -1);
     for (int i = 0; i < tokens.length; i++) {
@@ -52,7 +54,7 @@ final class Subjects {
    * Whether some concrete subject matches both patterns; an empty or null pattern (a consumer
    * without filter) matches everything.
    */
-  static boolean overlap(String a, String b) {
+  static boolean overlap(@Nullable String a, @Nullable String b) {
     if (a == null || a.isEmpty() || b == null || b.isEmpty()) return true;
     String[] x = a.split("\\.", -1);
     String[] y = b.split("\\.", -1);

@@ -6,4 +6,7 @@
  * follows a subject, and {@link io.kvrouter.transport.nats.NatsSequenceSync} carries {@code
  * SequenceSync}'s in-flight load between replicas.
  */
+@NullMarked
 package io.kvrouter.transport.nats;
+
+import org.jspecify.annotations.NullMarked;

@@ -2,6 +2,7 @@ package io.kvrouter.transport.zmq;
 
 import io.kvrouter.transport.kvevents.ClearScope;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One engine publisher as the router registers it: whose events they are, how to recognise and read
@@ -22,7 +23,7 @@ public record EngineSpec(
     long workerId,
     String topic,
     int blockSize,
-    String replayEndpoint,
+    @Nullable String replayEndpoint,
     int defaultDpRank,
     ClearScope clearScope) {
   public EngineSpec {
@@ -41,7 +42,11 @@ public record EngineSpec(
 
   /** An engine whose {@code AllBlocksCleared} empties the device tier only. */
   public EngineSpec(
-      long workerId, String topic, int blockSize, String replayEndpoint, int defaultDpRank) {
+      long workerId,
+      String topic,
+      int blockSize,
+      @Nullable String replayEndpoint,
+      int defaultDpRank) {
     this(workerId, topic, blockSize, replayEndpoint, defaultDpRank, ClearScope.DEVICE);
   }
 
@@ -56,7 +61,7 @@ public record EngineSpec(
   }
 
   /** The same engine with a replay endpoint ({@code null}: none). */
-  public EngineSpec withReplay(String replayEndpoint) {
+  public EngineSpec withReplay(@Nullable String replayEndpoint) {
     return new EngineSpec(workerId, topic, blockSize, replayEndpoint, defaultDpRank, clearScope);
   }
 

@@ -1,6 +1,7 @@
 package io.kvrouter.transport.zmq;
 
 import java.util.function.BooleanSupplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An engine's replay service as a {@link Source} uses it: ask for every batch from a sequence
@@ -8,8 +9,11 @@ import java.util.function.BooleanSupplier;
  * one; tests script others.
  */
 interface Replay {
-  /** One answer: a batch, the end marker, or a reply of the wrong shape. */
-  record Reply(long seq, byte[] payload, String problem) {
+  /**
+   * One answer: a batch, the end marker, or a reply of the wrong shape ({@code problem} says what
+   * was wrong; null otherwise). {@code payload} is null only in a reply of the wrong shape.
+   */
+  record Reply(long seq, byte @Nullable [] payload, @Nullable String problem) {
     static final Reply END = new Reply(-1, new byte[0], null);
 
     boolean isEnd() {
@@ -31,7 +35,7 @@ interface Replay {
    * The next answer, or {@code null} when none came within {@code timeoutMs} or {@code running}
    * turned false.
    */
-  Reply next(long timeoutMs, BooleanSupplier running);
+  @Nullable Reply next(long timeoutMs, BooleanSupplier running);
 
   /** Forgets the current request: answers still on their way must never be read. */
   void reset();

@@ -1,9 +1,12 @@
 package io.kvrouter.transport.zmq;
 
+import static java.util.Objects.requireNonNull;
+
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.BooleanSupplier;
+import org.jspecify.annotations.Nullable;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
@@ -38,8 +41,9 @@ final class ReplayClient implements Replay {
   private final int reconnectIvlMs;
   private final int reconnectIvlMaxMs;
   private final int handshakeMs;
-  private ZMQ.Socket dealer;
-  private ZMQ.Poller poller;
+  // null: no socket (before open(), after reset())
+  private ZMQ.@Nullable Socket dealer;
+  private ZMQ.@Nullable Poller poller;
 
   ReplayClient(
       ZContext ctx, String endpoint, int reconnectIvlMs, int reconnectIvlMaxMs, int handshakeMs) {
@@ -55,51 +59,60 @@ final class ReplayClient implements Replay {
     return endpoint;
   }
 
-  /** Makes the DEALER if there is none; throws for an endpoint ZMQ cannot parse or resolve. */
-  void open() {
-    if (dealer == null) {
-      dealer = ctx.createSocket(SocketType.DEALER);
+  /**
+   * Makes the DEALER if there is none and returns it; throws for an endpoint ZMQ cannot parse or
+   * resolve.
+   */
+  ZMQ.Socket open() {
+    ZMQ.Socket d = dealer;
+    if (d == null) {
+      d = ctx.createSocket(SocketType.DEALER);
+      dealer = d;
       try {
-        dealer.setLinger(0);
-        dealer.setRcvHWM(0);
-        dealer.setReconnectIVL(reconnectIvlMs);
-        dealer.setReconnectIVLMax(reconnectIvlMaxMs);
-        dealer.setHandshakeIvl(handshakeMs);
-        dealer.connect(endpoint);
-        poller = ctx.createPoller(1);
-        poller.register(dealer, ZMQ.Poller.POLLIN);
+        d.setLinger(0);
+        d.setRcvHWM(0);
+        d.setReconnectIVL(reconnectIvlMs);
+        d.setReconnectIVLMax(reconnectIvlMaxMs);
+        d.setHandshakeIvl(handshakeMs);
+        d.connect(endpoint);
+        ZMQ.Poller p = ctx.createPoller(1);
+        poller = p;
+        p.register(d, ZMQ.Poller.POLLIN);
       } catch (RuntimeException e) {
         reset();
         throw e;
       }
     }
+    return d;
   }
 
   @Override
   public boolean request(long start) {
-    open();
+    ZMQ.Socket d = open();
     byte[] seq = ByteBuffer.allocate(8).putLong(start).array();
-    return dealer.send(new byte[0], ZMQ.SNDMORE | ZMQ.DONTWAIT) && dealer.send(seq, ZMQ.DONTWAIT);
+    return d.send(new byte[0], ZMQ.SNDMORE | ZMQ.DONTWAIT) && d.send(seq, ZMQ.DONTWAIT);
   }
 
   @Override
-  public Reply next(long timeoutMs, BooleanSupplier running) {
+  public @Nullable Reply next(long timeoutMs, BooleanSupplier running) {
     final long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
     while (running.getAsBoolean()) {
-      byte[] first = dealer.recv(ZMQ.DONTWAIT);
+      // request() opened both, and only reset() drops them: next() reads a request's answers
+      ZMQ.Socket d = requireNonNull(dealer, "next() without a request()");
+      byte[] first = d.recv(ZMQ.DONTWAIT);
       if (first != null) {
-        return parse(readRest(first));
+        return parse(readRest(d, first));
       }
       long left = (deadline - System.nanoTime()) / 1_000_000L;
       if (left <= 0) {
         return null;
       }
-      poller.poll(Math.min(left, POLL_SLICE_MS));
+      requireNonNull(poller, "next() without a request()").poll(Math.min(left, POLL_SLICE_MS));
     }
     return null;
   }
 
-  private List<byte[]> readRest(byte[] first) {
+  private static List<byte[]> readRest(ZMQ.Socket dealer, byte[] first) {
     List<byte[]> frames = new ArrayList<>(4);
     frames.add(first);
     while (dealer.hasReceiveMore()) {
@@ -137,12 +150,14 @@ final class ReplayClient implements Replay {
   /** Drops the socket (and with it every answer still on its way). */
   @Override
   public void reset() {
-    if (poller != null) {
-      poller.close();
+    ZMQ.Poller p = poller;
+    if (p != null) {
+      p.close();
       poller = null;
     }
-    if (dealer != null) {
-      dealer.close(); // linger 0, as set in open(); the context forgets the socket
+    ZMQ.Socket d = dealer;
+    if (d != null) {
+      d.close(); // linger 0, as set in open(); the context forgets the socket
       dealer = null;
     }
   }

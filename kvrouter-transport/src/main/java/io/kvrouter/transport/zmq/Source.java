@@ -1,5 +1,7 @@
 package io.kvrouter.transport.zmq;
 
+import static java.util.Objects.requireNonNull;
+
 import io.kvrouter.event.CacheEvent;
 import io.kvrouter.transport.SingleWriterCounters;
 import io.kvrouter.transport.kvevents.ConvertedBatch;
@@ -16,6 +18,7 @@ import java.util.Set;
 import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /** One engine publisher as the subscriber tracks it: its sequence numbers, replay and converter. */
 final class Source {
@@ -94,7 +97,7 @@ final class Source {
   final EngineSpec spec;
   private final String name;
   private final EngineEventConverter converter;
-  private final Replay replay;
+  private final @Nullable Replay replay; // null: the engine has no replay endpoint
   private final SingleWriterCounters<Counters.C> counters;
   private final IngestSink sink;
   private final long replayTimeoutMs;
@@ -125,7 +128,7 @@ final class Source {
   private long lastProbeNanos;
 
   private long lastLive = -1;
-  private byte[] lastPayload;
+  private byte @Nullable [] lastPayload;
 
   /** Catch up at the next turn of the loop. */
   boolean resyncNow;
@@ -136,7 +139,7 @@ final class Source {
   Source(
       EngineSpec spec,
       EngineEventConverter converter,
-      Replay replay,
+      @Nullable Replay replay,
       SingleWriterCounters<Counters.C> counters,
       IngestSink sink,
       long replayTimeoutMs,
@@ -298,11 +301,12 @@ final class Source {
    * live stream goes on.
    */
   CatchUp catchUp() {
+    Replay replay = this.replay;
     if (replay == null) {
       return CatchUp.FAILED;
     }
     try {
-      return replayMissed();
+      return replayMissed(replay);
     } catch (RuntimeException e) {
       long n = counters.inc(Counters.C.REPLAY_FAILURES);
       replay.reset();
@@ -313,7 +317,7 @@ final class Source {
     }
   }
 
-  private CatchUp replayMissed() {
+  private CatchUp replayMissed(Replay replay) {
     boolean restarted = false;
     int attempts = 0;
     int resumes = 0;
@@ -324,7 +328,7 @@ final class Source {
       final long start = anchored ? lastApplied : lastApplied + 1;
       counters.inc(Counters.C.REPLAYS);
       if (!replay.request(start)) {
-        fail("the request could not be sent");
+        fail(replay, "the request could not be sent");
         return CatchUp.FAILED;
       }
       boolean first = true;
@@ -343,11 +347,12 @@ final class Source {
             replay.reset();
             break;
           }
-          fail("no answer within " + replayTimeoutMs + " ms");
+          fail(replay, "no answer within " + replayTimeoutMs + " ms");
           return CatchUp.FAILED;
         }
-        if (r.isBad()) {
-          fail(r.problem());
+        String problem = r.problem();
+        if (problem != null) { // r.isBad()
+          fail(replay, problem);
           return CatchUp.FAILED;
         }
         if (r.isEnd()) {
@@ -385,7 +390,7 @@ final class Source {
         }
         answered = true;
         counters.inc(Counters.C.REPLAYED);
-        apply(r.seq(), r.payload());
+        apply(r.seq(), requireNonNull(r.payload(), "a batch reply without a payload"));
       }
       if (resume) {
         resumes++;
@@ -401,7 +406,7 @@ final class Source {
     return restarted ? CatchUp.RESTARTED : CatchUp.FAILED;
   }
 
-  private void fail(String why) {
+  private void fail(Replay replay, String why) {
     long n = counters.inc(Counters.C.REPLAY_FAILURES);
     replay.reset();
     if (SingleWriterCounters.shouldLog(n)) {

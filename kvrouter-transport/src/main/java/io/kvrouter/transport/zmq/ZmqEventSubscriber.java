@@ -17,6 +17,7 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 import org.zeromq.SocketType;
 import org.zeromq.ZContext;
 import org.zeromq.ZMQ;
@@ -100,8 +101,8 @@ public final class ZmqEventSubscriber implements AutoCloseable {
     private final Mode mode;
     private final String endpoint;
     private final List<EngineSpec> engines;
-    private BlockHasher routerHasher;
-    private IngestSink sink;
+    private @Nullable BlockHasher routerHasher; // null: not given yet (required)
+    private @Nullable IngestSink sink; // null: not given yet (required)
     private Duration reconnectInitial = Duration.ofMillis(100);
     private Duration reconnectMax = Duration.ofSeconds(5);
     private Duration replayTimeout = Duration.ofSeconds(2);
@@ -197,9 +198,11 @@ public final class ZmqEventSubscriber implements AutoCloseable {
      * @throws ZMQException when the endpoint cannot be connected to or bound
      */
     public ZmqEventSubscriber start() {
-      if (routerHasher == null) throw new IllegalArgumentException("routerHasher is required");
-      if (sink == null) throw new IllegalArgumentException("sink is required");
-      return new ZmqEventSubscriber(this);
+      BlockHasher hasher = routerHasher;
+      IngestSink s = sink;
+      if (hasher == null) throw new IllegalArgumentException("routerHasher is required");
+      if (s == null) throw new IllegalArgumentException("sink is required");
+      return new ZmqEventSubscriber(this, hasher, s);
     }
   }
 
@@ -226,7 +229,7 @@ public final class ZmqEventSubscriber implements AutoCloseable {
   private final Map<String, Source> sources;
 
   /** In connect mode, the engine registered without a topic takes every topic; else null. */
-  private final Source anyTopic;
+  private final @Nullable Source anyTopic;
 
   private final ZContext ctx;
   private final ZMQ.Socket sub;
@@ -240,10 +243,10 @@ public final class ZmqEventSubscriber implements AutoCloseable {
   private long pendingDisconnects;
   private final long tailProbeNanos;
 
-  private ZmqEventSubscriber(Builder b) {
+  private ZmqEventSubscriber(Builder b, BlockHasher routerHasher, IngestSink sink) {
     Set<String> topics = new HashSet<>();
     for (EngineSpec e : b.engines) {
-      EngineEventConverter.checkBlockSizes(e.blockSize(), b.routerHasher.blockSize());
+      EngineEventConverter.checkBlockSizes(e.blockSize(), routerHasher.blockSize());
       if (!topics.add(e.topic())) {
         throw new IllegalArgumentException(
             "two engines publish with topic \""
@@ -276,17 +279,18 @@ public final class ZmqEventSubscriber implements AutoCloseable {
       for (EngineSpec e : b.engines) {
         sub.subscribe(e.topic().getBytes(StandardCharsets.UTF_8));
         ReplayClient replay = null;
-        if (e.replayEndpoint() != null) {
-          replay = new ReplayClient(ctx, e.replayEndpoint(), ivl, ivlMax, handshakeMs);
+        String replayEndpoint = e.replayEndpoint();
+        if (replayEndpoint != null) {
+          replay = new ReplayClient(ctx, replayEndpoint, ivl, ivlMax, handshakeMs);
           replay.open(); // here, so that an endpoint ZMQ rejects fails start()
         }
         EngineEventConverter converter =
             new EngineEventConverter(
-                e.workerId(), e.defaultDpRank(), e.blockSize(), b.routerHasher, e.clearScope());
+                e.workerId(), e.defaultDpRank(), e.blockSize(), routerHasher, e.clearScope());
         byTopic.put(
             e.topic(),
             new Source(
-                e, converter, replay, counters, b.sink, b.replayTimeout.toMillis(), () -> running));
+                e, converter, replay, counters, sink, b.replayTimeout.toMillis(), () -> running));
       }
       if (b.mode == Mode.BIND) {
         sub.bind(b.endpoint);

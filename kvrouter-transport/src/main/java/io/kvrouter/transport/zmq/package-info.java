@@ -4,4 +4,7 @@
  * sequence number, replays what it missed over the engine's replay socket and hands the batches to
  * an {@link io.kvrouter.transport.zmq.IngestSink}.
  */
+@NullMarked
 package io.kvrouter.transport.zmq;
+
+import org.jspecify.annotations.NullMarked;
