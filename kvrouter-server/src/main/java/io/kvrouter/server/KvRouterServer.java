@@ -132,7 +132,8 @@ public final class KvRouterServer implements AutoCloseable {
             config.effectiveMaxInflightBodyBytes(),
             () -> readiness().reason(),
             () -> serving && ready,
-            OutOfMemoryExit::exitIfInstalled);
+            OutOfMemoryExit::exitIfInstalled,
+            config.writeTimeout());
     this.http = http;
     metrics.bodies(http);
     EventIngest events =
@@ -333,6 +334,11 @@ public final class KvRouterServer implements AutoCloseable {
     return http.readDeadlineClosed();
   }
 
+  /** Answers being written now whose writes are timed by the write deadline (tests). */
+  int writesTimed() {
+    return http.writesTimed();
+  }
+
   /** Request bodies being read now, also those still waiting for their first byte (tests). */
   long bodiesBeingRead() {
     return http.bodiesBeingRead();
@@ -506,6 +512,9 @@ public final class KvRouterServer implements AutoCloseable {
    * @param syncHeartbeat with sync: how often an idle replica says it is alive; a peer silent for 3
    *     heartbeats is dropped with its requests, and a starting replica waits 2 before /ready is
    *     200; default 1 s
+   * @param writeTimeout a connection whose answer's write makes no progress for this long (its
+   *     client does not read, as a client that pipelines requests and never reads) is closed and
+   *     counted in {@code kvrouter_http_write_timeouts_total}; null: the default, 30 s
    */
   public record Config(
       String host,
@@ -529,7 +538,14 @@ public final class KvRouterServer implements AutoCloseable {
       Duration syncHeartbeat,
       int maxRegistrations,
       Set<String> allowedEngineHosts,
-      long maxRoutedBlocks) {
+      long maxRoutedBlocks,
+      Duration writeTimeout) {
+
+    /**
+     * The default of {@link #writeTimeout()}: a connection whose answer's write makes no progress
+     * for 30 s (its client does not read) is closed.
+     */
+    public static final Duration DEFAULT_WRITE_TIMEOUT = Duration.ofSeconds(30);
 
     /**
      * The default of {@link #maxRoutedBlocks()}: 16 Mi blocks, about 0.5 GiB of routed requests'
@@ -616,6 +632,10 @@ public final class KvRouterServer implements AutoCloseable {
       if (maxRoutedBlocks < 1) {
         throw new IllegalArgumentException("maxRoutedBlocks must be >= 1, got " + maxRoutedBlocks);
       }
+      if (writeTimeout == null) writeTimeout = DEFAULT_WRITE_TIMEOUT;
+      if (writeTimeout.isNegative() || writeTimeout.isZero()) {
+        throw new IllegalArgumentException("writeTimeout must be > 0, got " + writeTimeout);
+      }
       Set<String> hosts = new TreeSet<>();
       if (allowedEngineHosts != null) {
         for (String h : allowedEngineHosts) {
@@ -649,7 +669,8 @@ public final class KvRouterServer implements AutoCloseable {
           syncHeartbeat,
           maxRegistrations,
           allowedEngineHosts,
-          maxRoutedBlocks);
+          maxRoutedBlocks,
+          writeTimeout);
     }
 
     /** This configuration with {@code v} as its {@link #selector()}. */
@@ -676,7 +697,8 @@ public final class KvRouterServer implements AutoCloseable {
           syncHeartbeat,
           maxRegistrations,
           allowedEngineHosts,
-          maxRoutedBlocks);
+          maxRoutedBlocks,
+          writeTimeout);
     }
 
     /** {@link RoutingSettings#approximate()} of {@link #routing()}. */
@@ -758,6 +780,7 @@ public final class KvRouterServer implements AutoCloseable {
       m.put("read-timeout-ms", Long.toString(readTimeout.toMillis()));
       m.put("max-registrations", Integer.toString(maxRegistrations));
       m.put("max-routed-blocks", Long.toString(maxRoutedBlocks));
+      m.put("write-timeout-ms", Long.toString(writeTimeout.toMillis()));
       m.put(
           "allowed-engine-hosts",
           allowedEngineHosts.isEmpty() ? "(any)" : String.join(",", allowedEngineHosts));
@@ -789,6 +812,7 @@ public final class KvRouterServer implements AutoCloseable {
       private int maxRegistrations = DEFAULT_MAX_REGISTRATIONS;
       private Set<String> allowedEngineHosts = Set.of();
       private long maxRoutedBlocks = DEFAULT_MAX_ROUTED_BLOCKS;
+      private Duration writeTimeout = DEFAULT_WRITE_TIMEOUT;
       private boolean acceptUnregistered;
       private Duration shutdownGrace = Duration.ofSeconds(10);
       private double overlapWeight = 1.0;
@@ -1003,6 +1027,12 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#writeTimeout()}. */
+      public Builder writeTimeout(Duration v) {
+        this.writeTimeout = v;
+        return this;
+      }
+
       /** See {@link Config#allowedEngineHosts()}. */
       public Builder allowedEngineHosts(Collection<String> v) {
         this.allowedEngineHosts = v == null ? Set.of() : Set.copyOf(v);
@@ -1050,7 +1080,8 @@ public final class KvRouterServer implements AutoCloseable {
             syncHeartbeat,
             maxRegistrations,
             allowedEngineHosts,
-            maxRoutedBlocks);
+            maxRoutedBlocks,
+            writeTimeout);
       }
     }
   }
