@@ -64,6 +64,15 @@ final class ReplicaOptions {
   Long readTimeoutMs;
 
   @Option(
+      names = "--write-timeout-ms",
+      paramLabel = "MS",
+      description =
+          "A connection whose answer's write makes no progress for this long (its client does"
+              + " not read) is closed, counted in kvrouter_http_write_timeouts_total (default:"
+              + " 30000).")
+  Long writeTimeoutMs;
+
+  @Option(
       names = "--max-registrations",
       paramLabel = "N",
       description =
@@ -118,6 +127,13 @@ final class ReplicaOptions {
         throw new IllegalArgumentException("--read-timeout-ms must be >= 1, got " + readTimeoutMs);
       }
       b.readTimeout(Duration.ofMillis(readTimeoutMs));
+    }
+    if (writeTimeoutMs != null) {
+      if (writeTimeoutMs < 1) {
+        throw new IllegalArgumentException(
+            "--write-timeout-ms must be >= 1, got " + writeTimeoutMs);
+      }
+      b.writeTimeout(Duration.ofMillis(writeTimeoutMs));
     }
     return b;
   }

@@ -46,6 +46,8 @@ import java.util.function.Supplier;
  * what is shared lives in the Registry, its ModelIndex objects and ServerMetrics. A request is
  * parsed whole before anything changes, so a bad one changes nothing. Endpoints send their own
  * success answer and return its status; refusals are ApiExceptions that HttpPlumbing answers.
+ * /metrics is rendered by the MetricsRenderer (its own thread, one rendering shared by concurrent
+ * scrapes) and sent whole.
  * </pre>
  */
 final class Api {
@@ -55,6 +57,7 @@ final class Api {
   private final HttpPlumbing http;
   private final Registry registry;
   private final ServerMetrics metrics;
+  private final MetricsRenderer renderer;
   private final EventIngest events;
   private final Duration zmqConnectTimeout;
   private final Supplier<Readiness> readiness;
@@ -76,6 +79,7 @@ final class Api {
     this.http = http;
     this.registry = registry;
     this.metrics = metrics;
+    this.renderer = new MetricsRenderer(metrics::write);
     this.events = events;
     this.zmqConnectTimeout = zmqConnectTimeout;
     this.readiness = readiness;
@@ -363,11 +367,12 @@ final class Api {
   }
 
   private int metrics(ServerRequest req, ServerResponse res) throws IOException {
+    // rendered off the carrier threads, shared by concurrent scrapes, then written whole with no
+    // lock held (MetricsRenderer; issue 31, #7)
+    byte[] body = renderer.render();
     res.status(Status.OK_200);
     res.header(HeaderNames.CONTENT_TYPE, metrics.contentType());
-    try (OutputStream out = res.outputStream()) {
-      metrics.write(out);
-    }
+    res.send(body);
     return 200;
   }
 }

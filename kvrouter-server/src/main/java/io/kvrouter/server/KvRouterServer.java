@@ -130,7 +130,8 @@ public final class KvRouterServer implements AutoCloseable {
             config.edge().effectiveMaxInflightBodyBytes(),
             () -> readiness().reason(),
             () -> serving && ready,
-            OutOfMemoryExit::exitIfInstalled);
+            OutOfMemoryExit::exitIfInstalled,
+            config.writeTimeout());
     this.http = http;
     metrics.bodies(http);
     EventIngest events =
@@ -334,6 +335,11 @@ public final class KvRouterServer implements AutoCloseable {
     return http.readDeadlineClosed();
   }
 
+  /** Answers being written now whose writes are timed by the write deadline (tests). */
+  int writesTimed() {
+    return http.writesTimed();
+  }
+
   /** Request bodies being read now, also those still waiting for their first byte (tests). */
   long bodiesBeingRead() {
     return http.bodiesBeingRead();
@@ -499,6 +505,9 @@ public final class KvRouterServer implements AutoCloseable {
    * @param maxRoutedBlocks the most blocks the routed requests in flight may hold, each request's
    *     counted whole (until freed or expired); a {@code POST /route} past it gets 429 with
    *     Retry-After; default {@value #DEFAULT_MAX_ROUTED_BLOCKS}
+   * @param writeTimeout a connection whose answer's write makes no progress for this long (its
+   *     client does not read, as a client that pipelines requests and never reads) is closed and
+   *     counted in {@code kvrouter_http_write_timeouts_total}; null: the default, 30 s
    */
   public record Config(
       EdgeSettings edge,
@@ -516,7 +525,14 @@ public final class KvRouterServer implements AutoCloseable {
       Duration syncHeartbeat,
       int maxRegistrations,
       Set<String> allowedEngineHosts,
-      long maxRoutedBlocks) {
+      long maxRoutedBlocks,
+      Duration writeTimeout) {
+
+    /**
+     * The default of {@link #writeTimeout()}: a connection whose answer's write makes no progress
+     * for 30 s (its client does not read) is closed.
+     */
+    public static final Duration DEFAULT_WRITE_TIMEOUT = Duration.ofSeconds(30);
 
     /**
      * The default of {@link #maxRoutedBlocks()}: 16 Mi blocks, about 0.5 GiB of routed requests'
@@ -576,6 +592,10 @@ public final class KvRouterServer implements AutoCloseable {
       if (maxRoutedBlocks < 1) {
         throw new IllegalArgumentException("maxRoutedBlocks must be >= 1, got " + maxRoutedBlocks);
       }
+      if (writeTimeout == null) writeTimeout = DEFAULT_WRITE_TIMEOUT;
+      if (writeTimeout.isNegative() || writeTimeout.isZero()) {
+        throw new IllegalArgumentException("writeTimeout must be > 0, got " + writeTimeout);
+      }
       Set<String> hosts = new TreeSet<>();
       if (allowedEngineHosts != null) {
         for (String h : allowedEngineHosts) {
@@ -603,7 +623,8 @@ public final class KvRouterServer implements AutoCloseable {
           syncHeartbeat,
           maxRegistrations,
           allowedEngineHosts,
-          maxRoutedBlocks);
+          maxRoutedBlocks,
+          writeTimeout);
     }
 
     /** This configuration with {@code token} as its edge's {@link EdgeSettings#authToken()}. */
@@ -629,7 +650,8 @@ public final class KvRouterServer implements AutoCloseable {
           syncHeartbeat,
           maxRegistrations,
           allowedEngineHosts,
-          maxRoutedBlocks);
+          maxRoutedBlocks,
+          writeTimeout);
     }
 
     /** {@link RoutingSettings#approximate()} of {@link #routing()}. */
@@ -702,6 +724,7 @@ public final class KvRouterServer implements AutoCloseable {
       m.put("read-timeout-ms", Long.toString(edge.readTimeout().toMillis()));
       m.put("max-registrations", Integer.toString(maxRegistrations));
       m.put("max-routed-blocks", Long.toString(maxRoutedBlocks));
+      m.put("write-timeout-ms", Long.toString(writeTimeout.toMillis()));
       m.put(
           "allowed-engine-hosts",
           allowedEngineHosts.isEmpty() ? "(any)" : String.join(",", allowedEngineHosts));
@@ -737,6 +760,7 @@ public final class KvRouterServer implements AutoCloseable {
       private int maxRegistrations = DEFAULT_MAX_REGISTRATIONS;
       private Set<String> allowedEngineHosts = Set.of();
       private long maxRoutedBlocks = DEFAULT_MAX_ROUTED_BLOCKS;
+      private Duration writeTimeout = DEFAULT_WRITE_TIMEOUT;
       private boolean acceptUnregistered;
       private Supplier<WorkerSelector> selector;
       private int ingestThreads = 1;
@@ -870,6 +894,12 @@ public final class KvRouterServer implements AutoCloseable {
         return this;
       }
 
+      /** See {@link Config#writeTimeout()}. */
+      public Builder writeTimeout(Duration v) {
+        this.writeTimeout = v;
+        return this;
+      }
+
       /** See {@link Config#allowedEngineHosts()}. */
       public Builder allowedEngineHosts(Collection<String> v) {
         this.allowedEngineHosts = v == null ? Set.of() : Set.copyOf(v);
@@ -899,7 +929,8 @@ public final class KvRouterServer implements AutoCloseable {
             syncHeartbeat,
             maxRegistrations,
             allowedEngineHosts,
-            maxRoutedBlocks);
+            maxRoutedBlocks,
+            writeTimeout);
       }
     }
   }

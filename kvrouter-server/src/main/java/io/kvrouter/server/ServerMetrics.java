@@ -136,6 +136,15 @@ final class ServerMetrics implements HttpPlumbing.Metrics {
           .labelNames("endpoint")
           .register(registry);
 
+  private final Counter writeTimeouts =
+      Counter.builder()
+          .name("kvrouter_http_write_timeouts_total")
+          .help(
+              "Connections closed because the client did not read its answer within the write"
+                  + " timeout (--write-timeout-ms), by endpoint")
+          .labelNames("endpoint")
+          .register(registry);
+
   private final Counter registrationsRefused =
       Counter.builder()
           .name("kvrouter_registrations_refused_total")
@@ -241,6 +250,11 @@ final class ServerMetrics implements HttpPlumbing.Metrics {
   @Override
   public void clientReset(String endpoint) {
     clientResets.labelValues(endpoint).inc();
+  }
+
+  @Override
+  public void writeTimeout(String endpoint) {
+    writeTimeouts.labelValues(endpoint).inc();
   }
 
   void registrationRefused(String reason) {

@@ -8,10 +8,14 @@ import io.opentelemetry.api.common.AttributeKey;
 import io.opentelemetry.api.common.Attributes;
 import io.opentelemetry.api.trace.SpanKind;
 import io.opentelemetry.api.trace.propagation.W3CTraceContextPropagator;
+import io.opentelemetry.context.Context;
 import io.opentelemetry.context.propagation.ContextPropagators;
 import io.opentelemetry.sdk.OpenTelemetrySdk;
 import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
+import io.opentelemetry.sdk.trace.ReadWriteSpan;
+import io.opentelemetry.sdk.trace.ReadableSpan;
 import io.opentelemetry.sdk.trace.SdkTracerProvider;
+import io.opentelemetry.sdk.trace.SpanProcessor;
 import io.opentelemetry.sdk.trace.data.EventData;
 import io.opentelemetry.sdk.trace.data.SpanData;
 import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
@@ -20,6 +24,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.util.List;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
@@ -36,7 +41,8 @@ class ServeTracingTest {
   @Test
   void routeIsAChildOfTheServerSpanUnderTheClientsTrace() throws Exception {
     InMemorySpanExporter spans = InMemorySpanExporter.create();
-    try (OpenTelemetrySdk otel = sdk(spans);
+    Ended ended = new Ended();
+    try (OpenTelemetrySdk otel = sdk(spans, ended);
         KvRouterServer s =
             KvRouterServer.start(KvRouterServer.Config.builder().port(0).build(), null, otel)) {
       assertThat(
@@ -54,7 +60,7 @@ class ServeTracingTest {
                   "{\"model_name\":\"t\",\"request_id\":\"r1\",\"token_ids\":[1,2,3,4,5,6,7,8,9]}",
                   "00-" + TRACE_ID + "-" + CLIENT_SPAN + "-01"))
           .isEqualTo(200);
-      List<SpanData> all = await(spans, 3);
+      List<SpanData> all = await(ended, spans, 3);
       assertThat(all)
           .extracting(SpanData::getName)
           .containsExactlyInAnyOrder("POST /register", "POST /route", "kvrouter.route");
@@ -95,29 +101,56 @@ class ServeTracingTest {
     assertThat(HttpTracing.of(null)).isNull();
     assertThat(HttpTracing.of(OpenTelemetry.noop())).isNull();
     InMemorySpanExporter spans = InMemorySpanExporter.create();
-    try (OpenTelemetrySdk otel = sdk(spans)) {
+    try (OpenTelemetrySdk otel = sdk(spans, new Ended())) {
       assertThat(HttpTracing.of(otel)).isNotNull();
     }
   }
 
-  static OpenTelemetrySdk sdk(InMemorySpanExporter spans) {
+  static OpenTelemetrySdk sdk(InMemorySpanExporter spans, Ended ended) {
     return OpenTelemetrySdk.builder()
         .setTracerProvider(
-            SdkTracerProvider.builder().addSpanProcessor(SimpleSpanProcessor.create(spans)).build())
+            SdkTracerProvider.builder()
+                // processors run in the order added: a span is exported before it is counted
+                .addSpanProcessor(SimpleSpanProcessor.create(spans))
+                .addSpanProcessor(ended)
+                .build())
         .setPropagators(ContextPropagators.create(W3CTraceContextPropagator.getInstance()))
         .build();
   }
 
   /**
    * The spans once {@code n} have ended: a server span ends after its answer is sent, so the client
-   * may see the answer first.
+   * may see the answer first. The 30 s bound is a safety net.
    */
-  static List<SpanData> await(InMemorySpanExporter spans, int n) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (spans.getFinishedSpanItems().size() < n && System.nanoTime() < deadline) {
-      Thread.sleep(5);
-    }
+  static List<SpanData> await(Ended ended, InMemorySpanExporter spans, int n)
+      throws InterruptedException {
+    assertThat(ended.count.tryAcquire(n, 30, TimeUnit.SECONDS))
+        .as(n + " spans end; ended: " + spans.getFinishedSpanItems())
+        .isTrue();
     return spans.getFinishedSpanItems();
+  }
+
+  /** Counts the spans that ended (each after it was exported), so a test waits without polling. */
+  static final class Ended implements SpanProcessor {
+    final Semaphore count = new Semaphore(0);
+
+    @Override
+    public void onStart(Context parent, ReadWriteSpan span) {}
+
+    @Override
+    public boolean isStartRequired() {
+      return false;
+    }
+
+    @Override
+    public void onEnd(ReadableSpan span) {
+      count.release();
+    }
+
+    @Override
+    public boolean isEndRequired() {
+      return true;
+    }
   }
 
   static SpanData one(List<SpanData> all, String name) {

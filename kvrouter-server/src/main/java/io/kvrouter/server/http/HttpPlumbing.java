@@ -1,6 +1,5 @@
 package io.kvrouter.server.http;
 
-import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.helidon.common.buffers.DataReader;
 import io.helidon.common.socket.SocketWriterException;
 import io.helidon.http.DirectHandler;
@@ -24,7 +23,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
@@ -82,14 +80,19 @@ import java.util.logging.Logger;
  * Client resets: an endpoint that fails because the client's connection broke while its answer
  * was written (clientGone: the server's socket writer failed, a SocketException, a broken pipe)
  * is counted by Metrics.clientReset, not as an answered request (never a 5xx), logged in one
- * line at most once per LOG_INTERVAL (ResetLog, no stack trace), and its connection closed.
+ * line at most once per LOG_INTERVAL (a RateLimitedLog, no stack trace), and its connection
+ * closed. A write the WriteDeadline cut off (the client did not read for the write timeout; it
+ * fails as a reset would) is counted by Metrics.writeTimeout instead, logged by its own
+ * RateLimitedLog, and its connection closed. handler() times the answer's writes (enter() before
+ * the endpoint, exit() once the answer is committed: a stream is committed in handler(), not by
+ * Helidon after it, so that its last write is timed too), and stops before a drain.
  *
  * Requests Helidon refuses before routing come to directHandler(), which uses the per-thread
  * HttpFraming.State to tell them apart: a refusal HttpFraming made (its own message), a request
  * line Helidon could not parse (reported by Helidon as an internal error; lineSeen is false then:
  * a 400), a deadline that fired (408), HTTP/1.0 (505, except GET /health, answered 200 as the
  * endpoint would, for health checkers that still send HTTP/1.0). Each is counted under endpoint "unrouted"
- * and logged through a RefusalLog: one line per LOG_INTERVAL at most, no stack trace.
+ * and logged through a RateLimitedLog: one line per LOG_INTERVAL at most, no stack trace.
  * OutOfMemoryError in an endpoint goes to onOutOfMemory (the server passes OutOfMemoryExit, which
  * ends the process when installed), then is rethrown.
  * </pre>
@@ -135,18 +138,27 @@ public final class HttpPlumbing {
 
     /** Counts one answer of {@code endpoint} that the client reset or closed while it was sent. */
     default void clientReset(String endpoint) {}
+
+    /**
+     * Counts one connection closed because its client did not read the answer of {@code endpoint}
+     * within the write timeout.
+     */
+    default void writeTimeout(String endpoint) {}
   }
 
   private final Metrics metrics;
   private final BearerAuth auth;
   private final long maxBodyBytes;
   private final Duration readTimeout;
+  private final Duration writeTimeout;
   private final ReadDeadline deadline;
   private final HttpFraming framing;
   private final BodyBudget budget;
   private final BodyReader bodies;
-  private final RefusalLog refusals = new RefusalLog(LOG_INTERVAL_NANOS);
-  private final ResetLog resets = new ResetLog(LOG_INTERVAL_NANOS);
+  private final RateLimitedLog refusals = new RateLimitedLog(LOG, LOG_INTERVAL_NANOS);
+  private final RateLimitedLog resets = new RateLimitedLog(LOG, LOG_INTERVAL_NANOS);
+  private final RateLimitedLog writeTimeouts = new RateLimitedLog(LOG, LOG_INTERVAL_NANOS);
+  private final WriteDeadline writes;
   private final ThreadLocal<BodyBudget.Lease> lease = new ThreadLocal<>();
   private final Supplier<String> notServing;
   private final BooleanSupplier serving;
@@ -165,6 +177,8 @@ public final class HttpPlumbing {
    * @param notServing why the server does not serve yet (in the 503 of endpoints not ALWAYS)
    * @param serving whether it serves
    * @param onOutOfMemory called with an OutOfMemoryError an endpoint threw, before it is rethrown
+   * @param writeTimeout a connection whose answer's write makes no progress for this long (its
+   *     client does not read) is closed (WriteDeadline)
    */
   public HttpPlumbing(
       Metrics metrics,
@@ -174,8 +188,11 @@ public final class HttpPlumbing {
       long maxInflightBodyBytes,
       Supplier<String> notServing,
       BooleanSupplier serving,
-      Consumer<OutOfMemoryError> onOutOfMemory) {
+      Consumer<OutOfMemoryError> onOutOfMemory,
+      Duration writeTimeout) {
     this.metrics = metrics;
+    this.writeTimeout = writeTimeout;
+    this.writes = new WriteDeadline(writeTimeout);
     this.auth = new BearerAuth(authToken);
     this.maxBodyBytes = maxBodyBytes;
     this.readTimeout = readTimeout;
@@ -211,14 +228,17 @@ public final class HttpPlumbing {
         .addProtocol(
             Http1Config.builder()
                 .addReceiveListener(framing.then(deadline))
-                .addSendListener(framing.sendSide())
+                .addSendListener(writes.after(framing.sendSide()))
                 .build())
         .directHandlers(direct.build());
   }
 
-  /** Stops the read deadline's sweeper thread; call it last, after the web server stopped. */
+  /**
+   * Stops the read and write deadlines' sweeper threads; call it last, after the server stopped.
+   */
   public void close() {
     deadline.close();
+    writes.close();
   }
 
   /**
@@ -246,6 +266,16 @@ public final class HttpPlumbing {
               }
             });
     return true;
+  }
+
+  /** Connections closed because their client did not read an answer (for tests). */
+  public long writeDeadlineClosed() {
+    return writes.closed();
+  }
+
+  /** Answers being written now whose writes are timed (for tests). */
+  public int writesTimed() {
+    return writes.armed();
   }
 
   /** Connections the read deadline cut off (for tests). */
@@ -341,80 +371,112 @@ public final class HttpPlumbing {
 
   private Handler handler(String name, boolean mutating, Endpoint e) {
     return (req, res) -> {
-      long t0 = System.nanoTime();
-      int status;
-      boolean asked = wantsClose(req);
-      boolean close = asked;
-      boolean streamed = false;
-      if (asked) res.header(HeaderNames.CONNECTION, "close");
-      BodyBudget.Lease held = budget.lease();
-      lease.set(held);
+      // the answer's writes are timed from here until it is committed (WriteDeadline)
+      writes.enter();
       try {
-        if (mutating
-            && !auth.permits(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null))) {
-          res.header(HeaderNames.WWW_AUTHENTICATE, "Bearer realm=\"kvrouter\"");
-          throw new ApiException(
-              401,
-              "this endpoint needs the header 'Authorization: Bearer <token>' with the server's"
-                  + " token (--auth-token; on a gateway without one, its --api-key)");
-        }
-        status = e.handle(req, res);
-        streamed = true; // the endpoint sent its answer (isSent() stays false for a stream)
-      } catch (ApiException x) {
-        status = x.status();
-        if (!x.connectionLost()) {
-          send(res, status, ErrorJson.error(x.getMessage()));
-        } else {
-          close = true;
-          asked = false; // the body is broken or gone: nothing to drain
-          answerClosing(res, status, x.getMessage());
-        }
-      } catch (RequestException x) {
-        // Helidon's refusal of the entity (a chunked body past its payload limit): answered here,
-        // and the connection closed, since the rest of the body cannot be read
-        status = x.status().code();
-        if (res.isSent()) throw new CloseConnectionException("request failed after its answer", x);
-        close = true;
-        asked = false;
-        answerClosing(res, status, status == 413 ? bodies.tooLarge() : x.getMessage());
-      } catch (OutOfMemoryError x) {
-        onOutOfMemory.accept(x);
-        throw x;
-      } catch (RuntimeException | IOException x) {
-        if (clientGone(x)) {
-          // the client reset or closed while its answer was written: one counted, rate-limited
-          // line, no stack trace, not a 5xx; the connection cannot be used any more
-          metrics.clientReset(name);
-          resets.note(name, x);
-          deadline.received();
-          throw new CloseConnectionException("the client left during the answer");
-        }
-        if (x instanceof IOException io) throw io;
-        if (res.isSent()) throw x;
-        LOG.log(Level.WARNING, "internal error on " + name, x);
-        status = 500;
-        send(res, 500, ErrorJson.error("internal error: " + x));
+        answer(name, mutating, e, req, res);
       } finally {
-        lease.remove();
-        held.close();
-      }
-      metrics.http(name, status, System.nanoTime() - t0);
-      HttpFraming.State st = framing.current();
-      if (st != null && st.closeAfter) close = true;
-      if (close) {
-        if (!res.isSent() && !streamed) return;
-        if (!res.isSent() && res instanceof RoutingResponse routed) {
-          try {
-            routed.commit(); // a stream's last bytes are written at its commit, not at its close()
-          } catch (RuntimeException gone) {
-            // the client is gone: closing anyway
-          }
-        }
-        if (asked) drainIfClean(req, st);
-        deadline.received(); // the connection ends here
-        throw new CloseConnectionException("the answer closes the connection");
+        writes.exit();
       }
     };
+  }
+
+  private void answer(
+      String name, boolean mutating, Endpoint e, ServerRequest req, ServerResponse res)
+      throws Exception {
+    long t0 = System.nanoTime();
+    int status;
+    boolean asked = wantsClose(req);
+    boolean close = asked;
+    boolean streamed = false;
+    if (asked) res.header(HeaderNames.CONNECTION, "close");
+    BodyBudget.Lease held = budget.lease();
+    lease.set(held);
+    try {
+      if (mutating && !auth.permits(req.headers().first(HeaderNames.AUTHORIZATION).orElse(null))) {
+        res.header(HeaderNames.WWW_AUTHENTICATE, "Bearer realm=\"kvrouter\"");
+        throw new ApiException(
+            401,
+            "this endpoint needs the header 'Authorization: Bearer <token>' with the server's"
+                + " token (--auth-token; on a gateway without one, its --api-key)");
+      }
+      status = e.handle(req, res);
+      streamed = true; // the endpoint sent its answer (isSent() stays false for a stream)
+    } catch (ApiException x) {
+      status = x.status();
+      if (!x.connectionLost()) {
+        send(res, status, ErrorJson.error(x.getMessage()));
+      } else {
+        close = true;
+        asked = false; // the body is broken or gone: nothing to drain
+        answerClosing(res, status, x.getMessage());
+      }
+    } catch (RequestException x) {
+      // Helidon's refusal of the entity (a chunked body past its payload limit): answered here,
+      // and the connection closed, since the rest of the body cannot be read
+      status = x.status().code();
+      if (res.isSent()) throw new CloseConnectionException("request failed after its answer", x);
+      close = true;
+      asked = false;
+      answerClosing(res, status, status == 413 ? bodies.tooLarge() : x.getMessage());
+    } catch (OutOfMemoryError x) {
+      onOutOfMemory.accept(x);
+      throw x;
+    } catch (RuntimeException | IOException x) {
+      if (clientGone(x)) {
+        // the client reset or closed while its answer was written: one counted, rate-limited
+        // line, no stack trace, not a 5xx; the connection cannot be used any more
+        deadline.received();
+        if (writes.timedOut()) throw writeTimedOut(name);
+        metrics.clientReset(name);
+        resets.note(() -> resetLine(name, x));
+        throw new CloseConnectionException("the client left during the answer");
+      }
+      if (x instanceof IOException io) throw io;
+      if (res.isSent()) throw x;
+      LOG.log(Level.WARNING, "internal error on " + name, x);
+      status = 500;
+      send(res, 500, ErrorJson.error("internal error: " + x));
+    } finally {
+      lease.remove();
+      held.close();
+    }
+    metrics.http(name, status, System.nanoTime() - t0);
+    HttpFraming.State st = framing.current();
+    if (st != null && st.closeAfter) close = true;
+    if (close && !res.isSent() && !streamed) return;
+    if (streamed && !res.isSent() && res instanceof RoutingResponse routed) {
+      try {
+        // a stream's last bytes are written at its commit, not at its close(): committed here,
+        // while its writes are timed, rather than by Helidon after the handler
+        routed.commit();
+      } catch (RuntimeException gone) {
+        if (writes.timedOut()) throw writeTimedOut(name);
+        // the client is gone: closing
+        deadline.received();
+        throw new CloseConnectionException("the client left during the answer", gone);
+      }
+    }
+    boolean cut = writes.exit(); // the answer is out: a drain below is not a write
+    if (cut) throw writeTimedOut(name);
+    if (close) {
+      if (asked) drainIfClean(req, st);
+      deadline.received(); // the connection ends here
+      throw new CloseConnectionException("the answer closes the connection");
+    }
+  }
+
+  /** Counts and logs (rate-limited) a connection cut off by the write deadline; closes it. */
+  private CloseConnectionException writeTimedOut(String name) {
+    metrics.writeTimeout(name);
+    writeTimeouts.note(
+        () ->
+            "closed a connection whose client did not read its answer of "
+                + name
+                + " within the write timeout ("
+                + writeTimeout.toMillis()
+                + " ms; counted in kvrouter_http_write_timeouts_total)");
+    return new CloseConnectionException("the client did not read its answer");
   }
 
   private static void answerClosing(ServerResponse res, int status, String message) {
@@ -641,7 +703,10 @@ public final class HttpPlumbing {
         text = message == null || message.isEmpty() ? status.reasonPhrase() : message;
       }
       metrics.http("unrouted", status.code(), 0);
-      if (status.code() != 500) refusals.note(status.code(), text);
+      if (status.code() != 500) {
+        int code = status.code();
+        refusals.note(() -> "refused a malformed request: " + code + " " + text);
+      }
       return DirectHandler.TransportResponse.builder()
           .status(status)
           .headers(responseHeaders)
@@ -652,6 +717,19 @@ public final class HttpPlumbing {
                   : ErrorJson.error(text))
           .build();
     };
+  }
+
+  /** The log line of a client reset during the answer of {@code endpoint}. */
+  private static String resetLine(String endpoint, Throwable x) {
+    Throwable root = x;
+    while (root.getCause() != null && root.getCause() != root) root = root.getCause();
+    return "a client left while its answer of "
+        + endpoint
+        + " was written: "
+        + root.getClass().getSimpleName()
+        + ": "
+        + firstLine(String.valueOf(root.getMessage()))
+        + " (counted in kvrouter_http_client_resets_total)";
   }
 
   /** The answer of {@code GET /health} (the server's Api writes the same). */
@@ -692,85 +770,5 @@ public final class HttpPlumbing {
       if (t.getCause() == t) break;
     }
     return false;
-  }
-
-  /** Logs client resets in one line at most once per interval, with the count in between. */
-  static final class ResetLog {
-    private final long intervalNanos;
-
-    @GuardedBy("this")
-    private long last; // guarded by this
-
-    @GuardedBy("this")
-    private boolean logged; // guarded by this
-
-    @GuardedBy("this")
-    private long unlogged; // guarded by this
-
-    ResetLog(long intervalNanos) {
-      this.intervalNanos = intervalNanos;
-    }
-
-    synchronized void note(String endpoint, Throwable x) {
-      long now = System.nanoTime();
-      if (logged && now - last < intervalNanos) {
-        unlogged++;
-        return;
-      }
-      String more =
-          unlogged == 0
-              ? ""
-              : String.format(Locale.ROOT, " (and %d more since the last such line)", unlogged);
-      Throwable root = x;
-      while (root.getCause() != null && root.getCause() != root) root = root.getCause();
-      LOG.info(
-          "a client left while its answer of "
-              + endpoint
-              + " was written: "
-              + root.getClass().getSimpleName()
-              + ": "
-              + firstLine(String.valueOf(root.getMessage()))
-              + more
-              + " (counted in kvrouter_http_client_resets_total)");
-      logged = true;
-      last = now;
-      unlogged = 0;
-    }
-  }
-
-  /** Logs refusals in one line at most once per interval, with the count of those in between. */
-  static final class RefusalLog {
-    private final long intervalNanos;
-
-    @GuardedBy("this")
-    private long last; // guarded by this
-
-    @GuardedBy("this")
-    private boolean logged; // guarded by this
-
-    @GuardedBy("this")
-    private long unlogged; // guarded by this
-
-    RefusalLog(long intervalNanos) {
-      this.intervalNanos = intervalNanos;
-    }
-
-    /** Notes a refusal; returns whether it was logged. */
-    synchronized boolean note(int status, String text) {
-      long now = System.nanoTime();
-      if (logged && now - last < intervalNanos) {
-        unlogged++;
-        return false;
-      }
-      String more =
-          unlogged == 0
-              ? ""
-              : String.format(Locale.ROOT, " (and %d more since the last such line)", unlogged);
-      LOG.info("refused a malformed request: " + status + " " + text + more);
-      logged = true;
-      last = now;
-      unlogged = 0;
-      return true;
-    }
   }
 }
