@@ -321,7 +321,7 @@ final class Proxy {
                 .tokens()
             : et.tokenizePrompt(r.promptText, r.addSpecialTokens).tokens();
       } catch (TokenizerException e) {
-        throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
+        throw g.engineTokenizeFailed(e);
       }
     } catch (TokenizerException e) {
       throw OpenAiError.invalid(
