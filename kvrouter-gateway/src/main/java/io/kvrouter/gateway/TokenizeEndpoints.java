@@ -36,7 +36,9 @@ import java.util.function.Supplier;
  * both). The engine's dialect is what its probe said (Engines.learn, waited for when not known
  * yet). Refusals are OpenAiErrors, which the gateway's guard answers; an engine whose answer has
  * no tokens for a non-empty input, or a shape not known, is a 502 naming it, and one longer than
- * EngineTokenizer.MAX_ANSWER_BYTES a 502 engine_answer_too_large (read no further, counted).
+ * EngineTokenizer.MAX_ANSWER_BYTES a 502 engine_answer_too_large (read no further, counted). A
+ * /detokenize id past the tokenizer's vocabulary (Tokenizer.vocabSize) is vLLM's 400 "Token id N
+ * is out of vocabulary".
  * </pre>
  */
 final class TokenizeEndpoints {
@@ -134,6 +136,7 @@ final class TokenizeEndpoints {
         throw g.engineTokenizeFailed(e);
       }
     } else {
+      checkVocabulary(d.tokens(), t.tokenizer().vocabSize());
       text = t.tokenizer().decode(d.tokens(), false);
     }
     ByteArrayOutputStream out = new ByteArrayOutputStream();
@@ -145,6 +148,19 @@ final class TokenizeEndpoints {
     }
     res.header(HeaderNames.CONTENT_TYPE, JSON);
     res.send(out.toByteArray());
+  }
+
+  /**
+   * Refuses ids at or past the tokenizer's vocabulary ({@code size}; -1: not known) as vLLM refuses
+   * a prompt's ids: a 400 BadRequestError naming the largest.
+   */
+  static void checkVocabulary(int[] ids, int size) {
+    if (size < 0) return;
+    int max = -1;
+    for (int id : ids) max = Math.max(max, id);
+    if (max >= size) {
+      throw OpenAiError.vllm(400, "BadRequestError", "Token id " + max + " is out of vocabulary");
+    }
   }
 
   /** A /detokenize body: the model and the token ids. */
