@@ -259,6 +259,23 @@ final class Engines {
   }
 
   /**
+   * The longest context an engine of {@code m} takes (the largest of theirs: a prompt longer than
+   * it fits none of them); -1 when {@code m} has no engine with a base URL, or one of them has not
+   * said its context yet (it might take a longer prompt).
+   */
+  long largestModelLen(RouterModel m) {
+    if (m == null) return -1;
+    long max = -1;
+    for (RouterModel.Rank r : m.ranks()) {
+      if (r.baseUrl() == null) continue;
+      EngineApi a = apis.get(r.baseUrl());
+      if (a == null || a.maxModelLen() <= 0) return -1;
+      max = Math.max(max, a.maxModelLen());
+    }
+    return max;
+  }
+
+  /**
    * The tokens the engine at {@code baseUrl} caches in whole units of (its cache's granule: 1 for
    * llama.cpp), or {@code engineBlockSize} when it does not say.
    */
