@@ -283,6 +283,23 @@ public final class GatewayCommand implements Callable<Integer> {
   long maxBodyBytes = EdgeSettings.DEFAULT_MAX_BODY_BYTES;
 
   @Option(
+      names = "--max-request-values",
+      paramLabel = "N",
+      description =
+          "The most JSON values one request's messages, tools and chat_template_kwargs may hold;"
+              + " more is a 413 request_too_large (default: ${DEFAULT-VALUE}).")
+  long maxRequestValues = GatewayConfig.DEFAULT_MAX_REQUEST_VALUES;
+
+  @Option(
+      names = "--max-inflight-values",
+      paramLabel = "N",
+      description =
+          "The most of those values held by all requests in flight at once; a request that would"
+              + " pass it is a 429 gateway_busy with Retry-After (default: ${DEFAULT-VALUE}).")
+  long maxInflightValues = GatewayConfig.DEFAULT_MAX_INFLIGHT_VALUES;
+
+
+  @Option(
       names = "--config",
       paramLabel = "FILE",
       description =
@@ -424,6 +441,23 @@ public final class GatewayCommand implements Callable<Integer> {
                     pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens))
             .admission(admission.config())
             .sessions(sessionConfig());
+    if (maxRequestValues < 1) {
+      throw new IllegalArgumentException(
+          "--max-request-values must be >= 1, got " + maxRequestValues);
+    }
+    if (maxInflightValues < 1) {
+      throw new IllegalArgumentException(
+          "--max-inflight-values must be >= 1, got " + maxInflightValues);
+    }
+    if (maxInflightValues < maxRequestValues) {
+      throw new IllegalArgumentException(
+          "--max-inflight-values ("
+              + maxInflightValues
+              + ") must be >= --max-request-values ("
+              + maxRequestValues
+              + "): one request may hold that many");
+    }
+    b.maxRequestValues(maxRequestValues).maxInflightValues(maxInflightValues);
     if (models.isEmpty()) {
       throw new IllegalArgumentException(
           "give at least one --model NAME=DIR (a Hugging Face tokenizer directory)");

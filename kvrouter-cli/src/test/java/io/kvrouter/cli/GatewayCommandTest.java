@@ -136,6 +136,31 @@ class GatewayCommandTest {
   }
 
   @Test
+  void theValueBudgetFlagsSetTheGatewaysParsedValueLimits() {
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c)
+        .parseArgs("--model", "m", "--max-request-values", "1000", "--max-inflight-values", "1500");
+    assertThat(c.gatewayConfig().maxRequestValues()).isEqualTo(1000);
+    assertThat(c.gatewayConfig().maxInflightValues()).isEqualTo(1500);
+    GatewayCommand d = new GatewayCommand();
+    new CommandLine(d).parseArgs("--model", "m");
+    assertThat(d.gatewayConfig().maxRequestValues()).isEqualTo(250_000);
+    assertThat(d.gatewayConfig().maxInflightValues()).isEqualTo(4_000_000);
+
+    StringWriter err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--max-request-values", "0")).isEqualTo(2);
+    assertThat(err.toString()).contains("--max-request-values must be >= 1, got 0");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--max-inflight-values", "-5")).isEqualTo(2);
+    assertThat(err.toString()).contains("--max-inflight-values must be >= 1, got -5");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--max-request-values", "10", "--max-inflight-values", "5"))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .contains("--max-inflight-values (5) must be >= --max-request-values (10)");
+  }
+
+  @Test
   void theLoraTermIsInTheCostWithPlacementOnly() {
     GatewayCommand off = new GatewayCommand();
     new CommandLine(off).parseArgs("--model", "m");

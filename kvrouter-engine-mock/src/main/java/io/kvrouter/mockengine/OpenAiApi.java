@@ -451,7 +451,13 @@ final class OpenAiApi {
     if (!(b.get("tokens") instanceof List<?> l)) {
       throw ApiError.badRequest("/detokenize: expected tokens (a list of token ids)");
     }
-    sendJson(res, 200, Map.of("prompt", tok.decode(tokenIds(l, "tokens"), false)));
+    int[] ids = tokenIds(l, "tokens");
+    int max = -1;
+    for (int id : ids) max = Math.max(max, id);
+    if (tok.vocabSize() >= 0 && max >= tok.vocabSize()) {
+      throw ApiError.badRequest("Token id " + max + " is out of vocabulary"); // vLLM's words
+    }
+    sendJson(res, 200, Map.of("prompt", tok.decode(ids, false)));
   }
 
   private void models(ServerRequest req, ServerResponse res) {

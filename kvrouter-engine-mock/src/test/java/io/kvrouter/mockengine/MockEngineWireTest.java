@@ -180,6 +180,25 @@ class MockEngineWireTest {
     assertThat(detok.json().get("prompt").textValue()).isEqualTo("hello");
   }
 
+  /**
+   * An id past the vocabulary (the tiny tokenizer has ids 0..304: its vocabulary and added tokens)
+   * is vLLM's 400 for an out-of-vocabulary id, naming the largest; the last id still decodes.
+   */
+  @Test
+  void detokenizeRefusesIdsPastTheVocabulary() {
+    EngineHttp.Reply last = EngineHttp.post(chat.url() + "/detokenize", "{\"tokens\":[304]}");
+    assertThat(last.status()).isEqualTo(200);
+    assertThat(last.json().get("prompt").textValue()).isEqualTo("<|im");
+    EngineHttp.Reply past =
+        EngineHttp.post(chat.url() + "/detokenize", "{\"tokens\":[261,305,111,1000000]}");
+    assertThat(past.status()).isEqualTo(400);
+    assertThat(past.json().get("type").textValue()).isEqualTo("BadRequestError");
+    assertThat(past.json().get("message").textValue())
+        .isEqualTo("Token id 1000000 is out of vocabulary");
+    EngineHttp.Reply negative = EngineHttp.post(chat.url() + "/detokenize", "{\"tokens\":[-1]}");
+    assertThat(negative.status()).isEqualTo(400);
+  }
+
   @Test
   void stopStringCutsTheTextAndFinishesWithStop() {
     // the answer without a stop, then the same request stopped at a word from its middle

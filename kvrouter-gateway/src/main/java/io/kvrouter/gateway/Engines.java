@@ -13,6 +13,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
 import java.util.logging.Level;
 
 /**
@@ -60,6 +61,13 @@ final class Engines {
 
   Engines(GatewayConfig config) {
     this.config = config;
+  }
+
+  /** Told the path of each probe answer refused for its size (the gateway counts them). */
+  private volatile Consumer<String> answerTooLarge = path -> {};
+
+  void onAnswerTooLarge(Consumer<String> c) {
+    answerTooLarge = c;
   }
 
   /** The state of a base URL, or null when none was made yet (tests). */
@@ -127,6 +135,9 @@ final class Engines {
                   apis.put(baseUrl, a);
                   if (host != null) capacity(host, baseUrl, a, null);
                 }
+              } catch (EngineTokenizer.AnswerTooLargeException e) {
+                answerTooLarge.accept(e.path());
+                Gateway.LOG.warning("engine " + baseUrl + " not probed: " + e.getMessage());
               } catch (RuntimeException e) {
                 Gateway.LOG.log(
                     Level.FINE, () -> "engine " + baseUrl + " not probed yet: " + e.getMessage());
@@ -245,6 +256,23 @@ final class Engines {
       }
     }
     return min;
+  }
+
+  /**
+   * The longest context an engine of {@code m} takes (the largest of theirs: a prompt longer than
+   * it fits none of them); -1 when {@code m} has no engine with a base URL, or one of them has not
+   * said its context yet (it might take a longer prompt).
+   */
+  long largestModelLen(RouterModel m) {
+    if (m == null) return -1;
+    long max = -1;
+    for (RouterModel.Rank r : m.ranks()) {
+      if (r.baseUrl() == null) continue;
+      EngineApi a = apis.get(r.baseUrl());
+      if (a == null || a.maxModelLen() <= 0) return -1;
+      max = Math.max(max, a.maxModelLen());
+    }
+    return max;
   }
 
   /**

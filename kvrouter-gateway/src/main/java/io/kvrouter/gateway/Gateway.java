@@ -419,6 +419,7 @@ public final class Gateway implements AutoCloseable {
       metrics =
           new GatewayMetrics(
               h.metricsRegistry(), engines::states, config.admission().maxTenantLabels());
+      engines.onAnswerTooLarge(path -> metrics.engineAnswersTooLarge.labelValues(path).inc());
       admission = new Admission(config.admission(), metrics.admission);
       predictions = new PredictionCheck(metrics, config.warnInterval().toNanos());
       if (config.sessions().on()) {
@@ -699,6 +700,22 @@ public final class Gateway implements AutoCloseable {
   /** The engine-delegated tokenizer of an engine (one per base URL and model name). */
   EngineTokenizer engineTokenizer(String baseUrl, String model) {
     return engines.tokenizer(baseUrl, model);
+  }
+
+  /** Code of the 502 of an engine answer refused for its size. */
+  static final String ANSWER_TOO_LARGE = "engine_answer_too_large";
+
+  /**
+   * The 502 of an engine-delegated tokenization that failed: {@code engine_answer_too_large}
+   * (counted) when the engine's answer passed EngineTokenizer.MAX_ANSWER_BYTES, else {@code
+   * engine_tokenize_failed}.
+   */
+  OpenAiError engineTokenizeFailed(TokenizerException e) {
+    if (e instanceof EngineTokenizer.AnswerTooLargeException t) {
+      metrics.engineAnswersTooLarge.labelValues(t.path()).inc();
+      return new OpenAiError(502, "server_error", ANSWER_TOO_LARGE, null, e.getMessage());
+    }
+    return new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
   }
 
   /**

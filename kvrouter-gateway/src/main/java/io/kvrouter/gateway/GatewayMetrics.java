@@ -57,6 +57,10 @@ final class GatewayMetrics {
   final DistributionDataPoint upstreamStage;
   final Gauge openStreams;
   final Counter staleResends;
+
+  /** Engine answers refused for their size, by the path they answered (a fixed set). */
+  final Counter engineAnswersTooLarge;
+
   final PredictionMetrics prediction;
   final AdmissionMetrics admission;
 
@@ -119,6 +123,13 @@ final class GatewayMetrics {
             "kvrouter_gateway_stale_connection_resends_total",
             "Requests sent again on a new connection because the pooled one expired as it was"
                 + " handed out (not the engine's failure)");
+    engineAnswersTooLarge =
+        counter(
+            r,
+            "kvrouter_gateway_engine_answers_too_large_total",
+            "Engine answers read whole (its probe, /tokenize, /detokenize, engine tokenization)"
+                + " refused because they were longer than 32 MiB, by the path answered",
+            "path");
     openStreams =
         Gauge.builder()
             .name("kvrouter_gateway_open_streams")

@@ -21,6 +21,7 @@ import io.kvrouter.server.RouterModel;
 import io.kvrouter.tokenize.ChatRequest;
 import io.kvrouter.tokenize.EngineDialect;
 import io.kvrouter.tokenize.EngineTokenizer;
+import io.kvrouter.tokenize.Tokenizer;
 import io.kvrouter.tokenize.TokenizerException;
 import java.io.IOException;
 import java.io.InputStream;
@@ -303,13 +304,20 @@ final class Proxy {
     if (r.kind == ClientRequest.Kind.COMPLETION && r.promptIds != null) return r.promptIds;
     try {
       if (c.target.tokenizer() != null) {
-        // on the tokenizing threads: a huge prompt must not hold a carrier thread
+        Tokenizer tok = c.target.tokenizer();
+        // a prompt certainly longer than every engine's context is refused before it is tokenized
+        long context = tok.maxCharsPerToken() > 0 ? g.engines.largestModelLen(c.model) : -1;
+        // on the tokenizing threads: a huge prompt must not hold a carrier thread (nor its check:
+        // an NFC tokenizer's is one pass over the text)
         ChatRequest chat = r.kind == ClientRequest.Kind.CHAT ? asRendered(c, r.chat) : null;
         return g.tokenizers.run(
-            () ->
-                chat != null
-                    ? c.target.tokenizer().applyChatTemplate(chat).ids()
-                    : c.target.tokenizer().encode(r.promptText, r.addSpecialTokens));
+            () -> {
+              String text = chat == null ? r.promptText : tok.renderChat(chat);
+              ContextPrecheck.check(tok, text, context);
+              return chat == null
+                  ? tok.encode(text, r.addSpecialTokens)
+                  : tok.encode(text, chat.addSpecialTokens()); // as applyChatTemplate
+            });
       }
       String url = g.anyUsableEngine(c.model);
       if (url == null) throw noEngine(c, null);
@@ -321,7 +329,7 @@ final class Proxy {
                 .tokens()
             : et.tokenizePrompt(r.promptText, r.addSpecialTokens).tokens();
       } catch (TokenizerException e) {
-        throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
+        throw g.engineTokenizeFailed(e);
       }
     } catch (TokenizerException e) {
       throw OpenAiError.invalid(

@@ -35,7 +35,10 @@ import java.util.function.Supplier;
  * parsed as a chat request first and, when it has no messages, as a completion (vLLM accepts
  * both). The engine's dialect is what its probe said (Engines.learn, waited for when not known
  * yet). Refusals are OpenAiErrors, which the gateway's guard answers; an engine whose answer has
- * no tokens for a non-empty input, or a shape not known, is a 502 naming it.
+ * no tokens for a non-empty input, or a shape not known, is a 502 naming it, and one longer than
+ * EngineTokenizer.MAX_ANSWER_BYTES a 502 engine_answer_too_large (read no further, counted). A
+ * /detokenize id past the tokenizer's vocabulary (Tokenizer.vocabSize) is vLLM's 400 "Token id N
+ * is out of vocabulary".
  * </pre>
  */
 final class TokenizeEndpoints {
@@ -75,7 +78,7 @@ final class TokenizeEndpoints {
                     ? new EngineTokenizer.Result(c.promptIds, et.api().maxModelLen())
                     : et.tokenizePrompt(c.promptText, c.addSpecialTokens);
       } catch (TokenizerException e) {
-        throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
+        throw g.engineTokenizeFailed(e);
       }
       answer(res, r.tokens(), r.maxModelLen());
       return;
@@ -130,9 +133,10 @@ final class TokenizeEndpoints {
       try {
         text = g.engineTokenizer(url, d.model()).detokenize(d.tokens());
       } catch (TokenizerException e) {
-        throw new OpenAiError(502, "server_error", "engine_tokenize_failed", null, e.getMessage());
+        throw g.engineTokenizeFailed(e);
       }
     } else {
+      checkVocabulary(d.tokens(), t.tokenizer().vocabSize());
       text = t.tokenizer().decode(d.tokens(), false);
     }
     ByteArrayOutputStream out = new ByteArrayOutputStream();
@@ -144,6 +148,19 @@ final class TokenizeEndpoints {
     }
     res.header(HeaderNames.CONTENT_TYPE, JSON);
     res.send(out.toByteArray());
+  }
+
+  /**
+   * Refuses ids at or past the tokenizer's vocabulary ({@code size}; -1: not known) as vLLM refuses
+   * a prompt's ids: a 400 BadRequestError naming the largest.
+   */
+  static void checkVocabulary(int[] ids, int size) {
+    if (size < 0) return;
+    int max = -1;
+    for (int id : ids) max = Math.max(max, id);
+    if (max >= size) {
+      throw OpenAiError.vllm(400, "BadRequestError", "Token id " + max + " is out of vocabulary");
+    }
   }
 
   /** A /detokenize body: the model and the token ids. */
@@ -234,12 +251,34 @@ final class TokenizeEndpoints {
           }
           return q;
         };
+    OpenAiError tooLarge = null;
     try (HttpClientResponse up = g.submit(rq, body, path, url)) {
-      byte[] answer = up.inputStream().readAllBytes();
-      res.status(up.status());
-      res.header(
-          HeaderNames.CONTENT_TYPE, up.headers().first(HeaderNames.CONTENT_TYPE).orElse(JSON));
-      res.send(answer);
+      // bounded: an engine's endless answer costs the bound, and closing the response before
+      // the end of its body closes the connection
+      byte[] answer = up.inputStream().readNBytes(EngineTokenizer.MAX_ANSWER_BYTES + 1);
+      if (answer.length > EngineTokenizer.MAX_ANSWER_BYTES) {
+        g.metrics.engineAnswersTooLarge.labelValues(path).inc();
+        Gateway.LOG.warning(
+            "engine " + url + " answered " + path + " with more than 32 MiB; refused");
+        tooLarge =
+            new OpenAiError(
+                502,
+                "server_error",
+                Gateway.ANSWER_TOO_LARGE,
+                null,
+                "engine "
+                    + url
+                    + " answered "
+                    + path
+                    + " with more than "
+                    + EngineTokenizer.MAX_ANSWER_BYTES
+                    + " bytes; the gateway refuses it");
+      } else {
+        res.status(up.status());
+        res.header(
+            HeaderNames.CONTENT_TYPE, up.headers().first(HeaderNames.CONTENT_TYPE).orElse(JSON));
+        res.send(answer);
+      }
     } catch (IOException | RuntimeException e) {
       throw new OpenAiError(
           502,
@@ -248,5 +287,6 @@ final class TokenizeEndpoints {
           null,
           "engine " + url + " did not answer " + path + ": " + e.getMessage());
     }
+    if (tooLarge != null) throw tooLarge;
   }
 }

@@ -84,6 +84,32 @@ class GatewayHostileTest {
   }
 
   /**
+   * #13: an id inside int32 but past the vocabulary (the tiny tokenizer's ids are 0..304, its
+   * vocabulary and added tokens) is vLLM's 400 for an out-of-vocabulary id, naming the largest;
+   * before, the tokenizers library was handed it.
+   */
+  @Test
+  void detokenizeRefusesTokenIdsPastTheVocabulary() throws Exception {
+    Gateway g = gateway();
+    HttpResponse<String> last = post(g, "/detokenize", "{\"model\":\"tiny\",\"tokens\":[304]}");
+    assertThat(last.statusCode()).as(last.body()).isEqualTo(200);
+    assertThat(last.body()).isEqualTo("{\"prompt\":\"<|im\"}\n");
+    for (String ids : List.of("305", "1,2147483647", "7,400000,305")) {
+      HttpResponse<String> r =
+          post(g, "/detokenize", "{\"model\":\"tiny\",\"tokens\":[" + ids + "]}");
+      String max = ids.substring(ids.lastIndexOf(',') + 1);
+      if (ids.equals("7,400000,305")) max = "400000";
+      assertThat(r.statusCode()).as(ids + " -> " + r.body()).isEqualTo(400);
+      assertThat(r.body())
+          .as(ids)
+          .startsWith("{\"error\":{")
+          .contains("\"message\":\"Token id " + max + " is out of vocabulary\"")
+          .contains("\"type\":\"BadRequestError\"")
+          .contains("\"code\":400");
+    }
+  }
+
+  /**
    * A model whose template renders tool calls' arguments with tojson (as Qwen's and Llama's do),
    * which recurses once per level of nesting.
    */

@@ -11,20 +11,22 @@ import java.nio.charset.StandardCharsets;
 import java.util.Locale;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Predicate;
 
 /**
  * An engine written on raw sockets, for answers a real HTTP server would not send: HTTP/1.0 bodies
  * framed by the connection's close, interim {@code 1xx} answers, SSE events without end. {@code GET
- * /health} is answered 200 and any other request but a {@code POST /v1/...} 404, on a kept-alive
- * connection; those are handed to the test's {@link Answer} with the connection's output, and the
- * connection is closed after it.
+ * /health} is answered 200 and any other request but a {@code POST /v1/...} (or those a predicate
+ * on the request head accepts) 404, on a kept-alive connection; those are handed to the test's
+ * {@link Answer} with the connection's output, and the connection is closed after it.
  *
  * <pre>
  * Implementation notes
  *
  * One platform thread accepts; each connection runs on a virtual thread of its own, reading
  * request heads (up to the blank line) and bodies (Content-Length only, which is what the gateway
- * sends). written counts the bytes the answers wrote before they returned or their write failed.
+ * sends). written counts the bytes the answers wrote before they returned or their write failed,
+ * largestAnswer the most one connection wrote.
  * </pre>
  */
 final class RawEngine implements AutoCloseable {
@@ -35,15 +37,25 @@ final class RawEngine implements AutoCloseable {
 
   final AtomicLong written = new AtomicLong();
 
+  /** The most bytes one answer wrote (its connection's, when several answers ran). */
+  final AtomicLong largestAnswer = new AtomicLong();
+
   /** Answers being written now. */
   final AtomicInteger writing = new AtomicInteger();
 
   private final ServerSocket server;
   private final Answer answer;
+  private final Predicate<String> handles;
   private final Thread acceptor;
 
   RawEngine(Answer answer) throws IOException {
+    this(answer, head -> head.startsWith("POST /v1/"));
+  }
+
+  /** An engine whose {@code answer} gets the requests whose head {@code handles} accepts. */
+  RawEngine(Answer answer, Predicate<String> handles) throws IOException {
     this.answer = answer;
+    this.handles = handles;
     server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
     acceptor = new Thread(this::accept, "raw-engine-accept");
     acceptor.setDaemon(true);
@@ -68,13 +80,13 @@ final class RawEngine implements AutoCloseable {
   private void serve(Socket s) {
     try (s) {
       InputStream in = s.getInputStream();
-      OutputStream out = new Counting(s.getOutputStream());
+      Counting out = new Counting(s.getOutputStream());
       while (true) {
         String head = readHead(in);
         if (head == null) return;
         int length = contentLength(head);
         String body = new String(in.readNBytes(length), StandardCharsets.UTF_8);
-        if (!head.startsWith("POST /v1/")) {
+        if (!handles.test(head)) {
           String status = head.startsWith("GET /health ") ? "200 OK" : "404 Not Found";
           out.write(
               ("HTTP/1.1 " + status + "\r\nContent-Length: 0\r\n\r\n")
@@ -87,6 +99,7 @@ final class RawEngine implements AutoCloseable {
           answer.write(head, body, out);
           out.flush();
         } finally {
+          largestAnswer.accumulateAndGet(out.count, Math::max);
           writing.decrementAndGet();
         }
         return;
@@ -124,6 +137,7 @@ final class RawEngine implements AutoCloseable {
 
   private final class Counting extends OutputStream {
     private final OutputStream out;
+    private long count; // this connection's bytes
 
     Counting(OutputStream out) {
       this.out = out;
@@ -132,12 +146,14 @@ final class RawEngine implements AutoCloseable {
     @Override
     public void write(int b) throws IOException {
       out.write(b);
+      count++;
       written.incrementAndGet();
     }
 
     @Override
     public void write(byte[] b, int off, int len) throws IOException {
       out.write(b, off, len);
+      count += len;
       written.addAndGet(len);
     }
 

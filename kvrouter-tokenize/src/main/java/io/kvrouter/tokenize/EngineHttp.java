@@ -2,6 +2,7 @@ package io.kvrouter.tokenize;
 
 import io.kvrouter.tokenize.jinja.Py;
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.ConnectException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -24,7 +25,10 @@ import java.util.Map;
  * base URL has no trailing slash and no trailing /v1 (vLLM and llama.cpp serve /tokenize at the
  * root). A connection that cannot be made or an answer that does not come within the timeout is
  * EngineTokenizer.UnreachableException; an answer that came is returned with its status (get,
- * post) or, for the JSON calls, must be 200 and valid JSON, else TokenizerException. With an
+ * post) or, for the JSON calls, must be 200 and valid JSON, else TokenizerException. An answer
+ * is read up to maxAnswerBytes (EngineTokenizer.MAX_ANSWER_BYTES) and one byte more: longer is
+ * EngineTokenizer.AnswerTooLargeException, the stream closed early (which closes the
+ * connection), so a hostile engine's endless body costs at most the bound. With an
  * API key every call sends Authorization: Bearer KEY. Safe from any thread.
  * </pre>
  */
@@ -36,13 +40,19 @@ final class EngineHttp {
   private final Duration timeout;
   private final String apiKey;
   private final HttpClient http;
+  private final int maxAnswerBytes;
 
   EngineHttp(URI engine, Duration timeout, String apiKey) {
+    this(engine, timeout, apiKey, EngineTokenizer.MAX_ANSWER_BYTES);
+  }
+
+  EngineHttp(URI engine, Duration timeout, String apiKey, int maxAnswerBytes) {
     String s = engine.toString().replaceAll("/+$", "");
     if (s.endsWith("/v1")) s = s.substring(0, s.length() - 3);
     this.base = URI.create(s);
     this.timeout = timeout;
     this.apiKey = apiKey == null || apiKey.isEmpty() ? null : apiKey;
+    this.maxAnswerBytes = maxAnswerBytes;
     this.http =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
@@ -112,9 +122,15 @@ final class EngineHttp {
   }
 
   private Answer send(HttpRequest req, URI uri) {
-    HttpResponse<String> resp;
+    int status;
+    byte[] body;
     try {
-      resp = http.send(req, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
+      HttpResponse<InputStream> resp = http.send(req, HttpResponse.BodyHandlers.ofInputStream());
+      status = resp.statusCode();
+      // closing the stream before its end cancels the exchange: the connection is closed
+      try (InputStream in = resp.body()) {
+        body = in.readNBytes(maxAnswerBytes + 1);
+      }
     } catch (HttpTimeoutException e) {
       throw new EngineTokenizer.UnreachableException(
           "engine at " + uri + " did not answer within " + timeout, e);
@@ -128,7 +144,18 @@ final class EngineHttp {
       Thread.currentThread().interrupt();
       throw new TokenizerException("interrupted while calling " + uri, e);
     }
-    return new Answer(resp.statusCode(), resp.body());
+    if (body.length > maxAnswerBytes) {
+      throw new EngineTokenizer.AnswerTooLargeException(
+          "engine at "
+              + uri
+              + " answered more than "
+              + maxAnswerBytes
+              + " bytes (HTTP "
+              + status
+              + "); the answer is refused and its connection closed",
+          uri.getPath());
+    }
+    return new Answer(status, new String(body, StandardCharsets.UTF_8));
   }
 
   static String abbrev(String s) {

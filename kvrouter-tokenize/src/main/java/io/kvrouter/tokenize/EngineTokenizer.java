@@ -48,6 +48,32 @@ public final class EngineTokenizer {
     }
   }
 
+  /**
+   * The engine's answer was longer than {@link #MAX_ANSWER_BYTES}: refused, its connection closed
+   * after the bytes up to the bound were read (issue 31: a hostile engine's endless answer).
+   */
+  public static final class AnswerTooLargeException extends TokenizerException {
+    private static final long serialVersionUID = 1L;
+
+    private final String path;
+
+    AnswerTooLargeException(String message, String path) {
+      super(message);
+      this.path = path;
+    }
+
+    /** The path the engine answered, e.g. {@code /tokenize}. */
+    public String path() {
+      return path;
+    }
+  }
+
+  /**
+   * The longest engine answer read (32 MiB, the gateway's bound on one streamed event): a
+   * tokenization of a prompt of a few MB is far below it.
+   */
+  public static final int MAX_ANSWER_BYTES = 32 << 20;
+
   /** The engine's answer: the token ids, and its context length (-1 when not said). */
   public record Result(int[] tokens, long maxModelLen) {}
 

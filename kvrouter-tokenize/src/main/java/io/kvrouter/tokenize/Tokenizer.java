@@ -49,7 +49,9 @@ import java.util.concurrent.atomic.LongAdder;
  * or single_word; a Metaspace pre-tokenizer with prepend_scheme "first"); encode is then the
  * uncached path. Everything is immutable after load except the cache, which is thread-safe; the
  * Rust tokenizer's encode takes &self. close() frees the native tokenizer once; using it after
- * close is an IllegalStateException.
+ * close is an IllegalStateException. vocabulary (Vocabulary, one streaming pass over
+ * tokenizer.json at load, since the native tokenizer exposes neither) gives the vocabulary's size
+ * and the bound on the characters one token can stand for.
  *
  * Chat settings (ChatTemplateConfig, fixed at load): the template is the request's own
  * (chat_template, admitted by the caller only when trusted), else the configured one
@@ -103,6 +105,7 @@ public final class Tokenizer implements AutoCloseable {
   private final Cache<String, ChatTemplate> requestTemplates =
       Caffeine.newBuilder().maximumSize(32).build();
   private final long modelMaxLength;
+  private final Vocabulary vocabulary;
   private volatile boolean closed;
 
   private static TokenizersLibrary nativeLibrary() {
@@ -152,6 +155,13 @@ public final class Tokenizer implements AutoCloseable {
       throw new TokenizerException(
           modelDir.resolve("tokenizer.json") + " is not a tokenizers file: no \"model\" object");
     }
+    Vocabulary vocabulary;
+    try {
+      vocabulary = Vocabulary.of(tokenizerJson, tjm);
+    } catch (IOException e) {
+      throw new TokenizerException(
+          modelDir.resolve("tokenizer.json") + " is not valid JSON: " + e.getMessage(), e);
+    }
     String configText =
         read(
             modelDir.resolve("tokenizer_config.json"),
@@ -190,6 +200,7 @@ public final class Tokenizer implements AutoCloseable {
           modelDir,
           handle,
           tjm,
+          vocabulary,
           config,
           template,
           cacheBytes,
@@ -237,6 +248,7 @@ public final class Tokenizer implements AutoCloseable {
       Path directory,
       long handle,
       Map<?, ?> tokenizerJson,
+      Vocabulary vocabulary,
       Map<?, ?> config,
       String template,
       long cacheBytes,
@@ -244,6 +256,7 @@ public final class Tokenizer implements AutoCloseable {
     this.name = name;
     this.directory = directory;
     this.handle = handle;
+    this.vocabulary = vocabulary;
     List<AddedTokens.Token> tokens = new ArrayList<>();
     boolean neighbourDependent = false;
     if (tokenizerJson.get("added_tokens") instanceof List<?> list) {
@@ -412,6 +425,38 @@ public final class Tokenizer implements AutoCloseable {
   /** bos/eos/pad/unk from tokenizer_config.json. */
   public SpecialTokens specialTokens() {
     return special;
+  }
+
+  /**
+   * The ids this tokenizer knows: the largest id of tokenizer.json's vocabulary and added tokens,
+   * plus one (an id at or past it is out of vocabulary); -1 when the file has none.
+   */
+  public int vocabSize() {
+    return vocabulary.size;
+  }
+
+  /**
+   * The most characters (UTF-16 chars, as {@link String#length}) one token can stand for, when that
+   * is certain for this tokenizer (its longest vocabulary string; see {@link
+   * #certainlyMoreTokensThan}); -1 when no bound is certain ({@link #noLengthBoundReason}).
+   */
+  public int maxCharsPerToken() {
+    return vocabulary.maxCharsPerToken;
+  }
+
+  /** Why {@link #maxCharsPerToken} is -1 (the model, pre-tokenizer or normalizer), or null. */
+  public String noLengthBoundReason() {
+    return vocabulary.noBoundReason;
+  }
+
+  /**
+   * Whether {@code text} certainly encodes to more than {@code tokens} tokens, known without
+   * tokenizing it: its length is over {@code tokens} times {@link #maxCharsPerToken} (and, for a
+   * tokenizer whose normalizer is NFC or NFKC, the text is already in that form). False when that
+   * is not certain, including for every text when there is no bound.
+   */
+  public boolean certainlyMoreTokensThan(String text, long tokens) {
+    return vocabulary.certainlyMoreTokensThan(text, tokens);
   }
 
   /** {@code model_max_length} from tokenizer_config.json, or -1. */
