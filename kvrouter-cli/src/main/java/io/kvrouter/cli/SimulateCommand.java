@@ -411,6 +411,26 @@ public final class SimulateCommand implements Callable<Integer> {
   int busyRequests;
 
   @Option(
+      names = "--busy-prefill-tokens",
+      paramLabel = "N",
+      defaultValue = "8192",
+      description =
+          "Admission: a rank with more than N prefill tokens in flight (not yet through their"
+              + " prefill) is busy too; -1: no limit (default: ${DEFAULT-VALUE}).")
+  long busyPrefillTokens;
+
+  @Option(
+      names = "--holder-wait",
+      negatable = true,
+      defaultValue = "true",
+      fallbackValue = "true",
+      description =
+          "Admission: a request may wait for the busy rank that holds its prefix when that is"
+              + " cheaper in prefill tokens than starting cold on a rank with room (docs/routing.md,"
+              + " \"Admission\"); --no-holder-wait: never (default: ${DEFAULT-VALUE}).")
+  boolean holderWait;
+
+  @Option(
       names = "--max-queue-time",
       paramLabel = "SECONDS",
       defaultValue = "30",
@@ -668,7 +688,8 @@ public final class SimulateCommand implements Callable<Integer> {
       }
       rule = new TenantRule(tenants, heavyTenantFactor, highPriorityShare, cachedTenant, seed);
       settings =
-          new AdmissionSimulation.Settings(busyRequests, maxQueueTime, maxQueueDepth, ttftSloMs);
+          new AdmissionSimulation.Settings(
+              busyRequests, busyPrefillTokens, holderWait, maxQueueTime, maxQueueDepth, ttftSloMs);
       cfg =
           SimConfig.builder()
               .workers(workers)

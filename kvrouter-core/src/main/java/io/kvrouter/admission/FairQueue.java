@@ -48,8 +48,10 @@ import org.jspecify.annotations.Nullable;
  * live entries.
  * Invariants: size == sum of live entries; a tenant is in its band's TreeSet iff it has a live
  * entry, keyed by its head's tag; tags along a tenant's deque increase; a cancelled entry's cost is
- * taken off the tags of the tenant's later entries, so cancelling leaves the others as if it had
- * never come.
+ * taken off the tags of the tenant's later entries, each tagged again from the virtual time it
+ * arrived at (Ticket.floor) and its predecessor's tag, so cancelling leaves the others as if it had
+ * never come, and a tenant whose requests expire in numbers does not get tags below the virtual
+ * time (which would let it pass the tenants that wait less).
  * Threads: not thread-safe; the gateway holds one lock around each call (every call is O(log n) in
  * the waiting requests, or O(k) in one tenant's waiting requests for a cancel).
  * </pre>
@@ -91,6 +93,8 @@ public final class FairQueue<T> {
     private final long arrivalNanos;
     private final long seq; // offer order: breaks ties between equal tags, first come first
     private double tag;
+    private double floor; // the band's virtual time when it was offered
+    private double charge; // cost + the correction it carried, in cost units
     private boolean live = true;
 
     private Ticket(T item, int band, Tenant<T> tenant, double cost, long arrivalNanos, long seq) {
@@ -235,7 +239,9 @@ public final class FairQueue<T> {
     boolean wasEmpty = t.entries.isEmpty();
     if (!wasEmpty) b.ready.remove(t);
     double start = Math.max(b.virtualTime, t.lastTag);
-    e.tag = Math.max(start, start + (cost + t.pending) / weight);
+    e.floor = b.virtualTime;
+    e.charge = cost + t.pending;
+    e.tag = start + Math.max(0, e.charge / weight);
     t.pending = 0;
     t.lastTag = e.tag;
     t.entries.addLast(e);
@@ -290,9 +296,12 @@ public final class FairQueue<T> {
     Band band = bands.get(e.band);
     Tenant<T> t = e.tenant;
     band.ready.remove(t);
-    double refund = e.cost / t.weight;
+    // the tenant's later requests are tagged again as if e had never come: each starts at the
+    // larger of the virtual time it arrived at and its predecessor's tag (e's own start, where e
+    // was); the correction e carried moves on to the next one
+    double base = e.tag - Math.max(0, e.charge / t.weight);
+    double carry = e.charge - e.cost;
     boolean after = false;
-    double prevTag = Double.NEGATIVE_INFINITY;
     for (Iterator<Ticket<T>> it = t.entries.iterator(); it.hasNext(); ) {
       Ticket<T> x = it.next();
       if (x == e) {
@@ -300,13 +309,14 @@ public final class FairQueue<T> {
         after = true;
         continue;
       }
-      if (after) x.tag = Math.max(prevTag, x.tag - refund);
-      prevTag = x.tag;
+      if (!after) continue;
+      x.charge += carry;
+      carry = 0;
+      x.tag = Math.max(x.floor, base) + Math.max(0, x.charge / t.weight);
+      base = x.tag;
     }
-    t.lastTag =
-        t.entries.isEmpty()
-            ? Math.max(band.virtualTime, t.lastTag - refund)
-            : t.entries.peekLast().tag;
+    t.pending += carry;
+    t.lastTag = t.entries.isEmpty() ? base : t.entries.peekLast().tag;
     if (!t.entries.isEmpty()) band.ready.add(t);
     afterRemoval(band, t);
     e.live = false;

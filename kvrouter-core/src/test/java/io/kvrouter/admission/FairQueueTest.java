@@ -175,6 +175,81 @@ class FairQueueTest {
     }
   }
 
+  /**
+   * Tenant a queues costly requests early, the band's virtual time moves on while b is served, then
+   * a queues more and cancels (or lets expire) every early one still waiting: its later requests
+   * must be ordered as if the cancelled ones had never come, so they do not start below the virtual
+   * time they arrived at and pass b's waiting requests.
+   */
+  @Test
+  void cancellingManyQueuedRequestsGainsNoPriorityLater() {
+    for (int seed = 0; seed < SEEDS; seed++) {
+      SplittableRandom rnd = new SplittableRandom(seed);
+      List<Req> early = new ArrayList<>();
+      List<Req> first = new ArrayList<>();
+      List<Req> late = new ArrayList<>();
+      int id = 0;
+      for (int i = 0; i < 40; i++) first.add(new Req(id++, 0, "b", rnd.nextInt(1, 100)));
+      for (int i = 0; i < 10; i++) early.add(new Req(id++, 0, "a", rnd.nextInt(50, 500)));
+      int polls = rnd.nextInt(5, 30);
+      for (int i = 0; i < 5; i++) late.add(new Req(id++, 0, "a", rnd.nextInt(1, 100)));
+      for (int i = 0; i < 10; i++) late.add(new Req(id++, 0, "b", rnd.nextInt(1, 100)));
+      // with: the early requests come, the ones still waiting after the polls are cancelled
+      FairQueue<Req> with = queue(1, 1000, 0);
+      Map<Integer, FairQueue.Ticket<Req>> tickets = new HashMap<>();
+      for (Req r : first) offer(with, r, 1, 0);
+      for (Req r : early) tickets.put(r.id(), offer(with, r, 1, 0));
+      List<Integer> polledWith = new ArrayList<>();
+      for (int i = 0; i < polls; i++) polledWith.add(with.poll().item().id());
+      for (Req r : late) offer(with, r, 1, 0);
+      List<Integer> gone = new ArrayList<>();
+      for (Req r : early) {
+        if (tickets.get(r.id()).isWaiting()) {
+          assertThat(with.cancel(tickets.get(r.id()))).isTrue();
+          gone.add(r.id());
+        }
+      }
+      // without: the same, except that the cancelled requests never came
+      FairQueue<Req> without = queue(1, 1000, 0);
+      for (Req r : first) offer(without, r, 1, 0);
+      for (Req r : early) if (!gone.contains(r.id())) offer(without, r, 1, 0);
+      List<Integer> polledWithout = new ArrayList<>();
+      for (int i = 0; i < polls; i++) polledWithout.add(without.poll().item().id());
+      for (Req r : late) offer(without, r, 1, 0);
+      assertThat(polledWith)
+          .as("seed %d: the polls before the cancels", seed)
+          .isEqualTo(polledWithout);
+      assertThat(drain(with)).as("seed %d: cancelled %s", seed, gone).isEqualTo(drain(without));
+    }
+  }
+
+  /** The same by hand: a's late requests do not all leave before b's that waited already. */
+  @Test
+  void aTenantThatCancelledDoesNotJumpTheQueue() {
+    FairQueue<Req> q = queue(1, 1000, 0);
+    for (int i = 0; i < 100; i++) offer(q, new Req(i, 0, "b", 1), 1, 0); // tags 1..100
+    List<FairQueue.Ticket<Req>> early = new ArrayList<>();
+    for (int i = 0; i < 10; i++) early.add(offer(q, new Req(100 + i, 0, "a", 10), 1, 0)); // 10..100
+    // 50 dispatches: b1..b9 (tags 1..9), then a's and b's by tag: the virtual time reaches 45
+    for (int i = 0; i < 50; i++) q.poll();
+    for (int i = 0; i < 5; i++) offer(q, new Req(200 + i, 0, "a", 1), 1, 0);
+    int cancelled = 0;
+    for (FairQueue.Ticket<Req> e : early) if (q.cancel(e)) cancelled++;
+    assertThat(cancelled).as("a's early requests still waiting").isGreaterThanOrEqualTo(5);
+    // a's late requests arrived at virtual time 45: each is tagged one past b's waiting ones of
+    // the same tag at best, so they alternate with b's, never leave five in a row
+    List<Integer> next = new ArrayList<>();
+    for (int i = 0; i < 10; i++) next.add(q.poll().item().id());
+    int aBeforeFirstB = 0;
+    while (next.get(aBeforeFirstB) >= 200) aBeforeFirstB++;
+    assertThat(aBeforeFirstB)
+        .as("a's requests before b's first, in %s", next)
+        .isLessThanOrEqualTo(1);
+    assertThat(next.stream().filter(x -> x >= 200).count())
+        .as("a's share of the next ten, %s", next)
+        .isLessThanOrEqualTo(5);
+  }
+
   @Test
   void expiryRemovesWhatWaitedTooLongAndOnlyThat() {
     FairQueue<Req> q = new FairQueue<>(new FairQueue.Config(1, 100, 10 * SEC, 0));

@@ -1,19 +1,26 @@
 package io.kvrouter.sim;
 
 import io.kvrouter.admission.FairQueue;
+import io.kvrouter.admission.HolderWait;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
 import io.kvrouter.index.KvIndexes;
+import io.kvrouter.index.OverlapScores;
 import io.kvrouter.mockengine.EventLoop;
 import io.kvrouter.route.Candidate;
 import io.kvrouter.route.KvRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
+import io.kvrouter.route.WorkerLoad;
 import io.kvrouter.sim.trace.TraceRequest;
 import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 
 /**
  * One run of {@code simulate --admission}: a trace, its tenants and priorities, replayed in
@@ -25,9 +32,10 @@ import java.util.Locale;
  *
  * One EventLoop on the calling thread drives arrivals, the engines and the queue's expiry, as in
  * FleetSimulation (whose default run this class does not touch). The router is the kv policy's
- * KvRouter on the simulated clock, fed the engines' KV events at once, with busyRequests set
- * except in fifo mode: route answers AllBusy when every rank has that many requests in flight,
- * the gateway's saturation rule.
+ * KvRouter on the simulated clock, fed the engines' KV events at once, with busyRequests and
+ * busyPrefillTokens set except in fifo mode: a rank is busy when it has busyRequests requests in
+ * flight or more than busyPrefillTokens prefill tokens not yet through their prefill (the router's
+ * own counts); route answers AllBusy when every rank is busy, the gateway's saturation rule.
  *
  * Modes. fifo: no limit, no queue: every request is routed and submitted at its arrival (today's
  * gateway). fair-cost and fair-tokens: a FairQueue (the gateway's class) of SimRequests, bands 0
@@ -38,9 +46,19 @@ import java.util.Locale;
  * waited, corrects the tenant by (prompt - cached tokens) - charged uncached tokens
  * (FairQueue.charge), as the gateway does from usage.cached_tokens; fair-tokens charges prompt +
  * output tokens, no correction. The output length stands for max_tokens (expected decode).
- * A finished request frees one slot of one rank, so it grants the queue's next request, which
- * routes among the ranks with room. An offer beyond maxDepth is refused (429 queue_full); at
+ * A finished request, or a prefill that ends, may leave a rank with room: grant() then sends the
+ * requests that wait for that rank (below), then the queue's next requests, while a rank has room;
+ * each routes among the ranks with room. An offer beyond maxDepth is refused (429 queue_full); at
  * arrival + maxWait an expiry pass refuses what still waits (429 queue_timeout).
+ *
+ * Waiting for the prefix holder (Settings.holderWait; HolderWait, docs/routing.md "Admission"):
+ * when the router routes a request (at arrival or granted) to a rank other than the one holding
+ * its longest prefix, and that holder is busy, HolderWait prices both in prefill tokens; when
+ * waiting is cheaper the route is freed and the request is parked for the holder: parked[k] is
+ * rank k's FIFO of such requests, parkedTokens[k] their uncached prefill tokens, parkedOn[i] the
+ * rank request i waits for (-1: none). A rank with room serves its parked requests before the
+ * queue, unless a higher band waits in the queue. A parked request is refused (429 queue_timeout)
+ * at arrival + maxWait like a queued one.
  *
  * Per request i (its index in the assignment): outcome[i] (0 pending, 1 answered, 2 refused,
  * 3 rejected by the engine: its prompt exceeds a rank's pool), ttft, charged uncached tokens.
@@ -78,15 +96,40 @@ public final class AdmissionSimulation {
    * The admission's limits.
    *
    * @param busyRequests a rank with this many requests in flight is busy (--busy-requests)
+   * @param busyPrefillTokens a rank with more prefill tokens than this in flight is busy
+   *     (--busy-prefill-tokens); -1: no limit
+   * @param holderWait whether a request may wait for the busy rank that holds its prefix
+   *     (HolderWait) rather than start cold on a rank with room
    * @param maxQueueTimeSec the longest a request waits, in simulated seconds (--max-queue-time)
    * @param maxQueueDepth requests that may wait at once (--max-queue-depth)
    * @param ttftSloMs a request is good when answered with TTFT at most this (--ttft-slo-ms)
    */
   public record Settings(
-      int busyRequests, double maxQueueTimeSec, int maxQueueDepth, double ttftSloMs) {
+      int busyRequests,
+      long busyPrefillTokens,
+      boolean holderWait,
+      double maxQueueTimeSec,
+      int maxQueueDepth,
+      double ttftSloMs) {
+    /**
+     * Busy by requests only (no prefill limit), no waiting for the prefix holder.
+     *
+     * @param busyRequests a rank with this many requests in flight is busy (--busy-requests)
+     * @param maxQueueTimeSec the longest a request waits, in simulated seconds (--max-queue-time)
+     * @param maxQueueDepth requests that may wait at once (--max-queue-depth)
+     * @param ttftSloMs a request is good when answered with TTFT at most this (--ttft-slo-ms)
+     */
+    public Settings(int busyRequests, double maxQueueTimeSec, int maxQueueDepth, double ttftSloMs) {
+      this(busyRequests, -1, false, maxQueueTimeSec, maxQueueDepth, ttftSloMs);
+    }
+
     public Settings {
       if (busyRequests < 1) {
         throw new IllegalArgumentException("--busy-requests must be >= 1, got " + busyRequests);
+      }
+      if (busyPrefillTokens < -1) {
+        throw new IllegalArgumentException(
+            "--busy-prefill-tokens must be >= 0 (or -1: no limit), got " + busyPrefillTokens);
       }
       if (!(maxQueueTimeSec > 0) || Double.isInfinite(maxQueueTimeSec)) {
         throw new IllegalArgumentException(
@@ -119,6 +162,12 @@ public final class AdmissionSimulation {
   private final FairQueue<SimRequest> queue;
   private final String[] tenantNames;
   private final SimRequest[] reqs;
+  private final List<ArrayDeque<SimRequest>> parked = new ArrayList<>();
+  private final long[] parkedTokens; // per rank: uncached prefill tokens of its parked requests
+  private final int[] parkedOn; // per request: the rank it is parked for, -1 none
+  private final long[] parkedUncached; // per request: its uncached tokens on that rank
+  private int parkedNow;
+  private int parkedEver;
 
   private final byte[] outcome;
   private final double[] ttftMs;
@@ -155,6 +204,11 @@ public final class AdmissionSimulation {
     waitMs = new double[tenants];
     waitNanos = new long[n];
     reqs = new SimRequest[n];
+    parkedOn = new int[n];
+    Arrays.fill(parkedOn, -1);
+    parkedUncached = new long[n];
+    parkedTokens = new long[cfg.workers() * cfg.dpSize()];
+    for (int k = 0; k < parkedTokens.length; k++) parked.add(new ArrayDeque<>());
     tenantNames = new String[tenants];
     for (int t = 0; t < tenants; t++) tenantNames[t] = "t" + t;
     index = KvIndexes.concurrentCompressedTree();
@@ -166,7 +220,10 @@ public final class AdmissionSimulation {
             .index(index)
             .overlapWeight(cfg.overlapWeight())
             .pressureWeight(cfg.pressureWeight());
-    if (mode != Mode.FIFO) b.busyRequests(s.busyRequests());
+    if (mode != Mode.FIFO) {
+      b.busyRequests(s.busyRequests());
+      if (s.busyPrefillTokens() >= 0) b.busyPrefillTokens(s.busyPrefillTokens());
+    }
     router = b.build();
     queue =
         mode == Mode.FIFO
@@ -180,6 +237,7 @@ public final class AdmissionSimulation {
           public void firstToken(SimRequest r) {
             router.markPrefillCompleted(r.routerId);
             ttftMs[(int) r.id] = r.ttftNanos() / 1e6;
+            grant(); // the rank's prefill tokens fell: it may have room again
           }
 
           @Override
@@ -226,6 +284,11 @@ public final class AdmissionSimulation {
     }
   }
 
+  /** Requests that waited for their prefix holder (parked) at some point of the run. */
+  int parkedForHolder() {
+    return parkedEver;
+  }
+
   /** Runs the whole trace. */
   public AdmissionResult run() {
     long wallStart = System.nanoTime();
@@ -250,27 +313,126 @@ public final class AdmissionSimulation {
   }
 
   private void arrive(SimRequest r) {
-    if (queue != null && queue.size() > 0) {
+    if (queue == null) {
+      RouteDecision d = router.route(r.routerId, r.tokens());
+      if (!(d instanceof RouteDecision.Routed routed)) {
+        throw new IllegalStateException("the router did not route request " + r.id + ": " + d);
+      }
+      submit(r, routed);
+      return;
+    }
+    if (queue.size() > 0) {
       // behind the requests that wait: a new request does not pass them
       wait(r, router.overlaps(r.tokens(), RouteOptions.defaults()).maxScore());
       return;
     }
+    if (!dispatch(r)) wait(r, busyOverlap);
+  }
+
+  private int busyOverlap; // dispatch's AllBusy: the busy candidates' best overlap, in blocks
+
+  /**
+   * Routes {@code r} among the ranks with room and submits it, or parks it for its prefix holder
+   * when HolderWait says waiting is cheaper; false (nothing done, busyOverlap set) when every rank
+   * is busy.
+   */
+  private boolean dispatch(SimRequest r) {
+    List<WorkerLoad> loads = s.holderWait() ? router.loads() : List.of();
+    OverlapScores ov = s.holderWait() ? router.overlaps(r.tokens(), RouteOptions.defaults()) : null;
     RouteDecision d = router.route(r.routerId, r.tokens());
-    if (d instanceof RouteDecision.Routed routed) {
-      submit(r, routed);
-    } else if (d instanceof RouteDecision.AllBusy busy && queue != null) {
+    if (d instanceof RouteDecision.AllBusy busy) {
       int overlap = 0;
       for (Candidate c : busy.candidates()) overlap = Math.max(overlap, c.overlapBlocks());
-      wait(r, overlap);
-    } else {
+      busyOverlap = overlap;
+      return false;
+    }
+    if (!(d instanceof RouteDecision.Routed routed)) {
       throw new IllegalStateException("the router did not route request " + r.id + ": " + d);
     }
+    if (ov != null) {
+      Worker holder = null;
+      int best = 0;
+      for (int i = 0; i < ov.size(); i++) {
+        if (ov.scoreAt(i) > best) {
+          best = ov.scoreAt(i);
+          holder = ov.worker(i);
+        }
+      }
+      if (holder != null && !holder.equals(routed.worker())) {
+        WorkerLoad h = loads.get(rankIndex(holder));
+        WorkerLoad here = loads.get(rankIndex(routed.worker()));
+        long prompt = r.trace.inputLength();
+        long holderTokens = (long) best * cfg.blockSize();
+        int k = rankIndex(holder);
+        if (busy(h)
+            && HolderWait.waitForHolder(
+                prompt,
+                routed.overlapTokens(),
+                here.activePrefillTokens(),
+                holderTokens,
+                h.activePrefillTokens(),
+                parkedTokens[k],
+                h.requests() >= s.busyRequests())) {
+          router.free(r.routerId);
+          park(r, k, Math.max(0, prompt - holderTokens));
+          return true;
+        }
+      }
+    }
+    submit(r, routed);
+    return true;
+  }
+
+  private int rankIndex(Worker w) {
+    return (int) w.workerId() * cfg.dpSize() + w.dpRank();
+  }
+
+  /** The router's busy rule, on its own counts (KvRouter.isBusy with the limits set here). */
+  private boolean busy(WorkerLoad l) {
+    return l.requests() >= s.busyRequests()
+        || (s.busyPrefillTokens() >= 0 && l.activePrefillTokens() > s.busyPrefillTokens());
+  }
+
+  private void park(SimRequest r, int rank, long uncached) {
+    int i = (int) r.id;
+    parked.get(rank).addLast(r);
+    parkedTokens[rank] += uncached;
+    parkedOn[i] = rank;
+    parkedUncached[i] = uncached;
+    parkedNow++;
+    parkedEver++;
+    if (chargedUncached[i] == 0) waited++; // parked at arrival: it waits too
+    long deadline = r.arrival + Math.round(s.maxQueueTimeSec() * 1e9);
+    loop.at(Math.max(loop.now(), deadline), () -> expireParked(r));
+  }
+
+  private void unpark(SimRequest r) {
+    int i = (int) r.id;
+    int k = parkedOn[i];
+    parked.get(k).remove(r);
+    parkedTokens[k] -= parkedUncached[i];
+    parkedOn[i] = -1;
+    parkedNow--;
+  }
+
+  private void expireParked(SimRequest r) {
+    if (parkedOn[(int) r.id] < 0) return;
+    unpark(r);
+    refuse(r);
+    refusedTimeout++;
   }
 
   private void submit(SimRequest r, RouteDecision.Routed routed) {
+    int i = (int) r.id;
+    long waitedNanos = loop.now() - r.arrival;
+    if (waitedNanos > 0) {
+      waitNanos[i] = waitedNanos;
+      waitMs[a.tenant()[i]] += waitedNanos / 1e6;
+    }
     r.routedOverlapTokens = routed.overlapTokens();
     r.routedTo = routed.worker();
     engines[(int) routed.worker().workerId()].submit(r, routed.worker().dpRank());
+    correct(r);
   }
 
   private void wait(SimRequest r, int overlapBlocks) {
@@ -305,23 +467,51 @@ public final class AdmissionSimulation {
     r.dropTokens();
   }
 
-  /** A slot was freed: the queue's next request routes (among the ranks with room). */
+  /**
+   * A request finished or a prefill ended: while a rank has room, it serves the requests parked for
+   * it (unless a higher band waits in the queue), then the queue's next request routes among the
+   * ranks with room (or parks for its holder).
+   */
   private void grant() {
     if (queue == null) return;
-    while (queue.size() > 0) {
+    while (queue.size() > 0 || parkedNow > 0) {
+      List<WorkerLoad> loads = router.loads();
+      boolean room = false;
+      boolean sent = false;
+      for (WorkerLoad l : loads) {
+        if (busy(l)) continue;
+        room = true;
+        ArrayDeque<SimRequest> p = parked.get(rankIndex(l.worker()));
+        if (p.isEmpty() || higherBandWaits(a.band()[(int) p.peekFirst().id])) continue;
+        SimRequest r = p.peekFirst();
+        unpark(r);
+        RouteDecision d =
+            router.route(
+                r.routerId,
+                r.tokens(),
+                new RouteOptions(null, null, Set.of(l.worker().workerId())));
+        if (!(d instanceof RouteDecision.Routed routed)) {
+          throw new IllegalStateException(
+              "rank " + l.worker() + " has room, yet request " + r.id + " was not routed: " + d);
+        }
+        submit(r, routed);
+        sent = true;
+        break; // the loads changed
+      }
+      if (sent) continue;
+      if (!room || queue.size() == 0) return;
       FairQueue.Ticket<SimRequest> t = queue.poll();
       SimRequest r = t.item();
-      waitMs[a.tenant()[(int) r.id]] += (loop.now() - r.arrival) / 1e6;
-      waitNanos[(int) r.id] = loop.now() - r.arrival;
-      RouteDecision d = router.route(r.routerId, r.tokens());
-      if (d instanceof RouteDecision.Routed routed) {
-        submit(r, routed);
-        correct(r);
-        return;
+      if (!dispatch(r)) {
+        throw new IllegalStateException(
+            "a rank has room, yet every rank is busy for request " + r.id);
       }
-      throw new IllegalStateException(
-          "a freed slot, yet every rank is busy for request " + r.id + ": " + d);
     }
+  }
+
+  private boolean higherBandWaits(int band) {
+    for (int b = 0; b < band; b++) if (queue.size(b) > 0) return true;
+    return false;
   }
 
   /**
@@ -378,7 +568,7 @@ public final class AdmissionSimulation {
         refusedFull,
         refusedTimeout,
         engineRejected,
-        lost + (queue == null ? 0 : queue.size()) + router.inFlight(),
+        lost + (queue == null ? 0 : queue.size()) + parkedNow + router.inFlight(),
         waited,
         sent,
         highTtft,

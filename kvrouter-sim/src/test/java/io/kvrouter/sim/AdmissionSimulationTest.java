@@ -79,6 +79,29 @@ class AdmissionSimulationTest {
   }
 
   @Test
+  void waitingForThePrefixHolderKeepsTheCacheHitsThatStartingColdLoses() {
+    TenantRule.Assignment a = new TenantRule(2, 1, 0.2, false, 3).assign(TRACE);
+    AdmissionSimulation.Settings cold =
+        new AdmissionSimulation.Settings(8, 4096, false, 10, 1024, 1000);
+    AdmissionSimulation.Settings hold =
+        new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000);
+    AdmissionSimulation coldRun =
+        new AdmissionSimulation(a, 2, atLoad(2), cold, Mode.FAIR_COST, "c");
+    AdmissionSimulation holdRun =
+        new AdmissionSimulation(a, 2, atLoad(2), hold, Mode.FAIR_COST, "h");
+    AdmissionResult c = coldRun.run();
+    AdmissionResult h = holdRun.run();
+    for (AdmissionResult r : List.of(c, h)) {
+      assertThat(r.answered() + r.refused() + r.engineRejected()).isEqualTo(TRACE.size());
+      assertThat(r.lost()).isZero();
+    }
+    assertThat(coldRun.parkedForHolder()).isZero();
+    assertThat(holdRun.parkedForHolder()).isPositive();
+    // later turns of a conversation find their prefix where the earlier ones ran
+    assertThat(h.hitRate()).as("hit rate, holder wait against cold").isGreaterThan(c.hitRate());
+  }
+
+  @Test
   void jainsIndexOnHandMadeShares() {
     assertThat(AdmissionResult.jain(new double[] {5, 5, 5, 5})).isEqualTo(1.0);
     assertThat(AdmissionResult.jain(new double[] {7, 0, 0, 0})).isEqualTo(0.25);
