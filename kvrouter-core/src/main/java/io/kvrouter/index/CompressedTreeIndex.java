@@ -30,9 +30,11 @@ import org.jspecify.annotations.NullUnmarked;
  * Implementation notes
  *
  * Layout: RunNodes under a root whose run is empty; each node's RunState holds the run's local
- * and sequence hashes in two long[] (16 bytes a block), its holders as sorted ids with a cut
- * each (how many leading blocks of the run the worker holds), and its children. A block is
- * (node, offset). Per worker rank a RunWorker names its blocks (RunNames: 6 bytes a slot, no key).
+ * hashes in a long[] (8 bytes a block), its sequence hashes only where they depart from DESIGN.md
+ * §2 (RunSeqs: otherwise the run's head hash and §2 give them), its holders as sorted ids with a
+ * cut each (how many leading blocks of the run the worker holds), and its children. A block is
+ * (node, offset). Per worker rank a RunWorker names its blocks (RunNames: 8 bytes a slot, a
+ * fingerprint and (node id, offset), every match checked against the block's hash).
  *
  * Invariants (writer-side, after every event):
  *  - A worker holds a prefix of every run it is in (cut), so a run is split where a worker's
