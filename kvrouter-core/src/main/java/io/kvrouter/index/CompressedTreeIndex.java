@@ -30,9 +30,11 @@ import org.jspecify.annotations.NullUnmarked;
  * Implementation notes
  *
  * Layout: RunNodes under a root whose run is empty; each node's RunState holds the run's local
- * and sequence hashes in two long[] (16 bytes a block), its holders as sorted ids with a cut
- * each (how many leading blocks of the run the worker holds), and its children. A block is
- * (node, offset). Per worker rank a RunWorker names its blocks (RunNames: 6 bytes a slot, no key).
+ * hashes in a long[] (8 bytes a block), its sequence hashes only where they depart from DESIGN.md
+ * §2 (RunSeqs: otherwise the run's head hash and §2 give them), its holders as sorted ids with a
+ * cut each (how many leading blocks of the run the worker holds), and its children. A block is
+ * (node, offset). Per worker rank a RunWorker names its blocks (RunNames: 8 bytes a slot, a
+ * fingerprint and (node id, offset), every match checked against the block's hash).
  *
  * Invariants (writer-side, after every event):
  *  - A worker holds a prefix of every run it is in (cut), so a run is split where a worker's
@@ -119,6 +121,9 @@ final class CompressedTreeIndex extends SteppedIndex {
   final RunNode root =
       new RunNode(0L, null, new RunState(NO_HASHES, NO_HASHES, RunState.NONE, RunState.NONE, null));
   final IndexCounters counters = new IndexCounters();
+
+  /** The blocks' hashes where §2 does not give them, and the node ids (RunSeqs). Writer-only. */
+  final RunSeqs runSeqs = new RunSeqs();
 
   @SuppressWarnings("unused") // through BY_ID
   private RunWorker[] byId = new RunWorker[8];
@@ -278,7 +283,7 @@ final class CompressedTreeIndex extends SteppedIndex {
     if (id >= 0) return table[id];
     id = nextId++;
     if (id == table.length) table = Arrays.copyOf(table, table.length * 2);
-    RunWorker ws = new RunWorker(worker, id);
+    RunWorker ws = new RunWorker(worker, id, runSeqs);
     table[id] = ws;
     BY_ID.setRelease(this, table);
     workerIds.put(worker, id);
@@ -348,7 +353,7 @@ final class CompressedTreeIndex extends SteppedIndex {
 
   /** Names block (x, off) by {@code seq}; right after a lookup of seq that found nothing. */
   private void name(RunWorker ws, long seq, RunNode x, int off) {
-    if (x.plain().seqs[off] == seq) {
+    if (runSeqs.seqAt(x, off) == seq) {
       ws.names.putAt(foundSlot, seq, x, off);
     } else {
       if (ws.others == null) ws.others = new Long2ObjectOpenHashMap<>();
@@ -431,8 +436,14 @@ final class CompressedTreeIndex extends SteppedIndex {
   private RunNode newRun(RunNode p, long[] seqs, long[] locals, int i) {
     final int n = Math.min(seqs.length - i, MAX_RUN);
     final long[] l = Arrays.copyOfRange(locals, i, i + n);
-    final long[] s = Arrays.copyOfRange(seqs, i, i + n);
+    // the hashes are kept only when they depart from §2 (RunSeqs)
+    final long[] s =
+        RunSeqs.chained(seqs, locals, i, n) ? null : Arrays.copyOfRange(seqs, i, i + n);
     final RunNode c = new RunNode(l[0], p, new RunState(l, s, RunState.NONE, RunState.NONE, null));
+    c.head = seqs[i];
+    c.linked =
+        p != root && seqs[i] == RunSeqs.next(runSeqs.seqAt(p, p.plain().length() - 1), locals[i]);
+    runSeqs.register(c);
     runBlocks += n;
     addChild(p, c);
     touched.add(c);
@@ -463,13 +474,16 @@ final class CompressedTreeIndex extends SteppedIndex {
     final int n = Math.min(seqs.length - i, MAX_RUN - len);
     long[] l = st.locals;
     long[] s = st.seqs;
-    if (len + n > l.length) {
-      final int cap = Math.min(MAX_RUN, Math.max(len + n, len + (len >>> 1) + 1));
-      l = Arrays.copyOf(l, cap);
-      s = Arrays.copyOf(s, cap);
+    final int cap = Math.min(MAX_RUN, Math.max(len + n, len + (len >>> 1) + 1));
+    if (s == null
+        && (seqs[i] != RunSeqs.next(runSeqs.seqAt(x, len - 1), locals[i])
+            || !RunSeqs.chained(seqs, locals, i, n))) {
+      s = runSeqs.all(x, Math.max(l.length, cap)); // a departing block: keep every hash
     }
+    if (len + n > l.length) l = Arrays.copyOf(l, cap);
+    if (s != null && len + n > s.length) s = Arrays.copyOf(s, cap);
     System.arraycopy(locals, i, l, len, n);
-    System.arraycopy(seqs, i, s, len, n);
+    if (s != null) System.arraycopy(seqs, i, s, len, n);
     runBlocks += n;
     x.publish(new RunState(l, s, st.ids, st.cuts, null, len + n));
     touched.add(x);
@@ -481,7 +495,8 @@ final class CompressedTreeIndex extends SteppedIndex {
     final RunState st = n.plain();
     final int len = st.length();
     final long[] tl = Arrays.copyOfRange(st.locals, k, len);
-    final long[] ts = Arrays.copyOfRange(st.seqs, k, len);
+    final long[] ts = st.seqs == null ? null : Arrays.copyOfRange(st.seqs, k, len);
+    final long tailHead = runSeqs.seqAt(n, k);
     int tn = 0;
     for (int c : st.cuts) if (c > k) tn++;
     final int[] tIds = new int[tn];
@@ -501,13 +516,18 @@ final class CompressedTreeIndex extends SteppedIndex {
             tl[0],
             n,
             new RunState(tl, ts, tn == 1 ? RunState.single(tIds[0]) : tIds, tCuts, st.children));
+    tail.head = tailHead;
+    tail.linked = st.seqs == null || st.seqs[k] == RunSeqs.next(st.seqs[k - 1], st.locals[k]);
+    runSeqs.register(tail);
     childScratch.clear();
     RunNode.addChildren(st.children, childScratch);
     for (RunNode c : childScratch) c.parent = tail;
     childScratch.clear();
     for (int i = 0; i < tn; i++) {
       final RunWorker ws = byId(tIds[i]);
-      for (int j = k; j < k + tCuts[i]; j++) ws.names.repoint(st.seqs[j], n, j, tail, j - k);
+      for (int j = k; j < k + tCuts[i]; j++) {
+        ws.names.repoint(runSeqs.seqAt(n, j), n, j, tail, j - k);
+      }
       if (ws.hasRefs()) moveRefs(ws, n, k, tail, -k);
     }
     if (cursor.node == n && cursor.off >= k) {
@@ -515,7 +535,13 @@ final class CompressedTreeIndex extends SteppedIndex {
       cursor.off -= k;
     }
     n.publish(
-        new RunState(Arrays.copyOf(st.locals, k), Arrays.copyOf(st.seqs, k), st.ids, hCuts, tail));
+        new RunState(
+            Arrays.copyOf(st.locals, k),
+            st.seqs == null ? null : Arrays.copyOf(st.seqs, k),
+            st.ids,
+            hCuts,
+            tail));
+    runSeqs.shortened(n, k);
     touched.add(n);
     touched.add(tail);
     born(tail);
@@ -542,14 +568,20 @@ final class CompressedTreeIndex extends SteppedIndex {
     final int lc = cs.length();
     final long[] l = Arrays.copyOf(ns.locals, ln + lc);
     System.arraycopy(cs.locals, 0, l, ln, lc);
-    final long[] s = Arrays.copyOf(ns.seqs, ln + lc);
-    System.arraycopy(cs.seqs, 0, s, ln, lc);
+    // the merged run keeps no hashes when neither did and the child's head is §2's (RunSeqs)
+    long[] s = null;
+    if (ns.seqs != null || cs.seqs != null || !c.linked) {
+      s = runSeqs.all(n, ln + lc);
+      System.arraycopy(runSeqs.all(c, lc), 0, s, ln, lc);
+    }
     final int[] cuts = ns.cuts.clone();
     for (int i = 0; i < cs.ids.length; i++) {
       final int p = Arrays.binarySearch(ns.ids, cs.ids[i]);
       cuts[p] = ln + cs.cuts[i];
       final RunWorker ws = byId(cs.ids[i]);
-      for (int j = 0; j < cs.cuts[i]; j++) ws.names.repoint(cs.seqs[j], c, j, n, ln + j);
+      for (int j = 0; j < cs.cuts[i]; j++) {
+        ws.names.repoint(runSeqs.seqAt(c, j), c, j, n, ln + j);
+      }
       if (ws.hasRefs()) moveRefs(ws, c, 0, n, ln);
     }
     childScratch.clear();
@@ -573,6 +605,7 @@ final class CompressedTreeIndex extends SteppedIndex {
   /** A node left the tree. */
   private void died(RunNode c) {
     c.dead = true;
+    runSeqs.release(c);
     if (bound != null) bound.nodeDied();
   }
 
@@ -629,7 +662,12 @@ final class CompressedTreeIndex extends SteppedIndex {
     runBlocks -= len - held;
     x.publish(
         new RunState(
-            Arrays.copyOf(st.locals, held), Arrays.copyOf(st.seqs, held), st.ids, st.cuts, null));
+            Arrays.copyOf(st.locals, held),
+            st.seqs == null ? null : Arrays.copyOf(st.seqs, held),
+            st.ids,
+            st.cuts,
+            null));
+    runSeqs.shortened(x, held);
   }
 
   private void mergeDown(RunNode n) {
@@ -748,8 +786,7 @@ final class CompressedTreeIndex extends SteppedIndex {
       final RunState st = x.plain();
       final int e = st.entry(ws.id);
       final int held = Math.min(end, e >= 0 ? st.cuts[e] : 0);
-      final long[] own = st.seqs;
-      while (pend < held && own[pend] == seqs[i + pend - from]) pend++;
+      while (pend < held && runSeqs.seqAt(x, pend) == seqs[i + pend - from]) pend++;
     }
     // the names of the rest go in as a batch: the table grows at most once for them
     if (pend < end) ws.names.reserve(end - pend);
@@ -1113,7 +1150,7 @@ final class CompressedTreeIndex extends SteppedIndex {
     final List<long[]> told = listener == null ? null : new ArrayList<>(); // (offset, name)
     final RunNames names = ws.names;
     for (int j = c - 1; j >= k; j--) {
-      final long seq = st.seqs[j];
+      final long seq = runSeqs.seqAt(x, j);
       final int i = names.find(seq);
       if (i >= 0 && names.nodeAt(i) == x && names.offAt(i) == j) {
         names.removeAt(i);
@@ -1253,9 +1290,9 @@ final class CompressedTreeIndex extends SteppedIndex {
   // ------------------------------------------------------------------ dump, stats
 
   /** {@code ws}'s name of block ({@code x}, {@code off}). */
-  private static long nameOf(
+  private long nameOf(
       RunWorker ws, RunNode x, int off, Map<RunNode, Int2LongOpenHashMap> otherNames) {
-    final long seq = x.plain().seqs[off];
+    final long seq = runSeqs.seqAt(x, off);
     final int i = ws.names.find(seq);
     if (i >= 0 && ws.names.nodeAt(i) == x && ws.names.offAt(i) == off) return seq;
     final Int2LongOpenHashMap m = otherNames == null ? null : otherNames.get(x);
@@ -1400,15 +1437,17 @@ final class CompressedTreeIndex extends SteppedIndex {
       while (!stack.isEmpty()) {
         final RunNode x = stack.pop();
         final RunState st = x.plain();
-        // RunNode 32 and RunState 40 bytes (JOL, compressed oops), its four arrays with headers
-        bytes += 32 + 40 + 2 * (16 + 8L * st.locals.length) + 2 * (16 + 4L * st.ids.length);
+        // RunNode 48 and RunState 40 bytes (JOL, compressed oops), its arrays with headers (seqs
+        // only where the hashes depart from §2), its id's slot in RunSeqs
+        bytes += 48 + 40 + 4 + 16 + 8L * st.locals.length + 2 * (16 + 4L * st.ids.length);
+        if (st.seqs != null) bytes += 16 + 8L * st.seqs.length;
         if (st.children instanceof RunChildren t) bytes += 32 + 16 + 4L * t.capacity();
         children.clear();
         RunNode.addChildren(st.children, children);
         for (RunNode c : children) stack.push(c);
       }
       for (RunWorker ws : live()) {
-        bytes += 48 + 2 * 16 + 6L * ws.names.capacity();
+        bytes += 48 + 16 + 16 + 8L * ws.names.capacity();
         if (ws.others != null) bytes += 48 + 32L * ws.others.size();
       }
       return bytes;

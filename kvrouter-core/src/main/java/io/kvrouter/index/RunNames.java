@@ -1,59 +1,78 @@
 package io.kvrouter.index;
 
+import org.jspecify.annotations.NullUnmarked;
+
 /**
  * The canonical names one worker gave its blocks in a {@link CompressedTreeIndex}: each sequence
- * hash that is the block's own (the hash it was first stored under, kept in its run's {@code
- * seqs}), mapped to the block as (node, offset in the run), with no key stored.
+ * hash that is the block's own (the hash it was first stored under, RunSeqs), mapped to the block
+ * as (node id, offset in the run), with a fingerprint of the hash and no key stored.
  *
  * <pre>
  * Implementation notes
  *
- * nodes[] and meta[] are parallel, open addressing with linear probing from the fastrange home of
- * a spread of the hash. meta is 0 for an empty slot, 1 for a tombstone, else tag << 11 | offset:
- * the offset of the block in its run (runs are at most CompressedTreeIndex.MAX_RUN = 2,048 blocks)
- * and a 4-bit tag (1..15) of the hash apart from its home slot. A slot's key is the hash at its
- * block, nodes[i].plain().seqs[offset], so a probe loads a node only on a matching tag and the
- * key costs nothing: 6 bytes a slot, mostly between 1/2 and 3/4 full (NameTable's policy).
+ * One long[] of slots, open addressing with linear probing. A slot is 0 (empty), 1 (a tombstone)
+ * or fp << 37 | id << 11 | offset: a 27-bit fingerprint of the hash, the block's node id (RunSeqs,
+ * 1 .. 2^26 - 1, so a live slot is never 0 or 1) and its offset in the run (runs are at most
+ * CompressedTreeIndex.MAX_RUN = 2,048 blocks). The home slot is a function of the fingerprint
+ * alone (fastrange of it), so a rebuild re-homes every slot without loading a node or computing a
+ * hash. 8 bytes a slot, between 5/8 and 7/8 full (grown by a quarter), so about 10 bytes a name.
+ *
+ * A fingerprint match proves nothing: the probe then takes the block's canonical hash
+ * (RunSeqs.seqAt: its stored hash where it departs from §2, else §2 along the run) and compares
+ * all 64 bits, so a name never resolves to the wrong block. Slots whose home is the query's share
+ * the fingerprint's top bits, so among them a false match has a chance of about capacity / 2^27
+ * each, and slots with another home never match: a lookup checks a wrong block about once in
+ * 2^27 / capacity lookups.
  * A hash names at most one block, so no two slots have the same key.
  *
  * A removal leaves a tombstone only where a probe may pass: when the next slot is empty, no
- * probe crosses the freed slot, so it becomes empty, and so do the tombstones just before it
- * (no key is loaded). A worker whose blocks churn (a trace's per-block Removed then Stored) so
- * keeps fewer tombstones, and misses and same-size rebuilds are rarer. (Backward-shift deletion,
- * no tombstones at all, was tried: it loads the key of every entry it passes, a chain of cache
- * misses per removal, and made the trace's writer about 7 % slower.)
+ * probe crosses the freed slot, so it becomes empty, and so do the tombstones just before it.
+ * A worker whose blocks churn (a trace's per-block Removed then Stored) so keeps fewer
+ * tombstones, and misses and same-size rebuilds are rarer.
  *
  * Batches: reserve(n) before a run of n new names grows the table once (so putAt does not rebuild
  * in between); removeAtKeepingCapacity never rebuilds, so slots found before a batch of removals
- * stay valid through it, and shrinkIfSparse applies the 1/8 rule once at its end.
+ * stay valid through it, and shrinkIfSparse applies the 3/8 rule once at its end.
  *
  * A split or merge moves blocks to another node: the index calls repoint for every moved block of
  * every holder (in place: a slot never moves except in a rebuild). Writer-only: readers never
  * touch it.
  * </pre>
  */
+@NullUnmarked // nodeAt is null for an empty slot (as RunSeqs.node for a free id)
 final class RunNames {
   private static final int MIN_CAPACITY = 16;
-  private static final long PHI = 0x9E3779B97F4A7C15L;
-  private static final int TOMBSTONE = 1;
-  private static final int OFF_MASK = 0x7FF;
-  private static final int REBUILD_CHUNK = 256;
+  private static final long TOMBSTONE = 1;
+  private static final int OFF_BITS = 11;
+  private static final long OFF_MASK = (1L << OFF_BITS) - 1;
+  private static final int ID_BITS = 26;
+  private static final long ID_MASK = (1L << ID_BITS) - 1;
+  private static final int FP_SHIFT = OFF_BITS + ID_BITS; // 37: the fingerprint's 27 bits
 
-  private RunNode[] nodes = new RunNode[MIN_CAPACITY];
-  private short[] meta = new short[MIN_CAPACITY];
+  private final RunSeqs seqs;
+  private long[] slots = new long[MIN_CAPACITY];
   private int live;
   private int used; // live + tombstones
 
-  private static int home(long seq, int capacity) {
-    return (int) ((((seq * PHI) >>> 32) * capacity) >>> 32);
+  RunNames(RunSeqs seqs) {
+    this.seqs = seqs;
   }
 
-  private static int tag(long seq) {
-    return 1 + (int) (((seq * PHI) >>> 8) & 0xF) % 15;
+  /** 27 bits of a strong mix of the hash (any 64-bit name, not only a §2 one). */
+  private static long fp(long seq) {
+    long h = seq * 0x9E3779B97F4A7C15L;
+    h ^= h >>> 32;
+    h *= 0xD6E8FEB86659FD93L;
+    h ^= h >>> 32;
+    return h >>> FP_SHIFT;
   }
 
-  private static short code(long seq, int off) {
-    return (short) (tag(seq) << 11 | off);
+  private static int home(long fp, int capacity) {
+    return (int) ((fp * capacity) >>> (64 - FP_SHIFT));
+  }
+
+  private static long code(long fp, RunNode node, int off) {
+    return fp << FP_SHIFT | (long) node.id << OFF_BITS | off;
   }
 
   /**
@@ -61,30 +80,30 @@ final class RunNames {
    * take.
    */
   int find(long seq) {
-    final short[] g = meta;
-    final RunNode[] t = nodes;
+    final long[] t = slots;
     final int cap = t.length;
-    final int tag = tag(seq);
+    final long fp = fp(seq);
     int free = -1;
-    for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
-      final int m = g[i];
+    for (int i = home(fp, cap); ; i = i + 1 < cap ? i + 1 : 0) {
+      final long m = t[i];
       if (m == 0) return -1 - (free >= 0 ? free : i);
       if (m == TOMBSTONE) {
         if (free < 0) free = i;
-      } else if ((m >>> 11) == tag) {
-        final long[] s = t[i].plain().seqs;
-        final int off = m & OFF_MASK;
-        if (off < s.length && s[off] == seq) return i;
+      } else if (m >>> FP_SHIFT == fp) {
+        final RunNode n = seqs.node((int) ((m >>> OFF_BITS) & ID_MASK));
+        final int off = (int) (m & OFF_MASK);
+        if (n != null && off < n.plain().length() && seqs.seqAt(n, off) == seq) return i;
       }
     }
   }
 
   RunNode nodeAt(int slot) {
-    return nodes[slot];
+    final long m = slots[slot];
+    return m == 0 || m == TOMBSTONE ? null : seqs.node((int) ((m >>> OFF_BITS) & ID_MASK));
   }
 
   int offAt(int slot) {
-    return meta[slot] & OFF_MASK;
+    return (int) (slots[slot] & OFF_MASK);
   }
 
   /** Names block ({@code node}, {@code off}), whose own hash is {@code seq}, by it; a new name. */
@@ -100,19 +119,23 @@ final class RunNames {
     final int i = found;
     if (i >= 0) throw new IllegalStateException("name taken");
     final int f = -1 - i;
-    if (meta[f] == TOMBSTONE) {
-      nodes[f] = node;
-      meta[f] = code(seq, off);
+    if (slots[f] == TOMBSTONE) {
+      slots[f] = code(fp(seq), node, off);
       live++;
-    } else if ((used + 1) * 4 <= nodes.length * 3) {
-      nodes[f] = node;
-      meta[f] = code(seq, off);
+    } else if ((used + 1) * 8L <= slots.length * 7L) {
+      slots[f] = code(fp(seq), node, off);
       live++;
       used++;
     } else {
-      rebuild(live * 2 > nodes.length ? nodes.length + (nodes.length >>> 1) : nodes.length);
-      insert(seq, node, off);
+      rebuild(grownCapacity());
+      insert(code(fp(seq), node, off));
     }
+  }
+
+  /** The capacity a full table is rebuilt to: a quarter more when live names fill 5/8 of it. */
+  private int grownCapacity() {
+    final int cap = slots.length;
+    return live * 8L > cap * 5L ? cap + (cap >>> 2) : cap;
   }
 
   void removeAt(int i) {
@@ -126,9 +149,8 @@ final class RunNames {
    * #shrinkIfSparse} once.
    */
   void removeAtKeepingCapacity(int i) {
-    final short[] g = meta;
+    final long[] g = slots;
     final int cap = g.length;
-    nodes[i] = null;
     live--;
     if (g[i + 1 < cap ? i + 1 : 0] == 0) {
       // no probe passes this slot (it would have to pass the empty one after it): empty it, and
@@ -145,74 +167,55 @@ final class RunNames {
   }
 
   /**
-   * Halves the table while it is under 1/8 full (the policy of one removal at a time, applied at
-   * once): one rebuild for a batch of removals.
+   * Rebuilds the table to 5/8 full when it is under 3/8 full (the policy of one removal at a time,
+   * applied at once): one rebuild for a batch of removals. Between 3/8 and 7/8 nothing moves, so a
+   * worker's table is rebuilt only after about a quarter of its capacity in puts or removals.
    */
   void shrinkIfSparse() {
-    int cap = nodes.length;
-    while (live * 8 < cap && cap > MIN_CAPACITY) cap = Math.max(MIN_CAPACITY, cap >>> 1);
-    if (cap != nodes.length) rebuild(cap);
+    final int cap = slots.length;
+    if (live * 8L >= cap * 3L || cap <= MIN_CAPACITY) return;
+    rebuild(Math.max(MIN_CAPACITY, live * 8 / 5 + 1));
   }
 
   /**
    * Makes room for {@code n} more names at once (a run of new blocks), so that the puts that follow
    * never rebuild: one rebuild to the size the puts would have grown the table to, instead of one
-   * every time it passed 3/4 full.
+   * every time it passed 7/8 full.
    */
   void reserve(int n) {
-    if ((used + (long) n) * 4 <= nodes.length * 3L) return;
-    final long need = (live + (long) n) * 4 / 3 + 1;
-    int cap = live * 2 > nodes.length ? nodes.length + (nodes.length >>> 1) : nodes.length;
-    while (cap < need) cap += cap >>> 1;
+    if ((used + (long) n) * 8 <= slots.length * 7L) return;
+    final long need = (live + (long) n) * 8 / 7 + 1;
+    int cap = grownCapacity();
+    while (cap < need) cap += Math.max(1, cap >>> 2);
     rebuild(cap);
   }
 
   /** Moves the name {@code seq} of block (from, fromOff), if it names it, to (to, toOff). */
   void repoint(long seq, RunNode from, int fromOff, RunNode to, int toOff) {
     final int i = find(seq);
-    if (i >= 0 && nodes[i] == from && offAt(i) == fromOff) {
-      nodes[i] = to;
-      meta[i] = code(seq, toOff);
+    if (i >= 0 && nodeAt(i) == from && offAt(i) == fromOff) {
+      slots[i] = code(slots[i] >>> FP_SHIFT, to, toOff);
     }
   }
 
-  private void insert(long seq, RunNode node, int off) {
-    final int cap = nodes.length;
-    int i = home(seq, cap);
-    while (meta[i] != 0) i = i + 1 < cap ? i + 1 : 0;
-    nodes[i] = node;
-    meta[i] = code(seq, off);
+  private void insert(long code) {
+    final long[] t = slots;
+    final int cap = t.length;
+    int i = home(code >>> FP_SHIFT, cap);
+    while (t[i] != 0) i = i + 1 < cap ? i + 1 : 0;
+    t[i] = code;
     live++;
     used++;
   }
 
   private void rebuild(int capacity) {
-    final RunNode[] oldNodes = nodes;
-    final short[] oldMeta = meta;
-    nodes = new RunNode[capacity];
-    meta = new short[capacity];
+    final long[] old = slots;
+    slots = new long[capacity];
     live = 0;
     used = 0;
-    // in chunks: first load a chunk's keys (independent loads the CPU overlaps; the nodes are
-    // mostly not in cache), then insert them without touching the nodes again. A fixed chunk
-    // rather than one array of every key, so a rebuild allocates only the new table.
-    final int chunk = Math.max(1, Math.min(REBUILD_CHUNK, live));
-    final long[] keys = new long[chunk];
-    final int[] from = new int[chunk];
-    int i = 0;
-    while (i < oldNodes.length) {
-      int k = 0;
-      for (; i < oldNodes.length && k < chunk; i++) {
-        final RunNode n = oldNodes[i];
-        if (n != null) {
-          from[k] = i;
-          keys[k++] = n.plain().seqs[oldMeta[i] & OFF_MASK];
-        }
-      }
-      for (int j = 0; j < k; j++) {
-        final int o = from[j];
-        insert(keys[j], oldNodes[o], oldMeta[o] & OFF_MASK);
-      }
+    // the home is the fingerprint's: no node is loaded, no hash computed
+    for (final long m : old) {
+      if (m != 0 && m != TOMBSTONE) insert(m);
     }
   }
 
@@ -221,14 +224,13 @@ final class RunNames {
   }
 
   void clear() {
-    nodes = new RunNode[MIN_CAPACITY];
-    meta = new short[MIN_CAPACITY];
+    slots = new long[MIN_CAPACITY];
     live = 0;
     used = 0;
   }
 
   /** The number of slots, for iterating with nodeAt (null: no name there). */
   int capacity() {
-    return nodes.length;
+    return slots.length;
   }
 }

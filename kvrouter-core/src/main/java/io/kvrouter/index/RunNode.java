@@ -30,9 +30,15 @@ import org.jspecify.annotations.NullUnmarked;
  *         changes which cold run goes first, never a score. Unbounded indexes never touch it.
  * fresh   writer-only: a new run of the store being applied (the store does not mark it used;
  *         the hand passes over it while anything else may go). Cleared when the event ends.
+ * head    writer-only: the canonical sequence hash of the run's first block (RunSeqs). Never
+ *         changes (a split keeps the head here, a merge appends).
+ * linked  writer-only: head is §2's hash of the parent's last block and this run's first local
+ *         hash, so a merge into the parent keeps the merged run free of stored hashes (RunSeqs).
+ * id      writer-only: the node's id in RunSeqs' table (RunNames slots point by it); 0 for the
+ *         root and for a node that left the tree.
  *
- * Layout: 12-byte header, first 8, parent and state 4 each, three bytes: 31, rounded to 32, the
- * size without the two bound bytes too, so the bound costs the node nothing.
+ * Layout: 12-byte header, first and head 8 each, parent, state and id 4 each, four bytes: 44,
+ * rounded to 48.
  *
  * Written by the index's writer (under its lock or on its one thread); read by any number of
  * lock-free readers through state().
@@ -54,7 +60,10 @@ final class RunNode {
   }
 
   final long first;
+  long head; // writer-only
+  int id; // writer-only
   RunNode parent; // writer-only
+  boolean linked; // writer-only
   boolean dead; // writer-only
   boolean fresh; // writer-only
 

@@ -1,6 +1,7 @@
 package io.kvrouter.index;
 
 import java.util.Arrays;
+import org.jspecify.annotations.NullUnmarked;
 
 /**
  * What a {@link RunNode} holds as one immutable value: its run of blocks, the workers that hold a
@@ -11,7 +12,9 @@ import java.util.Arrays;
  *
  * locals, seqs  the run's local hashes and the sequence hashes its blocks were first stored
  *               under (the block's canonical name, RunNames), one each per block, in slots
- *               [0, len). The arrays may be longer (spare capacity for appends): a writer that
+ *               [0, len). seqs is null when every block after the first has §2's hash (the
+ *               first's is RunNode.head): the usual case, whose hashes RunSeqs computes instead
+ *               of storing. The arrays may be longer (spare capacity for appends): a writer that
  *               extends the run in place writes slots >= len, which no published state shows,
  *               and then publishes a state with the larger len; slots below any published len
  *               never change (a split copies), so states of one node may share the arrays.
@@ -28,6 +31,7 @@ import java.util.Arrays;
  *               a new state.
  * </pre>
  */
+@NullUnmarked // seqs may be null (notes)
 final class RunState {
   static final int[] NONE = new int[0];
   private static final int[][] SINGLE = new int[256][];

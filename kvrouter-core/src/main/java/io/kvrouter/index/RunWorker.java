@@ -23,15 +23,16 @@ import org.jspecify.annotations.NullUnmarked;
  */
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class RunWorker extends WorkerSlot {
-  final RunNames names = new RunNames();
+  final RunNames names;
   Long2ObjectOpenHashMap<Ref> others;
   ArrayList<Ref> aliases;
   volatile int heldBlocks;
   int detachedCount;
   boolean forgotten;
 
-  RunWorker(Worker worker, int id) {
+  RunWorker(Worker worker, int id, RunSeqs seqs) {
     super(worker, id);
+    this.names = new RunNames(seqs);
   }
 
   boolean hasRefs() {

@@ -24,9 +24,19 @@ class RunNamesTest {
     }
   }
 
+  /** A run whose blocks keep the given hashes (departing from §2), with an id. */
+  private static RunNode node(RunSeqs runSeqs, long[] seqs) {
+    final RunNode n =
+        new RunNode(seqs[0], null, new RunState(seqs, seqs, RunState.NONE, RunState.NONE, null));
+    n.head = seqs[0];
+    runSeqs.register(n);
+    return n;
+  }
+
   private static void churn(long seed) {
     final SplittableRandom rnd = new SplittableRandom(seed);
     // nodes whose runs hold the keys: a slot's key is its block's hash
+    final RunSeqs runSeqs = new RunSeqs();
     final List<RunNode> nodes = new ArrayList<>();
     final Map<Long, long[]> where = new HashMap<>(); // seq -> {node index, offset}
     for (int n = 0; n < 8; n++) {
@@ -35,10 +45,10 @@ class RunNamesTest {
         seqs[j] = rnd.nextLong();
         where.put(seqs[j], new long[] {n, j});
       }
-      nodes.add(new RunNode(n, null, new RunState(seqs, seqs, RunState.NONE, RunState.NONE, null)));
+      nodes.add(node(runSeqs, seqs));
     }
     final List<Long> all = new ArrayList<>(where.keySet());
-    final RunNames names = new RunNames();
+    final RunNames names = new RunNames(runSeqs);
     final Map<Long, long[]> model = new HashMap<>();
     // the live set swings between a few and most keys, so the table grows and shrinks too
     final int target = 2 + rnd.nextInt(all.size() - 2);
@@ -82,6 +92,7 @@ class RunNamesTest {
   void batchedRemovalsAndReservedPutsMatchTheModel() {
     for (long seed = 1; seed <= 20; seed++) {
       final SplittableRandom rnd = new SplittableRandom(seed);
+      final RunSeqs runSeqs = new RunSeqs();
       final List<RunNode> nodes = new ArrayList<>();
       final List<long[]> keys = new ArrayList<>(); // {seq, node index, offset}
       for (int n = 0; n < 16; n++) {
@@ -90,10 +101,9 @@ class RunNamesTest {
           seqs[j] = rnd.nextLong();
           keys.add(new long[] {seqs[j], n, j});
         }
-        nodes.add(
-            new RunNode(n, null, new RunState(seqs, seqs, RunState.NONE, RunState.NONE, null)));
+        nodes.add(node(runSeqs, seqs));
       }
-      final RunNames names = new RunNames();
+      final RunNames names = new RunNames(runSeqs);
       final Map<Long, long[]> model = new HashMap<>();
       for (int round = 0; round < 60; round++) {
         final boolean grow = round % 20 < 12;
