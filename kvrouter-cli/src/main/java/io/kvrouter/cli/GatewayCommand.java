@@ -298,7 +298,6 @@ public final class GatewayCommand implements Callable<Integer> {
               + " pass it is a 429 gateway_busy with Retry-After (default: ${DEFAULT-VALUE}).")
   long maxInflightValues = GatewayConfig.DEFAULT_MAX_INFLIGHT_VALUES;
 
-
   @Option(
       names = "--config",
       paramLabel = "FILE",
