@@ -110,6 +110,34 @@ class TokenBucketTest {
   }
 
   @Test
+  void overAnyRunItLetsThroughAtMostTheBurstPlusTheRefillPlusOneRequestsExcess() {
+    for (int seed = 0; seed < 50; seed++) {
+      SplittableRandom rnd = new SplittableRandom(seed);
+      double rate = 1 + rnd.nextInt(1000);
+      double burst = 1 + rnd.nextInt(5000);
+      long t0 = rnd.nextLong();
+      Clock c = new Clock(t0);
+      TokenBucket b = new TokenBucket(rate, burst, () -> c.now);
+      double taken = 0;
+      int passed = 0;
+      for (int i = 0; i < 2000; i++) {
+        c.now += rnd.nextLong(0, 200 * MS);
+        long cost = rnd.nextInt(10) == 0 ? rnd.nextLong(0, 3 * (long) burst) : rnd.nextLong(0, 100);
+        if (b.tryTake(cost) == 0) {
+          passed++;
+          taken += cost;
+          double elapsed = (c.now - t0) / 1e9;
+          // one nanosecond of rounding per request taken, at most
+          assertThat(taken)
+              .isLessThanOrEqualTo(
+                  burst + rate * elapsed + Math.max(0, cost - burst) + passed * rate / 1e9 + 1e-6);
+        }
+      }
+      assertThat(passed).as("seed %d lets some through", seed).isPositive();
+    }
+  }
+
+  @Test
   void badSettingsAreRefused() {
     assertThatThrownBy(() -> new TokenBucket(0, 10, () -> 0))
         .isInstanceOf(IllegalArgumentException.class)
