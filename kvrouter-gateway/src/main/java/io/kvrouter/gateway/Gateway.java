@@ -94,6 +94,9 @@ import java.util.logging.Logger;
  * engine of the model over the busy limits), Proxy queues the request in its model's FairQueue
  * instead of refusing it; each freed route grants the next waiter. Admission is made with the
  * metrics, in the Extension's routing; its queues of models gone are dropped by prune().
+ * Token-rate limits (TenantRates, docs/gateway.md "Token-rate limits"), made there too when
+ * --tenant-token-rate is set (rates is null otherwise), apply before routing whether or not the
+ * model is saturated; their clock is the one start() was given (System::nanoTime but in tests).
  *
  * Readiness: the Extension's notReadyReason (GatewayReadiness) holds GET /ready at 503 until
  * every --model has an engine rank that answered its health check, is healthy, not draining,
