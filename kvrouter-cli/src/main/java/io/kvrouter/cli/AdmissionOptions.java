@@ -1,8 +1,11 @@
 package io.kvrouter.cli;
 
 import io.kvrouter.gateway.AdmissionConfig;
+import io.kvrouter.gateway.TokenRateConfig;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import picocli.CommandLine.Option;
@@ -73,6 +76,71 @@ final class AdmissionOptions {
               + " (default: ${DEFAULT-VALUE}).")
   int maxTenantLabels = D.maxTenantLabels();
 
+  @Option(
+      names = "--tenant-token-rate",
+      paramLabel = "[NAME=]TOKENS_PER_S",
+      description =
+          "Token-rate limit: TOKENS_PER_S alone is every tenant's rate, NAME=TOKENS_PER_S one"
+              + " tenant's; a request costs its uncached prompt tokens (as the router predicts"
+              + " them) plus max_tokens (or --default-decode-tokens), settled on the engine's"
+              + " usage; one over its tenant's rate is refused with 429 rate_limit_exceeded and"
+              + " Retry-After. Applies with or without --busy-requests. Repeatable (default: no"
+              + " limit).")
+  List<String> tenantTokenRates = new ArrayList<>();
+
+  @Option(
+      names = "--tenant-token-burst",
+      paramLabel = "TIME",
+      description =
+          "Token-rate limit: a tenant's bucket holds this long's worth of its rate (e.g. 10s,"
+              + " 500ms, 2m) (default: 10s).")
+  String tenantTokenBurst = "10s";
+
+  @Option(
+      names = "--max-rate-tenants",
+      paramLabel = "N",
+      description =
+          "Token-rate limit: tenants whose buckets are kept at once; past it the least used are"
+              + " dropped and start again full (default: ${DEFAULT-VALUE}).")
+  int maxRateTenants = TokenRateConfig.OFF.maxTenants();
+
+  /** The token-rate limits these flags give. */
+  TokenRateConfig tokenRates() {
+    double defaultRate = 0;
+    boolean defaultSet = false;
+    Map<String, Double> rates = new LinkedHashMap<>();
+    for (String v : tenantTokenRates) {
+      int eq = v.lastIndexOf('=');
+      String name = eq < 0 ? null : v.substring(0, eq).strip();
+      String num = eq < 0 ? v.strip() : v.substring(eq + 1).strip();
+      double r;
+      try {
+        r = Double.parseDouble(num);
+      } catch (NumberFormatException x) {
+        throw new IllegalArgumentException(
+            "--tenant-token-rate " + v + ": TOKENS_PER_S must be a number");
+      }
+      if (name == null) {
+        if (defaultSet) {
+          throw new IllegalArgumentException(
+              "--tenant-token-rate " + v + ": a default rate was given already");
+        }
+        defaultSet = true;
+        defaultRate = r;
+      } else if (name.isEmpty()) {
+        throw new IllegalArgumentException("--tenant-token-rate " + v + ": NAME is empty");
+      } else {
+        rates.put(name, r);
+      }
+    }
+    if (defaultSet && !(defaultRate > 0)) {
+      throw new IllegalArgumentException(
+          "--tenant-token-rate " + defaultRate + ": the rate must be > 0");
+    }
+    return new TokenRateConfig(
+        defaultRate, rates, duration("--tenant-token-burst", tenantTokenBurst), maxRateTenants);
+  }
+
   /** The configuration these flags give. */
   AdmissionConfig config() {
     Map<String, Double> weights = new LinkedHashMap<>();
@@ -101,7 +169,8 @@ final class AdmissionOptions {
           from,
           weights,
           defaultDecodeTokens,
-          maxTenantLabels);
+          maxTenantLabels,
+          tokenRates());
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("admission flags: " + e.getMessage(), e);
     }

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.kvrouter.gateway.AdmissionConfig;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.GatewayConfig;
+import io.kvrouter.gateway.TokenRateConfig;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.tokenize.ChatTemplateConfig;
@@ -133,6 +134,39 @@ class GatewayCommandTest {
     err = new StringWriter();
     assertThat(run(err, "--model", "m", "--tenant-weight", "a=0")).isEqualTo(2);
     assertThat(err.toString()).contains("the weight of tenant 'a' must be finite and > 0");
+  }
+
+  @Test
+  void theTokenRateFlagsSetADefaultAndPerTenantRates() {
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c)
+        .parseArgs(
+            "--model",
+            "m",
+            "--tenant-token-rate",
+            "500",
+            "--tenant-token-rate",
+            "acme=2000",
+            "--tenant-token-burst",
+            "30s",
+            "--max-rate-tenants",
+            "50");
+    assertThat(c.gatewayConfig().admission().tokenRates())
+        .isEqualTo(new TokenRateConfig(500, Map.of("acme", 2000.0), Duration.ofSeconds(30), 50));
+    GatewayCommand d = new GatewayCommand();
+    new CommandLine(d).parseArgs("--model", "m");
+    assertThat(d.gatewayConfig().admission().tokenRates().on()).as("off by default").isFalse();
+
+    StringWriter err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--tenant-token-rate", "fast")).isEqualTo(2);
+    assertThat(err.toString()).contains("--tenant-token-rate fast: TOKENS_PER_S must be a number");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--tenant-token-rate", "a=-1")).isEqualTo(2);
+    assertThat(err.toString()).contains("the token rate of tenant 'a' must be finite and > 0");
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--tenant-token-rate", "1", "--tenant-token-rate", "2"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("a default rate was given already");
   }
 
   @Test

@@ -104,6 +104,19 @@ final class Admission {
     queues.entrySet().removeIf(e -> !keep.contains(e.getKey()) && !e.getValue().busy());
   }
 
+  /**
+   * A request of {@code tenant} was refused by its token-rate limit (TenantRates): counted under
+   * the tenant's capped label. Takes the lock briefly (the label set is guarded by it).
+   */
+  void rateLimited(String tenant) {
+    lock.lock();
+    try {
+      metrics.rateLimited.labelValues(metrics.tenantLabel(tenant)).inc();
+    } finally {
+      lock.unlock();
+    }
+  }
+
   /** The band of a priority: below 0 high, 0 normal, above 0 low (vLLM: lower is earlier). */
   static int band(long priority) {
     return priority < 0 ? 0 : priority == 0 ? 1 : 2;

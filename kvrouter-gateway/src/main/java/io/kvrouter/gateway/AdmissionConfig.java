@@ -23,6 +23,8 @@ import java.util.Objects;
  *     cost
  * @param maxTenantLabels distinct tenant label values the queue metrics use; further tenants are
  *     counted under {@code other}
+ * @param tokenRates per-tenant token-rate limits (docs/gateway.md, "Token-rate limits"); they apply
+ *     whether or not requests ever wait (default {@link TokenRateConfig#OFF})
  */
 public record AdmissionConfig(
     int maxQueueDepth,
@@ -31,7 +33,8 @@ public record AdmissionConfig(
     TenantSource tenantFrom,
     Map<String, Double> tenantWeights,
     int defaultDecodeTokens,
-    int maxTenantLabels) {
+    int maxTenantLabels,
+    TokenRateConfig tokenRates) {
 
   /** Where a request's tenant name comes from. */
   public enum TenantSource {
@@ -46,6 +49,26 @@ public record AdmissionConfig(
   /** Queue depth 1024, wait 30 s, strict priority, tenants from the header, 256 decode tokens. */
   public static final AdmissionConfig DEFAULTS =
       new AdmissionConfig(1024, Duration.ofSeconds(30), 0, TenantSource.HEADER, Map.of(), 256, 32);
+
+  /** The settings without token-rate limits ({@link TokenRateConfig#OFF}). */
+  public AdmissionConfig(
+      int maxQueueDepth,
+      Duration maxQueueTime,
+      int starvationLimit,
+      TenantSource tenantFrom,
+      Map<String, Double> tenantWeights,
+      int defaultDecodeTokens,
+      int maxTenantLabels) {
+    this(
+        maxQueueDepth,
+        maxQueueTime,
+        starvationLimit,
+        tenantFrom,
+        tenantWeights,
+        defaultDecodeTokens,
+        maxTenantLabels,
+        TokenRateConfig.OFF);
+  }
 
   public AdmissionConfig {
     if (maxQueueDepth < 0) {
@@ -76,6 +99,20 @@ public record AdmissionConfig(
     if (maxTenantLabels < 1) {
       throw new IllegalArgumentException("maxTenantLabels must be >= 1, got " + maxTenantLabels);
     }
+    Objects.requireNonNull(tokenRates, "tokenRates");
+  }
+
+  /** These settings with {@code rates} as the per-tenant token-rate limits. */
+  public AdmissionConfig withTokenRates(TokenRateConfig rates) {
+    return new AdmissionConfig(
+        maxQueueDepth,
+        maxQueueTime,
+        starvationLimit,
+        tenantFrom,
+        tenantWeights,
+        defaultDecodeTokens,
+        maxTenantLabels,
+        rates);
   }
 
   /** Whether requests may wait (a queue depth above 0). */

@@ -42,6 +42,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -93,6 +94,9 @@ import java.util.logging.Logger;
  * engine of the model over the busy limits), Proxy queues the request in its model's FairQueue
  * instead of refusing it; each freed route grants the next waiter. Admission is made with the
  * metrics, in the Extension's routing; its queues of models gone are dropped by prune().
+ * Token-rate limits (TenantRates, docs/gateway.md "Token-rate limits"), made there too when
+ * --tenant-token-rate is set (rates is null otherwise), apply before routing whether or not the
+ * model is saturated; their clock is the one start() was given (System::nanoTime but in tests).
  *
  * Readiness: the Extension's notReadyReason (GatewayReadiness) holds GET /ready at 503 until
  * every --model has an engine rank that answered its health check, is healthy, not draining,
@@ -152,6 +156,13 @@ public final class Gateway implements AutoCloseable {
   GatewayMetrics metrics;
   PredictionCheck predictions;
   Admission admission;
+
+  /** The per-tenant token-rate limits (TenantRates); null: none configured. */
+  TenantRates rates;
+
+  /** The clock of the token-rate limits (System::nanoTime; a test's own). */
+  private final LongSupplier rateClock;
+
   Sessions sessions; // null: session affinity off
   private KvRouterServer server;
 
@@ -161,8 +172,9 @@ public final class Gateway implements AutoCloseable {
   /** Writes the traceparent of engine requests when tracing is on. */
   final TextMapPropagator propagator;
 
-  private Gateway(GatewayConfig config, OpenTelemetry otel) {
+  private Gateway(GatewayConfig config, OpenTelemetry otel, LongSupplier rateClock) {
     this.config = config;
+    this.rateClock = rateClock;
     this.values = new ValueBudget(config.maxInflightValues());
     boolean traced = otel != null && otel != OpenTelemetry.noop();
     this.tracer = traced ? otel.getTracer("io.kvrouter.gateway") : null;
@@ -222,7 +234,21 @@ public final class Gateway implements AutoCloseable {
       GatewayConfig config,
       ServerExtension more,
       OpenTelemetry openTelemetry) {
-    Gateway g = new Gateway(config, openTelemetry);
+    return start(serverConfig, config, more, openTelemetry, System::nanoTime);
+  }
+
+  /**
+   * Starts a gateway as {@link #start(KvRouterServer.Config, GatewayConfig, ServerExtension,
+   * OpenTelemetry)} does, its token-rate limits (TenantRates) timed by {@code rateClock} (nanos):
+   * for tests.
+   */
+  static Gateway start(
+      KvRouterServer.Config serverConfig,
+      GatewayConfig config,
+      ServerExtension more,
+      OpenTelemetry openTelemetry,
+      LongSupplier rateClock) {
+    Gateway g = new Gateway(config, openTelemetry, rateClock);
     if (g.lora.enabled()) {
       // LoRA placement: the lora term joins each model router's cost of named terms
       RoutingSettings r = serverConfig.routing();
@@ -421,6 +447,8 @@ public final class Gateway implements AutoCloseable {
               h.metricsRegistry(), engines::states, config.admission().maxTenantLabels());
       engines.onAnswerTooLarge(path -> metrics.engineAnswersTooLarge.labelValues(path).inc());
       admission = new Admission(config.admission(), metrics.admission);
+      TokenRateConfig tr = config.admission().tokenRates();
+      rates = tr.on() ? new TenantRates(tr, rateClock) : null;
       predictions = new PredictionCheck(metrics, config.warnInterval().toNanos());
       if (config.sessions().on()) {
         String origin = idPrefix.substring(0, idPrefix.length() - 1);

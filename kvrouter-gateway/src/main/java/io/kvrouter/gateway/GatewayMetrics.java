@@ -153,6 +153,7 @@ final class GatewayMetrics {
     final Histogram waited;
     final Counter rejections;
     final Counter cancelled;
+    final Counter rateLimited;
     private final int maxTenantLabels;
     private final Set<String> tenants = new HashSet<>();
 
@@ -191,6 +192,13 @@ final class GatewayMetrics {
               "band",
               "tenant",
               "reason");
+      rateLimited =
+          counter(
+              r,
+              "kvrouter_gateway_rate_limited_total",
+              "Requests refused with 429 rate_limit_exceeded by their tenant's token-rate limit"
+                  + " (--tenant-token-rate), by tenant",
+              "tenant");
       cancelled =
           counter(
               r,

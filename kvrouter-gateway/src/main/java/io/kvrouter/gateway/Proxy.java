@@ -10,6 +10,7 @@ import io.helidon.webclient.api.HttpClientResponse;
 import io.helidon.webserver.CloseConnectionException;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
+import io.kvrouter.admission.TokenBucket;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.KvSource;
@@ -123,6 +124,14 @@ final class Proxy {
     /** What the queue charged for its prefill: prompt tokens less the predicted overlap. */
     long predictedUncached;
 
+    /** Its tenant's token bucket when it was charged there (TenantRates), or null. */
+    TokenBucket rateBucket;
+
+    /** What the bucket charged: the predicted uncached prefill plus the expected decode. */
+    long rateUncached;
+
+    long rateDecode;
+
     /** The breaker's share of the attempts' 500s. */
     final Refusals refusals = new Refusals();
 
@@ -216,9 +225,11 @@ final class Proxy {
     c.queue = g.admission == null ? null : g.admission.queue(c.model);
     // a bad priority header is refused whether or not the request waits (a lookup, no allocation)
     if (sreq.headers().contains(Gateway.X_PRIORITY)) g.band(sreq, c.req);
+    if (g.rates != null) limitRate(c, sreq, res);
     try {
       run(c, sreq, res);
     } catch (OpenAiError e) {
+      refundRate(c); // the gateway refused it: no engine answered, nothing to charge
       if (!c.watched) throw e;
       c.trace.failed(e);
       Gateway.sendError(res, e);
@@ -297,6 +308,65 @@ final class Proxy {
       case GRANTED -> c.granted = true;
       case GONE -> throw new CloseConnectionException("the client left while its request waited");
     }
+  }
+
+  // ------------------------------------------------------------------ token-rate limits
+
+  /**
+   * Charges the request to its tenant's token bucket (docs/gateway.md, "Token-rate limits"): its
+   * uncached prefill as the router predicts it now plus its expected decode tokens, the queue's
+   * cost.
+   *
+   * @throws OpenAiError 429 rate_limit_exceeded, with Retry-After from the bucket, when the bucket
+   *     cannot pay it
+   */
+  private void limitRate(Call c, ServerRequest sreq, ServerResponse res) {
+    String tenant = g.tenant(sreq, c.req);
+    TokenBucket b = g.rates.bucket(tenant);
+    if (b == null) return;
+    int overlapBlocks =
+        c.model
+            .router()
+            .overlaps(c.ids, Gateway.options(c.target, c.req.cacheSalt, null))
+            .maxScore();
+    long uncached = Math.max(0, c.ids.length - (long) overlapBlocks * c.model.blockSize());
+    long decode =
+        c.req.maxTokens >= 0 ? c.req.maxTokens : g.config.admission().defaultDecodeTokens();
+    long cost = uncached + decode;
+    long wait = b.tryTake(cost);
+    if (wait > 0) {
+      g.admission.rateLimited(tenant);
+      res.header(HeaderNames.RETRY_AFTER, Long.toString(TenantRates.retryAfterSeconds(wait)));
+      throw g.rates.refusal(tenant, cost, b, wait);
+    }
+    c.rateBucket = b;
+    c.rateUncached = uncached;
+    c.rateDecode = decode;
+  }
+
+  /** Gives the request's charge back to its tenant's bucket (once). */
+  private static void refundRate(Call c) {
+    TokenBucket b = c.rateBucket;
+    if (b == null) return;
+    c.rateBucket = null;
+    b.adjust(-(c.rateUncached + c.rateDecode));
+  }
+
+  /**
+   * Settles the request's charge on what the engine reported (once): uncached prompt tokens ({@code
+   * prompt_tokens - cached_tokens}; the prediction when cached_tokens is not reported) plus {@code
+   * completion_tokens} (the expected decode when not reported).
+   */
+  private static void settleRate(Call c, Usage usage) {
+    TokenBucket b = c.rateBucket;
+    if (b == null) return;
+    c.rateBucket = null;
+    long uncached =
+        usage.promptTokens >= 0 && usage.cachedTokens >= 0
+            ? Math.max(0, usage.promptTokens - usage.cachedTokens)
+            : c.rateUncached;
+    long decode = usage.completionTokens >= 0 ? usage.completionTokens : c.rateDecode;
+    b.adjust(uncached + decode - (c.rateUncached + c.rateDecode));
   }
 
   private int[] tokenize(Call c) {
@@ -1122,6 +1192,7 @@ final class Proxy {
         long actual = Math.max(0, usage.promptTokens - usage.cachedTokens);
         c.queue.charge(w, actual - c.predictedUncached);
       }
+      if (usage != null && status == 200) settleRate(c, usage);
       if (g.sessions != null
           && usage != null
           && usage.id != null
