@@ -195,6 +195,20 @@ class GatewayCommandTest {
   }
 
   @Test
+  void theWriteTimeoutFlagIsServesAndReachesTheGatewaysServer() {
+    GatewayCommand c = new GatewayCommand();
+    new CommandLine(c).parseArgs("--model", "m", "--write-timeout-ms", "250");
+    assertThat(c.serverConfig().writeTimeout()).isEqualTo(Duration.ofMillis(250));
+    GatewayCommand d = new GatewayCommand();
+    new CommandLine(d).parseArgs("--model", "m");
+    assertThat(d.serverConfig().writeTimeout()).isEqualTo(Duration.ofSeconds(30));
+
+    StringWriter err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--write-timeout-ms", "0")).isEqualTo(2);
+    assertThat(err.toString()).contains("--write-timeout-ms must be >= 1, got 0");
+  }
+
+  @Test
   void theLoraTermIsInTheCostWithPlacementOnly() {
     GatewayCommand off = new GatewayCommand();
     new CommandLine(off).parseArgs("--model", "m");

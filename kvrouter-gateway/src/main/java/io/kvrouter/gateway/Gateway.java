@@ -476,7 +476,8 @@ public final class Gateway implements AutoCloseable {
       route(r, Method.POST, "/detokenize", tokens::detokenize);
       r.any(
           "/v1/*",
-          guarded(
+          timed(
+              "/v1/*",
               (q, s) -> {
                 throw new OpenAiError(
                     404,
@@ -541,10 +542,11 @@ public final class Gateway implements AutoCloseable {
   }
 
   private void route(HttpRouting.Builder r, Method m, String path, Endpoint e) {
-    r.route(m, path, guarded(e));
+    r.route(m, path, timed(path, e));
     r.any(
         path,
-        guarded(
+        timed(
+            path,
             (q, s) -> {
               s.header(HeaderNames.ALLOW, m.text());
               throw new OpenAiError(
@@ -558,6 +560,16 @@ public final class Gateway implements AutoCloseable {
                       + "; use "
                       + m.text());
             }));
+  }
+
+  /**
+   * {@code e} guarded, with its answer's writes timed (ServerHost.timedWrites): a client that does
+   * not read its answer for the write timeout has its connection closed, counted in
+   * kvrouter_http_write_timeouts_total{endpoint="{@code endpoint}"}; the relay then meets a failed
+   * write, as when the client leaves, and aborts the engine's request and frees its route.
+   */
+  private Handler timed(String endpoint, Endpoint e) {
+    return host.timedWrites(endpoint, guarded(e));
   }
 
   /** Client API key, serving state, and the mapping of refusals to OpenAI error answers. */

@@ -52,6 +52,10 @@ import java.util.logging.Level;
  * ends the stream with an SSE error event (streams) or cuts the body (whole answers), and a
  * client that went away (a write fails) closes the upstream response, which aborts the request
  * on the engine (Helidon's client closes a connection whose entity was not read to the end).
+ * A client that stays but does not read is the same once the write timeout closes its connection
+ * (Gateway.timed: the blocked write fails); the relay calls ServerHost.writesIdle after each
+ * write, before it reads the engine again, so only writes to the client are timed, never the
+ * wait for the engine's next bytes.
  *
  * send() resends a request once, on a connection of its own, when the pooled connection it went
  * on expired as it was handed out (Helidon's idle monitor gave up on it; see failure()): that is
@@ -1273,6 +1277,7 @@ final class Proxy {
               return null;
             }
           }
+          g.host.writesIdle(); // waiting for the engine: the client's write timeout is off
           try {
             n = in.read(buf);
           } catch (IOException | RuntimeException e) {
@@ -1352,6 +1357,7 @@ final class Proxy {
             break;
           }
           if (wrote) out.flush();
+          g.host.writesIdle(); // waiting for the engine: the client's write timeout is off
           int n;
           try {
             n = in.read(buf);

@@ -10,6 +10,7 @@ import io.helidon.http.HeaderName;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Method;
 import io.helidon.http.Status;
+import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.HttpRouting;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
@@ -210,6 +211,16 @@ final class Api {
   /** See {@link HttpPlumbing#watchClient}. */
   boolean watchClient(Runnable onGone) {
     return http.watchClient(onGone);
+  }
+
+  /** See {@link HttpPlumbing#timedWrites}. */
+  Handler timedWrites(String endpoint, Handler h) {
+    return http.timedWrites(endpoint, h);
+  }
+
+  /** See {@link HttpPlumbing#writesIdle}. */
+  void writesIdle() {
+    http.writesIdle();
   }
 
   /**

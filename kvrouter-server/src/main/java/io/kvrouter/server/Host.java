@@ -1,5 +1,6 @@
 package io.kvrouter.server;
 
+import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.event.Worker;
 import io.kvrouter.server.http.ApiException;
@@ -60,6 +61,16 @@ final class Host implements ServerHost {
   @Override
   public boolean watchClient(Runnable onGone) {
     return api.watchClient(onGone);
+  }
+
+  @Override
+  public Handler timedWrites(String endpoint, Handler h) {
+    return api.timedWrites(endpoint, h);
+  }
+
+  @Override
+  public void writesIdle() {
+    api.writesIdle();
   }
 
   @Override

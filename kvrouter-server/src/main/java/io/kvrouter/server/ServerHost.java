@@ -1,5 +1,6 @@
 package io.kvrouter.server;
 
+import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.ServerRequest;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.KvSource;
@@ -59,6 +60,24 @@ public interface ServerHost {
   default boolean watchClient(Runnable onGone) {
     return false;
   }
+
+  /**
+   * {@code h}, the handler of one of the extension's routes, with its answer's writes timed as the
+   * server's own endpoints' are: a write that makes no progress for the server's write timeout
+   * ({@link KvRouterServer.Config#writeTimeout()}: its client does not read) closes the connection,
+   * counted in {@code kvrouter_http_write_timeouts_total{endpoint}} and logged at most once a
+   * minute. The write then fails as a client reset would, in the handler. An answer that waits
+   * between its writes (a relayed stream) calls {@link #writesIdle} after each write.
+   */
+  default Handler timedWrites(String endpoint, Handler h) {
+    return h;
+  }
+
+  /**
+   * The answer this thread writes, in a {@link #timedWrites} handler, wrote what it had and now
+   * waits for something other than its client: its write timeout is off until its next write.
+   */
+  default void writesIdle() {}
 
   /** The registry {@code GET /metrics} writes: register the extension's metrics here. */
   PrometheusRegistry metricsRegistry();

@@ -85,7 +85,10 @@ import java.util.logging.Logger;
  * fails as a reset would) is counted by Metrics.writeTimeout instead, logged by its own
  * RateLimitedLog, and its connection closed. handler() times the answer's writes (enter() before
  * the endpoint, exit() once the answer is committed: a stream is committed in handler(), not by
- * Helidon after it, so that its last write is timed too), and stops before a drain.
+ * Helidon after it, so that its last write is timed too), and stops before a drain. Routes an
+ * extension adds itself (the gateway's) get the same through timedWrites(): their answers are
+ * timed, committed while timed, and counted and logged the same way; one that waits between its
+ * writes (a relayed SSE stream) calls writesIdle() after each write, so only writes are timed.
  *
  * Requests Helidon refuses before routing come to directHandler(), which uses the per-thread
  * HttpFraming.State to tell them apart: a refusal HttpFraming made (its own message), a request
@@ -266,6 +269,56 @@ public final class HttpPlumbing {
               }
             });
     return true;
+  }
+
+  /**
+   * {@code h}, the handler of a route added without {@link #add} (an extension's own, which answers
+   * itself), with its answer's writes timed as add()'s are (WriteDeadline): a write that makes no
+   * progress for the write timeout closes the connection, which is counted by {@link
+   * Metrics#writeTimeout} under {@code endpoint} and logged rate-limited. A streamed answer is
+   * committed here, while still timed; a commit that fails because the client left closes the
+   * connection quietly. An answer that waits between its writes (a relayed stream) must call {@link
+   * #writesIdle} after each write, before it waits.
+   */
+  public Handler timedWrites(String endpoint, Handler h) {
+    return (req, res) -> {
+      writes.enter();
+      try {
+        answerTimed(endpoint, h, req, res);
+      } finally {
+        writes.exit();
+      }
+    };
+  }
+
+  private void answerTimed(String endpoint, Handler h, ServerRequest req, ServerResponse res)
+      throws Exception {
+    try {
+      h.handle(req, res);
+    } catch (Exception x) {
+      // a write the deadline cut off fails as a reset would, wherever the handler met it
+      if (writes.timedOut()) throw writeTimedOut(endpoint);
+      throw x;
+    }
+    if (!res.isSent() && res instanceof RoutingResponse routed) {
+      try {
+        // a stream's last bytes are written at its commit: here, while they are timed
+        routed.commit();
+      } catch (RuntimeException gone) {
+        if (writes.timedOut()) throw writeTimedOut(endpoint);
+        throw new CloseConnectionException("the client left during the answer", gone);
+      }
+    }
+    if (writes.exit()) throw writeTimedOut(endpoint);
+  }
+
+  /**
+   * The answer this thread writes (in a {@link #timedWrites} handler) has written what it had and
+   * now waits for something other than its client (an engine's next bytes): its write deadline is
+   * off until its next write.
+   */
+  public void writesIdle() {
+    writes.idle();
   }
 
   /** Connections closed because their client did not read an answer (for tests). */

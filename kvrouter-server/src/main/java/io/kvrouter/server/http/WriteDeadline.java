@@ -39,7 +39,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * (the direct handler's refusals, an extension's own routes) arm nothing, so an idle keep-alive
  * connection is never cut by this. The endpoints added through HttpPlumbing write their answers
  * without waiting between writes (a byte array, or /dump's stream), so an armed deadline always
- * means a write is in progress or about to be.
+ * means a write is in progress or about to be. An answer that waits between its writes (an
+ * extension's relayed stream, HttpPlumbing.timedWrites) calls idle() once a write returned and
+ * before it waits for something else (an engine's next bytes): that disarms its Watch until the
+ * next send event, so only the writes themselves are timed. A deadline that fired after the write
+ * had returned (the sweeper raced the write's return) did not stop a write: idle() takes it back
+ * (clears the interrupt, uncounts it) and the answer goes on.
  *
  * Invariants: a Watch is ARMED only while it is in the armed set; enter, arm, exit and fire are
  * synchronized on the Watch, so a thread is only interrupted while its handler runs, and exit()
@@ -88,6 +93,16 @@ final class WriteDeadline implements AutoCloseable {
   boolean exit() {
     Watch w = current.get();
     return w != null && w.exit();
+  }
+
+  /**
+   * The current thread's last write returned and its answer now waits for something other than its
+   * client: its deadline is disarmed until the next send event; a deadline that fired since that
+   * write returned is taken back. No effect outside enter()..exit().
+   */
+  void idle() {
+    Watch w = current.get();
+    if (w != null) w.idle();
   }
 
   /** Whether the current thread's answer was cut off by the write deadline. */
@@ -204,6 +219,18 @@ final class WriteDeadline implements AutoCloseable {
       if (state == INSIDE) {
         state = ARMED;
         armed.add(this);
+      }
+    }
+
+    synchronized void idle() {
+      if (state == ARMED) {
+        armed.remove(this);
+        state = INSIDE;
+      } else if (state == FIRED) {
+        // fired after the write returned: no write was stopped, the connection is intact
+        Thread.interrupted();
+        closed.decrementAndGet();
+        state = INSIDE;
       }
     }
 
