@@ -1,6 +1,5 @@
 package io.kvrouter.server.http;
 
-import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.helidon.http.HeaderNames;
 import io.helidon.http.Headers;
 import io.helidon.http.HttpPrologue;
@@ -45,8 +44,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * to handle its request), and disarm() clears an interrupt that came too late to matter. Handlers
  * that never read an entity (refusals, GETs) leave the Watch armed while Helidon drains the body
  * after them, so a client that stalls there is closed too; the next request line re-arms. The
- * sweeper field is guarded by this object's monitor; once closed, no sweeper starts again. No
- * state is static: each server owns its instance.
+ * sweeper thread's lifecycle is DeadlineSweeper's (shared with WriteDeadline); once closed, no
+ * sweeper starts again. No state is static: each server owns its instance.
  * </pre>
  */
 public final class ReadDeadline implements Http1ConnectionListener, AutoCloseable {
@@ -63,17 +62,14 @@ public final class ReadDeadline implements Http1ConnectionListener, AutoCloseabl
   private final Set<Watch> armed = ConcurrentHashMap.newKeySet();
   private final AtomicLong closed = new AtomicLong();
 
-  @GuardedBy("this")
-  private Thread sweeper; // guarded by this
-
-  @GuardedBy("this")
-  private boolean stopped; // guarded by this
+  private final DeadlineSweeper sweeper;
 
   ReadDeadline(Duration timeout) {
     if (timeout.isNegative() || timeout.isZero()) {
       throw new IllegalArgumentException("read timeout must be > 0, got " + timeout);
     }
     this.timeoutNanos = timeout.toNanos();
+    this.sweeper = new DeadlineSweeper("kvrouter-read-deadline", SWEEP_MILLIS, this::sweep);
   }
 
   /** The read timeout: {@link #PROPERTY} when set, else {@link #DEFAULT}. */
@@ -100,7 +96,7 @@ public final class ReadDeadline implements Http1ConnectionListener, AutoCloseabl
   public void prologue(ConnectionContext ctx, HttpPrologue prologue) {
     Watch w = current.get();
     if (w == null) {
-      startSweeper();
+      sweeper.start();
       w = new Watch(Thread.currentThread());
       current.set(w);
     }
@@ -136,42 +132,18 @@ public final class ReadDeadline implements Http1ConnectionListener, AutoCloseabl
   /** Stops the sweeper (waits for it); deadlines no longer fire. Idempotent. */
   @Override
   public void close() {
-    Thread t;
-    synchronized (this) {
-      stopped = true;
-      t = sweeper;
-      sweeper = null;
-    }
-    if (t == null) return;
-    t.interrupt();
-    try {
-      t.join();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
+    sweeper.close();
   }
 
   /** Whether the sweeper thread runs (tests). */
-  synchronized boolean sweeping() {
-    return sweeper != null;
-  }
-
-  private synchronized void startSweeper() {
-    if (sweeper != null || stopped) return;
-    sweeper = Thread.ofPlatform().daemon().name("kvrouter-read-deadline").start(this::sweep);
+  boolean sweeping() {
+    return sweeper.running();
   }
 
   private void sweep() {
-    while (true) {
-      try {
-        Thread.sleep(SWEEP_MILLIS);
-      } catch (InterruptedException e) {
-        return;
-      }
-      if (armed.isEmpty()) continue;
-      long now = System.nanoTime();
-      for (Watch w : armed) w.fireIfDue(now);
-    }
+    if (armed.isEmpty()) return;
+    long now = System.nanoTime();
+    for (Watch w : armed) w.fireIfDue(now);
   }
 
   /** The deadline of one connection thread. */

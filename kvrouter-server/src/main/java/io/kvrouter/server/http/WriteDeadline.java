@@ -1,6 +1,5 @@
 package io.kvrouter.server.http;
 
-import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.helidon.common.buffers.BufferData;
 import io.helidon.http.Headers;
 import io.helidon.http.Status;
@@ -61,11 +60,7 @@ final class WriteDeadline implements AutoCloseable {
   private final Set<Watch> armed = ConcurrentHashMap.newKeySet();
   private final AtomicLong closed = new AtomicLong();
 
-  @GuardedBy("this")
-  private Thread sweeper; // guarded by this
-
-  @GuardedBy("this")
-  private boolean stopped; // guarded by this
+  private final DeadlineSweeper sweeper;
 
   WriteDeadline(Duration timeout) {
     if (timeout.isNegative() || timeout.isZero()) {
@@ -73,13 +68,14 @@ final class WriteDeadline implements AutoCloseable {
     }
     this.timeoutNanos = timeout.toNanos();
     this.sweepMillis = Math.max(10, Math.min(100, timeout.toMillis() / 4));
+    this.sweeper = new DeadlineSweeper("kvrouter-write-deadline", sweepMillis, this::sweep);
   }
 
   /** The current thread starts an endpoint's answer: its writes are timed until exit(). */
   void enter() {
     Watch w = current.get();
     if (w == null) {
-      startSweeper();
+      sweeper.start();
       w = new Watch(Thread.currentThread());
       current.set(w);
     }
@@ -159,37 +155,13 @@ final class WriteDeadline implements AutoCloseable {
   /** Stops the sweeper (waits for it); deadlines no longer fire. Idempotent. */
   @Override
   public void close() {
-    Thread t;
-    synchronized (this) {
-      stopped = true;
-      t = sweeper;
-      sweeper = null;
-    }
-    if (t == null) return;
-    t.interrupt();
-    try {
-      t.join();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
-  }
-
-  private synchronized void startSweeper() {
-    if (sweeper != null || stopped) return;
-    sweeper = Thread.ofPlatform().daemon().name("kvrouter-write-deadline").start(this::sweep);
+    sweeper.close();
   }
 
   private void sweep() {
-    while (true) {
-      try {
-        Thread.sleep(sweepMillis);
-      } catch (InterruptedException e) {
-        return;
-      }
-      if (armed.isEmpty()) continue;
-      long now = System.nanoTime();
-      for (Watch w : armed) w.fireIfDue(now);
-    }
+    if (armed.isEmpty()) return;
+    long now = System.nanoTime();
+    for (Watch w : armed) w.fireIfDue(now);
   }
 
   /** The write deadline of one connection thread. */
