@@ -7,8 +7,9 @@ import picocli.CommandLine.Option;
 
 /**
  * The HTTP edge's flags that {@code serve} and {@code gateway} share: the address and port, the
- * admin token and the shutdown grace. Declared once here as a picocli mixin; {@link #applyTo} sets
- * them on the server's configuration, whose {@link EdgeSettings} they are part of.
+ * admin token, the shutdown grace and the request body limit. Declared once here as a picocli
+ * mixin; {@link #applyTo} sets them on the server's configuration, whose {@link EdgeSettings} they
+ * are part of.
  *
  * <pre>
  * Implementation notes
@@ -17,9 +18,10 @@ import picocli.CommandLine.Option;
  * passes its own to the constructor, and picocli shows the field's initial value as
  * ${DEFAULT-VALUE}. The help texts here are serve's; the gateway words three of them its own way
  * in its resource bundle (GatewayHelp.properties, by each option's descriptionKey: picocli
- * looks a description up in the command's bundle first, the annotation's is the fallback). The other edge flags are not here: --max-body-size takes sizes
- * with units in serve and bytes in the gateway (SIZE and BYTES), --max-inflight-body-size is
- * serve's alone, --read-timeout-ms is in ReplicaOptions.
+ * looks a description up in the command's bundle first, the annotation's is the fallback).
+ * --max-body-size takes a size with units (SizeConverter) in both commands; plain bytes are a
+ * size too. The other edge flags are not here: --max-inflight-body-size is serve's alone,
+ * --read-timeout-ms is in ReplicaOptions.
  * </pre>
  */
 final class EdgeOptions {
@@ -62,6 +64,15 @@ final class EdgeOptions {
               + " ${DEFAULT-VALUE}).")
   long shutdownGraceSeconds;
 
+  @Option(
+      names = "--max-body-size",
+      paramLabel = "SIZE",
+      converter = SizeConverter.class,
+      description =
+          "Largest request body; larger ones get 413. Bytes, or with KiB/MiB/GiB"
+              + " (default: 8MiB).")
+  long maxBodyBytes = EdgeSettings.DEFAULT_MAX_BODY_BYTES;
+
   /** The flags with a command's defaults. */
   EdgeOptions(int port, long shutdownGraceSeconds) {
     this.port = port;
@@ -78,6 +89,7 @@ final class EdgeOptions {
     return b.host(host)
         .port(port)
         .authToken(token())
+        .maxBodyBytes(maxBodyBytes)
         .shutdownGrace(Duration.ofSeconds(shutdownGraceSeconds));
   }
 }

@@ -11,7 +11,6 @@ import io.kvrouter.route.LoraCost;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.Scorer;
 import io.kvrouter.route.Scorers;
-import io.kvrouter.server.EdgeSettings;
 import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.tokenize.TokenizerException;
 import io.opentelemetry.sdk.OpenTelemetrySdk;
@@ -277,12 +276,6 @@ public final class GatewayCommand implements Callable<Integer> {
   long breakerOpenMs = 10_000;
 
   @Option(
-      names = "--max-body-size",
-      paramLabel = "BYTES",
-      description = "Largest request body; larger ones get 413 (default: ${DEFAULT-VALUE}).")
-  long maxBodyBytes = EdgeSettings.DEFAULT_MAX_BODY_BYTES;
-
-  @Option(
       names = "--max-request-values",
       paramLabel = "N",
       description =
@@ -362,7 +355,6 @@ public final class GatewayCommand implements Callable<Integer> {
   KvRouterServer.Config serverConfig() {
     KvRouterServer.Config.Builder b =
         edge.applyTo(KvRouterServer.Config.builder())
-            .maxBodyBytes(maxBodyBytes)
             .routing(routing.settings())
             .selector(routing.selector(scorers(sessionConfig())));
     return replica.applyTo(b).build();

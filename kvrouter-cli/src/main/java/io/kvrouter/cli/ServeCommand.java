@@ -86,15 +86,6 @@ public final class ServeCommand implements Callable<Integer> {
       new EdgeOptions(EdgeSettings.DEFAULT_PORT, EdgeSettings.DEFAULT_SHUTDOWN_GRACE.toSeconds());
 
   @Option(
-      names = "--max-body-size",
-      paramLabel = "SIZE",
-      converter = SizeConverter.class,
-      description =
-          "Largest request body; larger ones get 413. Bytes, or with KiB/MiB/GiB"
-              + " (default: 8MiB).")
-  long maxBodyBytes = EdgeSettings.DEFAULT_MAX_BODY_BYTES;
-
-  @Option(
       names = "--max-inflight-body-size",
       paramLabel = "SIZE",
       converter = SizeConverter.class,
@@ -178,7 +169,6 @@ public final class ServeCommand implements Callable<Integer> {
       dc = discovery.config(null, DiscoveryConfig.DEFAULT_BLOCK_SIZE);
       KvRouterServer.Config.Builder b =
           edge.applyTo(KvRouterServer.Config.builder())
-              .maxBodyBytes(maxBodyBytes)
               .maxInflightBodyBytes(maxInflightBodyBytes)
               .acceptUnregistered(acceptUnregistered)
               .routing(routing.settings())

@@ -64,4 +64,24 @@ class EdgeOptionsTest {
     assertThat(g.edge().port()).isEqualTo(8080);
     assertThat(g.edge().shutdownGrace()).isEqualTo(Duration.ofSeconds(30));
   }
+
+  @Test
+  void bothCommandsTakeTheBodyLimitAsASize() {
+    ServeCommand serve = new ServeCommand();
+    new CommandLine(serve).parseArgs("--max-body-size", "2MiB");
+    assertThat(serve.edge.applyTo(KvRouterServer.Config.builder()).build().edge().maxBodyBytes())
+        .isEqualTo(2L << 20);
+
+    GatewayCommand gateway = new GatewayCommand();
+    new CommandLine(gateway).parseArgs("--model", "m", "--max-body-size", "512KiB");
+    assertThat(gateway.serverConfig().edge().maxBodyBytes()).isEqualTo(512L << 10);
+
+    GatewayCommand plain = new GatewayCommand();
+    new CommandLine(plain).parseArgs("--model", "m", "--max-body-size", "1000");
+    assertThat(plain.serverConfig().edge().maxBodyBytes()).isEqualTo(1000);
+
+    GatewayCommand unset = new GatewayCommand();
+    new CommandLine(unset).parseArgs("--model", "m");
+    assertThat(unset.serverConfig().edge().maxBodyBytes()).isEqualTo(8L << 20);
+  }
 }
