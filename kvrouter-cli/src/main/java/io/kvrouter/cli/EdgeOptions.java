@@ -67,7 +67,7 @@ final class EdgeOptions {
   @Option(
       names = "--max-body-size",
       paramLabel = "SIZE",
-      converter = SizeConverter.class,
+      converter = ServeCommand.SizeConverter.class,
       description =
           "Largest request body; larger ones get 413. Bytes, or with KiB/MiB/GiB"
               + " (default: 8MiB).")
