@@ -82,7 +82,13 @@ import org.jspecify.annotations.NullUnmarked;
  *    notes the name slots it found, the removal goes by them) and the worker's name table shrinks
  *    at most once per event, at its end.
  *  - Names of a store's new blocks go in as a batch: RunNames.reserve makes room for the run at
- *    once, so the puts that follow never rebuild the table.
+ *    once, so the puts that follow never rebuild the table, and RunNames.touch loads their home
+ *    slots together first (a Removed of several blocks too). A block the store itself appended or
+ *    made has the store's hash as its canonical one, so naming it checks nothing (segmentFrom's
+ *    known).
+ *  - A Stored of one block below the end of a childless run its worker holds whole (vLLM's one
+ *    event per block) appends the block and raises the cut in one state (extendHeld), unless its
+ *    hash already names a block of the worker (then extend and hold, the general path).
  *
  * Writers: under writeLock when concurrent, on the caller's thread otherwise; applyAll applies a
  * ThreadPoolIndexer lane's batch under one hold of the lock (the lanes hand it over per batch,
