@@ -82,7 +82,13 @@ import org.jspecify.annotations.NullUnmarked;
  *    notes the name slots it found, the removal goes by them) and the worker's name table shrinks
  *    at most once per event, at its end.
  *  - Names of a store's new blocks go in as a batch: RunNames.reserve makes room for the run at
- *    once, so the puts that follow never rebuild the table.
+ *    once, so the puts that follow never rebuild the table, and RunNames.touch loads their home
+ *    slots together first (a Removed of several blocks too). A block the store itself appended or
+ *    made has the store's hash as its canonical one, so naming it checks nothing (segmentFrom's
+ *    known).
+ *  - A Stored of one block below the end of a childless run its worker holds whole (vLLM's one
+ *    event per block) appends the block and raises the cut in one state (extendHeld), unless its
+ *    hash already names a block of the worker (then extend and hold, the general path).
  *
  * Writers: under writeLock when concurrent, on the caller's thread otherwise; applyAll applies a
  * ThreadPoolIndexer lane's batch under one hold of the lock (the lanes hand it over per batch,
@@ -146,6 +152,8 @@ final class CompressedTreeIndex extends SteppedIndex {
   private RunNode foundNode;
   private int foundOff;
   private int foundSlot;
+  // RunNames.touch: batches of at least TOUCH_MIN names load their home slots first
+  private static final int TOUCH_MIN = 4;
 
   /** The CLOCK bound (RunBound); null when unbounded. */
   final RunBound bound;
@@ -441,6 +449,7 @@ final class CompressedTreeIndex extends SteppedIndex {
         RunSeqs.chained(seqs, locals, i, n) ? null : Arrays.copyOfRange(seqs, i, i + n);
     final RunNode c = new RunNode(l[0], p, new RunState(l, s, RunState.NONE, RunState.NONE, null));
     c.head = seqs[i];
+    if (s == null) RunSeqs.setMarks(c, 0, n, seqs, i);
     c.linked =
         p != root && seqs[i] == RunSeqs.next(runSeqs.seqAt(p, p.plain().length() - 1), locals[i]);
     runSeqs.register(c);
@@ -479,6 +488,7 @@ final class CompressedTreeIndex extends SteppedIndex {
         && (seqs[i] != RunSeqs.next(runSeqs.seqAt(x, len - 1), locals[i])
             || !RunSeqs.chained(seqs, locals, i, n))) {
       s = runSeqs.all(x, Math.max(l.length, cap)); // a departing block: keep every hash
+      x.marks = null; // seqs give every hash now
     }
     if (len + n > l.length) l = Arrays.copyOf(l, cap);
     if (s != null && len + n > s.length) s = Arrays.copyOf(s, cap);
@@ -486,8 +496,60 @@ final class CompressedTreeIndex extends SteppedIndex {
     if (s != null) System.arraycopy(seqs, i, s, len, n);
     runBlocks += n;
     x.publish(new RunState(l, s, st.ids, st.cuts, null, len + n));
+    if (s == null) {
+      RunSeqs.setMarks(x, len, len + n, seqs, i);
+      for (int j = 0; j < n; j++) runSeqs.learn(x, len + j, seqs[i + j]);
+    }
     touched.add(x);
     return x;
+  }
+
+  /**
+   * A store's last block appended to the run of {@code x} and held by {@code ws} in one new state
+   * (what extend then hold would publish as two): vLLM's one Stored per block, below the worker's
+   * own leaf. Returns false, having changed nothing but the table's room, when the block's hash
+   * already names a block of the worker (the general path releases that one first). Leaves the
+   * cursor on the new block. The caller checked canExtend.
+   */
+  private boolean extendHeld(RunWorker ws, RunNode x, RunState st, long seq, long local) {
+    ws.names.reserve(1);
+    if (lookup(ws, seq)) return false;
+    final int slot = foundSlot; // where the name goes: nothing below changes the table
+    final int len = st.length();
+    long[] l = st.locals;
+    long[] s = st.seqs;
+    final int cap = Math.min(MAX_RUN, len + (len >>> 1) + 1);
+    if (s == null && seq != RunSeqs.next(runSeqs.seqAt(x, len - 1), local)) {
+      s = runSeqs.all(x, Math.max(l.length, cap)); // a departing block: keep every hash
+      x.marks = null;
+    }
+    if (len + 1 > l.length) l = Arrays.copyOf(l, cap);
+    if (s != null && len + 1 > s.length) s = Arrays.copyOf(s, cap);
+    l[len] = local;
+    if (s != null) s[len] = seq;
+    runBlocks++;
+    final int e = st.entry(ws.id); // canExtend: the worker holds the whole run
+    final int[] cuts;
+    if (st.cuts.length == 1) {
+      cuts = RunState.singleCut(len + 1);
+    } else {
+      cuts = st.cuts.clone();
+      cuts[e] = len + 1;
+    }
+    x.publish(new RunState(l, s, st.ids, cuts, null, len + 1));
+    if (s == null) {
+      RunSeqs.mark(x, len, seq);
+      runSeqs.learn(x, len, seq);
+    }
+    ws.names.putAt(slot, seq, x, len);
+    ws.heldBlocks++;
+    counters.add(IndexCounters.BLOCKS_INDEXED, 1);
+    if (st.ids[e] < 0) ws.detachedCount++;
+    touched.add(x);
+    if (bound != null && !x.fresh) storeUsed.add(x);
+    cursor.node = x;
+    cursor.off = len;
+    return true;
   }
 
   /** Splits {@code n}'s run before offset {@code k} (0 < k < length); returns the new tail. */
@@ -518,6 +580,7 @@ final class CompressedTreeIndex extends SteppedIndex {
             new RunState(tl, ts, tn == 1 ? RunState.single(tIds[0]) : tIds, tCuts, st.children));
     tail.head = tailHead;
     tail.linked = st.seqs == null || st.seqs[k] == RunSeqs.next(st.seqs[k - 1], st.locals[k]);
+    if (ts == null) runSeqs.foldMarks(n, k, tail, 0, len - k); // before n's run is cut
     runSeqs.register(tail);
     childScratch.clear();
     RunNode.addChildren(st.children, childScratch);
@@ -573,6 +636,9 @@ final class CompressedTreeIndex extends SteppedIndex {
     if (ns.seqs != null || cs.seqs != null || !c.linked) {
       s = runSeqs.all(n, ln + lc);
       System.arraycopy(runSeqs.all(c, lc), 0, s, ln, lc);
+      n.marks = null; // seqs give every hash now
+    } else {
+      runSeqs.foldMarks(c, 0, n, ln, lc); // the child's checkpoints, at their new offsets
     }
     final int[] cuts = ns.cuts.clone();
     for (int i = 0; i < cs.ids.length; i++) {
@@ -729,27 +795,36 @@ final class CompressedTreeIndex extends SteppedIndex {
       final RunState st = x.plain();
       final RunNode at;
       final int from;
+      final int known; // blocks of at from here on are this store's new ones (segmentFrom)
       if (off + 1 < st.length()) {
         if (st.locals[off + 1] == locals[i]) {
           at = x;
           from = off + 1;
+          known = Integer.MAX_VALUE;
         } else {
           split(x, off + 1);
           at = newRun(x, seqs, locals, i);
           from = 0;
+          known = 0;
         }
       } else {
         final RunNode c = RunNode.child(st.children, locals[i]);
         if (c == null && canExtend(ws, x, st)) {
           // what newRun and the merge at the end of the event would make, without copying
+          if (i == n - 1 && extendHeld(ws, x, st, seqs[i], locals[i])) {
+            i++;
+            continue;
+          }
           from = st.length();
           at = extend(x, seqs, locals, i);
+          known = from;
         } else {
           at = c != null ? c : newRun(x, seqs, locals, i);
           from = 0;
+          known = c != null ? Integer.MAX_VALUE : 0;
         }
       }
-      i = segment(ws, at, from, seqs, locals, i);
+      i = segment(ws, at, from, seqs, locals, i, known);
     }
     markStoreUsed();
     counters.inc(IndexCounters.STORED_EVENTS);
@@ -760,7 +835,8 @@ final class CompressedTreeIndex extends SteppedIndex {
    * first block matches), as far as the run and the chain agree; leaves the cursor on the last
    * block stored and returns the index of the next chain block to store.
    */
-  private int segment(RunWorker ws, RunNode x, int from, long[] seqs, long[] locals, int i) {
+  private int segment(
+      RunWorker ws, RunNode x, int from, long[] seqs, long[] locals, int i, int known) {
     RunState st = x.plain();
     final int len = st.length();
     final int n = seqs.length;
@@ -771,12 +847,17 @@ final class CompressedTreeIndex extends SteppedIndex {
     if (c < from) {
       // the worker does not hold the block before: its blocks go to a run of their own, whose
       // offset 0 is chain block i
-      return segmentFrom(ws, split(x, from), 0, end - from, seqs, i);
+      return segmentFrom(ws, split(x, from), 0, end - from, seqs, i, Integer.MAX_VALUE);
     }
-    return segmentFrom(ws, x, from, end, seqs, i);
+    return segmentFrom(ws, x, from, end, seqs, i, known);
   }
 
-  private int segmentFrom(RunWorker ws, RunNode x, int from, int end, long[] seqs, int i) {
+  /**
+   * Blocks {@code [known, ..)} of {@code x} are new blocks of this store (newRun, extend): their
+   * canonical hash is the store's own, so naming them needs no check against the run (RunSeqs).
+   */
+  private int segmentFrom(
+      RunWorker ws, RunNode x, int from, int end, long[] seqs, int i, int known) {
     if (bound != null && !x.fresh) storeUsed.add(x); // a run that existed, stored again or extended
     int pend = from;
     // Blocks the worker holds already, stored again under their own hashes (a shared prefix):
@@ -788,8 +869,10 @@ final class CompressedTreeIndex extends SteppedIndex {
       final int held = Math.min(end, e >= 0 ? st.cuts[e] : 0);
       while (pend < held && runSeqs.seqAt(x, pend) == seqs[i + pend - from]) pend++;
     }
-    // the names of the rest go in as a batch: the table grows at most once for them
+    // the names of the rest go in as a batch: the table grows at most once for them, and their
+    // home slots are loaded together first (RunNames.touch)
     if (pend < end) ws.names.reserve(end - pend);
+    if (end - pend >= TOUCH_MIN) ws.names.touch(seqs, i + pend - from, i + end - from);
     for (int j = pend; j < end; j++) {
       final long seq = seqs[i + j - from];
       if (lookup(ws, seq)) {
@@ -813,7 +896,8 @@ final class CompressedTreeIndex extends SteppedIndex {
         release(ws, prevNode, prevOff);
         return i + j - from;
       }
-      name(ws, seq, x, j);
+      if (j >= known) ws.names.putAt(foundSlot, seq, x, j); // its own hash: no check
+      else name(ws, seq, x, j);
     }
     if (pend < end) hold(ws, x, pend, end);
     cursor.node = x;
@@ -997,6 +1081,7 @@ final class CompressedTreeIndex extends SteppedIndex {
     // and the names leave the table by those slots, which stay put because the table does not
     // shrink until the event's end (RunNames.removeAtKeepingCapacity, then one shrinkIfSparse).
     try {
+      if (seqs.length >= TOUCH_MIN) ws.names.touch(seqs, 0, seqs.length);
       removeBlocks(ws, seqs);
     } finally {
       ws.names.shrinkIfSparse();

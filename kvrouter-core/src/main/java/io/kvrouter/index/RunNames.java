@@ -53,6 +53,7 @@ final class RunNames {
   private long[] slots = new long[MIN_CAPACITY];
   private int live;
   private int used; // live + tombstones
+  private long touchSum; // touch's loads
 
   RunNames(RunSeqs seqs) {
     this.seqs = seqs;
@@ -95,6 +96,26 @@ final class RunNames {
         if (n != null && off < n.plain().length() && seqs.seqAt(n, off) == seq) return i;
       }
     }
+  }
+
+  /**
+   * Loads the home slot of each of {@code seqs[from..to)}: independent loads the CPU overlaps,
+   * where the finds that follow would wait for each miss in turn (each find's verification loads a
+   * node before the next find starts). A batch of names (a store's run, a Removed event) so pays
+   * about one cache miss for the batch instead of one per name. The loaded words' sum goes to a
+   * field (touchSum) so that the loads are not dropped.
+   */
+  void touch(long[] seqs, int from, int to) {
+    final long[] t = slots;
+    final int cap = t.length;
+    long sum = 0;
+    for (int j = from; j < to; j++) sum += t[home(fp(seqs[j]), cap)];
+    touchSum += sum;
+  }
+
+  /** What touch loaded, summed (kept only so that its loads are not dropped). */
+  long touchSum() {
+    return touchSum;
   }
 
   RunNode nodeAt(int slot) {

@@ -36,9 +36,11 @@ import org.jspecify.annotations.NullUnmarked;
  *         hash, so a merge into the parent keeps the merged run free of stored hashes (RunSeqs).
  * id      writer-only: the node's id in RunSeqs' table (RunNames slots point by it); 0 for the
  *         root and for a node that left the tree.
+ * marks   writer-only: checkpoints of the run's canonical hashes, one every RunSeqs.K blocks,
+ *         when its state keeps no seqs and it has more than K blocks; else null (RunSeqs).
  *
- * Layout: 12-byte header, first and head 8 each, parent, state and id 4 each, four bytes: 44,
- * rounded to 48.
+ * Layout: 12-byte header, first and head 8 each, parent, state, id and marks 4 each, four
+ * bytes: 48.
  *
  * Written by the index's writer (under its lock or on its one thread); read by any number of
  * lock-free readers through state().
@@ -62,6 +64,7 @@ final class RunNode {
   final long first;
   long head; // writer-only
   int id; // writer-only
+  long[] marks; // writer-only (RunSeqs)
   RunNode parent; // writer-only
   boolean linked; // writer-only
   boolean dead; // writer-only
