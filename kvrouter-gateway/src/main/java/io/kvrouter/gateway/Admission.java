@@ -282,16 +282,25 @@ final class Admission {
       if (waiting.get() > 0) grantNext(PREFILL_END);
     }
 
-    /**
-     * A granted request has routed (or left without routing: then also call {@link #freed}): the
-     * room left, if any, goes to the next waiter.
-     */
+    /** A granted request has routed and was placed on an engine ({@link #routed(boolean)}). */
     void routed() {
+      routed(true);
+    }
+
+    /**
+     * A granted request has routed (or left without routing: then also call {@link #freed}).
+     *
+     * @param placed whether its route placed it on an engine: then the room left, if any, goes to
+     *     the next waiter at once; not when every engine it may use was busy (the room the grant
+     *     saw is one it cannot use, a session's engine being busy, say: granting on would only pass
+     *     the turn round among such waiters until a route is freed)
+     */
+    void routed(boolean placed) {
       lock.lock();
       try {
         waiting.decrementAndGet();
         if (granting > 0) granting--;
-        if (waiting.get() > 0) grant(AFTER_GRANT);
+        if (placed && waiting.get() > 0) grant(AFTER_GRANT);
       } finally {
         lock.unlock();
       }

@@ -255,7 +255,7 @@ final class Proxy {
       if (c.granted) {
         // granted a place and left before routing: the place goes to the next waiter
         c.granted = false;
-        c.queue.routed();
+        c.queue.routed(false);
         c.queue.freed();
       }
     }
@@ -626,7 +626,8 @@ final class Proxy {
       boolean fromQueue = c.granted;
       if (fromQueue) {
         c.granted = false;
-        c.queue.routed();
+        c.queue.routed(
+            !(d instanceof RouteDecision.AllBusy || d instanceof RouteDecision.NoWorkers));
       }
       if (d == null) {
         // outside the try: an IllegalArgumentException of the hand-over is no duplicate id

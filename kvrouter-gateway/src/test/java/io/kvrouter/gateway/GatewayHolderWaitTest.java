@@ -8,6 +8,8 @@ import io.kvrouter.server.KvRouterServer;
 import io.kvrouter.server.RouterModel;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
 import java.net.URI;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -310,5 +312,51 @@ class GatewayHolderWaitTest {
     assertThat(rb.statusCode()).isEqualTo(200);
     assertThat(rb.headers().firstValue("x-kvrouter-worker")).hasValue("2");
     assertThat(a).as("engine 1's request still in its prefill").isNotDone();
+  }
+
+  /** A client that leaves while its request waits for its holder leaves at once, counted. */
+  @Test
+  void aClientThatLeavesWhileWaitingForItsHolderLeavesAtOnce() throws Exception {
+    Gateway g = gateway(16);
+    GatedEngine holder = engine();
+    GatedEngine other = engine();
+    int[] prefix = ids(10, 64);
+    RouterModel m = GatewayStubTest.register(g, 1, holder.url());
+    GatewayStubTest.holds(m, 1, prefix);
+    CompletableFuture<HttpResponse<String>> a = stream(g, ids(1000, 40));
+    Held ha = holder.next();
+    GatewayStubTest.register(g, 2, other.url());
+
+    int[] prompt = concat(prefix, ids(5000, 4));
+    StringBuilder p = new StringBuilder();
+    for (int i = 0; i < prompt.length; i++) p.append(i == 0 ? "" : ",").append(prompt[i]);
+    byte[] body =
+        ("{\"model\":\"tiny\",\"stream\":true,\"max_tokens\":4,\"prompt\":[" + p + "]}")
+            .getBytes(StandardCharsets.UTF_8);
+    URI u = URI.create(g.url());
+    try (Socket s = new Socket(u.getHost(), u.getPort())) {
+      OutputStream out = s.getOutputStream();
+      out.write(
+          ("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  + "Content-Length: "
+                  + body.length
+                  + "\r\n\r\n")
+              .getBytes(StandardCharsets.US_ASCII));
+      out.write(body);
+      out.flush();
+      await("the raw client waits for its holder", () -> g.admission.queue(m).parked() == 1);
+    } // closed: the client left
+    await("it left at once", () -> g.admission.queue(m).parked() == 0);
+    assertThat(g.metrics.admission.holderWaiting.labelValues("tiny").get()).isZero();
+    assertThat(g.metrics.admission.cancelled.labelValues("tiny", "normal", "anonymous").get())
+        .isEqualTo(1);
+    assertThat(g.admission.queue(m).busy()).as("nothing waits any more").isFalse();
+
+    ha.first.countDown(); // engine 1's prefill ends: nothing was waiting for it
+    ha.end.countDown();
+    assertThat(a.get(60, TimeUnit.SECONDS).statusCode()).isEqualTo(200);
+    assertThat(holder.all).as("only a reached engine 1").hasSize(1);
+    assertThat(other.all).isEmpty();
+    assertThat(grants(g, Admission.PREFILL_END)).isZero();
   }
 }
