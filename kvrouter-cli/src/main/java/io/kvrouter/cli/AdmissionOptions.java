@@ -44,6 +44,16 @@ final class AdmissionOptions {
   int starvationLimit = D.starvationLimit();
 
   @Option(
+      names = "--holder-wait",
+      negatable = true,
+      description =
+          "Admission: a request the router sends to another engine than the busy one holding its"
+              + " prefix waits for that holder when that costs fewer prefill tokens"
+              + " (docs/routing.md, \"Waiting for the prefix holder\"); --no-holder-wait: never"
+              + " (default: ${DEFAULT-VALUE}).")
+  boolean holderWait = true;
+
+  @Option(
       names = "--tenant-from",
       paramLabel = "SOURCE",
       description =

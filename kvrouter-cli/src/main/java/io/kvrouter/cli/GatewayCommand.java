@@ -431,6 +431,7 @@ public final class GatewayCommand implements Callable<Integer> {
                     pdMinUncachedTokens,
                     pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens))
             .admission(admission.config())
+            .holderWait(admission.holderWait)
             .sessions(sessionConfig());
     if (maxRequestValues < 1) {
       throw new IllegalArgumentException(

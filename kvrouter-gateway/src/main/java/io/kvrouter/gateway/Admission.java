@@ -2,10 +2,18 @@ package io.kvrouter.gateway;
 
 import com.google.errorprone.annotations.concurrent.GuardedBy;
 import io.kvrouter.admission.FairQueue;
+import io.kvrouter.admission.HolderWait;
+import io.kvrouter.event.Worker;
+import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.route.WorkerLoad;
 import io.kvrouter.server.RouterModel;
+import java.util.ArrayDeque;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.IdentityHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -20,25 +28,43 @@ import org.jspecify.annotations.Nullable;
 /**
  * The queue in front of a saturated model (docs/gateway.md, "Admission"): a request whose every
  * engine is busy (the router answered {@code AllBusy}) waits here, in a {@link FairQueue} per
- * model, until a request of that model finishes; what cannot wait is refused with 429.
+ * model, until an engine of that model has room again (a request ends, or an engine's prefill ends:
+ * its first token of an answer); what cannot wait is refused with 429. A request the router sent to
+ * another rank than the busy one holding its prefix may instead wait for that holder when that
+ * costs fewer prefill tokens ({@link HolderWait}, docs/routing.md "Waiting for the prefix holder"):
+ * it is parked for the holder, outside the fair queue.
  *
  * <pre>
  * Implementation notes
  *
  * Data: one ModelQueue per RouterModel (a ConcurrentHashMap, made on a model's first request,
  * dropped by retain() once the model is gone and its queue empty),
- * each with its FairQueue of Waiters, frees (an AtomicLong counting the model's freed routes) and
- * waiting (an AtomicInteger: requests queued, about to queue, or granted and not yet routed). One
- * ReentrantLock, lock, guards every FairQueue, every Waiter's state and the queue metrics; each
- * Waiter has its own Condition of lock.
+ * each with its FairQueue of Waiters, parked (rank -> FIFO of the Waiters parked for that prefix
+ * holder, with their uncached prefill tokens summed), frees (an AtomicLong counting the model's
+ * freed routes and ended prefills), waiting (an AtomicInteger: requests queued, parked, about to
+ * queue, or granted and not yet routed) and granting (1 while a granted waiter has not routed yet,
+ * else 0). One ReentrantLock, lock, guards every FairQueue, every parked FIFO, every Waiter's state,
+ * granting and the queue metrics; each Waiter has its own Condition of lock. Lock order: lock, then
+ * the router's lock (grant reads the router's loads under lock); the router never calls back.
  *
- * Who writes: the request's own thread offers (enter) and, when it times out, cancels; freed()
- * (the thread that freed a route) polls the next waiter and grants it; the client watch's thread
- * cancels a waiter whose client left. A granted waiter routes again outside the lock; until it has,
- * waiting still counts it, so that a new request does not take the place it was granted.
+ * Who writes: the request's own thread offers (await) or parks (waitForHolder) and, when it times
+ * out, cancels; freed() and prefillEnded() (the thread that freed a route, or relayed an answer's
+ * first token) grant the next waiter when a rank has room by the router's busy rule; the client
+ * watch's thread cancels a waiter whose client left. A granted waiter routes again outside the
+ * lock; until it has, waiting still counts it, so that a new request does not take the place it
+ * was granted.
  *
- * The hot path (a model that is not saturated): one map lookup per request, and per freed route an
- * increment of frees and a read of waiting; the lock is taken only while something waits.
+ * Grants (grant): one at a time per model. While a granted waiter has not routed, room that
+ * appears is not granted again (its route would find the same room taken and queue anew, losing
+ * its place); once it has (routed()), the room left is checked again and the next waiter granted,
+ * so one freed prefill may admit several small requests, one after another, as the simulator's
+ * loop does. A rank with room first serves the requests parked for it, unless a higher band waits
+ * in the fair queue; then the fair queue's next request is granted (it routes among the ranks with
+ * room).
+ *
+ * The hot path (a model that is not saturated): one map lookup per request, and per freed route
+ * or ended prefill an increment of frees and a read of waiting; the lock is taken only while
+ * something waits.
  *
  * No lost wake-up: a request that found every engine busy read frees before it routed; under the
  * lock it increments waiting, then re-reads frees: if a route was freed since, it routes again
@@ -63,14 +89,60 @@ final class Admission {
     GONE
   }
 
+  /** What made room for a grant (the label of kvrouter_gateway_queue_grants_total). */
+  static final String PREFILL_END = "prefill_end";
+
+  static final String REQUEST_END = "request_end";
+  static final String AFTER_GRANT = "after_grant";
+
   private final AdmissionConfig config;
+  private final RoutingSettings busyLimits;
+  private final boolean holderWait;
   private final GatewayMetrics.AdmissionMetrics metrics;
   private final ReentrantLock lock = new ReentrantLock();
   private final Map<RouterModel, ModelQueue> queues = new ConcurrentHashMap<>();
 
+  /** Without the router's busy limits (every rank has room) and without waiting for holders. */
   Admission(AdmissionConfig config, GatewayMetrics.AdmissionMetrics metrics) {
+    this(config, RoutingSettings.DEFAULTS, false, metrics);
+  }
+
+  /**
+   * @param busyLimits the router's busy limits (busyRequests, busyPrefillTokens,
+   *     busyBlockFraction), for whether a rank has room
+   * @param holderWait whether a request may wait for the busy rank holding its prefix
+   */
+  Admission(
+      AdmissionConfig config,
+      RoutingSettings busyLimits,
+      boolean holderWait,
+      GatewayMetrics.AdmissionMetrics metrics) {
     this.config = config;
+    this.busyLimits = busyLimits;
+    this.holderWait = holderWait;
     this.metrics = metrics;
+  }
+
+  /** Whether a request may wait for the busy rank that holds its prefix (HolderWait). */
+  boolean holderWait() {
+    return holderWait;
+  }
+
+  /** The router's busy rule (KvRouter's, with the settings it was built with) on one rank. */
+  boolean rankBusy(KvRouter router, WorkerLoad l) {
+    RoutingSettings s = busyLimits;
+    if (s.busyRequests() > 0 && l.requests() >= s.busyRequests()) return true;
+    if (s.busyPrefillTokens() >= 0 && l.activePrefillTokens() > s.busyPrefillTokens()) return true;
+    if (s.busyBlockFraction() > 0) {
+      long kv = router.kvBlocks(l.worker());
+      return kv > 0 && l.activeBlocks() > s.busyBlockFraction() * kv;
+    }
+    return false;
+  }
+
+  /** Whether a rank with {@code l}'s load is at its request limit (busyRequests). */
+  boolean atRequestLimit(WorkerLoad l) {
+    return busyLimits.busyRequests() > 0 && l.requests() >= busyLimits.busyRequests();
   }
 
   AdmissionConfig config() {
@@ -81,7 +153,9 @@ final class Admission {
   @Nullable ModelQueue queue(RouterModel m) {
     if (!config.queues()) return null;
     ModelQueue q = queues.get(m);
-    return q != null ? q : queues.computeIfAbsent(m, k -> new ModelQueue(k.modelName()));
+    return q != null
+        ? q
+        : queues.computeIfAbsent(m, k -> new ModelQueue(k.modelName(), k.router()));
   }
 
   /**
@@ -130,8 +204,10 @@ final class Admission {
     final double cost;
     final long arrivalNanos;
     final Condition wake;
-    FairQueue.@Nullable Ticket<Waiter> ticket; // null: the queue was full
-    @Nullable Outcome state; // null while queued
+    FairQueue.@Nullable Ticket<Waiter> ticket; // null: the queue was full, or parked
+    @Nullable Worker holder; // the rank it is parked for; null: in the fair queue
+    long uncached; // parked: its uncached prefill tokens on the holder
+    @Nullable Outcome state; // null while queued or parked
 
     private Waiter(
         int band, String tenant, String label, double cost, long arrival, Condition wake) {
@@ -153,9 +229,25 @@ final class Admission {
 
     private final AtomicLong frees = new AtomicLong();
     private final AtomicInteger waiting = new AtomicInteger();
+    private final @Nullable KvRouter router; // null: every rank has room (tests)
 
+    @GuardedBy("Admission.this.lock")
+    private final Map<Worker, Parked> parked = new HashMap<>();
+
+    @GuardedBy("Admission.this.lock")
+    private int parkedNow;
+
+    @GuardedBy("Admission.this.lock")
+    private int granting;
+
+    /** A queue whose model has room whenever asked (no router): for tests of the protocol. */
     ModelQueue(String model) {
+      this(model, null);
+    }
+
+    ModelQueue(String model, @Nullable KvRouter router) {
       this.model = model;
+      this.router = router;
       this.queue =
           new FairQueue<>(
               new FairQueue.Config(
@@ -178,12 +270,50 @@ final class Admission {
     /** A route of this model was freed: the next waiter, if any, is granted its place. */
     void freed() {
       frees.incrementAndGet();
-      if (waiting.get() > 0) grantNext();
+      if (waiting.get() > 0) grantNext(REQUEST_END);
     }
 
-    /** A granted request has routed (or left without routing: then also call {@link #freed}). */
+    /**
+     * An engine of this model ended a prefill (the first token of an answer arrived; the router's
+     * prefill tokens in flight dropped): the next waiter is granted when a rank has room now.
+     */
+    void prefillEnded() {
+      frees.incrementAndGet();
+      if (waiting.get() > 0) grantNext(PREFILL_END);
+    }
+
+    /** A granted request has routed and was placed on an engine ({@link #routed(boolean)}). */
     void routed() {
-      waiting.decrementAndGet();
+      routed(true);
+    }
+
+    /**
+     * A granted request has routed (or left without routing: then also call {@link #freed}).
+     *
+     * @param placed whether its route placed it on an engine: then the room left, if any, goes to
+     *     the next waiter at once; not when every engine it may use was busy (the room the grant
+     *     saw is one it cannot use, a session's engine being busy, say: granting on would only pass
+     *     the turn round among such waiters until a route is freed)
+     */
+    void routed(boolean placed) {
+      lock.lock();
+      try {
+        waiting.decrementAndGet();
+        if (granting > 0) granting--;
+        if (placed && waiting.get() > 0) grant(AFTER_GRANT);
+      } finally {
+        lock.unlock();
+      }
+    }
+
+    /** Requests parked for their prefix holder now. */
+    int parked() {
+      lock.lock();
+      try {
+        return parkedNow;
+      } finally {
+        lock.unlock();
+      }
     }
 
     /** Requests waiting now. */
@@ -196,18 +326,138 @@ final class Admission {
       }
     }
 
-    private void grantNext() {
+    private void grantNext(String trigger) {
       lock.lock();
       try {
-        FairQueue.Ticket<Waiter> t = queue.poll();
-        if (t == null) return;
-        Waiter w = t.item();
-        w.state = Outcome.GRANTED;
-        metrics.left(model, w.band, w.tenantLabel, System.nanoTime() - w.arrivalNanos);
-        w.wake.signal();
+        grant(trigger);
       } finally {
         lock.unlock();
       }
+    }
+
+    /**
+     * Under the lock: grants the next waiter when a rank has room and no grant is in flight (the
+     * class notes): a rank with room serves its parked requests first (unless a higher band waits
+     * in the fair queue), then the fair queue's next one.
+     */
+    @GuardedBy("Admission.this.lock")
+    private void grant(String trigger) {
+      if (granting > 0 || (queue.size() == 0 && parkedNow == 0)) return;
+      Waiter w = null;
+      if (router != null) {
+        boolean room = false;
+        List<WorkerLoad> loads = router.loads();
+        for (int i = 0, n = loads.size(); i < n && w == null; i++) {
+          WorkerLoad l = loads.get(i);
+          if (rankBusy(router, l)) continue;
+          room = true;
+          if (parkedNow == 0) break;
+          Parked p = parked.get(l.worker());
+          if (p != null && !p.waiters.isEmpty() && !higherBandWaits(p.waiters.peekFirst().band)) {
+            w = p.waiters.peekFirst();
+            unpark(w);
+          }
+        }
+        if (!room) return;
+      }
+      if (w == null) {
+        FairQueue.Ticket<Waiter> t = queue.poll();
+        if (t == null) return;
+        w = t.item();
+        metrics.left(model, w.band, w.tenantLabel, System.nanoTime() - w.arrivalNanos);
+      }
+      w.state = Outcome.GRANTED;
+      granting++;
+      metrics.grants.labelValues(model, trigger).inc();
+      w.wake.signal();
+    }
+
+    @GuardedBy("Admission.this.lock")
+    private boolean higherBandWaits(int band) {
+      for (int b = 0; b < band; b++) if (queue.size(b) > 0) return true;
+      return false;
+    }
+
+    /** Under the lock: takes a parked waiter off its holder's FIFO. */
+    @GuardedBy("Admission.this.lock")
+    private void unpark(Waiter w) {
+      Worker h = w.holder;
+      if (h == null) return;
+      Parked p = parked.get(h);
+      if (p != null && p.waiters.remove(w)) {
+        p.tokens -= w.uncached;
+        parkedNow--;
+        metrics.holderWaiting.labelValues(model).dec();
+        if (p.waiters.isEmpty()) parked.remove(h);
+      }
+    }
+
+    /**
+     * Waits for the busy rank {@code holder} that holds the longest prefix of the request's prompt,
+     * when {@link HolderWait} says that costs fewer prefill tokens than starting now on the rank
+     * the router chose (whose route {@code unroute} then frees, under the lock); returns null when
+     * starting now is cheaper (nothing done), else GRANTED (route to the holder now, then {@link
+     * #routed}), RETRY (a route was freed or a prefill ended since {@code generation}: route again)
+     * or GONE (the client left).
+     *
+     * @param promptTokens the prompt's length
+     * @param hereOverlap prompt tokens the chosen rank holds
+     * @param hereBacklog prefill tokens in flight on the chosen rank, without this request's
+     * @param holderOverlap prompt tokens the holder holds
+     * @param holderLoad the holder's load
+     * @throws OpenAiError 429 when the wait reached the queue-time bound
+     */
+    @Nullable Outcome waitForHolder(
+        long generation,
+        Worker holder,
+        long promptTokens,
+        long hereOverlap,
+        long hereBacklog,
+        long holderOverlap,
+        WorkerLoad holderLoad,
+        int band,
+        String tenant,
+        long arrivalNanos,
+        Runnable unroute,
+        Consumer<Waiter> watch) {
+      String label;
+      Waiter w;
+      lock.lock();
+      try {
+        Parked p = parked.get(holder);
+        if (queue.size() + parkedNow >= config.maxQueueDepth()
+            || !HolderWait.waitForHolder(
+                promptTokens,
+                hereOverlap,
+                hereBacklog,
+                holderOverlap,
+                holderLoad.activePrefillTokens(),
+                p == null ? 0 : p.tokens,
+                atRequestLimit(holderLoad))) {
+          return null;
+        }
+        unroute.run();
+        waiting.incrementAndGet();
+        if (frees.get() != generation) {
+          waiting.decrementAndGet();
+          return Outcome.RETRY;
+        }
+        label = metrics.tenantLabel(tenant);
+        w = new Waiter(band, tenant, label, 0, arrivalNanos, lock.newCondition());
+        w.holder = holder;
+        w.uncached = Math.max(0, promptTokens - holderOverlap);
+        if (p == null) parked.put(holder, p = new Parked());
+        p.waiters.addLast(w);
+        p.tokens += w.uncached;
+        parkedNow++;
+        metrics.holderWaiting.labelValues(model).inc();
+        metrics.holderWaits.labelValues(model).inc();
+        grant(REQUEST_END); // the route it freed may leave room for another
+      } finally {
+        lock.unlock();
+      }
+      watch.accept(w);
+      return waitGranted(w, label);
     }
 
     /**
@@ -255,16 +505,25 @@ final class Admission {
         lock.unlock();
       }
       watch.accept(w);
-      long deadline = arrivalNanos + config.maxQueueTime().toNanos();
+      return waitGranted(w, label);
+    }
+
+    /** Waits until {@code w} is granted or gone (then its outcome), or refuses it at its bound. */
+    private Outcome waitGranted(Waiter w, String label) {
+      long deadline = w.arrivalNanos + config.maxQueueTime().toNanos();
       lock.lock();
       try {
         while (w.state == null) {
           long left = deadline - System.nanoTime();
           if (left <= 0) {
-            queue.cancel(w.ticket);
+            if (w.holder != null) {
+              unpark(w);
+            } else {
+              queue.cancel(w.ticket);
+              metrics.left(model, w.band, label, System.nanoTime() - w.arrivalNanos);
+            }
             waiting.decrementAndGet();
-            metrics.left(model, band, label, System.nanoTime() - arrivalNanos);
-            metrics.rejected(model, band, label, "queue_timeout");
+            metrics.rejected(model, w.band, label, "queue_timeout");
             throw refusal(
                 "queue_timeout",
                 "model '"
@@ -277,8 +536,8 @@ final class Admission {
             w.wake.awaitNanos(left);
           } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            leave(w);
-            return Outcome.GONE;
+            if (w.state == null) leave(w);
+            return w.state; // GRANTED when the grant came first: the caller passes it on
           }
         }
         return w.state;
@@ -305,9 +564,13 @@ final class Admission {
     private void leave(Waiter w) {
       if (w.state != null) return;
       w.state = Outcome.GONE;
-      queue.cancel(w.ticket);
+      if (w.holder != null) {
+        unpark(w);
+      } else {
+        queue.cancel(w.ticket);
+        metrics.left(model, w.band, w.tenantLabel, System.nanoTime() - w.arrivalNanos);
+      }
       waiting.decrementAndGet();
-      metrics.left(model, w.band, w.tenantLabel, System.nanoTime() - w.arrivalNanos);
       metrics.cancelled(model, w.band, w.tenantLabel);
     }
 
@@ -316,6 +579,7 @@ final class Admission {
      * uncached prefill tokens less the predicted) go onto its tenant's next request.
      */
     void charge(Waiter w, double delta) {
+      if (w.ticket == null) return; // parked for its holder at once: never charged
       lock.lock();
       try {
         queue.charge(w.band, w.tenant, delta);
@@ -323,6 +587,12 @@ final class Admission {
         lock.unlock();
       }
     }
+  }
+
+  /** The requests parked for one prefix holder, in arrival order, and their uncached tokens. */
+  private static final class Parked {
+    final ArrayDeque<Waiter> waiters = new ArrayDeque<>();
+    long tokens;
   }
 
   /** The 429 of a request the queue cannot hold, with the queue's bound as its Retry-After. */

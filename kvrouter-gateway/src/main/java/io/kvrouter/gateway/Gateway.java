@@ -92,7 +92,10 @@ import java.util.logging.Logger;
  *
  * Admission (Admission, docs/gateway.md "Admission"): when the router answers AllBusy (every
  * engine of the model over the busy limits), Proxy queues the request in its model's FairQueue
- * instead of refusing it; each freed route grants the next waiter. Admission is made with the
+ * instead of refusing it; each freed route and each ended prefill (markPrefillCompleted) grants
+ * the next waiter when a rank has room by the router's busy limits (busyLimits, the server's
+ * routing settings), and a routed request may wait for the busy rank holding its prefix
+ * (Admission.ModelQueue.waitForHolder). Admission is made with the
  * metrics, in the Extension's routing; its queues of models gone are dropped by prune().
  * Token-rate limits (TenantRates, docs/gateway.md "Token-rate limits"), made there too when
  * --tenant-token-rate is set (rates is null otherwise), apply before routing whether or not the
@@ -162,6 +165,9 @@ public final class Gateway implements AutoCloseable {
 
   /** The clock of the token-rate limits (System::nanoTime; a test's own). */
   private final LongSupplier rateClock;
+
+  /** The router's busy limits (the server's routing settings): whether a rank has room. */
+  private RoutingSettings busyLimits = RoutingSettings.DEFAULTS;
 
   Sessions sessions; // null: session affinity off
   private KvRouterServer server;
@@ -249,6 +255,7 @@ public final class Gateway implements AutoCloseable {
       OpenTelemetry openTelemetry,
       LongSupplier rateClock) {
     Gateway g = new Gateway(config, openTelemetry, rateClock);
+    g.busyLimits = serverConfig.routing();
     if (g.lora.enabled()) {
       // LoRA placement: the lora term joins each model router's cost of named terms
       RoutingSettings r = serverConfig.routing();
@@ -446,7 +453,8 @@ public final class Gateway implements AutoCloseable {
           new GatewayMetrics(
               h.metricsRegistry(), engines::states, config.admission().maxTenantLabels());
       engines.onAnswerTooLarge(path -> metrics.engineAnswersTooLarge.labelValues(path).inc());
-      admission = new Admission(config.admission(), metrics.admission);
+      admission =
+          new Admission(config.admission(), busyLimits, config.holderWait(), metrics.admission);
       TokenRateConfig tr = config.admission().tokenRates();
       rates = tr.on() ? new TenantRates(tr, rateClock) : null;
       predictions = new PredictionCheck(metrics, config.warnInterval().toNanos());

@@ -45,6 +45,9 @@ import java.util.Objects;
  * @param sessions session affinity (docs/gateway.md, "Sessions"; default {@link SessionConfig#OFF})
  * @param loraPlacement how requests for LoRA adapters are placed (default {@link
  *     LoraPlacementConfig#OFF})
+ * @param holderWait whether a request the router sends to a rank other than the busy one holding
+ *     its prefix may wait for that holder when it costs fewer prefill tokens (docs/routing.md,
+ *     "Waiting for the prefix holder"; default on; it needs the admission queue)
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -66,7 +69,8 @@ public record GatewayConfig(
     long maxRequestValues,
     long maxInflightValues,
     SessionConfig sessions,
-    LoraPlacementConfig loraPlacement) {
+    LoraPlacementConfig loraPlacement,
+    boolean holderWait) {
 
   /** See {@link #maxRequestValues()}: an empty object costs about 70 bytes of heap. */
   public static final long DEFAULT_MAX_REQUEST_VALUES = 250_000;
@@ -180,8 +184,15 @@ public record GatewayConfig(
     private long maxInflightValues = DEFAULT_MAX_INFLIGHT_VALUES;
     private SessionConfig sessions = SessionConfig.OFF;
     private LoraPlacementConfig loraPlacement = LoraPlacementConfig.OFF;
+    private boolean holderWait = true;
 
     private Builder() {}
+
+    /** Whether a request may wait for the busy rank holding its prefix (default true). */
+    public Builder holderWait(boolean v) {
+      holderWait = v;
+      return this;
+    }
 
     public Builder loraPlacement(LoraPlacementConfig v) {
       loraPlacement = v;
@@ -306,7 +317,8 @@ public record GatewayConfig(
           maxRequestValues,
           maxInflightValues,
           sessions,
-          loraPlacement);
+          loraPlacement,
+          holderWait);
     }
   }
 }

@@ -154,6 +154,9 @@ final class GatewayMetrics {
     final Counter rejections;
     final Counter cancelled;
     final Counter rateLimited;
+    final Gauge holderWaiting;
+    final Counter holderWaits;
+    final Counter grants;
     private final int maxTenantLabels;
     private final Set<String> tenants = new HashSet<>();
 
@@ -199,6 +202,30 @@ final class GatewayMetrics {
               "Requests refused with 429 rate_limit_exceeded by their tenant's token-rate limit"
                   + " (--tenant-token-rate), by tenant",
               "tenant");
+      holderWaiting =
+          Gauge.builder()
+              .name("kvrouter_gateway_holder_waiting")
+              .help(
+                  "Requests waiting for the busy engine that holds their prompt's prefix"
+                      + " (docs/routing.md, Waiting for the prefix holder), by model")
+              .labelNames("model")
+              .register(r);
+      holderWaits =
+          counter(
+              r,
+              "kvrouter_gateway_holder_waits_total",
+              "Requests that waited for the busy engine holding their prefix instead of starting"
+                  + " on another, because that cost fewer prefill tokens",
+              "model");
+      grants =
+          counter(
+              r,
+              "kvrouter_gateway_queue_grants_total",
+              "Waiting requests granted a place, by what made room: prefill_end (an engine's"
+                  + " first token of an answer), request_end (an answer ended or a route was"
+                  + " freed), after_grant (room left after the last granted request routed)",
+              "model",
+              "trigger");
       cancelled =
           counter(
               r,

@@ -12,12 +12,14 @@ import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.admission.TokenBucket;
 import io.kvrouter.event.Worker;
+import io.kvrouter.index.OverlapScores;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.KvSource;
 import io.kvrouter.route.PairDecision;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
+import io.kvrouter.route.WorkerLoad;
 import io.kvrouter.server.RouterModel;
 import io.kvrouter.tokenize.ChatRequest;
 import io.kvrouter.tokenize.EngineDialect;
@@ -33,6 +35,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
+import java.util.function.Consumer;
 import java.util.logging.Level;
 
 /**
@@ -64,9 +67,13 @@ import java.util.logging.Level;
  * Admission: a first attempt that the router answers AllBusy waits in the model's queue
  * (admit: Admission.ModelQueue.await) and routes again once granted; a request that arrives while
  * others wait queues behind them before routing. Every freed route (Call.release, a hand-over's
- * prefill) calls ModelQueue.freed, which grants the next waiter; a granted request that leaves
- * without routing passes its place on. While it waits, the client's connection is watched
- * (ServerHost.watchClient) and closed after the answer.
+ * prefill) calls ModelQueue.freed, and every ended prefill (Relay.prefillDone: the engine's first
+ * token, or the first bytes of a whole answer) ModelQueue.prefillEnded; either grants the next
+ * waiter when a rank has room; a granted request that leaves without routing passes its place on.
+ * A routed request whose prefix holder is busy (holderWait) may free its route and wait for the
+ * holder (ModelQueue.waitForHolder); once granted, its next route is restricted to the holder
+ * (Call.holder). While it waits, the client's connection is watched (ServerHost.watchClient) and
+ * closed after the answer.
  *
  * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
  * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
@@ -118,6 +125,12 @@ final class Proxy {
 
     /** The request's place in the queue when it waited (the last one), or null. */
     volatile Admission.Waiter waiter;
+
+    /** Its place in the fair queue (what the queue charged), or null: never queued there. */
+    Admission.Waiter queued;
+
+    /** The prefix holder it was granted after waiting for it: the next route goes there. */
+    Worker holder;
 
     /** It was granted a place by the queue and has not routed since. */
     boolean granted;
@@ -242,7 +255,7 @@ final class Proxy {
       if (c.granted) {
         // granted a place and left before routing: the place goes to the next waiter
         c.granted = false;
-        c.queue.routed();
+        c.queue.routed(false);
         c.queue.freed();
       }
     }
@@ -295,11 +308,8 @@ final class Proxy {
               c.predictedUncached + decode,
               c.t0,
               w -> {
-                c.waiter = w;
-                if (!c.watched) {
-                  c.watched = g.host.watchClient(() -> c.queue.gone(c.waiter));
-                  if (c.watched) res.header(HeaderNames.CONNECTION, "close");
-                }
+                c.queued = w;
+                watch(c, res).accept(w);
               });
     } catch (OpenAiError e) {
       res.header(HeaderNames.RETRY_AFTER, Long.toString(adm.retryAfterSeconds()));
@@ -312,6 +322,111 @@ final class Proxy {
       case GRANTED -> c.granted = true;
       case GONE -> throw new CloseConnectionException("the client left while its request waited");
     }
+  }
+
+  /** Once a request waits: watches its client (a client that leaves leaves the queue at once). */
+  private Consumer<Admission.Waiter> watch(Call c, ServerResponse res) {
+    return w -> {
+      c.waiter = w;
+      if (!c.watched) {
+        c.watched = g.host.watchClient(() -> c.queue.gone(c.waiter));
+        if (c.watched) res.header(HeaderNames.CONNECTION, "close");
+      }
+    };
+  }
+
+  /**
+   * Whether the routed request {@code r} should rather wait for the busy rank holding the longest
+   * prefix of its prompt (docs/routing.md, "Waiting for the prefix holder"): only when a rank was
+   * busy, that rank holds more of the prompt than the chosen one, and the request may go there.
+   * When it waits, its route is freed and it returns once granted (c.holder set: route there) or
+   * told to route again; null when it starts now on {@code r}.
+   *
+   * @throws OpenAiError 429 with Retry-After when the wait reached its bound
+   * @throws CloseConnectionException when the client left while waiting
+   */
+  private Admission.Outcome waitForHolder(
+      Call c,
+      long generation,
+      RouteDecision.Routed r,
+      Allowed a,
+      ServerRequest sreq,
+      ServerResponse res) {
+    if (c.queue == null
+        || r.busy().isEmpty()
+        || !g.admission.holderWait()
+        || c.session != null
+        || c.pair != null) {
+      return null;
+    }
+    OverlapScores ov =
+        c.model.router().overlaps(c.ids, Gateway.options(c.target, c.req.cacheSalt, null));
+    Worker holder = null;
+    int best = r.overlapBlocks();
+    for (int i = 0, n = ov.size(); i < n; i++) {
+      if (ov.scoreAt(i) > best) {
+        best = ov.scoreAt(i);
+        holder = ov.worker(i);
+      }
+    }
+    if (holder == null
+        || !r.busy().contains(holder)
+        || (a.ids != null && !a.ids.contains(holder.workerId()))) {
+      return null;
+    }
+    WorkerLoad here;
+    WorkerLoad held;
+    try {
+      here = c.model.router().load(r.worker());
+      held = c.model.router().load(holder);
+    } catch (IllegalArgumentException gone) {
+      return null; // a rank was unregistered meanwhile
+    }
+    long prompt = c.ids.length;
+    // the chosen rank's backlog counts this request's own prefill since its route: not its wait
+    long own = Math.max(0, prompt - r.overlapTokens());
+    long hereBacklog = Math.max(0, here.activePrefillTokens() - own);
+    int band = g.band(sreq, c.req);
+    String tenant = g.tenant(sreq, c.req);
+    Admission.Outcome o = null;
+    boolean[] parked = new boolean[1];
+    try {
+      o =
+          c.queue.waitForHolder(
+              generation,
+              holder,
+              prompt,
+              r.overlapTokens(),
+              hereBacklog,
+              (long) best * c.model.blockSize(),
+              held,
+              band,
+              tenant,
+              c.t0,
+              () -> {
+                // it waits: its route is freed, its wait traced
+                c.routed = false;
+                c.model.router().free(c.requestId);
+                parked[0] = true;
+                c.trace.queueStart(band, tenant);
+              },
+              watch(c, res));
+    } catch (OpenAiError e) {
+      res.header(HeaderNames.RETRY_AFTER, Long.toString(g.admission.retryAfterSeconds()));
+      throw e;
+    } finally {
+      if (parked[0]) c.trace.queued(o);
+    }
+    if (o == null) return null;
+    switch (o) {
+      case RETRY -> {}
+      case GRANTED -> {
+        c.granted = true;
+        c.holder = holder;
+      }
+      case GONE -> throw new CloseConnectionException("the client left while its request waited");
+    }
+    return o;
   }
 
   // ------------------------------------------------------------------ token-rate limits
@@ -511,7 +626,8 @@ final class Proxy {
       boolean fromQueue = c.granted;
       if (fromQueue) {
         c.granted = false;
-        c.queue.routed();
+        c.queue.routed(
+            !(d instanceof RouteDecision.AllBusy || d instanceof RouteDecision.NoWorkers));
       }
       if (d == null) {
         // outside the try: an IllegalArgumentException of the hand-over is no duplicate id
@@ -528,6 +644,7 @@ final class Proxy {
         if (fromQueue) c.queue.freed(); // its place goes to the next waiter
         throw refusal(c, d, a);
       }
+      if (attempts == 0 && waitForHolder(c, generation, r, a, sreq, res) != null) continue;
       String url = c.model.baseUrl(r.worker());
       EngineState st = url == null ? null : g.engine(url);
       if (st == null || !st.acquire(now)) {
@@ -567,7 +684,15 @@ final class Proxy {
    */
   private RouteDecision route(Call c, Allowed a) {
     if (!disaggregated(c.ranks)) {
-      RouteOptions o = Gateway.options(c.target, c.req.cacheSalt, a.ids);
+      Worker holder = c.holder;
+      c.holder = null;
+      RouteOptions o =
+          Gateway.options(
+              c.target,
+              c.req.cacheSalt,
+              holder != null && (a.ids == null || a.ids.contains(holder.workerId()))
+                  ? Set.of(holder.workerId())
+                  : a.ids);
       if (c.session != null) {
         SessionTable.Binding b = g.sessions.binding(c.session);
         c.bound = b;
@@ -1178,7 +1303,10 @@ final class Proxy {
     private void prefillDone() {
       if (prefillDone) return;
       prefillDone = true;
-      c.model.router().markPrefillCompleted(c.requestId);
+      // the engine's prefill tokens in flight drop: a waiter may fit now
+      if (c.model.router().markPrefillCompleted(c.requestId) && c.queue != null) {
+        c.queue.prefillEnded();
+      }
       g.metrics.ttft.labelValues(c.target.baseModel()).observe((System.nanoTime() - c.t0) / 1e9);
     }
 
@@ -1186,7 +1314,7 @@ final class Proxy {
     private void finish(int answered) {
       c.release();
       count(c, engine, answered, attempt);
-      Admission.Waiter w = c.waiter;
+      Admission.Waiter w = c.queued;
       if (w != null
           && usage != null
           && status == 200
