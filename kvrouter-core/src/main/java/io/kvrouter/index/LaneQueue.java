@@ -40,9 +40,9 @@ import org.jspecify.annotations.Nullable;
  *
  * Back-pressure. A producer that finds the ring full counts itself in fullWaiters and waits on
  * notFull (under fullLock, the one lock here, taken only when the ring is full); the consumer,
- * after publishing head, signals them once fullWaiters is not 0 and a quarter of the ring is
- * free (so a full ring wakes its producers once per quarter, not once per batch; a ring the
- * consumer emptied is all free). The same write-then-read argument: waiters++ then a re-read of
+ * after publishing head, signals them once fullWaiters is not 0 and RESUME_MAX slots (a quarter
+ * of a small ring) are free, so a full ring wakes its producers about once per lane batch, not
+ * once per item; a ring the consumer emptied is all free. The same write-then-read argument: waiters++ then a re-read of
  * head, against head's write then a read of fullWaiters. A waiting producer wakes every
  * WAIT_MILLIS to ask whether the consumer is still alive (the caller's stopped test) and gives up
  * when it is not.
@@ -67,6 +67,12 @@ final class LaneQueue {
 
   /** Empty-ring checks the consumer spins through before it parks. */
   private static final int SPINS = 64;
+
+  /**
+   * Free slots at which producers waiting for room are woken, at most: a producer blocked on one
+   * full lane feeds no other lane meanwhile, so it is woken soon (a quarter of a small ring).
+   */
+  private static final int RESUME_MAX = 1024;
 
   /** How often a producer waiting for room asks whether the consumer stopped. */
   private static final long WAIT_MILLIS = 20;
@@ -98,7 +104,7 @@ final class LaneQueue {
     }
     slots = new Object[capacity];
     mask = capacity - 1;
-    resume = capacity / 4;
+    resume = Math.min(capacity / 4, RESUME_MAX);
   }
 
   /** The thread that drains this queue (the one {@link #awaitItem()} parks and producers wake). */

@@ -21,14 +21,17 @@ import java.util.concurrent.locks.LockSupport;
  * <pre>
  * Implementation notes
  *
- * Replay threads: --replay-threads platform threads (default: one per core), each running the
+ * Replay threads: one virtual thread per worker (the default), or --replay-threads platform
+ * threads, each running the
  * workers dealt to it (worker w on thread w mod N), their timelines merged in time order before
  * the start (a Plan: one times[] and one entries[], ties to the lower worker, so each worker's
  * own order is kept). Dynamo gives each worker its own tokio task, and tokio's runtime runs them
  * on one worker thread per core: a thread here is that runtime thread, doing for its workers
- * what is due, in due order. --replay-threads 0 gives each worker its own virtual thread
- * instead (the replay before; each parks and is unparked through the JDK's timer thread once
- * per tick with something due, N times as often as a thread running N workers). All threads
+ * what is due, in due order. A virtual thread per worker parks and is unparked through the JDK's
+ * timer thread once per tick with something due, N times as often as a thread running N
+ * workers; but a platform thread that waits for room in a full lane waits for the OS to run it
+ * again, where a virtual thread's carrier runs another worker meanwhile (on a loaded machine the
+ * platform threads replayed slower: docs/BENCHMARKS.md). All threads
  * wait on a latch, then share one start instant. Entry i of a plan is due at
  * start + time[i] * duration / span; a thread runs every entry due within the next tick
  * (--tick-us, default 100 µs), then parks until the next one is due (LockSupport.parkNanos), so a
@@ -128,7 +131,7 @@ final class TraceReplay {
         maxBlocks,
         durationMs,
         tickNanos,
-        Runtime.getRuntime().availableProcessors(),
+        0,
         trace,
         verifyPrompts);
   }
