@@ -21,7 +21,7 @@ import picocli.CommandLine.Spec;
       "Replay stress, the shape of NVIDIA Dynamo's mooncake_bench: run the trace once through"
           + " mock engines (requests dealt to --workers at random) to record each worker's"
           + " timeline of findMatches requests and KV events, then replay all timelines at once"
-          + " against one index (one virtual thread per worker, events through threadPool lanes"
+          + " against one index (one virtual thread per worker, or --replay-threads platform threads, events through threadPool lanes"
           + " for the concurrent kinds), compressed into --duration ms, timing every findMatches.",
       "Reports offered and achieved operations/s (requests + events) and block operations/s,"
           + " findMatches p50/p99/p99.9, and whether the index kept up (achieved >= 95%% of"
@@ -125,6 +125,16 @@ final class BenchTraceCommand implements Callable<Integer> {
               + " (default: ${DEFAULT-VALUE}; Dynamo's tokio timers tick in 1000).")
   long tickUs;
 
+  @Option(
+      names = "--replay-threads",
+      paramLabel = "N",
+      defaultValue = "0",
+      description =
+          "0: one virtual thread per worker (default); N: N platform threads replay the"
+              + " workers' timelines, each running the workers dealt to it in time order, as"
+              + " tokio's worker threads run Dynamo's worker tasks.")
+  int replayThreads;
+
   @Option(names = "--sweep", description = "Run several durations, log-spaced (see below).")
   boolean sweep;
 
@@ -209,6 +219,7 @@ final class BenchTraceCommand implements Callable<Integer> {
                 maxBlocks,
                 durationMs,
                 tickUs,
+                replayThreads,
                 sweep,
                 sweepMinMs,
                 sweepMaxMs,

@@ -2,15 +2,13 @@ package io.kvrouter.index;
 
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.ArrayBlockingQueue;
-import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BiConsumer;
+import java.util.function.BooleanSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.jspecify.annotations.NullUnmarked;
@@ -23,13 +21,15 @@ import org.jspecify.annotations.Nullable;
  * <pre>
  * Implementation notes
  *
- * One bounded queue and one daemon thread per lane; lane = mix(workerId) mod lanes, so every rank
- * of a worker shares a lane and clearWorker/removeWorker queue behind that worker's events. A
- * full queue blocks the producer (back-pressure; nothing is dropped). Work items are RouterEvents
- * or Runnables (worker-wide operations and flush barriers). A lane takes everything queued (up to
- * BATCH items) at once and applies each run of consecutive events under one hold of the index's
- * writer lock (SteppedIndex.applyAll, so the tree, positional and compressed kinds), so two lanes hand the lock
- * over once per batch rather than
+ * One bounded ring (LaneQueue: no lock and no allocation while it is neither empty nor full) and
+ * one daemon thread per lane; lane = mix(workerId) mod lanes, so every rank of a worker shares a
+ * lane and clearWorker/removeWorker queue behind that worker's events. A full ring blocks the
+ * producer (back-pressure; nothing is dropped). Work items are the RouterEvents themselves (no
+ * wrapper) or Runnables (worker-wide operations and flush barriers). A lane wakes once for
+ * everything queued meanwhile, takes it (up to BATCH items) at once and applies each run of
+ * consecutive events under one hold of the index's writer lock (SteppedIndex.applyAll, so the
+ * tree, positional and compressed kinds), so two lanes hand the lock over once per batch rather
+ * than
  * once per event; order is kept. flush() puts a latch behind every lane's queue and waits for all
  * of them. An exception while applying is logged and counted; the lane goes on with the next
  * item. An Error (out of memory, a failed assertion) ends the lane's thread: it is logged as
@@ -43,7 +43,7 @@ import org.jspecify.annotations.Nullable;
 final class ThreadPoolIndexer implements KvIndex {
   private static final Logger LOG = Logger.getLogger(ThreadPoolIndexer.class.getName());
   private static final int QUEUE_CAPACITY = 1 << 16;
-  private static final int BATCH = 256; // most items a lane takes from its queue at once
+  private static final int BATCH = 1024; // most items a lane takes from its queue at once
   private static final long WAIT_MILLIS = 20; // how often a blocked flush or put checks the lanes
   private static final Object STOP = new Object();
 
@@ -161,16 +161,18 @@ final class ThreadPoolIndexer implements KvIndex {
   }
 
   private final class Lane implements Runnable {
-    final BlockingQueue<Object> queue = new ArrayBlockingQueue<>(QUEUE_CAPACITY);
+    final LaneQueue queue = new LaneQueue(QUEUE_CAPACITY);
     final int number;
     final Thread thread;
     volatile @Nullable Throwable
         stoppedBy; // an Error that ended this lane's thread; null while it runs
+    final BooleanSupplier stopped = () -> stoppedBy != null; // one object, not one per put
 
     Lane(int i) {
       number = i;
       thread = new Thread(this, "kvrouter-indexer-" + i);
       thread.setDaemon(true);
+      queue.consumer(thread);
     }
 
     /** Throws when this lane's thread has stopped on an error: nothing queued to it would run. */
@@ -191,12 +193,7 @@ final class ThreadPoolIndexer implements KvIndex {
     /** Queues {@code item}, waiting while the queue is full unless the lane stops meanwhile. */
     void putUnchecked(Object item) {
       try {
-        while (!queue.offer(item, WAIT_MILLIS, TimeUnit.MILLISECONDS)) {
-          if (stoppedBy != null) {
-            if (item == STOP) return;
-            checkAlive();
-          }
-        }
+        if (!queue.put(item, stopped) && item != STOP) checkAlive();
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw new IllegalStateException("interrupted while queueing an event", e);
@@ -214,18 +211,19 @@ final class ThreadPoolIndexer implements KvIndex {
     }
 
     private void drain() {
-      final ArrayList<Object> batch = new ArrayList<>(BATCH);
+      final Object[] batch = new Object[BATCH];
       final RouterEvent[] events = new RouterEvent[BATCH];
       while (true) {
-        try {
-          batch.add(queue.take());
-        } catch (InterruptedException e) {
-          return;
+        final int got = queue.drain(batch, BATCH);
+        if (got == 0) {
+          if (Thread.interrupted()) return;
+          queue.awaitItem();
+          continue;
         }
-        queue.drainTo(batch, BATCH - 1);
         int n = 0;
-        for (int i = 0; i < batch.size(); i++) {
-          final Object item = batch.get(i);
+        for (int i = 0; i < got; i++) {
+          final Object item = batch[i];
+          batch[i] = null; // taken: keep no references until the next batch
           if (item instanceof RouterEvent e) {
             events[n++] = e;
             continue;
@@ -240,7 +238,6 @@ final class ThreadPoolIndexer implements KvIndex {
           }
         }
         applyEvents(events, n);
-        batch.clear();
       }
     }
 

@@ -29,6 +29,7 @@ final class BenchTraceReport {
       int blockSize,
       RemovedEvents removedEvents,
       int eventThreads,
+      int replayThreads,
       int jumpSize,
       long seed,
       double loadAverageBefore) {}
@@ -46,6 +47,7 @@ final class BenchTraceReport {
       g.writeNumberField("block_size", cmd.blockSize());
       g.writeStringField("removed_events", cmd.removedEvents().cliName());
       g.writeNumberField("event_threads", cmd.eventThreads());
+      g.writeNumberField("replay_threads", cmd.replayThreads());
       g.writeNumberField("jump_size", cmd.jumpSize());
       g.writeNumberField("seed", cmd.seed());
       g.writeNumberField("cores", Runtime.getRuntime().availableProcessors());
@@ -83,6 +85,10 @@ final class BenchTraceReport {
           g.writeNumberField("wall_ms", r.wallNanos() / 1e6);
           g.writeNumberField("cpu_ms", r.cpuNanos() / 1e6);
           g.writeNumberField("ops_per_cpu_s", r.opsPerCpuSecond());
+          if (r.replayCpuNanos() >= 0) {
+            g.writeNumberField("replay_threads_cpu_ms", r.replayCpuNanos() / 1e6);
+            g.writeNumberField("event_lanes_cpu_ms", r.laneCpuNanos() / 1e6);
+          }
           if (r.durationMs() > 0) g.writeBooleanField("kept_up", r.keptUp());
           g.writeBooleanField("index_equals_caches", r.verification().ok());
           g.writeEndObject();

@@ -59,6 +59,7 @@ public final class TraceBench {
       Long maxBlocks,
       long durationMs,
       long tickUs,
+      int replayThreads,
       boolean sweep,
       long sweepMinMs,
       long sweepMaxMs,
@@ -107,9 +108,13 @@ public final class TraceBench {
             "--workers, --gpu-blocks, --block-size and --jump-size must be >= 1,"
                 + " --event-threads >= 0");
       }
-      if (s.repeat() < 1 || s.warmup() < 0 || s.durationMs() < 0 || s.tickUs() < 0) {
+      if (s.repeat() < 1
+          || s.warmup() < 0
+          || s.durationMs() < 0
+          || s.tickUs() < 0
+          || s.replayThreads() < 0) {
         throw new IllegalArgumentException(
-            "--repeat must be >= 1, --warmup, --duration and --tick-us >= 0");
+            "--repeat must be >= 1, --warmup, --duration, --tick-us and --replay-threads >= 0");
       }
       if (s.maxBlocks() != null && s.maxBlocks() < 1) {
         throw new IllegalArgumentException("--max-blocks must be >= 1, got " + s.maxBlocks());
@@ -158,7 +163,7 @@ public final class TraceBench {
     out.printf(
         Locale.ROOT,
         "timelines: %,d findMatches (%,d blocks) + %,d events (%,d blocks stored, %,d removed, %s) ="
-            + " %,d ops, %,d block ops; event threads %d%n",
+            + " %,d ops, %,d block ops; event threads %d, %s%n",
         tl.requests,
         tl.requestBlocks,
         tl.events,
@@ -167,13 +172,16 @@ public final class TraceBench {
         removed.perBlock() ? "one per event" : "grouped by eviction",
         tl.ops(),
         tl.blockOps(),
-        s.eventThreads());
+        s.eventThreads(),
+        s.replayThreads() == 0
+            ? "one virtual thread per worker"
+            : s.replayThreads() + " replay threads");
     double loadAverageBefore = systemLoadAverage();
     out.println(machine(Runtime.getRuntime().availableProcessors(), loadAverageBefore));
     out.println();
     out.printf(
         Locale.ROOT,
-        "%-22s %9s %9s %11s %11s %11s %11s %8s %8s %9s %10s %6s%n",
+        "%-22s %9s %9s %11s %11s %11s %11s %8s %8s %8s %9s %10s %6s%n",
         "index",
         "duration",
         "wall",
@@ -181,6 +189,7 @@ public final class TraceBench {
         "achieved/s",
         "blocks/s",
         "per CPU-s",
+        "CPU ns/op",
         "p50 µs",
         "p99 µs",
         "p99.9 µs",
@@ -193,7 +202,17 @@ public final class TraceBench {
     long tickNanos = s.tickUs() * 1000;
     for (IndexKind kind : kinds) {
       for (int i = 0; i < s.warmup(); i++) {
-        TraceReplay.run(tl, kind, s.eventThreads(), s.jumpSize(), bound, 0, tickNanos, reqs, -1);
+        TraceReplay.run(
+            tl,
+            kind,
+            s.eventThreads(),
+            s.jumpSize(),
+            bound,
+            0,
+            tickNanos,
+            s.replayThreads(),
+            reqs,
+            -1);
       }
       for (long d : durations) {
         List<TraceReplay.Result> runs = new ArrayList<>();
@@ -207,6 +226,7 @@ public final class TraceBench {
                   bound,
                   d,
                   tickNanos,
+                  s.replayThreads(),
                   reqs,
                   r == 0 ? 200 : -1));
         }
@@ -216,7 +236,7 @@ public final class TraceBench {
         consistent &= v.ok();
         out.printf(
             Locale.ROOT,
-            "%-22s %6d ms %6.1f ms %11s %11s %11s %11s %8.2f %8.2f %9.1f %10s %6s%n",
+            "%-22s %6d ms %6.1f ms %11s %11s %11s %11s %8.0f %8.2f %8.2f %9.1f %10s %6s%n",
             kind.cliName(),
             d,
             shown.wallNanos() / 1e6,
@@ -224,6 +244,7 @@ public final class TraceBench {
             rate(shown.achievedOps()),
             rate(shown.achievedBlockOps()),
             rate(shown.opsPerCpuSecond()),
+            shown.cpuNanosPerOp(),
             shown.p50Us(),
             shown.p99Us(),
             shown.p999Us(),
@@ -236,13 +257,17 @@ public final class TraceBench {
       }
     }
     out.println();
+    for (TraceReplay.Result r : results) {
+      if (r.replayCpuNanos() >= 0 && r.cpuNanos() > 0) out.println(cpuSplit(r));
+    }
     for (String line : verdicts(results)) out.println(line);
     out.println();
     out.println(KEPT_UP_NOTE);
     out.println(
         "ops = findMatches + events; block ops = blocks looked up + blocks stored (Dynamo's"
             + " counting); offered = ops / duration; achieved = ops / wall time; per CPU-s = ops per"
-            + " second of the process's CPU time; latency = findMatches on the worker's thread;"
+            + " second of the process's CPU time; CPU ns/op = the process's CPU time per op (split"
+            + " above by thread); latency = findMatches on the worker's thread;"
             + " check = the index equals the recorded caches after the replay.");
     try {
       Files.writeString(
@@ -255,6 +280,7 @@ public final class TraceBench {
                   s.blockSize(),
                   removed,
                   s.eventThreads(),
+                  s.replayThreads(),
                   s.jumpSize(),
                   s.seed(),
                   loadAverageBefore),
@@ -285,9 +311,13 @@ public final class TraceBench {
     Verification v = runs.get(0).verification();
     long cpuAll = 0;
     long wallAll = 0;
+    long replayAll = 0;
+    long laneAll = 0;
     for (TraceReplay.Result r : runs) {
       cpuAll += r.cpuNanos();
       wallAll += r.wallNanos();
+      replayAll += r.replayCpuNanos();
+      laneAll += r.laneCpuNanos();
     }
     List<TraceReplay.Result> sorted = new ArrayList<>(runs);
     sorted.sort((a, b) -> Double.compare(a.achievedOps(), b.achievedOps()));
@@ -301,11 +331,35 @@ public final class TraceBench {
         median.wallNanos(),
         // the process CPU clock ticks coarsely (10 ms here): spread the total over the runs
         Math.round((double) cpuAll * median.wallNanos() / wallAll),
+        // per-thread CPU clocks are exact: the mean over the repeats
+        median.replayCpuNanos() < 0 ? -1 : replayAll / runs.size(),
+        median.laneCpuNanos() < 0 ? -1 : laneAll / runs.size(),
         median.p50Us(),
         median.p99Us(),
         median.p999Us(),
         median.maxUs(),
         v);
+  }
+
+  /**
+   * One kind's CPU time per op by thread: replay threads (findMatches, timing, queueing events),
+   * event lanes (applying them) and the rest of the process (GC, JIT).
+   */
+  static String cpuSplit(TraceReplay.Result r) {
+    double ops = r.ops();
+    double replay = r.replayCpuNanos() / ops;
+    double lanes = r.laneCpuNanos() / ops;
+    double mean = (r.cpuNanos() + 0.0) / ops;
+    return String.format(
+        Locale.ROOT,
+        "%s, %d ms: CPU per op %.0f ns = replay threads %.0f + event lanes %.0f + rest of the"
+            + " process %.0f (thread CPU clocks; the repeats' mean for the threads)",
+        r.kind().cliName(),
+        r.durationMs(),
+        mean,
+        replay,
+        lanes,
+        Math.max(0, mean - replay - lanes));
   }
 
   /** The --index kinds, in the order given, each once; every kind when none is given. */

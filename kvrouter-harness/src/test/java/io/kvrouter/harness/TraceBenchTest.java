@@ -89,6 +89,17 @@ class TraceBenchTest {
         assertThat(r.achievedOps()).isPositive();
       }
     }
+    // one virtual thread per worker (the replay before), and fewer platform threads than workers
+    // running several workers each: every request is timed once and the index ends the same
+    for (int replayThreads : new int[] {0, 1, 4}) {
+      TraceReplay.Result r =
+          TraceReplay.run(
+              tl, IndexKind.COMPRESSED_TREE, 2, 4, 0, 20, 100_000, replayThreads, trace, 50);
+      assertThat(r.verification().problems()).as("replay threads " + replayThreads).isEmpty();
+      assertThat(r.requests()).isEqualTo(trace.size());
+      assertThat(r.laneCpuNanos()).as("the lanes applied the events").isPositive();
+      assertThat(r.replayCpuNanos()).isPositive();
+    }
     // no thread pool: events applied on the worker threads
     TraceReplay.Result direct =
         TraceReplay.run(tl, IndexKind.CONCURRENT_RADIX_TREE, 0, 4, 0, 10, 0, trace, 50);
@@ -117,7 +128,8 @@ class TraceBenchTest {
     // offered = ops / duration; achieved = ops / wall, so wall = duration / achieved fraction
     long wallNanos = Math.round(durationMs * 1e6 * 100 / achievedPct);
     Verification ok = new Verification(true, 1, 1, 1, List.of());
-    return new TraceReplay.Result(kind, durationMs, ops, ops, 1, wallNanos, 1, 1, 1, 1, 1, ok);
+    return new TraceReplay.Result(
+        kind, durationMs, ops, ops, 1, wallNanos, 1, -1, -1, 1, 1, 1, 1, ok);
   }
 
   @Test
@@ -172,6 +184,7 @@ class TraceBenchTest {
         maxBlocks,
         100,
         100,
+        2,
         sweep,
         2,
         sweepMaxMs,
