@@ -49,6 +49,14 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   private final RouteOptions options;
   private Candidate @Nullable [] built; // get(i)'s records, made on first use
 
+  // the built-in terms' kinds for priceBuiltIn (Scorers notes each weighted term's)
+  static final byte SKIP = 0;
+  static final byte PREFILL = 1;
+  static final byte DECODE = 2;
+  static final byte PRESSURE = 3;
+  static final byte QUEUE = 4;
+  static final byte SESSION = 5;
+
   /** The router's constructor: no copies, no checks (see the class comment). */
   Candidates(
       Worker[] workers,
@@ -241,6 +249,38 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
    */
   public RouteOptions options() {
     return options;
+  }
+
+  /**
+   * Writes each candidate's cost for terms of built-in {@code kinds} at {@code weights} (both
+   * Scorers'): for every candidate, {@code cost = Σ weight_j × score_j} in term order, the first
+   * term's product taken as it is, exactly as Scorers.priceByScorers computes it through the
+   * built-in scorers, but from the columns, with no call per candidate and term.
+   */
+  void priceBuiltIn(byte[] kinds, double[] weights, double[] costs) {
+    final int n = size;
+    final int terms = kinds.length;
+    final @Nullable Worker affinity = options.affinity();
+    final int @Nullable [] req = requests;
+    for (int i = 0; i < n; i++) {
+      double cost = 0;
+      for (int j = 0; j < terms; j++) {
+        final double w = weights[j];
+        final double v;
+        switch (kinds[j]) {
+          case PREFILL -> v = w * prefill[i];
+          case DECODE -> v = w * (double) decode[i];
+          case PRESSURE -> v = w * Math.max(0, promptBlocks - overlap[i]) * relativePressure[i];
+          case QUEUE -> v = w * (double) (req == null ? 0 : req[i]);
+          case SESSION -> v = w * (affinity == null || affinity.equals(workers[i]) ? 0.0 : 1.0);
+          default -> {
+            continue; // SKIP: weight 0
+          }
+        }
+        cost = j == 0 ? v : cost + v;
+      }
+      costs[i] = cost;
+    }
   }
 
   /**

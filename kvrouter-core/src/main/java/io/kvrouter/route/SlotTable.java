@@ -10,7 +10,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
-import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
@@ -43,9 +43,11 @@ import org.jspecify.annotations.Nullable;
  * request that leaves without free(): expired, or dropped with its rank (remove, removeWorker).
  *
  * Columns: what route() reads of every rank sits in arrays indexed by the rank's position in
- * slots (Slot.index), replaced with slots: the worker, capacity (changed only by setCapacity, in
- * the slot and its column together) and eviction meter (fixed per slot), the active blocks and
- * prefill tokens (each ActiveSequences copies its counts there after every change, mirrorInto),
+ * slots (Slot.index), replaced with slots (the worker column is never written in place, so
+ * route() may hand it to a decision as it is): the worker, capacity
+ * (changed only by setCapacity, in the slot and its column together), eviction meter and KV
+ * source (fixed per slot), the active blocks, prefill tokens and requests in flight (each
+ * ActiveSequences copies its counts there after every change, mirrorInto),
  * and the scratch of one route, written by prepare() and read by the same route(): overlap,
  * cached blocks, whether it holds the prompt's root block, and its tiered overlap (only when
  * prepareTiers ran). So the loop over 256 ranks streams a few contiguous arrays
@@ -152,6 +154,8 @@ final class SlotTable {
   private EvictionPressure.Meter[] meterCol = new EvictionPressure.Meter[0];
   private int[] blocksCol = new int[0];
   private long[] prefillCol = new long[0];
+  private int[] requestsCol = new int[0];
+  private boolean[] predictedCol = new boolean[0];
   private int[] overlapCol = new int[0];
   private int[] cachedCol = new int[0];
   private boolean[] rootCol = new boolean[0];
@@ -220,6 +224,8 @@ final class SlotTable {
     meterCol = new EvictionPressure.Meter[n];
     blocksCol = new int[n];
     prefillCol = new long[n];
+    requestsCol = new int[n];
+    predictedCol = new boolean[n];
     overlapCol = new int[n];
     cachedCol = new int[n];
     rootCol = new boolean[n];
@@ -231,7 +237,8 @@ final class SlotTable {
       workerCol[i] = s.worker;
       capacityCol[i] = s.kvBlocks;
       meterCol[i] = s.meter;
-      s.seqs.mirrorInto(blocksCol, prefillCol, i);
+      predictedCol[i] = s.predicted;
+      s.seqs.mirrorInto(blocksCol, prefillCol, requestsCol, i);
     }
   }
 
@@ -258,15 +265,16 @@ final class SlotTable {
 
   /**
    * Blocks held by the requests in flight on every rank, each request's counted whole: the ranks'
-   * ActiveSequences add to it under the router's lock; read without it (a sum of a LongAdder).
+   * ActiveSequences add to it under the router's lock (a plain read and a release write: one writer
+   * at a time, so no atomic add); read without it (an acquire read).
    */
-  final LongAdder heldBlocks = new LongAdder();
+  final AtomicLong heldBlocks = new AtomicLong();
 
   /** Forgets {@code rank} and its requests in flight; returns false when it was not registered. */
   boolean remove(Worker rank) {
     Slot gone = byWorker.remove(rank);
     if (gone == null) return false;
-    heldBlocks.add(-gone.seqs.heldBlocks());
+    ActiveSequences.addHeld(heldBlocks, -gone.seqs.heldBlocks());
     for (String id : gone.seqs.requestIds()) {
       requests.remove(id);
       if (departed != null) departed.departed(id, false);
@@ -296,7 +304,7 @@ final class SlotTable {
       }
       gone.add(s.worker);
       byWorker.remove(s.worker);
-      heldBlocks.add(-s.seqs.heldBlocks());
+      ActiveSequences.addHeld(heldBlocks, -s.seqs.heldBlocks());
       for (String id : s.seqs.requestIds()) {
         requests.remove(id);
         if (departed != null) departed.departed(id, false);
@@ -383,6 +391,16 @@ final class SlotTable {
 
   long[] activePrefillColumn() {
     return prefillCol;
+  }
+
+  /** Each rank's requests in flight ({@link ActiveSequences#requestCount()}). */
+  int[] requestsColumn() {
+    return requestsCol;
+  }
+
+  /** Whether each rank is of {@link KvSource#PREDICTED} ({@link Slot#predicted}). */
+  boolean[] predictedColumn() {
+    return predictedCol;
   }
 
   int[] overlapColumn() {
