@@ -2,6 +2,7 @@ package io.kvrouter.route;
 
 import io.kvrouter.event.Worker;
 import java.util.AbstractList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
 import java.util.RandomAccess;
@@ -259,27 +260,53 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
    */
   void priceBuiltIn(byte[] kinds, double[] weights, double[] costs) {
     final int n = size;
-    final int terms = kinds.length;
-    final @Nullable Worker affinity = options.affinity();
-    final int @Nullable [] req = requests;
-    for (int i = 0; i < n; i++) {
-      double cost = 0;
-      for (int j = 0; j < terms; j++) {
-        final double w = weights[j];
-        final double v;
-        switch (kinds[j]) {
-          case PREFILL -> v = w * prefill[i];
-          case DECODE -> v = w * (double) decode[i];
-          case PRESSURE -> v = w * Math.max(0, promptBlocks - overlap[i]) * relativePressure[i];
-          case QUEUE -> v = w * (double) (req == null ? 0 : req[i]);
-          case SESSION -> v = w * (affinity == null || affinity.equals(workers[i]) ? 0.0 : 1.0);
-          default -> {
-            continue; // SKIP: weight 0
+    // term by term over every candidate (each loop a plain pass over columns, which the compiler
+    // can vectorise); per candidate the same operations in the same order as term by term within
+    // it: the first term's product as it is, then each later one added
+    if (kinds.length == 0 || kinds[0] == SKIP) Arrays.fill(costs, 0, n, 0.0);
+    for (int j = 0; j < kinds.length; j++) {
+      final double w = weights[j];
+      final boolean first = j == 0;
+      switch (kinds[j]) {
+        case PREFILL -> {
+          final double[] p = prefill;
+          for (int i = 0; i < n; i++) {
+            final double v = w * p[i];
+            costs[i] = first ? v : costs[i] + v;
           }
         }
-        cost = j == 0 ? v : cost + v;
+        case DECODE -> {
+          final int[] d = decode;
+          for (int i = 0; i < n; i++) {
+            final double v = w * (double) d[i];
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        case PRESSURE -> {
+          final int[] o = overlap;
+          final double[] r = relativePressure;
+          final int blocks = promptBlocks;
+          for (int i = 0; i < n; i++) {
+            final double v = w * Math.max(0, blocks - o[i]) * r[i];
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        case QUEUE -> {
+          final int @Nullable [] q = requests;
+          for (int i = 0; i < n; i++) {
+            final double v = w * (double) (q == null ? 0 : q[i]);
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        case SESSION -> {
+          final @Nullable Worker affinity = options.affinity();
+          for (int i = 0; i < n; i++) {
+            final double v = w * (affinity == null || affinity.equals(workers[i]) ? 0.0 : 1.0);
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        default -> {} // SKIP: weight 0
       }
-      costs[i] = cost;
     }
   }
 

@@ -746,9 +746,11 @@ public final class KvRouter implements AutoCloseable {
     int allowed = 0;
     int m = 0;
     int busy = 0;
-    // the active prefix found on the last rank that holds the prompt's root: ranks that hold the
-    // same system prompt mostly hold the same prefix of this one (newBlocksOfChain's guess)
-    int activeHint = 0;
+    // the active prefix found on the last rank that holds the prompt's root (at first: by the last
+    // route of a prompt with this root): ranks and prompts that share a system prompt mostly hold
+    // the same prefix of it (newBlocksOfChain's guess, which never changes its answer)
+    int activeHint = table.activePrefixHint();
+    final int firstHint = activeHint;
     for (int i = 0; i < n; i++) {
       if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
       allowed++;
@@ -779,6 +781,7 @@ public final class KvRouter implements AutoCloseable {
         relativePressure[k] = evicted;
       }
     }
+    if (activeHint != firstHint) table.activePrefixFound(activeHint);
     // the workers by column index: the table's own column (never written in place) when every rank
     // is a candidate in its place, else a copy in candidate order
     final Worker[] workers;

@@ -28,6 +28,9 @@ import org.jspecify.annotations.Nullable;
  * (ActiveSequences.newBlocksOfChain), only those slots can hold any block of a prompt that starts
  * with that block, so prepare() marks them (the root column) and route() takes "all blocks new" for every
  * other slot without touching its hash table (one lookup instead of one cache miss per rank).
+ * Each entry also keeps the active prefix the last route found on one of its slots
+ * (activeHint): route() starts the next search of each holder from it (a guess that costs two
+ * lookups when right and never changes the answer; ActiveSequencesHintTest).
  *
  * Invariants: requests holds exactly the ids in flight in the slots' ActiveSequences, each
  * mapped to the slot that holds it; rootHolders counts, per root block, the requests in flight
@@ -91,6 +94,7 @@ final class SlotTable {
     Slot[] slots = new Slot[2];
     int[] counts = new int[2];
     int size;
+    int activeHint; // the active prefix a route last found on one of these slots (a guess)
 
     void add(Slot s) {
       for (int i = 0; i < size; i++) {
@@ -161,6 +165,7 @@ final class SlotTable {
   private boolean[] rootCol = new boolean[0];
   private TierOverlap[] tiersCol = new TierOverlap[0];
   private boolean tiersPrepared; // tiersCol holds this route's tiered overlaps
+  private @Nullable RootHolders preparedRoots; // this route's root block's holders (prepare)
   // no request in flight has a deadline before nextDeadline (when deadlinePending): expire(now)
   // skips the pass over every rank until then
   private boolean deadlinePending;
@@ -345,9 +350,27 @@ final class SlotTable {
       }
     }
     RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
+    preparedRoots = roots;
     if (roots != null) {
       for (int i = 0; i < roots.size; i++) rootCol[roots.slots[i].index] = true;
     }
+  }
+
+  /**
+   * After {@link #prepare}: a guess of how many leading blocks of the prompt a rank of the root
+   * column holds (ActiveSequences.newBlocksOfChain's hint): the last figure {@link
+   * #activePrefixFound} noted for the prompt's root block, 0 when none. Prompts that share a system
+   * prompt share its active prefix, so the guess is mostly right; the answer never depends on it.
+   */
+  int activePrefixHint() {
+    final RootHolders r = preparedRoots;
+    return r == null ? 0 : r.activeHint;
+  }
+
+  /** Notes the active prefix found on a rank of the root column, for the next prompt's guess. */
+  void activePrefixFound(int blocks) {
+    final RootHolders r = preparedRoots;
+    if (r != null) r.activeHint = blocks;
   }
 
   /**
