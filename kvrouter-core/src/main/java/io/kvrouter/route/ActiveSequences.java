@@ -6,7 +6,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Objects;
-import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.NullUnmarked;
 
 /**
@@ -87,7 +87,7 @@ final class ActiveSequences {
   private long activePrefillTokens;
   private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
   private long heldBlocks; // Σ seqHashes.length of the live requests: what their arrays hold
-  private LongAdder heldTotal; // the owner's sum of heldBlocks over its ranks, or null
+  private AtomicLong heldTotal; // the owner's sum of heldBlocks over its ranks, or null
   private Request head; // oldest deadline
   private Request tail;
   // the owner's load columns (SlotTable's, indexed by rank): activeBlocks and activePrefillTokens
@@ -95,6 +95,7 @@ final class ActiveSequences {
   // contiguous arrays instead of this object; null: not mirrored
   private int[] blocksMirror;
   private long[] prefillMirror;
+  private int[] requestsMirror; // requestCount()
   private int mirrorAt;
 
   /**
@@ -121,18 +122,28 @@ final class ActiveSequences {
    * From now on adds every change of {@link #heldBlocks()} to {@code total} (the owner's sum over
    * its ranks, read without its lock); call it while no request is in flight.
    */
-  void countInto(LongAdder total) {
+  void countInto(AtomicLong total) {
     heldTotal = total;
   }
 
   /**
-   * From now on copies this rank's load to {@code blocks[at]} and {@code prefill[at]} after every
-   * change, starting now (the owner replaces its columns when ranks come or go and calls this again
-   * for each rank with its new position).
+   * Adds {@code delta} to the owner's total: a plain read and a release write, since every writer
+   * holds the owner's lock (the readers, without it, read with acquire).
    */
-  void mirrorInto(int[] blocks, long[] prefill, int at) {
+  static void addHeld(AtomicLong total, long delta) {
+    total.setRelease(total.getPlain() + delta);
+  }
+
+  /**
+   * From now on copies this rank's load to {@code blocks[at]}, {@code prefill[at]} and {@code
+   * requests[at]} (its {@link #requestCount()}) after every change, starting now (the owner
+   * replaces its columns when ranks come or go and calls this again for each rank with its new
+   * position).
+   */
+  void mirrorInto(int[] blocks, long[] prefill, int[] requests, int at) {
     blocksMirror = blocks;
     prefillMirror = prefill;
+    requestsMirror = requests;
     mirrorAt = at;
     mirror();
   }
@@ -141,6 +152,7 @@ final class ActiveSequences {
     if (blocksMirror != null) {
       blocksMirror[mirrorAt] = activeBlocks;
       prefillMirror[mirrorAt] = activePrefillTokens;
+      requestsMirror[mirrorAt] = requests.size();
     }
   }
 
@@ -177,7 +189,7 @@ final class ActiveSequences {
     }
     activeBlocks += added;
     heldBlocks += seqHashes.length;
-    if (heldTotal != null) heldTotal.add(seqHashes.length);
+    if (heldTotal != null) addHeld(heldTotal, seqHashes.length);
     activePrefillTokens += prefillTokens;
     mirror();
     append(r);
@@ -234,7 +246,7 @@ final class ActiveSequences {
     }
     activeBlocks -= gone;
     heldBlocks -= r.seqHashes.length;
-    if (heldTotal != null) heldTotal.add(-r.seqHashes.length);
+    if (heldTotal != null) addHeld(heldTotal, -r.seqHashes.length);
     activePrefillTokens -= r.prefillTokens;
     r.prefillTokens = 0;
     mirror();
@@ -331,12 +343,40 @@ final class ActiveSequences {
    * every request was added with a root chain (KvRouter's case).
    */
   int newBlocksOfChain(long[] seqHashes) {
+    return newBlocksOfChain(seqHashes, 0);
+  }
+
+  /**
+   * {@link #newBlocksOfChain(long[])} with a guess: {@code hint} is the number of leading blocks of
+   * {@code seqHashes} probably active here (0: no guess), such as the answer of another rank for
+   * the same prompt (ranks that hold the same system prompt hold the same prefix of it). The answer
+   * is the same whatever the guess; a right one costs two lookups instead of about {@code 1 +
+   * log2(n)}: is block {@code hint - 1} active (then so is the root, by closure), is block {@code
+   * hint} not; a wrong one narrows the binary search by what those lookups found.
+   */
+  int newBlocksOfChain(long[] seqHashes, int hint) {
     final Long2IntOpenHashMap refs = blockRefs;
     final int n = seqHashes.length;
-    if (n == 0 || activeBlocks == 0 || !refs.containsKey(seqHashes[0])) return n;
+    if (n == 0 || activeBlocks == 0) return n;
     // invariant: seqHashes[lo - 1] is active; seqHashes[hi] is not (hi == n: past the end)
-    int lo = 1;
+    int lo;
     int hi = n;
+    if (hint > 1 && hint <= n) {
+      if (refs.containsKey(seqHashes[hint - 1])) {
+        lo = hint; // the root is active too (closure)
+        if (lo < n) {
+          if (!refs.containsKey(seqHashes[lo])) return n - lo;
+          lo++;
+        }
+      } else {
+        if (!refs.containsKey(seqHashes[0])) return n;
+        lo = 1;
+        hi = hint - 1;
+      }
+    } else {
+      if (!refs.containsKey(seqHashes[0])) return n;
+      lo = 1;
+    }
     while (lo < hi) {
       int mid = (lo + hi) >>> 1;
       if (refs.containsKey(seqHashes[mid])) lo = mid + 1;

@@ -2,6 +2,7 @@ package io.kvrouter.route;
 
 import io.kvrouter.event.Worker;
 import java.util.AbstractList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
 import java.util.RandomAccess;
@@ -48,6 +49,14 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   private final int @Nullable [] requests; // null: none known (Candidates.of)
   private final RouteOptions options;
   private Candidate @Nullable [] built; // get(i)'s records, made on first use
+
+  // the built-in terms' kinds for priceBuiltIn (Scorers notes each weighted term's)
+  static final byte SKIP = 0;
+  static final byte PREFILL = 1;
+  static final byte DECODE = 2;
+  static final byte PRESSURE = 3;
+  static final byte QUEUE = 4;
+  static final byte SESSION = 5;
 
   /** The router's constructor: no copies, no checks (see the class comment). */
   Candidates(
@@ -241,6 +250,64 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
    */
   public RouteOptions options() {
     return options;
+  }
+
+  /**
+   * Writes each candidate's cost for terms of built-in {@code kinds} at {@code weights} (both
+   * Scorers'): for every candidate, {@code cost = Σ weight_j × score_j} in term order, the first
+   * term's product taken as it is, exactly as Scorers.priceByScorers computes it through the
+   * built-in scorers, but from the columns, with no call per candidate and term.
+   */
+  void priceBuiltIn(byte[] kinds, double[] weights, double[] costs) {
+    final int n = size;
+    // term by term over every candidate (each loop a plain pass over columns, which the compiler
+    // can vectorise); per candidate the same operations in the same order as term by term within
+    // it: the first term's product as it is, then each later one added
+    if (kinds.length == 0 || kinds[0] == SKIP) Arrays.fill(costs, 0, n, 0.0);
+    for (int j = 0; j < kinds.length; j++) {
+      final double w = weights[j];
+      final boolean first = j == 0;
+      switch (kinds[j]) {
+        case PREFILL -> {
+          final double[] p = prefill;
+          for (int i = 0; i < n; i++) {
+            final double v = w * p[i];
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        case DECODE -> {
+          final int[] d = decode;
+          for (int i = 0; i < n; i++) {
+            final double v = w * (double) d[i];
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        case PRESSURE -> {
+          final int[] o = overlap;
+          final double[] r = relativePressure;
+          final int blocks = promptBlocks;
+          for (int i = 0; i < n; i++) {
+            final double v = w * Math.max(0, blocks - o[i]) * r[i];
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        case QUEUE -> {
+          final int @Nullable [] q = requests;
+          for (int i = 0; i < n; i++) {
+            final double v = w * (double) (q == null ? 0 : q[i]);
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        case SESSION -> {
+          final @Nullable Worker affinity = options.affinity();
+          for (int i = 0; i < n; i++) {
+            final double v = w * (affinity == null || affinity.equals(workers[i]) ? 0.0 : 1.0);
+            costs[i] = first ? v : costs[i] + v;
+          }
+        }
+        default -> {} // SKIP: weight 0
+      }
+    }
   }
 
   /**

@@ -46,6 +46,11 @@ import org.jspecify.annotations.Nullable;
  * gen, so a reader that sees its Epoch's gen before and after reading scaled read a sum of that
  * generation, scaled by that Epoch's own epoch; otherwise it takes the meter's monitor and reads
  * the current Epoch there. A Cleared event resets a meter to 0 and keeps it (a slot may hold it).
+ *
+ * evicting (volatile) is set by the first add, before it writes a count, and never cleared:
+ * until then every meter's count is 0, and a decision that reads it false (anyEvicted) takes
+ * every rank's count as 0 without touching the meters (a fleet that has not evicted yet, such as
+ * a fresh one, pays no cache miss per rank for the pressure term).
  * </pre>
  */
 final class EvictionPressure {
@@ -56,6 +61,9 @@ final class EvictionPressure {
   private final double windowNanos;
   private final long rebaseNanos;
   private volatile Epoch current; // replaced (never changed) under this object's monitor
+  // set (once, for good) by the first add, before its count is written: while false, every
+  // meter's count is 0 and a decision reads none of them
+  private volatile boolean evicting;
 
   /** One generation: its number, its epoch, and the epoch of the generation before it. */
   static final class Epoch {
@@ -100,10 +108,20 @@ final class EvictionPressure {
       final Epoch e = epoch(now);
       if (m.gen != e.gen) convert(m, e);
       final long t = !m.added || now - m.at > 0 ? now : m.at; // earlier than the last: as it
+      if (!evicting) evicting = true; // before the count (see anyEvicted)
       m.at = t;
       m.added = true;
       m.scaled = m.scaled + blocks * Math.exp((t - e.at) / windowNanos);
     }
+  }
+
+  /**
+   * Whether any rank ever evicted: while false, {@link #read} would answer 0 for every meter, so a
+   * decision need not read them (a decision that reads false while an add is under way is the one
+   * it would have been just before that add, as with a meter read before it).
+   */
+  boolean anyEvicted() {
+    return evicting;
   }
 
   /** The current generation at {@code now}, opening a new one when its epoch is too far. */

@@ -23,7 +23,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
-import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
@@ -139,7 +139,7 @@ public final class KvRouter implements AutoCloseable {
   private final SlotTable table; // under lock
 
   // the table's count of blocks held by requests in flight: written under lock, read without it
-  private final LongAdder heldBlocks;
+  private final AtomicLong heldBlocks;
 
   @GuardedBy("lock")
   private int[] rankScratch = new int[0]; // under lock: decide()'s table positions by column index
@@ -147,6 +147,11 @@ public final class KvRouter implements AutoCloseable {
   // decide()'s requests column when no term reads it after the decision
   @GuardedBy("lock")
   private int[] requestScratch = new int[0];
+
+  // decide()'s relative pressures while no rank ever evicted: zeros, never written, shared by
+  // the decisions that keep them (replaced by a longer one when ranks are added)
+  @GuardedBy("lock")
+  private double[] zeroPressure = new double[0];
 
   @GuardedBy("lock")
   private @Nullable SequenceSync sync; // under lock; null: no sequence sync
@@ -695,6 +700,9 @@ public final class KvRouter implements AutoCloseable {
     final EvictionPressure.Meter[] meterCol = table.meterColumn();
     final int[] blocksCol = table.activeBlocksColumn();
     final long[] prefillCol = table.activePrefillColumn();
+    final int[] requestsCol = table.requestsColumn();
+    final boolean[] predictedCol = table.predictedColumn();
+    final boolean anyPredicted = predictedRanks > 0;
     final int[] overlapCol = table.overlapColumn();
     final int[] cachedCol = table.cachedColumn();
     final boolean[] rootCol = table.rootColumn();
@@ -703,7 +711,6 @@ public final class KvRouter implements AutoCloseable {
     // (n - busy, n) from the end (so in descending order there): no object per rank
     int[] ranks = rankScratch; // positions in the table; not kept past this call: reused
     if (ranks.length < n) rankScratch = ranks = new int[n];
-    final Worker[] workers = new Worker[n];
     final int[] overlap = new int[n];
     final int[] cached = new int[n];
     final double[] prefillBlocks = new double[n];
@@ -718,42 +725,72 @@ public final class KvRouter implements AutoCloseable {
       requestScratch = requests = new int[n];
     }
     // each eligible rank's eviction count, divided below by the mean count of the allowed ranks
-    // (busy ones included; docs/routing.md)
-    final double[] relativePressure = new double[n];
+    // (busy ones included; docs/routing.md); until some rank evicts, every count is 0 and the
+    // decision shares the router's array of zeros (never written) instead of reading every meter
+    final boolean evictions = pressure.anyEvicted();
+    final double[] relativePressure;
+    if (evictions) {
+      relativePressure = new double[n];
+    } else {
+      if (zeroPressure.length < n) zeroPressure = new double[n];
+      relativePressure = zeroPressure;
+    }
     final TierOverlap @Nullable [] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
     final int blocks = seq.length;
     // the eviction counts' common decay, once per decision (EvictionPressure: scaled counts)
-    final EvictionPressure.Epoch epoch = pressure.epoch(now);
-    final double decay = pressure.decay(epoch, now);
+    final EvictionPressure.@Nullable Epoch epoch = evictions ? pressure.epoch(now) : null;
+    final double decay = epoch != null ? pressure.decay(epoch, now) : 0;
     double evictedSum = 0;
     int allowed = 0;
     int m = 0;
     int busy = 0;
+    // the active prefix found on the last rank that holds the prompt's root (at first: by the last
+    // route of a prompt with this root): ranks and prompts that share a system prompt mostly hold
+    // the same prefix of it (newBlocksOfChain's guess, which never changes its answer)
+    int activeHint = table.activePrefixHint();
+    final int firstHint = activeHint;
     for (int i = 0; i < n; i++) {
       if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
       allowed++;
-      final double evicted = pressure.read(meterCol[i], epoch, decay, now);
-      evictedSum += evicted;
       final long prefill = prefillCol[i];
       final int active = blocksCol[i];
-      final int inFlight = all[i].seqs.requestCount();
+      final int inFlight = requestsCol[i];
       final int k = isBusy(capacityCol[i], active, prefill, inFlight) ? n - 1 - busy++ : m++;
       ranks[k] = i;
       requests[k] = inFlight;
-      workers[k] = workerCol[i];
       final int ov = overlapCol[i];
       overlap[k] = ov;
       // a predicted rank's held blocks are known whether or not it matched: a cold prompt's tie
       // goes to the emptier cache, so new conversations spread over a cold fleet
-      cached[k] = all[i].predicted ? predictions.size(workerCol[i]) : cachedCol[i];
+      cached[k] = anyPredicted && predictedCol[i] ? predictions.size(workerCol[i]) : cachedCol[i];
       final TierOverlap t = tiersCol == null ? null : tiersCol[i];
       prefillBlocks[k] = (prefill + chargedTokens(isl, ov, t, bs)) / (double) bs;
       if (tierColumn != null) tierColumn[k] = t;
       // only a rank holding a request with the prompt's root block can hold any of its blocks
-      decode[k] = active + (rootCol[i] ? all[i].seqs.newBlocksOfChain(seq) : blocks);
-      relativePressure[k] = evicted;
+      int fresh = blocks;
+      if (rootCol[i]) {
+        fresh = all[i].seqs.newBlocksOfChain(seq, activeHint);
+        activeHint = blocks - fresh;
+      }
+      decode[k] = active + fresh;
+      if (epoch != null) {
+        final double evicted = pressure.read(meterCol[i], epoch, decay, now);
+        evictedSum += evicted;
+        relativePressure[k] = evicted;
+      }
+    }
+    if (activeHint != firstHint) table.activePrefixFound(activeHint);
+    // the workers by column index: the table's own column (never written in place) when every rank
+    // is a candidate in its place, else a copy in candidate order
+    final Worker[] workers;
+    if (m == n) {
+      workers = workerCol;
+    } else {
+      workers = new Worker[n];
+      for (int k = 0; k < m; k++) workers[k] = workerCol[ranks[k]];
+      for (int k = n - busy; k < n; k++) workers[k] = workerCol[ranks[k]];
     }
     if (m == 0) {
       if (busy == 0) return new RouteDecision.NoWorkers();
@@ -762,7 +799,9 @@ public final class KvRouter implements AutoCloseable {
     }
     // a floor, so that the remains of evictions long ago are not a multiple of a mean near 0
     final double mean = Math.max(evictedSum / allowed, PRESSURE_FLOOR_BLOCKS);
-    for (int k = 0; k < m; k++) relativePressure[k] /= mean;
+    if (evictions) {
+      for (int k = 0; k < m; k++) relativePressure[k] /= mean;
+    }
     final double[] costs = new double[m];
     final Candidates cands =
         new Candidates(
@@ -1091,7 +1130,7 @@ public final class KvRouter implements AutoCloseable {
    * until the router next expires them (every route does).
    */
   public long heldBlocks() {
-    return heldBlocks.sum();
+    return heldBlocks.getAcquire();
   }
 
   /** Predicted (worker rank, block) entries held in approximate mode; 0 in event mode. */

@@ -24,6 +24,12 @@ import org.jspecify.annotations.Nullable;
  * appear in a decision's scores, at 0) but never called, as the old selector never computed the
  * pressure term at weight 0; that and Scorer.weighted's order of multiplication are what make
  * the default composition equal to the old formula in every bit (ScorersDefaultTest).
+ *
+ * kinds: when every weighted term is a built-in one, the build notes each term's kind, and price
+ * hands the loop to Candidates.priceBuiltIn, which reads its columns directly with a switch per
+ * term: the interface call per candidate and term (a megamorphic call site once three terms
+ * share it) goes, and the arithmetic is the scorers' own, in the same order (ScorersPricingTest
+ * compares the two bit for bit on seeded random candidates).
  * </pre>
  */
 public final class Scorers {
@@ -74,11 +80,26 @@ public final class Scorers {
   private final Scorer[] scorers;
   private final double[] weights;
   private final boolean readsRequests;
+  // each term's built-in kind (Candidates.SKIP for weight 0), or null when a weighted term is not
+  // built in: then price() calls the scorers
+  private final byte @Nullable [] kinds;
 
   private Scorers(String[] names, Scorer[] scorers, double[] weights) {
     this.names = names;
     this.scorers = scorers;
     this.weights = weights;
+    byte[] k = new byte[names.length];
+    for (int j = 0; j < names.length && k != null; j++) {
+      final Scorer s = scorers[j];
+      if (weights[j] == 0) k[j] = Candidates.SKIP;
+      else if (s == PREFILL_SCORER) k[j] = Candidates.PREFILL;
+      else if (s == DECODE_SCORER) k[j] = Candidates.DECODE;
+      else if (s == PRESSURE_SCORER) k[j] = Candidates.PRESSURE;
+      else if (s == QUEUE_SCORER) k[j] = Candidates.QUEUE;
+      else if (s == SESSION_SCORER) k[j] = Candidates.SESSION;
+      else k = null;
+    }
+    this.kinds = k;
     boolean reads = false;
     for (int j = 0; j < names.length; j++) {
       final Scorer s = scorers[j];
@@ -160,8 +181,22 @@ public final class Scorers {
     return 0;
   }
 
-  /** Writes each candidate's cost to {@code costs[i]}. No allocation. */
+  /**
+   * Writes each candidate's cost to {@code costs[i]}. No allocation. A composition of built-in
+   * terms only (the default) is priced by the candidates from their columns, without a call per
+   * candidate and term, to the same bits ({@link #priceByScorers} is the reference).
+   */
   void price(Candidates c, double[] costs) {
+    final byte[] k = kinds;
+    if (k != null) {
+      c.priceBuiltIn(k, weights, costs);
+    } else {
+      priceByScorers(c, costs);
+    }
+  }
+
+  /** {@link #price} by calling every weighted term's scorer for every candidate. */
+  void priceByScorers(Candidates c, double[] costs) {
     final int n = c.size();
     final int k = names.length;
     final Scorer[] s = scorers;

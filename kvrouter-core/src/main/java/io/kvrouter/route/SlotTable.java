@@ -10,7 +10,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
-import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
@@ -28,6 +28,9 @@ import org.jspecify.annotations.Nullable;
  * (ActiveSequences.newBlocksOfChain), only those slots can hold any block of a prompt that starts
  * with that block, so prepare() marks them (the root column) and route() takes "all blocks new" for every
  * other slot without touching its hash table (one lookup instead of one cache miss per rank).
+ * Each entry also keeps the active prefix the last route found on one of its slots
+ * (activeHint): route() starts the next search of each holder from it (a guess that costs two
+ * lookups when right and never changes the answer; ActiveSequencesHintTest).
  *
  * Invariants: requests holds exactly the ids in flight in the slots' ActiveSequences, each
  * mapped to the slot that holds it; rootHolders counts, per root block, the requests in flight
@@ -43,9 +46,11 @@ import org.jspecify.annotations.Nullable;
  * request that leaves without free(): expired, or dropped with its rank (remove, removeWorker).
  *
  * Columns: what route() reads of every rank sits in arrays indexed by the rank's position in
- * slots (Slot.index), replaced with slots: the worker, capacity (changed only by setCapacity, in
- * the slot and its column together) and eviction meter (fixed per slot), the active blocks and
- * prefill tokens (each ActiveSequences copies its counts there after every change, mirrorInto),
+ * slots (Slot.index), replaced with slots (the worker column is never written in place, so
+ * route() may hand it to a decision as it is): the worker, capacity
+ * (changed only by setCapacity, in the slot and its column together), eviction meter and KV
+ * source (fixed per slot), the active blocks, prefill tokens and requests in flight (each
+ * ActiveSequences copies its counts there after every change, mirrorInto),
  * and the scratch of one route, written by prepare() and read by the same route(): overlap,
  * cached blocks, whether it holds the prompt's root block, and its tiered overlap (only when
  * prepareTiers ran). So the loop over 256 ranks streams a few contiguous arrays
@@ -89,6 +94,7 @@ final class SlotTable {
     Slot[] slots = new Slot[2];
     int[] counts = new int[2];
     int size;
+    int activeHint; // the active prefix a route last found on one of these slots (a guess)
 
     void add(Slot s) {
       for (int i = 0; i < size; i++) {
@@ -152,11 +158,14 @@ final class SlotTable {
   private EvictionPressure.Meter[] meterCol = new EvictionPressure.Meter[0];
   private int[] blocksCol = new int[0];
   private long[] prefillCol = new long[0];
+  private int[] requestsCol = new int[0];
+  private boolean[] predictedCol = new boolean[0];
   private int[] overlapCol = new int[0];
   private int[] cachedCol = new int[0];
   private boolean[] rootCol = new boolean[0];
   private TierOverlap[] tiersCol = new TierOverlap[0];
   private boolean tiersPrepared; // tiersCol holds this route's tiered overlaps
+  private @Nullable RootHolders preparedRoots; // this route's root block's holders (prepare)
   // no request in flight has a deadline before nextDeadline (when deadlinePending): expire(now)
   // skips the pass over every rank until then
   private boolean deadlinePending;
@@ -220,6 +229,8 @@ final class SlotTable {
     meterCol = new EvictionPressure.Meter[n];
     blocksCol = new int[n];
     prefillCol = new long[n];
+    requestsCol = new int[n];
+    predictedCol = new boolean[n];
     overlapCol = new int[n];
     cachedCol = new int[n];
     rootCol = new boolean[n];
@@ -231,7 +242,8 @@ final class SlotTable {
       workerCol[i] = s.worker;
       capacityCol[i] = s.kvBlocks;
       meterCol[i] = s.meter;
-      s.seqs.mirrorInto(blocksCol, prefillCol, i);
+      predictedCol[i] = s.predicted;
+      s.seqs.mirrorInto(blocksCol, prefillCol, requestsCol, i);
     }
   }
 
@@ -258,15 +270,16 @@ final class SlotTable {
 
   /**
    * Blocks held by the requests in flight on every rank, each request's counted whole: the ranks'
-   * ActiveSequences add to it under the router's lock; read without it (a sum of a LongAdder).
+   * ActiveSequences add to it under the router's lock (a plain read and a release write: one writer
+   * at a time, so no atomic add); read without it (an acquire read).
    */
-  final LongAdder heldBlocks = new LongAdder();
+  final AtomicLong heldBlocks = new AtomicLong();
 
   /** Forgets {@code rank} and its requests in flight; returns false when it was not registered. */
   boolean remove(Worker rank) {
     Slot gone = byWorker.remove(rank);
     if (gone == null) return false;
-    heldBlocks.add(-gone.seqs.heldBlocks());
+    ActiveSequences.addHeld(heldBlocks, -gone.seqs.heldBlocks());
     for (String id : gone.seqs.requestIds()) {
       requests.remove(id);
       if (departed != null) departed.departed(id, false);
@@ -296,7 +309,7 @@ final class SlotTable {
       }
       gone.add(s.worker);
       byWorker.remove(s.worker);
-      heldBlocks.add(-s.seqs.heldBlocks());
+      ActiveSequences.addHeld(heldBlocks, -s.seqs.heldBlocks());
       for (String id : s.seqs.requestIds()) {
         requests.remove(id);
         if (departed != null) departed.departed(id, false);
@@ -337,9 +350,27 @@ final class SlotTable {
       }
     }
     RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
+    preparedRoots = roots;
     if (roots != null) {
       for (int i = 0; i < roots.size; i++) rootCol[roots.slots[i].index] = true;
     }
+  }
+
+  /**
+   * After {@link #prepare}: a guess of how many leading blocks of the prompt a rank of the root
+   * column holds (ActiveSequences.newBlocksOfChain's hint): the last figure {@link
+   * #activePrefixFound} noted for the prompt's root block, 0 when none. Prompts that share a system
+   * prompt share its active prefix, so the guess is mostly right; the answer never depends on it.
+   */
+  int activePrefixHint() {
+    final RootHolders r = preparedRoots;
+    return r == null ? 0 : r.activeHint;
+  }
+
+  /** Notes the active prefix found on a rank of the root column, for the next prompt's guess. */
+  void activePrefixFound(int blocks) {
+    final RootHolders r = preparedRoots;
+    if (r != null) r.activeHint = blocks;
   }
 
   /**
@@ -383,6 +414,16 @@ final class SlotTable {
 
   long[] activePrefillColumn() {
     return prefillCol;
+  }
+
+  /** Each rank's requests in flight ({@link ActiveSequences#requestCount()}). */
+  int[] requestsColumn() {
+    return requestsCol;
+  }
+
+  /** Whether each rank is of {@link KvSource#PREDICTED} ({@link Slot#predicted}). */
+  boolean[] predictedColumn() {
+    return predictedCol;
   }
 
   int[] overlapColumn() {
