@@ -460,13 +460,13 @@ public final class SimulateCommand implements Callable<Integer> {
   @Option(
       names = "--share-slack",
       paramLabel = "TOKENS",
-      defaultValue = "16384",
+      defaultValue = "-1",
       description =
-          "Admission: a tenant's share spans the priority bands; bands are strict among the"
-              + " tenants whose served cost is at most TOKENS ahead of the least served one"
-              + " waiting, a tenant further ahead waits whatever its band (docs/routing.md,"
-              + " \"Admission\"); -1: shares within each band, strict bands (default:"
-              + " ${DEFAULT-VALUE}).")
+          "Admission: with TOKENS >= 0 a tenant's share spans the priority bands: bands are"
+              + " strict among the tenants whose served cost is at most TOKENS ahead of the least"
+              + " served one waiting, a tenant further ahead waits whatever its band"
+              + " (docs/routing.md, \"Admission\"); -1: shares within each band, strict bands"
+              + " (default: ${DEFAULT-VALUE}).")
   double shareSlack;
 
   @Mixin ReportOptions report = new ReportOptions("kvrouter-report.html");
