@@ -97,7 +97,8 @@ class AdmissionSimulationTest {
     assertThat(span.nothingLost()).isTrue();
     double strictRaise = strict.heavyRaise(strict.of(Mode.FAIR_COST));
     double spanRaise = span.heavyRaise(span.of(Mode.FAIR_COST));
-    assertThat(spanRaise).as("raise spanning %s, per band %s", spanRaise, strictRaise)
+    assertThat(spanRaise)
+        .as("raise spanning %s, per band %s", spanRaise, strictRaise)
         .isLessThan(strictRaise);
   }
 
