@@ -457,6 +457,18 @@ public final class SimulateCommand implements Callable<Integer> {
               + " ${DEFAULT-VALUE}).")
   double ttftSloMs;
 
+  @Option(
+      names = "--share-slack",
+      paramLabel = "TOKENS",
+      defaultValue = "-1",
+      description =
+          "Admission: with TOKENS >= 0 a tenant's share spans the priority bands: bands are"
+              + " strict among the tenants whose served cost is at most TOKENS ahead of the least"
+              + " served one waiting, a tenant further ahead waits whatever its band"
+              + " (docs/routing.md, \"Admission\"); -1: shares within each band, strict bands"
+              + " (default: ${DEFAULT-VALUE}).")
+  double shareSlack;
+
   @Mixin ReportOptions report = new ReportOptions("kvrouter-report.html");
 
   @Option(names = "--json", description = "Print the results as JSON on stdout instead of a table.")
@@ -689,7 +701,13 @@ public final class SimulateCommand implements Callable<Integer> {
       rule = new TenantRule(tenants, heavyTenantFactor, highPriorityShare, cachedTenant, seed);
       settings =
           new AdmissionSimulation.Settings(
-              busyRequests, busyPrefillTokens, holderWait, maxQueueTime, maxQueueDepth, ttftSloMs);
+              busyRequests,
+              busyPrefillTokens,
+              holderWait,
+              maxQueueTime,
+              maxQueueDepth,
+              ttftSloMs,
+              shareSlack);
       cfg =
           SimConfig.builder()
               .workers(workers)

@@ -26,6 +26,19 @@ import org.jspecify.annotations.Nullable;
  * tenant that sends ten times more only lengthens its own wait. A tenant's own requests leave in
  * arrival order.
  *
+ * <p>Shares across bands ({@link Config#sharesSpanBands()}). Strict bands let a tenant's high-band
+ * requests take capacity ahead of every lower-band request of every other tenant, so one tenant
+ * that sends much high-priority work can delay all the others however fair each band is. With
+ * shares spanning the bands, each tenant has one account for every band: its clock is the cost it
+ * was served divided by its weight (virtual token counting), and a tenant that starts waiting is
+ * lifted to the least clock among the tenants waiting (it does not bank what it did not use). A
+ * tenant is within its share when its clock is at most the least waiting clock plus {@link
+ * Config#shareSlack()}. The queue serves the highest band that holds a request of a tenant within
+ * its share, and in it the tenant with the least clock (its oldest request of that band). So bands
+ * are strict among tenants within their share, and a tenant over its share waits, whatever its
+ * band, until the others caught up; the cost is charged at dispatch, so a cancelled request costs
+ * nothing.
+ *
  * <p>Cost. The caller charges what the engine will do: uncached prefill tokens (the prompt less the
  * router's predicted overlap) plus expected decode tokens. When the engine reports what it really
  * cached, {@link #charge} moves the difference onto the tenant's next tags, so a tenant whose
@@ -52,6 +65,13 @@ import org.jspecify.annotations.Nullable;
  * arrived at (Ticket.floor) and its predecessor's tag, so cancelling leaves the others as if it had
  * never come, and a tenant whose requests expire in numbers does not get tags below the virtual
  * time (which would let it pass the tenants that wait less).
+ * sharesSpanBands: the same per-band maps and deques, but a band's TreeSet orders its tenants by
+ * (their Account's clock, head's offer number) and tags are unused; accounts maps the tenants with
+ * requests waiting (any band) to their Account, and active holds those Accounts by (clock, id).
+ * An Account exists iff its tenant has requests waiting (waiting > 0); a clock moves only through
+ * reclock, which takes the account and its tenants out of the sorted sets and puts them back. An
+ * account that stops waiting is dropped; its lead over the least waiting clock is kept in
+ * idleDebts under band -1, and added to its clock when it waits again.
  * Threads: not thread-safe; the gateway holds one lock around each call (every call is O(log n) in
  * the waiting requests, or O(k) in one tenant's waiting requests for a cancel).
  * </pre>
@@ -68,9 +88,34 @@ public final class FairQueue<T> {
    * @param maxWaitNanos how long a request may wait before {@link #expire} removes it, > 0
    * @param starvationLimit a waiting band is passed over at most this many times in a row by higher
    *     bands; 0: strict priority
+   * @param sharesSpanBands whether a tenant's share spans every band (one account per tenant,
+   *     strict band order only among tenants within their share); false: shares within each band,
+   *     strict order between bands
+   * @param shareSlack with sharesSpanBands, how far (in cost units divided by weight) a tenant's
+   *     account may be ahead of the least one waiting and still count as within its share, >= 0
    */
-  public record Config(int bands, int maxDepth, long maxWaitNanos, int starvationLimit) {
+  public record Config(
+      int bands,
+      int maxDepth,
+      long maxWaitNanos,
+      int starvationLimit,
+      boolean sharesSpanBands,
+      double shareSlack) {
+
+    /** Shares within each band, strict order between bands (the original queue). */
+    public Config(int bands, int maxDepth, long maxWaitNanos, int starvationLimit) {
+      this(bands, maxDepth, maxWaitNanos, starvationLimit, false, 0);
+    }
+
+    /** This configuration with tenant shares spanning the bands, {@code slack} cost units. */
+    public Config withSharesSpanningBands(double slack) {
+      return new Config(bands, maxDepth, maxWaitNanos, starvationLimit, true, slack);
+    }
+
     public Config {
+      if (!(shareSlack >= 0) || Double.isInfinite(shareSlack)) {
+        throw new IllegalArgumentException("shareSlack must be finite and >= 0, got " + shareSlack);
+      }
       if (bands < 1) throw new IllegalArgumentException("bands must be >= 1, got " + bands);
       if (maxDepth < 1)
         throw new IllegalArgumentException("maxDepth must be >= 1, got " + maxDepth);
@@ -134,18 +179,39 @@ public final class FairQueue<T> {
 
   private static final class Tenant<T> {
     final String name;
+    final Account account; // sharesSpanBands: the tenant's one account; otherwise its own, unused
     double weight;
     double lastTag;
     double pending; // correction in cost units, applied to the next arrival's tag
     final ArrayDeque<Ticket<T>> entries = new ArrayDeque<>();
 
-    Tenant(String name, double weight) {
+    Tenant(String name, double weight, Account account) {
       this.name = name;
       this.weight = weight;
+      this.account = account;
     }
 
     double headTag() {
       return entries.peekFirst().tag;
+    }
+  }
+
+  /**
+   * sharesSpanBands: a tenant's account across the bands. clock is the cost served divided by
+   * weight, lifted to the least waiting account's clock when the tenant starts waiting again.
+   */
+  private static final class Account {
+    final String name;
+    final long id; // breaks ties between equal clocks
+    double clock;
+    double weight;
+    int waiting; // its requests waiting, every band
+
+    Account(String name, long id, double clock, double weight) {
+      this.name = name;
+      this.id = id;
+      this.clock = clock;
+      this.weight = weight;
     }
   }
 
@@ -154,7 +220,10 @@ public final class FairQueue<T> {
     final TreeSet<Tenant<T>> ready =
         new TreeSet<>(
             (a, b) -> {
-              int c = Double.compare(a.headTag(), b.headTag());
+              int c =
+                  config.sharesSpanBands()
+                      ? Double.compare(a.account.clock, b.account.clock)
+                      : Double.compare(a.headTag(), b.headTag());
               return c != 0
                   ? c
                   : Long.compare(a.entries.peekFirst().seq, b.entries.peekFirst().seq);
@@ -166,17 +235,30 @@ public final class FairQueue<T> {
   private final Config config;
   private final List<Band> bands = new ArrayList<>();
   private final int[] passedOver;
+  private final boolean[]
+      moved; // reclock's scratch: the bands whose ready set it took a tenant from
   private final ArrayDeque<Ticket<T>> byArrival = new ArrayDeque<>();
   // idle tenants that carry a correction, oldest first, bounded by 4 × maxDepth
   private final LinkedHashMap<String, Double> idleDebts = new LinkedHashMap<>();
   private long offers;
   private int size;
+  // sharesSpanBands: the accounts of the tenants with requests waiting, and the same by clock
+  private final Map<String, Account> accounts = new HashMap<>();
+  private final TreeSet<Account> active =
+      new TreeSet<>(
+          (a, b) -> {
+            int c = Double.compare(a.clock, b.clock);
+            return c != 0 ? c : Long.compare(a.id, b.id);
+          });
+  private double spanVirtualTime; // the clock the last dispatched request started at
+  private long accountIds;
 
   /** An empty queue. */
   public FairQueue(Config config) {
     this.config = Objects.requireNonNull(config, "config");
     for (int b = 0; b < config.bands(); b++) bands.add(new Band());
     passedOver = new int[config.bands()];
+    moved = new boolean[config.bands()];
   }
 
   /** The configuration. */
@@ -225,10 +307,11 @@ public final class FairQueue<T> {
       throw new IllegalArgumentException("cost must be finite and >= 0, got " + cost);
     }
     if (size >= config.maxDepth()) return null;
+    if (config.sharesSpanBands()) return offerSpanning(item, band, tenant, weight, cost, nowNanos);
     Band b = bands.get(band);
     Tenant<T> t = b.tenants.get(tenant);
     if (t == null) {
-      t = new Tenant<>(tenant, weight);
+      t = new Tenant<>(tenant, weight, new Account(tenant, -1, 0, weight));
       t.lastTag = b.virtualTime;
       Double debt = idleDebts.remove(debtKey(band, tenant));
       if (debt != null) t.pending = debt;
@@ -265,8 +348,12 @@ public final class FairQueue<T> {
       }
     }
     if (chosen < 0) {
+      // sharesSpanBands: the first band whose least-served tenant is within its share; the least
+      // waiting account's tenant is, in some band, so one is found
+      double within = config.sharesSpanBands() ? active.first().clock + config.shareSlack() : 0;
       for (int b = 0; b < bands.size(); b++) {
-        if (bands.get(b).live > 0) {
+        Band x = bands.get(b);
+        if (x.live > 0 && (!config.sharesSpanBands() || x.ready.first().account.clock <= within)) {
           chosen = b;
           break;
         }
@@ -279,8 +366,18 @@ public final class FairQueue<T> {
     Band band = bands.get(chosen);
     Tenant<T> t = band.ready.pollFirst();
     Ticket<T> e = t.entries.pollFirst();
-    band.virtualTime = Math.max(band.virtualTime, e.tag);
-    afterRemoval(band, t);
+    if (config.sharesSpanBands()) {
+      Account acc = t.account;
+      acc.waiting--;
+      spanVirtualTime = acc.clock;
+      e.charge = e.cost;
+      reclock(acc, acc.clock + e.cost / acc.weight);
+      afterRemoval(band, t);
+      if (acc.waiting == 0) goIdle(acc);
+    } else {
+      band.virtualTime = Math.max(band.virtualTime, e.tag);
+      afterRemoval(band, t);
+    }
     e.live = false;
     band.live--;
     size--;
@@ -296,6 +393,18 @@ public final class FairQueue<T> {
     Band band = bands.get(e.band);
     Tenant<T> t = e.tenant;
     band.ready.remove(t);
+    if (config.sharesSpanBands()) {
+      // nothing was charged yet: the account is as if e had never come
+      t.entries.remove(e);
+      afterRemoval(band, t);
+      e.live = false;
+      band.live--;
+      size--;
+      if (band.live == 0) passedOver[e.band] = 0;
+      Account acc = t.account;
+      if (--acc.waiting == 0) goIdle(acc);
+      return true;
+    }
     // the tenant's later requests are tagged again as if e had never come: each starts at the
     // larger of the virtual time it arrived at and its predecessor's tag (e's own start, where e
     // was); the correction e carried moves on to the next one
@@ -355,12 +464,22 @@ public final class FairQueue<T> {
    */
   public void charge(int band, String tenant, double delta) {
     if (!Double.isFinite(delta) || delta == 0) return;
-    Tenant<T> t = bands.get(band).tenants.get(tenant);
-    if (t != null) {
-      t.pending += delta;
-      return;
+    int key = band;
+    if (config.sharesSpanBands()) {
+      Account acc = accounts.get(tenant);
+      if (acc != null) {
+        reclock(acc, acc.clock + delta / acc.weight);
+        return;
+      }
+      key = -1; // one correction per tenant, whatever the band
+    } else {
+      Tenant<T> t = bands.get(band).tenants.get(tenant);
+      if (t != null) {
+        t.pending += delta;
+        return;
+      }
     }
-    idleDebts.merge(debtKey(band, tenant), delta, Double::sum);
+    idleDebts.merge(debtKey(key, tenant), delta, Double::sum);
     while (idleDebts.size() > 4 * config.maxDepth()) {
       idleDebts.remove(idleDebts.keySet().iterator().next());
     }
@@ -368,6 +487,71 @@ public final class FairQueue<T> {
 
   private static String debtKey(int band, String tenant) {
     return band + "\u0000" + tenant;
+  }
+
+  private @Nullable Ticket<T> offerSpanning(
+      T item, int band, String tenant, double weight, double cost, long nowNanos) {
+    Band b = bands.get(band);
+    Account acc = accounts.get(tenant);
+    if (acc == null) {
+      // a tenant that starts waiting is lifted to the least waiting clock: it does not bank what
+      // it did not use, and carries what it owes (a positive lead or a correction)
+      double clock = active.isEmpty() ? spanVirtualTime : active.first().clock;
+      Double debt = idleDebts.remove(debtKey(-1, tenant));
+      if (debt != null) clock += debt / weight;
+      acc = new Account(tenant, accountIds++, clock, weight);
+      accounts.put(tenant, acc);
+      active.add(acc);
+    }
+    acc.weight = weight;
+    Tenant<T> t = b.tenants.get(tenant);
+    if (t == null) {
+      t = new Tenant<>(tenant, weight, acc);
+      b.tenants.put(tenant, t);
+    }
+    Ticket<T> e = new Ticket<>(item, band, t, cost, nowNanos, offers++);
+    e.charge = cost;
+    if (t.entries.isEmpty()) {
+      t.entries.addLast(e);
+      b.ready.add(t);
+    } else {
+      t.entries.addLast(e); // the head, and so the tenant's place in b.ready, is unchanged
+    }
+    acc.waiting++;
+    b.live++;
+    size++;
+    byArrival.addLast(e);
+    return e;
+  }
+
+  /** Moves {@code acc}'s clock, keeping the ordered sets that hold it (or its tenants) sorted. */
+  private void reclock(Account acc, double clock) {
+    boolean wasActive = active.remove(acc);
+    for (int i = 0; i < bands.size(); i++) {
+      Band b = bands.get(i);
+      Tenant<T> x = b.tenants.get(acc.name);
+      moved[i] = x != null && !x.entries.isEmpty() && b.ready.remove(x);
+    }
+    acc.clock = clock;
+    for (int i = 0; i < bands.size(); i++) {
+      if (moved[i]) {
+        Band b = bands.get(i);
+        b.ready.add(Objects.requireNonNull(b.tenants.get(acc.name)));
+      }
+    }
+    if (wasActive) active.add(acc);
+  }
+
+  /**
+   * An account with nothing waiting is dropped; its lead over the least waiting clock (what it
+   * owes) is kept as a correction, bounded as the others.
+   */
+  private void goIdle(Account acc) {
+    active.remove(acc);
+    accounts.remove(acc.name);
+    double ref = active.isEmpty() ? spanVirtualTime : active.first().clock;
+    double lead = acc.clock - ref;
+    if (lead > 0) charge(-1, acc.name, lead * acc.weight);
   }
 
   private void afterRemoval(Band band, Tenant<T> t) {

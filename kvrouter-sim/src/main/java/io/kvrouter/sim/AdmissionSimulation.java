@@ -103,6 +103,8 @@ public final class AdmissionSimulation {
    * @param maxQueueTimeSec the longest a request waits, in simulated seconds (--max-queue-time)
    * @param maxQueueDepth requests that may wait at once (--max-queue-depth)
    * @param ttftSloMs a request is good when answered with TTFT at most this (--ttft-slo-ms)
+   * @param shareSlack tenant shares span the bands with this slack, in cost units (FairQueue's
+   *     shareSlack, --share-slack); -1: shares within each band, strict bands
    */
   public record Settings(
       int busyRequests,
@@ -110,7 +112,27 @@ public final class AdmissionSimulation {
       boolean holderWait,
       double maxQueueTimeSec,
       int maxQueueDepth,
-      double ttftSloMs) {
+      double ttftSloMs,
+      double shareSlack) {
+
+    /** Shares within each band, strict bands (shareSlack -1). */
+    public Settings(
+        int busyRequests,
+        long busyPrefillTokens,
+        boolean holderWait,
+        double maxQueueTimeSec,
+        int maxQueueDepth,
+        double ttftSloMs) {
+      this(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          -1);
+    }
+
     /**
      * Busy by requests only (no prefill limit), no waiting for the prefix holder.
      *
@@ -120,7 +142,7 @@ public final class AdmissionSimulation {
      * @param ttftSloMs a request is good when answered with TTFT at most this (--ttft-slo-ms)
      */
     public Settings(int busyRequests, double maxQueueTimeSec, int maxQueueDepth, double ttftSloMs) {
-      this(busyRequests, -1, false, maxQueueTimeSec, maxQueueDepth, ttftSloMs);
+      this(busyRequests, -1, false, maxQueueTimeSec, maxQueueDepth, ttftSloMs, -1);
     }
 
     public Settings {
@@ -140,6 +162,10 @@ public final class AdmissionSimulation {
       }
       if (!(ttftSloMs > 0) || Double.isInfinite(ttftSloMs)) {
         throw new IllegalArgumentException("--ttft-slo-ms must be > 0, got " + ttftSloMs);
+      }
+      if (!(shareSlack >= 0 || shareSlack == -1) || Double.isInfinite(shareSlack)) {
+        throw new IllegalArgumentException(
+            "--share-slack must be >= 0 (or -1: shares within each band), got " + shareSlack);
       }
     }
   }
@@ -225,12 +251,10 @@ public final class AdmissionSimulation {
       if (s.busyPrefillTokens() >= 0) b.busyPrefillTokens(s.busyPrefillTokens());
     }
     router = b.build();
-    queue =
-        mode == Mode.FIFO
-            ? null
-            : new FairQueue<>(
-                new FairQueue.Config(
-                    2, s.maxQueueDepth(), Math.round(s.maxQueueTimeSec() * 1e9), 0));
+    FairQueue.Config qc =
+        new FairQueue.Config(2, s.maxQueueDepth(), Math.round(s.maxQueueTimeSec() * 1e9), 0);
+    if (s.shareSlack() >= 0) qc = qc.withSharesSpanningBands(s.shareSlack());
+    queue = mode == Mode.FIFO ? null : new FairQueue<>(qc);
     MockEngine.Listener listener =
         new MockEngine.Listener() {
           @Override

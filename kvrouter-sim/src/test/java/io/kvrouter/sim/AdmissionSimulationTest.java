@@ -79,6 +79,30 @@ class AdmissionSimulationTest {
   }
 
   @Test
+  void aShareThatSpansTheBandsKeepsAHeavyTenantsHighPriorityOffTheLightTenantsPath() {
+    // half the requests are high priority: with strict bands the heavy tenant's high band alone
+    // asks about its whole share and more, ahead of every normal request of the light tenant
+    TenantRule rule = new TenantRule(2, 10, 0.5, false, 1);
+    AdmissionSimulation.Settings perBand =
+        new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, -1);
+    AdmissionSimulation.Settings spanning =
+        new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, 4096);
+    AdmissionComparison strict =
+        AdmissionComparison.run(
+            "synthetic", TRACE, rule, atLoad(2), perBand, List.of(Mode.FAIR_COST), 2, 1);
+    AdmissionComparison span =
+        AdmissionComparison.run(
+            "synthetic", TRACE, rule, atLoad(2), spanning, List.of(Mode.FAIR_COST), 2, 1);
+    assertThat(strict.nothingLost()).isTrue();
+    assertThat(span.nothingLost()).isTrue();
+    double strictRaise = strict.heavyRaise(strict.of(Mode.FAIR_COST));
+    double spanRaise = span.heavyRaise(span.of(Mode.FAIR_COST));
+    assertThat(spanRaise)
+        .as("raise spanning %s, per band %s", spanRaise, strictRaise)
+        .isLessThan(strictRaise);
+  }
+
+  @Test
   void waitingForThePrefixHolderKeepsTheCacheHitsThatStartingColdLoses() {
     TenantRule.Assignment a = new TenantRule(2, 1, 0.2, false, 3).assign(TRACE);
     AdmissionSimulation.Settings cold =
