@@ -238,6 +238,12 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     return table().get(key, local);
   }
 
+  /** Names that are a block's own key are found in the table, not kept per worker. */
+  @Override
+  NameTable<PositionalEntry> newNames(WorkerBlocks<PositionalEntry> ws, boolean findsOtherNames) {
+    return new PositionalNames(this, ws, findsOtherNames);
+  }
+
   @Override
   int countNodes() {
     return table().size();
