@@ -96,7 +96,7 @@ abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
     this.bounded = maxBlocks != Long.MAX_VALUE;
     this.bound = bounded ? new ClockBound<>(this, counters, maxBlocks) : null;
     // eviction must find the names a worker gave a block without scanning its table
-    this.workers = new WorkerTable<>(bounded, counters);
+    this.workers = new WorkerTable<>(bounded, counters, this::newNames);
   }
 
   // ------------------------------------------------------------------ the node structure
@@ -123,6 +123,14 @@ abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
 
   /** Blocks in the structure now, counted from scratch. Writer-side. */
   abstract int countNodes();
+
+  /**
+   * A new worker's name table (WorkerBlocks): a NameTable; the positional index's keeps no name
+   * that is the block's own key. Called when a worker is first seen, after construction.
+   */
+  NameTable<N> newNames(WorkerBlocks<N> ws, boolean findsOtherNames) {
+    return new NameTable<>(findsOtherNames);
+  }
 
   /** Subclasses call this from childFor for each node they make. */
   final void nodeCreated(N node) {
@@ -272,6 +280,7 @@ abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
     }
     ws.heldBlocks--;
     counters.add(IndexCounters.BLOCKS_INDEXED, -1);
+    ws.blocks.released(node);
     if (!node.isHolder(id)) {
       node.removeDetached(id);
       ws.detachedCount--;

@@ -255,6 +255,7 @@ final class ClockBound<N extends IndexNode<N>> {
       for (int i = 0; i < others.size(); i++) listener.evicted(ws.worker, others.getLong(i), path);
     }
     if (ws.aliases != null) ws.aliases.removeInt(n);
+    ws.blocks.released(n);
     ws.heldBlocks--;
     counters.add(IndexCounters.BLOCKS_INDEXED, -1);
     if (n.isHolder(ws.id)) {

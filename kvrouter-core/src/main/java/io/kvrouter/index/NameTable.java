@@ -42,10 +42,13 @@ import org.jspecify.annotations.NullUnmarked;
  * two or more (only those are scanned for). Unbounded indexes do not keep them.
  *
  * Writer-only: readers never touch it.
+ *
+ * Not final: the positional index's PositionalNames keeps its other names here and finds the
+ * own names through the index's table instead of own[] (see there).
  * </pre>
  */
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
-final class NameTable<N extends IndexNode<N>> {
+class NameTable<N extends IndexNode<N>> {
   private static final int MIN_CAPACITY = 16;
   private static final long PHI = 0x9E3779B97F4A7C15L;
   private static final int EMPTY = 0;
@@ -279,6 +282,12 @@ final class NameTable<N extends IndexNode<N>> {
     }
     return out;
   }
+
+  /**
+   * Tells the table that its worker no longer holds {@code node} under any name (after the last
+   * name was removed). Nothing to do here; PositionalNames forgets what it noted about the block.
+   */
+  void released(N node) {}
 
   int size() {
     return live + (others == null ? 0 : others.size());

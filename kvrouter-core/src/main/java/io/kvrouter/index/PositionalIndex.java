@@ -19,19 +19,20 @@ import org.jspecify.annotations.NullUnmarked;
  * Layout: a PositionalTable (see there) of PositionalEntry slots, one per distinct block path,
  * keyed by the router's own §2 sequence hash of the path together with the local hash (the
  * position is not stored: the path's hash implies it, PositionalEntry); per worker rank a
- * WorkerBlocks mapping its engine's sequence hashes to entries (a hash equal to the entry's key
- * costs its NameTable no key). Workers are dense int ids (WorkerTable). On the writer side the
- * entries also form a block tree (parent link, and a children field: one child inline, a
+ * WorkerBlocks whose name table is a PositionalNames: a name that is the entry's own key (every
+ * name an engine that follows §2 gives) is not stored but found in the table and the entry's
+ * holders; only other names are kept. Workers are dense int ids (WorkerTable). On the writer side
+ * the entries also form a block tree (parent link, and a children field: one child inline, a
  * PositionalChildren set for more), used only to detach and reconnect below a hole, to prune and
  * to dump.
  *
- * Memory (config B of IndexWorkload, 508,160 (worker, block) pairs on 500,480 entries; JOL, see
- * docs/BENCHMARKS.md): a 40-byte entry per distinct block (39.4 bytes per pair), the table's
- * 4.5-byte slots (reference and tag) at 1/2 to 3/4 full (6.7), and the workers' NameTables (7.5);
- * holder arrays are shared along chains and cost almost nothing. The object per block (its
- * 12-byte header, the parent and children references) and the name per pair are what keep it
- * above 40 bytes per pair (BENCHMARKS.md, "Issue 21: the positional index's memory", says what a
- * layout of int ids in primitive arrays would need).
+ * Memory (config B of IndexWorkload, 508,160 (worker, block) pairs on 500,480 entries; see
+ * docs/BENCHMARKS.md): a 40-byte entry per distinct block (39.4 bytes per pair) and the table's
+ * 4.5-byte slots (reference and tag) at 1/2 to 3/4 full (6.7); no per-pair name (it was 7.5 in
+ * NameTables); holder arrays are shared along chains and cost almost nothing. The object per
+ * block (its 12-byte header, the parent and children references) is what keeps it above 40 bytes
+ * per pair (BENCHMARKS.md, "Issue 37: the positional index's names", says what a layout of int
+ * ids in primitive arrays would need).
  *
  * Sequence hashes (DESIGN.md §4 rule 8): a Stored block's entry is found by the router's hash
  * next(parent entry's hash, local), never by the engine's hash, which only names the block for
@@ -236,6 +237,12 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
   PositionalEntry findChild(PositionalEntry parent, long local) {
     final long key = parent == null ? local : SequenceHasher.next(parent.seq, local);
     return table().get(key, local);
+  }
+
+  /** Names that are a block's own key are found in the table, not kept per worker. */
+  @Override
+  NameTable<PositionalEntry> newNames(WorkerBlocks<PositionalEntry> ws, boolean findsOtherNames) {
+    return new PositionalNames(this, ws, findsOtherNames);
   }
 
   @Override

@@ -2,6 +2,7 @@ package io.kvrouter.index;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.util.List;
 import org.jspecify.annotations.NullUnmarked;
 
 /**
@@ -108,6 +109,44 @@ final class PositionalTable {
         final PositionalEntry e = (PositionalEntry) SLOT.getAcquire(s, i);
         // a slot whose tag is set holds an entry; TOMBSTONE's key is never compared equal here
         if (e.seq == seq && e.local == local && e != TOMBSTONE) return e;
+      }
+    }
+  }
+
+  /**
+   * The first entry keyed {@code seq} (any local hash) that {@code names}'s worker names by that
+   * key, or null: the lookup of a name that is a block's own key (PositionalNames). Writer-only.
+   */
+  PositionalEntry ownNamed(long seq, PositionalNames names) {
+    final PositionalEntry[] s = slots;
+    final long[] g = tags;
+    final int cap = s.length;
+    final int tag = tag(seq);
+    for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
+      final int x = tagAt(g, i);
+      if (x == EMPTY) return null;
+      if (x == tag) {
+        final PositionalEntry e = s[i];
+        if (e.seq == seq && e != TOMBSTONE && names.namesByKey(e)) return e;
+      }
+    }
+  }
+
+  /** Appends every entry {@code names}'s worker names by its key to {@code out}. Writer-only. */
+  void addOwnNamed(PositionalNames names, List<PositionalEntry> out) {
+    // through the tags, 16 slots a word: an empty slot costs no read of its own (a loop of
+    // identical reads of empty slots is also what Lincheck's model checker takes for a spin)
+    final PositionalEntry[] s = slots;
+    final long[] g = tags;
+    for (int w = 0; w < g.length; w++) {
+      long word = g[w];
+      while (word != 0) {
+        final int shift = Long.numberOfTrailingZeros(word) & ~3;
+        final int tag = (int) (word >>> shift) & 0xF;
+        word &= ~(0xFL << shift);
+        if (tag == TAG_TOMBSTONE) continue;
+        final PositionalEntry e = s[(w << 4) + (shift >>> 2)];
+        if (names.namesByKey(e)) out.add(e);
       }
     }
   }

@@ -18,6 +18,8 @@ import org.jspecify.annotations.NullUnmarked;
  * worker's hashes (the same content stored twice under different hashes) keeps one count per
  * extra name in aliases, so removing one name keeps the block held.
  * heldBlocks counts distinct blocks held (connected or detached); detachedCount those detached.
+ * The index chooses the kind of name table (Names): a NameTable, or for the positional index a
+ * PositionalNames, which keeps no name that is the block's own key.
  * </pre>
  */
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
@@ -28,9 +30,18 @@ final class WorkerBlocks<N extends IndexNode<N>> extends WorkerSlot {
   int detachedCount;
   boolean forgotten;
 
-  /** With {@code findsOtherNames} for a bounded index (NameTable). */
-  WorkerBlocks(Worker worker, int id, boolean findsOtherNames) {
+  /**
+   * With the name table {@code names} makes for this worker; {@code findsOtherNames} for a bounded
+   * index (NameTable).
+   */
+  WorkerBlocks(Worker worker, int id, boolean findsOtherNames, Names<N> names) {
     super(worker, id);
-    this.blocks = new NameTable<>(findsOtherNames);
+    this.blocks = names.make(this, findsOtherNames);
+  }
+
+  /** Makes a worker's name table. */
+  @FunctionalInterface
+  interface Names<N extends IndexNode<N>> {
+    NameTable<N> make(WorkerBlocks<N> ws, boolean findsOtherNames);
   }
 }

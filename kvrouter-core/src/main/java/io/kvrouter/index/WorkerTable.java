@@ -47,7 +47,11 @@ final class WorkerTable<N extends IndexNode<N>> {
    * With {@code findsOtherNames}, every worker's NameTable indexes its other names (bound); the
    * count of known workers goes to {@code counters}.
    */
-  WorkerTable(boolean findsOtherNames, IndexCounters counters) {
+  private final WorkerBlocks.Names<N> names;
+
+  /** With {@code names} making each worker's name table. */
+  WorkerTable(boolean findsOtherNames, IndexCounters counters, WorkerBlocks.Names<N> names) {
+    this.names = names;
     this.findsOtherNames = findsOtherNames;
     this.counters = counters;
     ids.defaultReturnValue(-1);
@@ -67,7 +71,7 @@ final class WorkerTable<N extends IndexNode<N>> {
     if (id == table.length) {
       table = Arrays.copyOf(table, table.length * 2);
     }
-    WorkerBlocks<N> ws = new WorkerBlocks<>(worker, id, findsOtherNames);
+    WorkerBlocks<N> ws = new WorkerBlocks<>(worker, id, findsOtherNames, names);
     table[id] = ws;
     BY_ID.setRelease(this, table);
     ids.put(worker, id);
