@@ -21,6 +21,7 @@ import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;
 import io.kvrouter.route.WorkerLoad;
 import io.kvrouter.server.RouterModel;
+import io.kvrouter.server.http.HttpPlumbing;
 import io.kvrouter.tokenize.ChatRequest;
 import io.kvrouter.tokenize.EngineDialect;
 import io.kvrouter.tokenize.EngineTokenizer;
@@ -73,7 +74,8 @@ import java.util.logging.Level;
  * A routed request whose prefix holder is busy (holderWait) may free its route and wait for the
  * holder (ModelQueue.waitForHolder); once granted, its next route is restricted to the holder
  * (Call.holder). While it waits, the client's connection is watched (ServerHost.watchClient) and
- * closed after the answer.
+ * closed after the answer, once that answer is committed (HttpPlumbing.closeAfterAnswer: a stream's
+ * last chunk is written at its commit, which Helidon skips when a handler throws).
  *
  * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
  * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
@@ -250,7 +252,7 @@ final class Proxy {
       if (!c.watched) throw e;
       c.trace.failed(e);
       Gateway.sendError(res, e);
-      throw closing();
+      throw HttpPlumbing.closeAfterAnswer(sreq, res);
     } finally {
       if (c.granted) {
         // granted a place and left before routing: the place goes to the next waiter
@@ -259,12 +261,11 @@ final class Proxy {
         c.queue.freed();
       }
     }
-    if (c.watched) throw closing();
-  }
-
-  /** Ends the connection of a request that waited (its client watch reads it). */
-  private static CloseConnectionException closing() {
-    return new CloseConnectionException("a request that waited in the admission queue is answered");
+    // a request that waited: its connection, which its client watch reads, ends with the answer.
+    // A streamed answer's last chunk is written at its commit, and Helidon commits only after a
+    // handler that returns: closeAfterAnswer commits it first (a bare CloseConnectionException
+    // would close the socket without the chunked body's end)
+    if (c.watched) throw HttpPlumbing.closeAfterAnswer(sreq, res);
   }
 
   // ------------------------------------------------------------------ admission

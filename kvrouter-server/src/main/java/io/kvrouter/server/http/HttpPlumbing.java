@@ -249,8 +249,10 @@ public final class HttpPlumbing {
    * the client leaving: a virtual thread reads the connection, and {@code onGone} runs (on it) when
    * the read fails or meets the end of the stream. Data the client sends meanwhile (a pipelined
    * request) ends the watch quietly. The read goes on after the caller has answered, so the caller
-   * must close the connection after its answer ({@code Connection: close}); closing it ends the
-   * read, which then runs {@code onGone} once more: the caller ignores calls that come late.
+   * must close the connection after its answer ({@code Connection: close}, then {@link
+   * #closeAfterAnswer}, which commits the answer first: a streamed answer's last chunk is written
+   * at its commit, which a bare CloseConnectionException skips); closing it ends the read, which
+   * then runs {@code onGone} once more: the caller ignores calls that come late.
    *
    * @return false when the connection cannot be watched (no connection state on this thread)
    */
