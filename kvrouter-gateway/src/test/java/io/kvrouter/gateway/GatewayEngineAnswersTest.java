@@ -229,9 +229,19 @@ class GatewayEngineAnswersTest {
     }
   }
 
-  /** #12: a {@code 103 Early Hints} (or any 1xx) before the answer is skipped, not the answer. */
+  /**
+   * #12: a {@code 103 Early Hints} (or any 1xx) before the answer is skipped, not the answer. Each
+   * answer has a gateway and an engine of its own: after a 1xx, Helidon's client may pool the
+   * connection the engine closed, and a next request on it fails (docs/gateway.md, "Not done").
+   */
   @Test
   void anInterimAnswerBeforeTheAnswerIsSkipped() throws Exception {
+    for (boolean streamed : new boolean[] {false, true}) {
+      interimAnswerSkipped(streamed);
+    }
+  }
+
+  private void interimAnswerSkipped(boolean streamed) throws Exception {
     Gateway g = gateway();
     RawEngine e =
         engine(
@@ -256,11 +266,8 @@ class GatewayEngineAnswersTest {
               }
             });
     register(g, 1, e.url());
-    HttpResponse<String> whole = post(g, completion(range(8), false, ""));
-    assertThat(whole.statusCode()).as(whole.body()).isEqualTo(200);
-    assertThat(whole.body()).isEqualTo(WHOLE);
-    HttpResponse<String> stream = post(g, completion(range(8), true, ""));
-    assertThat(stream.statusCode()).as(stream.body()).isEqualTo(200);
-    assertThat(stream.body()).isEqualTo(events());
+    HttpResponse<String> answer = post(g, completion(range(8), streamed, ""));
+    assertThat(answer.statusCode()).as(answer.body()).isEqualTo(200);
+    assertThat(answer.body()).isEqualTo(streamed ? events() : WHOLE);
   }
 }
