@@ -67,7 +67,7 @@ final class EdgeOptions {
   @Option(
       names = "--max-body-size",
       paramLabel = "SIZE",
-      converter = ServeCommand.SizeConverter.class,
+      converter = SizeConverter.class,
       description =
           "Largest request body; larger ones get 413. Bytes, or with KiB/MiB/GiB"
               + " (default: 8MiB).")

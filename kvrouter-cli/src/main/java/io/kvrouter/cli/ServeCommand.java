@@ -15,7 +15,6 @@ import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.logging.Level;
 import java.util.logging.Logger;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -333,32 +332,5 @@ public final class ServeCommand implements Callable<Integer> {
     Throwable t = e;
     while (t.getCause() != null) t = t.getCause();
     return t.getMessage() == null ? t.toString() : t.getMessage();
-  }
-
-  /** Parses sizes such as {@code 8388608}, {@code 512KiB}, {@code 8MiB}, {@code 1GiB}. */
-  static final class SizeConverter implements CommandLine.ITypeConverter<Long> {
-    @Override
-    public Long convert(String value) {
-      String v = value.trim();
-      long unit = 1;
-      String lower = v.toLowerCase(Locale.ROOT);
-      for (String[] s :
-          new String[][] {{"kib", "1024"}, {"mib", "1048576"}, {"gib", "1073741824"}}) {
-        if (lower.endsWith(s[0])) {
-          unit = Long.parseLong(s[1]);
-          v = v.substring(0, v.length() - 3).trim();
-          break;
-        }
-      }
-      if (lower.endsWith("b") && unit == 1) v = v.substring(0, v.length() - 1).trim();
-      try {
-        long n = Long.parseLong(v);
-        if (n < 1) throw new CommandLine.TypeConversionException("must be >= 1: " + value);
-        return Math.multiplyExact(n, unit);
-      } catch (NumberFormatException | ArithmeticException e) {
-        throw new CommandLine.TypeConversionException(
-            "not a size: '" + value + "' (bytes, or a number with KiB, MiB or GiB)");
-      }
-    }
   }
 }

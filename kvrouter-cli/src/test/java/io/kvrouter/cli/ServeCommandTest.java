@@ -338,7 +338,7 @@ class ServeCommandTest {
 
   @Test
   void sizesTakeBinaryUnits() {
-    ServeCommand.SizeConverter c = new ServeCommand.SizeConverter();
+    SizeConverter c = new SizeConverter();
     assertThat(c.convert("8MiB")).isEqualTo(8L << 20);
     assertThat(c.convert("512 KiB")).isEqualTo(512L << 10);
     assertThat(c.convert("1GiB")).isEqualTo(1L << 30);

@@ -971,6 +971,16 @@ public final class KvRouter implements AutoCloseable {
     return Math.max(0, tokens - 1) / blockSize;
   }
 
+  /**
+   * Whether a rank with load {@code l} is busy by the rule {@link #route} applies (the
+   * busyRequests, busyPrefillTokens and busyBlockFraction this router was built with, against the
+   * KV capacity the rank registered), so a caller that waits for room uses the same rule.
+   */
+  public boolean isBusy(WorkerLoad l) {
+    long kv = busyBlockFraction == Double.POSITIVE_INFINITY ? 0 : Math.max(0, kvBlocks(l.worker()));
+    return isBusy(kv, l.activeBlocks(), l.activePrefillTokens(), l.requests());
+  }
+
   private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill, int requests) {
     if (activePrefill > busyPrefillTokens || requests >= busyRequests) return true;
     return kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;

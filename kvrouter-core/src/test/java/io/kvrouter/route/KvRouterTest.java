@@ -571,4 +571,31 @@ class KvRouterTest {
     assertThat(Arrays.asList(router.isApproximate(), router.blockSize()))
         .containsExactly(false, BS);
   }
+
+  /** isBusy(load) is the rule route() applies: each limit on its own, off when not set. */
+  @Test
+  void isBusyAppliesTheRouteRule() {
+    KvRouter open = router(1);
+    assertThat(open.isBusy(new WorkerLoad(W1, 1_000_000, Long.MAX_VALUE - 1, 1 << 30))).isFalse();
+
+    KvRouter r =
+        KvRouter.builder(BS).busyRequests(2).busyPrefillTokens(100).busyBlockFraction(0.5).build();
+    r.registerWorker(1, 1, BS, 10); // 10 blocks of KV: busy past 5 active
+    r.registerWorker(2, 1, BS); // capacity unknown: never busy by blocks
+    assertThat(r.isBusy(new WorkerLoad(W1, 5, 100, 1))).isFalse();
+    assertThat(r.isBusy(new WorkerLoad(W1, 6, 100, 1))).isTrue();
+    assertThat(r.isBusy(new WorkerLoad(W1, 5, 101, 1))).isTrue();
+    assertThat(r.isBusy(new WorkerLoad(W1, 5, 100, 2))).isTrue();
+    assertThat(r.isBusy(new WorkerLoad(W2, 1_000, 100, 1))).isFalse();
+
+    // route agrees: a rank with two requests in flight is passed over while another has room
+    KvRouter two = KvRouter.builder(BS).busyRequests(2).build();
+    two.registerWorker(1, 1, BS);
+    two.registerWorker(2, 1, BS);
+    List<RouteDecision.Routed> held = new ArrayList<>();
+    for (int i = 0; i < 4; i++) held.add(routed(two.route("r" + i, tokens(100 * i, 8))));
+    assertThat(held).hasSize(4);
+    assertThat(two.loads()).allSatisfy(l -> assertThat(two.isBusy(l)).isTrue());
+    assertThat(two.route("r9", tokens(900, 8))).isNotInstanceOf(RouteDecision.Routed.class);
+  }
 }

@@ -128,16 +128,9 @@ final class Admission {
     return holderWait;
   }
 
-  /** The router's busy rule (KvRouter's, with the settings it was built with) on one rank. */
+  /** The router's busy rule on one rank: KvRouter's own, so a grant and a route agree. */
   boolean rankBusy(KvRouter router, WorkerLoad l) {
-    RoutingSettings s = busyLimits;
-    if (s.busyRequests() > 0 && l.requests() >= s.busyRequests()) return true;
-    if (s.busyPrefillTokens() >= 0 && l.activePrefillTokens() > s.busyPrefillTokens()) return true;
-    if (s.busyBlockFraction() > 0) {
-      long kv = router.kvBlocks(l.worker());
-      return kv > 0 && l.activeBlocks() > s.busyBlockFraction() * kv;
-    }
-    return false;
+    return router.isBusy(l);
   }
 
   /** Whether a rank with {@code l}'s load is at its request limit (busyRequests). */
