@@ -509,13 +509,7 @@ final class Admission {
         while (w.state == null) {
           long left = deadline - System.nanoTime();
           if (left <= 0) {
-            if (w.holder != null) {
-              unpark(w);
-            } else {
-              queue.cancel(w.ticket);
-              metrics.left(model, w.band, label, System.nanoTime() - w.arrivalNanos);
-            }
-            waiting.decrementAndGet();
+            dequeue(w);
             metrics.rejected(model, w.band, label, "queue_timeout");
             throw refusal(
                 "queue_timeout",
@@ -557,6 +551,13 @@ final class Admission {
     private void leave(Waiter w) {
       if (w.state != null) return;
       w.state = Outcome.GONE;
+      dequeue(w);
+      metrics.cancelled(model, w.band, w.tenantLabel);
+    }
+
+    /** Under the lock: takes a waiter that was not granted off its holder's FIFO or the queue. */
+    @GuardedBy("Admission.this.lock")
+    private void dequeue(Waiter w) {
       if (w.holder != null) {
         unpark(w);
       } else {
@@ -564,7 +565,6 @@ final class Admission {
         metrics.left(model, w.band, w.tenantLabel, System.nanoTime() - w.arrivalNanos);
       }
       waiting.decrementAndGet();
-      metrics.cancelled(model, w.band, w.tenantLabel);
     }
 
     /**
