@@ -50,7 +50,10 @@ import org.jspecify.annotations.Nullable;
  * Who writes: the request's own thread offers (await) or parks (waitForHolder) and, when it times
  * out, cancels; freed() and prefillEnded() (the thread that freed a route, or relayed an answer's
  * first token) grant the next waiter when a rank has room by the router's busy rule; the client
- * watch's thread cancels a waiter whose client left. A granted waiter routes again outside the
+ * watch's thread cancels a waiter whose client left; the health round (retain, recheck) grants room
+ * that appeared without a freed route (an expired request, a new rank) and sends requests parked for
+ * a holder gone or at its request limit back to route (releaseUnwaitable, also run by every grant
+ * while requests are parked). A granted waiter routes again outside the
  * lock; until it has, waiting still counts it, so that a new request does not take the place it
  * was granted.
  *
@@ -94,6 +97,12 @@ final class Admission {
 
   static final String REQUEST_END = "request_end";
   static final String AFTER_GRANT = "after_grant";
+  static final String RECHECK = "recheck";
+
+  /** Why parked requests were sent back to route (kvrouter_gateway_holder_releases_total). */
+  static final String HOLDER_GONE = "holder_gone";
+
+  static final String HOLDER_FULL = "holder_at_request_limit";
 
   private final AdmissionConfig config;
   private final RoutingSettings busyLimits;
@@ -163,12 +172,14 @@ final class Admission {
 
   /**
    * Drops the queues of models no longer served that have nothing waiting (the health round calls
-   * it, Gateway.prune), so that models that come and go leave nothing behind.
+   * it, Gateway.prune), so that models that come and go leave nothing behind, and checks the others
+   * again ({@link ModelQueue#recheck}).
    */
   void retain(Collection<RouterModel> live) {
     Set<RouterModel> keep = Collections.newSetFromMap(new IdentityHashMap<>());
     keep.addAll(live);
     queues.entrySet().removeIf(e -> !keep.contains(e.getKey()) && !e.getValue().busy());
+    for (ModelQueue q : queues.values()) q.recheck();
   }
 
   /**
@@ -232,6 +243,9 @@ final class Admission {
 
     @GuardedBy("Admission.this.lock")
     private int granting;
+
+    @GuardedBy("Admission.this.lock")
+    private long passes; // releaseUnwaitable's pass counter (Parked.pass)
 
     /** A queue whose model has room whenever asked (no router): for tests of the protocol. */
     ModelQueue(String model) {
@@ -340,6 +354,7 @@ final class Admission {
       if (router != null) {
         boolean room = false;
         List<WorkerLoad> loads = router.loads();
+        if (parkedNow > 0) releaseUnwaitable(loads);
         for (int i = 0, n = loads.size(); i < n && w == null; i++) {
           WorkerLoad l = loads.get(i);
           if (rankBusy(router, l)) continue;
@@ -363,6 +378,58 @@ final class Admission {
       granting++;
       metrics.grants.labelValues(model, trigger).inc();
       w.wake.signal();
+    }
+
+    /**
+     * Under the lock: sends the requests parked for a holder that can no longer be waited for back
+     * to route again (RETRY): a holder that left the router (unregistered), or one now at its
+     * request limit, which frees a place only when a decode ends (HolderWait never waits for such a
+     * holder; this keeps a request parked before the holder reached it from waiting on it until its
+     * queue-time bound). Each pass stamps the holders it finds among {@code loads}; the parked
+     * FIFOs left unstamped belong to ranks gone.
+     */
+    @GuardedBy("Admission.this.lock")
+    private void releaseUnwaitable(List<WorkerLoad> loads) {
+      long pass = ++passes;
+      for (int i = 0, n = loads.size(); i < n; i++) {
+        WorkerLoad l = loads.get(i);
+        Parked p = parked.get(l.worker());
+        if (p == null) continue;
+        p.pass = pass;
+        if (atRequestLimit(l)) release(p, HOLDER_FULL);
+      }
+      for (Parked p : parked.values()) if (p.pass != pass) release(p, HOLDER_GONE);
+      parked.values().removeIf(p -> p.waiters.isEmpty());
+    }
+
+    /** Under the lock: every request parked in {@code p} routes again (its FIFO is emptied). */
+    @GuardedBy("Admission.this.lock")
+    private void release(Parked p, String reason) {
+      for (Waiter w; (w = p.waiters.pollFirst()) != null; ) {
+        parkedNow--;
+        waiting.decrementAndGet();
+        metrics.holderWaiting.labelValues(model).dec();
+        metrics.holderReleases.labelValues(model, reason).inc();
+        w.state = Outcome.RETRY;
+        w.wake.signal();
+      }
+      p.tokens = 0;
+    }
+
+    /**
+     * Checks the model's queue again without a freed route (the health round: Admission.retain):
+     * room that appeared otherwise (a request expired, a rank registered) is granted, and requests
+     * parked for a holder that can no longer be waited for route again.
+     */
+    void recheck() {
+      if (waiting.get() == 0) return;
+      lock.lock();
+      try {
+        if (router != null && parkedNow > 0) releaseUnwaitable(router.loads());
+        grant(RECHECK);
+      } finally {
+        lock.unlock();
+      }
     }
 
     @GuardedBy("Admission.this.lock")
@@ -586,6 +653,7 @@ final class Admission {
   private static final class Parked {
     final ArrayDeque<Waiter> waiters = new ArrayDeque<>();
     long tokens;
+    long pass; // the last releaseUnwaitable pass that found its holder registered
   }
 
   /** The 429 of a request the queue cannot hold, with the queue's bound as its Retry-After. */

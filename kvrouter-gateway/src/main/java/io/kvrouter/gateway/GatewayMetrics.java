@@ -157,6 +157,7 @@ final class GatewayMetrics {
     final Gauge holderWaiting;
     final Counter holderWaits;
     final Counter grants;
+    final Counter holderReleases;
     private final int maxTenantLabels;
     private final Set<String> tenants = new HashSet<>();
 
@@ -217,13 +218,23 @@ final class GatewayMetrics {
               "Requests that waited for the busy engine holding their prefix instead of starting"
                   + " on another, because that cost fewer prefill tokens",
               "model");
+      holderReleases =
+          counter(
+              r,
+              "kvrouter_gateway_holder_releases_total",
+              "Requests that waited for their prefix holder and were sent back to route because"
+                  + " the holder can no longer be waited for, by reason: holder_gone (unregistered),"
+                  + " holder_at_request_limit",
+              "model",
+              "reason");
       grants =
           counter(
               r,
               "kvrouter_gateway_queue_grants_total",
               "Waiting requests granted a place, by what made room: prefill_end (an engine's"
                   + " first token of an answer), request_end (an answer ended or a route was"
-                  + " freed), after_grant (room left after the last granted request routed)",
+                  + " freed), after_grant (room left after the last granted request routed), recheck (the health round found"
+                  + " room no freed route announced: an expired request, a new engine)",
               "model",
               "trigger");
       cancelled =

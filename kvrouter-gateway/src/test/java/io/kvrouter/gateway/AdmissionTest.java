@@ -3,6 +3,11 @@ package io.kvrouter.gateway;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.event.Worker;
+import io.kvrouter.route.KvRouter;
+import io.kvrouter.route.RouteDecision;
+import io.kvrouter.route.RoutingSettings;
+import io.kvrouter.route.WorkerLoad;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.time.Duration;
 import java.util.List;
@@ -10,13 +15,16 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 
 /**
  * The wake-up protocol of {@link Admission.ModelQueue} without HTTP: a route freed between a
  * request's route and its queuing sends it back to route at once (no lost wake-up), a freed route
- * grants the first waiter in the queue's order, a waiter whose client left leaves at once, and a
- * full queue refuses. Waiters run on virtual threads; every step waits on the queue's state.
+ * grants the first waiter in the queue's order, a waiter whose client left leaves at once, a full
+ * queue refuses, and a request parked for a prefix holder that can no longer be waited for
+ * (unregistered, or at its request limit) is sent back to route. Waiters run on virtual threads;
+ * every step waits on the queue's state.
  */
 class AdmissionTest {
   private final GatewayMetrics metrics = new GatewayMetrics(new PrometheusRegistry(), List::of, 4);
@@ -115,5 +123,105 @@ class AdmissionTest {
     assertThat(metrics.admission.cancelled.labelValues("m", "normal", "t").get()).isEqualTo(1);
     q.freed(); // nothing waits: nothing granted
     assertThat(q.size()).isZero();
+  }
+
+  // ------------------------------------------------------------------ parked for a holder
+
+  /** Busy as soon as a prefill is in flight; at the request limit with {@code busyRequests}. */
+  private static RoutingSettings limits(int busyRequests) {
+    return RoutingSettings.DEFAULTS.withBusyPrefillTokens(0).withBusyRequests(busyRequests);
+  }
+
+  private Admission.ModelQueue queue(RoutingSettings limits, KvRouter router) {
+    Admission a =
+        new Admission(
+            new AdmissionConfig(
+                4, Duration.ofMinutes(10), 0, AdmissionConfig.TenantSource.HEADER, Map.of(), 16, 4),
+            limits,
+            true,
+            metrics.admission);
+    return a.new ModelQueue("m", router);
+  }
+
+  /** A router of two ranks, one of them busy with one request's prefill: that rank is returned. */
+  private static Worker busyHolder(KvRouter router) {
+    router.registerRank(new Worker(1, 0), 4, 1000);
+    router.registerRank(new Worker(2, 0), 4, 1000);
+    RouteDecision d = router.route("r1", new int[] {1, 2, 3, 4, 5, 6, 7, 8});
+    assertThat(d).isInstanceOf(RouteDecision.Routed.class);
+    Worker holder = ((RouteDecision.Routed) d).worker();
+    assertThat(router.isBusy(router.load(holder))).isTrue();
+    return holder;
+  }
+
+  /** Parks a request for {@code holder} on a virtual thread: its outcome, once it has one. */
+  private static CompletableFuture<Admission.@Nullable Outcome> park(
+      Admission.ModelQueue q, Worker holder, WorkerLoad holderLoad, Admission.Waiter[] seen) {
+    CompletableFuture<Admission.@Nullable Outcome> f = new CompletableFuture<>();
+    long generation = q.generation();
+    Thread.ofVirtual()
+        .start(
+            () -> {
+              try {
+                // 100 prompt tokens, none on the chosen rank behind a backlog of 1000; 90 on the
+                // holder
+                f.complete(
+                    q.waitForHolder(
+                        generation,
+                        holder,
+                        100,
+                        0,
+                        1000,
+                        90,
+                        holderLoad,
+                        1,
+                        "t",
+                        System.nanoTime(),
+                        () -> {},
+                        w -> seen[0] = w));
+              } catch (Throwable e) {
+                f.completeExceptionally(e);
+              }
+            });
+    return f;
+  }
+
+  @Test
+  void aRequestParkedForAHolderThatLeftTheRouterRoutesAgainAtTheNextCheck() throws Exception {
+    RoutingSettings limits = limits(4);
+    KvRouter router = KvRouter.builder(4).settings(limits).build();
+    Worker holder = busyHolder(router);
+    Admission.ModelQueue q = queue(limits, router);
+    Admission.Waiter[] seen = new Admission.Waiter[1];
+    CompletableFuture<Admission.@Nullable Outcome> f = park(q, holder, router.load(holder), seen);
+    await("parked", () -> q.parked() == 1 && seen[0] != null);
+    q.recheck(); // the holder is registered and busy: it still waits
+    assertThat(f).isNotDone();
+    assertThat(q.parked()).isEqualTo(1);
+
+    assertThat(router.unregisterRank(holder)).isTrue();
+    q.recheck(); // the health round
+    assertThat(f.get(30, TimeUnit.SECONDS)).isEqualTo(Admission.Outcome.RETRY);
+    assertThat(q.parked()).isZero();
+    assertThat(q.busy()).isFalse();
+    assertThat(metrics.admission.holderReleases.labelValues("m", "holder_gone").get()).isEqualTo(1);
+    assertThat(metrics.admission.holderWaiting.labelValues("m").get()).isZero();
+  }
+
+  @Test
+  void aRequestParkedForAHolderAtItsRequestLimitRoutesAgainAtOnce() throws Exception {
+    RoutingSettings limits = limits(1);
+    KvRouter router = KvRouter.builder(4).settings(limits).build();
+    Worker holder = busyHolder(router); // its one request: at the limit of 1
+    Admission.ModelQueue q = queue(limits, router);
+    // the load as read before the holder took that request: waiting looked right then
+    WorkerLoad before = new WorkerLoad(holder, 0, 0, 0);
+    Admission.Waiter[] seen = new Admission.Waiter[1];
+    assertThat(park(q, holder, before, seen).get(30, TimeUnit.SECONDS))
+        .isEqualTo(Admission.Outcome.RETRY);
+    assertThat(q.parked()).isZero();
+    assertThat(q.busy()).isFalse();
+    assertThat(metrics.admission.holderReleases.labelValues("m", "holder_at_request_limit").get())
+        .isEqualTo(1);
   }
 }
