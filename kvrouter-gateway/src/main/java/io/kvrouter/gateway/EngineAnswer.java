@@ -27,8 +27,9 @@ import java.util.Locale;
  * close): of() reads the next heads from it (lines at most 8 KiB, 100 fields, 10 interim
  * answers) until a final status, and frames that answer's body itself: Content-Length (Bounded),
  * chunked (Chunked: sizes, extensions and trailers skipped, lines bounded as above), else until
- * the close. The response is closed by the caller, which closes the connection (Helidon closes a
- * connection whose close-framed body it did not see end).
+ * the close. The response is closed by the caller; the connection of an answer Helidon saw
+ * unframed (close-framed, or after a 1xx) is then closed, not pooled: CloseUnframedAnswers marks
+ * its head Connection: close.
  * </pre>
  */
 final class EngineAnswer {

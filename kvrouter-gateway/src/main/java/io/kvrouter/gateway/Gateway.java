@@ -199,6 +199,7 @@ public final class Gateway implements AutoCloseable {
             .socketOptions(s -> s.connectTimeout(config.connectTimeout()))
             .readTimeout(config.engineTimeout())
             .followRedirects(false)
+            .addService(new CloseUnframedAnswers())
             .build();
     this.health = new EngineHealth(this, config);
     this.lora = new LoraPlacement(config.loraPlacement(), client, config.engineApiKey());

@@ -231,8 +231,7 @@ class GatewayEngineAnswersTest {
 
   /**
    * #12: a {@code 103 Early Hints} (or any 1xx) before the answer is skipped, not the answer. Each
-   * answer has a gateway and an engine of its own: after a 1xx, Helidon's client may pool the
-   * connection the engine closed, and a next request on it fails (docs/gateway.md, "Not done").
+   * answer has a gateway and an engine of its own; the connection after a 1xx is the next test's.
    */
   @Test
   void anInterimAnswerBeforeTheAnswerIsSkipped() throws Exception {
@@ -269,5 +268,35 @@ class GatewayEngineAnswersTest {
     HttpResponse<String> answer = post(g, completion(range(8), streamed, ""));
     assertThat(answer.statusCode()).as(answer.body()).isEqualTo(200);
     assertThat(answer.body()).isEqualTo(streamed ? events() : WHOLE);
+  }
+
+  /**
+   * After an interim answer the connection is closed, not pooled: Helidon's client judged it by the
+   * 1xx head (no framing, no {@code Connection: close}) and pooled a connection the engine had
+   * closed, so a next request on it failed as a 502 {@code connect} (CloseUnframedAnswers). The
+   * engine here keeps its connections open: two requests must arrive on two connections.
+   */
+  @Test
+  void aConnectionThatCarriedAnInterimAnswerIsNotReused() throws Exception {
+    Gateway g = gateway();
+    RawEngine e =
+        engine(
+            (head, body, out) ->
+                out.write(
+                    ("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+                            + "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                            + "Content-Length: "
+                            + WHOLE.length()
+                            + "\r\n\r\n"
+                            + WHOLE)
+                        .getBytes(StandardCharsets.UTF_8)));
+    e.keepAlive = true;
+    register(g, 1, e.url());
+    for (int i = 0; i < 2; i++) {
+      HttpResponse<String> answer = post(g, completion(range(8), false, ""));
+      assertThat(answer.statusCode()).as("request %d: %s", i, answer.body()).isEqualTo(200);
+      assertThat(answer.body()).isEqualTo(WHOLE);
+    }
+    assertThat(e.answeredConnections.get()).as("connections that carried a request").isEqualTo(2);
   }
 }

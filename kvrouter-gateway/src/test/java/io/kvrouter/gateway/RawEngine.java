@@ -30,7 +30,10 @@ import java.util.function.Predicate;
  * </pre>
  */
 final class RawEngine implements AutoCloseable {
-  /** Writes one answer; the connection is closed when it returns or throws. */
+  /**
+   * Writes one answer; the connection is closed when it returns or throws (unless {@link
+   * #keepAlive}).
+   */
   interface Answer {
     void write(String head, String body, OutputStream out) throws IOException;
   }
@@ -42,6 +45,12 @@ final class RawEngine implements AutoCloseable {
 
   /** Answers being written now. */
   final AtomicInteger writing = new AtomicInteger();
+
+  /** Connections on which a handled request arrived. */
+  final AtomicInteger answeredConnections = new AtomicInteger();
+
+  /** Whether a connection stays open for the next request after an answer (else it is closed). */
+  volatile boolean keepAlive;
 
   private final ServerSocket server;
   private final Answer answer;
@@ -81,6 +90,7 @@ final class RawEngine implements AutoCloseable {
     try (s) {
       InputStream in = s.getInputStream();
       Counting out = new Counting(s.getOutputStream());
+      boolean answered = false;
       while (true) {
         String head = readHead(in);
         if (head == null) return;
@@ -94,6 +104,8 @@ final class RawEngine implements AutoCloseable {
           out.flush();
           continue;
         }
+        if (!answered) answeredConnections.incrementAndGet();
+        answered = true;
         writing.incrementAndGet();
         try {
           answer.write(head, body, out);
@@ -102,7 +114,7 @@ final class RawEngine implements AutoCloseable {
           largestAnswer.accumulateAndGet(out.count, Math::max);
           writing.decrementAndGet();
         }
-        return;
+        if (!keepAlive) return;
       }
     } catch (IOException e) {
       // the gateway closed the connection
