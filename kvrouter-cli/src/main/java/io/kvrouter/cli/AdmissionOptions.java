@@ -54,6 +54,25 @@ final class AdmissionOptions {
   boolean holderWait = true;
 
   @Option(
+      names = "--busy-engine-waiting",
+      paramLabel = "N",
+      description =
+          "Admission: an engine that says at least N requests wait in its own queue (its"
+              + " /metrics: vllm:num_requests_waiting, sglang:num_queue_reqs,"
+              + " llamacpp:requests_deferred) is busy: routing passes it by, and while every"
+              + " engine of a model is so, requests wait in the queue. 0: the engines' metrics are"
+              + " not read (default: ${DEFAULT-VALUE}).")
+  long busyEngineWaiting = 0;
+
+  @Option(
+      names = "--engine-metrics-interval-ms",
+      paramLabel = "MS",
+      description =
+          "Admission: how often each engine's /metrics is read for --busy-engine-waiting"
+              + " (default: ${DEFAULT-VALUE}).")
+  long engineMetricsIntervalMs = 1000;
+
+  @Option(
       names = "--tenant-from",
       paramLabel = "SOURCE",
       description =

@@ -432,6 +432,8 @@ public final class GatewayCommand implements Callable<Integer> {
                     pdMaxPrefillQueueTokens == null ? Long.MAX_VALUE : pdMaxPrefillQueueTokens))
             .admission(admission.config())
             .holderWait(admission.holderWait)
+            .busyEngineWaiting(admission.busyEngineWaiting)
+            .engineMetricsInterval(Duration.ofMillis(admission.engineMetricsIntervalMs))
             .sessions(sessionConfig());
     if (maxRequestValues < 1) {
       throw new IllegalArgumentException(

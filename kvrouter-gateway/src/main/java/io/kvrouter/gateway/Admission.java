@@ -22,6 +22,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BiPredicate;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
@@ -98,6 +99,7 @@ final class Admission {
   static final String REQUEST_END = "request_end";
   static final String AFTER_GRANT = "after_grant";
   static final String RECHECK = "recheck";
+  static final String ENGINE_QUEUE = "engine_queue";
 
   /** Why parked requests were sent back to route (kvrouter_gateway_holder_releases_total). */
   static final String HOLDER_GONE = "holder_gone";
@@ -108,28 +110,33 @@ final class Admission {
   private final RoutingSettings busyLimits;
   private final boolean holderWait;
   private final GatewayMetrics.AdmissionMetrics metrics;
+  private final BiPredicate<RouterModel, Worker> engineQueueFull;
   private final ReentrantLock lock = new ReentrantLock();
   private final Map<RouterModel, ModelQueue> queues = new ConcurrentHashMap<>();
 
   /** Without the router's busy limits (every rank has room) and without waiting for holders. */
   Admission(AdmissionConfig config, GatewayMetrics.AdmissionMetrics metrics) {
-    this(config, RoutingSettings.DEFAULTS, false, metrics);
+    this(config, RoutingSettings.DEFAULTS, false, metrics, (m, w) -> false);
   }
 
   /**
    * @param busyLimits the router's busy limits (busyRequests, busyPrefillTokens,
    *     busyBlockFraction), for whether a rank has room
    * @param holderWait whether a request may wait for the busy rank holding its prefix
+   * @param engineQueueFull whether a rank's engine says its own queue is at the busy limit
+   *     (Gateway.engineQueueFull): such a rank has no room either
    */
   Admission(
       AdmissionConfig config,
       RoutingSettings busyLimits,
       boolean holderWait,
-      GatewayMetrics.AdmissionMetrics metrics) {
+      GatewayMetrics.AdmissionMetrics metrics,
+      BiPredicate<RouterModel, Worker> engineQueueFull) {
     this.config = config;
     this.busyLimits = busyLimits;
     this.holderWait = holderWait;
     this.metrics = metrics;
+    this.engineQueueFull = engineQueueFull;
   }
 
   /** Whether a request may wait for the busy rank that holds its prefix (HolderWait). */
@@ -157,7 +164,7 @@ final class Admission {
     ModelQueue q = queues.get(m);
     return q != null
         ? q
-        : queues.computeIfAbsent(m, k -> new ModelQueue(k.modelName(), k.router()));
+        : queues.computeIfAbsent(m, k -> new ModelQueue(k.modelName(), k.router(), k));
   }
 
   /**
@@ -179,7 +186,15 @@ final class Admission {
     Set<RouterModel> keep = Collections.newSetFromMap(new IdentityHashMap<>());
     keep.addAll(live);
     queues.entrySet().removeIf(e -> !keep.contains(e.getKey()) && !e.getValue().busy());
-    for (ModelQueue q : queues.values()) q.recheck();
+    recheckAll(RECHECK);
+  }
+
+  /**
+   * Checks every model's queue again ({@link ModelQueue#recheck}), counting grants as {@code
+   * trigger}.
+   */
+  void recheckAll(String trigger) {
+    for (ModelQueue q : queues.values()) q.recheck(trigger);
   }
 
   /**
@@ -234,6 +249,7 @@ final class Admission {
     private final AtomicLong frees = new AtomicLong();
     private final AtomicInteger waiting = new AtomicInteger();
     private final @Nullable KvRouter router; // null: every rank has room (tests)
+    private final @Nullable RouterModel routerModel; // for engineQueueFull; null in tests
 
     @GuardedBy("Admission.this.lock")
     private final Map<Worker, Parked> parked = new HashMap<>();
@@ -249,12 +265,13 @@ final class Admission {
 
     /** A queue whose model has room whenever asked (no router): for tests of the protocol. */
     ModelQueue(String model) {
-      this(model, null);
+      this(model, null, null);
     }
 
-    ModelQueue(String model, @Nullable KvRouter router) {
+    ModelQueue(String model, @Nullable KvRouter router, @Nullable RouterModel routerModel) {
       this.model = model;
       this.router = router;
+      this.routerModel = routerModel;
       this.queue =
           new FairQueue<>(
               new FairQueue.Config(
@@ -357,7 +374,10 @@ final class Admission {
         if (parkedNow > 0) releaseUnwaitable(loads);
         for (int i = 0, n = loads.size(); i < n && w == null; i++) {
           WorkerLoad l = loads.get(i);
-          if (rankBusy(router, l)) continue;
+          if (rankBusy(router, l)
+              || (routerModel != null && engineQueueFull.test(routerModel, l.worker()))) {
+            continue;
+          }
           room = true;
           if (parkedNow == 0) break;
           Parked p = parked.get(l.worker());
@@ -417,16 +437,19 @@ final class Admission {
     }
 
     /**
-     * Checks the model's queue again without a freed route (the health round: Admission.retain):
-     * room that appeared otherwise (a request expired, a rank registered) is granted, and requests
-     * parked for a holder that can no longer be waited for route again.
+     * Checks the model's queue again without a freed route (the health round: Admission.retain; an
+     * engine's own queue that dropped below the limit: EngineQueueWatch): room that appeared
+     * otherwise (a request expired, a rank registered, an engine's queue drained) is granted, and
+     * requests parked for a holder that can no longer be waited for route again.
      */
-    void recheck() {
+    void recheck(String trigger) {
+      // like a freed route: a request about to queue routes again instead (no lost wake-up)
+      frees.incrementAndGet();
       if (waiting.get() == 0) return;
       lock.lock();
       try {
         if (router != null && parkedNow > 0) releaseUnwaitable(router.loads());
-        grant(RECHECK);
+        grant(trigger);
       } finally {
         lock.unlock();
       }

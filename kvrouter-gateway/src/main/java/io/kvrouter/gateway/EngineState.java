@@ -39,6 +39,7 @@ final class EngineState {
 
   private volatile boolean healthy = true;
   private volatile boolean answered;
+  private volatile long engineWaiting = -1; // EngineQueueWatch's last reading; -1: none
   private final AtomicInteger draining = new AtomicInteger();
 
   @GuardedBy("this")
@@ -68,6 +69,19 @@ final class EngineState {
   /** Whether a health check of this engine ever succeeded. */
   boolean answered() {
     return answered;
+  }
+
+  /**
+   * The requests the engine last said wait in its own queue (EngineQueueWatch, from its {@code
+   * /metrics}), or -1 when it was not read or has no such gauge.
+   */
+  long engineWaiting() {
+    return engineWaiting;
+  }
+
+  /** The watch's reading (or -1): see {@link #engineWaiting()}. */
+  void engineWaiting(long v) {
+    engineWaiting = v;
   }
 
   /** Whether a rank of this engine is being drained (routing skips it). */

@@ -35,6 +35,7 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.Collection;
+import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.Locale;
 import java.util.Set;
@@ -46,6 +47,7 @@ import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The OpenAI-compatible front door (docs/gateway.md): a {@link KvRouterServer} that also serves
@@ -141,6 +143,7 @@ public final class Gateway implements AutoCloseable {
   final Engines engines;
   final WebClient client;
   private final EngineHealth health;
+  final @Nullable EngineQueueWatch queueWatch; // null: --busy-engine-waiting is off
   final LoraPlacement lora;
   private final Drains drains = new Drains();
 
@@ -202,6 +205,7 @@ public final class Gateway implements AutoCloseable {
             .addService(new CloseUnframedAnswers())
             .build();
     this.health = new EngineHealth(this, config);
+    this.queueWatch = config.busyEngineWaiting() > 0 ? new EngineQueueWatch(this, config) : null;
     this.lora = new LoraPlacement(config.loraPlacement(), client, config.engineApiKey());
     this.apiKeyHash = config.apiKey() == null ? null : sha256(config.apiKey());
   }
@@ -296,6 +300,7 @@ public final class Gateway implements AutoCloseable {
       }
     }
     g.health.start();
+    if (g.queueWatch != null) g.queueWatch.start();
     return g;
   }
 
@@ -439,6 +444,7 @@ public final class Gateway implements AutoCloseable {
     tokenizers.close();
     if (sessions != null) sessions.close();
     health.stop();
+    if (queueWatch != null) queueWatch.stop();
     catalog.close();
     // the pools are this gateway's own: close their idle connections (and monitor threads)
     client.closeResource();
@@ -455,7 +461,12 @@ public final class Gateway implements AutoCloseable {
               h.metricsRegistry(), engines::states, config.admission().maxTenantLabels());
       engines.onAnswerTooLarge(path -> metrics.engineAnswersTooLarge.labelValues(path).inc());
       admission =
-          new Admission(config.admission(), busyLimits, config.holderWait(), metrics.admission);
+          new Admission(
+              config.admission(),
+              busyLimits,
+              config.holderWait(),
+              metrics.admission,
+              Gateway.this::engineQueueFull);
       TokenRateConfig tr = config.admission().tokenRates();
       rates = tr.on() ? new TenantRates(tr, rateClock) : null;
       predictions = new PredictionCheck(metrics, config.warnInterval().toNanos());
@@ -795,6 +806,28 @@ public final class Gateway implements AutoCloseable {
   /** One round of health checks of every registered base URL (after pruning: {@link #prune}). */
   void checkAll() {
     health.checkAll();
+  }
+
+  /** The base URLs of the registered engines (EngineQueueWatch's rounds). */
+  Set<String> engineUrls() {
+    Set<String> urls = new HashSet<>();
+    for (RouterModel m : host.models()) {
+      for (RouterModel.Rank r : m.ranks()) {
+        if (r.baseUrl() != null) urls.add(r.baseUrl());
+      }
+    }
+    return urls;
+  }
+
+  /**
+   * Whether the engine of rank {@code w} of {@code m} says its own queue is at the busy limit
+   * (--busy-engine-waiting; false when that is off or the engine's queue is not known).
+   */
+  boolean engineQueueFull(RouterModel m, Worker w) {
+    long limit = config.busyEngineWaiting();
+    if (limit <= 0) return false;
+    String url = m.baseUrl(w);
+    return url != null && EngineQueueWatch.busy(engines.engine(url).engineWaiting(), limit);
   }
 
   /** Drops what is kept of engines no longer registered; see {@link Engines#prune}. */

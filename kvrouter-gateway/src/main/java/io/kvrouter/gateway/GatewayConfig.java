@@ -48,6 +48,12 @@ import java.util.Objects;
  * @param holderWait whether a request the router sends to a rank other than the busy one holding
  *     its prefix may wait for that holder when it costs fewer prefill tokens (docs/routing.md,
  *     "Waiting for the prefix holder"; default on; it needs the admission queue)
+ * @param busyEngineWaiting an engine that says at least this many requests wait in its own queue
+ *     (its {@code /metrics}: EngineQueueGauge) is busy: routing passes it by, and a request whose
+ *     every engine is so waits in the admission queue; 0: the engines' metrics are not read
+ *     (default)
+ * @param engineMetricsInterval how often each engine's {@code /metrics} is read when {@code
+ *     busyEngineWaiting} is set (default 1 s)
  */
 public record GatewayConfig(
     Map<String, Path> models,
@@ -70,7 +76,9 @@ public record GatewayConfig(
     long maxInflightValues,
     SessionConfig sessions,
     LoraPlacementConfig loraPlacement,
-    boolean holderWait) {
+    boolean holderWait,
+    long busyEngineWaiting,
+    Duration engineMetricsInterval) {
 
   /** See {@link #maxRequestValues()}: an empty object costs about 70 bytes of heap. */
   public static final long DEFAULT_MAX_REQUEST_VALUES = 250_000;
@@ -138,6 +146,11 @@ public record GatewayConfig(
     positive("healthTimeout", healthTimeout);
     positive("breakerOpen", breakerOpen);
     positive("warnInterval", warnInterval);
+    positive("engineMetricsInterval", engineMetricsInterval);
+    if (busyEngineWaiting < 0) {
+      throw new IllegalArgumentException(
+          "busyEngineWaiting must be >= 1 (or 0 for never), got " + busyEngineWaiting);
+    }
     if (unhealthyAfter < 1) throw new IllegalArgumentException("unhealthyAfter must be >= 1");
     if (breakerFailures < 1) throw new IllegalArgumentException("breakerFailures must be >= 1");
     if (maxRequestValues < 1) throw new IllegalArgumentException("maxRequestValues must be >= 1");
@@ -185,8 +198,22 @@ public record GatewayConfig(
     private SessionConfig sessions = SessionConfig.OFF;
     private LoraPlacementConfig loraPlacement = LoraPlacementConfig.OFF;
     private boolean holderWait = true;
+    private long busyEngineWaiting;
+    private Duration engineMetricsInterval = Duration.ofSeconds(1);
 
     private Builder() {}
+
+    /** An engine with this many requests in its own queue is busy (default 0: not read). */
+    public Builder busyEngineWaiting(long v) {
+      busyEngineWaiting = v;
+      return this;
+    }
+
+    /** How often the engines' queues are read (default 1 s). */
+    public Builder engineMetricsInterval(Duration v) {
+      engineMetricsInterval = v;
+      return this;
+    }
 
     /** Whether a request may wait for the busy rank holding its prefix (default true). */
     public Builder holderWait(boolean v) {
@@ -318,7 +345,9 @@ public record GatewayConfig(
           maxInflightValues,
           sessions,
           loraPlacement,
-          holderWait);
+          holderWait,
+          busyEngineWaiting,
+          engineMetricsInterval);
     }
   }
 }

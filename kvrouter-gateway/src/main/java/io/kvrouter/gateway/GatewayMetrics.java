@@ -57,6 +57,7 @@ final class GatewayMetrics {
   final DistributionDataPoint upstreamStage;
   final Gauge openStreams;
   final Counter staleResends;
+  final Counter engineMetricsFailures;
 
   /** Engine answers refused for their size, by the path they answered (a fixed set). */
   final Counter engineAnswersTooLarge;
@@ -117,6 +118,12 @@ final class GatewayMetrics {
     tokenizeStage = stage.labelValues("tokenize");
     routeStage = stage.labelValues("route");
     upstreamStage = stage.labelValues("upstream");
+    engineMetricsFailures =
+        counter(
+            r,
+            "kvrouter_gateway_engine_metrics_failures_total",
+            "Reads of an engine's /metrics for its queue (--busy-engine-waiting) that failed or"
+                + " found no queue gauge; the engine then counts as not busy");
     staleResends =
         counter(
             r,
@@ -234,7 +241,8 @@ final class GatewayMetrics {
               "Waiting requests granted a place, by what made room: prefill_end (an engine's"
                   + " first token of an answer), request_end (an answer ended or a route was"
                   + " freed), after_grant (room left after the last granted request routed), recheck (the health round found"
-                  + " room no freed route announced: an expired request, a new engine)",
+                  + " room no freed route announced: an expired request, a new engine),"
+                  + " engine_queue (an engine's own queue drained below --busy-engine-waiting)",
               "model",
               "trigger");
       cancelled =

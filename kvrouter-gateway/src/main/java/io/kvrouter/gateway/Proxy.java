@@ -606,6 +606,15 @@ final class Proxy {
       long now = System.nanoTime();
       Allowed a = allowed(c, tried, now);
       if (a.none()) {
+        if (last == null && a.queueFull > 0 && c.queue != null) {
+          // every engine it may use is busy by its own queue (--busy-engine-waiting): wait
+          if (c.granted) {
+            c.granted = false;
+            c.queue.routed(false);
+          }
+          admit(c, generation, null, sreq, res);
+          continue;
+        }
         if (last != null) break;
         throw noEngine(c, a);
       }
@@ -812,7 +821,14 @@ final class Proxy {
 
   /** Where a request may go: null ids = anywhere; and why nothing, when nothing. */
   private record Allowed(
-      Set<Long> ids, int ranks, int noUrl, int unhealthy, int open, int tried, int draining) {
+      Set<Long> ids,
+      int ranks,
+      int noUrl,
+      int unhealthy,
+      int open,
+      int tried,
+      int draining,
+      int queueFull) {
     boolean none() {
       return ids != null && ids.isEmpty();
     }
@@ -826,9 +842,9 @@ final class Proxy {
     for (int i = 0, n = ranks.size(); i < n; i++) {
       if (excluded(ranks.get(i), tried, now) != 0) excluded++;
     }
-    if (ranks.isEmpty()) return new Allowed(Set.of(), 0, 0, 0, 0, 0, 0);
-    if (excluded == 0) return new Allowed(null, ranks.size(), 0, 0, 0, 0, 0);
-    int[] why = new int[6];
+    if (ranks.isEmpty()) return new Allowed(Set.of(), 0, 0, 0, 0, 0, 0, 0);
+    if (excluded == 0) return new Allowed(null, ranks.size(), 0, 0, 0, 0, 0, 0);
+    int[] why = new int[7];
     Set<Long> out = new HashSet<>();
     Set<Long> all = new HashSet<>();
     for (RouterModel.Rank r : ranks) {
@@ -840,12 +856,13 @@ final class Proxy {
       }
     }
     all.removeAll(out);
-    return new Allowed(Set.copyOf(all), ranks.size(), why[1], why[3], why[4], why[2], why[5]);
+    return new Allowed(
+        Set.copyOf(all), ranks.size(), why[1], why[3], why[4], why[2], why[5], why[6]);
   }
 
   /**
    * 0: usable; 1: no base URL; 2: tried; 3: unhealthy; 4: breaker open (or probe taken); 5:
-   * draining.
+   * draining; 6: its engine says its own queue is at --busy-engine-waiting.
    */
   private int excluded(RouterModel.Rank r, Set<Long> tried, long now) {
     if (r.baseUrl() == null) return 1;
@@ -853,7 +870,9 @@ final class Proxy {
     EngineState s = g.engine(r.baseUrl());
     if (!s.healthy()) return 3;
     if (s.draining()) return 5;
-    return s.usable(now) ? 0 : 4;
+    if (!s.usable(now)) return 4;
+    long limit = g.config.busyEngineWaiting();
+    return EngineQueueWatch.busy(s.engineWaiting(), limit) ? 6 : 0;
   }
 
   private OpenAiError noEngine(Call c, Allowed a) {
@@ -890,6 +909,19 @@ final class Proxy {
               + " failing their health checks"
               + (a.noUrl > 0 ? ", " + a.noUrl + " without base_url" : "")
               + ")");
+    }
+    if (a.queueFull > 0) {
+      return OpenAiError.unavailable(
+          "all_busy",
+          "every engine of model '"
+              + model
+              + "' that may take the request is busy: "
+              + a.queueFull
+              + " say at least --busy-engine-waiting requests wait in their own queue"
+              + (a.open + a.unhealthy > 0
+                  ? ", " + (a.open + a.unhealthy) + " unhealthy or with an open breaker"
+                  : "")
+              + "; retry later");
     }
     return OpenAiError.unavailable(
         "circuit_open",

@@ -139,8 +139,9 @@ class AdmissionTest {
                 4, Duration.ofMinutes(10), 0, AdmissionConfig.TenantSource.HEADER, Map.of(), 16, 4),
             limits,
             true,
-            metrics.admission);
-    return a.new ModelQueue("m", router);
+            metrics.admission,
+            (m, w) -> false);
+    return a.new ModelQueue("m", router, null);
   }
 
   /** A router of two ranks, one of them busy with one request's prefill: that rank is returned. */
@@ -195,12 +196,12 @@ class AdmissionTest {
     Admission.Waiter[] seen = new Admission.Waiter[1];
     CompletableFuture<Admission.@Nullable Outcome> f = park(q, holder, router.load(holder), seen);
     await("parked", () -> q.parked() == 1 && seen[0] != null);
-    q.recheck(); // the holder is registered and busy: it still waits
+    q.recheck(Admission.RECHECK); // the holder is registered and busy: it still waits
     assertThat(f).isNotDone();
     assertThat(q.parked()).isEqualTo(1);
 
     assertThat(router.unregisterRank(holder)).isTrue();
-    q.recheck(); // the health round
+    q.recheck(Admission.RECHECK); // the health round
     assertThat(f.get(30, TimeUnit.SECONDS)).isEqualTo(Admission.Outcome.RETRY);
     assertThat(q.parked()).isZero();
     assertThat(q.busy()).isFalse();

@@ -49,6 +49,9 @@ final class RawEngine implements AutoCloseable {
   /** Connections on which a handled request arrived. */
   final AtomicInteger answeredConnections = new AtomicInteger();
 
+  /** The text of GET /metrics (Prometheus' text format); null: 404. */
+  volatile String metrics;
+
   /** Whether a connection stays open for the next request after an answer (else it is closed). */
   volatile boolean keepAlive;
 
@@ -96,6 +99,18 @@ final class RawEngine implements AutoCloseable {
         if (head == null) return;
         int length = contentLength(head);
         String body = new String(in.readNBytes(length), StandardCharsets.UTF_8);
+        String m = metrics;
+        if (m != null && head.startsWith("GET /metrics ")) {
+          byte[] text = m.getBytes(StandardCharsets.UTF_8);
+          out.write(
+              ("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: "
+                      + text.length
+                      + "\r\n\r\n")
+                  .getBytes(StandardCharsets.UTF_8));
+          out.write(text);
+          out.flush();
+          continue;
+        }
         if (!handles.test(head)) {
           String status = head.startsWith("GET /health ") ? "200 OK" : "404 Not Found";
           out.write(
