@@ -124,6 +124,36 @@ final class FleetReads {
         (long) metricSum(gateways, "kvrouter_gateway_stale_connection_resends_total");
   }
 
+  /**
+   * The gateways' admission figures (bench fleet --admission): waits, and the queued requests by
+   * the band and tenant labels of kvrouter_gateway_queued_total.
+   */
+  void queueFigures(List<String> gateways, PolicyRun run) throws Exception {
+    String queued = "kvrouter_gateway_queued_total{";
+    long waits = 0;
+    for (String g : gateways) {
+      String metrics = text(g + "/metrics");
+      waits += (long) metricSum(metrics, queued);
+      waits += (long) metricSum(metrics, "kvrouter_gateway_holder_waits_total{");
+      for (String line : metrics.split("\n")) {
+        if (!line.startsWith(queued)) continue;
+        long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        if (v > 0)
+          run.queuedByBandTenant.merge(
+              label(line, "band") + "/" + label(line, "tenant"), v, Long::sum);
+      }
+    }
+    run.gatewayWaits = waits;
+  }
+
+  /** The value of label {@code name} in a Prometheus sample line, or "?" when it has none. */
+  static String label(String line, String name) {
+    int at = line.indexOf(name + "=\"");
+    if (at < 0) return "?";
+    int from = at + name.length() + 2;
+    return line.substring(from, line.indexOf('"', from));
+  }
+
   /** The sum over the gateways' /metrics of the samples whose line starts with {@code prefix}. */
   double metricSum(List<String> gateways, String prefix) throws Exception {
     double sum = 0;
