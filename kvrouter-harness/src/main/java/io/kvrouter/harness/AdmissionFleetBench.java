@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * {@code kvrouter bench fleet --admission}: {@code simulate --admission}'s comparison on the live
@@ -196,6 +197,14 @@ public final class AdmissionFleetBench {
         for (Map.Entry<String, Long> e : r.queuedByBandTenant.entrySet()) {
           q.put(e.getKey(), e.getValue());
         }
+        ObjectNode gr = o.putObject("gateway_refused_by_band_tenant");
+        for (Map.Entry<String, Long> e : r.refusedByBandTenant.entrySet()) {
+          gr.put(e.getKey(), e.getValue());
+        }
+        ObjectNode cr = o.putObject("client_refused_by_band_tenant");
+        for (Map.Entry<String, Long> e : clientRefused(jobs.get(i).assignment(), r).entrySet()) {
+          cr.put(e.getKey(), e.getValue());
+        }
         ObjectNode why = o.putObject("not_answered_by_reason");
         for (Map.Entry<String, Integer> e : r.errorReasons.entrySet()) {
           why.put(e.getKey(), e.getValue());
@@ -240,6 +249,21 @@ public final class AdmissionFleetBench {
     }
     err.flush();
     return rc;
+  }
+
+  /**
+   * The requests the client saw refused with 429 by the queue, by the gateway's band label and
+   * their tenant ("high/t0"): what the gateway's rejection counters must show if every request's
+   * tenant and priority reached it.
+   */
+  private static Map<String, Long> clientRefused(TenantRule.Assignment a, PolicyRun run) {
+    Map<String, Long> out = new TreeMap<>();
+    for (int i = 0; i < run.requestWhy.length; i++) {
+      String why = run.requestWhy[i];
+      if (why == null || !why.startsWith("status 429 queue_")) continue;
+      out.merge((a.band()[i] == 0 ? "high" : "normal") + "/t" + a.tenant()[i], 1L, Long::sum);
+    }
+    return out;
   }
 
   /** The gateway's admission and the requests' tenants and priorities of one run. */

@@ -125,8 +125,9 @@ final class FleetReads {
   }
 
   /**
-   * The gateways' admission figures (bench fleet --admission): waits, and the queued requests by
-   * the band and tenant labels of kvrouter_gateway_queued_total.
+   * The gateways' admission figures (bench fleet --admission): waits, and the queued and refused
+   * requests by the band and tenant labels of kvrouter_gateway_queued_total and
+   * kvrouter_gateway_queue_rejections_total.
    */
   void queueFigures(List<String> gateways, PolicyRun run) throws Exception {
     String queued = "kvrouter_gateway_queued_total{";
@@ -138,12 +139,19 @@ final class FleetReads {
       for (String line : metrics.split("\n")) {
         if (!line.startsWith(queued)) continue;
         long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
-        if (v > 0)
-          run.queuedByBandTenant.merge(
-              label(line, "band") + "/" + label(line, "tenant"), v, Long::sum);
+        if (v > 0) run.queuedByBandTenant.merge(bandTenant(line), v, Long::sum);
+      }
+      for (String line : metrics.split("\n")) {
+        if (!line.startsWith("kvrouter_gateway_queue_rejections_total{")) continue;
+        long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        if (v > 0) run.refusedByBandTenant.merge(bandTenant(line), v, Long::sum);
       }
     }
     run.gatewayWaits = waits;
+  }
+
+  private static String bandTenant(String line) {
+    return label(line, "band") + "/" + label(line, "tenant");
   }
 
   /** The value of label {@code name} in a Prometheus sample line, or "?" when it has none. */

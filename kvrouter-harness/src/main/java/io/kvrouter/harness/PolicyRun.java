@@ -105,11 +105,13 @@ final class PolicyRun {
 
   /**
    * bench fleet --admission: the gateways' waits (kvrouter_gateway_queued_total plus
-   * kvrouter_gateway_holder_waits_total), and the queued ones by "band/tenant" label.
+   * kvrouter_gateway_holder_waits_total), the queued ones and the refused ones (429 queue_full or
+   * queue_timeout) by "band/tenant" label.
    */
   long gatewayWaits;
 
   Map<String, Long> queuedByBandTenant = new TreeMap<>();
+  Map<String, Long> refusedByBandTenant = new TreeMap<>();
 
   List<Long> pids = new ArrayList<>();
   long blocksCompared;
