@@ -5,10 +5,11 @@ import io.kvrouter.sim.TenantRule;
 import picocli.CommandLine.Option;
 
 /**
- * The flags of an admission comparison on the live fleet ({@code bench fleet --admission}): the
- * tenants and priorities simulate's {@link TenantRule} assigns, and the admission's limits ({@link
- * AdmissionSimulation.Settings}), with simulate's names and defaults (docs/SIMULATION.md,
- * "Admission and fair shares"). Times are model seconds. A picocli mixin.
+ * The flags of an admission comparison, shared by {@code simulate --admission} and {@code bench
+ * fleet --admission} (docs/SIMULATION.md, "Admission and fair shares"): the tenants and priorities
+ * {@link TenantRule} assigns, and the admission's limits ({@link AdmissionSimulation.Settings}).
+ * Times are model seconds: simulated time in simulate, wall time x --time-scale in bench fleet. A
+ * picocli mixin.
  */
 final class AdmissionCompareOptions {
   @Option(
@@ -17,7 +18,7 @@ final class AdmissionCompareOptions {
       defaultValue = "4",
       description =
           "Admission: tenants; a conversation (a trace request's second hash_id) goes to one,"
-              + " by a seeded draw, as simulate's (default: ${DEFAULT-VALUE}).")
+              + " by a seeded draw (default: ${DEFAULT-VALUE}).")
   int tenants;
 
   @Option(
@@ -41,8 +42,9 @@ final class AdmissionCompareOptions {
       paramLabel = "S",
       defaultValue = "0.2",
       description =
-          "Admission: this share of requests (a seeded draw per request) is high priority, sent"
-              + " with priority -1, the others with 0 (default: ${DEFAULT-VALUE}).")
+          "Admission: this share of requests (a seeded draw per request) is high priority; bench"
+              + " fleet sends them with priority -1, the others with 0 (default:"
+              + " ${DEFAULT-VALUE}).")
   double highPriorityShare;
 
   @Option(
@@ -50,8 +52,8 @@ final class AdmissionCompareOptions {
       paramLabel = "N",
       defaultValue = "16",
       description =
-          "Admission: an engine with N requests in flight is busy; requests wait in the gateway"
-              + " while every engine is (default: ${DEFAULT-VALUE}).")
+          "Admission: a rank with N requests in flight is busy; a model whose every rank is busy"
+              + " queues requests (the gateway's rule) (default: ${DEFAULT-VALUE}).")
   int busyRequests;
 
   @Option(
@@ -59,8 +61,8 @@ final class AdmissionCompareOptions {
       paramLabel = "N",
       defaultValue = "8192",
       description =
-          "Admission: an engine with more than N prefill tokens in flight is busy too; -1: no"
-              + " limit (default: ${DEFAULT-VALUE}).")
+          "Admission: a rank with more than N prefill tokens in flight (not yet through their"
+              + " prefill) is busy too; -1: no limit (default: ${DEFAULT-VALUE}).")
   long busyPrefillTokens;
 
   @Option(
@@ -69,9 +71,9 @@ final class AdmissionCompareOptions {
       defaultValue = "true",
       fallbackValue = "true",
       description =
-          "Admission: a request may wait for the busy engine that holds its prefix when that is"
-              + " cheaper in prefill tokens (docs/routing.md); --no-holder-wait: never (default:"
-              + " ${DEFAULT-VALUE}).")
+          "Admission: a request may wait for the busy rank that holds its prefix when that is"
+              + " cheaper in prefill tokens than starting cold on a rank with room (docs/routing.md,"
+              + " \"Admission\"); --no-holder-wait: never (default: ${DEFAULT-VALUE}).")
   boolean holderWait;
 
   @Option(
@@ -79,8 +81,8 @@ final class AdmissionCompareOptions {
       paramLabel = "SECONDS",
       defaultValue = "30",
       description =
-          "Admission: the longest a request waits, in model seconds; then 429 (default:"
-              + " ${DEFAULT-VALUE}).")
+          "Admission: the longest a request waits, in model seconds (simulate: simulated); then"
+              + " 429 (default: ${DEFAULT-VALUE}).")
   double maxQueueTime;
 
   @Option(
@@ -106,9 +108,20 @@ final class AdmissionCompareOptions {
     return new TenantRule(tenants, heavyTenantFactor, highPriorityShare, cachedTenant, seed);
   }
 
-  /** The admission's limits; bad values throw. */
+  /** The admission's limits, tenant shares within each band; bad values throw. */
   AdmissionSimulation.Settings settings() {
+    return settings(-1);
+  }
+
+  /** The admission's limits with simulate's --share-slack; bad values throw. */
+  AdmissionSimulation.Settings settings(double shareSlack) {
     return new AdmissionSimulation.Settings(
-        busyRequests, busyPrefillTokens, holderWait, maxQueueTime, maxQueueDepth, ttftSloMs, -1);
+        busyRequests,
+        busyPrefillTokens,
+        holderWait,
+        maxQueueTime,
+        maxQueueDepth,
+        ttftSloMs,
+        shareSlack);
   }
 }
