@@ -245,7 +245,11 @@ public final class AdmissionFleetBench {
                 + " run's router index does not equal its engine's cache");
         rc = 1;
       }
-      if (!r.syncSettled) rc = 1;
+      if (!r.syncSettled) {
+        err.println(
+            "kvrouter bench fleet: the " + label + " run's gateway still counts peer requests");
+        rc = 1;
+      }
     }
     err.flush();
     return rc;

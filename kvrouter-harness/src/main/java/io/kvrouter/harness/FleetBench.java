@@ -49,6 +49,11 @@ import java.util.logging.Logger;
  * is closed in the finally, gateways first. The results of a run go into one PolicyRun, which
  * FleetReport (text, JSON) and FleetHtmlReport only read.
  *
+ * bench fleet --admission (AdmissionFleetBench) runs runPolicy("kv", ...) with a LiveAdmission:
+ * the gateway's admission queue and the router's busy limits (none for fifo), the tenant and
+ * priority each request carries, and the gateway's queue figures read after the load
+ * (FleetReads.queueFigures).
+ *
  * Policies are KvRouterServer.Config settings of a fresh gateway: a WorkerSelector supplier
  * (round-robin, random, least-loaded; one selector per index, called under the router's lock) or
  * approximate mode (approx: engines registered without ZMQ endpoints, no end check).
