@@ -11,7 +11,7 @@ import java.util.List;
 /**
  * What {@code bench fleet} reads from its gateways over HTTP, besides the load: readiness, JSON
  * documents (/workers, /dump, an engine's /mock/cache), and the figures of their /metrics (events
- * applied, the router's event lag, sequence sync, failed attempts).
+ * applied, the router's event lag, sequence sync, failed attempts, admission queues).
  *
  * <pre>
  * Implementation notes
@@ -20,7 +20,8 @@ import java.util.List;
  * or more blocking GETs on the calling thread, after the load ended (awaitReady before it). A
  * Prometheus text line is "name{labels} value": a figure is the sum of the values of the lines
  * that start with a given prefix (name and "{" when labelled, so that another metric whose name
- * extends it does not count), over every gateway given.
+ * extends it does not count), over every gateway given. queueFigures also splits the admission
+ * counters by the values of their band and tenant labels.
  * </pre>
  */
 final class FleetReads {
