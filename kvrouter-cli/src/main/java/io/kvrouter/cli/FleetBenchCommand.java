@@ -1,9 +1,12 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.harness.AdmissionFleetBench;
 import io.kvrouter.harness.ChatFleetBench;
 import io.kvrouter.harness.FleetBench;
+import io.kvrouter.sim.AdmissionSimulation;
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -235,10 +238,40 @@ final class FleetBenchCommand implements Callable<Integer> {
               + " (default: ${DEFAULT-VALUE}).")
   int repeats;
 
+  @Option(
+      names = "--admission",
+      split = ",",
+      paramLabel = "MODES",
+      description =
+          "Compare admission modes instead of policies, as simulate --admission does, each on a"
+              + " fresh fleet routing with kv: fifo (today's gateway: no busy limit, no queue) and"
+              + " fair-cost (the gateway's admission queue, cost = uncached prefill + decode"
+              + " tokens); each request carries its tenant (x-kvrouter-tenant) and priority; with"
+              + " an unloaded fifo baseline and simulate's table (docs/SIMULATION.md, \"Admission"
+              + " on the live fleet\"). Exit 1 when a request was neither answered nor refused"
+              + " with 429.")
+  List<String> admission;
+
+  @Option(
+      names = "--load-factor",
+      paramLabel = "X",
+      description =
+          "With --admission: offer the trace at X times the fleet's capacity instead of"
+              + " --speedup, as simulate's --load-factor.")
+  Double loadFactor;
+
+  @Mixin AdmissionCompareOptions compare = new AdmissionCompareOptions();
+
   @Mixin ReportOptions report = new ReportOptions("kvrouter-fleet-report.html");
 
   @Override
   public Integer call() throws Exception {
+    if (admission != null && !engineKind.equals("mock")) {
+      spec.commandLine()
+          .getErr()
+          .println("kvrouter bench fleet: --admission runs the mock engines (--engine-kind mock)");
+      return 2;
+    }
     if (engineKind.equals("llama-cpp")) return llamaCpp();
     if (!engineKind.equals("mock")) {
       spec.commandLine()
@@ -249,32 +282,76 @@ final class FleetBenchCommand implements Callable<Integer> {
                   + "'; known: mock, llama-cpp");
       return 2;
     }
-    FleetBench.Settings settings =
-        new FleetBench.Settings(
-            trace,
-            requests,
-            policies,
-            engines,
-            inProcess,
-            gpuBlocks,
-            blockSize,
-            speedup,
-            timeScale,
-            prefillBaseMs,
-            prefillMsPer1k,
-            decodeMsPerToken,
-            maxBatch,
-            maxOutputTokens,
-            clients,
-            seed,
-            gateways,
-            sync,
-            compareSimulate,
-            json,
-            report.target(),
-            String.join(" ", report.args()));
+    if (admission != null) return admission();
+    FleetBench.Settings settings = fleetSettings();
     return new FleetBench(settings, CLI)
         .run(spec.commandLine().getOut(), spec.commandLine().getErr());
+  }
+
+  /** The fleet's flags. */
+  private FleetBench.Settings fleetSettings() {
+    return new FleetBench.Settings(
+        trace,
+        requests,
+        policies,
+        engines,
+        inProcess,
+        gpuBlocks,
+        blockSize,
+        speedup,
+        timeScale,
+        prefillBaseMs,
+        prefillMsPer1k,
+        decodeMsPerToken,
+        maxBatch,
+        maxOutputTokens,
+        clients,
+        seed,
+        gateways,
+        sync,
+        compareSimulate,
+        json,
+        report.target(),
+        String.join(" ", report.args()));
+  }
+
+  /** {@code --admission MODES}: simulate's admission comparison on the live fleet. */
+  private int admission() throws Exception {
+    PrintWriter err = spec.commandLine().getErr();
+    ParseResult given = spec.commandLine().getParseResult();
+    AdmissionFleetBench.Settings settings;
+    try {
+      if (given.hasMatchedOption("--policies")) {
+        throw new IllegalArgumentException("--admission routes with kv: give no --policies");
+      }
+      if (given.hasMatchedOption("--report") || compareSimulate) {
+        throw new IllegalArgumentException(
+            "--admission prints a table or --json: no --report, no --compare-simulate (run"
+                + " simulate --admission for the simulated side)");
+      }
+      if (loadFactor != null && given.hasMatchedOption("--speedup")) {
+        throw new IllegalArgumentException("give --load-factor or --speedup, not both");
+      }
+      if (loadFactor != null && !(loadFactor > 0)) {
+        throw new IllegalArgumentException("--load-factor must be > 0, got " + loadFactor);
+      }
+      List<AdmissionSimulation.Mode> modes = new ArrayList<>();
+      for (String m : admission) {
+        AdmissionSimulation.Mode mode = AdmissionSimulation.Mode.parse(m);
+        if (!modes.contains(mode)) modes.add(mode);
+      }
+      settings =
+          new AdmissionFleetBench.Settings(
+              fleetSettings(),
+              modes,
+              compare.rule(seed),
+              compare.settings(),
+              loadFactor != null ? loadFactor : Double.NaN);
+    } catch (IllegalArgumentException e) {
+      err.println("kvrouter bench fleet: " + e.getMessage());
+      return 2;
+    }
+    return new AdmissionFleetBench(settings, CLI).run(spec.commandLine().getOut(), err);
   }
 
   /** {@code --engine-kind llama-cpp}: its own defaults where a flag was not given. */

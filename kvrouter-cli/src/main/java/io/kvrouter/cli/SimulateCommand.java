@@ -367,95 +367,7 @@ public final class SimulateCommand implements Callable<Integer> {
               + " or --json, no HTML report.")
   List<String> admission;
 
-  @Option(
-      names = "--tenants",
-      paramLabel = "N",
-      defaultValue = "4",
-      description =
-          "Admission: tenants; a conversation (a trace request's second hash_id) goes to one,"
-              + " by a seeded draw (default: ${DEFAULT-VALUE}).")
-  int tenants;
-
-  @Option(
-      names = "--heavy-tenant-factor",
-      paramLabel = "F",
-      defaultValue = "1",
-      description =
-          "Admission: tenant t0 sends F times as much as each other tenant (default:"
-              + " ${DEFAULT-VALUE}).")
-  double heavyTenantFactor;
-
-  @Option(
-      names = "--cached-tenant",
-      description =
-          "Admission: tenant t0 is every request whose prompt is mostly cached (at least half its"
-              + " hash_ids appeared earlier in the trace); the others share the rest.")
-  boolean cachedTenant;
-
-  @Option(
-      names = "--high-priority-share",
-      paramLabel = "S",
-      defaultValue = "0.2",
-      description =
-          "Admission: this share of requests (a seeded draw per request) is high priority"
-              + " (default: ${DEFAULT-VALUE}).")
-  double highPriorityShare;
-
-  @Option(
-      names = "--busy-requests",
-      paramLabel = "N",
-      defaultValue = "16",
-      description =
-          "Admission: a rank with N requests in flight is busy; a model whose every rank is busy"
-              + " queues requests (the gateway's rule) (default: ${DEFAULT-VALUE}).")
-  int busyRequests;
-
-  @Option(
-      names = "--busy-prefill-tokens",
-      paramLabel = "N",
-      defaultValue = "8192",
-      description =
-          "Admission: a rank with more than N prefill tokens in flight (not yet through their"
-              + " prefill) is busy too; -1: no limit (default: ${DEFAULT-VALUE}).")
-  long busyPrefillTokens;
-
-  @Option(
-      names = "--holder-wait",
-      negatable = true,
-      defaultValue = "true",
-      fallbackValue = "true",
-      description =
-          "Admission: a request may wait for the busy rank that holds its prefix when that is"
-              + " cheaper in prefill tokens than starting cold on a rank with room (docs/routing.md,"
-              + " \"Admission\"); --no-holder-wait: never (default: ${DEFAULT-VALUE}).")
-  boolean holderWait;
-
-  @Option(
-      names = "--max-queue-time",
-      paramLabel = "SECONDS",
-      defaultValue = "30",
-      description =
-          "Admission: the longest a request waits, in simulated seconds; then 429 (default:"
-              + " ${DEFAULT-VALUE}).")
-  double maxQueueTime;
-
-  @Option(
-      names = "--max-queue-depth",
-      paramLabel = "N",
-      defaultValue = "1024",
-      description =
-          "Admission: requests that may wait at once; one more is refused with 429 (default:"
-              + " ${DEFAULT-VALUE}).")
-  int maxQueueDepth;
-
-  @Option(
-      names = "--ttft-slo-ms",
-      paramLabel = "MS",
-      defaultValue = "2000",
-      description =
-          "Admission: goodput counts requests answered within this TTFT (default:"
-              + " ${DEFAULT-VALUE}).")
-  double ttftSloMs;
+  @Mixin AdmissionCompareOptions compare = new AdmissionCompareOptions();
 
   @Option(
       names = "--share-slack",
@@ -698,16 +610,8 @@ public final class SimulateCommand implements Callable<Integer> {
       if (threads != null && threads < 1) {
         throw new IllegalArgumentException("--threads must be >= 1, got " + threads);
       }
-      rule = new TenantRule(tenants, heavyTenantFactor, highPriorityShare, cachedTenant, seed);
-      settings =
-          new AdmissionSimulation.Settings(
-              busyRequests,
-              busyPrefillTokens,
-              holderWait,
-              maxQueueTime,
-              maxQueueDepth,
-              ttftSloMs,
-              shareSlack);
+      rule = compare.rule(seed);
+      settings = compare.settings(shareSlack);
       cfg =
           SimConfig.builder()
               .workers(workers)

@@ -19,6 +19,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.Callable;
 import java.util.concurrent.Executors;
 import java.util.function.Supplier;
 import java.util.logging.Level;
@@ -47,6 +48,11 @@ import java.util.logging.Logger;
  * index with every engine's cache; FleetReads collects the routers' figures. Everything started
  * is closed in the finally, gateways first. The results of a run go into one PolicyRun, which
  * FleetReport (text, JSON) and FleetHtmlReport only read.
+ *
+ * bench fleet --admission (AdmissionFleetBench) runs runPolicy("kv", ...) with a LiveAdmission:
+ * the gateway's admission queue and the router's busy limits (none for fifo), the tenant and
+ * priority each request carries, and the gateway's queue figures read after the load
+ * (FleetReads.queueFigures).
  *
  * Policies are KvRouterServer.Config settings of a fresh gateway: a WorkerSelector supplier
  * (round-robin, random, least-loaded; one selector per index, called under the router's lock) or
@@ -104,6 +110,33 @@ public final class FleetBench {
       policies = List.copyOf(policies);
     }
 
+    /** These settings at another {@code --speedup} (bench fleet --admission's load factors). */
+    public Settings withSpeedup(double v) {
+      return new Settings(
+          trace,
+          requests,
+          policies,
+          engines,
+          inProcess,
+          gpuBlocks,
+          blockSize,
+          v,
+          timeScale,
+          prefillBaseMs,
+          prefillMsPer1k,
+          decodeMsPerToken,
+          maxBatch,
+          maxOutputTokens,
+          clients,
+          seed,
+          gateways,
+          sync,
+          compareSimulate,
+          json,
+          report,
+          commandLine);
+    }
+
     /** Whether the gateways share their requests in flight (--gateways > 1 and --sync on). */
     boolean synced() {
       return gateways > 1 && sync.equals("on");
@@ -146,6 +179,11 @@ public final class FleetBench {
 
   /** Runs every policy and prints the results; returns the exit code (0, 1, or 2). */
   public int run(PrintWriter out, PrintWriter err) throws Exception {
+    return quietly(() -> bench(out, err));
+  }
+
+  /** Runs {@code body} with the logging of io.helidon and io.kvrouter raised, restored after. */
+  static int quietly(Callable<Integer> body) throws Exception {
     Level[] before = {
       QUIET_HELIDON.getLevel(), QUIET_KVROUTER.getLevel(), QUIET_PREDICTION.getLevel()
     };
@@ -153,7 +191,7 @@ public final class FleetBench {
     QUIET_KVROUTER.setLevel(Level.WARNING);
     QUIET_PREDICTION.setLevel(Level.SEVERE);
     try {
-      return bench(out, err);
+      return body.call();
     } finally {
       // an embedding JVM (the tests) gets its logging back
       QUIET_HELIDON.setLevel(before[0]);
@@ -165,15 +203,8 @@ public final class FleetBench {
   private int bench(PrintWriter out, PrintWriter err) throws Exception {
     TracePrompts prompts;
     try {
-      check(s.requests() >= 1, "--requests must be >= 1");
-      check(s.engines() >= 1, "--engines must be >= 1");
-      check(s.clients() >= 1, "--clients must be >= 1");
-      check(s.speedup() > 0 && s.timeScale() > 0, "--speedup and --time-scale must be > 0");
-      check(s.maxOutputTokens() >= 0, "--max-output-tokens must be >= 0");
-      check(s.gateways() >= 1, "--gateways must be >= 1");
-      check(s.sync().equals("on") || s.sync().equals("off"), "--sync must be on or off");
       for (String p : s.policies()) selector(p, 0);
-      prompts = TracePrompts.load(s.trace(), s.requests());
+      prompts = validate(s);
     } catch (IllegalArgumentException e) {
       err.println("kvrouter bench fleet: " + e.getMessage());
       return 2;
@@ -196,7 +227,7 @@ public final class FleetBench {
     }
     List<PolicyRun> runs = new ArrayList<>();
     for (String p : s.policies()) {
-      runs.add(runPolicy(p, prompts));
+      runs.add(runPolicy(p, prompts, null));
       if (!s.json()) {
         out.println(
             "  " + p + " done in " + String.format(Locale.ROOT, "%.1f s", runs.getLast().wallSec));
@@ -263,12 +294,32 @@ public final class FleetBench {
     return s.gateways() + " gateways, round-robin, sequence sync " + s.sync();
   }
 
-  private static void check(boolean ok, String message) {
+  /**
+   * Checks the fleet's settings and loads the trace.
+   *
+   * @throws IllegalArgumentException with the message to print
+   */
+  static TracePrompts validate(Settings s) {
+    check(s.requests() >= 1, "--requests must be >= 1");
+    check(s.engines() >= 1, "--engines must be >= 1");
+    check(s.clients() >= 1, "--clients must be >= 1");
+    check(s.speedup() > 0 && s.timeScale() > 0, "--speedup and --time-scale must be > 0");
+    check(s.maxOutputTokens() >= 0, "--max-output-tokens must be >= 0");
+    check(s.gateways() >= 1, "--gateways must be >= 1");
+    check(s.sync().equals("on") || s.sync().equals("off"), "--sync must be on or off");
+    return TracePrompts.load(s.trace(), s.requests());
+  }
+
+  static void check(boolean ok, String message) {
     if (!ok) throw new IllegalArgumentException(message);
   }
 
-  /** One policy on a fresh fleet and fresh gateways. */
-  private PolicyRun runPolicy(String policy, TracePrompts prompts) throws Exception {
+  /**
+   * One policy on a fresh fleet and fresh gateways; with {@code admission}, the gateways queue by
+   * its settings and each request carries its tenant and priority (AdmissionFleetBench).
+   */
+  PolicyRun runPolicy(String policy, TracePrompts prompts, LiveAdmission admission)
+      throws Exception {
     long wall0 = System.nanoTime();
     PolicyRun run = new PolicyRun();
     run.policy = policy;
@@ -282,21 +333,30 @@ public final class FleetBench {
       fleet.addAll(new EngineLauncher(s, cli.mainClass()).start());
       for (FleetEngine e : fleet) run.pids.add(e.pid());
       if (s.synced()) nats = NatsProcess.start();
-      GatewayConfig gc =
+      GatewayConfig.Builder gcb =
           GatewayConfig.builder()
               .model(MODEL, null)
               .maxAttempts(1)
-              .engineTimeout(Duration.ofSeconds(600))
-              .build();
+              .engineTimeout(Duration.ofSeconds(600));
+      RoutingSettings routing =
+          RoutingSettings.DEFAULTS
+              .withSeed(s.seed())
+              .withRequestExpiry(Duration.ofDays(1))
+              .withApproximate(approx);
+      if (admission != null && admission.queue() != null) {
+        gcb.admission(admission.queue());
+        routing =
+            routing
+                .withBusyRequests(admission.busyRequests())
+                .withBusyPrefillTokens(admission.busyPrefillTokens());
+      }
+      if (admission != null) gcb.holderWait(admission.holderWait());
+      GatewayConfig gc = gcb.build();
       for (int k = 0; k < s.gateways(); k++) {
         KvRouterServer.Config sc =
             KvRouterServer.Config.builder()
                 .port(0)
-                .routing(
-                    RoutingSettings.DEFAULTS
-                        .withSeed(s.seed())
-                        .withRequestExpiry(Duration.ofDays(1))
-                        .withApproximate(approx))
+                .routing(routing)
                 .shutdownGrace(Duration.ofSeconds(1))
                 .selector(selector(policy, s.seed()))
                 .sync(nats == null ? KvRouterServer.Config.SYNC_OFF : nats.url())
@@ -326,7 +386,7 @@ public final class FleetBench {
       }
       try (LagProbe lag = new LagProbe(fleet)) {
         CpuSample cpu0 = CpuSample.read();
-        new FleetLoad(http, s).replay(urls, prompts, run);
+        new FleetLoad(http, s).replay(urls, prompts, run, admission);
         run.cpu = CpuSample.between(cpu0, CpuSample.read());
         long s0 = System.nanoTime();
         if (approx) run.indexChecked = false;
@@ -342,6 +402,7 @@ public final class FleetBench {
       }
       if (nats != null) reads.syncFigures(urls, run);
       reads.gatewayFailures(urls, run);
+      if (admission != null) reads.queueFigures(urls, run);
     } finally {
       for (Gateway g : gws) g.close();
       if (nats != null) nats.close();

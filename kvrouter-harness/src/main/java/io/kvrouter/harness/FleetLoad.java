@@ -39,6 +39,10 @@ import java.util.stream.Stream;
  * inter-token and end-to-end latencies of the answered requests, tokens, the makespan (first due
  * to last [DONE]), the imbalance, and one line per failed request.
  *
+ * With a LiveAdmission (bench fleet --admission), request i carries its tenant in the
+ * x-kvrouter-tenant header and its priority in the body's priority field, and summarize() also
+ * keeps the per-request figures the admission table needs (PolicyRun's request* arrays).
+ *
  * A request is answered when its stream held at least one token, a usage chunk (choices: []) and
  * [DONE]; an HTTP status other than 200 keeps the gateway's OpenAI error code and message (the
  * first 300 characters); an {"error": ...} event in the stream fails the request.
@@ -97,8 +101,12 @@ final class FleetLoad {
     }
   }
 
-  /** Replays {@code prompts} through the gateways at {@code gatewayUrls}; the figures into run. */
-  void replay(List<String> gatewayUrls, TracePrompts prompts, PolicyRun run)
+  /**
+   * Replays {@code prompts} through the gateways at {@code gatewayUrls}; the figures into run. With
+   * {@code admission} (or null), each request carries its tenant and priority.
+   */
+  void replay(
+      List<String> gatewayUrls, TracePrompts prompts, PolicyRun run, LiveAdmission admission)
       throws InterruptedException {
     int n = prompts.size();
     Slots slots = new Slots(n);
@@ -120,7 +128,7 @@ final class FleetLoad {
             () -> {
               try {
                 slots.sentAt[k] = System.nanoTime();
-                one(uris[k % uris.length], prompts, k, due, slots);
+                one(uris[k % uris.length], prompts, k, due, slots, admission);
               } finally {
                 slots.endedAt[k] = System.nanoTime();
                 permits.release();
@@ -131,6 +139,28 @@ final class FleetLoad {
       pool.awaitTermination(1, TimeUnit.DAYS);
     }
     summarize(prompts, slots, t0, scale, run);
+    if (admission != null) perRequest(slots, t0, run);
+  }
+
+  /** The per-request figures of bench fleet --admission, in model time. */
+  private void perRequest(Slots r, long t0, PolicyRun run) {
+    int n = r.ok.length;
+    double k = s.timeScale();
+    run.requestTtftMs = new double[n];
+    run.requestWhy = new String[n];
+    run.requestServedTokens = new long[n];
+    run.requestFinishSec = new double[n];
+    for (int i = 0; i < n; i++) {
+      if (r.ok[i]) {
+        run.requestTtftMs[i] = r.ttft[i] * k / 1e6;
+        run.requestServedTokens[i] = Math.max(0, r.prompt[i] - r.cached[i]) + (long) r.output[i];
+        run.requestFinishSec[i] = (r.finish[i] - t0) * k / 1e9;
+      } else {
+        run.requestTtftMs[i] = Double.NaN;
+        run.requestFinishSec[i] = Double.NaN;
+        run.requestWhy[i] = r.why[i] == null ? "unknown" : r.why[i];
+      }
+    }
   }
 
   private void summarize(TracePrompts prompts, Slots r, long t0, double scale, PolicyRun run) {
@@ -218,13 +248,19 @@ final class FleetLoad {
 
   /** The JSON body of request i: its token ids, streamed with usage, at most max tokens. */
   static String body(int[] tokens, int max) {
+    return body(tokens, max, false, 0);
+  }
+
+  /** {@link #body(int[], int)}, with vLLM's {@code priority} field when {@code withPriority}. */
+  static String body(int[] tokens, int max, boolean withPriority, int priority) {
     StringBuilder b = new StringBuilder(tokens.length * 11 + 160);
     b.append("{\"model\":\"")
         .append(FleetBench.MODEL)
         .append("\",\"stream\":true,")
         .append("\"stream_options\":{\"include_usage\":true},\"ignore_eos\":true,\"max_tokens\":")
-        .append(max)
-        .append(",\"prompt\":[");
+        .append(max);
+    if (withPriority) b.append(",\"priority\":").append(priority);
+    b.append(",\"prompt\":[");
     for (int k = 0; k < tokens.length; k++) {
       if (k > 0) b.append(',');
       b.append(tokens[k]);
@@ -233,19 +269,24 @@ final class FleetLoad {
   }
 
   /** Sends request i and reads its stream; its results into slot i of {@code r}. */
-  private void one(URI uri, TracePrompts prompts, int i, long due, Slots r) {
+  private void one(
+      URI uri, TracePrompts prompts, int i, long due, Slots r, LiveAdmission admission) {
     int max = prompts.outputLength(i);
     if (s.maxOutputTokens() > 0) max = Math.min(max, s.maxOutputTokens());
     max = Math.max(1, max);
-    String body = body(prompts.liveTokens(i), max);
+    String body =
+        admission == null
+            ? body(prompts.liveTokens(i), max)
+            : body(prompts.liveTokens(i), max, true, admission.priorities()[i]);
     try {
+      HttpRequest.Builder req =
+          HttpRequest.newBuilder(uri)
+              .header("Content-Type", "application/json")
+              .header("x-request-id", "fleet-" + i);
+      if (admission != null) req.header(LiveAdmission.TENANT_HEADER, admission.tenants()[i]);
       HttpResponse<Stream<String>> resp =
           http.send(
-              HttpRequest.newBuilder(uri)
-                  .header("Content-Type", "application/json")
-                  .header("x-request-id", "fleet-" + i)
-                  .POST(HttpRequest.BodyPublishers.ofString(body))
-                  .build(),
+              req.POST(HttpRequest.BodyPublishers.ofString(body)).build(),
               HttpResponse.BodyHandlers.ofLines());
       try (Stream<String> lines = resp.body()) {
         if (resp.statusCode() != 200) {

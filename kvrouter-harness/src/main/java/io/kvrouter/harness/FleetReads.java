@@ -11,7 +11,7 @@ import java.util.List;
 /**
  * What {@code bench fleet} reads from its gateways over HTTP, besides the load: readiness, JSON
  * documents (/workers, /dump, an engine's /mock/cache), and the figures of their /metrics (events
- * applied, the router's event lag, sequence sync, failed attempts).
+ * applied, the router's event lag, sequence sync, failed attempts, admission queues).
  *
  * <pre>
  * Implementation notes
@@ -20,7 +20,8 @@ import java.util.List;
  * or more blocking GETs on the calling thread, after the load ended (awaitReady before it). A
  * Prometheus text line is "name{labels} value": a figure is the sum of the values of the lines
  * that start with a given prefix (name and "{" when labelled, so that another metric whose name
- * extends it does not count), over every gateway given.
+ * extends it does not count), over every gateway given. queueFigures also splits the admission
+ * counters by the values of their band and tenant labels.
  * </pre>
  */
 final class FleetReads {
@@ -122,6 +123,44 @@ final class FleetReads {
     }
     run.staleResends =
         (long) metricSum(gateways, "kvrouter_gateway_stale_connection_resends_total");
+  }
+
+  /**
+   * The gateways' admission figures (bench fleet --admission): waits, and the queued and refused
+   * requests by the band and tenant labels of kvrouter_gateway_queued_total and
+   * kvrouter_gateway_queue_rejections_total.
+   */
+  void queueFigures(List<String> gateways, PolicyRun run) throws Exception {
+    String queued = "kvrouter_gateway_queued_total{";
+    long waits = 0;
+    for (String g : gateways) {
+      String metrics = text(g + "/metrics");
+      waits += (long) metricSum(metrics, queued);
+      waits += (long) metricSum(metrics, "kvrouter_gateway_holder_waits_total{");
+      for (String line : metrics.split("\n")) {
+        if (!line.startsWith(queued)) continue;
+        long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        if (v > 0) run.queuedByBandTenant.merge(bandTenant(line), v, Long::sum);
+      }
+      for (String line : metrics.split("\n")) {
+        if (!line.startsWith("kvrouter_gateway_queue_rejections_total{")) continue;
+        long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        if (v > 0) run.refusedByBandTenant.merge(bandTenant(line), v, Long::sum);
+      }
+    }
+    run.gatewayWaits = waits;
+  }
+
+  private static String bandTenant(String line) {
+    return label(line, "band") + "/" + label(line, "tenant");
+  }
+
+  /** The value of label {@code name} in a Prometheus sample line, or "?" when it has none. */
+  static String label(String line, String name) {
+    int at = line.indexOf(name + "=\"");
+    if (at < 0) return "?";
+    int from = at + name.length() + 2;
+    return line.substring(from, line.indexOf('"', from));
   }
 
   /** The sum over the gateways' /metrics of the samples whose line starts with {@code prefix}. */

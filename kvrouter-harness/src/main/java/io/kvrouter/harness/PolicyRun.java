@@ -91,6 +91,28 @@ final class PolicyRun {
   /** Requests the gateways sent again because a pooled connection expired as it was taken. */
   long staleResends;
 
+  /**
+   * bench fleet --admission only (null otherwise), per request in trace order: TTFT in model ms
+   * (NaN: not answered), why it was not answered (FleetLoad's why, e.g. "status 429 queue_full";
+   * null: answered), its served cost ((prompt - cached) + output tokens; 0: not answered), and when
+   * its answer ended, in model seconds after the first request was due (NaN: not answered).
+   */
+  double[] requestTtftMs;
+
+  String[] requestWhy;
+  long[] requestServedTokens;
+  double[] requestFinishSec;
+
+  /**
+   * bench fleet --admission: the gateways' waits (kvrouter_gateway_queued_total plus
+   * kvrouter_gateway_holder_waits_total), the queued ones and the refused ones (429 queue_full or
+   * queue_timeout) by "band/tenant" label.
+   */
+  long gatewayWaits;
+
+  Map<String, Long> queuedByBandTenant = new TreeMap<>();
+  Map<String, Long> refusedByBandTenant = new TreeMap<>();
+
   List<Long> pids = new ArrayList<>();
   long blocksCompared;
   boolean indexChecked = true;

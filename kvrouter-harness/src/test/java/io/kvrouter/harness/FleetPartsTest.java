@@ -67,6 +67,25 @@ class FleetPartsTest {
   }
 
   @Test
+  void anAdmissionRequestCarriesItsPriorityInTheBody() throws Exception {
+    JsonNode b = JSON.readTree(FleetLoad.body(new int[] {5, 0, 17}, 4, true, -1));
+    assertThat(b.path("priority").isInt()).isTrue();
+    assertThat(b.path("priority").asInt()).isEqualTo(-1);
+    assertThat(b.path("prompt").toString()).isEqualTo("[5,0,17]");
+    assertThat(JSON.readTree(FleetLoad.body(new int[] {5}, 4)).has("priority")).isFalse();
+  }
+
+  @Test
+  void aSamplesBandAndTenantComeFromItsLabels() {
+    String line =
+        "kvrouter_gateway_queue_rejections_total{band=\"high\",model=\"trace\",reason=\"queue_full\","
+            + "tenant=\"t3\"} 2.0";
+    assertThat(FleetReads.label(line, "band")).isEqualTo("high");
+    assertThat(FleetReads.label(line, "tenant")).isEqualTo("t3");
+    assertThat(FleetReads.label(line, "priority")).isEqualTo("?");
+  }
+
+  @Test
   void aChildEnginesAddressesComeFromItsBanner() {
     assertThat(
             ChildEngine.addresses(

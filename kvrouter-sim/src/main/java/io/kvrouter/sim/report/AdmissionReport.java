@@ -19,13 +19,22 @@ public final class AdmissionReport {
   private AdmissionReport() {}
 
   public static void print(AdmissionComparison c, PrintWriter out) {
+    print(c, out, "kvrouter simulate --admission", "simulated");
+  }
+
+  /**
+   * The table under the title {@code command}, its times called {@code clock} seconds ({@code bench
+   * fleet --admission} prints live runs in model time).
+   */
+  public static void print(AdmissionComparison c, PrintWriter out, String command, String clock) {
     TenantRule rule = c.rule();
     AdmissionSimulation.Settings s = c.settings();
     AdmissionResult first = c.runs().get(0);
     out.printf(
         Locale.ROOT,
-        "kvrouter simulate --admission: %s, %,d requests, %s (speedup %.2f); unloaded baseline:"
+        "%s: %s, %,d requests, %s (speedup %.2f); unloaded baseline:"
             + " fifo at load factor %s (speedup %.2f)%n",
+        command,
         c.trace(),
         first.sent(),
         Double.isNaN(c.loadFactor())
@@ -99,7 +108,9 @@ public final class AdmissionReport {
     }
     out.println();
     out.println(
-        "TTFT in simulated seconds, answered requests only (a 429 has none); x unld = high"
+        "TTFT in "
+            + clock
+            + " seconds, answered requests only (a 429 has none); x unld = high"
             + " priority p90 TTFT over the unloaded run's; 429 = refused (queue full or waited"
             + " --max-queue-time); Jain = Jain's index of the tenants' served cost ((prompt -"
             + " cached) + output tokens finished within the arrival span); good/s = requests"

@@ -4,6 +4,7 @@ import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -46,6 +47,15 @@ public final class TracePrompts {
     }
   }
 
+  /**
+   * The prompts of {@code requests} (those of {@link #requests(int)}, or some of them, in trace
+   * order) under {@code name}.
+   */
+  public static TracePrompts of(String name, List<TraceRequest> requests) {
+    if (requests.isEmpty()) throw new IllegalArgumentException("no requests");
+    return new TracePrompts(name, List.copyOf(requests));
+  }
+
   /** The name the trace is reported under. */
   public String name() {
     return name;
@@ -66,6 +76,26 @@ public final class TracePrompts {
 
   public int outputLength(int i) {
     return requests.get(i).outputLength();
+  }
+
+  /**
+   * The requests, every output length capped at {@code maxOutput} (0: as in the trace): what a live
+   * run that caps them replays, for the rules that read the trace ({@code TenantRule}, {@code
+   * LoadFactor}).
+   */
+  public List<TraceRequest> requests(int maxOutput) {
+    if (maxOutput <= 0) return List.copyOf(requests);
+    List<TraceRequest> out = new ArrayList<>(requests.size());
+    for (TraceRequest r : requests) {
+      out.add(
+          new TraceRequest(
+              r.line(),
+              r.timestampMs(),
+              r.inputLength(),
+              Math.min(r.outputLength(), maxOutput),
+              r.hashIds()));
+    }
+    return out;
   }
 
   /**

@@ -60,6 +60,22 @@ class TracePromptsTest {
   }
 
   @Test
+  void cappedRequestsAndASubsetKeepThePrompts() throws Exception {
+    TracePrompts t = TracePrompts.load(trace(), 10);
+    List<TraceRequest> capped = t.requests(64);
+    assertThat(capped).extracting(TraceRequest::outputLength).containsExactly(64, 10);
+    assertThat(capped).extracting(TraceRequest::inputLength).containsExactly(1100, 1536);
+    assertThat(t.requests(0)).extracting(TraceRequest::outputLength).containsExactly(300, 10);
+    TracePrompts second = TracePrompts.of("sub", capped.subList(1, 2));
+    assertThat(second.name()).isEqualTo("sub");
+    assertThat(second.size()).isEqualTo(1);
+    assertThat(second.offsetMs(0)).isZero();
+    assertThat(second.tokens(0)).isEqualTo(t.tokens(1));
+    assertThatThrownBy(() -> TracePrompts.of("none", List.of()))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
   void aMissingFileIsAnIllegalArgument() {
     assertThatThrownBy(() -> TracePrompts.load(dir.resolve("none.jsonl"), 1))
         .isInstanceOf(IllegalArgumentException.class)

@@ -1,0 +1,127 @@
+package io.kvrouter.cli;
+
+import io.kvrouter.sim.AdmissionSimulation;
+import io.kvrouter.sim.TenantRule;
+import picocli.CommandLine.Option;
+
+/**
+ * The flags of an admission comparison, shared by {@code simulate --admission} and {@code bench
+ * fleet --admission} (docs/SIMULATION.md, "Admission and fair shares"): the tenants and priorities
+ * {@link TenantRule} assigns, and the admission's limits ({@link AdmissionSimulation.Settings}).
+ * Times are model seconds: simulated time in simulate, wall time x --time-scale in bench fleet. A
+ * picocli mixin.
+ */
+final class AdmissionCompareOptions {
+  @Option(
+      names = "--tenants",
+      paramLabel = "N",
+      defaultValue = "4",
+      description =
+          "Admission: tenants; a conversation (a trace request's second hash_id) goes to one,"
+              + " by a seeded draw (default: ${DEFAULT-VALUE}).")
+  int tenants;
+
+  @Option(
+      names = "--heavy-tenant-factor",
+      paramLabel = "F",
+      defaultValue = "1",
+      description =
+          "Admission: tenant t0 sends F times as much as each other tenant; above 1 each mode"
+              + " runs again without its excess (default: ${DEFAULT-VALUE}).")
+  double heavyTenantFactor;
+
+  @Option(
+      names = "--cached-tenant",
+      description =
+          "Admission: tenant t0 is every request whose prompt is mostly cached (at least half its"
+              + " hash_ids appeared earlier in the trace); the others share the rest.")
+  boolean cachedTenant;
+
+  @Option(
+      names = "--high-priority-share",
+      paramLabel = "S",
+      defaultValue = "0.2",
+      description =
+          "Admission: this share of requests (a seeded draw per request) is high priority; bench"
+              + " fleet sends them with priority -1, the others with 0 (default:"
+              + " ${DEFAULT-VALUE}).")
+  double highPriorityShare;
+
+  @Option(
+      names = "--busy-requests",
+      paramLabel = "N",
+      defaultValue = "16",
+      description =
+          "Admission: a rank with N requests in flight is busy; a model whose every rank is busy"
+              + " queues requests (the gateway's rule) (default: ${DEFAULT-VALUE}).")
+  int busyRequests;
+
+  @Option(
+      names = "--busy-prefill-tokens",
+      paramLabel = "N",
+      defaultValue = "8192",
+      description =
+          "Admission: a rank with more than N prefill tokens in flight (not yet through their"
+              + " prefill) is busy too; -1: no limit (default: ${DEFAULT-VALUE}).")
+  long busyPrefillTokens;
+
+  @Option(
+      names = "--holder-wait",
+      negatable = true,
+      defaultValue = "true",
+      fallbackValue = "true",
+      description =
+          "Admission: a request may wait for the busy rank that holds its prefix when that is"
+              + " cheaper in prefill tokens than starting cold on a rank with room (docs/routing.md,"
+              + " \"Admission\"); --no-holder-wait: never (default: ${DEFAULT-VALUE}).")
+  boolean holderWait;
+
+  @Option(
+      names = "--max-queue-time",
+      paramLabel = "SECONDS",
+      defaultValue = "30",
+      description =
+          "Admission: the longest a request waits, in model seconds (simulate: simulated); then"
+              + " 429 (default: ${DEFAULT-VALUE}).")
+  double maxQueueTime;
+
+  @Option(
+      names = "--max-queue-depth",
+      paramLabel = "N",
+      defaultValue = "1024",
+      description =
+          "Admission: requests that may wait at once; one more is refused with 429 (default:"
+              + " ${DEFAULT-VALUE}).")
+  int maxQueueDepth;
+
+  @Option(
+      names = "--ttft-slo-ms",
+      paramLabel = "MS",
+      defaultValue = "2000",
+      description =
+          "Admission: goodput counts requests answered within this TTFT, model ms (default:"
+              + " ${DEFAULT-VALUE}).")
+  double ttftSloMs;
+
+  /** The tenant and priority rule, seeded by {@code seed}; bad values throw. */
+  TenantRule rule(long seed) {
+    return new TenantRule(tenants, heavyTenantFactor, highPriorityShare, cachedTenant, seed);
+  }
+
+  /** The admission's limits, tenant shares within each band; bad values throw. */
+  AdmissionSimulation.Settings settings() {
+    return settings(-1);
+  }
+
+  /** The admission's limits with simulate's --share-slack; bad values throw. */
+  AdmissionSimulation.Settings settings(double shareSlack) {
+    return new AdmissionSimulation.Settings(
+        busyRequests,
+        busyPrefillTokens,
+        holderWait,
+        maxQueueTime,
+        maxQueueDepth,
+        ttftSloMs,
+        shareSlack);
+  }
+}
