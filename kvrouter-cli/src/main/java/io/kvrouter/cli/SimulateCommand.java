@@ -469,6 +469,15 @@ public final class SimulateCommand implements Callable<Integer> {
               + " (default: ${DEFAULT-VALUE}).")
   double shareSlack;
 
+  @Option(
+      names = "--heavy-tenant-weight",
+      paramLabel = "W",
+      defaultValue = "1",
+      description =
+          "Admission: tenant t0's weight in the fair queue, every other tenant's being 1; a"
+              + " small W serves t0 only with what the others leave (default: ${DEFAULT-VALUE}).")
+  double heavyTenantWeight;
+
   @Mixin ReportOptions report = new ReportOptions("kvrouter-report.html");
 
   @Option(names = "--json", description = "Print the results as JSON on stdout instead of a table.")
@@ -707,7 +716,8 @@ public final class SimulateCommand implements Callable<Integer> {
               maxQueueTime,
               maxQueueDepth,
               ttftSloMs,
-              shareSlack);
+              shareSlack,
+              heavyTenantWeight);
       cfg =
           SimConfig.builder()
               .workers(workers)

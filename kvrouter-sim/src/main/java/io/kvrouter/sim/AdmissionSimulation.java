@@ -39,7 +39,7 @@ import java.util.Set;
  *
  * Modes. fifo: no limit, no queue: every request is routed and submitted at its arrival (today's
  * gateway). fair-cost and fair-tokens: a FairQueue (the gateway's class) of SimRequests, bands 0
- * (high) and 1 (normal), one tenant weight 1 each. On arrival: when requests wait, the new one
+ * (high) and 1 (normal), tenant t0 weight Settings.heavyWeight, every other tenant weight 1. On arrival: when requests wait, the new one
  * waits behind them (it does not pass them; priced by router.overlaps); otherwise it routes and
  * waits only on AllBusy (priced by the AllBusy candidates' best overlap). fair-cost charges
  * max(0, prompt - overlap tokens) + output tokens and, once the engine admitted a request that
@@ -105,6 +105,8 @@ public final class AdmissionSimulation {
    * @param ttftSloMs a request is good when answered with TTFT at most this (--ttft-slo-ms)
    * @param shareSlack tenant shares span the bands with this slack, in cost units (FairQueue's
    *     shareSlack, --share-slack); -1: shares within each band, strict bands
+   * @param heavyWeight tenant t0's weight in the queue, the others' being 1
+   *     (--heavy-tenant-weight), > 0
    */
   public record Settings(
       int busyRequests,
@@ -113,7 +115,28 @@ public final class AdmissionSimulation {
       double maxQueueTimeSec,
       int maxQueueDepth,
       double ttftSloMs,
-      double shareSlack) {
+      double shareSlack,
+      double heavyWeight) {
+
+    /** Every tenant weight 1. */
+    public Settings(
+        int busyRequests,
+        long busyPrefillTokens,
+        boolean holderWait,
+        double maxQueueTimeSec,
+        int maxQueueDepth,
+        double ttftSloMs,
+        double shareSlack) {
+      this(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          shareSlack,
+          1);
+    }
 
     /** Shares within each band, strict bands (shareSlack -1). */
     public Settings(
@@ -166,6 +189,10 @@ public final class AdmissionSimulation {
       if (!(shareSlack >= 0 || shareSlack == -1) || Double.isInfinite(shareSlack)) {
         throw new IllegalArgumentException(
             "--share-slack must be >= 0 (or -1: shares within each band), got " + shareSlack);
+      }
+      if (!(heavyWeight > 0) || Double.isInfinite(heavyWeight)) {
+        throw new IllegalArgumentException(
+            "--heavy-tenant-weight must be finite and > 0, got " + heavyWeight);
       }
     }
   }
@@ -467,8 +494,9 @@ public final class AdmissionSimulation {
         mode == Mode.FAIR_COST
             ? uncached + r.trace.outputLength()
             : prompt + r.trace.outputLength();
+    double weight = a.tenant()[i] == 0 ? s.heavyWeight() : 1.0;
     FairQueue.Ticket<SimRequest> t =
-        queue.offer(r, a.band()[i], tenantNames[a.tenant()[i]], 1.0, cost, loop.now());
+        queue.offer(r, a.band()[i], tenantNames[a.tenant()[i]], weight, cost, loop.now());
     if (t == null) {
       refuse(r);
       refusedFull++;
