@@ -235,6 +235,8 @@ public final class AdmissionSimulation {
   private int waited;
   private long promptTokens;
   private long cachedTokens;
+  private final long[] tenantPrompt; // per tenant: prompt tokens of its answered requests
+  private final long[] tenantCached; // per tenant: their cached tokens
 
   /**
    * A run of {@code a} (its requests, tenants 0..tenants-1 and bands) on a fleet of {@code cfg}
@@ -254,6 +256,8 @@ public final class AdmissionSimulation {
     ttftMs = new double[n];
     chargedUncached = new long[n];
     servedCost = new double[tenants];
+    tenantPrompt = new long[tenants];
+    tenantCached = new long[tenants];
     waitMs = new double[tenants];
     waitNanos = new long[n];
     reqs = new SimRequest[n];
@@ -298,6 +302,8 @@ public final class AdmissionSimulation {
             outcome[i] = ANSWERED;
             promptTokens += r.trace.inputLength();
             cachedTokens += r.cachedTokens;
+            tenantPrompt[a.tenant()[i]] += r.trace.inputLength();
+            tenantCached[a.tenant()[i]] += r.cachedTokens;
             if (loop.now() <= lastArrival) {
               servedCost[a.tenant()[i]] +=
                   Math.max(0, r.trace.inputLength() - r.cachedTokens) + r.trace.outputLength();
@@ -612,6 +618,10 @@ public final class AdmissionSimulation {
     }
     int[] sent = new int[tenants];
     for (int i = 0; i < n; i++) sent[a.tenant()[i]]++;
+    double[] tenantHit = new double[tenants];
+    for (int t = 0; t < tenants; t++) {
+      tenantHit[t] = tenantPrompt[t] == 0 ? 0 : tenantCached[t] / (double) tenantPrompt[t];
+    }
     return new AdmissionResult(
         label,
         mode,
@@ -631,6 +641,7 @@ public final class AdmissionSimulation {
         lastArrival / 1e9,
         lastFinish / 1e9,
         promptTokens == 0 ? 0 : cachedTokens / (double) promptTokens,
+        tenantHit,
         cfg.speedup(),
         wallNanos);
   }

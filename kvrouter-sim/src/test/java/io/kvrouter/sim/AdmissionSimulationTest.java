@@ -208,6 +208,21 @@ class AdmissionSimulationTest {
   }
 
   @Test
+  void theCachedTenantsHitRateIsCountedApart() {
+    // unloaded, every follow-up turn (t0) finds its conversation's earlier turns cached; a first
+    // turn (t1, t2) finds at most the trace's shared first block
+    TenantRule.Assignment a = new TenantRule(3, 1, 0, true, 7).assign(TRACE);
+    AdmissionResult r =
+        run(a, 3, 0.25, new AdmissionSimulation.Settings(8, 10, 1024, 1000), Mode.FIFO);
+    assertThat(r.tenantHitRate()).hasSize(3);
+    assertThat(r.tenantHitRate()[0]).isGreaterThan(0.5);
+    assertThat(r.tenantHitRate()[1]).isLessThan(r.tenantHitRate()[0]);
+    assertThat(r.tenantHitRate()[2]).isLessThan(r.tenantHitRate()[0]);
+    // the overall hit rate lies between the tenants'
+    assertThat(r.hitRate()).isBetween(r.tenantHitRate()[1], r.tenantHitRate()[0]);
+  }
+
+  @Test
   void theLoadFactorFollowsTheCapacityDefinition() {
     // two requests 10 s apart: the second repeats the first's first block (512 tokens)
     List<TraceRequest> trace =

@@ -208,6 +208,7 @@ public final class AdmissionReport {
       g.writeNumberField("answered", r.tenantTtftMs()[t].length);
       field(g, "ttft_p90_ms", r.tenantTtft(t, 90));
       g.writeNumberField("served_cost", r.servedCost()[t]);
+      g.writeNumberField("hit_rate", r.tenantHitRate()[t]);
       g.writeEndObject();
     }
     g.writeEndArray();
