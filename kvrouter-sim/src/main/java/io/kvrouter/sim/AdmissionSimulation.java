@@ -39,13 +39,14 @@ import java.util.Set;
  *
  * Modes. fifo: no limit, no queue: every request is routed and submitted at its arrival (today's
  * gateway). fair-cost and fair-tokens: a FairQueue (the gateway's class) of SimRequests, bands 0
- * (high) and 1 (normal), tenant t0 weight Settings.heavyWeight, every other tenant weight 1. On arrival: when requests wait, the new one
- * waits behind them (it does not pass them; priced by router.overlaps); otherwise it routes and
- * waits only on AllBusy (priced by the AllBusy candidates' best overlap). fair-cost charges
- * max(0, prompt - overlap tokens) + output tokens and, once the engine admitted a request that
- * waited, corrects the tenant by (prompt - cached tokens) - charged uncached tokens
- * (FairQueue.charge), as the gateway does from usage.cached_tokens; fair-tokens charges prompt +
- * output tokens, no correction. The output length stands for max_tokens (expected decode).
+ * (high) and 1 (normal), tenant t0 weight Settings.heavyWeight, every other tenant weight 1.
+ * On arrival: when requests wait, the new one waits behind them (it does not pass them; priced by
+ * router.overlaps); otherwise it routes and waits only on AllBusy (priced by the AllBusy
+ * candidates' best overlap). fair-cost charges max(0, prompt - overlap tokens) + output tokens
+ * and, once the engine admitted a request that waited, corrects the tenant by (prompt - cached
+ * tokens) - charged uncached tokens (FairQueue.charge), as the gateway does from
+ * usage.cached_tokens; fair-tokens charges prompt + output tokens, no correction. The output
+ * length stands for max_tokens (expected decode).
  * A finished request, or a prefill that ends, may leave a rank with room: grant() then sends the
  * requests that wait for that rank (below), then the queue's next requests, while a rank has room;
  * each routes among the ranks with room. An offer beyond maxDepth is refused (429 queue_full); at
@@ -63,7 +64,8 @@ import java.util.Set;
  * Per request i (its index in the assignment): outcome[i] (0 pending, 1 answered, 2 refused,
  * 3 rejected by the engine: its prompt exceeds a rank's pool), ttft, charged uncached tokens.
  * Served cost per tenant: (prompt - cached) + output tokens of requests that finished within the
- * arrival span (while all tenants compete). Everything is single-threaded.
+ * arrival span (while all tenants compete); per tenant also the prompt and cached tokens of its
+ * answered requests (its hit rate). Everything is single-threaded.
  * </pre>
  */
 public final class AdmissionSimulation {
