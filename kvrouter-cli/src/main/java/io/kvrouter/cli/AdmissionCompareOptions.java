@@ -110,11 +110,14 @@ final class AdmissionCompareOptions {
 
   /** The admission's limits, tenant shares within each band; bad values throw. */
   AdmissionSimulation.Settings settings() {
-    return settings(-1);
+    return settings(-1, 1);
   }
 
-  /** The admission's limits with simulate's --share-slack; bad values throw. */
-  AdmissionSimulation.Settings settings(double shareSlack) {
+  /**
+   * The admission's limits with simulate's --share-slack and --heavy-tenant-weight; bad values
+   * throw.
+   */
+  AdmissionSimulation.Settings settings(double shareSlack, double heavyTenantWeight) {
     return new AdmissionSimulation.Settings(
         busyRequests,
         busyPrefillTokens,
@@ -122,6 +125,7 @@ final class AdmissionCompareOptions {
         maxQueueTime,
         maxQueueDepth,
         ttftSloMs,
-        shareSlack);
+        shareSlack,
+        heavyTenantWeight);
   }
 }

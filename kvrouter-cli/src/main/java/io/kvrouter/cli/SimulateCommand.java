@@ -381,6 +381,15 @@ public final class SimulateCommand implements Callable<Integer> {
               + " (default: ${DEFAULT-VALUE}).")
   double shareSlack;
 
+  @Option(
+      names = "--heavy-tenant-weight",
+      paramLabel = "W",
+      defaultValue = "1",
+      description =
+          "Admission: tenant t0's weight in the fair queue, every other tenant's being 1; a"
+              + " small W serves t0 only with what the others leave (default: ${DEFAULT-VALUE}).")
+  double heavyTenantWeight;
+
   @Mixin ReportOptions report = new ReportOptions("kvrouter-report.html");
 
   @Option(names = "--json", description = "Print the results as JSON on stdout instead of a table.")
@@ -611,7 +620,7 @@ public final class SimulateCommand implements Callable<Integer> {
         throw new IllegalArgumentException("--threads must be >= 1, got " + threads);
       }
       rule = compare.rule(seed);
-      settings = compare.settings(shareSlack);
+      settings = compare.settings(shareSlack, heavyTenantWeight);
       cfg =
           SimConfig.builder()
               .workers(workers)

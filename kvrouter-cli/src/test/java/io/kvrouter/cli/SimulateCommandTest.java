@@ -194,11 +194,18 @@ class SimulateCommandTest {
                 "8",
                 "--max-queue-time",
                 "5",
+                "--heavy-tenant-weight",
+                "0.5",
                 "--json",
                 "--quiet"))
         .isEqualTo(0);
     JsonNode j = new ObjectMapper().readTree(out.toString());
     assertThat(j.get("nothing_lost").asBoolean()).isTrue();
+    assertThat(j.get("admission").get("heavy_tenant_weight").asDouble()).isEqualTo(0.5);
+    JsonNode demand = j.get("protected_prefill_share");
+    assertThat(demand.get("ideal_cache").asDouble()).isPositive();
+    assertThat(demand.get("no_cache").asDouble())
+        .isGreaterThanOrEqualTo(demand.get("ideal_cache").asDouble());
     assertThat(j.get("modes")).hasSize(3);
     assertThat(j.get("no_heavy")).hasSize(3);
     for (JsonNode m : j.get("modes")) {
@@ -214,6 +221,17 @@ class SimulateCommandTest {
   void admissionRefusesAnUnknownModeAndLoadFactorWithSpeedup() {
     assertThat(run("simulate", "--admission", "lifo", "--requests", "10")).isEqualTo(2);
     assertThat(err.toString()).contains("unknown admission mode 'lifo'");
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "10",
+                "--heavy-tenant-weight",
+                "0"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("--heavy-tenant-weight must be finite and > 0, got 0");
     assertThat(
             run(
                 "simulate",

@@ -24,6 +24,11 @@ import org.jspecify.annotations.Nullable;
  * @param unloaded the unloaded fifo run
  * @param runs one run per mode, in the order asked
  * @param noHeavy the same modes without the heavy tenant's excess; empty without a heavy tenant
+ * @param protectedDemand with a heavy tenant, the prefill time that the light tenants' requests and
+ *     the heavy tenant's high-priority ones ask, over the fleet's (ranks × the loaded runs' arrival
+ *     span): {@code [0]} with every reusable prefix cached (LoadFactor's ideal cache), {@code [1]}
+ *     with nothing cached; the two targets that protect them ask that both be served promptly. NaN,
+ *     NaN without a heavy tenant
  * @param wallNanos wall time of everything
  */
 public record AdmissionComparison(
@@ -34,6 +39,7 @@ public record AdmissionComparison(
     AdmissionResult unloaded,
     List<AdmissionResult> runs,
     List<AdmissionResult> noHeavy,
+    double[] protectedDemand,
     long wallNanos) {
 
   /** The load factor of the unloaded baseline. */
@@ -85,6 +91,16 @@ public record AdmissionComparison(
       pool.shutdownNow();
     }
     int k = modes.size();
+    double[] demand = {Double.NaN, Double.NaN};
+    if (light != null) {
+      boolean[] include = new boolean[trace.size()];
+      for (int i = 0; i < include.length; i++) {
+        include[i] = all.tenant()[i] != 0 || all.band()[i] == 0;
+      }
+      double[] asked = LoadFactor.prefillSeconds(trace, cfg.timing(), include);
+      double fleet = cfg.ranks() * out.get(1).arrivalSpanSec();
+      demand = new double[] {asked[0] / fleet, asked[1] / fleet};
+    }
     return new AdmissionComparison(
         traceName,
         rule,
@@ -93,6 +109,7 @@ public record AdmissionComparison(
         out.get(0),
         List.copyOf(out.subList(1, 1 + k)),
         light == null ? List.of() : List.copyOf(out.subList(1 + k, 1 + 2 * k)),
+        demand,
         System.nanoTime() - start);
   }
 

@@ -25,6 +25,7 @@ import java.util.Arrays;
  * @param arrivalSpanSec simulated seconds from the first arrival to the last
  * @param makespanSec simulated seconds from the first arrival to the last finish
  * @param hitRate cached prompt tokens over prompt tokens of answered requests
+ * @param tenantHitRate per tenant, the same over its answered requests (0 when none)
  * @param speedup the trace's timestamps were divided by this
  * @param wallNanos wall time of the run
  */
@@ -47,6 +48,7 @@ public record AdmissionResult(
     double arrivalSpanSec,
     double makespanSec,
     double hitRate,
+    double[] tenantHitRate,
     double speedup,
     long wallNanos) {
 

@@ -39,13 +39,14 @@ import java.util.Set;
  *
  * Modes. fifo: no limit, no queue: every request is routed and submitted at its arrival (today's
  * gateway). fair-cost and fair-tokens: a FairQueue (the gateway's class) of SimRequests, bands 0
- * (high) and 1 (normal), one tenant weight 1 each. On arrival: when requests wait, the new one
- * waits behind them (it does not pass them; priced by router.overlaps); otherwise it routes and
- * waits only on AllBusy (priced by the AllBusy candidates' best overlap). fair-cost charges
- * max(0, prompt - overlap tokens) + output tokens and, once the engine admitted a request that
- * waited, corrects the tenant by (prompt - cached tokens) - charged uncached tokens
- * (FairQueue.charge), as the gateway does from usage.cached_tokens; fair-tokens charges prompt +
- * output tokens, no correction. The output length stands for max_tokens (expected decode).
+ * (high) and 1 (normal), tenant t0 weight Settings.heavyWeight, every other tenant weight 1.
+ * On arrival: when requests wait, the new one waits behind them (it does not pass them; priced by
+ * router.overlaps); otherwise it routes and waits only on AllBusy (priced by the AllBusy
+ * candidates' best overlap). fair-cost charges max(0, prompt - overlap tokens) + output tokens
+ * and, once the engine admitted a request that waited, corrects the tenant by (prompt - cached
+ * tokens) - charged uncached tokens (FairQueue.charge), as the gateway does from
+ * usage.cached_tokens; fair-tokens charges prompt + output tokens, no correction. The output
+ * length stands for max_tokens (expected decode).
  * A finished request, or a prefill that ends, may leave a rank with room: grant() then sends the
  * requests that wait for that rank (below), then the queue's next requests, while a rank has room;
  * each routes among the ranks with room. An offer beyond maxDepth is refused (429 queue_full); at
@@ -63,7 +64,8 @@ import java.util.Set;
  * Per request i (its index in the assignment): outcome[i] (0 pending, 1 answered, 2 refused,
  * 3 rejected by the engine: its prompt exceeds a rank's pool), ttft, charged uncached tokens.
  * Served cost per tenant: (prompt - cached) + output tokens of requests that finished within the
- * arrival span (while all tenants compete). Everything is single-threaded.
+ * arrival span (while all tenants compete); per tenant also the prompt and cached tokens of its
+ * answered requests (its hit rate). Everything is single-threaded.
  * </pre>
  */
 public final class AdmissionSimulation {
@@ -105,6 +107,8 @@ public final class AdmissionSimulation {
    * @param ttftSloMs a request is good when answered with TTFT at most this (--ttft-slo-ms)
    * @param shareSlack tenant shares span the bands with this slack, in cost units (FairQueue's
    *     shareSlack, --share-slack); -1: shares within each band, strict bands
+   * @param heavyWeight tenant t0's weight in the queue, the others' being 1
+   *     (--heavy-tenant-weight), > 0
    */
   public record Settings(
       int busyRequests,
@@ -113,7 +117,28 @@ public final class AdmissionSimulation {
       double maxQueueTimeSec,
       int maxQueueDepth,
       double ttftSloMs,
-      double shareSlack) {
+      double shareSlack,
+      double heavyWeight) {
+
+    /** Every tenant weight 1. */
+    public Settings(
+        int busyRequests,
+        long busyPrefillTokens,
+        boolean holderWait,
+        double maxQueueTimeSec,
+        int maxQueueDepth,
+        double ttftSloMs,
+        double shareSlack) {
+      this(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          shareSlack,
+          1);
+    }
 
     /** Shares within each band, strict bands (shareSlack -1). */
     public Settings(
@@ -167,6 +192,10 @@ public final class AdmissionSimulation {
         throw new IllegalArgumentException(
             "--share-slack must be >= 0 (or -1: shares within each band), got " + shareSlack);
       }
+      if (!(heavyWeight > 0) || Double.isInfinite(heavyWeight)) {
+        throw new IllegalArgumentException(
+            "--heavy-tenant-weight must be finite and > 0, got " + heavyWeight);
+      }
     }
   }
 
@@ -208,6 +237,8 @@ public final class AdmissionSimulation {
   private int waited;
   private long promptTokens;
   private long cachedTokens;
+  private final long[] tenantPrompt; // per tenant: prompt tokens of its answered requests
+  private final long[] tenantCached; // per tenant: their cached tokens
 
   /**
    * A run of {@code a} (its requests, tenants 0..tenants-1 and bands) on a fleet of {@code cfg}
@@ -227,6 +258,8 @@ public final class AdmissionSimulation {
     ttftMs = new double[n];
     chargedUncached = new long[n];
     servedCost = new double[tenants];
+    tenantPrompt = new long[tenants];
+    tenantCached = new long[tenants];
     waitMs = new double[tenants];
     waitNanos = new long[n];
     reqs = new SimRequest[n];
@@ -271,6 +304,8 @@ public final class AdmissionSimulation {
             outcome[i] = ANSWERED;
             promptTokens += r.trace.inputLength();
             cachedTokens += r.cachedTokens;
+            tenantPrompt[a.tenant()[i]] += r.trace.inputLength();
+            tenantCached[a.tenant()[i]] += r.cachedTokens;
             if (loop.now() <= lastArrival) {
               servedCost[a.tenant()[i]] +=
                   Math.max(0, r.trace.inputLength() - r.cachedTokens) + r.trace.outputLength();
@@ -467,8 +502,9 @@ public final class AdmissionSimulation {
         mode == Mode.FAIR_COST
             ? uncached + r.trace.outputLength()
             : prompt + r.trace.outputLength();
+    double weight = a.tenant()[i] == 0 ? s.heavyWeight() : 1.0;
     FairQueue.Ticket<SimRequest> t =
-        queue.offer(r, a.band()[i], tenantNames[a.tenant()[i]], 1.0, cost, loop.now());
+        queue.offer(r, a.band()[i], tenantNames[a.tenant()[i]], weight, cost, loop.now());
     if (t == null) {
       refuse(r);
       refusedFull++;
@@ -584,6 +620,10 @@ public final class AdmissionSimulation {
     }
     int[] sent = new int[tenants];
     for (int i = 0; i < n; i++) sent[a.tenant()[i]]++;
+    double[] tenantHit = new double[tenants];
+    for (int t = 0; t < tenants; t++) {
+      tenantHit[t] = tenantPrompt[t] == 0 ? 0 : tenantCached[t] / (double) tenantPrompt[t];
+    }
     return new AdmissionResult(
         label,
         mode,
@@ -603,6 +643,7 @@ public final class AdmissionSimulation {
         lastArrival / 1e9,
         lastFinish / 1e9,
         promptTokens == 0 ? 0 : cachedTokens / (double) promptTokens,
+        tenantHit,
         cfg.speedup(),
         wallNanos);
   }

@@ -39,6 +39,34 @@ public final class LoadFactor {
     return ranks * Math.min(n / prefillSec, timing.maxBatch() * n / slotSec);
   }
 
+  /**
+   * Prefill seconds the requests {@code i} with {@code include[i]} ask of the fleet: {@code [0]}
+   * when every prompt's reusable prefix is cached (the ideal cache above, fed by every request of
+   * the trace, included or not), {@code [1]} when nothing is cached.
+   */
+  public static double[] prefillSeconds(
+      List<TraceRequest> trace, TimingModel timing, boolean[] include) {
+    if (include.length != trace.size()) {
+      throw new IllegalArgumentException(
+          "include has " + include.length + " entries for " + trace.size() + " requests");
+    }
+    HashSet<Long> seen = new HashSet<>();
+    double ideal = 0;
+    double cold = 0;
+    for (int i = 0; i < trace.size(); i++) {
+      TraceRequest r = trace.get(i);
+      long[] h = r.hashIds();
+      int lead = 0;
+      while (lead < h.length && seen.contains(h[lead])) lead++;
+      for (long x : h) seen.add(x);
+      if (!include[i]) continue;
+      int uncached = Math.max(0, r.inputLength() - lead * TraceRequest.TRACE_BLOCK);
+      ideal += timing.prefillNanos(uncached) / 1e9;
+      cold += timing.prefillNanos(r.inputLength()) / 1e9;
+    }
+    return new double[] {ideal, cold};
+  }
+
   /** The trace's own request rate: requests per second of its timestamps. */
   public static double offeredRate(List<TraceRequest> trace) {
     double spanSec =

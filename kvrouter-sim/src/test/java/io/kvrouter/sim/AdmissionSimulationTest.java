@@ -103,6 +103,34 @@ class AdmissionSimulationTest {
   }
 
   @Test
+  void aSmallHeavyWeightServesTheHeavyTenantWithWhatTheOthersLeave() {
+    // half the requests are high priority; one account per tenant across the bands (slack 0):
+    // with t0's weight 1 the heavy tenant is served as much as the light one while both wait,
+    // with a tiny weight only when the light one has nothing waiting (both p90s of the heavy
+    // tenant sit near the 10-s wait bound, so its served cost shows the difference)
+    TenantRule.Assignment a = new TenantRule(2, 10, 0.5, false, 1).assign(TRACE);
+    AdmissionSimulation.Settings equal =
+        new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, 0, 1);
+    AdmissionSimulation.Settings last =
+        new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, 0, 1e-6);
+    AdmissionResult e = run(a, 2, 2, equal, Mode.FAIR_COST);
+    AdmissionResult l = run(a, 2, 2, last, Mode.FAIR_COST);
+    for (AdmissionResult r : List.of(e, l)) {
+      assertThat(r.answered() + r.refused() + r.engineRejected()).isEqualTo(TRACE.size());
+      assertThat(r.nothingLost()).isTrue();
+    }
+    assertThat(l.tenantTtft(1, 90))
+        .as("light tenant's p90, t0 weight 1e-6 against 1")
+        .isLessThan(e.tenantTtft(1, 90));
+    // the heavy tenant pays: it is served less cost while the tenants compete
+    assertThat(l.servedCost()[0])
+        .as("heavy tenant's served cost, t0 weight 1e-6 against 1")
+        .isLessThan(e.servedCost()[0]);
+    assertThatThrownBy(() -> new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, 0, 0))
+        .hasMessageContaining("--heavy-tenant-weight must be finite and > 0, got 0");
+  }
+
+  @Test
   void waitingForThePrefixHolderKeepsTheCacheHitsThatStartingColdLoses() {
     TenantRule.Assignment a = new TenantRule(2, 1, 0.2, false, 3).assign(TRACE);
     AdmissionSimulation.Settings cold =
@@ -180,6 +208,21 @@ class AdmissionSimulationTest {
   }
 
   @Test
+  void theCachedTenantsHitRateIsCountedApart() {
+    // unloaded, every follow-up turn (t0) finds its conversation's earlier turns cached; a first
+    // turn (t1, t2) finds at most the trace's shared first block
+    TenantRule.Assignment a = new TenantRule(3, 1, 0, true, 7).assign(TRACE);
+    AdmissionResult r =
+        run(a, 3, 0.25, new AdmissionSimulation.Settings(8, 10, 1024, 1000), Mode.FIFO);
+    assertThat(r.tenantHitRate()).hasSize(3);
+    assertThat(r.tenantHitRate()[0]).isGreaterThan(0.5);
+    assertThat(r.tenantHitRate()[1]).isLessThan(r.tenantHitRate()[0]);
+    assertThat(r.tenantHitRate()[2]).isLessThan(r.tenantHitRate()[0]);
+    // the overall hit rate lies between the tenants'
+    assertThat(r.hitRate()).isBetween(r.tenantHitRate()[1], r.tenantHitRate()[0]);
+  }
+
+  @Test
   void theLoadFactorFollowsTheCapacityDefinition() {
     // two requests 10 s apart: the second repeats the first's first block (512 tokens)
     List<TraceRequest> trace =
@@ -196,5 +239,13 @@ class AdmissionSimulationTest {
     assertThat(LoadFactor.speedup(trace, t, 3, 2)).isCloseTo(2 * capacity / 0.2, within(1e-6));
     assertThatThrownBy(() -> LoadFactor.speedup(trace, t, 3, 0))
         .hasMessageContaining("--load-factor must be > 0");
+    // the second request alone: its first block was seen (the first request, not included, fed
+    // the ideal cache), so 512 of its tokens are uncached: 10 + 51.2 ms; with none cached 112.4 ms
+    assertThat(LoadFactor.prefillSeconds(trace, t, new boolean[] {false, true}))
+        .containsExactly(new double[] {0.0612, 0.1124}, within(1e-9));
+    assertThat(LoadFactor.prefillSeconds(trace, t, new boolean[] {true, true}))
+        .containsExactly(new double[] {0.1736, 0.2248}, within(1e-9));
+    assertThatThrownBy(() -> LoadFactor.prefillSeconds(trace, t, new boolean[] {true}))
+        .hasMessageContaining("include has 1 entries for 2 requests");
   }
 }

@@ -50,13 +50,14 @@ public final class AdmissionReport {
     }
     out.printf(
         Locale.ROOT,
-        "tenants: %d (%s)%s; high priority: %s of requests; admission: --busy-requests %d,"
+        "tenants: %d (%s)%s%s; high priority: %s of requests; admission: --busy-requests %d,"
             + " --max-queue-time %ss, --max-queue-depth %d; goodput: TTFT <= %s ms%n%n",
         rule.tenants(),
         shares,
         rule.cachedTenant()
             ? ", t0 = the mostly-cached requests"
             : rule.heavyFactor() > 1 ? ", t0 heavy x" + num(rule.heavyFactor()) : "",
+        s.heavyWeight() != 1 ? ", t0 weight " + num(s.heavyWeight()) : "",
         num(rule.highPriorityShare()),
         s.busyRequests(),
         num(s.maxQueueTimeSec()),
@@ -126,6 +127,14 @@ public final class AdmissionReport {
             100 * raise);
       }
     }
+    if (!Double.isNaN(c.protectedDemand()[0])) {
+      out.printf(
+          Locale.ROOT,
+          "the light tenants and t0's high priority ask %.1f%% of the fleet's prefill time with"
+              + " every reusable prefix cached, %.1f%% with none%n",
+          100 * c.protectedDemand()[0],
+          100 * c.protectedDemand()[1]);
+    }
     out.printf(
         Locale.ROOT,
         "nothing lost: %s (every request answered or refused with 429)%n",
@@ -155,6 +164,8 @@ public final class AdmissionReport {
       g.writeNumberField("max_queue_time_s", s.maxQueueTimeSec());
       g.writeNumberField("max_queue_depth", s.maxQueueDepth());
       g.writeNumberField("ttft_slo_ms", s.ttftSloMs());
+      g.writeNumberField("share_slack", s.shareSlack());
+      g.writeNumberField("heavy_tenant_weight", s.heavyWeight());
       g.writeEndObject();
       g.writeFieldName("unloaded");
       run(g, c, c.unloaded());
@@ -164,6 +175,10 @@ public final class AdmissionReport {
       g.writeArrayFieldStart("no_heavy");
       for (AdmissionResult r : c.noHeavy()) run(g, c, r);
       g.writeEndArray();
+      g.writeObjectFieldStart("protected_prefill_share");
+      field(g, "ideal_cache", c.protectedDemand()[0]);
+      field(g, "no_cache", c.protectedDemand()[1]);
+      g.writeEndObject();
       g.writeBooleanField("nothing_lost", c.nothingLost());
       g.writeNumberField("wall_s", c.wallNanos() / 1e9);
       g.writeEndObject();
@@ -204,6 +219,7 @@ public final class AdmissionReport {
       g.writeNumberField("answered", r.tenantTtftMs()[t].length);
       field(g, "ttft_p90_ms", r.tenantTtft(t, 90));
       g.writeNumberField("served_cost", r.servedCost()[t]);
+      g.writeNumberField("hit_rate", r.tenantHitRate()[t]);
       g.writeEndObject();
     }
     g.writeEndArray();
