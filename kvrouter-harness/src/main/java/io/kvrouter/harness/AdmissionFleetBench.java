@@ -179,6 +179,7 @@ public final class AdmissionFleetBench {
             results.get(0),
             List.copyOf(results.subList(1, 1 + k)),
             light == null ? List.of() : List.copyOf(results.subList(1 + k, 1 + 2 * k)),
+            new double[] {Double.NaN, Double.NaN}, // the protected demand: simulate's alone
             System.nanoTime() - start);
     if (f.json()) {
       ObjectNode root = (ObjectNode) JSON.readTree(AdmissionReport.json(c));
@@ -317,6 +318,8 @@ public final class AdmissionFleetBench {
     int[] perTenant = new int[tenants];
     double arrivalSpanSec = prompts.offsetMs(n - 1) / speedup / 1000;
     double[] servedCost = new double[tenants];
+    long[] tenantPrompt = new long[tenants];
+    long[] tenantCached = new long[tenants];
     for (int i = 0; i < n; i++) {
       int t = a.tenant()[i];
       sent[t]++;
@@ -324,6 +327,8 @@ public final class AdmissionFleetBench {
       if (why == null) {
         answered++;
         perTenant[t]++;
+        tenantPrompt[t] += run.requestPromptTokens[i];
+        tenantCached[t] += run.requestCachedTokens[i];
         if (a.band()[i] == 0) high++;
         if (run.requestTtftMs[i] <= s.admission().ttftSloMs()) good++;
         if (run.requestFinishSec[i] <= arrivalSpanSec) {
@@ -367,7 +372,17 @@ public final class AdmissionFleetBench {
         arrivalSpanSec,
         run.makespanSec,
         run.hitRate(),
+        tenantHitRate(tenantPrompt, tenantCached),
         speedup,
         Math.round(run.wallSec * 1e9));
+  }
+
+  /** Each tenant's cached prompt tokens over its prompt tokens, answered requests (0: none). */
+  private static double[] tenantHitRate(long[] prompt, long[] cached) {
+    double[] out = new double[prompt.length];
+    for (int t = 0; t < out.length; t++) {
+      out[t] = prompt[t] == 0 ? 0 : (double) cached[t] / prompt[t];
+    }
+    return out;
   }
 }

@@ -150,8 +150,12 @@ final class FleetLoad {
     run.requestWhy = new String[n];
     run.requestServedTokens = new long[n];
     run.requestFinishSec = new double[n];
+    run.requestPromptTokens = new long[n];
+    run.requestCachedTokens = new long[n];
     for (int i = 0; i < n; i++) {
       if (r.ok[i]) {
+        run.requestPromptTokens[i] = r.prompt[i];
+        run.requestCachedTokens[i] = r.cached[i];
         run.requestTtftMs[i] = r.ttft[i] * k / 1e6;
         run.requestServedTokens[i] = Math.max(0, r.prompt[i] - r.cached[i]) + (long) r.output[i];
         run.requestFinishSec[i] = (r.finish[i] - t0) * k / 1e9;

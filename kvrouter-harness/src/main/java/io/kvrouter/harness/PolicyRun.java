@@ -104,6 +104,14 @@ final class PolicyRun {
   double[] requestFinishSec;
 
   /**
+   * bench fleet --admission: each request's prompt tokens and its engine's cached_tokens (0: not
+   * answered).
+   */
+  long[] requestPromptTokens;
+
+  long[] requestCachedTokens;
+
+  /**
    * bench fleet --admission: the gateways' waits (kvrouter_gateway_queued_total plus
    * kvrouter_gateway_holder_waits_total), the queued ones and the refused ones (429 queue_full or
    * queue_timeout) by "band/tenant" label.

@@ -36,6 +36,7 @@ class AdmissionReportTest {
         2.0,
         3.0,
         0.25,
+        new double[] {0.25, 0.25},
         1.5,
         1_000_000);
   }
@@ -49,6 +50,7 @@ class AdmissionReportTest {
         result("unloaded fifo", AdmissionSimulation.Mode.FIFO, 0),
         List.of(result("fair-cost", AdmissionSimulation.Mode.FAIR_COST, lost)),
         List.of(),
+        new double[] {Double.NaN, Double.NaN},
         1_000_000_000L);
   }
 
