@@ -166,6 +166,7 @@ final class SlotTable {
   private TierOverlap[] tiersCol = new TierOverlap[0];
   private boolean tiersPrepared; // tiersCol holds this route's tiered overlaps
   private @Nullable RootHolders preparedRoots; // this route's root block's holders (prepare)
+  private int preparedMatches; // this route's registered ranks the index answered for (prepare)
   // no request in flight has a deadline before nextDeadline (when deadlinePending): expire(now)
   // skips the pass over every rank until then
   private boolean deadlinePending;
@@ -342,18 +343,29 @@ final class SlotTable {
     Arrays.fill(cachedCol, 0);
     Arrays.fill(rootCol, false);
     tiersPrepared = false;
+    int matched = 0;
     for (int i = 0, n = scores.size(); i < n; i++) {
       Slot s = byWorker.get(scores.worker(i));
       if (s != null) {
         overlapCol[s.index] = scores.scoreAt(i);
         cachedCol[s.index] = scores.blockCountAt(i);
+        matched++;
       }
     }
+    preparedMatches = matched;
     RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
     preparedRoots = roots;
     if (roots != null) {
       for (int i = 0; i < roots.size; i++) rootCol[roots.slots[i].index] = true;
     }
+  }
+
+  /**
+   * After {@link #prepare}: at least the number of ranks whose overlap or cached blocks are not 0
+   * (the registered ranks the index answered for).
+   */
+  int matchedRanks() {
+    return preparedMatches;
   }
 
   /**
