@@ -3,6 +3,7 @@ package io.kvrouter.route;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Objects;
@@ -87,6 +88,7 @@ final class ActiveSequences {
   private long activePrefillTokens;
   private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
   private long heldBlocks; // Σ seqHashes.length of the live requests: what their arrays hold
+  private long changes; // add()s and releases so far: blockRefs is the same while this is
   private AtomicLong heldTotal; // the owner's sum of heldBlocks over its ranks, or null
   private Request head; // oldest deadline
   private Request tail;
@@ -188,6 +190,7 @@ final class ActiveSequences {
       if (refs.addTo(h, 1) == 0) added++;
     }
     activeBlocks += added;
+    changes++;
     heldBlocks += seqHashes.length;
     if (heldTotal != null) addHeld(heldTotal, seqHashes.length);
     activePrefillTokens += prefillTokens;
@@ -245,6 +248,7 @@ final class ActiveSequences {
       }
     }
     activeBlocks -= gone;
+    changes++;
     heldBlocks -= r.seqHashes.length;
     if (heldTotal != null) addHeld(heldTotal, -r.seqHashes.length);
     activePrefillTokens -= r.prefillTokens;
@@ -383,6 +387,48 @@ final class ActiveSequences {
       else hi = mid;
     }
     return n - lo;
+  }
+
+  /**
+   * A count of the changes to the active blocks (every add and every request that leaves): while it
+   * is the same, so is the active set, and so is every answer of {@link #activePrefix}.
+   */
+  long changes() {
+    return changes;
+  }
+
+  /**
+   * How many leading blocks of the chain {@code seqHashes} are active ({@code seqHashes.length −}
+   * {@link #newBlocksOfChain(long[], int)}), given an earlier answer: {@code earlier} had {@code
+   * earlierActive} leading blocks active when {@link #changes()} was {@code at} ({@code earlier}
+   * null: none). When nothing changed since, the answer follows from how far the two chains agree,
+   * {@code c} blocks: past the earlier answer ({@code c > earlierActive}) it is that answer, with
+   * no lookup (block {@code earlierActive} is the same in both chains, and was not active); else
+   * the first {@code c} blocks are active and the search starts at block {@code c}: one lookup when
+   * that one is not active. Otherwise it is the search from {@code hint}. The same answer in every
+   * case, by the closure of the active set under prefixes (newBlocksOfChain's notes).
+   */
+  int activePrefix(long[] seqHashes, int hint, long[] earlier, int earlierActive, long at) {
+    if (earlier == null || at != changes) {
+      return seqHashes.length - newBlocksOfChain(seqHashes, hint);
+    }
+    final int m = Arrays.mismatch(seqHashes, earlier);
+    final int c = m < 0 ? seqHashes.length : m;
+    if (c > earlierActive) return earlierActive;
+    // blocks [0, c) are active (they are the earlier chain's, within its active prefix)
+    final int n = seqHashes.length;
+    if (c >= n) return n;
+    final Long2IntOpenHashMap refs = blockRefs;
+    if (!refs.containsKey(seqHashes[c])) return c;
+    // invariant: seqHashes[lo - 1] is active; seqHashes[hi] is not (hi == n: past the end)
+    int lo = c + 1;
+    int hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) >>> 1;
+      if (refs.containsKey(seqHashes[mid])) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   private static long saturatedNanos(Duration d) {

@@ -816,7 +816,7 @@ public final class KvRouter implements AutoCloseable {
       // only a rank holding a request with the prompt's root block can hold any of its blocks
       int fresh = blocks;
       if (rootCol[i]) {
-        fresh = all[i].seqs.newBlocksOfChain(seq, activeHint);
+        fresh = table.newBlocksOfRootHolder(i, seq, activeHint);
         activeHint = blocks - fresh;
       }
       decode[k] = active + fresh;

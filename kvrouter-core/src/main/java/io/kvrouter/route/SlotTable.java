@@ -95,6 +95,11 @@ final class SlotTable {
     int[] counts = new int[2];
     int size;
     int activeHint; // the active prefix a route last found on one of these slots (a guess)
+    // per slot, the last prompt whose active prefix was found there, that prefix, and the slot's
+    // ActiveSequences.changes() then (ActiveSequences.activePrefix); null: none yet
+    long[] @Nullable [] memoPrompt = new long[2][];
+    int[] memoActive = new int[2];
+    long[] memoChanges = new long[2];
 
     void add(Slot s) {
       for (int i = 0; i < size; i++) {
@@ -106,8 +111,12 @@ final class SlotTable {
       if (size == slots.length) {
         slots = Arrays.copyOf(slots, size * 2);
         counts = Arrays.copyOf(counts, size * 2);
+        memoPrompt = Arrays.copyOf(memoPrompt, size * 2);
+        memoActive = Arrays.copyOf(memoActive, size * 2);
+        memoChanges = Arrays.copyOf(memoChanges, size * 2);
       }
       slots[size] = s;
+      memoPrompt[size] = null;
       counts[size++] = 1;
     }
 
@@ -136,7 +145,21 @@ final class SlotTable {
       size--;
       slots[i] = slots[size];
       counts[i] = counts[size];
+      memoPrompt[i] = memoPrompt[size];
+      memoActive[i] = memoActive[size];
+      memoChanges[i] = memoChanges[size];
       slots[size] = null;
+      memoPrompt[size] = null;
+    }
+
+    /** The active prefix of {@code seq} on the slot at {@code j}, noted for the next prompt. */
+    int activePrefix(int j, long[] seq, int hint) {
+      final ActiveSequences a = slots[j].seqs;
+      final int active = a.activePrefix(seq, hint, memoPrompt[j], memoActive[j], memoChanges[j]);
+      memoPrompt[j] = seq;
+      memoActive[j] = active;
+      memoChanges[j] = a.changes();
+      return active;
     }
   }
 
@@ -163,6 +186,7 @@ final class SlotTable {
   private int[] overlapCol = new int[0];
   private int[] cachedCol = new int[0];
   private boolean[] rootCol = new boolean[0];
+  private int[] rootAtCol = new int[0]; // where rootCol is true: the slot's place in preparedRoots
   private TierOverlap[] tiersCol = new TierOverlap[0];
   private boolean tiersPrepared; // tiersCol holds this route's tiered overlaps
   private @Nullable RootHolders preparedRoots; // this route's root block's holders (prepare)
@@ -235,6 +259,7 @@ final class SlotTable {
     overlapCol = new int[n];
     cachedCol = new int[n];
     rootCol = new boolean[n];
+    rootAtCol = new int[n];
     tiersCol = new TierOverlap[n];
     tiersPrepared = false;
     for (int i = 0; i < n; i++) {
@@ -356,7 +381,11 @@ final class SlotTable {
     RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
     preparedRoots = roots;
     if (roots != null) {
-      for (int i = 0; i < roots.size; i++) rootCol[roots.slots[i].index] = true;
+      for (int i = 0; i < roots.size; i++) {
+        final int at = roots.slots[i].index;
+        rootCol[at] = true;
+        rootAtCol[at] = i;
+      }
     }
   }
 
@@ -377,6 +406,19 @@ final class SlotTable {
   int activePrefixHint() {
     final RootHolders r = preparedRoots;
     return r == null ? 0 : r.activeHint;
+  }
+
+  /**
+   * After {@link #prepare}: how many blocks of the prompt {@code seq} the rank at {@code index},
+   * one of the root column, does not hold (ActiveSequences.newBlocksOfChain), {@code hint} its
+   * guess. Each such rank keeps, per root block, the last prompt it answered for and when
+   * (ActiveSequences.activePrefix): while the rank's requests did not change, a prompt that agrees
+   * with the last one past its answer needs no lookup, and one that agrees up to it one.
+   */
+  int newBlocksOfRootHolder(int index, long[] seq, int hint) {
+    final RootHolders r = preparedRoots;
+    if (r == null) throw new IllegalStateException("no root holders prepared");
+    return seq.length - r.activePrefix(rootAtCol[index], seq, hint);
   }
 
   /** Notes the active prefix found on a rank of the root column, for the next prompt's guess. */
