@@ -88,7 +88,6 @@ final class ActiveSequences {
   private long activePrefillTokens;
   private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
   private long heldBlocks; // Σ seqHashes.length of the live requests: what their arrays hold
-  private long changes; // add()s and releases so far: blockRefs is the same while this is
   private AtomicLong heldTotal; // the owner's sum of heldBlocks over its ranks, or null
   private Request head; // oldest deadline
   private Request tail;
@@ -190,7 +189,6 @@ final class ActiveSequences {
       if (refs.addTo(h, 1) == 0) added++;
     }
     activeBlocks += added;
-    changes++;
     heldBlocks += seqHashes.length;
     if (heldTotal != null) addHeld(heldTotal, seqHashes.length);
     activePrefillTokens += prefillTokens;
@@ -248,7 +246,6 @@ final class ActiveSequences {
       }
     }
     activeBlocks -= gone;
-    changes++;
     heldBlocks -= r.seqHashes.length;
     if (heldTotal != null) addHeld(heldTotal, -r.seqHashes.length);
     activePrefillTokens -= r.prefillTokens;
@@ -390,26 +387,20 @@ final class ActiveSequences {
   }
 
   /**
-   * A count of the changes to the active blocks (every add and every request that leaves): while it
-   * is the same, so is the active set, and so is every answer of {@link #activePrefix}.
-   */
-  long changes() {
-    return changes;
-  }
-
-  /**
    * How many leading blocks of the chain {@code seqHashes} are active ({@code seqHashes.length −}
-   * {@link #newBlocksOfChain(long[], int)}), given an earlier answer: {@code earlier} had {@code
-   * earlierActive} leading blocks active when {@link #changes()} was {@code at} ({@code earlier}
-   * null: none). When nothing changed since, the answer follows from how far the two chains agree,
-   * {@code c} blocks: past the earlier answer ({@code c > earlierActive}) it is that answer, with
-   * no lookup (block {@code earlierActive} is the same in both chains, and was not active); else
-   * the first {@code c} blocks are active and the search starts at block {@code c}: one lookup when
-   * that one is not active. Otherwise it is the search from {@code hint}. The same answer in every
-   * case, by the closure of the active set under prefixes (newBlocksOfChain's notes).
+   * {@link #newBlocksOfChain(long[], int)}), given an earlier answer: the chain {@code earlier}, of
+   * the same root block, had {@code earlierActive} leading blocks active, and no request of that
+   * root block was added here or left since ({@code earlier} null: no such answer). A request of
+   * another root holds none of these chains' blocks (a sequence hash names its whole prefix), so
+   * the answer follows from how far the two chains agree, {@code c} blocks: past the earlier answer
+   * ({@code c > earlierActive}) it is that answer, with no lookup (block {@code earlierActive} is
+   * the same in both chains, and was not active); else the first {@code c} blocks are active and
+   * the search starts at block {@code c}: one lookup when that one is not active. Without an
+   * earlier answer it is the search from {@code hint}. The same answer in every case, by the
+   * closure of the active set under prefixes (newBlocksOfChain's notes).
    */
-  int activePrefix(long[] seqHashes, int hint, long[] earlier, int earlierActive, long at) {
-    if (earlier == null || at != changes) {
+  int activePrefix(long[] seqHashes, int hint, long[] earlier, int earlierActive) {
+    if (earlier == null) {
       return seqHashes.length - newBlocksOfChain(seqHashes, hint);
     }
     final int m = Arrays.mismatch(seqHashes, earlier);

@@ -95,27 +95,32 @@ final class SlotTable {
     int[] counts = new int[2];
     int size;
     int activeHint; // the active prefix a route last found on one of these slots (a guess)
-    // per slot, the last prompt whose active prefix was found there, that prefix, and the slot's
-    // ActiveSequences.changes() then (ActiveSequences.activePrefix); null: none yet
+    // per slot: version, bumped whenever a request of this root comes to it or leaves it; the
+    // last prompt whose active prefix was found there (null: none), that prefix, and the version
+    // then: while the version is the same, the answer holds (ActiveSequences.activePrefix)
+    int[] version = new int[2];
     long[] @Nullable [] memoPrompt = new long[2][];
     int[] memoActive = new int[2];
-    long[] memoChanges = new long[2];
+    int[] memoVersion = new int[2];
 
     void add(Slot s) {
       for (int i = 0; i < size; i++) {
         if (slots[i] == s) {
           counts[i]++;
+          version[i]++;
           return;
         }
       }
       if (size == slots.length) {
         slots = Arrays.copyOf(slots, size * 2);
         counts = Arrays.copyOf(counts, size * 2);
+        version = Arrays.copyOf(version, size * 2);
         memoPrompt = Arrays.copyOf(memoPrompt, size * 2);
         memoActive = Arrays.copyOf(memoActive, size * 2);
-        memoChanges = Arrays.copyOf(memoChanges, size * 2);
+        memoVersion = Arrays.copyOf(memoVersion, size * 2);
       }
       slots[size] = s;
+      version[size] = 0;
       memoPrompt[size] = null;
       counts[size++] = 1;
     }
@@ -124,6 +129,7 @@ final class SlotTable {
     boolean remove(Slot s) {
       for (int i = 0; i < size; i++) {
         if (slots[i] == s) {
+          version[i]++;
           if (--counts[i] == 0) removeAt(i);
           return size == 0;
         }
@@ -145,20 +151,21 @@ final class SlotTable {
       size--;
       slots[i] = slots[size];
       counts[i] = counts[size];
+      version[i] = version[size];
       memoPrompt[i] = memoPrompt[size];
       memoActive[i] = memoActive[size];
-      memoChanges[i] = memoChanges[size];
+      memoVersion[i] = memoVersion[size];
       slots[size] = null;
       memoPrompt[size] = null;
     }
 
     /** The active prefix of {@code seq} on the slot at {@code j}, noted for the next prompt. */
     int activePrefix(int j, long[] seq, int hint) {
-      final ActiveSequences a = slots[j].seqs;
-      final int active = a.activePrefix(seq, hint, memoPrompt[j], memoActive[j], memoChanges[j]);
+      final long[] earlier = memoVersion[j] == version[j] ? memoPrompt[j] : null;
+      final int active = slots[j].seqs.activePrefix(seq, hint, earlier, memoActive[j]);
       memoPrompt[j] = seq;
       memoActive[j] = active;
-      memoChanges[j] = a.changes();
+      memoVersion[j] = version[j];
       return active;
     }
   }
@@ -411,9 +418,10 @@ final class SlotTable {
   /**
    * After {@link #prepare}: how many blocks of the prompt {@code seq} the rank at {@code index},
    * one of the root column, does not hold (ActiveSequences.newBlocksOfChain), {@code hint} its
-   * guess. Each such rank keeps, per root block, the last prompt it answered for and when
-   * (ActiveSequences.activePrefix): while the rank's requests did not change, a prompt that agrees
-   * with the last one past its answer needs no lookup, and one that agrees up to it one.
+   * guess. Each such rank keeps, per root block, the last prompt it answered for
+   * (ActiveSequences.activePrefix): while no request of that root came to the rank or left it, a
+   * prompt that agrees with the last one past its answer needs no lookup, and one that agrees up to
+   * it one.
    */
   int newBlocksOfRootHolder(int index, long[] seq, int hint) {
     final RootHolders r = preparedRoots;
