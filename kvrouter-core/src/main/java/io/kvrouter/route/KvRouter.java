@@ -782,11 +782,8 @@ public final class KvRouter implements AutoCloseable {
     int allowed = 0;
     int m = 0;
     int busy = 0;
-    // the active prefix found on the last rank that holds the prompt's root (at first: by the last
-    // route of a prompt with this root): ranks and prompts that share a system prompt mostly hold
-    // the same prefix of it (newBlocksOfChain's guess, which never changes its answer)
-    int activeHint = table.activePrefixHint();
-    final int firstHint = activeHint;
+    // on the ranks that hold the prompt's root block, its active prefix there (SlotTable.prepare)
+    final int[] activeCol = table.activePrefixColumn();
     for (int i = 0; i < n; i++) {
       if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
       allowed++;
@@ -814,11 +811,7 @@ public final class KvRouter implements AutoCloseable {
       prefillBlocks[k] = (prefill + chargedTokens(isl, ov, t, bs)) / (double) bs;
       if (tierColumn != null) tierColumn[k] = t;
       // only a rank holding a request with the prompt's root block can hold any of its blocks
-      int fresh = blocks;
-      if (rootCol[i]) {
-        fresh = table.newBlocksOfRootHolder(i, seq, activeHint);
-        activeHint = blocks - fresh;
-      }
+      final int fresh = rootCol[i] ? blocks - activeCol[i] : blocks;
       decode[k] = active + fresh;
       if (epoch != null) {
         final double evicted = pressure.read(meterCol[i], epoch, decay, now);
@@ -826,7 +819,6 @@ public final class KvRouter implements AutoCloseable {
         relativePressure[k] = evicted;
       }
     }
-    if (activeHint != firstHint) table.activePrefixFound(activeHint);
     // the workers by column index: the table's own column (never written in place) when every rank
     // is a candidate in its place, else a copy in candidate order
     final Worker[] workers;

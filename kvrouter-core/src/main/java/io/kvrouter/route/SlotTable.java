@@ -28,9 +28,14 @@ import org.jspecify.annotations.Nullable;
  * (ActiveSequences.newBlocksOfChain), only those slots can hold any block of a prompt that starts
  * with that block, so prepare() marks them (the root column) and route() takes "all blocks new" for every
  * other slot without touching its hash table (one lookup instead of one cache miss per rank).
- * Each entry also keeps the active prefix the last route found on one of its slots
- * (activeHint): route() starts the next search of each holder from it (a guess that costs two
- * lookups when right and never changes the answer; ActiveSequencesHintTest).
+ * prepare() also finds the prompt's active prefix on each of them (the active column), in one
+ * tight pass so that their lookups, cache misses into different tables, overlap. Each entry keeps,
+ * per slot, the last prompt whose active prefix was found there, that prefix, and a version bumped
+ * whenever a request of this root comes to the slot or leaves it: while the version holds, a
+ * prompt that agrees with the last one past its answer takes that answer with no lookup, one that
+ * agrees up to it one lookup (ActiveSequences.activePrefix, ActivePrefixMemoTest). Without an
+ * earlier answer the search starts from activeHint, the last answer on any holder (a guess that
+ * costs two lookups when right and never changes the answer; ActiveSequencesHintTest).
  *
  * Invariants: requests holds exactly the ids in flight in the slots' ActiveSequences, each
  * mapped to the slot that holds it; rootHolders counts, per root block, the requests in flight
@@ -193,10 +198,9 @@ final class SlotTable {
   private int[] overlapCol = new int[0];
   private int[] cachedCol = new int[0];
   private boolean[] rootCol = new boolean[0];
-  private int[] rootAtCol = new int[0]; // where rootCol is true: the slot's place in preparedRoots
+  private int[] activeCol = new int[0]; // where rootCol is true: the prompt's active prefix there
   private TierOverlap[] tiersCol = new TierOverlap[0];
   private boolean tiersPrepared; // tiersCol holds this route's tiered overlaps
-  private @Nullable RootHolders preparedRoots; // this route's root block's holders (prepare)
   private int preparedMatches; // this route's registered ranks the index answered for (prepare)
   // no request in flight has a deadline before nextDeadline (when deadlinePending): expire(now)
   // skips the pass over every rank until then
@@ -266,7 +270,7 @@ final class SlotTable {
     overlapCol = new int[n];
     cachedCol = new int[n];
     rootCol = new boolean[n];
-    rootAtCol = new int[n];
+    activeCol = new int[n];
     tiersCol = new TierOverlap[n];
     tiersPrepared = false;
     for (int i = 0; i < n; i++) {
@@ -386,13 +390,21 @@ final class SlotTable {
     }
     preparedMatches = matched;
     RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
-    preparedRoots = roots;
     if (roots != null) {
+      // the active prefix on every holder, in one tight pass: each holder's lookup is a cache miss
+      // into its own table, and with nothing else between them the processor overlaps them. Each
+      // holder keeps, per root block, the last prompt it answered for (RootHolders.activePrefix):
+      // while no request of that root came to it or left it, a prompt that agrees with that one
+      // past its answer needs no lookup, and one that agrees up to it one. hint: the answer on
+      // the holder before (at first: of the last route of this root), newBlocksOfChain's guess
+      // when a holder has no earlier answer (it never changes the answer)
+      int hint = roots.activeHint;
       for (int i = 0; i < roots.size; i++) {
         final int at = roots.slots[i].index;
         rootCol[at] = true;
-        rootAtCol[at] = i;
+        activeCol[at] = hint = roots.activePrefix(i, seq, hint);
       }
+      roots.activeHint = hint;
     }
   }
 
@@ -405,34 +417,11 @@ final class SlotTable {
   }
 
   /**
-   * After {@link #prepare}: a guess of how many leading blocks of the prompt a rank of the root
-   * column holds (ActiveSequences.newBlocksOfChain's hint): the last figure {@link
-   * #activePrefixFound} noted for the prompt's root block, 0 when none. Prompts that share a system
-   * prompt share its active prefix, so the guess is mostly right; the answer never depends on it.
+   * After {@link #prepare}: for each rank of the root column, how many leading blocks of the prompt
+   * it holds (the active prefix, ActiveSequences.newBlocksOfChain); other entries are stale.
    */
-  int activePrefixHint() {
-    final RootHolders r = preparedRoots;
-    return r == null ? 0 : r.activeHint;
-  }
-
-  /**
-   * After {@link #prepare}: how many blocks of the prompt {@code seq} the rank at {@code index},
-   * one of the root column, does not hold (ActiveSequences.newBlocksOfChain), {@code hint} its
-   * guess. Each such rank keeps, per root block, the last prompt it answered for
-   * (ActiveSequences.activePrefix): while no request of that root came to the rank or left it, a
-   * prompt that agrees with the last one past its answer needs no lookup, and one that agrees up to
-   * it one.
-   */
-  int newBlocksOfRootHolder(int index, long[] seq, int hint) {
-    final RootHolders r = preparedRoots;
-    if (r == null) throw new IllegalStateException("no root holders prepared");
-    return seq.length - r.activePrefix(rootAtCol[index], seq, hint);
-  }
-
-  /** Notes the active prefix found on a rank of the root column, for the next prompt's guess. */
-  void activePrefixFound(int blocks) {
-    final RootHolders r = preparedRoots;
-    if (r != null) r.activeHint = blocks;
+  int[] activePrefixColumn() {
+    return activeCol;
   }
 
   /**
