@@ -3,6 +3,7 @@ package io.kvrouter.route;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Objects;
@@ -383,6 +384,42 @@ final class ActiveSequences {
       else hi = mid;
     }
     return n - lo;
+  }
+
+  /**
+   * How many leading blocks of the chain {@code seqHashes} are active ({@code seqHashes.length −}
+   * {@link #newBlocksOfChain(long[], int)}), given an earlier answer: the chain {@code earlier}, of
+   * the same root block, had {@code earlierActive} leading blocks active, and no request of that
+   * root block was added here or left since ({@code earlier} null: no such answer). A request of
+   * another root holds none of these chains' blocks (a sequence hash names its whole prefix), so
+   * the answer follows from how far the two chains agree, {@code c} blocks: past the earlier answer
+   * ({@code c > earlierActive}) it is that answer, with no lookup (block {@code earlierActive} is
+   * the same in both chains, and was not active); else the first {@code c} blocks are active and
+   * the search starts at block {@code c}: one lookup when that one is not active. Without an
+   * earlier answer it is the search from {@code hint}. The same answer in every case, by the
+   * closure of the active set under prefixes (newBlocksOfChain's notes).
+   */
+  int activePrefix(long[] seqHashes, int hint, long[] earlier, int earlierActive) {
+    if (earlier == null) {
+      return seqHashes.length - newBlocksOfChain(seqHashes, hint);
+    }
+    final int m = Arrays.mismatch(seqHashes, earlier);
+    final int c = m < 0 ? seqHashes.length : m;
+    if (c > earlierActive) return earlierActive;
+    // blocks [0, c) are active (they are the earlier chain's, within its active prefix)
+    final int n = seqHashes.length;
+    if (c >= n) return n;
+    final Long2IntOpenHashMap refs = blockRefs;
+    if (!refs.containsKey(seqHashes[c])) return c;
+    // invariant: seqHashes[lo - 1] is active; seqHashes[hi] is not (hi == n: past the end)
+    int lo = c + 1;
+    int hi = n;
+    while (lo < hi) {
+      int mid = (lo + hi) >>> 1;
+      if (refs.containsKey(seqHashes[mid])) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   private static long saturatedNanos(Duration d) {

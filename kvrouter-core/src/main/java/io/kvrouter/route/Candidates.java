@@ -26,6 +26,14 @@ import org.jspecify.annotations.Nullable;
  * default selector reads the columns and builds none: no object per worker on the route path).
  * newBlocks is derived from promptBlocks and the candidate's overlap, not stored.
  *
+ * Sparse overlaps: when few ranks matched the prompt (event mode at fleet scale: a prompt is
+ * cached on a handful of ranks out of hundreds), the router passes no overlap and cached columns
+ * but sparse, the (index, overlap, cached) triples of the candidates where either is not 0, in
+ * ascending index: 12 bytes per matched candidate instead of 8 per candidate. A read of one
+ * candidate searches the triples (binary search); the passes over every candidate (priceBuiltIn,
+ * the selector's tie-break) walk them alongside. Every figure read is the same as from the
+ * columns (CandidatesSparseTest compares the two on seeded random candidates).
+ *
  * requests: the queue scorer's column. When no weighted term of the router's cost may read it
  * after the choice (Scorers.readsRequests is false), it is the router's scratch array, rewritten
  * by its next decision: the contributions PricedCandidates recomputes later never ask for it.
@@ -38,8 +46,11 @@ import org.jspecify.annotations.Nullable;
  */
 public final class Candidates extends AbstractList<Candidate> implements RandomAccess {
   private final Worker[] workers;
-  private final int[] overlap;
-  private final int[] cached;
+  private final int @Nullable [] overlap; // null: sparse holds the overlaps (and cached blocks)
+  private final int @Nullable [] cached; // null exactly when overlap is
+  // when overlap and cached are null: (index, overlap, cached) triples, ascending index, of the
+  // candidates whose overlap or cached blocks are not 0 (every other one has 0 of both)
+  private final int[] sparse;
   private final double[] prefill;
   private final int[] decode;
   private final int size;
@@ -57,6 +68,8 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   static final byte PRESSURE = 3;
   static final byte QUEUE = 4;
   static final byte SESSION = 5;
+
+  private static final int[] NONE = new int[0];
 
   /** The router's constructor: no copies, no checks (see the class comment). */
   Candidates(
@@ -112,12 +125,49 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
       TierOverlap @Nullable [] tiers,
       int @Nullable [] requests,
       RouteOptions options) {
+    this(
+        workers,
+        overlap,
+        cached,
+        NONE,
+        prefill,
+        decode,
+        size,
+        promptBlocks,
+        relativePressure,
+        tiers,
+        requests,
+        options);
+  }
+
+  /**
+   * The router's constructor with either the overlap and cached columns or, both null, {@code
+   * sparse}: the (index, overlap, cached) triples, ascending index, of every candidate where either
+   * is not 0 (see the class comment).
+   */
+  Candidates(
+      Worker[] workers,
+      int @Nullable [] overlap,
+      int @Nullable [] cached,
+      int[] sparse,
+      double[] prefill,
+      int[] decode,
+      int size,
+      int promptBlocks,
+      double[] relativePressure,
+      TierOverlap @Nullable [] tiers,
+      int @Nullable [] requests,
+      RouteOptions options) {
+    if ((overlap == null) != (cached == null)) {
+      throw new IllegalArgumentException("overlap and cached are both columns or both sparse");
+    }
     this.tiers = tiers;
     this.requests = requests;
     this.options = options;
     this.workers = workers;
     this.overlap = overlap;
     this.cached = cached;
+    this.sparse = sparse;
     this.prefill = prefill;
     this.decode = decode;
     this.size = size;
@@ -179,7 +229,7 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
     if (b == null) built = b = new Candidate[size];
     Candidate c = b[i];
     if (c == null) {
-      b[i] = c = new Candidate(workers[i], overlap[i], cached[i], prefill[i], decode[i]);
+      b[i] = c = new Candidate(workers[i], overlapAt(i), cachedAt(i), prefill[i], decode[i]);
     }
     return c;
   }
@@ -203,13 +253,77 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   /** {@code get(i).overlapBlocks()}, without building the candidate. */
   public int overlapBlocks(int i) {
     Objects.checkIndex(i, size);
-    return overlap[i];
+    return overlapAt(i);
+  }
+
+  private int overlapAt(int i) {
+    final int[] o = overlap;
+    if (o != null) return o[i];
+    final int t = triple(i);
+    return t < 0 ? 0 : sparse[t + 1];
+  }
+
+  private int cachedAt(int i) {
+    final int[] c = cached;
+    if (c != null) return c[i];
+    final int t = triple(i);
+    return t < 0 ? 0 : sparse[t + 2];
+  }
+
+  /** The offset in sparse of candidate {@code i}'s triple, or -1 when it has none. */
+  private int triple(int i) {
+    final int[] sp = sparse;
+    int lo = 0;
+    int hi = sp.length / 3 - 1;
+    while (lo <= hi) {
+      final int mid = (lo + hi) >>> 1;
+      final int at = sp[3 * mid];
+      if (at < i) lo = mid + 1;
+      else if (at > i) hi = mid - 1;
+      else return 3 * mid;
+    }
+    return -1;
   }
 
   /** {@code get(i).cachedBlocks()}, without building the candidate. */
   public int cachedBlocks(int i) {
     Objects.checkIndex(i, size);
-    return cached[i];
+    return cachedAt(i);
+  }
+
+  /**
+   * The candidates among [0, size) of the least cost in {@code costs} and, among those, the fewest
+   * cached blocks: writes their indices, ascending, to {@code out} (at least size long) and returns
+   * how many. The selector's tie-break, in two passes: the least cost, then the cached blocks of
+   * the candidates at it alone (a cost that is never the least, such as NaN, is never among them).
+   */
+  int leastCostFewestCached(double[] costs, int[] out) {
+    final int n = size;
+    double best = Double.POSITIVE_INFINITY;
+    for (int i = 0; i < n; i++) {
+      if (costs[i] < best) best = costs[i];
+    }
+    int bestCached = Integer.MAX_VALUE;
+    int ties = 0;
+    final int[] c = cached;
+    final int[] sp = sparse;
+    int p = 0; // the walk through sparse (when c is null)
+    for (int i = 0; i < n; i++) {
+      if (costs[i] != best) continue;
+      final int cb;
+      if (c != null) {
+        cb = c[i];
+      } else {
+        while (p < sp.length && sp[p] < i) p += 3;
+        cb = p < sp.length && sp[p] == i ? sp[p + 2] : 0;
+      }
+      if (cb < bestCached) {
+        bestCached = cb;
+        ties = 0;
+      }
+      if (cb == bestCached) out[ties++] = i;
+    }
+    return ties;
   }
 
   /** {@code get(i).prefillBlocks()}, without building the candidate. */
@@ -283,12 +397,26 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
           }
         }
         case PRESSURE -> {
-          final int[] o = overlap;
+          final int @Nullable [] o = overlap;
           final double[] r = relativePressure;
           final int blocks = promptBlocks;
-          for (int i = 0; i < n; i++) {
-            final double v = w * Math.max(0, blocks - o[i]) * r[i];
-            costs[i] = first ? v : costs[i] + v;
+          if (o != null) {
+            for (int i = 0; i < n; i++) {
+              final double v = w * Math.max(0, blocks - o[i]) * r[i];
+              costs[i] = first ? v : costs[i] + v;
+            }
+          } else {
+            final int[] sp = sparse;
+            int p = 0; // the next triple
+            for (int i = 0; i < n; i++) {
+              int ov = 0;
+              if (p < sp.length && sp[p] == i) {
+                ov = sp[p + 1];
+                p += 3;
+              }
+              final double v = w * Math.max(0, blocks - ov) * r[i];
+              costs[i] = first ? v : costs[i] + v;
+            }
           }
         }
         case QUEUE -> {

@@ -23,7 +23,10 @@ import java.util.SplittableRandom;
  * overflows and the cheapest candidate has weight 1; weights are summed, a uniform draw scaled
  * by the sum picks the bucket. Weights go to a reused scratch array: no allocation once it is
  * large enough. Candidates are read column by column (Candidates.prefillBlocks(i) ...), so no
- * Candidate record is built.
+ * Candidate record is built. The tie-break at temperature 0 (Candidates.leastCostFewestCached)
+ * finds the least cost first and reads the cached blocks of the candidates at it alone, into a
+ * reused array of their indices, from which the seeded draw picks (the same draw, the same
+ * candidate as one pass comparing (cost, cached) pairs would).
  * </pre>
  */
 final class CostBasedSelector implements WorkerSelector {
@@ -32,6 +35,7 @@ final class CostBasedSelector implements WorkerSelector {
   private final long seed;
   private final SplittableRandom random;
   private double[] scratch = new double[16]; // softmax weights, reused
+  private int[] tiedScratch = new int[16]; // the tie-break's candidates, reused
 
   CostBasedSelector(double overlapWeight, double pressureWeight, double temperature, long seed) {
     this(
@@ -83,27 +87,13 @@ final class CostBasedSelector implements WorkerSelector {
 
   /** The minimum cost; ties: fewer cached blocks, then a seeded uniform choice. */
   private int cheapest(Candidates candidates, double[] costs, int n) {
-    double best = Double.POSITIVE_INFINITY;
-    int bestCached = Integer.MAX_VALUE;
-    int ties = 0;
-    for (int i = 0; i < n; i++) {
-      double c = costs[i];
-      int cached = candidates.cachedBlocks(i);
-      if (c < best || (c == best && cached < bestCached)) {
-        best = c;
-        bestCached = cached;
-        ties = 1;
-      } else if (c == best && cached == bestCached) {
-        ties++;
-      }
+    int[] tied = tiedScratch;
+    if (tied.length < n) tiedScratch = tied = new int[Math.max(n, 2 * tied.length)];
+    final int ties = candidates.leastCostFewestCached(costs, tied);
+    if (ties == 0) {
+      throw new IllegalStateException("no candidate has a least cost (a cost is NaN?)");
     }
-    int pick = ties == 1 ? 0 : random.nextInt(ties);
-    for (int i = 0; i < n; i++) {
-      if (costs[i] == best && candidates.cachedBlocks(i) == bestCached && pick-- == 0) {
-        return i;
-      }
-    }
-    throw new IllegalStateException("unreachable: no candidate has the minimum cost " + best);
+    return tied[ties == 1 ? 0 : random.nextInt(ties)];
   }
 
   /** Softmax over range-normalised negated costs. */

@@ -148,6 +148,21 @@ public final class KvRouter implements AutoCloseable {
   @GuardedBy("lock")
   private int[] requestScratch = new int[0];
 
+  // decide()'s overlap and cached columns, and the triples of the matched, when the decision keeps
+  // the triples alone (few ranks matched)
+  @GuardedBy("lock")
+  private int[] overlapScratch = new int[0];
+
+  @GuardedBy("lock")
+  private int[] cachedScratch = new int[0];
+
+  @GuardedBy("lock")
+  private int[] tripleScratch = new int[0];
+
+  // decide()'s costs when the decision prices them again on demand (PricedCandidates)
+  @GuardedBy("lock")
+  private double[] costScratch = new double[0];
+
   // decide()'s relative pressures while no rank ever evicted: zeros, never written, shared by
   // the decisions that keep them (replaced by a longer one when ranks are added)
   @GuardedBy("lock")
@@ -711,8 +726,29 @@ public final class KvRouter implements AutoCloseable {
     // (n - busy, n) from the end (so in descending order there): no object per rank
     int[] ranks = rankScratch; // positions in the table; not kept past this call: reused
     if (ranks.length < n) rankScratch = ranks = new int[n];
-    final int[] overlap = new int[n];
-    final int[] cached = new int[n];
+    // overlap and cached blocks: when few ranks matched and none is predicted (whose cached blocks
+    // are its predictions' count, matched or not), the decision keeps only the candidates where
+    // either is not 0, as (index, overlap, cached) triples (Candidates' notes), and the columns
+    // here are the router's scratch, read only before this call returns
+    final int matched = table.matchedRanks();
+    final int @Nullable [] triples;
+    final int[] overlap;
+    final int[] cached;
+    if (!anyPredicted && matched <= n / SPARSE_RANKS_PER_MATCH) {
+      if (overlapScratch.length < n) {
+        overlapScratch = new int[n];
+        cachedScratch = new int[n];
+      }
+      if (tripleScratch.length < 3 * matched) tripleScratch = new int[3 * matched];
+      overlap = overlapScratch;
+      cached = cachedScratch;
+      triples = tripleScratch;
+    } else {
+      overlap = new int[n];
+      cached = new int[n];
+      triples = null;
+    }
+    int found = 0; // triples written
     final double[] prefillBlocks = new double[n];
     final int[] decode = new int[n];
     // in flight before this one: the queue scorer's figure; the reused scratch unless a term may
@@ -746,34 +782,36 @@ public final class KvRouter implements AutoCloseable {
     int allowed = 0;
     int m = 0;
     int busy = 0;
-    // the active prefix found on the last rank that holds the prompt's root (at first: by the last
-    // route of a prompt with this root): ranks and prompts that share a system prompt mostly hold
-    // the same prefix of it (newBlocksOfChain's guess, which never changes its answer)
-    int activeHint = table.activePrefixHint();
-    final int firstHint = activeHint;
+    // on the ranks that hold the prompt's root block, its active prefix there (SlotTable.prepare)
+    final int[] activeCol = table.activePrefixColumn();
     for (int i = 0; i < n; i++) {
       if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
       allowed++;
       final long prefill = prefillCol[i];
       final int active = blocksCol[i];
       final int inFlight = requestsCol[i];
-      final int k = isBusy(capacityCol[i], active, prefill, inFlight) ? n - 1 - busy++ : m++;
+      final boolean isBusy = isBusy(capacityCol[i], active, prefill, inFlight);
+      final int k = isBusy ? n - 1 - busy++ : m++;
       ranks[k] = i;
       requests[k] = inFlight;
       final int ov = overlapCol[i];
       overlap[k] = ov;
       // a predicted rank's held blocks are known whether or not it matched: a cold prompt's tie
       // goes to the emptier cache, so new conversations spread over a cold fleet
-      cached[k] = anyPredicted && predictedCol[i] ? predictions.size(workerCol[i]) : cachedCol[i];
+      final int cb =
+          anyPredicted && predictedCol[i] ? predictions.size(workerCol[i]) : cachedCol[i];
+      cached[k] = cb;
+      if (triples != null && !isBusy && (ov | cb) != 0) {
+        triples[found] = k;
+        triples[found + 1] = ov;
+        triples[found + 2] = cb;
+        found += 3;
+      }
       final TierOverlap t = tiersCol == null ? null : tiersCol[i];
       prefillBlocks[k] = (prefill + chargedTokens(isl, ov, t, bs)) / (double) bs;
       if (tierColumn != null) tierColumn[k] = t;
       // only a rank holding a request with the prompt's root block can hold any of its blocks
-      int fresh = blocks;
-      if (rootCol[i]) {
-        fresh = all[i].seqs.newBlocksOfChain(seq, activeHint);
-        activeHint = blocks - fresh;
-      }
+      final int fresh = rootCol[i] ? blocks - activeCol[i] : blocks;
       decode[k] = active + fresh;
       if (epoch != null) {
         final double evicted = pressure.read(meterCol[i], epoch, decay, now);
@@ -781,7 +819,6 @@ public final class KvRouter implements AutoCloseable {
         relativePressure[k] = evicted;
       }
     }
-    if (activeHint != firstHint) table.activePrefixFound(activeHint);
     // the workers by column index: the table's own column (never written in place) when every rank
     // is a candidate in its place, else a copy in candidate order
     final Worker[] workers;
@@ -802,12 +839,22 @@ public final class KvRouter implements AutoCloseable {
     if (evictions) {
       for (int k = 0; k < m; k++) relativePressure[k] /= mean;
     }
-    final double[] costs = new double[m];
+    // a cost of built-in terms only is priced again from the candidates when the decision is asked
+    // for it (PricedCandidates): the selector writes it to the router's scratch; else it is kept
+    final @Nullable Scorers repriced =
+        scored != null && scored.scorers().builtInOnly() ? scored.scorers() : null;
+    double[] costs = costScratch;
+    if (repriced == null) {
+      costs = new double[m];
+    } else if (costs.length < m) {
+      costScratch = costs = new double[n];
+    }
     final Candidates cands =
         new Candidates(
             workers,
-            overlap,
-            cached,
+            triples == null ? overlap : null,
+            triples == null ? cached : null,
+            triples == null || found == 0 ? NO_TRIPLES : Arrays.copyOf(triples, found),
             prefillBlocks,
             decode,
             m,
@@ -844,7 +891,9 @@ public final class KvRouter implements AutoCloseable {
         target.worker,
         targetOverlap,
         targetOverlap * blockSize,
-        new PricedCandidates(cands, costs, scored == null ? null : scored.scorers()),
+        repriced != null
+            ? new PricedCandidates(cands, repriced)
+            : new PricedCandidates(cands, costs, scored == null ? null : scored.scorers()),
         busyWorkers,
         targetTiers);
   }
@@ -1189,6 +1238,14 @@ public final class KvRouter implements AutoCloseable {
    * simulated results only by noise: load imbalance 1.08 became 1.35 at weight 20 and 1.21 at 30.)
    */
   static final double PRESSURE_FLOOR_BLOCKS = 1;
+
+  /**
+   * A decision keeps its candidates' overlaps as triples (Candidates' notes) when at most one rank
+   * in this many matched the prompt: 12 bytes a matched rank instead of 8 a rank.
+   */
+  static final int SPARSE_RANKS_PER_MATCH = 4;
+
+  private static final int[] NO_TRIPLES = new int[0];
 
   /** Configures a {@link KvRouter}; every setting has a default. Not thread-safe. */
   public static final class Builder {

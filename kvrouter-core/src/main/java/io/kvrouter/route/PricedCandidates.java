@@ -16,7 +16,12 @@ import org.jspecify.annotations.Nullable;
  * Implementation notes
  *
  * Holds the decision's Candidates (whose columns nothing changes afterwards) and the costs array
- * the selector filled (the router's own, not handed to anyone else once select returned). So
+ * the selector filled (the router's own, not handed to anyone else once select returned), or,
+ * when the cost is of built-in terms only (the default), no costs: the selector wrote them to
+ * the router's scratch array, and costs() prices the candidates again on first use (the
+ * built-in terms read the columns alone, so the same bits; the array is published through a
+ * volatile field, and concurrent first readers each compute an equal one). So a route that
+ * nobody asks the costs of allocates no array of them. So
  * route() builds no object per candidate; a caller that reads the list pays for the records it
  * reads, each built once and kept (get(i) returns the same object each time). Routed keeps this
  * list as it is instead of copying it (List.copyOf would build every element).
@@ -34,8 +39,9 @@ import org.jspecify.annotations.Nullable;
  */
 final class PricedCandidates extends AbstractList<CandidateCost> implements RandomAccess {
   private final Candidates candidates;
-  private final double[] costs;
+  private final double @Nullable [] costs; // null: priced again from the candidates when asked
   private final @Nullable Scorers scorers; // null: the terms are not known
+  private volatile double @Nullable [] priced; // costs() when costs is null, made on first use
   private CandidateCost @Nullable [] built;
 
   PricedCandidates(Candidates candidates, double[] costs) {
@@ -46,6 +52,35 @@ final class PricedCandidates extends AbstractList<CandidateCost> implements Rand
     this.candidates = candidates;
     this.costs = costs;
     this.scorers = scorers;
+  }
+
+  /**
+   * The view of a decision whose cost is of built-in terms only ({@link Scorers#builtInOnly}): the
+   * costs are not kept but priced again from the candidates when first read, to the bits the
+   * selector saw (the columns do not change, and the built-in terms read nothing else).
+   */
+  PricedCandidates(Candidates candidates, Scorers scorers) {
+    if (!scorers.builtInOnly()) {
+      throw new IllegalArgumentException("costs of terms that are not built in must be kept");
+    }
+    this.candidates = candidates;
+    this.costs = null;
+    this.scorers = scorers;
+  }
+
+  /** Each candidate's cost: the selector's array, or priced again on first use (then kept). */
+  private double[] costs() {
+    final double[] c = costs;
+    if (c != null) return c;
+    double[] p = priced;
+    if (p == null) {
+      final Scorers s = scorers;
+      if (s == null) throw new IllegalStateException("unreachable: no costs and no scorers");
+      p = new double[candidates.size()];
+      s.price(candidates, p);
+      priced = p; // racy on purpose: concurrent readers compute equal arrays; volatile publishes
+    }
+    return p;
   }
 
   /** The cost's terms' names; empty when the selector reported none. */
@@ -68,7 +103,7 @@ final class PricedCandidates extends AbstractList<CandidateCost> implements Rand
     CandidateCost[] b = built;
     if (b == null) built = b = new CandidateCost[candidates.size()];
     CandidateCost c = b[i];
-    if (c == null) b[i] = c = new CandidateCost(candidates.get(i), costs[i]);
+    if (c == null) b[i] = c = new CandidateCost(candidates.get(i), costs()[i]);
     return c;
   }
 
@@ -88,7 +123,7 @@ final class PricedCandidates extends AbstractList<CandidateCost> implements Rand
   /** The cost of the candidate whose worker is {@code worker}, or NaN; builds no element. */
   double costOf(Worker worker) {
     for (int i = 0, n = candidates.size(); i < n; i++) {
-      if (candidates.worker(i).equals(worker)) return costs[i];
+      if (candidates.worker(i).equals(worker)) return costs()[i];
     }
     return Double.NaN;
   }

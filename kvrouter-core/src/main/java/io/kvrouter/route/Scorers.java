@@ -232,6 +232,15 @@ public final class Scorers {
     return readsRequests;
   }
 
+  /**
+   * Whether every weighted term is a built-in one: then {@link #price} reads nothing but the
+   * candidates' columns (no state of its own), so the costs can be computed again from the
+   * candidates after the decision, to the same bits (PricedCandidates does, when first asked).
+   */
+  boolean builtInOnly() {
+    return kinds != null;
+  }
+
   /** {@code name=weight} pairs, comma-separated. */
   @Override
   public String toString() {

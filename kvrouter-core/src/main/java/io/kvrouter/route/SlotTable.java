@@ -28,9 +28,14 @@ import org.jspecify.annotations.Nullable;
  * (ActiveSequences.newBlocksOfChain), only those slots can hold any block of a prompt that starts
  * with that block, so prepare() marks them (the root column) and route() takes "all blocks new" for every
  * other slot without touching its hash table (one lookup instead of one cache miss per rank).
- * Each entry also keeps the active prefix the last route found on one of its slots
- * (activeHint): route() starts the next search of each holder from it (a guess that costs two
- * lookups when right and never changes the answer; ActiveSequencesHintTest).
+ * prepare() also finds the prompt's active prefix on each of them (the active column), in one
+ * tight pass so that their lookups, cache misses into different tables, overlap. Each entry keeps,
+ * per slot, the last prompt whose active prefix was found there, that prefix, and a version bumped
+ * whenever a request of this root comes to the slot or leaves it: while the version holds, a
+ * prompt that agrees with the last one past its answer takes that answer with no lookup, one that
+ * agrees up to it one lookup (ActiveSequences.activePrefix, ActivePrefixMemoTest). Without an
+ * earlier answer the search starts from activeHint, the last answer on any holder (a guess that
+ * costs two lookups when right and never changes the answer; ActiveSequencesHintTest).
  *
  * Invariants: requests holds exactly the ids in flight in the slots' ActiveSequences, each
  * mapped to the slot that holds it; rootHolders counts, per root block, the requests in flight
@@ -95,19 +100,33 @@ final class SlotTable {
     int[] counts = new int[2];
     int size;
     int activeHint; // the active prefix a route last found on one of these slots (a guess)
+    // per slot: version, bumped whenever a request of this root comes to it or leaves it; the
+    // last prompt whose active prefix was found there (null: none), that prefix, and the version
+    // then: while the version is the same, the answer holds (ActiveSequences.activePrefix)
+    int[] version = new int[2];
+    long[] @Nullable [] memoPrompt = new long[2][];
+    int[] memoActive = new int[2];
+    int[] memoVersion = new int[2];
 
     void add(Slot s) {
       for (int i = 0; i < size; i++) {
         if (slots[i] == s) {
           counts[i]++;
+          version[i]++;
           return;
         }
       }
       if (size == slots.length) {
         slots = Arrays.copyOf(slots, size * 2);
         counts = Arrays.copyOf(counts, size * 2);
+        version = Arrays.copyOf(version, size * 2);
+        memoPrompt = Arrays.copyOf(memoPrompt, size * 2);
+        memoActive = Arrays.copyOf(memoActive, size * 2);
+        memoVersion = Arrays.copyOf(memoVersion, size * 2);
       }
       slots[size] = s;
+      version[size] = 0;
+      memoPrompt[size] = null;
       counts[size++] = 1;
     }
 
@@ -115,6 +134,7 @@ final class SlotTable {
     boolean remove(Slot s) {
       for (int i = 0; i < size; i++) {
         if (slots[i] == s) {
+          version[i]++;
           if (--counts[i] == 0) removeAt(i);
           return size == 0;
         }
@@ -136,7 +156,22 @@ final class SlotTable {
       size--;
       slots[i] = slots[size];
       counts[i] = counts[size];
+      version[i] = version[size];
+      memoPrompt[i] = memoPrompt[size];
+      memoActive[i] = memoActive[size];
+      memoVersion[i] = memoVersion[size];
       slots[size] = null;
+      memoPrompt[size] = null;
+    }
+
+    /** The active prefix of {@code seq} on the slot at {@code j}, noted for the next prompt. */
+    int activePrefix(int j, long[] seq, int hint) {
+      final long[] earlier = memoVersion[j] == version[j] ? memoPrompt[j] : null;
+      final int active = slots[j].seqs.activePrefix(seq, hint, earlier, memoActive[j]);
+      memoPrompt[j] = seq;
+      memoActive[j] = active;
+      memoVersion[j] = version[j];
+      return active;
     }
   }
 
@@ -163,9 +198,10 @@ final class SlotTable {
   private int[] overlapCol = new int[0];
   private int[] cachedCol = new int[0];
   private boolean[] rootCol = new boolean[0];
+  private int[] activeCol = new int[0]; // where rootCol is true: the prompt's active prefix there
   private TierOverlap[] tiersCol = new TierOverlap[0];
   private boolean tiersPrepared; // tiersCol holds this route's tiered overlaps
-  private @Nullable RootHolders preparedRoots; // this route's root block's holders (prepare)
+  private int preparedMatches; // this route's registered ranks the index answered for (prepare)
   // no request in flight has a deadline before nextDeadline (when deadlinePending): expire(now)
   // skips the pass over every rank until then
   private boolean deadlinePending;
@@ -234,6 +270,7 @@ final class SlotTable {
     overlapCol = new int[n];
     cachedCol = new int[n];
     rootCol = new boolean[n];
+    activeCol = new int[n];
     tiersCol = new TierOverlap[n];
     tiersPrepared = false;
     for (int i = 0; i < n; i++) {
@@ -342,35 +379,49 @@ final class SlotTable {
     Arrays.fill(cachedCol, 0);
     Arrays.fill(rootCol, false);
     tiersPrepared = false;
+    int matched = 0;
     for (int i = 0, n = scores.size(); i < n; i++) {
       Slot s = byWorker.get(scores.worker(i));
       if (s != null) {
         overlapCol[s.index] = scores.scoreAt(i);
         cachedCol[s.index] = scores.blockCountAt(i);
+        matched++;
       }
     }
+    preparedMatches = matched;
     RootHolders roots = seq.length == 0 ? null : rootHolders.get(seq[0]);
-    preparedRoots = roots;
     if (roots != null) {
-      for (int i = 0; i < roots.size; i++) rootCol[roots.slots[i].index] = true;
+      // the active prefix on every holder, in one tight pass: each holder's lookup is a cache miss
+      // into its own table, and with nothing else between them the processor overlaps them. Each
+      // holder keeps, per root block, the last prompt it answered for (RootHolders.activePrefix):
+      // while no request of that root came to it or left it, a prompt that agrees with that one
+      // past its answer needs no lookup, and one that agrees up to it one. hint: the answer on
+      // the holder before (at first: of the last route of this root), newBlocksOfChain's guess
+      // when a holder has no earlier answer (it never changes the answer)
+      int hint = roots.activeHint;
+      for (int i = 0; i < roots.size; i++) {
+        final int at = roots.slots[i].index;
+        rootCol[at] = true;
+        activeCol[at] = hint = roots.activePrefix(i, seq, hint);
+      }
+      roots.activeHint = hint;
     }
   }
 
   /**
-   * After {@link #prepare}: a guess of how many leading blocks of the prompt a rank of the root
-   * column holds (ActiveSequences.newBlocksOfChain's hint): the last figure {@link
-   * #activePrefixFound} noted for the prompt's root block, 0 when none. Prompts that share a system
-   * prompt share its active prefix, so the guess is mostly right; the answer never depends on it.
+   * After {@link #prepare}: at least the number of ranks whose overlap or cached blocks are not 0
+   * (the registered ranks the index answered for).
    */
-  int activePrefixHint() {
-    final RootHolders r = preparedRoots;
-    return r == null ? 0 : r.activeHint;
+  int matchedRanks() {
+    return preparedMatches;
   }
 
-  /** Notes the active prefix found on a rank of the root column, for the next prompt's guess. */
-  void activePrefixFound(int blocks) {
-    final RootHolders r = preparedRoots;
-    if (r != null) r.activeHint = blocks;
+  /**
+   * After {@link #prepare}: for each rank of the root column, how many leading blocks of the prompt
+   * it holds (the active prefix, ActiveSequences.newBlocksOfChain); other entries are stale.
+   */
+  int[] activePrefixColumn() {
+    return activeCol;
   }
 
   /**
