@@ -164,7 +164,11 @@ final class SlotTable {
       memoPrompt[size] = null;
     }
 
-    /** The active prefix of {@code seq} on the slot at {@code j}, noted for the next prompt. */
+    /**
+     * The active prefix of {@code seq} on the slot at {@code j}, noted for the next prompt. The
+     * note keeps {@code seq} itself, not a copy: it must never be written after (route's chain is a
+     * fresh array per route, kept by its request); a reused buffer would compare equal to itself.
+     */
     int activePrefix(int j, long[] seq, int hint) {
       final long[] earlier = memoVersion[j] == version[j] ? memoPrompt[j] : null;
       final int active = slots[j].seqs.activePrefix(seq, hint, earlier, memoActive[j]);
