@@ -21,10 +21,6 @@ import org.junit.jupiter.api.Test;
  */
 class CandidatesSparseTest {
 
-  private static final String[] BUILT_IN = {
-    Scorers.PREFILL, Scorers.DECODE, Scorers.PRESSURE, Scorers.QUEUE, Scorers.SESSION
-  };
-
   @Test
   void triplesReadAndPriceAsTheColumns() {
     SplittableRandom rnd = new SplittableRandom(37_2026_12_05L);
@@ -46,7 +42,7 @@ class CandidatesSparseTest {
         assertThat(sparse.newBlocks(i)).isEqualTo(dense.newBlocks(i));
         assertThat(sparse.get(i)).isEqualTo(dense.get(i));
       }
-      Scorers scorers = randomComposition(rnd);
+      Scorers scorers = ScorersPricingTest.randomComposition(rnd);
       double[] fromDense = new double[dense.size()];
       double[] fromSparse = new double[dense.size()];
       double[] byScorers = new double[dense.size()];
@@ -80,7 +76,7 @@ class CandidatesSparseTest {
     SplittableRandom rnd = new SplittableRandom(41);
     for (int round = 0; round < 500; round++) {
       Pair p = randomPair(rnd);
-      Scorers scorers = randomComposition(rnd);
+      Scorers scorers = ScorersPricingTest.randomComposition(rnd);
       double[] chosenBy = new double[p.sparse.size()];
       scorers.price(p.sparse, chosenBy);
       PricedCandidates kept = new PricedCandidates(p.dense, chosenBy.clone(), scorers);
@@ -188,22 +184,5 @@ class CandidatesSparseTest {
             req,
             options);
     return new Pair(dense, sparse, t / 3);
-  }
-
-  private static Scorers randomComposition(SplittableRandom rnd) {
-    List<String> names = new ArrayList<>(List.of(BUILT_IN));
-    Scorers.Builder b = Scorers.builder();
-    int terms = 1 + rnd.nextInt(BUILT_IN.length);
-    for (int t = 0; t < terms; t++) {
-      String name = names.remove(rnd.nextInt(names.size()));
-      double weight =
-          switch (rnd.nextInt(4)) {
-            case 0 -> 0.0;
-            case 1 -> 1.0;
-            default -> rnd.nextDouble() * 50;
-          };
-      b.add(name, weight);
-    }
-    return b.build();
   }
 }

@@ -76,7 +76,8 @@ class ScorersPricingTest {
     }
   }
 
-  private static Scorers randomComposition(SplittableRandom rnd) {
+  /** A random composition of one to all built-in terms, weights 0, 1 or up to 50 (seeded). */
+  static Scorers randomComposition(SplittableRandom rnd) {
     List<String> names = new ArrayList<>(List.of(BUILT_IN));
     Scorers.Builder b = Scorers.builder();
     int terms = 1 + rnd.nextInt(BUILT_IN.length);

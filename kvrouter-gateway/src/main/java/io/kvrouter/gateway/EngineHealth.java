@@ -5,9 +5,6 @@ import io.helidon.webclient.api.HttpClientRequest;
 import io.helidon.webclient.api.HttpClientResponse;
 import io.helidon.webclient.api.WebClient;
 import io.kvrouter.tokenize.EngineApi;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
@@ -82,20 +79,7 @@ final class EngineHealth {
 
   /** One round of health checks of every registered base URL (after pruning). */
   void checkAll() {
-    Set<String> urls = gateway.prune();
-    List<Thread> checks = new ArrayList<>(urls.size());
-    for (String u : urls) {
-      EngineState s = gateway.engine(u);
-      checks.add(Thread.ofVirtual().start(() -> check(s)));
-    }
-    for (Thread t : checks) {
-      try {
-        t.join();
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return;
-      }
-    }
+    EngineRounds.eachEngine(gateway.prune(), u -> check(gateway.engine(u)));
   }
 
   /** Starts the next round now (an engine waits for its first check). */
@@ -173,15 +157,7 @@ final class EngineHealth {
   /** Stops the rounds: interrupts the thread and waits for it (at most 5 s). */
   void stop() {
     closed = true;
-    Thread t = thread;
-    if (t != null) {
-      t.interrupt();
-      try {
-        t.join(5000);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }
+    EngineRounds.stop(thread);
   }
 
   /** Closes the checker's connection pool (its idle connections and monitor thread). */

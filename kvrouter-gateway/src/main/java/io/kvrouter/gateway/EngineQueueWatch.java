@@ -5,9 +5,6 @@ import io.helidon.webclient.api.HttpClientResponse;
 import io.helidon.webclient.api.WebClient;
 import java.io.IOException;
 import java.io.InputStream;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -86,30 +83,18 @@ final class EngineQueueWatch {
 
   /** One round: reads every registered engine, then wakes the queues if one has room again. */
   void readAll() {
-    Set<String> urls = gateway.engineUrls();
-    List<Thread> reads = new ArrayList<>(urls.size());
     AtomicBoolean freed = new AtomicBoolean();
-    for (String u : urls) {
-      EngineState s = gateway.engine(u);
-      reads.add(
-          Thread.ofVirtual()
-              .start(
-                  () -> {
-                    long before = s.engineWaiting();
-                    long now = read(s.baseUrl);
-                    s.engineWaiting(now);
-                    if (busy(before, limit) && !busy(now, limit)) freed.set(true);
-                  }));
-    }
-    for (Thread t : reads) {
-      try {
-        t.join();
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return;
-      }
-    }
-    if (freed.get()) gateway.admission.recheckAll(Admission.ENGINE_QUEUE);
+    boolean done =
+        EngineRounds.eachEngine(
+            gateway.engineUrls(),
+            u -> {
+              EngineState s = gateway.engine(u);
+              long before = s.engineWaiting();
+              long now = read(u);
+              s.engineWaiting(now);
+              if (busy(before, limit) && !busy(now, limit)) freed.set(true);
+            });
+    if (done && freed.get()) gateway.admission.recheckAll(Admission.ENGINE_QUEUE);
   }
 
   /** The engine's queue, or -1 when it cannot be read. */
@@ -138,15 +123,7 @@ final class EngineQueueWatch {
   /** Stops the rounds and closes the connection pool. */
   void stop() {
     closed = true;
-    Thread t = thread;
-    if (t != null) {
-      t.interrupt();
-      try {
-        t.join(5000);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-    }
+    EngineRounds.stop(thread);
     client.closeResource();
   }
 }
