@@ -1,7 +1,10 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.gateway.TokenRateConfig;
 import io.kvrouter.sim.AdmissionSimulation;
 import io.kvrouter.sim.TenantRule;
+import java.util.ArrayList;
+import java.util.List;
 import picocli.CommandLine.Option;
 
 /**
@@ -36,6 +39,17 @@ final class AdmissionCompareOptions {
           "Admission: tenant t0 is every request whose prompt is mostly cached (at least half its"
               + " hash_ids appeared earlier in the trace); the others share the rest.")
   boolean cachedTenant;
+
+  @Option(
+      names = "--cached-tenant-prefix",
+      paramLabel = "BLOCKS[:PROMPTS[:OWN]]",
+      description =
+          "Admission: tenant t0 (drawn by conversation, equal shares) sends each request behind"
+              + " one of PROMPTS (default 4) shared system prompts of BLOCKS trace blocks (512"
+              + " tokens each), a seeded draw per conversation; its own blocks are renamed under"
+              + " that prompt; with OWN, only its first OWN blocks are kept behind it"
+              + " (docs/SIMULATION.md, \"Admission and fair shares\").")
+  String cachedTenantPrefix;
 
   @Option(
       names = "--high-priority-share",
@@ -103,10 +117,71 @@ final class AdmissionCompareOptions {
               + " ${DEFAULT-VALUE}).")
   double ttftSloMs;
 
+  @Option(
+      names = "--tenant-token-rate",
+      paramLabel = "[NAME=]TOKENS_PER_S",
+      description =
+          "Admission: the gateway's token-rate limit (docs/gateway.md, \"Token-rate limits\"),"
+              + " tenants named t0, t1, ...: TOKENS_PER_S alone is every tenant's rate,"
+              + " NAME=TOKENS_PER_S one tenant's, per model second; a request costs its uncached"
+              + " prompt tokens (as the router predicts them) plus its output tokens, settled when"
+              + " it finishes; one over its tenant's rate is refused at once with 429. Not in the"
+              + " unloaded baseline. Repeatable (default: no limit).")
+  List<String> tenantTokenRates = new ArrayList<>();
+
+  @Option(
+      names = "--tenant-token-burst",
+      paramLabel = "TIME",
+      description =
+          "Admission: a tenant's bucket holds this long's worth of its rate (e.g. 10s, 500ms, 2m)"
+              + " (default: 10s).")
+  String tenantTokenBurst = "10s";
+
+  /** Whether a token-rate flag was given. */
+  boolean rateLimited() {
+    return !tenantTokenRates.isEmpty();
+  }
+
+  /** The token-rate limits, parsed as the gateway parses them (AdmissionOptions). */
+  AdmissionSimulation.TokenRates tokenRates() {
+    AdmissionOptions gateway = new AdmissionOptions();
+    gateway.tenantTokenRates = tenantTokenRates;
+    gateway.tenantTokenBurst = tenantTokenBurst;
+    TokenRateConfig c = gateway.tokenRates();
+    return new AdmissionSimulation.TokenRates(
+        c.defaultRate(), c.tenantRates(), c.burst().toNanos() / 1e9);
+  }
+
   /** The tenant and priority rule, seeded by {@code seed}; bad values throw. */
   TenantRule rule(long seed) {
-    return new TenantRule(tenants, heavyTenantFactor, highPriorityShare, cachedTenant, seed);
+    int blocks = 0;
+    int prompts = DEFAULT_PREFIX_PROMPTS;
+    int own = -1;
+    if (cachedTenantPrefix != null) {
+      String v = cachedTenantPrefix.trim();
+      String[] parts = v.split(":", -1);
+      try {
+        if (parts.length > 3) throw new NumberFormatException();
+        blocks = Integer.parseInt(parts[0]);
+        if (parts.length > 1) prompts = Integer.parseInt(parts[1]);
+        if (parts.length > 2) own = Integer.parseInt(parts[2]);
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(
+            "--cached-tenant-prefix "
+                + v
+                + ": give BLOCKS, BLOCKS:PROMPTS or BLOCKS:PROMPTS:OWN, whole numbers");
+      }
+      if (blocks < 1) {
+        throw new IllegalArgumentException(
+            "--cached-tenant-prefix " + v + ": BLOCKS must be >= 1, got " + blocks);
+      }
+    }
+    return new TenantRule(
+        tenants, heavyTenantFactor, highPriorityShare, cachedTenant, seed, blocks, prompts, own);
   }
+
+  /** Shared system prompts of --cached-tenant-prefix when PROMPTS is not given. */
+  static final int DEFAULT_PREFIX_PROMPTS = 4;
 
   /** The admission's limits, tenant shares within each band; bad values throw. */
   AdmissionSimulation.Settings settings() {
@@ -126,6 +201,7 @@ final class AdmissionCompareOptions {
         maxQueueDepth,
         ttftSloMs,
         shareSlack,
-        heavyTenantWeight);
+        heavyTenantWeight,
+        tokenRates());
   }
 }

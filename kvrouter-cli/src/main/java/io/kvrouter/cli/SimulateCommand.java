@@ -23,6 +23,7 @@ import io.kvrouter.sim.report.LoraReport;
 import io.kvrouter.sim.report.PdReport;
 import io.kvrouter.sim.report.TextReport;
 import io.kvrouter.sim.trace.TraceFormatException;
+import io.kvrouter.sim.trace.TraceRequest;
 import io.kvrouter.sim.trace.TraceSource;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -31,6 +32,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -640,7 +642,19 @@ public final class SimulateCommand implements Callable<Integer> {
     TraceSource.Loaded loaded = loadTrace(err);
     if (loaded == null) return 2;
     try {
-      if (loadFactor != null) cfg = cfg.withSpeedup(speedupFor(loaded, cfg));
+      if (loadFactor != null) {
+        // the capacity of the requests as sent (behind their shared prompts, if any)
+        if (spec.commandLine().getParseResult().hasMatchedOption("--speedup")) {
+          throw new IllegalArgumentException("give --load-factor or --speedup, not both");
+        }
+        cfg =
+            cfg.withSpeedup(
+                LoadFactor.speedup(
+                    rule.assign(loaded.requests()).requests(),
+                    cfg.timing(),
+                    cfg.ranks(),
+                    loadFactor));
+      }
     } catch (IllegalArgumentException e) {
       err.println("kvrouter simulate: " + e.getMessage());
       return 2;
@@ -655,8 +669,21 @@ public final class SimulateCommand implements Callable<Integer> {
             modes,
             loadFactor != null ? loadFactor : Double.NaN,
             threads != null ? threads : Runtime.getRuntime().availableProcessors());
-    if (json) out.println(AdmissionReport.json(c));
-    else AdmissionReport.print(c, out);
+    if (json) {
+      out.println(AdmissionReport.json(c));
+    } else {
+      AdmissionReport.print(c, out);
+      List<TraceRequest> sent = rule.assign(loaded.requests()).requests();
+      double perSec = LoadFactor.costCapacity(sent, cfg.timing(), cfg.ranks());
+      out.printf(
+          Locale.ROOT,
+          "fleet capacity with the ideal cache: %.1f requests/s, %.0f tokens/s of uncached"
+              + " prompt + output; a fair share of %d tenants: %.0f tokens/s%n",
+          LoadFactor.capacity(sent, cfg.timing(), cfg.ranks()),
+          perSec,
+          rule.tenants(),
+          perSec / rule.tenants());
+    }
     out.flush();
     if (!c.nothingLost()) {
       err.println("kvrouter simulate: a request was neither answered nor refused.");

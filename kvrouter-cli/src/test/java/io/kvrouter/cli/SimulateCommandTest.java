@@ -218,6 +218,73 @@ class SimulateCommandTest {
   }
 
   @Test
+  void admissionTakesSharedPromptsAndTokenRates() throws IOException {
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fifo,fair-cost",
+                "--requests",
+                "300",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--tenants",
+                "2",
+                "--cached-tenant-prefix",
+                "8:2",
+                "--tenant-token-rate",
+                "t0=2000",
+                "--tenant-token-burst",
+                "2s",
+                "--json",
+                "--quiet"))
+        .isEqualTo(0);
+    JsonNode j = new ObjectMapper().readTree(out.toString());
+    assertThat(j.get("nothing_lost").asBoolean()).isTrue();
+    assertThat(j.get("tenants").get("cached_tenant_prefix").get("blocks").asInt()).isEqualTo(8);
+    assertThat(j.get("tenants").get("cached_tenant_prefix").get("prompts").asInt()).isEqualTo(2);
+    assertThat(j.get("admission").get("tenant_token_rate").get("t0").asDouble()).isEqualTo(2000);
+    assertThat(j.get("admission").get("tenant_token_rate").get("burst_s").asDouble()).isEqualTo(2);
+    // the unloaded baseline has no limit; every loaded run refuses some of t0's and none of t1's
+    assertThat(j.get("unloaded").get("refused_rate_limit").asInt()).isZero();
+    for (JsonNode m : j.get("modes")) {
+      assertThat(m.get("refused_rate_limit").asInt()).isPositive();
+      JsonNode t1 = m.get("tenants").get(1);
+      assertThat(t1.get("rate_refused_high").asInt() + t1.get("rate_refused_normal").asInt())
+          .isZero();
+      JsonNode t0 = m.get("tenants").get(0);
+      assertThat(t0.get("rate_refused_high").asInt() + t0.get("rate_refused_normal").asInt())
+          .isEqualTo(m.get("refused_rate_limit").asInt());
+      assertThat(m.get("answered").asInt() + m.get("refused_429").asInt())
+          .isEqualTo(m.get("sent").asInt());
+    }
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "10",
+                "--cached-tenant-prefix",
+                "8:x"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("--cached-tenant-prefix 8:x");
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "10",
+                "--tenant-token-rate",
+                "fast"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("--tenant-token-rate fast");
+  }
+
+  @Test
   void admissionRefusesAnUnknownModeAndLoadFactorWithSpeedup() {
     assertThat(run("simulate", "--admission", "lifo", "--requests", "10")).isEqualTo(2);
     assertThat(err.toString()).contains("unknown admission mode 'lifo'");

@@ -14,8 +14,9 @@ import org.jspecify.annotations.Nullable;
  * baselines the issue's targets compare against (docs/SIMULATION.md, "Admission and fair shares"):
  * an unloaded run (fifo at {@link #UNLOADED_FACTOR} of capacity, same tenants and priorities) and,
  * with a heavy tenant, every mode again on the trace without the heavy tenant's excess ({@link
- * TenantRule#withoutHeavy}). Runs go on up to {@code threads} threads; each run is deterministic,
- * so the results do not depend on it.
+ * TenantRule#withoutHeavy}). Token-rate limits ({@link AdmissionSimulation.TokenRates}) apply to
+ * every run but the unloaded one, which is today's gateway. Runs go on up to {@code threads}
+ * threads; each run is deterministic, so the results do not depend on it.
  *
  * @param trace the trace's name
  * @param rule how tenants and priorities were assigned
@@ -57,15 +58,24 @@ public record AdmissionComparison(
       int threads) {
     long start = System.nanoTime();
     TenantRule.Assignment all = rule.assign(trace);
+    // the requests as sent: behind their shared prompts with TenantRule's prefix, else the trace
+    List<TraceRequest> sent = all.requests();
     SimConfig unloadedCfg =
-        cfg.withSpeedup(LoadFactor.speedup(trace, cfg.timing(), cfg.ranks(), UNLOADED_FACTOR));
+        cfg.withSpeedup(LoadFactor.speedup(sent, cfg.timing(), cfg.ranks(), UNLOADED_FACTOR));
     List<Job> jobs = new ArrayList<>();
-    jobs.add(new Job(all, unloadedCfg, AdmissionSimulation.Mode.FIFO, "unloaded fifo"));
-    for (AdmissionSimulation.Mode m : modes) jobs.add(new Job(all, cfg, m, m.label));
+    // the unloaded value of the targets is today's gateway's: no token-rate limits either
+    jobs.add(
+        new Job(
+            all,
+            unloadedCfg,
+            settings.withRates(AdmissionSimulation.TokenRates.OFF),
+            AdmissionSimulation.Mode.FIFO,
+            "unloaded fifo"));
+    for (AdmissionSimulation.Mode m : modes) jobs.add(new Job(all, cfg, settings, m, m.label));
     TenantRule.Assignment light = rule.heavyFactor() > 1 ? rule.withoutHeavy(all) : null;
     if (light != null) {
       for (AdmissionSimulation.Mode m : modes) {
-        jobs.add(new Job(light, cfg, m, m.label + " no-heavy"));
+        jobs.add(new Job(light, cfg, settings, m, m.label + " no-heavy"));
       }
     }
     List<AdmissionResult> out = new ArrayList<>();
@@ -77,7 +87,7 @@ public record AdmissionComparison(
             pool.submit(
                 () ->
                     new AdmissionSimulation(
-                            j.assignment, rule.tenants(), j.cfg, settings, j.mode, j.label)
+                            j.assignment, rule.tenants(), j.cfg, j.settings, j.mode, j.label)
                         .run()));
       }
       for (Future<AdmissionResult> f : fs) out.add(f.get());
@@ -93,11 +103,11 @@ public record AdmissionComparison(
     int k = modes.size();
     double[] demand = {Double.NaN, Double.NaN};
     if (light != null) {
-      boolean[] include = new boolean[trace.size()];
+      boolean[] include = new boolean[sent.size()];
       for (int i = 0; i < include.length; i++) {
         include[i] = all.tenant()[i] != 0 || all.band()[i] == 0;
       }
-      double[] asked = LoadFactor.prefillSeconds(trace, cfg.timing(), include);
+      double[] asked = LoadFactor.prefillSeconds(sent, cfg.timing(), include);
       double fleet = cfg.ranks() * out.get(1).arrivalSpanSec();
       demand = new double[] {asked[0] / fleet, asked[1] / fleet};
     }
@@ -116,6 +126,7 @@ public record AdmissionComparison(
   private record Job(
       TenantRule.Assignment assignment,
       SimConfig cfg,
+      AdmissionSimulation.Settings settings,
       AdmissionSimulation.Mode mode,
       String label) {}
 

@@ -12,6 +12,7 @@ import java.util.Arrays;
  * @param answered requests answered (their prefill and decode ran)
  * @param refusedFull 429 queue_full
  * @param refusedTimeout 429 queue_timeout
+ * @param refusedRate 429 rate_limit_exceeded: refused at arrival by the tenant's token rate
  * @param engineRejected requests an engine could never admit (prompt above a rank's pool)
  * @param lost requests neither answered nor refused (must be 0)
  * @param waited requests that waited in the queue
@@ -27,6 +28,7 @@ import java.util.Arrays;
  * @param hitRate cached prompt tokens over prompt tokens of answered requests
  * @param tenantHitRate per tenant, the same over its answered requests (0 when none)
  * @param speedup the trace's timestamps were divided by this
+ * @param rateRefused per tenant, per band (0 high, 1 normal), the 429 rate_limit_exceeded
  * @param wallNanos wall time of the run
  */
 public record AdmissionResult(
@@ -36,6 +38,7 @@ public record AdmissionResult(
     int answered,
     int refusedFull,
     int refusedTimeout,
+    int refusedRate,
     int engineRejected,
     int lost,
     int waited,
@@ -50,7 +53,57 @@ public record AdmissionResult(
     double hitRate,
     double[] tenantHitRate,
     double speedup,
+    int[][] rateRefused,
     long wallNanos) {
+
+  /** Without token-rate limits (nothing refused by rate). */
+  public AdmissionResult(
+      String label,
+      AdmissionSimulation.Mode mode,
+      int sent,
+      int answered,
+      int refusedFull,
+      int refusedTimeout,
+      int engineRejected,
+      int lost,
+      int waited,
+      int[] sentPerTenant,
+      double[] highTtftMs,
+      double[][] tenantTtftMs,
+      double[] servedCost,
+      double[] queueWaitMs,
+      int good,
+      double arrivalSpanSec,
+      double makespanSec,
+      double hitRate,
+      double[] tenantHitRate,
+      double speedup,
+      long wallNanos) {
+    this(
+        label,
+        mode,
+        sent,
+        answered,
+        refusedFull,
+        refusedTimeout,
+        0,
+        engineRejected,
+        lost,
+        waited,
+        sentPerTenant,
+        highTtftMs,
+        tenantTtftMs,
+        servedCost,
+        queueWaitMs,
+        good,
+        arrivalSpanSec,
+        makespanSec,
+        hitRate,
+        tenantHitRate,
+        speedup,
+        new int[sentPerTenant.length][2],
+        wallNanos);
+  }
 
   public AdmissionResult {
     highTtftMs = sorted(highTtftMs);
@@ -65,9 +118,14 @@ public record AdmissionResult(
     return c;
   }
 
-  /** 429s. */
+  /** 429s: queue full, waited too long, or over the tenant's token rate. */
   public int refused() {
-    return refusedFull + refusedTimeout;
+    return refusedFull + refusedTimeout + refusedRate;
+  }
+
+  /** Tenant {@code t}'s 429 rate_limit_exceeded in band {@code band}. */
+  public int rateRefused(int t, int band) {
+    return rateRefused[t][band];
   }
 
   /** Whether every request was answered or refused (engine rejections are answered with errors). */

@@ -2,6 +2,7 @@ package io.kvrouter.sim;
 
 import io.kvrouter.admission.FairQueue;
 import io.kvrouter.admission.HolderWait;
+import io.kvrouter.admission.TokenBucket;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
@@ -20,6 +21,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 
 /**
@@ -61,8 +64,17 @@ import java.util.Set;
  * queue, unless a higher band waits in the queue. A parked request is refused (429 queue_timeout)
  * at arrival + maxWait like a queued one.
  *
+ * Token-rate limits (Settings.rates; the gateway's, Proxy.limitRate): buckets[t] is tenant t's
+ * TokenBucket (core's class) on the simulated clock, null when t is not limited. At arrival,
+ * before anything else and in every mode, a limited tenant's request is charged its uncached
+ * prefill as router.overlaps predicts it plus its output tokens (rateCharged[i], of which
+ * rateUncached[i] uncached); a bucket that cannot pay refuses it at once (outcome 4, 429
+ * rate_limit_exceeded, rateRefused[tenant][band]). A request the queue refuses gets its charge
+ * back; a finished one is settled on prompt - cached + output tokens (the gateway's usage).
+ *
  * Per request i (its index in the assignment): outcome[i] (0 pending, 1 answered, 2 refused,
- * 3 rejected by the engine: its prompt exceeds a rank's pool), ttft, charged uncached tokens.
+ * 3 rejected by the engine: its prompt exceeds a rank's pool, 4 refused by its tenant's token
+ * rate), ttft, charged uncached tokens.
  * Served cost per tenant: (prompt - cached) + output tokens of requests that finished within the
  * arrival span (while all tenants compete); per tenant also the prompt and cached tokens of its
  * answered requests (its hit rate). Everything is single-threaded.
@@ -109,6 +121,7 @@ public final class AdmissionSimulation {
    *     shareSlack, --share-slack); -1: shares within each band, strict bands
    * @param heavyWeight tenant t0's weight in the queue, the others' being 1
    *     (--heavy-tenant-weight), > 0
+   * @param rates per-tenant token-rate limits (--tenant-token-rate, --tenant-token-burst)
    */
   public record Settings(
       int busyRequests,
@@ -118,7 +131,44 @@ public final class AdmissionSimulation {
       int maxQueueDepth,
       double ttftSloMs,
       double shareSlack,
-      double heavyWeight) {
+      double heavyWeight,
+      TokenRates rates) {
+
+    /** No token-rate limits. */
+    public Settings(
+        int busyRequests,
+        long busyPrefillTokens,
+        boolean holderWait,
+        double maxQueueTimeSec,
+        int maxQueueDepth,
+        double ttftSloMs,
+        double shareSlack,
+        double heavyWeight) {
+      this(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          shareSlack,
+          heavyWeight,
+          TokenRates.OFF);
+    }
+
+    /** The same limits with token-rate limits {@code r}. */
+    public Settings withRates(TokenRates r) {
+      return new Settings(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          shareSlack,
+          heavyWeight,
+          r);
+    }
 
     /** Every tenant weight 1. */
     public Settings(
@@ -196,12 +246,63 @@ public final class AdmissionSimulation {
         throw new IllegalArgumentException(
             "--heavy-tenant-weight must be finite and > 0, got " + heavyWeight);
       }
+      Objects.requireNonNull(rates, "rates");
+    }
+  }
+
+  /**
+   * Per-tenant token-rate limits, the gateway's (docs/gateway.md, "Token-rate limits";
+   * TokenRateConfig there): tenant {@code t<i>}'s bucket refills at its rate and holds {@code
+   * burstSec} seconds' worth of it (at least one token).
+   *
+   * @param defaultRate tokens per simulated second of every tenant not in {@code tenantRates}; 0:
+   *     those tenants are not limited
+   * @param tenantRates tenant name ({@code t0}, {@code t1}, ...) to its tokens per second (> 0)
+   * @param burstSec how many seconds' worth of its rate a bucket holds (> 0)
+   */
+  public record TokenRates(double defaultRate, Map<String, Double> tenantRates, double burstSec) {
+    /** No limits. */
+    public static final TokenRates OFF = new TokenRates(0, Map.of(), 10);
+
+    public TokenRates {
+      if (!(defaultRate >= 0) || Double.isInfinite(defaultRate)) {
+        throw new IllegalArgumentException(
+            "--tenant-token-rate must be finite and >= 0 (0: none), got " + defaultRate);
+      }
+      for (Map.Entry<String, Double> e : tenantRates.entrySet()) {
+        double r = e.getValue();
+        if (!(r > 0) || Double.isInfinite(r)) {
+          throw new IllegalArgumentException(
+              "--tenant-token-rate " + e.getKey() + "=" + r + ": the rate must be finite and > 0");
+        }
+      }
+      tenantRates = Map.copyOf(tenantRates);
+      if (!(burstSec > 0) || Double.isInfinite(burstSec)) {
+        throw new IllegalArgumentException("--tenant-token-burst must be > 0, got " + burstSec);
+      }
+    }
+
+    /** Whether any tenant is limited. */
+    public boolean on() {
+      return defaultRate > 0 || !tenantRates.isEmpty();
+    }
+
+    /** A tenant's tokens per second; 0: not limited. */
+    public double rate(String tenant) {
+      Double r = tenantRates.get(tenant);
+      return r == null ? defaultRate : r;
+    }
+
+    /** The tokens a bucket of rate {@code rate} holds: {@code burstSec}' worth, at least 1. */
+    public double burstTokens(double rate) {
+      return Math.max(1, rate * burstSec);
     }
   }
 
   static final int ANSWERED = 1;
   static final int REFUSED = 2;
   static final int ENGINE_REJECTED = 3;
+  static final int RATE_LIMITED = 4; // refused at arrival: 429 rate_limit_exceeded
 
   private final TenantRule.Assignment a;
   private final int tenants;
@@ -239,6 +340,10 @@ public final class AdmissionSimulation {
   private long cachedTokens;
   private final long[] tenantPrompt; // per tenant: prompt tokens of its answered requests
   private final long[] tenantCached; // per tenant: their cached tokens
+  private final TokenBucket[] buckets; // per tenant: its token-rate bucket, null: not limited
+  private final long[] rateUncached; // per request: uncached tokens its bucket was charged
+  private final long[] rateCharged; // per request: all its bucket was charged, 0: none
+  private final int[][] rateRefused; // per tenant and band: 429 rate_limit_exceeded
 
   /**
    * A run of {@code a} (its requests, tenants 0..tenants-1 and bands) on a fleet of {@code cfg}
@@ -270,6 +375,14 @@ public final class AdmissionSimulation {
     for (int k = 0; k < parkedTokens.length; k++) parked.add(new ArrayDeque<>());
     tenantNames = new String[tenants];
     for (int t = 0; t < tenants; t++) tenantNames[t] = "t" + t;
+    buckets = new TokenBucket[tenants];
+    for (int t = 0; t < tenants; t++) {
+      double rate = s.rates().rate(tenantNames[t]);
+      if (rate > 0) buckets[t] = new TokenBucket(rate, s.rates().burstTokens(rate), loop::now);
+    }
+    rateUncached = new long[n];
+    rateCharged = new long[n];
+    rateRefused = new int[tenants][2];
     index = KvIndexes.concurrentCompressedTree();
     KvRouter.Builder b =
         KvRouter.builder(cfg.blockSize())
@@ -311,6 +424,7 @@ public final class AdmissionSimulation {
                   Math.max(0, r.trace.inputLength() - r.cachedTokens) + r.trace.outputLength();
             }
             lastFinish = Math.max(lastFinish, loop.now());
+            settleRate(r);
             r.dropTokens();
             grant();
           }
@@ -372,6 +486,7 @@ public final class AdmissionSimulation {
   }
 
   private void arrive(SimRequest r) {
+    if (!takeRate(r)) return;
     if (queue == null) {
       RouteDecision d = router.route(r.routerId, r.tokens());
       if (!(d instanceof RouteDecision.Routed routed)) {
@@ -524,7 +639,63 @@ public final class AdmissionSimulation {
 
   private void refuse(SimRequest r) {
     outcome[(int) r.id] = REFUSED;
+    refundRate(r); // the gateway refused it: no engine answered, nothing to charge
     r.dropTokens();
+  }
+
+  /**
+   * The gateway's token-rate limit at arrival (Proxy.limitRate): charges the request's tenant its
+   * uncached prefill as the router predicts it now plus its expected decode tokens (the trace's
+   * output length stands for max_tokens); false, and the request refused at once (429
+   * rate_limit_exceeded, counted per tenant and band), when the tenant's bucket cannot pay it.
+   */
+  private boolean takeRate(SimRequest r) {
+    int i = (int) r.id;
+    TokenBucket b = buckets[a.tenant()[i]];
+    if (b == null) return true;
+    int overlap = router.overlaps(r.tokens(), RouteOptions.defaults()).maxScore();
+    long uncached = Math.max(0, r.trace.inputLength() - (long) overlap * cfg.blockSize());
+    long cost = uncached + r.trace.outputLength();
+    if (b.tryTake(cost) > 0) {
+      outcome[i] = RATE_LIMITED;
+      rateRefused[a.tenant()[i]][a.band()[i]]++;
+      r.dropTokens();
+      return false;
+    }
+    rateUncached[i] = uncached;
+    rateCharged[i] = cost;
+    return true;
+  }
+
+  /** Gives a request's rate charge back (Proxy.refundRate), once. */
+  private void refundRate(SimRequest r) {
+    int i = (int) r.id;
+    if (rateCharged[i] == 0) return;
+    buckets[a.tenant()[i]].adjust(-rateCharged[i]);
+    rateCharged[i] = 0;
+  }
+
+  /**
+   * Settles a finished request's rate charge on what the engine reported (Proxy.settleRate):
+   * uncached prompt tokens (prompt - cached) plus the output tokens, less what was charged.
+   */
+  private void settleRate(SimRequest r) {
+    int i = (int) r.id;
+    if (rateCharged[i] == 0) return;
+    long actual =
+        Math.max(0L, (long) r.trace.inputLength() - r.cachedTokens) + r.trace.outputLength();
+    buckets[a.tenant()[i]].adjust(actual - rateCharged[i]);
+    rateCharged[i] = 0;
+  }
+
+  /** Request {@code i} as the run saw it (its cached tokens, times); after {@link #run}. */
+  SimRequest request(int i) {
+    return reqs[i];
+  }
+
+  /** A request's outcome: 0 pending, 1 answered, 2 refused by the queue, 3 rejected, 4 rate. */
+  int outcome(int i) {
+    return outcome[i];
   }
 
   /**
@@ -587,6 +758,12 @@ public final class AdmissionSimulation {
     queue.charge(a.band()[i], tenantNames[a.tenant()[i]], actual - (chargedUncached[i] - 1));
   }
 
+  private int[][] rateRefusedCopy() {
+    int[][] c = new int[tenants][];
+    for (int t = 0; t < tenants; t++) c[t] = rateRefused[t].clone();
+    return c;
+  }
+
   private AdmissionResult result(long wallNanos) {
     int n = reqs.length;
     int answered = 0;
@@ -594,6 +771,7 @@ public final class AdmissionSimulation {
     int lost = 0;
     int good = 0;
     int high = 0;
+    int rateLimited = 0;
     for (int i = 0; i < n; i++) {
       if (outcome[i] == ANSWERED) {
         answered++;
@@ -601,6 +779,8 @@ public final class AdmissionSimulation {
         if (ttftMs[i] <= s.ttftSloMs()) good++;
       } else if (outcome[i] == ENGINE_REJECTED) {
         engineRejected++;
+      } else if (outcome[i] == RATE_LIMITED) {
+        rateLimited++;
       } else if (outcome[i] != REFUSED) {
         lost++;
       }
@@ -631,6 +811,7 @@ public final class AdmissionSimulation {
         answered,
         refusedFull,
         refusedTimeout,
+        rateLimited,
         engineRejected,
         lost + (queue == null ? 0 : queue.size()) + parkedNow + router.inFlight(),
         waited,
@@ -645,6 +826,7 @@ public final class AdmissionSimulation {
         promptTokens == 0 ? 0 : cachedTokens / (double) promptTokens,
         tenantHit,
         cfg.speedup(),
+        rateRefusedCopy(),
         wallNanos);
   }
 }

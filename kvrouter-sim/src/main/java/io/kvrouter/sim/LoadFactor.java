@@ -40,6 +40,26 @@ public final class LoadFactor {
   }
 
   /**
+   * The fleet's capacity on {@code trace} in cost tokens per second, the unit of the gateway's
+   * token-rate limit and of the fair queue's cost: {@link #capacity} times the mean cost of a
+   * request with the ideal cache above (its prompt less the reusable prefix, plus its output
+   * tokens). Divided by the tenants, a fair share of the fleet to give each as {@code
+   * --tenant-token-rate}.
+   */
+  public static double costCapacity(List<TraceRequest> trace, TimingModel timing, int ranks) {
+    HashSet<Long> seen = new HashSet<>();
+    double cost = 0;
+    for (TraceRequest r : trace) {
+      long[] h = r.hashIds();
+      int lead = 0;
+      while (lead < h.length && seen.contains(h[lead])) lead++;
+      for (long x : h) seen.add(x);
+      cost += Math.max(0, r.inputLength() - lead * TraceRequest.TRACE_BLOCK) + r.outputLength();
+    }
+    return capacity(trace, timing, ranks) * cost / trace.size();
+  }
+
+  /**
    * Prefill seconds the requests {@code i} with {@code include[i]} ask of the fleet: {@code [0]}
    * when every prompt's reusable prefix is cached (the ideal cache above, fed by every request of
    * the trace, included or not), {@code [1]} when nothing is cached.

@@ -19,6 +19,22 @@ import java.util.List;
  *   <li>With {@code cachedTenant}, tenant 0 is instead every request whose prompt is mostly cached:
  *       at least half of its {@code hash_ids} appeared earlier in the trace (a follow-up turn, an
  *       agent loop); the other requests go to tenants 1..N-1 by conversation, equal shares.
+ *   <li>With {@code prefixBlocks > 0} ({@code --cached-tenant-prefix BLOCKS[:PROMPTS]}), tenants
+ *       are drawn by conversation with equal shares as above, and each of tenant 0's requests is
+ *       sent behind one of {@code prefixPrompts} shared system prompts of {@code prefixBlocks}
+ *       trace blocks: a tenant whose prompts are mostly a few long prefixes it reuses, so they stay
+ *       cached under load. The prompt is a seeded draw per (seed, conversation), so every turn of a
+ *       conversation has the same one. The request's hash_ids become the prompt's blocks followed
+ *       by its own blocks renamed under that prompt (a Mooncake hash_id names a whole prefix, so
+ *       the same trace block behind two different system prompts is a different block): prompt
+ *       {@code k}'s block {@code j} is {@code -1 - k·2^40 - j}, trace block {@code h} under prompt
+ *       {@code k} is {@code -1 - k·2^40 - 2^39 - h}; all negative, so none equals a trace id (the
+ *       trace's are in 0..2^39, checked). Its input length grows by {@code prefixBlocks × 512}
+ *       tokens; its output is unchanged. With {@code prefixOwn >= 0} only the request's first
+ *       {@code prefixOwn} blocks are kept behind the prompt (its input cut to {@code prefixOwn ×
+ *       512} tokens if longer): a long shared prompt before a short user part, so the request
+ *       really costs less than another tenant's. The other tenants' requests are sent as in the
+ *       trace.
  *   <li>A request is high priority (band 0) with probability {@code highPriorityShare}, drawn with
  *       a seeded hash of (seed, its index in the trace); the others are normal (band 1).
  * </ul>
@@ -32,9 +48,34 @@ import java.util.List;
  * @param highPriorityShare the share of requests in the high band, 0..1
  * @param cachedTenant whether tenant 0 is the mostly-cached requests (heavyFactor must be 1)
  * @param seed seeds the draws
+ * @param prefixBlocks trace blocks of each shared system prompt before tenant 0's requests; 0: none
+ * @param prefixPrompts how many shared system prompts tenant 0 has (>= 1)
+ * @param prefixOwn behind a shared prompt, the most of a request's own blocks kept; -1: all
  */
 public record TenantRule(
-    int tenants, double heavyFactor, double highPriorityShare, boolean cachedTenant, long seed) {
+    int tenants,
+    double heavyFactor,
+    double highPriorityShare,
+    boolean cachedTenant,
+    long seed,
+    int prefixBlocks,
+    int prefixPrompts,
+    int prefixOwn) {
+
+  /** Trace hash_ids must be below this (and >= 0) with a shared prefix: see the renaming. */
+  static final long MAX_TRACE_ID = 1L << 39;
+
+  /** The longest shared system prompt, in trace blocks (32 M tokens). */
+  static final int MAX_PREFIX_BLOCKS = 1 << 16;
+
+  /** The most shared system prompts (so that every synthetic id stays far from overflow). */
+  static final int MAX_PREFIX_PROMPTS = 1 << 12;
+
+  /** No shared system prompts. */
+  public TenantRule(
+      int tenants, double heavyFactor, double highPriorityShare, boolean cachedTenant, long seed) {
+    this(tenants, heavyFactor, highPriorityShare, cachedTenant, seed, 0, 1, -1);
+  }
 
   /** Tenant and band of every request of a trace, in trace order. */
   public record Assignment(List<TraceRequest> requests, int[] tenant, int[] band) {
@@ -62,6 +103,40 @@ public record TenantRule(
       throw new IllegalArgumentException(
           "--cached-tenant with --heavy-tenant-factor: tenant 0 is either heavy or cached");
     }
+    if (prefixBlocks < 0 || prefixBlocks > MAX_PREFIX_BLOCKS) {
+      throw new IllegalArgumentException(
+          "--cached-tenant-prefix BLOCKS must be in 0.."
+              + MAX_PREFIX_BLOCKS
+              + ", got "
+              + prefixBlocks);
+    }
+    if (prefixPrompts < 1 || prefixPrompts > MAX_PREFIX_PROMPTS) {
+      throw new IllegalArgumentException(
+          "--cached-tenant-prefix PROMPTS must be in 1.."
+              + MAX_PREFIX_PROMPTS
+              + ", got "
+              + prefixPrompts);
+    }
+    if (prefixOwn < -1 || prefixOwn > MAX_PREFIX_BLOCKS) {
+      throw new IllegalArgumentException(
+          "--cached-tenant-prefix OWN must be in 0.."
+              + MAX_PREFIX_BLOCKS
+              + " (or -1: all), got "
+              + prefixOwn);
+    }
+    if (prefixBlocks > 0 && tenants < 2) {
+      throw new IllegalArgumentException("--cached-tenant-prefix needs --tenants >= 2");
+    }
+    if (prefixBlocks > 0 && (cachedTenant || heavyFactor != 1)) {
+      throw new IllegalArgumentException(
+          "--cached-tenant-prefix with --cached-tenant or --heavy-tenant-factor: tenant 0 is"
+              + " either heavy, mostly follow-ups or behind shared prompts");
+    }
+  }
+
+  /** Whether tenant 0's requests are sent behind shared system prompts. */
+  public boolean sharedPrefix() {
+    return prefixBlocks > 0;
   }
 
   /** Assigns every request of {@code trace}. */
@@ -88,7 +163,59 @@ public record TenantRule(
         tenant[i] = u < heavyFactor ? 0 : (int) Math.min(tenants - 1, 1 + (u - heavyFactor));
       }
     }
-    return new Assignment(trace, tenant, band);
+    if (!sharedPrefix()) return new Assignment(trace, tenant, band);
+    List<TraceRequest> sent = new ArrayList<>(trace.size());
+    for (int i = 0; i < trace.size(); i++) {
+      TraceRequest r = trace.get(i);
+      sent.add(tenant[i] == 0 ? behindPrompt(r, prompt(r)) : r);
+    }
+    return new Assignment(List.copyOf(sent), tenant, band);
+  }
+
+  /** The shared system prompt (0..prefixPrompts-1) of a tenant-0 request: per conversation. */
+  int prompt(TraceRequest r) {
+    return (int) Math.min(prefixPrompts - 1, unit(seed * 13 + 5, conversation(r)) * prefixPrompts);
+  }
+
+  /** Block {@code j} of shared system prompt {@code k}. */
+  static long promptBlock(int k, int j) {
+    return -1 - ((long) k << 40) - j;
+  }
+
+  /** Trace block {@code h} behind shared system prompt {@code k}. */
+  static long renamed(int k, long h) {
+    return -1 - ((long) k << 40) - MAX_TRACE_ID - h;
+  }
+
+  /** {@code r} sent behind shared system prompt {@code k} (the class comment's rule). */
+  TraceRequest behindPrompt(TraceRequest r, int k) {
+    long[] all = r.hashIds();
+    long[] h = prefixOwn >= 0 && all.length > prefixOwn ? Arrays.copyOf(all, prefixOwn) : all;
+    int own =
+        prefixOwn >= 0
+            ? Math.min(r.inputLength(), prefixOwn * TraceRequest.TRACE_BLOCK)
+            : r.inputLength();
+    long[] ids = new long[prefixBlocks + h.length];
+    for (int j = 0; j < prefixBlocks; j++) ids[j] = promptBlock(k, j);
+    for (int j = 0; j < h.length; j++) {
+      if (h[j] < 0 || h[j] >= MAX_TRACE_ID) {
+        throw new IllegalArgumentException(
+            "trace line "
+                + r.line()
+                + ": hash_id "
+                + h[j]
+                + " is outside 0.."
+                + (MAX_TRACE_ID - 1)
+                + ", which --cached-tenant-prefix needs");
+      }
+      ids[prefixBlocks + j] = renamed(k, h[j]);
+    }
+    long input = own + (long) prefixBlocks * TraceRequest.TRACE_BLOCK;
+    if (input > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException(
+          "trace line " + r.line() + ": the prompt behind the shared prefix is too long");
+    }
+    return new TraceRequest(r.line(), r.timestampMs(), (int) input, r.outputLength(), ids);
   }
 
   /**

@@ -13,6 +13,7 @@ import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 /** {@code simulate --admission}'s results ({@link AdmissionComparison}) as a table or as JSON. */
 public final class AdmissionReport {
@@ -51,17 +52,24 @@ public final class AdmissionReport {
     out.printf(
         Locale.ROOT,
         "tenants: %d (%s)%s%s; high priority: %s of requests; admission: --busy-requests %d,"
-            + " --max-queue-time %ss, --max-queue-depth %d; goodput: TTFT <= %s ms%n%n",
+            + " --max-queue-time %ss, --max-queue-depth %d%s; goodput: TTFT <= %s ms%n%n",
         rule.tenants(),
         shares,
         rule.cachedTenant()
             ? ", t0 = the mostly-cached requests"
-            : rule.heavyFactor() > 1 ? ", t0 heavy x" + num(rule.heavyFactor()) : "",
+            : rule.sharedPrefix()
+                ? String.format(
+                    Locale.ROOT,
+                    ", t0 behind %d shared prompts of %d blocks",
+                    rule.prefixPrompts(),
+                    rule.prefixBlocks())
+                : rule.heavyFactor() > 1 ? ", t0 heavy x" + num(rule.heavyFactor()) : "",
         s.heavyWeight() != 1 ? ", t0 weight " + num(s.heavyWeight()) : "",
         num(rule.highPriorityShare()),
         s.busyRequests(),
         num(s.maxQueueTimeSec()),
         s.maxQueueDepth(),
+        rates(s.rates()),
         num(s.ttftSloMs()));
     StringBuilder head =
         new StringBuilder(
@@ -112,8 +120,8 @@ public final class AdmissionReport {
         "TTFT in "
             + clock
             + " seconds, answered requests only (a 429 has none); x unld = high"
-            + " priority p90 TTFT over the unloaded run's; 429 = refused (queue full or waited"
-            + " --max-queue-time); Jain = Jain's index of the tenants' served cost ((prompt -"
+            + " priority p90 TTFT over the unloaded run's; 429 = refused (queue full, waited"
+            + " --max-queue-time, or over --tenant-token-rate); Jain = Jain's index of the tenants' served cost ((prompt -"
             + " cached) + output tokens finished within the arrival span); good/s = requests"
             + " answered within the TTFT SLO per second of the arrival span; lost = neither"
             + " answered nor refused.");
@@ -125,6 +133,20 @@ public final class AdmissionReport {
             "%s: the heavy tenant raises another tenant's p90 TTFT by at most %+.1f%%%n",
             r.mode().label,
             100 * raise);
+      }
+    }
+    if (c.settings().rates().on()) {
+      List<AdmissionResult> limited = new ArrayList<>(c.runs());
+      limited.addAll(c.noHeavy());
+      for (AdmissionResult r : limited) {
+        StringBuilder line =
+            new StringBuilder(r.label()).append(": over the token rate (high/normal):");
+        for (int t = 0; t < rule.tenants(); t++) {
+          line.append(
+              String.format(
+                  Locale.ROOT, " t%d %d/%d", t, r.rateRefused(t, 0), r.rateRefused(t, 1)));
+        }
+        out.println(line);
       }
     }
     if (!Double.isNaN(c.protectedDemand()[0])) {
@@ -155,6 +177,13 @@ public final class AdmissionReport {
       g.writeNumberField("count", rule.tenants());
       g.writeNumberField("heavy_factor", rule.heavyFactor());
       g.writeBooleanField("cached_tenant", rule.cachedTenant());
+      if (rule.sharedPrefix()) {
+        g.writeObjectFieldStart("cached_tenant_prefix");
+        g.writeNumberField("blocks", rule.prefixBlocks());
+        g.writeNumberField("prompts", rule.prefixPrompts());
+        g.writeNumberField("own_blocks", rule.prefixOwn());
+        g.writeEndObject();
+      }
       g.writeNumberField("high_priority_share", rule.highPriorityShare());
       g.writeNumberField("seed", rule.seed());
       g.writeEndObject();
@@ -166,6 +195,15 @@ public final class AdmissionReport {
       g.writeNumberField("ttft_slo_ms", s.ttftSloMs());
       g.writeNumberField("share_slack", s.shareSlack());
       g.writeNumberField("heavy_tenant_weight", s.heavyWeight());
+      if (s.rates().on()) {
+        g.writeObjectFieldStart("tenant_token_rate");
+        g.writeNumberField("default", s.rates().defaultRate());
+        for (Map.Entry<String, Double> e : s.rates().tenantRates().entrySet()) {
+          g.writeNumberField(e.getKey(), e.getValue());
+        }
+        g.writeNumberField("burst_s", s.rates().burstSec());
+        g.writeEndObject();
+      }
       g.writeEndObject();
       g.writeFieldName("unloaded");
       run(g, c, c.unloaded());
@@ -199,6 +237,7 @@ public final class AdmissionReport {
     g.writeNumberField("refused_429", r.refused());
     g.writeNumberField("refused_queue_full", r.refusedFull());
     g.writeNumberField("refused_queue_timeout", r.refusedTimeout());
+    g.writeNumberField("refused_rate_limit", r.refusedRate());
     g.writeNumberField("engine_rejected", r.engineRejected());
     g.writeNumberField("lost", r.lost());
     g.writeBooleanField("nothing_lost", r.nothingLost());
@@ -220,6 +259,8 @@ public final class AdmissionReport {
       field(g, "ttft_p90_ms", r.tenantTtft(t, 90));
       g.writeNumberField("served_cost", r.servedCost()[t]);
       g.writeNumberField("hit_rate", r.tenantHitRate()[t]);
+      g.writeNumberField("rate_refused_high", r.rateRefused(t, 0));
+      g.writeNumberField("rate_refused_normal", r.rateRefused(t, 1));
       g.writeEndObject();
     }
     g.writeEndArray();
@@ -234,6 +275,22 @@ public final class AdmissionReport {
     g.writeNumberField("makespan_s", r.makespanSec());
     g.writeNumberField("wall_s", r.wallNanos() / 1e9);
     g.writeEndObject();
+  }
+
+  /** The token-rate limits as flags, "" when off. */
+  private static String rates(AdmissionSimulation.TokenRates r) {
+    if (!r.on()) return "";
+    StringBuilder b = new StringBuilder();
+    if (r.defaultRate() > 0) b.append(", --tenant-token-rate ").append(num(r.defaultRate()));
+    r.tenantRates().entrySet().stream()
+        .sorted(Map.Entry.comparingByKey())
+        .forEach(
+            e ->
+                b.append(", --tenant-token-rate ")
+                    .append(e.getKey())
+                    .append('=')
+                    .append(num(e.getValue())));
+    return b.append(", --tenant-token-burst ").append(num(r.burstSec())).append('s').toString();
   }
 
   /** A number, or null when there is none (NaN: no request to measure). */
