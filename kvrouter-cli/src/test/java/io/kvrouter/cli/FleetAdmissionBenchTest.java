@@ -170,7 +170,10 @@ class FleetAdmissionBenchTest {
             new String[] {"--admission", "fair-tokens"},
             new String[] {"--admission", "fifo", "--policies", "kv"},
             new String[] {"--admission", "fifo", "--load-factor", "2", "--speedup", "3"},
-            new String[] {"--admission", "lifo"})) {
+            new String[] {"--admission", "lifo"},
+            // simulated only: the live bench refuses them rather than ignore them
+            new String[] {"--admission", "fifo", "--cached-tenant-prefix", "8"},
+            new String[] {"--admission", "fair-cost", "--tenant-token-rate", "1000"})) {
       List<String> args = new ArrayList<>(List.of("bench", "fleet", "--in-process"));
       args.addAll(List.of(bad));
       StringWriter out = new StringWriter();
