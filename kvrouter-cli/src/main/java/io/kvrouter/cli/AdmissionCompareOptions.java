@@ -126,7 +126,8 @@ final class AdmissionCompareOptions {
               + " NAME=TOKENS_PER_S one tenant's, per model second; a request costs its uncached"
               + " prompt tokens (as the router predicts them) plus its output tokens, settled when"
               + " it finishes; one over its tenant's rate is refused at once with 429. Not in the"
-              + " unloaded baseline. Repeatable (default: no limit).")
+              + " unloaded baseline; bench fleet gives it to its gateway, per wall second x"
+              + " --time-scale. Repeatable (default: no limit).")
   List<String> tenantTokenRates = new ArrayList<>();
 
   @Option(
@@ -136,11 +137,6 @@ final class AdmissionCompareOptions {
           "Admission: a tenant's bucket holds this long's worth of its rate (e.g. 10s, 500ms, 2m)"
               + " (default: 10s).")
   String tenantTokenBurst = "10s";
-
-  /** Whether a token-rate flag was given. */
-  boolean rateLimited() {
-    return !tenantTokenRates.isEmpty();
-  }
 
   /** The token-rate limits, parsed as the gateway parses them (AdmissionOptions). */
   AdmissionSimulation.TokenRates tokenRates() {

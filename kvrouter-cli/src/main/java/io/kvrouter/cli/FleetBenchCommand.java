@@ -336,11 +336,6 @@ final class FleetBenchCommand implements Callable<Integer> {
         throw new IllegalArgumentException(
             "--cached-tenant-prefix is simulated only (simulate --admission)");
       }
-      if (compare.rateLimited()) {
-        throw new IllegalArgumentException(
-            "--tenant-token-rate is simulated only with --admission (simulate --admission); the"
-                + " gateway itself takes it (kvrouter gateway)");
-      }
       if (loadFactor != null && !(loadFactor > 0)) {
         throw new IllegalArgumentException("--load-factor must be > 0, got " + loadFactor);
       }

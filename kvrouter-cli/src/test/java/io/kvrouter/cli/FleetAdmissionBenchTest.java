@@ -164,6 +164,40 @@ class FleetAdmissionBenchTest {
   }
 
   @Test
+  void theGatewayRefusesATenantOverItsTokenRateAndCountsWhatTheClientSaw() throws Exception {
+    // t0's bucket holds 100 tokens: its first request (1,024 prompt tokens) passes and leaves it
+    // 900+ tokens in debt, which at 100 tokens per model second outlasts the 0.24-s trace, so every
+    // later t0 request is refused at once; t1 is not limited
+    JsonNode r = run("--tenant-token-rate", "t0=100", "--tenant-token-burst", "1s");
+    assertThat(r.path("admission").path("tenant_token_rate").path("t0").asDouble()).isEqualTo(100);
+    JsonNode unloaded = r.path("unloaded");
+    checkRun(unloaded);
+    assertThat(unloaded.path("refused_rate_limit").asInt()).isZero();
+    JsonNode liveRuns = r.path("live").path("runs");
+    int i = 1;
+    for (JsonNode m : r.path("modes")) {
+      checkRun(m);
+      String label = m.path("label").asText();
+      JsonNode t0 = m.path("tenants").get(0);
+      JsonNode t1 = m.path("tenants").get(1);
+      int t0Refused = t0.path("rate_refused_high").asInt() + t0.path("rate_refused_normal").asInt();
+      assertThat(t0Refused).as(label).isEqualTo(t0.path("sent").asInt() - 1);
+      assertThat(t0.path("answered").asInt()).as(label).isEqualTo(1);
+      assertThat(t1.path("rate_refused_high").asInt() + t1.path("rate_refused_normal").asInt())
+          .as(label)
+          .isZero();
+      assertThat(m.path("refused_rate_limit").asInt()).as(label).isEqualTo(t0Refused);
+      // the gateway counted the same refusals, under the same tenant
+      JsonNode live = liveRuns.get(i++);
+      assertThat(live.path("label").asText()).isEqualTo(label);
+      assertThat(live.path("gateway_rate_limited_by_tenant").path("t0").asLong())
+          .as(label)
+          .isEqualTo(t0Refused);
+      assertThat(live.path("gateway_rate_limited_by_tenant").has("t1")).as(label).isFalse();
+    }
+  }
+
+  @Test
   void fairTokensAndPoliciesAreRefusedBeforeAnythingStarts() {
     for (String[] bad :
         List.of(
@@ -172,8 +206,7 @@ class FleetAdmissionBenchTest {
             new String[] {"--admission", "fifo", "--load-factor", "2", "--speedup", "3"},
             new String[] {"--admission", "lifo"},
             // simulated only: the live bench refuses them rather than ignore them
-            new String[] {"--admission", "fifo", "--cached-tenant-prefix", "8"},
-            new String[] {"--admission", "fair-cost", "--tenant-token-rate", "1000"})) {
+            new String[] {"--admission", "fifo", "--cached-tenant-prefix", "8"})) {
       List<String> args = new ArrayList<>(List.of("bench", "fleet", "--in-process"));
       args.addAll(List.of(bad));
       StringWriter out = new StringWriter();

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.kvrouter.gateway.AdmissionConfig;
+import io.kvrouter.gateway.TokenRateConfig;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.sim.AdmissionComparison;
 import io.kvrouter.sim.AdmissionResult;
@@ -44,8 +45,10 @@ import java.util.TreeMap;
  * The requests are the trace's with their output capped at --max-output-tokens (the load factor's
  * capacity and the rule read them; the engines generate that many tokens). result() turns a run's
  * per-request figures (FleetLoad: TTFT in model ms, why not answered, served tokens, finish) into
- * an AdmissionResult, as AdmissionSimulation.result does in simulated time: a 429 queue_full or
- * queue_timeout is refused, any other failure is lost; served cost counts answers that ended
+ * an AdmissionResult, as AdmissionSimulation.result does in simulated time: a 429 queue_full,
+ * queue_timeout or rate_limit_exceeded is refused (the last counted per tenant and band), any
+ * other failure is lost; simulate's token-rate limits go to every gateway but the unloaded
+ * baseline's, per wall second (wallRates); served cost counts answers that ended
  * within the arrival span; waited is the gateways' queued plus holder waits (their /metrics);
  * queue waits per tenant are not measured live (0). AdmissionComparison and AdmissionReport then
  * read them unchanged. Exit codes: 0; 1 when a request was neither answered nor refused, a router's
@@ -161,7 +164,8 @@ public final class AdmissionFleetBench {
       TracePrompts prompts = TracePrompts.of(loaded.name(), j.assignment().requests());
       PolicyRun run =
           new FleetBench(f.withSpeedup(j.speedup()), cli)
-              .runPolicy("kv", prompts, live(j.assignment(), j.mode()));
+              // the unloaded baseline (the first job) is today's gateway: no token-rate limit
+              .runPolicy("kv", prompts, live(j.assignment(), j.mode(), j != jobs.get(0)));
       runs.add(run);
       results.add(result(j.label(), j.mode(), j.assignment(), prompts, run, j.speedup()));
       if (!f.json()) {
@@ -205,6 +209,10 @@ public final class AdmissionFleetBench {
         ObjectNode cr = o.putObject("client_refused_by_band_tenant");
         for (Map.Entry<String, Long> e : clientRefused(jobs.get(i).assignment(), r).entrySet()) {
           cr.put(e.getKey(), e.getValue());
+        }
+        ObjectNode grl = o.putObject("gateway_rate_limited_by_tenant");
+        for (Map.Entry<String, Long> e : r.rateLimitedByTenant.entrySet()) {
+          grl.put(e.getKey(), e.getValue());
         }
         ObjectNode why = o.putObject("not_answered_by_reason");
         for (Map.Entry<String, Integer> e : r.errorReasons.entrySet()) {
@@ -271,8 +279,12 @@ public final class AdmissionFleetBench {
     return out;
   }
 
-  /** The gateway's admission and the requests' tenants and priorities of one run. */
-  private LiveAdmission live(TenantRule.Assignment a, AdmissionSimulation.Mode mode) {
+  /**
+   * The gateway's admission and the requests' tenants and priorities of one run; with {@code
+   * rateLimited}, simulate's token-rate limits too.
+   */
+  private LiveAdmission live(
+      TenantRule.Assignment a, AdmissionSimulation.Mode mode, boolean rateLimited) {
     int n = a.requests().size();
     String[] tenants = new String[n];
     int[] priorities = new int[n];
@@ -281,8 +293,10 @@ public final class AdmissionFleetBench {
       priorities[i] = a.band()[i] == 0 ? -1 : 0;
     }
     AdmissionSimulation.Settings as = s.admission();
+    TokenRateConfig rates =
+        rateLimited ? wallRates(as.rates(), s.fleet().timeScale()) : TokenRateConfig.OFF;
     if (mode == AdmissionSimulation.Mode.FIFO) {
-      return new LiveAdmission(null, 0, -1, false, tenants, priorities);
+      return new LiveAdmission(null, 0, -1, false, tenants, priorities, rates);
     }
     long wallNanos = Math.max(1, Math.round(as.maxQueueTimeSec() * 1e9 / s.fleet().timeScale()));
     AdmissionConfig queue =
@@ -295,7 +309,32 @@ public final class AdmissionFleetBench {
             AdmissionConfig.DEFAULTS.defaultDecodeTokens(),
             Math.max(AdmissionConfig.DEFAULTS.maxTenantLabels(), s.rule().tenants()));
     return new LiveAdmission(
-        queue, as.busyRequests(), as.busyPrefillTokens(), as.holderWait(), tenants, priorities);
+        queue,
+        as.busyRequests(),
+        as.busyPrefillTokens(),
+        as.holderWait(),
+        tenants,
+        priorities,
+        rates);
+  }
+
+  /**
+   * simulate's token-rate limits (model seconds) as the gateway's (wall seconds): a model second is
+   * 1 / timeScale wall seconds, so a rate of r tokens per model second is r × timeScale per wall
+   * second, and a burst of b model seconds b / timeScale wall seconds (the same tokens).
+   */
+  static TokenRateConfig wallRates(AdmissionSimulation.TokenRates r, double timeScale) {
+    if (!r.on()) return TokenRateConfig.OFF;
+    Map<String, Double> tenants = new TreeMap<>();
+    for (Map.Entry<String, Double> e : r.tenantRates().entrySet()) {
+      tenants.put(e.getKey(), e.getValue() * timeScale);
+    }
+    long burstNanos = Math.max(1, Math.round(r.burstSec() * 1e9 / timeScale));
+    return new TokenRateConfig(
+        r.defaultRate() * timeScale,
+        tenants,
+        Duration.ofNanos(burstNanos),
+        TokenRateConfig.OFF.maxTenants());
   }
 
   /** A live run's figures as simulate's AdmissionResult (class notes). */
@@ -311,6 +350,8 @@ public final class AdmissionFleetBench {
     int answered = 0;
     int refusedFull = 0;
     int refusedTimeout = 0;
+    int refusedRate = 0;
+    int[][] rateRefused = new int[tenants][2];
     int lost = 0;
     int good = 0;
     int high = 0;
@@ -338,6 +379,9 @@ public final class AdmissionFleetBench {
         refusedFull++;
       } else if (why.equals("status 429 queue_timeout")) {
         refusedTimeout++;
+      } else if (why.equals("status 429 rate_limit_exceeded")) {
+        refusedRate++;
+        rateRefused[t][a.band()[i] == 0 ? 0 : 1]++;
       } else {
         lost++;
       }
@@ -360,6 +404,7 @@ public final class AdmissionFleetBench {
         answered,
         refusedFull,
         refusedTimeout,
+        refusedRate,
         0,
         lost,
         (int) run.gatewayWaits,
@@ -374,6 +419,7 @@ public final class AdmissionFleetBench {
         run.hitRate(),
         tenantHitRate(tenantPrompt, tenantCached),
         speedup,
+        rateRefused,
         Math.round(run.wallSec * 1e9));
   }
 

@@ -2,6 +2,7 @@ package io.kvrouter.harness;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.kvrouter.gateway.AdmissionConfig;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.Gateway;
 import io.kvrouter.gateway.GatewayConfig;
@@ -50,7 +51,8 @@ import java.util.logging.Logger;
  * FleetReport (text, JSON) and FleetHtmlReport only read.
  *
  * bench fleet --admission (AdmissionFleetBench) runs runPolicy("kv", ...) with a LiveAdmission:
- * the gateway's admission queue and the router's busy limits (none for fifo), the tenant and
+ * the gateway's admission queue and the router's busy limits (none for fifo), its token-rate
+ * limits (also in fifo), the tenant and
  * priority each request carries, and the gateway's queue figures read after the load
  * (FleetReads.queueFigures).
  *
@@ -344,11 +346,15 @@ public final class FleetBench {
               .withRequestExpiry(Duration.ofDays(1))
               .withApproximate(approx);
       if (admission != null && admission.queue() != null) {
-        gcb.admission(admission.queue());
+        gcb.admission(admission.queue().withTokenRates(admission.rates()));
         routing =
             routing
                 .withBusyRequests(admission.busyRequests())
                 .withBusyPrefillTokens(admission.busyPrefillTokens());
+      }
+      if (admission != null && admission.queue() == null && admission.rates().on()) {
+        // fifo with token-rate limits: no busy limit, so nothing ever waits; only the rates act
+        gcb.admission(AdmissionConfig.DEFAULTS.withTokenRates(admission.rates()));
       }
       if (admission != null) gcb.holderWait(admission.holderWait());
       GatewayConfig gc = gcb.build();

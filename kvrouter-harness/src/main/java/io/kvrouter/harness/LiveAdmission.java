@@ -1,6 +1,7 @@
 package io.kvrouter.harness;
 
 import io.kvrouter.gateway.AdmissionConfig;
+import io.kvrouter.gateway.TokenRateConfig;
 
 /**
  * One run of {@code bench fleet --admission} as FleetBench.runPolicy and FleetLoad need it: the
@@ -14,6 +15,8 @@ import io.kvrouter.gateway.AdmissionConfig;
  * @param holderWait whether a request may wait for the busy engine holding its prefix
  * @param tenants per request, its tenant's name
  * @param priorities per request, its priority (lower first; below 0 is the gateway's high band)
+ * @param rates the gateway's per-tenant token-rate limits, in wall time (TokenRateConfig.OFF:
+ *     none); they apply in fifo too
  */
 record LiveAdmission(
     AdmissionConfig queue,
@@ -21,7 +24,8 @@ record LiveAdmission(
     long busyPrefillTokens,
     boolean holderWait,
     String[] tenants,
-    int[] priorities) {
+    int[] priorities,
+    TokenRateConfig rates) {
 
   /** The header the gateway reads a tenant from (AdmissionConfig.TenantSource.HEADER). */
   static final String TENANT_HEADER = "x-kvrouter-tenant";
