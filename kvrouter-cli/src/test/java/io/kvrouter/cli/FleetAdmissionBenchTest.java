@@ -181,8 +181,18 @@ class FleetAdmissionBenchTest {
       JsonNode t0 = m.path("tenants").get(0);
       JsonNode t1 = m.path("tenants").get(1);
       int t0Refused = t0.path("rate_refused_high").asInt() + t0.path("rate_refused_normal").asInt();
-      assertThat(t0Refused).as(label).isEqualTo(t0.path("sent").asInt() - 1);
-      assertThat(t0.path("answered").asInt()).as(label).isEqualTo(1);
+      // an answered request is settled, not given back: the debt outlasts the trace, so t0 is
+      // answered at most once
+      assertThat(t0.path("answered").asInt()).as(label).isLessThanOrEqualTo(1);
+      if (label.equals("fifo")) {
+        // no queue: the first request passes and is answered, every later one is refused
+        assertThat(t0Refused).as(label).isEqualTo(t0.path("sent").asInt() - 1);
+        assertThat(t0.path("answered").asInt()).as(label).isEqualTo(1);
+      } else {
+        // a request the queue refuses gets its charge back, so the next one may pass the bucket
+        // (and wait in turn): how many the rate refuses depends on the queue's timing
+        assertThat(t0Refused).as(label).isPositive();
+      }
       assertThat(t1.path("rate_refused_high").asInt() + t1.path("rate_refused_normal").asInt())
           .as(label)
           .isZero();
