@@ -22,7 +22,7 @@ import org.jspecify.annotations.NullUnmarked;
  *    queue). With 2 * nodes the stale nodes, kept alive with their holders, more than doubled a
  *    bounded tree's bytes per pair under eviction (IndexFootprint, config B, a quarter bound).
  *  - Use: readers set a node's used bit (IndexNode.markUsed: an opaque store, only when it was
- *    clear) on each worker's deepest matched node of a query: the tree walk marks the node where
+ *    clear; the positional index keeps the bit in its table, BlockIndex.markUsed) on each worker's deepest matched node of a query: the tree walk marks the node where
  *    workers drop out and the node where it ends, the positional walk the entries it probes
  *    (each worker's deepest matched entry is one). That is the node the hand could take from
  *    that worker on this path (the rule below); nodes every matched worker holds below are not
@@ -146,7 +146,7 @@ final class ClockBound<N extends IndexNode<N>> {
     final N existing = index.findChild(parent, local);
     if (existing != null && (existing.isHolder(ws.id) || BlockIndex.isDetached(existing, ws)))
       return true;
-    if (parent != index.root) parent.markUsed();
+    if (parent != index.root) index.markUsed(parent);
     storeStep = step;
     final long left = evict(counters.value(IndexCounters.BLOCKS_INDEXED) - maxBlocks + 1, parent);
     storeStep = -1;
@@ -183,7 +183,7 @@ final class ClockBound<N extends IndexNode<N>> {
             && index.isLinked(up)
             && !ws.forgotten
             && up.isHolder(ws.id)
-            && !up.isUsed()
+            && !index.isUsed(up)
             && !index.holdsChildOf(ws.id, up)) {
           dropPair(ws, up);
           noteCascade(ws, up);
@@ -196,8 +196,8 @@ final class ClockBound<N extends IndexNode<N>> {
       final N n = clock.pollFirst();
       if (n == null) return want; // nothing left to drop
       if (!index.isLinked(n)) continue; // pruned since it was queued
-      if (++visits <= patience && n.isUsed()) {
-        n.clearUsed();
+      if (++visits <= patience && index.isUsed(n)) {
+        index.clearUsed(n);
         clock.addLast(n);
         continue;
       }

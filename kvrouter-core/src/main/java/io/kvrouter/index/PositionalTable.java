@@ -4,6 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.List;
 import org.jspecify.annotations.NullUnmarked;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An open-addressing hash table of positional entries keyed by (sequence hash, local hash), written
@@ -43,6 +44,17 @@ import org.jspecify.annotations.NullUnmarked;
  * grew (a power-of-two capacity, as before, was 3/8 to 3/4 full: 4 MB for config B's half a
  * million entries). Amortized O(1): after a rebuild the next one needs capacity/4 inserts or
  * capacity * 3/8 removals.
+ *
+ * Used bits (a bounded index only; null otherwise): one bit per slot in usedBits[], the used bit of
+ * the entry in that slot for the bound's CLOCK order (ClockBound), so an entry needs no field of
+ * its own (a byte would round the 40-byte entry up to 48). A reader that matched an entry finds
+ * its slot again (a probe by reference from its home; the slots are in cache from the lookup) and
+ * sets the bit with an atomic OR, only when a plain load saw it clear; the writer reads and clears
+ * it the same way, and clears it whenever a slot is filled or emptied. A rebuild copies the bits
+ * of the entries it moves. Races cost at most a lost or a stray mark, which only changes which
+ * cold block goes first, never a score: a reader that marks in a table already replaced (its mark
+ * is lost), or a mark that lands after the writer emptied and refilled that slot (the new entry
+ * starts used).
  * </pre>
  */
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
@@ -50,6 +62,7 @@ final class PositionalTable {
   private static final VarHandle SLOT =
       MethodHandles.arrayElementVarHandle(PositionalEntry[].class);
   private static final VarHandle TAG_WORD = MethodHandles.arrayElementVarHandle(long[].class);
+  private static final VarHandle USED_WORD = MethodHandles.arrayElementVarHandle(long[].class);
   private static final int EMPTY = 0;
   private static final int TAG_TOMBSTONE = 15;
   private static final PositionalEntry TOMBSTONE = new PositionalEntry(0L, 0L, null);
@@ -58,16 +71,23 @@ final class PositionalTable {
 
   private final PositionalEntry[] slots;
   private final long[] tags;
+  private final long @Nullable [] usedBits;
   private int live;
   private int used; // live + tombstones
 
   PositionalTable() {
-    this(MIN_CAPACITY);
+    this(MIN_CAPACITY, false);
   }
 
-  private PositionalTable(int capacity) {
+  /** An empty table; with a used bit per slot when {@code withUsedBits} (a bounded index's). */
+  PositionalTable(boolean withUsedBits) {
+    this(MIN_CAPACITY, withUsedBits);
+  }
+
+  private PositionalTable(int capacity, boolean withUsedBits) {
     slots = new PositionalEntry[capacity];
     tags = new long[(capacity + 15) >>> 4];
+    this.usedBits = withUsedBits ? new long[(capacity + 63) >>> 6] : null;
   }
 
   private static int home(long seq, int capacity) {
@@ -166,7 +186,8 @@ final class PositionalTable {
   }
 
   private PositionalTable rebuilt(int capacity) {
-    final PositionalTable t = new PositionalTable(capacity);
+    final long[] u = this.usedBits;
+    final PositionalTable t = new PositionalTable(capacity, u != null);
     // first load every key: independent loads the CPU overlaps (the entries are mostly not in
     // cache); then insert in the same order without touching the entries again
     final PositionalEntry[] old = slots;
@@ -176,8 +197,11 @@ final class PositionalTable {
       if (e != null && e != TOMBSTONE) keys[k++] = e.seq;
     }
     k = 0;
-    for (PositionalEntry e : old) {
-      if (e != null && e != TOMBSTONE) t.insert(keys[k++], e);
+    for (int j = 0; j < old.length; j++) {
+      final PositionalEntry e = old[j];
+      if (e == null || e == TOMBSTONE) continue;
+      final int at = t.insert(keys[k++], e);
+      if (u != null && usedAt(u, j)) t.setUsed(at);
     }
     return t;
   }
@@ -186,8 +210,11 @@ final class PositionalTable {
     insert(entry.seq, entry);
   }
 
-  /** Puts {@code entry}, keyed {@code seq}, in the first free slot of its probe run. */
-  private void insert(long seq, PositionalEntry entry) {
+  /**
+   * Puts {@code entry}, keyed {@code seq}, in the first free slot of its probe run; returns that
+   * slot (its used bit clear).
+   */
+  private int insert(long seq, PositionalEntry entry) {
     final PositionalEntry[] s = slots;
     final int cap = s.length;
     int i = home(seq, cap);
@@ -200,9 +227,11 @@ final class PositionalTable {
       if (e == TOMBSTONE) break;
       i = i + 1 < cap ? i + 1 : 0;
     }
+    if (usedBits != null) clearUsed(i);
     SLOT.setRelease(s, i, entry);
     setTag(i, tag(seq));
     live++;
+    return i;
   }
 
   /** Removes {@code entry}; false when it is not in the table. Writer-only. */
@@ -215,6 +244,7 @@ final class PositionalTable {
       if (e == entry) {
         SLOT.setRelease(s, i, TOMBSTONE);
         setTag(i, TAG_TOMBSTONE);
+        if (usedBits != null) clearUsed(i);
         live--;
         return true;
       }
@@ -228,6 +258,64 @@ final class PositionalTable {
   PositionalTable shrunk() {
     if (slots.length <= MIN_CAPACITY || live * 8L >= slots.length) return this;
     return rebuilt(capacityFor(live));
+  }
+
+  // ---- used bits (a bounded index's table only)
+
+  /**
+   * The slot that holds {@code entry}, or -1 (not in this table). Safe for lock-free readers: a
+   * reference compare along the entry's probe run, through the tags.
+   */
+  private int slotOf(PositionalEntry entry) {
+    final PositionalEntry[] s = slots;
+    final long[] g = tags;
+    final int cap = s.length;
+    final long seq = entry.seq;
+    final int tag = tag(seq);
+    for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
+      final int x = tagAt(g, i);
+      if (x == EMPTY) return -1;
+      if (x == tag && SLOT.getAcquire(s, i) == entry) return i;
+    }
+  }
+
+  private static boolean usedAt(long[] u, int i) {
+    return ((long) USED_WORD.getOpaque(u, i >>> 6) & (1L << i)) != 0;
+  }
+
+  private void setUsed(int i) {
+    USED_WORD.getAndBitwiseOr(usedBits, i >>> 6, 1L << i);
+  }
+
+  private void clearUsed(int i) {
+    final long[] u = this.usedBits;
+    if (usedAt(u, i)) USED_WORD.getAndBitwiseAnd(u, i >>> 6, ~(1L << i));
+  }
+
+  /**
+   * Sets {@code entry}'s used bit, if it is in this table and the bit is clear; a no-op for a table
+   * without used bits. Safe for lock-free readers (class notes: a mark may be lost).
+   */
+  void markUsed(PositionalEntry entry) {
+    final long[] u = this.usedBits;
+    if (u == null) return;
+    final int i = slotOf(entry);
+    if (i >= 0 && !usedAt(u, i)) setUsed(i);
+  }
+
+  /** Whether {@code entry} is in this table with its used bit set. Writer-side. */
+  boolean isUsed(PositionalEntry entry) {
+    final long[] u = this.usedBits;
+    if (u == null) return false;
+    final int i = slotOf(entry);
+    return i >= 0 && usedAt(u, i);
+  }
+
+  /** Clears {@code entry}'s used bit (if it is in this table). Writer-side. */
+  void clearUsed(PositionalEntry entry) {
+    if (usedBits == null) return;
+    final int i = slotOf(entry);
+    if (i >= 0) clearUsed(i);
   }
 
   int size() {
