@@ -13,10 +13,16 @@ import org.jspecify.annotations.Nullable;
  * <pre>
  * Implementation notes
  *
- * slots[] holds entries (the key is the entry's own final seq and local) with linear probing
+ * slots holds entries (the key is the entry's own final seq and local) with linear probing
  * from a home slot derived from seq; any capacity works (the home is the high half of a multiply,
  * "fastrange", as in NameTable), at most 3/4 full counting tombstones. A removed entry's slot
  * becomes TOMBSTONE so probe chains stay intact.
+ *
+ * The slots are kept in segments of 2^15 (128 KB with compressed references), not one array: G1
+ * gives an object of half a region or more (a humongous one) whole regions of its own, and config
+ * B's 756,574 slots (3 MB) took two 2 MB regions, about 1.9 bytes per pair of heap held for
+ * nothing (BENCHMARKS.md, "Issue 37: positional memory, session 16"). A probe loads its segment
+ * from the small, cached array of segments first.
  *
  * Each slot also has a 4-bit tag in tags[] (16 to a long), as in NameTable: EMPTY (0) exactly
  * where the slot is null, TAG_TOMBSTONE where it is TOMBSTONE, else 4 bits of the key's hash
@@ -67,9 +73,15 @@ final class PositionalTable {
   private static final int TAG_TOMBSTONE = 15;
   private static final PositionalEntry TOMBSTONE = new PositionalEntry(0L, 0L, null);
   static final int MIN_CAPACITY = 64;
+  private static final int SEGMENT_SHIFT = 15;
+  private static final int SEGMENT = 1 << SEGMENT_SHIFT;
+  private static final int SEGMENT_MASK = SEGMENT - 1;
   private static final long PHI = 0x9E3779B97F4A7C15L;
 
-  private final PositionalEntry[] slots;
+  /** The slots in segments of SEGMENT slots (the last one shorter): none is humongous. */
+  private final PositionalEntry[][] slots;
+
+  private final int capacity;
   private final long[] tags;
   private final long @Nullable [] usedBits;
   private int live;
@@ -85,9 +97,29 @@ final class PositionalTable {
   }
 
   private PositionalTable(int capacity, boolean withUsedBits) {
-    slots = new PositionalEntry[capacity];
+    this.capacity = capacity;
+    final int n = (capacity + SEGMENT_MASK) >>> SEGMENT_SHIFT;
+    slots = new PositionalEntry[n][];
+    for (int k = 0; k < n; k++) {
+      slots[k] = new PositionalEntry[Math.min(SEGMENT, capacity - (k << SEGMENT_SHIFT))];
+    }
     tags = new long[(capacity + 15) >>> 4];
     this.usedBits = withUsedBits ? new long[(capacity + 63) >>> 6] : null;
+  }
+
+  /** Slot {@code i} (plain load). Writer-side. */
+  private static PositionalEntry at(PositionalEntry[][] s, int i) {
+    return s[i >>> SEGMENT_SHIFT][i & SEGMENT_MASK];
+  }
+
+  /** Slot {@code i}, loaded with acquire. Safe for lock-free readers. */
+  private static PositionalEntry acquireAt(PositionalEntry[][] s, int i) {
+    return (PositionalEntry) SLOT.getAcquire(s[i >>> SEGMENT_SHIFT], i & SEGMENT_MASK);
+  }
+
+  /** Stores {@code e} in slot {@code i} with release. Writer-only. */
+  private static void releaseAt(PositionalEntry[][] s, int i, PositionalEntry e) {
+    SLOT.setRelease(s[i >>> SEGMENT_SHIFT], i & SEGMENT_MASK, e);
   }
 
   private static int home(long seq, int capacity) {
@@ -118,15 +150,15 @@ final class PositionalTable {
 
   /** The entry with this key, or null. Safe for lock-free readers. */
   PositionalEntry get(long seq, long local) {
-    final PositionalEntry[] s = slots;
+    final PositionalEntry[][] s = slots;
     final long[] g = tags;
-    final int cap = s.length;
+    final int cap = capacity;
     final int tag = tag(seq);
     for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
       final int x = tagAt(g, i);
       if (x == EMPTY) return null;
       if (x == tag) {
-        final PositionalEntry e = (PositionalEntry) SLOT.getAcquire(s, i);
+        final PositionalEntry e = acquireAt(s, i);
         // a slot whose tag is set holds an entry; TOMBSTONE's key is never compared equal here
         if (e.seq == seq && e.local == local && e != TOMBSTONE) return e;
       }
@@ -138,15 +170,15 @@ final class PositionalTable {
    * key, or null: the lookup of a name that is a block's own key (PositionalNames). Writer-only.
    */
   PositionalEntry ownNamed(long seq, PositionalNames names) {
-    final PositionalEntry[] s = slots;
+    final PositionalEntry[][] s = slots;
     final long[] g = tags;
-    final int cap = s.length;
+    final int cap = capacity;
     final int tag = tag(seq);
     for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
       final int x = tagAt(g, i);
       if (x == EMPTY) return null;
       if (x == tag) {
-        final PositionalEntry e = s[i];
+        final PositionalEntry e = at(s, i);
         if (e.seq == seq && e != TOMBSTONE && names.namesByKey(e)) return e;
       }
     }
@@ -156,7 +188,7 @@ final class PositionalTable {
   void addOwnNamed(PositionalNames names, List<PositionalEntry> out) {
     // through the tags, 16 slots a word: an empty slot costs no read of its own (a loop of
     // identical reads of empty slots is also what Lincheck's model checker takes for a spin)
-    final PositionalEntry[] s = slots;
+    final PositionalEntry[][] s = slots;
     final long[] g = tags;
     for (int w = 0; w < g.length; w++) {
       long word = g[w];
@@ -165,7 +197,7 @@ final class PositionalTable {
         final int tag = (int) (word >>> shift) & 0xF;
         word &= ~(0xFL << shift);
         if (tag == TAG_TOMBSTONE) continue;
-        final PositionalEntry e = s[(w << 4) + (shift >>> 2)];
+        final PositionalEntry e = at(s, (w << 4) + (shift >>> 2));
         if (names.namesByKey(e)) out.add(e);
       }
     }
@@ -176,7 +208,7 @@ final class PositionalTable {
    * copy that holds it. Writer-only.
    */
   PositionalTable put(PositionalEntry entry) {
-    if ((used + 1) * 4L > slots.length * 3L) {
+    if ((used + 1) * 4L > capacity * 3L) {
       PositionalTable rebuilt = rebuilt(capacityFor(live + 1));
       rebuilt.insert(entry);
       return rebuilt;
@@ -185,20 +217,23 @@ final class PositionalTable {
     return this;
   }
 
-  private PositionalTable rebuilt(int capacity) {
+  private PositionalTable rebuilt(int newCapacity) {
     final long[] u = this.usedBits;
-    final PositionalTable t = new PositionalTable(capacity, u != null);
+    final PositionalTable t = new PositionalTable(newCapacity, u != null);
     // first load every key: independent loads the CPU overlaps (the entries are mostly not in
     // cache); then insert in the same order without touching the entries again
-    final PositionalEntry[] old = slots;
+    final PositionalEntry[][] old = slots;
+    final int cap = capacity;
     final long[] keys = new long[live];
     int k = 0;
-    for (PositionalEntry e : old) {
-      if (e != null && e != TOMBSTONE) keys[k++] = e.seq;
+    for (PositionalEntry[] seg : old) {
+      for (PositionalEntry e : seg) {
+        if (e != null && e != TOMBSTONE) keys[k++] = e.seq;
+      }
     }
     k = 0;
-    for (int j = 0; j < old.length; j++) {
-      final PositionalEntry e = old[j];
+    for (int j = 0; j < cap; j++) {
+      final PositionalEntry e = at(old, j);
       if (e == null || e == TOMBSTONE) continue;
       final int at = t.insert(keys[k++], e);
       if (u != null && usedAt(u, j)) t.setUsed(at);
@@ -215,11 +250,11 @@ final class PositionalTable {
    * slot (its used bit clear).
    */
   private int insert(long seq, PositionalEntry entry) {
-    final PositionalEntry[] s = slots;
-    final int cap = s.length;
+    final PositionalEntry[][] s = slots;
+    final int cap = capacity;
     int i = home(seq, cap);
     while (true) {
-      PositionalEntry e = s[i];
+      PositionalEntry e = at(s, i);
       if (e == null) {
         used++;
         break;
@@ -228,7 +263,7 @@ final class PositionalTable {
       i = i + 1 < cap ? i + 1 : 0;
     }
     if (usedBits != null) clearUsed(i);
-    SLOT.setRelease(s, i, entry);
+    releaseAt(s, i, entry);
     setTag(i, tag(seq));
     live++;
     return i;
@@ -236,13 +271,13 @@ final class PositionalTable {
 
   /** Removes {@code entry}; false when it is not in the table. Writer-only. */
   boolean remove(PositionalEntry entry) {
-    final PositionalEntry[] s = slots;
-    final int cap = s.length;
+    final PositionalEntry[][] s = slots;
+    final int cap = capacity;
     for (int i = home(entry.seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
-      PositionalEntry e = s[i];
+      PositionalEntry e = at(s, i);
       if (e == null) return false;
       if (e == entry) {
-        SLOT.setRelease(s, i, TOMBSTONE);
+        releaseAt(s, i, TOMBSTONE);
         setTag(i, TAG_TOMBSTONE);
         if (usedBits != null) clearUsed(i);
         live--;
@@ -256,7 +291,7 @@ final class PositionalTable {
    * for the owner to publish. Writer-only.
    */
   PositionalTable shrunk() {
-    if (slots.length <= MIN_CAPACITY || live * 8L >= slots.length) return this;
+    if (capacity <= MIN_CAPACITY || live * 8L >= capacity) return this;
     return rebuilt(capacityFor(live));
   }
 
@@ -267,15 +302,15 @@ final class PositionalTable {
    * reference compare along the entry's probe run, through the tags.
    */
   private int slotOf(PositionalEntry entry) {
-    final PositionalEntry[] s = slots;
+    final PositionalEntry[][] s = slots;
     final long[] g = tags;
-    final int cap = s.length;
+    final int cap = capacity;
     final long seq = entry.seq;
     final int tag = tag(seq);
     for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
       final int x = tagAt(g, i);
       if (x == EMPTY) return -1;
-      if (x == tag && SLOT.getAcquire(s, i) == entry) return i;
+      if (x == tag && acquireAt(s, i) == entry) return i;
     }
   }
 
@@ -323,6 +358,6 @@ final class PositionalTable {
   }
 
   int capacity() {
-    return slots.length;
+    return capacity;
   }
 }

@@ -66,6 +66,40 @@ class PositionalTableTest {
   }
 
   /**
+   * A table of more than two segments of slots (2^15 each, the last one shorter): probe runs cross
+   * from one segment into the next and wrap from the last one to the first; every entry is found
+   * and absent keys miss, as the table grows through rebuilds and shrinks again.
+   */
+  @ParameterizedTest(name = "seed {0}")
+  @ValueSource(longs = {4})
+  void spansSegments(long seed) {
+    SplittableRandom rnd = new SplittableRandom(seed);
+    PositionalTable table = new PositionalTable();
+    List<PositionalEntry> live = new ArrayList<>();
+    for (int i = 0; i < 60_000; i++) {
+      long seq = rnd.nextLong();
+      PositionalEntry e = new PositionalEntry(seq, ~seq, null);
+      table = table.put(e);
+      live.add(e);
+    }
+    assertThat(table.capacity()).isGreaterThan(2 << 15);
+    assertThat(table.capacity() % (1 << 15)).isNotZero(); // a shorter last segment
+    for (PositionalEntry e : live) assertThat(table.get(e.seq, e.local)).isSameAs(e);
+    for (int q = 0; q < 10_000; q++) {
+      long absent = rnd.nextLong();
+      assertThat(table.get(absent, ~absent)).isNull();
+    }
+    while (live.size() > 100) {
+      PositionalEntry e = live.remove(live.size() - 1);
+      assertThat(table.remove(e)).isTrue();
+      table = table.shrunk();
+    }
+    assertThat(table.capacity()).isLessThan(1 << 15);
+    for (PositionalEntry e : live) assertThat(table.get(e.seq, e.local)).isSameAs(e);
+    assertThat(table.size()).isEqualTo(100);
+  }
+
+  /**
    * A bounded index's used bits, kept per slot in the table, against a plain set of the entries
    * marked: marks and clears at random while the table grows through rebuilds (which must carry the
    * bits along) and shrinks again; a new entry starts unused, also in a slot a marked entry left,
