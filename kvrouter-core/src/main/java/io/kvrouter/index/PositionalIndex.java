@@ -29,9 +29,9 @@ import org.jspecify.annotations.NullUnmarked;
  * Memory (config B of IndexWorkload, 508,160 (worker, block) pairs on 500,480 entries; see
  * docs/BENCHMARKS.md, "Issue 37: positional memory, session 16"): a 40-byte entry per distinct
  * block (39.4 bytes per pair) and the table's 4.5-byte slots (reference and tag) at 1/2 to 3/4
- * full (6.8), 46.6 in all; no per-pair name (it was 7.5 in NameTables); holder arrays are shared
- * along chains and cost almost nothing. A bounded index's entries are 40 bytes too (the used bit
- * is in the table). The object per block (its 12-byte header, the parent and children
+ * full (6.8), 46.3 to 47.0 in all; no per-pair name (it was 7.5 in NameTables); holder arrays
+ * are shared along chains and cost almost nothing. A bounded index's entries are 40 bytes too
+ * (the used bit is in the table). The object per block (its 12-byte header, the parent and children
  * references) is what keeps it above 40 bytes per pair; that section says what a layout of int
  * ids in primitive arrays would need.
  *
