@@ -14,7 +14,8 @@ import org.openjdk.jol.info.GraphLayout;
  *     -cp kvrouter-bench/target/benchmarks.jar io.kvrouter.bench.IndexLayout B positional32
  * </pre>
  *
- * The two properties let JOL read field offsets of records on JDK 25.
+ * The two properties let JOL read field offsets of records on JDK 25. A kind may carry a bound
+ * after {@code @} ({@code positional32@never}), as in IndexFootprint.
  */
 public final class IndexLayout {
   private IndexLayout() {}
@@ -24,7 +25,11 @@ public final class IndexLayout {
     IndexWorkload w = IndexWorkload.of(config);
     for (int k = 1; k < Math.max(2, args.length); k++) {
       String kind = args.length > 1 ? args[k] : "positional32";
-      KvIndex index = IndexWorkload.newIndex(kind);
+      int at = kind.indexOf('@');
+      KvIndex index =
+          at < 0
+              ? IndexWorkload.newIndex(kind)
+              : IndexWorkload.newIndex(kind.substring(0, at), kind.substring(at + 1), w.pairs());
       w.storeEvents().forEach(index::apply);
       index.flush();
       long held = index.stats().blocksIndexed();

@@ -132,6 +132,21 @@ abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
     return new NameTable<>(findsOtherNames);
   }
 
+  /** Sets {@code node}'s used bit (a bounded index's eviction order: IndexNode.markUsed). */
+  void markUsed(N node) {
+    node.markUsed();
+  }
+
+  /** {@code node}'s used bit. Writer-side. */
+  boolean isUsed(N node) {
+    return node.isUsed();
+  }
+
+  /** Clears {@code node}'s used bit. Writer-side. */
+  void clearUsed(N node) {
+    node.clearUsed();
+  }
+
   /** Subclasses call this from childFor for each node they make. */
   final void nodeCreated(N node) {
     if (bound != null) bound.nodeCreated(node);
@@ -188,7 +203,7 @@ abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
         counters.inc(IndexCounters.PARENT_MISSING);
         return;
       }
-      if (bounded) parent.markUsed();
+      if (bounded) markUsed(parent);
     }
     final long[] seqs = s.blockHashes();
     final long[] locals = s.tokensHashes();
@@ -209,11 +224,11 @@ abstract class BlockIndex<N extends IndexNode<N>> extends SteppedIndex {
           if (pruneLater == null) pruneLater = new ArrayList<>();
           pruneLater.add(previous);
         }
-        if (bound != null && !bound.isNew(child)) child.markUsed(); // a block that existed: used
+        if (bound != null && !bound.isNew(child)) markUsed(child); // a block that existed: used
         // asked after release: the parent may just have lost its last name
         hold(ws, child, parent == root || parent.isHolder(id));
       } else if (bound != null) {
-        child.markUsed(); // stored again: used
+        markUsed(child); // stored again: used
       }
       parent = child;
     }

@@ -2,7 +2,6 @@ package io.kvrouter.index;
 
 import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.longs.LongArrayList;
-import java.util.ArrayDeque;
 import org.jspecify.annotations.NullUnmarked;
 
 /**
@@ -13,8 +12,8 @@ import org.jspecify.annotations.NullUnmarked;
  * <pre>
  * Implementation notes
  *
- *  - Order: every node enters the clock queue (writer-only ArrayDeque) when it is made, so the
- *    queue is in store order. A node leaves it when the hand finds it unlinked; when stale
+ *  - Order: every node enters the clock queue (writer-only, a ChunkedQueue: no humongous
+ *    array) when it is made, so the queue is in store order. A node leaves it when the hand finds it unlinked; when stale
  *    entries make the queue more than 1.25 times the linked nodes (+64), checked when a node is
  *    made and after every prune, it is compacted, so the queue stays within 1.25 * nodes + 64
  *    references and keeps at most a quarter of the nodes alive after they were unlinked
@@ -22,8 +21,9 @@ import org.jspecify.annotations.NullUnmarked;
  *    queue). With 2 * nodes the stale nodes, kept alive with their holders, more than doubled a
  *    bounded tree's bytes per pair under eviction (IndexFootprint, config B, a quarter bound).
  *  - Use: readers set a node's used bit (IndexNode.markUsed: an opaque store, only when it was
- *    clear) on each worker's deepest matched node of a query: the tree walk marks the node where
- *    workers drop out and the node where it ends, the positional walk the entries it probes
+ *    clear; the positional index keeps the bit in its table, BlockIndex.markUsed) on each
+ *    worker's deepest matched node of a query: the tree walk marks the node where workers drop
+ *    out and the node where it ends, the positional walk the entries it probes
  *    (each worker's deepest matched entry is one). That is the node the hand could take from
  *    that worker on this path (the rule below); nodes every matched worker holds below are not
  *    leaves of theirs, and marking all of them cost the tree walk 11-16 % (BENCHMARKS.md).
@@ -72,7 +72,7 @@ final class ClockBound<N extends IndexNode<N>> {
   /** The most (worker, block) pairs held. */
   final long maxBlocks;
 
-  private ArrayDeque<N> clock = new ArrayDeque<>(); // nodes in store order
+  private ChunkedQueue<N> clock = new ChunkedQueue<>(); // nodes in store order
   long linkedNodes; // linked nodes of the index, kept by nodeCreated and nodeUnlinked
   private N lastCreated; // the node made last
   private WorkerBlocks<N> cascadeWorker; // a worker whose leaf the hand just dropped ...
@@ -146,7 +146,7 @@ final class ClockBound<N extends IndexNode<N>> {
     final N existing = index.findChild(parent, local);
     if (existing != null && (existing.isHolder(ws.id) || BlockIndex.isDetached(existing, ws)))
       return true;
-    if (parent != index.root) parent.markUsed();
+    if (parent != index.root) index.markUsed(parent);
     storeStep = step;
     final long left = evict(counters.value(IndexCounters.BLOCKS_INDEXED) - maxBlocks + 1, parent);
     storeStep = -1;
@@ -183,7 +183,7 @@ final class ClockBound<N extends IndexNode<N>> {
             && index.isLinked(up)
             && !ws.forgotten
             && up.isHolder(ws.id)
-            && !up.isUsed()
+            && !index.isUsed(up)
             && !index.holdsChildOf(ws.id, up)) {
           dropPair(ws, up);
           noteCascade(ws, up);
@@ -196,8 +196,8 @@ final class ClockBound<N extends IndexNode<N>> {
       final N n = clock.pollFirst();
       if (n == null) return want; // nothing left to drop
       if (!index.isLinked(n)) continue; // pruned since it was queued
-      if (++visits <= patience && n.isUsed()) {
-        n.clearUsed();
+      if (++visits <= patience && index.isUsed(n)) {
+        index.clearUsed(n);
         clock.addLast(n);
         continue;
       }
@@ -287,7 +287,7 @@ final class ClockBound<N extends IndexNode<N>> {
 
   /** Rebuilds the clock queue without unlinked nodes, keeping the order. */
   private void compactClock() {
-    ArrayDeque<N> kept = new ArrayDeque<>((int) Math.min(Integer.MAX_VALUE - 8, linkedNodes + 16));
+    ChunkedQueue<N> kept = new ChunkedQueue<>();
     for (N n : clock) {
       if (index.isLinked(n)) kept.addLast(n);
     }

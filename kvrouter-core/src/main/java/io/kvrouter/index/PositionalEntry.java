@@ -27,8 +27,8 @@ import org.jspecify.annotations.NullUnmarked;
  *           never linked or written again; a new entry takes its key). Writer-only.
  *
  * Size: 40 bytes (12-byte header, holders, seq, local, parent, children; compressed
- * references), like TreeNode. A bounded index's entries are BoundedPositionalEntry (the used
- * bit, 48 bytes), so an unbounded index pays nothing for the bound. Before, an entry was 56 bytes:
+ * references), like TreeNode. A bounded index keeps the used bit in its table (one bit per slot,
+ * PositionalTable), not here: a byte field would round the entry up to 48 bytes. Before, an entry was 56 bytes:
  * position, three sibling links, a linked flag and the used byte.
  *
  * Invariant: every worker's connected set is prefix-closed; writers change it one entry at a
@@ -36,7 +36,7 @@ import org.jspecify.annotations.NullUnmarked;
  * </pre>
  */
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
-class PositionalEntry extends IndexNode<PositionalEntry> {
+final class PositionalEntry extends IndexNode<PositionalEntry> {
   /** The children of an entry that left the structure. */
   private static final Object UNLINKED = new Object();
 
@@ -44,13 +44,6 @@ class PositionalEntry extends IndexNode<PositionalEntry> {
 
   PositionalEntry(long seq, long local, PositionalEntry parent) {
     super(seq, local, parent);
-  }
-
-  /** A new entry of this entry's class (bounded or not) keyed {@code seq}, {@code local}. */
-  static PositionalEntry create(long seq, long local, PositionalEntry parent, boolean bounded) {
-    return bounded
-        ? new BoundedPositionalEntry(seq, local, parent)
-        : new PositionalEntry(seq, local, parent);
   }
 
   // ---- writer side ----

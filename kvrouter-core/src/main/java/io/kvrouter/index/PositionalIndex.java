@@ -27,12 +27,13 @@ import org.jspecify.annotations.NullUnmarked;
  * to dump.
  *
  * Memory (config B of IndexWorkload, 508,160 (worker, block) pairs on 500,480 entries; see
- * docs/BENCHMARKS.md): a 40-byte entry per distinct block (39.4 bytes per pair) and the table's
- * 4.5-byte slots (reference and tag) at 1/2 to 3/4 full (6.7); no per-pair name (it was 7.5 in
- * NameTables); holder arrays are shared along chains and cost almost nothing. The object per
- * block (its 12-byte header, the parent and children references) is what keeps it above 40 bytes
- * per pair (BENCHMARKS.md, "Issue 37: the positional index's names", says what a layout of int
- * ids in primitive arrays would need).
+ * docs/BENCHMARKS.md, "Issue 37: positional memory, session 16"): a 40-byte entry per distinct
+ * block (39.4 bytes per pair) and the table's 4.5-byte slots (reference and tag) at 1/2 to 3/4
+ * full (6.8), 46.3 to 47.0 in all; no per-pair name (it was 7.5 in NameTables); holder arrays
+ * are shared along chains and cost almost nothing. A bounded index's entries are 40 bytes too
+ * (the used bit is in the table). The object per block (its 12-byte header, the parent and children
+ * references) is what keeps it above 40 bytes per pair; that section says what a layout of int
+ * ids in primitive arrays would need.
  *
  * Sequence hashes (DESIGN.md §4 rule 8): a Stored block's entry is found by the router's hash
  * next(parent entry's hash, local), never by the engine's hash, which only names the block for
@@ -52,6 +53,9 @@ import org.jspecify.annotations.NullUnmarked;
  * O(log jumpSize) lookups per distinct drop position. earlyExit stops once one worker is alive.
  * The alive ids stay sorted, so a probe where nobody dropped out costs one array compare.
  * The path allocates only the result arrays: no boxing, iterators or capturing lambdas.
+ *
+ * Bound: a bounded index keeps each entry's used bit in the table, one bit per slot
+ * (PositionalTable), not in the entry, so its entries are 40 bytes too.
  *
  * Writers: every mutation (apply, clearWorker, removeWorker, dump) runs under one
  * ReentrantLock, so writers of any workers may call concurrently and take turns.
@@ -85,7 +89,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
   private final int jumpSize;
 
   @SuppressWarnings("unused") // through TABLE
-  private PositionalTable table = new PositionalTable();
+  private PositionalTable table;
 
   PositionalIndex(int jumpSize) {
     this(jumpSize, null);
@@ -107,6 +111,8 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
       throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
     }
     this.jumpSize = jumpSize;
+    // a bounded index keeps its entries' used bits in the table (PositionalTable)
+    TABLE.setRelease(this, new PositionalTable(bounded));
   }
 
   int jumpSize() {
@@ -132,7 +138,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     final int m = holders0.length - from;
     if (m == 0) return Scores.EMPTY;
     final boolean mark = bounded;
-    if (mark) e0.markUsed();
+    if (mark) markUsedByReader(e0);
     // alive ids in ids[0..alive), sorted (partition keeps the kept ones in order); dropped ids
     // after them with their final scores. Later holders may hold detached ids (negative): no
     // alive id ever matches one.
@@ -156,7 +162,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
             h.length == alive && Arrays.equals(ids, 0, alive, h, 0, alive)
                 ? alive
                 : partition(ids, 0, alive, h);
-        if (mark && kept > 0) e.markUsed();
+        if (mark && kept > 0) markUsedByReader(e);
         if (kept < alive) resolve(localHashes, ids, scores, kept, alive, cur, curSeq, probe);
         alive = kept;
         cur = probe;
@@ -203,12 +209,32 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     final PositionalEntry e = lookup(seq, localHashes[mid]);
     final int[] h = e == null ? SortedIds.NONE : e.holders();
     final int k = partition(ids, from, to, h);
-    if (bounded && k > from) e.markUsed();
+    if (bounded && k > from) markUsedByReader(e);
     if (k < to) resolve(localHashes, ids, scores, k, to, lo, loSeq, mid);
     if (k > from) resolve(localHashes, ids, scores, from, k, mid, seq, hi);
   }
 
+  /** Sets a matched entry's used bit, which the table keeps (bounded only). */
+  private void markUsedByReader(PositionalEntry e) {
+    ((PositionalTable) TABLE.getAcquire(this)).markUsed(e);
+  }
+
   // ------------------------------------------------------------------ the node structure
+
+  @Override
+  void markUsed(PositionalEntry e) {
+    table().markUsed(e);
+  }
+
+  @Override
+  boolean isUsed(PositionalEntry e) {
+    return table().isUsed(e);
+  }
+
+  @Override
+  void clearUsed(PositionalEntry e) {
+    table().clearUsed(e);
+  }
 
   /** The table as the writer sees it (plain load). Writer-side. */
   PositionalTable table() {
@@ -224,7 +250,7 @@ final class PositionalIndex extends BlockIndex<PositionalEntry> {
     final long key = parent == null ? local : SequenceHasher.next(parent.seq, local);
     PositionalEntry e = table().get(key, local);
     if (e != null) return e;
-    e = PositionalEntry.create(key, local, parent, bounded);
+    e = new PositionalEntry(key, local, parent);
     if (parent != null) parent.linkChild(e);
     PositionalTable t = table();
     PositionalTable grown = t.put(e);

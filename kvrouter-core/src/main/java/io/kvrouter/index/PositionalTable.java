@@ -4,6 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.List;
 import org.jspecify.annotations.NullUnmarked;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An open-addressing hash table of positional entries keyed by (sequence hash, local hash), written
@@ -12,10 +13,16 @@ import org.jspecify.annotations.NullUnmarked;
  * <pre>
  * Implementation notes
  *
- * slots[] holds entries (the key is the entry's own final seq and local) with linear probing
+ * slots holds entries (the key is the entry's own final seq and local) with linear probing
  * from a home slot derived from seq; any capacity works (the home is the high half of a multiply,
  * "fastrange", as in NameTable), at most 3/4 full counting tombstones. A removed entry's slot
  * becomes TOMBSTONE so probe chains stay intact.
+ *
+ * The slots are kept in segments of 2^15 (128 KB with compressed references), not one array: G1
+ * gives an object of half a region or more (a humongous one) whole regions of its own, and config
+ * B's 756,574 slots (3 MB) took two 2 MB regions, about 1.9 bytes per pair of heap held for
+ * nothing (BENCHMARKS.md, "Issue 37: positional memory, session 16"). A probe loads its segment
+ * from the small, cached array of segments first.
  *
  * Each slot also has a 4-bit tag in tags[] (16 to a long), as in NameTable: EMPTY (0) exactly
  * where the slot is null, TAG_TOMBSTONE where it is TOMBSTONE, else 4 bits of the key's hash
@@ -43,6 +50,17 @@ import org.jspecify.annotations.NullUnmarked;
  * grew (a power-of-two capacity, as before, was 3/8 to 3/4 full: 4 MB for config B's half a
  * million entries). Amortized O(1): after a rebuild the next one needs capacity/4 inserts or
  * capacity * 3/8 removals.
+ *
+ * Used bits (a bounded index only; null otherwise): one bit per slot in usedBits[], the used bit of
+ * the entry in that slot for the bound's CLOCK order (ClockBound), so an entry needs no field of
+ * its own (a byte would round the 40-byte entry up to 48). A reader that matched an entry finds
+ * its slot again (a probe by reference from its home; the slots are in cache from the lookup) and
+ * sets the bit with an atomic OR, only when a plain load saw it clear; the writer reads and clears
+ * it the same way, and clears it whenever a slot is filled or emptied. A rebuild copies the bits
+ * of the entries it moves. Races cost at most a lost or a stray mark, which only changes which
+ * cold block goes first, never a score: a reader that marks in a table already replaced (its mark
+ * is lost), or a mark that lands after the writer emptied and refilled that slot (the new entry
+ * starts used).
  * </pre>
  */
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
@@ -50,24 +68,58 @@ final class PositionalTable {
   private static final VarHandle SLOT =
       MethodHandles.arrayElementVarHandle(PositionalEntry[].class);
   private static final VarHandle TAG_WORD = MethodHandles.arrayElementVarHandle(long[].class);
+  private static final VarHandle USED_WORD = MethodHandles.arrayElementVarHandle(long[].class);
   private static final int EMPTY = 0;
   private static final int TAG_TOMBSTONE = 15;
   private static final PositionalEntry TOMBSTONE = new PositionalEntry(0L, 0L, null);
   static final int MIN_CAPACITY = 64;
+  private static final int SEGMENT_SHIFT = 15;
+  private static final int SEGMENT = 1 << SEGMENT_SHIFT;
+  private static final int SEGMENT_MASK = SEGMENT - 1;
   private static final long PHI = 0x9E3779B97F4A7C15L;
 
-  private final PositionalEntry[] slots;
+  /** The slots in segments of SEGMENT slots (the last one shorter): none is humongous. */
+  private final PositionalEntry[][] slots;
+
+  private final int capacity;
   private final long[] tags;
+  private final long @Nullable [] usedBits;
   private int live;
   private int used; // live + tombstones
 
   PositionalTable() {
-    this(MIN_CAPACITY);
+    this(MIN_CAPACITY, false);
   }
 
-  private PositionalTable(int capacity) {
-    slots = new PositionalEntry[capacity];
+  /** An empty table; with a used bit per slot when {@code withUsedBits} (a bounded index's). */
+  PositionalTable(boolean withUsedBits) {
+    this(MIN_CAPACITY, withUsedBits);
+  }
+
+  private PositionalTable(int capacity, boolean withUsedBits) {
+    this.capacity = capacity;
+    final int n = (capacity + SEGMENT_MASK) >>> SEGMENT_SHIFT;
+    slots = new PositionalEntry[n][];
+    for (int k = 0; k < n; k++) {
+      slots[k] = new PositionalEntry[Math.min(SEGMENT, capacity - (k << SEGMENT_SHIFT))];
+    }
     tags = new long[(capacity + 15) >>> 4];
+    this.usedBits = withUsedBits ? new long[(capacity + 63) >>> 6] : null;
+  }
+
+  /** Slot {@code i} (plain load). Writer-side. */
+  private static PositionalEntry at(PositionalEntry[][] s, int i) {
+    return s[i >>> SEGMENT_SHIFT][i & SEGMENT_MASK];
+  }
+
+  /** Slot {@code i}, loaded with acquire. Safe for lock-free readers. */
+  private static PositionalEntry acquireAt(PositionalEntry[][] s, int i) {
+    return (PositionalEntry) SLOT.getAcquire(s[i >>> SEGMENT_SHIFT], i & SEGMENT_MASK);
+  }
+
+  /** Stores {@code e} in slot {@code i} with release. Writer-only. */
+  private static void releaseAt(PositionalEntry[][] s, int i, PositionalEntry e) {
+    SLOT.setRelease(s[i >>> SEGMENT_SHIFT], i & SEGMENT_MASK, e);
   }
 
   private static int home(long seq, int capacity) {
@@ -98,15 +150,15 @@ final class PositionalTable {
 
   /** The entry with this key, or null. Safe for lock-free readers. */
   PositionalEntry get(long seq, long local) {
-    final PositionalEntry[] s = slots;
+    final PositionalEntry[][] s = slots;
     final long[] g = tags;
-    final int cap = s.length;
+    final int cap = capacity;
     final int tag = tag(seq);
     for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
       final int x = tagAt(g, i);
       if (x == EMPTY) return null;
       if (x == tag) {
-        final PositionalEntry e = (PositionalEntry) SLOT.getAcquire(s, i);
+        final PositionalEntry e = acquireAt(s, i);
         // a slot whose tag is set holds an entry; TOMBSTONE's key is never compared equal here
         if (e.seq == seq && e.local == local && e != TOMBSTONE) return e;
       }
@@ -118,15 +170,15 @@ final class PositionalTable {
    * key, or null: the lookup of a name that is a block's own key (PositionalNames). Writer-only.
    */
   PositionalEntry ownNamed(long seq, PositionalNames names) {
-    final PositionalEntry[] s = slots;
+    final PositionalEntry[][] s = slots;
     final long[] g = tags;
-    final int cap = s.length;
+    final int cap = capacity;
     final int tag = tag(seq);
     for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
       final int x = tagAt(g, i);
       if (x == EMPTY) return null;
       if (x == tag) {
-        final PositionalEntry e = s[i];
+        final PositionalEntry e = at(s, i);
         if (e.seq == seq && e != TOMBSTONE && names.namesByKey(e)) return e;
       }
     }
@@ -136,7 +188,7 @@ final class PositionalTable {
   void addOwnNamed(PositionalNames names, List<PositionalEntry> out) {
     // through the tags, 16 slots a word: an empty slot costs no read of its own (a loop of
     // identical reads of empty slots is also what Lincheck's model checker takes for a spin)
-    final PositionalEntry[] s = slots;
+    final PositionalEntry[][] s = slots;
     final long[] g = tags;
     for (int w = 0; w < g.length; w++) {
       long word = g[w];
@@ -145,7 +197,7 @@ final class PositionalTable {
         final int tag = (int) (word >>> shift) & 0xF;
         word &= ~(0xFL << shift);
         if (tag == TAG_TOMBSTONE) continue;
-        final PositionalEntry e = s[(w << 4) + (shift >>> 2)];
+        final PositionalEntry e = at(s, (w << 4) + (shift >>> 2));
         if (names.namesByKey(e)) out.add(e);
       }
     }
@@ -156,7 +208,7 @@ final class PositionalTable {
    * copy that holds it. Writer-only.
    */
   PositionalTable put(PositionalEntry entry) {
-    if ((used + 1) * 4L > slots.length * 3L) {
+    if ((used + 1) * 4L > capacity * 3L) {
       PositionalTable rebuilt = rebuilt(capacityFor(live + 1));
       rebuilt.insert(entry);
       return rebuilt;
@@ -165,19 +217,26 @@ final class PositionalTable {
     return this;
   }
 
-  private PositionalTable rebuilt(int capacity) {
-    final PositionalTable t = new PositionalTable(capacity);
+  private PositionalTable rebuilt(int newCapacity) {
+    final long[] u = this.usedBits;
+    final PositionalTable t = new PositionalTable(newCapacity, u != null);
     // first load every key: independent loads the CPU overlaps (the entries are mostly not in
     // cache); then insert in the same order without touching the entries again
-    final PositionalEntry[] old = slots;
+    final PositionalEntry[][] old = slots;
+    final int cap = capacity;
     final long[] keys = new long[live];
     int k = 0;
-    for (PositionalEntry e : old) {
-      if (e != null && e != TOMBSTONE) keys[k++] = e.seq;
+    for (PositionalEntry[] seg : old) {
+      for (PositionalEntry e : seg) {
+        if (e != null && e != TOMBSTONE) keys[k++] = e.seq;
+      }
     }
     k = 0;
-    for (PositionalEntry e : old) {
-      if (e != null && e != TOMBSTONE) t.insert(keys[k++], e);
+    for (int j = 0; j < cap; j++) {
+      final PositionalEntry e = at(old, j);
+      if (e == null || e == TOMBSTONE) continue;
+      final int at = t.insert(keys[k++], e);
+      if (u != null && usedAt(u, j)) t.setUsed(at);
     }
     return t;
   }
@@ -186,13 +245,16 @@ final class PositionalTable {
     insert(entry.seq, entry);
   }
 
-  /** Puts {@code entry}, keyed {@code seq}, in the first free slot of its probe run. */
-  private void insert(long seq, PositionalEntry entry) {
-    final PositionalEntry[] s = slots;
-    final int cap = s.length;
+  /**
+   * Puts {@code entry}, keyed {@code seq}, in the first free slot of its probe run; returns that
+   * slot (its used bit clear).
+   */
+  private int insert(long seq, PositionalEntry entry) {
+    final PositionalEntry[][] s = slots;
+    final int cap = capacity;
     int i = home(seq, cap);
     while (true) {
-      PositionalEntry e = s[i];
+      PositionalEntry e = at(s, i);
       if (e == null) {
         used++;
         break;
@@ -200,21 +262,24 @@ final class PositionalTable {
       if (e == TOMBSTONE) break;
       i = i + 1 < cap ? i + 1 : 0;
     }
-    SLOT.setRelease(s, i, entry);
+    if (usedBits != null) clearUsed(i);
+    releaseAt(s, i, entry);
     setTag(i, tag(seq));
     live++;
+    return i;
   }
 
   /** Removes {@code entry}; false when it is not in the table. Writer-only. */
   boolean remove(PositionalEntry entry) {
-    final PositionalEntry[] s = slots;
-    final int cap = s.length;
+    final PositionalEntry[][] s = slots;
+    final int cap = capacity;
     for (int i = home(entry.seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
-      PositionalEntry e = s[i];
+      PositionalEntry e = at(s, i);
       if (e == null) return false;
       if (e == entry) {
-        SLOT.setRelease(s, i, TOMBSTONE);
+        releaseAt(s, i, TOMBSTONE);
         setTag(i, TAG_TOMBSTONE);
+        if (usedBits != null) clearUsed(i);
         live--;
         return true;
       }
@@ -226,8 +291,66 @@ final class PositionalTable {
    * for the owner to publish. Writer-only.
    */
   PositionalTable shrunk() {
-    if (slots.length <= MIN_CAPACITY || live * 8L >= slots.length) return this;
+    if (capacity <= MIN_CAPACITY || live * 8L >= capacity) return this;
     return rebuilt(capacityFor(live));
+  }
+
+  // ---- used bits (a bounded index's table only)
+
+  /**
+   * The slot that holds {@code entry}, or -1 (not in this table). Safe for lock-free readers: a
+   * reference compare along the entry's probe run, through the tags.
+   */
+  private int slotOf(PositionalEntry entry) {
+    final PositionalEntry[][] s = slots;
+    final long[] g = tags;
+    final int cap = capacity;
+    final long seq = entry.seq;
+    final int tag = tag(seq);
+    for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
+      final int x = tagAt(g, i);
+      if (x == EMPTY) return -1;
+      if (x == tag && acquireAt(s, i) == entry) return i;
+    }
+  }
+
+  private static boolean usedAt(long[] u, int i) {
+    return ((long) USED_WORD.getOpaque(u, i >>> 6) & (1L << i)) != 0;
+  }
+
+  private void setUsed(int i) {
+    USED_WORD.getAndBitwiseOr(usedBits, i >>> 6, 1L << i);
+  }
+
+  private void clearUsed(int i) {
+    final long[] u = this.usedBits;
+    if (usedAt(u, i)) USED_WORD.getAndBitwiseAnd(u, i >>> 6, ~(1L << i));
+  }
+
+  /**
+   * Sets {@code entry}'s used bit, if it is in this table and the bit is clear; a no-op for a table
+   * without used bits. Safe for lock-free readers (class notes: a mark may be lost).
+   */
+  void markUsed(PositionalEntry entry) {
+    final long[] u = this.usedBits;
+    if (u == null) return;
+    final int i = slotOf(entry);
+    if (i >= 0 && !usedAt(u, i)) setUsed(i);
+  }
+
+  /** Whether {@code entry} is in this table with its used bit set. Writer-side. */
+  boolean isUsed(PositionalEntry entry) {
+    final long[] u = this.usedBits;
+    if (u == null) return false;
+    final int i = slotOf(entry);
+    return i >= 0 && usedAt(u, i);
+  }
+
+  /** Clears {@code entry}'s used bit (if it is in this table). Writer-side. */
+  void clearUsed(PositionalEntry entry) {
+    if (usedBits == null) return;
+    final int i = slotOf(entry);
+    if (i >= 0) clearUsed(i);
   }
 
   int size() {
@@ -235,6 +358,6 @@ final class PositionalTable {
   }
 
   int capacity() {
-    return slots.length;
+    return capacity;
   }
 }
