@@ -45,8 +45,9 @@ import org.jspecify.annotations.NullUnmarked;
  *
  * Slots stay put except in a rebuild and in an insert (which moves the names above it by one
  * slot): a slot found by find is valid until the next put or rebuild. Batches: reserve(n) before
- * a run of n new names grows the table once, and keeps n slots free past the last filled one (a
- * put fills at most the slot after it), so putAt does not rebuild in between;
+ * a run of n new names grows the table once, and keeps n slots free past both the homes and the
+ * last filled slot (a put fills a home or the slot after a filled one), so putAt does not rebuild
+ * in between;
  * removeAtKeepingCapacity never rebuilds or moves a slot, so slots found
  * before a batch of removals stay valid through it, and shrinkIfSparse applies the 3/8 rule once
  * at its end.
@@ -272,11 +273,16 @@ final class RunNames {
    * every time it passed 7/8 full.
    */
   void reserve(int n) {
-    // each put fills at most the slot after the last filled one: n more fit below the last slot
-    if ((used + (long) n) * 8 <= cap * 7L && end + (long) n < slots.length - 1) return;
-    final long need = (live + (long) n) * 8 / 7 + 1;
-    int c = grownCapacity();
-    while (c < need) c += Math.max(1, c >>> 2);
+    // a put fills a home slot or the slot after a filled one, so n puts fill nothing at or past
+    // max(end, cap) + n: they fit when that is below the last slot
+    final boolean room = (used + (long) n) * 8 <= cap * 7L;
+    if (room && Math.max(end, cap) + (long) n < slots.length - 1) return;
+    int c = cap; // room in the homes: only the tail is short (after a rebuild of no batch's)
+    if (!room) {
+      final long need = (live + (long) n) * 8 / 7 + 1;
+      c = grownCapacity();
+      while (c < need) c += Math.max(1, c >>> 2);
+    }
     rebuild(c, n + 1);
   }
 
