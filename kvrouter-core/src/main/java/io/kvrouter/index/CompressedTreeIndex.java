@@ -1289,7 +1289,7 @@ final class CompressedTreeIndex extends SteppedIndex {
     final IdentityHashMap<RunNode, Boolean> seen = new IdentityHashMap<>();
     final List<RunNode> out = new ArrayList<>();
     final RunNames names = ws.names;
-    for (int i = 0, cap = names.capacity(); i < cap; i++) {
+    for (int i = 0, end = names.scanEnd(); i < end; i++) {
       final RunNode n = names.nodeAt(i);
       if (n != null && seen.put(n, Boolean.TRUE) == null) out.add(n);
     }

@@ -11,8 +11,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * RunNames against a map: random names and removals (a tombstone where a probe may pass, an empty
- * slot where none can), on tables small enough that probe clusters wrap around the end, and a live
- * set that swings so the table grows, shrinks and rebuilds.
+ * slot where none can), on tables small enough that probe clusters run into the overflow tail, and
+ * a live set that swings so the table grows, shrinks and rebuilds.
  */
 class RunNamesTest {
   private static final int RUN = 64;
@@ -135,10 +135,10 @@ class RunNamesTest {
             model.remove(pick.get(b)[0]);
           }
           names.shrinkIfSparse();
-          assertThat(names.size() * 8L >= names.capacity() || names.capacity() == 16)
+          assertThat(names.size() * 8L >= names.homes() || names.homes() == 16)
               .as(
-                  "seed %d round %d: %d names in %d slots",
-                  seed, round, names.size(), names.capacity())
+                  "seed %d round %d: %d names in %d home slots",
+                  seed, round, names.size(), names.homes())
               .isTrue();
         }
         assertThat(names.size()).isEqualTo(model.size());
