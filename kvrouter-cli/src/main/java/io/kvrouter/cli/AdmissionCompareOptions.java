@@ -144,6 +144,19 @@ final class AdmissionCompareOptions {
     gateway.tenantTokenRates = tenantTokenRates;
     gateway.tenantTokenBurst = tenantTokenBurst;
     TokenRateConfig c = gateway.tokenRates();
+    // the simulated tenants are t0 .. t{N-1}: another name would limit nobody, silently
+    for (String name : c.tenantRates().keySet()) {
+      if (!name.matches("t(0|[1-9][0-9]{0,8})") || Integer.parseInt(name.substring(1)) >= tenants) {
+        throw new IllegalArgumentException(
+            "--tenant-token-rate "
+                + name
+                + "=...: the simulated tenants are named t0 .. t"
+                + (tenants - 1)
+                + " (--tenants "
+                + tenants
+                + ")");
+      }
+    }
     return new AdmissionSimulation.TokenRates(
         c.defaultRate(), c.tenantRates(), c.burst().toNanos() / 1e9);
   }

@@ -591,10 +591,15 @@ public final class SimulateCommand implements Callable<Integer> {
 
   /** The speedup of --load-factor on {@code loaded}; refuses --speedup with it. */
   private double speedupFor(TraceSource.Loaded loaded, SimConfig cfg) {
+    return speedupFor(loaded.requests(), cfg);
+  }
+
+  /** The speedup of --load-factor on the requests {@code sent}; refuses --speedup with it. */
+  private double speedupFor(List<TraceRequest> sent, SimConfig cfg) {
     if (spec.commandLine().getParseResult().hasMatchedOption("--speedup")) {
       throw new IllegalArgumentException("give --load-factor or --speedup, not both");
     }
-    return LoadFactor.speedup(loaded.requests(), cfg.timing(), cfg.ranks(), loadFactor);
+    return LoadFactor.speedup(sent, cfg.timing(), cfg.ranks(), loadFactor);
   }
 
   /** {@code --admission MODES}: the modes, the baselines, one table. */
@@ -641,20 +646,12 @@ public final class SimulateCommand implements Callable<Integer> {
     }
     TraceSource.Loaded loaded = loadTrace(err);
     if (loaded == null) return 2;
+    List<TraceRequest> sent;
     try {
-      if (loadFactor != null) {
-        // the capacity of the requests as sent (behind their shared prompts, if any)
-        if (spec.commandLine().getParseResult().hasMatchedOption("--speedup")) {
-          throw new IllegalArgumentException("give --load-factor or --speedup, not both");
-        }
-        cfg =
-            cfg.withSpeedup(
-                LoadFactor.speedup(
-                    rule.assign(loaded.requests()).requests(),
-                    cfg.timing(),
-                    cfg.ranks(),
-                    loadFactor));
-      }
+      // the requests as sent (behind their shared prompts, if any); a trace the rule cannot
+      // assign (e.g. a hash_id outside what --cached-tenant-prefix renames) is refused here
+      sent = rule.assign(loaded.requests()).requests();
+      if (loadFactor != null) cfg = cfg.withSpeedup(speedupFor(sent, cfg));
     } catch (IllegalArgumentException e) {
       err.println("kvrouter simulate: " + e.getMessage());
       return 2;
@@ -673,7 +670,6 @@ public final class SimulateCommand implements Callable<Integer> {
       out.println(AdmissionReport.json(c));
     } else {
       AdmissionReport.print(c, out);
-      List<TraceRequest> sent = rule.assign(loaded.requests()).requests();
       double perSec = LoadFactor.costCapacity(sent, cfg.timing(), cfg.ranks());
       out.printf(
           Locale.ROOT,

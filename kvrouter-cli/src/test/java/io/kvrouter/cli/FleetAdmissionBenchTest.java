@@ -165,11 +165,12 @@ class FleetAdmissionBenchTest {
 
   @Test
   void theGatewayRefusesATenantOverItsTokenRateAndCountsWhatTheClientSaw() throws Exception {
-    // t0's bucket holds 100 tokens: its first request (1,024 prompt tokens) passes and leaves it
-    // 900+ tokens in debt, which at 100 tokens per model second outlasts the 0.24-s trace, so every
-    // later t0 request is refused at once; t1 is not limited
-    JsonNode r = run("--tenant-token-rate", "t0=100", "--tenant-token-burst", "1s");
-    assertThat(r.path("admission").path("tenant_token_rate").path("t0").asDouble()).isEqualTo(100);
+    // t0's bucket holds 1 token: its first request (1,024 prompt tokens) passes and leaves it
+    // 1,000+ tokens in debt, which at 1 token per model second (a few per wall second) outlasts
+    // the trace by minutes of wall time even on a loaded machine, so every later t0 request is
+    // refused at once; t1 is not limited
+    JsonNode r = run("--tenant-token-rate", "t0=1", "--tenant-token-burst", "1s");
+    assertThat(r.path("admission").path("tenant_token_rate").path("t0").asDouble()).isEqualTo(1);
     JsonNode unloaded = r.path("unloaded");
     checkRun(unloaded);
     assertThat(unloaded.path("refused_rate_limit").asInt()).isZero();

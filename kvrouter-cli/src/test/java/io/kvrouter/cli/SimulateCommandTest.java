@@ -282,6 +282,25 @@ class SimulateCommandTest {
                 "fast"))
         .isEqualTo(2);
     assertThat(err.toString()).contains("--tenant-token-rate fast");
+    // a tenant the simulation does not have would be limited nowhere: refused, not ignored
+    for (String name : new String[] {"t2", "T0", "alice", "t01"}) {
+      assertThat(
+              run(
+                  "simulate",
+                  "--admission",
+                  "fair-cost",
+                  "--requests",
+                  "10",
+                  "--tenants",
+                  "2",
+                  "--tenant-token-rate",
+                  name + "=100"))
+          .as(name)
+          .isEqualTo(2);
+      assertThat(err.toString())
+          .contains(
+              "--tenant-token-rate " + name + "=...: the simulated tenants are named t0 .. t1");
+    }
   }
 
   @Test

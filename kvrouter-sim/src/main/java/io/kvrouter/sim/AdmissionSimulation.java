@@ -67,10 +67,11 @@ import java.util.Set;
  * Token-rate limits (Settings.rates; the gateway's, Proxy.limitRate): buckets[t] is tenant t's
  * TokenBucket (core's class) on the simulated clock, null when t is not limited. At arrival,
  * before anything else and in every mode, a limited tenant's request is charged its uncached
- * prefill as router.overlaps predicts it plus its output tokens (rateCharged[i], of which
- * rateUncached[i] uncached); a bucket that cannot pay refuses it at once (outcome 4, 429
- * rate_limit_exceeded, rateRefused[tenant][band]). A request the queue refuses gets its charge
- * back; a finished one is settled on prompt - cached + output tokens (the gateway's usage).
+ * prefill as router.overlaps predicts it plus its output tokens (rateCharged[i]); a bucket that
+ * cannot pay refuses it at once (outcome 4, 429 rate_limit_exceeded, rateRefused[tenant][band]).
+ * A request the queue refuses gets its charge back; a finished one is settled on prompt - cached +
+ * output tokens (the gateway's usage); one the engine rejects (outcome 3) keeps its charge, as an
+ * answer without usage does at the gateway (docs/gateway.md, "Token-rate limits").
  *
  * Per request i (its index in the assignment): outcome[i] (0 pending, 1 answered, 2 refused,
  * 3 rejected by the engine: its prompt exceeds a rank's pool, 4 refused by its tenant's token
@@ -341,7 +342,6 @@ public final class AdmissionSimulation {
   private final long[] tenantPrompt; // per tenant: prompt tokens of its answered requests
   private final long[] tenantCached; // per tenant: their cached tokens
   private final TokenBucket[] buckets; // per tenant: its token-rate bucket, null: not limited
-  private final long[] rateUncached; // per request: uncached tokens its bucket was charged
   private final long[] rateCharged; // per request: all its bucket was charged, 0: none
   private final int[][] rateRefused; // per tenant and band: 429 rate_limit_exceeded
 
@@ -380,7 +380,6 @@ public final class AdmissionSimulation {
       double rate = s.rates().rate(tenantNames[t]);
       if (rate > 0) buckets[t] = new TokenBucket(rate, s.rates().burstTokens(rate), loop::now);
     }
-    rateUncached = new long[n];
     rateCharged = new long[n];
     rateRefused = new int[tenants][2];
     index = KvIndexes.concurrentCompressedTree();
@@ -662,7 +661,6 @@ public final class AdmissionSimulation {
       r.dropTokens();
       return false;
     }
-    rateUncached[i] = uncached;
     rateCharged[i] = cost;
     return true;
   }

@@ -19,22 +19,22 @@ import java.util.List;
  *   <li>With {@code cachedTenant}, tenant 0 is instead every request whose prompt is mostly cached:
  *       at least half of its {@code hash_ids} appeared earlier in the trace (a follow-up turn, an
  *       agent loop); the other requests go to tenants 1..N-1 by conversation, equal shares.
- *   <li>With {@code prefixBlocks > 0} ({@code --cached-tenant-prefix BLOCKS[:PROMPTS]}), tenants
- *       are drawn by conversation with equal shares as above, and each of tenant 0's requests is
- *       sent behind one of {@code prefixPrompts} shared system prompts of {@code prefixBlocks}
- *       trace blocks: a tenant whose prompts are mostly a few long prefixes it reuses, so they stay
- *       cached under load. The prompt is a seeded draw per (seed, conversation), so every turn of a
- *       conversation has the same one. The request's hash_ids become the prompt's blocks followed
- *       by its own blocks renamed under that prompt (a Mooncake hash_id names a whole prefix, so
- *       the same trace block behind two different system prompts is a different block): prompt
- *       {@code k}'s block {@code j} is {@code -1 - k·2^40 - j}, trace block {@code h} under prompt
- *       {@code k} is {@code -1 - k·2^40 - 2^39 - h}; all negative, so none equals a trace id (the
- *       trace's are in 0..2^39, checked). Its input length grows by {@code prefixBlocks × 512}
- *       tokens; its output is unchanged. With {@code prefixOwn >= 0} only the request's first
- *       {@code prefixOwn} blocks are kept behind the prompt (its input cut to {@code prefixOwn ×
- *       512} tokens if longer): a long shared prompt before a short user part, so the request
- *       really costs less than another tenant's. The other tenants' requests are sent as in the
- *       trace.
+ *   <li>With {@code prefixBlocks > 0} ({@code --cached-tenant-prefix BLOCKS[:PROMPTS[:OWN]]}),
+ *       tenants are drawn by conversation with equal shares as above, and each of tenant 0's
+ *       requests is sent behind one of {@code prefixPrompts} shared system prompts of {@code
+ *       prefixBlocks} trace blocks: a tenant whose prompts are mostly a few long prefixes it
+ *       reuses, so they stay cached under load. The prompt is a seeded draw per (seed,
+ *       conversation), so every turn of a conversation has the same one. The request's hash_ids
+ *       become the prompt's blocks followed by its own blocks renamed under that prompt (a Mooncake
+ *       hash_id names a whole prefix, so the same trace block behind two different system prompts
+ *       is a different block): prompt {@code k}'s block {@code j} is {@code -1 - k·2^40 - j}, trace
+ *       block {@code h} under prompt {@code k} is {@code -1 - k·2^40 - 2^39 - h}; all negative, so
+ *       none equals a trace id (the trace's are in 0..2^39 - 1, checked). Its input length grows by
+ *       {@code prefixBlocks × 512} tokens; its output is unchanged. With {@code prefixOwn >= 0}
+ *       only the request's first {@code prefixOwn} blocks are kept behind the prompt (its input cut
+ *       to {@code prefixOwn × 512} tokens if longer): a long shared prompt before a short user
+ *       part, so the request really costs less than another tenant's. The other tenants' requests
+ *       are sent as in the trace.
  *   <li>A request is high priority (band 0) with probability {@code highPriorityShare}, drawn with
  *       a seeded hash of (seed, its index in the trace); the others are normal (band 1).
  * </ul>

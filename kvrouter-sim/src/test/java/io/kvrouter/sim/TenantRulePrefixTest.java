@@ -169,6 +169,24 @@ class TenantRulePrefixTest {
   }
 
   @Test
+  void ownKeepsAShortRequestWholeAndCutsALongOneAtABlock() {
+    // 3 blocks, the last one partial: 512 + 512 + 100 = 1,124 prompt tokens
+    TraceRequest req = new TraceRequest(1, 0, 1124, 7, new long[] {10, 11, 12});
+    for (int own : new int[] {3, 7, -1}) {
+      TraceRequest sent = new TenantRule(2, 1, 0, false, 5, 4, 2, own).behindPrompt(req, 1);
+      assertThat(sent.inputLength()).as("OWN " + own).isEqualTo(4 * 512 + 1124);
+      assertThat(sent.hashIds()).as("OWN " + own).hasSize(4 + 3);
+      assertThat(sent.outputLength()).isEqualTo(7);
+    }
+    TraceRequest cut = new TenantRule(2, 1, 0, false, 5, 4, 2, 2).behindPrompt(req, 1);
+    assertThat(cut.inputLength()).isEqualTo(4 * 512 + 1024);
+    assertThat(cut.hashIds()).hasSize(4 + 2);
+    TraceRequest none = new TenantRule(2, 1, 0, false, 5, 4, 2, 0).behindPrompt(req, 1);
+    assertThat(none.inputLength()).isEqualTo(4 * 512);
+    assertThat(none.hashIds()).hasSize(4);
+  }
+
+  @Test
   void badPrefixesAreRefused() {
     assertThatThrownBy(() -> new TenantRule(2, 1, 0, true, 1, 4, 4, -1))
         .hasMessageContaining("--cached-tenant-prefix");
