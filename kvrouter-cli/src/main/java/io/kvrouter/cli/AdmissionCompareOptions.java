@@ -1,6 +1,6 @@
 package io.kvrouter.cli;
 
-import io.kvrouter.gateway.TokenRateConfig;
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.sim.AdmissionSimulation;
 import io.kvrouter.sim.TenantRule;
 import java.util.ArrayList;
@@ -139,7 +139,7 @@ final class AdmissionCompareOptions {
   String tenantTokenBurst = "10s";
 
   /** The token-rate limits, parsed as the gateway parses them (AdmissionOptions). */
-  AdmissionSimulation.TokenRates tokenRates() {
+  TokenRateConfig tokenRates() {
     AdmissionOptions gateway = new AdmissionOptions();
     gateway.tenantTokenRates = tenantTokenRates;
     gateway.tenantTokenBurst = tenantTokenBurst;
@@ -157,8 +157,7 @@ final class AdmissionCompareOptions {
                 + ")");
       }
     }
-    return new AdmissionSimulation.TokenRates(
-        c.defaultRate(), c.tenantRates(), c.burst().toNanos() / 1e9);
+    return c;
   }
 
   /** The tenant and priority rule, seeded by {@code seed}; bad values throw. */

@@ -1,7 +1,7 @@
 package io.kvrouter.cli;
 
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.gateway.AdmissionConfig;
-import io.kvrouter.gateway.TokenRateConfig;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

@@ -3,10 +3,10 @@ package io.kvrouter.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.gateway.AdmissionConfig;
 import io.kvrouter.gateway.EngineSpec;
 import io.kvrouter.gateway.GatewayConfig;
-import io.kvrouter.gateway.TokenRateConfig;
 import io.kvrouter.route.EngineRole;
 import io.kvrouter.route.PairRouter;
 import io.kvrouter.tokenize.ChatTemplateConfig;

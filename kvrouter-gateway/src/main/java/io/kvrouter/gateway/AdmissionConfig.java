@@ -1,5 +1,6 @@
 package io.kvrouter.gateway;
 
+import io.kvrouter.admission.TokenRateConfig;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.LinkedHashMap;

@@ -12,6 +12,7 @@ import io.helidon.webserver.http.Handler;
 import io.helidon.webserver.http.HttpRouting;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.event.Worker;
 import io.kvrouter.route.RouteDecision;
 import io.kvrouter.route.RouteOptions;

@@ -3,6 +3,7 @@ package io.kvrouter.gateway;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import io.kvrouter.admission.TokenBucket;
+import io.kvrouter.admission.TokenRateConfig;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;

@@ -4,6 +4,7 @@ import static io.kvrouter.gateway.GatewayMockEngineTest.post;
 import static io.kvrouter.gateway.GatewayMockEngineTest.register;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.mockengine.KvEventsConfig;
 import io.kvrouter.mockengine.MockEngineServer;
 import io.kvrouter.server.KvRouterServer;

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.kvrouter.admission.TokenBucket;
+import io.kvrouter.admission.TokenRateConfig;
 import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;

@@ -3,8 +3,8 @@ package io.kvrouter.harness;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.gateway.AdmissionConfig;
-import io.kvrouter.gateway.TokenRateConfig;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.sim.AdmissionComparison;
 import io.kvrouter.sim.AdmissionResult;
@@ -323,13 +323,13 @@ public final class AdmissionFleetBench {
    * 1 / timeScale wall seconds, so a rate of r tokens per model second is r × timeScale per wall
    * second, and a burst of b model seconds b / timeScale wall seconds (the same tokens).
    */
-  static TokenRateConfig wallRates(AdmissionSimulation.TokenRates r, double timeScale) {
+  static TokenRateConfig wallRates(TokenRateConfig r, double timeScale) {
     if (!r.on()) return TokenRateConfig.OFF;
     Map<String, Double> tenants = new TreeMap<>();
     for (Map.Entry<String, Double> e : r.tenantRates().entrySet()) {
       tenants.put(e.getKey(), e.getValue() * timeScale);
     }
-    long burstNanos = Math.max(1, Math.round(r.burstSec() * 1e9 / timeScale));
+    long burstNanos = Math.max(1, Math.round(r.burst().toNanos() / timeScale));
     return new TokenRateConfig(
         r.defaultRate() * timeScale,
         tenants,

@@ -1,7 +1,7 @@
 package io.kvrouter.harness;
 
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.gateway.AdmissionConfig;
-import io.kvrouter.gateway.TokenRateConfig;
 
 /**
  * One run of {@code bench fleet --admission} as FleetBench.runPolicy and FleetLoad need it: the

@@ -1,5 +1,6 @@
 package io.kvrouter.sim;
 
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.sim.trace.TraceRequest;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,9 +15,9 @@ import org.jspecify.annotations.Nullable;
  * baselines the issue's targets compare against (docs/SIMULATION.md, "Admission and fair shares"):
  * an unloaded run (fifo at {@link #UNLOADED_FACTOR} of capacity, same tenants and priorities) and,
  * with a heavy tenant, every mode again on the trace without the heavy tenant's excess ({@link
- * TenantRule#withoutHeavy}). Token-rate limits ({@link AdmissionSimulation.TokenRates}) apply to
- * every run but the unloaded one, which is today's gateway. Runs go on up to {@code threads}
- * threads; each run is deterministic, so the results do not depend on it.
+ * TenantRule#withoutHeavy}). Token-rate limits ({@link TokenRateConfig}) apply to every run but the
+ * unloaded one, which is today's gateway. Runs go on up to {@code threads} threads; each run is
+ * deterministic, so the results do not depend on it.
  *
  * @param trace the trace's name
  * @param rule how tenants and priorities were assigned
@@ -68,7 +69,7 @@ public record AdmissionComparison(
         new Job(
             all,
             unloadedCfg,
-            settings.withRates(AdmissionSimulation.TokenRates.OFF),
+            settings.withRates(TokenRateConfig.OFF),
             AdmissionSimulation.Mode.FIFO,
             "unloaded fifo"));
     for (AdmissionSimulation.Mode m : modes) jobs.add(new Job(all, cfg, settings, m, m.label));

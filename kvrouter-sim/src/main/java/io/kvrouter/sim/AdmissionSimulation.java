@@ -3,6 +3,7 @@ package io.kvrouter.sim;
 import io.kvrouter.admission.FairQueue;
 import io.kvrouter.admission.HolderWait;
 import io.kvrouter.admission.TokenBucket;
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.KvIndex;
@@ -21,7 +22,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 
@@ -122,7 +122,8 @@ public final class AdmissionSimulation {
    *     shareSlack, --share-slack); -1: shares within each band, strict bands
    * @param heavyWeight tenant t0's weight in the queue, the others' being 1
    *     (--heavy-tenant-weight), > 0
-   * @param rates per-tenant token-rate limits (--tenant-token-rate, --tenant-token-burst)
+   * @param rates per-tenant token-rate limits (--tenant-token-rate, --tenant-token-burst; the
+   *     gateway's TokenRateConfig, its rates per simulated second; tenants t0, t1, ...)
    */
   public record Settings(
       int busyRequests,
@@ -133,7 +134,7 @@ public final class AdmissionSimulation {
       double ttftSloMs,
       double shareSlack,
       double heavyWeight,
-      TokenRates rates) {
+      TokenRateConfig rates) {
 
     /** No token-rate limits. */
     public Settings(
@@ -154,11 +155,11 @@ public final class AdmissionSimulation {
           ttftSloMs,
           shareSlack,
           heavyWeight,
-          TokenRates.OFF);
+          TokenRateConfig.OFF);
     }
 
     /** The same limits with token-rate limits {@code r}. */
-    public Settings withRates(TokenRates r) {
+    public Settings withRates(TokenRateConfig r) {
       return new Settings(
           busyRequests,
           busyPrefillTokens,
@@ -248,55 +249,6 @@ public final class AdmissionSimulation {
             "--heavy-tenant-weight must be finite and > 0, got " + heavyWeight);
       }
       Objects.requireNonNull(rates, "rates");
-    }
-  }
-
-  /**
-   * Per-tenant token-rate limits, the gateway's (docs/gateway.md, "Token-rate limits";
-   * TokenRateConfig there): tenant {@code t<i>}'s bucket refills at its rate and holds {@code
-   * burstSec} seconds' worth of it (at least one token).
-   *
-   * @param defaultRate tokens per simulated second of every tenant not in {@code tenantRates}; 0:
-   *     those tenants are not limited
-   * @param tenantRates tenant name ({@code t0}, {@code t1}, ...) to its tokens per second (> 0)
-   * @param burstSec how many seconds' worth of its rate a bucket holds (> 0)
-   */
-  public record TokenRates(double defaultRate, Map<String, Double> tenantRates, double burstSec) {
-    /** No limits. */
-    public static final TokenRates OFF = new TokenRates(0, Map.of(), 10);
-
-    public TokenRates {
-      if (!(defaultRate >= 0) || Double.isInfinite(defaultRate)) {
-        throw new IllegalArgumentException(
-            "--tenant-token-rate must be finite and >= 0 (0: none), got " + defaultRate);
-      }
-      for (Map.Entry<String, Double> e : tenantRates.entrySet()) {
-        double r = e.getValue();
-        if (!(r > 0) || Double.isInfinite(r)) {
-          throw new IllegalArgumentException(
-              "--tenant-token-rate " + e.getKey() + "=" + r + ": the rate must be finite and > 0");
-        }
-      }
-      tenantRates = Map.copyOf(tenantRates);
-      if (!(burstSec > 0) || Double.isInfinite(burstSec)) {
-        throw new IllegalArgumentException("--tenant-token-burst must be > 0, got " + burstSec);
-      }
-    }
-
-    /** Whether any tenant is limited. */
-    public boolean on() {
-      return defaultRate > 0 || !tenantRates.isEmpty();
-    }
-
-    /** A tenant's tokens per second; 0: not limited. */
-    public double rate(String tenant) {
-      Double r = tenantRates.get(tenant);
-      return r == null ? defaultRate : r;
-    }
-
-    /** The tokens a bucket of rate {@code rate} holds: {@code burstSec}' worth, at least 1. */
-    public double burstTokens(double rate) {
-      return Math.max(1, rate * burstSec);
     }
   }
 

@@ -2,6 +2,7 @@ package io.kvrouter.sim.report;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
+import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.sim.AdmissionComparison;
 import io.kvrouter.sim.AdmissionResult;
 import io.kvrouter.sim.AdmissionSimulation;
@@ -201,7 +202,7 @@ public final class AdmissionReport {
         for (Map.Entry<String, Double> e : s.rates().tenantRates().entrySet()) {
           g.writeNumberField(e.getKey(), e.getValue());
         }
-        g.writeNumberField("burst_s", s.rates().burstSec());
+        g.writeNumberField("burst_s", s.rates().burst().toNanos() / 1e9);
         g.writeEndObject();
       }
       g.writeEndObject();
@@ -278,7 +279,7 @@ public final class AdmissionReport {
   }
 
   /** The token-rate limits as flags, "" when off. */
-  private static String rates(AdmissionSimulation.TokenRates r) {
+  private static String rates(TokenRateConfig r) {
     if (!r.on()) return "";
     StringBuilder b = new StringBuilder();
     if (r.defaultRate() > 0) b.append(", --tenant-token-rate ").append(num(r.defaultRate()));
@@ -290,7 +291,10 @@ public final class AdmissionReport {
                     .append(e.getKey())
                     .append('=')
                     .append(num(e.getValue())));
-    return b.append(", --tenant-token-burst ").append(num(r.burstSec())).append('s').toString();
+    return b.append(", --tenant-token-burst ")
+        .append(num(r.burst().toNanos() / 1e9))
+        .append('s')
+        .toString();
   }
 
   /** A number, or null when there is none (NaN: no request to measure). */

@@ -1,4 +1,4 @@
-package io.kvrouter.gateway;
+package io.kvrouter.admission;
 
 import java.time.Duration;
 import java.util.Collections;
