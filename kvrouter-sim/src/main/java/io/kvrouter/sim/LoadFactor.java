@@ -22,21 +22,34 @@ public final class LoadFactor {
 
   /** The fleet's capacity on {@code trace} in requests per second (above). */
   public static double capacity(List<TraceRequest> trace, TimingModel timing, int ranks) {
-    HashSet<Long> seen = new HashSet<>();
+    int[] uncached = idealUncached(trace);
     double prefillSec = 0;
     double slotSec = 0;
-    for (TraceRequest r : trace) {
+    for (int i = 0; i < uncached.length; i++) {
+      double p = timing.prefillNanos(uncached[i]) / 1e9;
+      prefillSec += p;
+      slotSec += p + timing.decodeNanos(trace.get(i).outputLength()) / 1e9;
+    }
+    int n = trace.size();
+    return ranks * Math.min(n / prefillSec, timing.maxBatch() * n / slotSec);
+  }
+
+  /**
+   * Each request's prompt tokens the ideal cache above does not hold: its prompt less the prefix of
+   * trace blocks that appeared earlier in the trace (in trace order).
+   */
+  private static int[] idealUncached(List<TraceRequest> trace) {
+    HashSet<Long> seen = new HashSet<>();
+    int[] uncached = new int[trace.size()];
+    for (int i = 0; i < uncached.length; i++) {
+      TraceRequest r = trace.get(i);
       long[] h = r.hashIds();
       int lead = 0;
       while (lead < h.length && seen.contains(h[lead])) lead++;
       for (long x : h) seen.add(x);
-      int uncached = Math.max(0, r.inputLength() - lead * TraceRequest.TRACE_BLOCK);
-      double p = timing.prefillNanos(uncached) / 1e9;
-      prefillSec += p;
-      slotSec += p + timing.decodeNanos(r.outputLength()) / 1e9;
+      uncached[i] = Math.max(0, r.inputLength() - lead * TraceRequest.TRACE_BLOCK);
     }
-    int n = trace.size();
-    return ranks * Math.min(n / prefillSec, timing.maxBatch() * n / slotSec);
+    return uncached;
   }
 
   /**
@@ -47,15 +60,9 @@ public final class LoadFactor {
    * --tenant-token-rate}.
    */
   public static double costCapacity(List<TraceRequest> trace, TimingModel timing, int ranks) {
-    HashSet<Long> seen = new HashSet<>();
+    int[] uncached = idealUncached(trace);
     double cost = 0;
-    for (TraceRequest r : trace) {
-      long[] h = r.hashIds();
-      int lead = 0;
-      while (lead < h.length && seen.contains(h[lead])) lead++;
-      for (long x : h) seen.add(x);
-      cost += Math.max(0, r.inputLength() - lead * TraceRequest.TRACE_BLOCK) + r.outputLength();
-    }
+    for (int i = 0; i < uncached.length; i++) cost += uncached[i] + trace.get(i).outputLength();
     return capacity(trace, timing, ranks) * cost / trace.size();
   }
 
@@ -70,19 +77,13 @@ public final class LoadFactor {
       throw new IllegalArgumentException(
           "include has " + include.length + " entries for " + trace.size() + " requests");
     }
-    HashSet<Long> seen = new HashSet<>();
+    int[] uncached = idealUncached(trace);
     double ideal = 0;
     double cold = 0;
-    for (int i = 0; i < trace.size(); i++) {
-      TraceRequest r = trace.get(i);
-      long[] h = r.hashIds();
-      int lead = 0;
-      while (lead < h.length && seen.contains(h[lead])) lead++;
-      for (long x : h) seen.add(x);
+    for (int i = 0; i < uncached.length; i++) {
       if (!include[i]) continue;
-      int uncached = Math.max(0, r.inputLength() - lead * TraceRequest.TRACE_BLOCK);
-      ideal += timing.prefillNanos(uncached) / 1e9;
-      cold += timing.prefillNanos(r.inputLength()) / 1e9;
+      ideal += timing.prefillNanos(uncached[i]) / 1e9;
+      cold += timing.prefillNanos(trace.get(i).inputLength()) / 1e9;
     }
     return new double[] {ideal, cold};
   }
