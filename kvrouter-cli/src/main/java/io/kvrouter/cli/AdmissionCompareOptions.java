@@ -140,10 +140,9 @@ final class AdmissionCompareOptions {
 
   /** The token-rate limits, parsed as the gateway parses them (AdmissionOptions). */
   TokenRateConfig tokenRates() {
-    AdmissionOptions gateway = new AdmissionOptions();
-    gateway.tenantTokenRates = tenantTokenRates;
-    gateway.tenantTokenBurst = tenantTokenBurst;
-    TokenRateConfig c = gateway.tokenRates();
+    TokenRateConfig c =
+        AdmissionOptions.tokenRates(
+            tenantTokenRates, tenantTokenBurst, TokenRateConfig.OFF.maxTenants());
     // the simulated tenants are t0 .. t{N-1}: another name would limit nobody, silently
     for (String name : c.tenantRates().keySet()) {
       if (!name.matches("t(0|[1-9][0-9]{0,8})") || Integer.parseInt(name.substring(1)) >= tenants) {

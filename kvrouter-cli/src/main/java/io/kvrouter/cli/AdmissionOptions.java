@@ -135,6 +135,15 @@ final class AdmissionOptions {
 
   /** The token-rate limits these flags give. */
   TokenRateConfig tokenRates() {
+    return tokenRates(tenantTokenRates, tenantTokenBurst, maxRateTenants);
+  }
+
+  /**
+   * The token-rate limits of {@code --tenant-token-rate} values, {@code --tenant-token-burst} and
+   * the tenants kept (also simulate's and bench fleet's flags, AdmissionCompareOptions).
+   */
+  static TokenRateConfig tokenRates(
+      List<String> tenantTokenRates, String tenantTokenBurst, int maxRateTenants) {
     double defaultRate = 0;
     boolean defaultSet = false;
     Map<String, Double> rates = new LinkedHashMap<>();

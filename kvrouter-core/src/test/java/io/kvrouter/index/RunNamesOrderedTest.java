@@ -64,8 +64,8 @@ class RunNamesOrderedTest {
         seqs[j] = keys.get(from + j);
         where.put(seqs[j], new int[] {nodes.size(), j});
       }
-      nodes.add(node(runSeqs, seqs));
-      twins.add(node(runSeqs, seqs));
+      nodes.add(RunNamesTest.node(runSeqs, seqs));
+      twins.add(RunNamesTest.node(runSeqs, seqs));
     }
     final RunNames names = new RunNames(runSeqs);
     final Map<Long, int[]> model = new HashMap<>();
@@ -154,15 +154,6 @@ class RunNamesOrderedTest {
     }
     assertThat(grew).as("seed %d: the table grew", seed).isGreaterThan(3);
     assertThat(shrank).as("seed %d: the table shrank", seed).isGreaterThan(3);
-  }
-
-  /** A run whose blocks keep the given hashes (departing from §2), with an id. */
-  private static RunNode node(RunSeqs runSeqs, long[] seqs) {
-    final RunNode n =
-        new RunNode(seqs[0], null, new RunState(seqs, seqs, RunState.NONE, RunState.NONE, null));
-    n.head = seqs[0];
-    runSeqs.register(n);
-    return n;
   }
 
   /** Up to {@code n} distinct keys that the model holds ({@code named}) or does not. */

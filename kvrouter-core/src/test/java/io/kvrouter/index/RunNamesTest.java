@@ -25,7 +25,7 @@ class RunNamesTest {
   }
 
   /** A run whose blocks keep the given hashes (departing from §2), with an id. */
-  private static RunNode node(RunSeqs runSeqs, long[] seqs) {
+  static RunNode node(RunSeqs runSeqs, long[] seqs) {
     final RunNode n =
         new RunNode(seqs[0], null, new RunState(seqs, seqs, RunState.NONE, RunState.NONE, null));
     n.head = seqs[0];

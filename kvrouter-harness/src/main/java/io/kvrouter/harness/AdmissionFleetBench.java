@@ -350,7 +350,6 @@ public final class AdmissionFleetBench {
     int answered = 0;
     int refusedFull = 0;
     int refusedTimeout = 0;
-    int refusedRate = 0;
     int[][] rateRefused = new int[tenants][2];
     int lost = 0;
     int good = 0;
@@ -380,7 +379,6 @@ public final class AdmissionFleetBench {
       } else if (why.equals("status 429 queue_timeout")) {
         refusedTimeout++;
       } else if (why.equals("status 429 rate_limit_exceeded")) {
-        refusedRate++;
         rateRefused[t][a.band()[i] == 0 ? 0 : 1]++;
       } else {
         lost++;
@@ -404,7 +402,6 @@ public final class AdmissionFleetBench {
         answered,
         refusedFull,
         refusedTimeout,
-        refusedRate,
         0,
         lost,
         (int) run.gatewayWaits,

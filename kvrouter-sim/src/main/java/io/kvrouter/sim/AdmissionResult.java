@@ -12,7 +12,6 @@ import java.util.Arrays;
  * @param answered requests answered (their prefill and decode ran)
  * @param refusedFull 429 queue_full
  * @param refusedTimeout 429 queue_timeout
- * @param refusedRate 429 rate_limit_exceeded: refused at arrival by the tenant's token rate
  * @param engineRejected requests an engine could never admit (prompt above a rank's pool)
  * @param lost requests neither answered nor refused (must be 0)
  * @param waited requests that waited in the queue
@@ -38,7 +37,6 @@ public record AdmissionResult(
     int answered,
     int refusedFull,
     int refusedTimeout,
-    int refusedRate,
     int engineRejected,
     int lost,
     int waited,
@@ -56,55 +54,6 @@ public record AdmissionResult(
     int[][] rateRefused,
     long wallNanos) {
 
-  /** Without token-rate limits (nothing refused by rate). */
-  public AdmissionResult(
-      String label,
-      AdmissionSimulation.Mode mode,
-      int sent,
-      int answered,
-      int refusedFull,
-      int refusedTimeout,
-      int engineRejected,
-      int lost,
-      int waited,
-      int[] sentPerTenant,
-      double[] highTtftMs,
-      double[][] tenantTtftMs,
-      double[] servedCost,
-      double[] queueWaitMs,
-      int good,
-      double arrivalSpanSec,
-      double makespanSec,
-      double hitRate,
-      double[] tenantHitRate,
-      double speedup,
-      long wallNanos) {
-    this(
-        label,
-        mode,
-        sent,
-        answered,
-        refusedFull,
-        refusedTimeout,
-        0,
-        engineRejected,
-        lost,
-        waited,
-        sentPerTenant,
-        highTtftMs,
-        tenantTtftMs,
-        servedCost,
-        queueWaitMs,
-        good,
-        arrivalSpanSec,
-        makespanSec,
-        hitRate,
-        tenantHitRate,
-        speedup,
-        new int[sentPerTenant.length][2],
-        wallNanos);
-  }
-
   public AdmissionResult {
     highTtftMs = sorted(highTtftMs);
     double[][] t = new double[tenantTtftMs.length][];
@@ -120,7 +69,14 @@ public record AdmissionResult(
 
   /** 429s: queue full, waited too long, or over the tenant's token rate. */
   public int refused() {
-    return refusedFull + refusedTimeout + refusedRate;
+    return refusedFull + refusedTimeout + refusedRate();
+  }
+
+  /** 429 rate_limit_exceeded: refused at arrival by their tenant's token rate. */
+  public int refusedRate() {
+    int n = 0;
+    for (int[] bands : rateRefused) n += bands[0] + bands[1];
+    return n;
   }
 
   /** Tenant {@code t}'s 429 rate_limit_exceeded in band {@code band}. */

@@ -721,7 +721,6 @@ public final class AdmissionSimulation {
     int lost = 0;
     int good = 0;
     int high = 0;
-    int rateLimited = 0;
     for (int i = 0; i < n; i++) {
       if (outcome[i] == ANSWERED) {
         answered++;
@@ -729,9 +728,7 @@ public final class AdmissionSimulation {
         if (ttftMs[i] <= s.ttftSloMs()) good++;
       } else if (outcome[i] == ENGINE_REJECTED) {
         engineRejected++;
-      } else if (outcome[i] == RATE_LIMITED) {
-        rateLimited++;
-      } else if (outcome[i] != REFUSED) {
+      } else if (outcome[i] != REFUSED && outcome[i] != RATE_LIMITED) {
         lost++;
       }
     }
@@ -761,7 +758,6 @@ public final class AdmissionSimulation {
         answered,
         refusedFull,
         refusedTimeout,
-        rateLimited,
         engineRejected,
         lost + (queue == null ? 0 : queue.size()) + parkedNow + router.inFlight(),
         waited,

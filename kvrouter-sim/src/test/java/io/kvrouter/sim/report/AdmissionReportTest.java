@@ -38,6 +38,7 @@ class AdmissionReportTest {
         0.25,
         new double[] {0.25, 0.25},
         1.5,
+        new int[2][2],
         1_000_000);
   }
 
