@@ -90,7 +90,9 @@ class ZmqIngestionTest {
   @Test
   void droppedMessagesAreReplayed() {
     pub = FakeVllmPublisher.bound(TOPIC);
-    sub = connect(spec(7, 4), 4).start();
+    // gaps must be what recovers the drops: with the default 1-s tail probe, a second of silence
+    // on a busy machine let a probe fetch a drop before the next message revealed it (no gap)
+    sub = connect(spec(7, 4), 4).tailProbeAfter(Duration.ofHours(1)).start();
     pub.awaitSubscriptions(1, WAIT);
     EngineSim sim = new EngineSim(pub, 4, 64, 2, VllmEncoder.tagged(), 0);
     int dropped = 0;
