@@ -475,12 +475,25 @@ final class CompressedTreeIndex extends SteppedIndex {
 
   /**
    * Appends blocks {@code i..} of a store (as many as fit in MAX_RUN), unheld, to the run of {@code
-   * x}, in place when its arrays have room (RunState notes), else in arrays grown by half.
+   * x} (publishAppended).
    */
   private RunNode extend(RunNode x, long[] seqs, long[] locals, int i) {
     final RunState st = x.plain();
+    final int n = Math.min(seqs.length - i, MAX_RUN - st.length());
+    publishAppended(x, st, st.cuts, seqs, locals, i, n);
+    touched.add(x);
+    return x;
+  }
+
+  /**
+   * Publishes {@code x}'s run {@code st} with blocks {@code i..i+n-1} of a store appended and the
+   * given cuts: in place when its arrays have room (RunState notes), else in arrays grown by half
+   * (up to MAX_RUN); every hash kept when one of the new blocks departs from §2, else the new
+   * blocks' checkpoints set and their hashes learnt. The one growth rule of extend and extendHeld.
+   */
+  private void publishAppended(
+      RunNode x, RunState st, int[] cuts, long[] seqs, long[] locals, int i, int n) {
     final int len = st.length();
-    final int n = Math.min(seqs.length - i, MAX_RUN - len);
     long[] l = st.locals;
     long[] s = st.seqs;
     final int cap = Math.min(MAX_RUN, Math.max(len + n, len + (len >>> 1) + 1));
@@ -495,39 +508,27 @@ final class CompressedTreeIndex extends SteppedIndex {
     System.arraycopy(locals, i, l, len, n);
     if (s != null) System.arraycopy(seqs, i, s, len, n);
     runBlocks += n;
-    x.publish(new RunState(l, s, st.ids, st.cuts, null, len + n));
+    x.publish(new RunState(l, s, st.ids, cuts, null, len + n));
     if (s == null) {
       RunSeqs.setMarks(x, len, len + n, seqs, i);
       for (int j = 0; j < n; j++) runSeqs.learn(x, len + j, seqs[i + j]);
     }
-    touched.add(x);
-    return x;
   }
 
   /**
-   * A store's last block appended to the run of {@code x} and held by {@code ws} in one new state
-   * (what extend then hold would publish as two): vLLM's one Stored per block, below the worker's
-   * own leaf. Returns false, having changed nothing but the table's room, when the block's hash
-   * already names a block of the worker (the general path releases that one first). Leaves the
+   * A store's last block ({@code i}) appended to the run of {@code x} and held by {@code ws} in one
+   * new state (what extend then hold would publish as two): vLLM's one Stored per block, below the
+   * worker's own leaf. Returns false, having changed nothing but the table's room, when the block's
+   * hash already names a block of the worker (the general path releases that one first). Leaves the
    * cursor on the new block. The caller checked canExtend.
    */
-  private boolean extendHeld(RunWorker ws, RunNode x, RunState st, long seq, long local) {
+  private boolean extendHeld(
+      RunWorker ws, RunNode x, RunState st, long[] seqs, long[] locals, int i) {
+    final long seq = seqs[i];
     ws.names.reserve(1);
     if (lookup(ws, seq)) return false;
     final int slot = foundSlot; // where the name goes: nothing below changes the table
     final int len = st.length();
-    long[] l = st.locals;
-    long[] s = st.seqs;
-    final int cap = Math.min(MAX_RUN, len + (len >>> 1) + 1);
-    if (s == null && seq != RunSeqs.next(runSeqs.seqAt(x, len - 1), local)) {
-      s = runSeqs.all(x, Math.max(l.length, cap)); // a departing block: keep every hash
-      x.marks = null;
-    }
-    if (len + 1 > l.length) l = Arrays.copyOf(l, cap);
-    if (s != null && len + 1 > s.length) s = Arrays.copyOf(s, cap);
-    l[len] = local;
-    if (s != null) s[len] = seq;
-    runBlocks++;
     final int e = st.entry(ws.id); // canExtend: the worker holds the whole run
     final int[] cuts;
     if (st.cuts.length == 1) {
@@ -536,11 +537,7 @@ final class CompressedTreeIndex extends SteppedIndex {
       cuts = st.cuts.clone();
       cuts[e] = len + 1;
     }
-    x.publish(new RunState(l, s, st.ids, cuts, null, len + 1));
-    if (s == null) {
-      RunSeqs.mark(x, len, seq);
-      runSeqs.learn(x, len, seq);
-    }
+    publishAppended(x, st, cuts, seqs, locals, i, 1);
     ws.names.putAt(slot, seq, x, len);
     ws.heldBlocks++;
     counters.add(IndexCounters.BLOCKS_INDEXED, 1);
@@ -811,7 +808,7 @@ final class CompressedTreeIndex extends SteppedIndex {
         final RunNode c = RunNode.child(st.children, locals[i]);
         if (c == null && canExtend(ws, x, st)) {
           // what newRun and the merge at the end of the event would make, without copying
-          if (i == n - 1 && extendHeld(ws, x, st, seqs[i], locals[i])) {
+          if (i == n - 1 && extendHeld(ws, x, st, seqs, locals, i)) {
             i++;
             continue;
           }
