@@ -42,8 +42,8 @@ import org.jspecify.annotations.Nullable;
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
 final class ThreadPoolIndexer implements KvIndex {
   private static final Logger LOG = Logger.getLogger(ThreadPoolIndexer.class.getName());
-  private static final int QUEUE_CAPACITY = 1 << 16;
-  private static final int BATCH = 1024; // most items a lane takes from its queue at once
+  static final int QUEUE_CAPACITY = 1 << 16; // a lane's ring (LaneQueueTest runs it at this size)
+  static final int BATCH = 1024; // most items a lane takes from its queue at once
   private static final long WAIT_MILLIS = 20; // how often a blocked flush or put checks the lanes
   private static final Object STOP = new Object();
 

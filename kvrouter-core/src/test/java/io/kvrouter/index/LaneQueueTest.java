@@ -22,22 +22,41 @@ class LaneQueueTest {
 
   /**
    * Four producers push 20,000 numbered items each through a ring of 8 slots (so they wait for room
-   * thousands of times, and the ring wraps around thousands of times) while one consumer drains in
-   * batches of up to 5 and parks when it finds nothing: every item arrives once, and each
-   * producer's items arrive in the order it put them.
+   * thousands of times, and the ring wraps around thousands of times) while one consumer, started
+   * once they have filled the ring, drains in batches of up to 5 and parks when it finds nothing:
+   * every item arrives once, and each producer's items arrive in the order it put them.
    */
   @Test
   void everyItemArrivesOnceInEachProducersOrder() throws InterruptedException {
-    LaneQueue q = new LaneQueue(8);
+    everyItemArrivesOnce(8, 5, PER_PRODUCER);
+  }
+
+  /**
+   * The same at the size the lanes use ({@link ThreadPoolIndexer#QUEUE_CAPACITY} slots, batches of
+   * {@link ThreadPoolIndexer#BATCH}), where waiting producers are woken at RESUME_MAX free slots
+   * rather than at a quarter of the ring: 4 × 3 rings' worth of items, so the ring (full before the
+   * consumer starts) wraps around and wakes its waiting producers many times.
+   */
+  @Test
+  void everyItemArrivesOnceAtTheLanesRingSize() throws InterruptedException {
+    everyItemArrivesOnce(
+        ThreadPoolIndexer.QUEUE_CAPACITY,
+        ThreadPoolIndexer.BATCH,
+        3 * ThreadPoolIndexer.QUEUE_CAPACITY);
+  }
+
+  private static void everyItemArrivesOnce(int capacity, int batchSize, int perProducer)
+      throws InterruptedException {
+    LaneQueue q = new LaneQueue(capacity);
     long[] next = new long[PRODUCERS]; // the next number expected from each producer
     AtomicReference<String> problem = new AtomicReference<>();
     CountDownLatch consumed = new CountDownLatch(1);
     Thread consumer =
         new Thread(
             () -> {
-              Object[] batch = new Object[5];
+              Object[] batch = new Object[batchSize];
               long seen = 0;
-              while (seen < (long) PRODUCERS * PER_PRODUCER) {
+              while (seen < (long) PRODUCERS * perProducer) {
                 int n = q.drain(batch, batch.length);
                 if (n == 0) {
                   q.awaitItem();
@@ -56,7 +75,6 @@ class LaneQueueTest {
               consumed.countDown();
             });
     q.consumer(consumer);
-    consumer.start();
     List<Thread> producers = new ArrayList<>();
     for (int p = 0; p < PRODUCERS; p++) {
       final int id = p;
@@ -64,7 +82,7 @@ class LaneQueueTest {
           Thread.ofPlatform()
               .start(
                   () -> {
-                    for (long i = 0; i < PER_PRODUCER; i++) {
+                    for (long i = 0; i < perProducer; i++) {
                       try {
                         q.put(new long[] {id, i}, () -> false);
                       } catch (InterruptedException e) {
@@ -73,10 +91,13 @@ class LaneQueueTest {
                     }
                   }));
     }
+    // the consumer starts once the producers have filled the ring, so that they wait for room
+    while (q.size() < capacity) Thread.onSpinWait();
+    consumer.start();
     for (Thread t : producers) t.join();
     assertThat(consumed.await(TestWaits.WAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
     assertThat(problem.get()).isNull();
-    assertThat(next).containsOnly(PER_PRODUCER);
+    assertThat(next).containsOnly(perProducer);
     assertThat(q.size()).isZero();
   }
 
