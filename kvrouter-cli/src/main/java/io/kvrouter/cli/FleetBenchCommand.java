@@ -336,10 +336,6 @@ final class FleetBenchCommand implements Callable<Integer> {
         throw new IllegalArgumentException(
             "--cached-tenant-prefix is simulated only (simulate --admission)");
       }
-      if (given.hasMatchedOption("--evict-lower-bands")) {
-        throw new IllegalArgumentException(
-            "--evict-lower-bands is simulated only (simulate --admission)");
-      }
       if (loadFactor != null && !(loadFactor > 0)) {
         throw new IllegalArgumentException("--load-factor must be > 0, got " + loadFactor);
       }

@@ -217,8 +217,7 @@ class FleetAdmissionBenchTest {
             new String[] {"--admission", "fifo", "--load-factor", "2", "--speedup", "3"},
             new String[] {"--admission", "lifo"},
             // simulated only: the live bench refuses them rather than ignore them
-            new String[] {"--admission", "fifo", "--cached-tenant-prefix", "8"},
-            new String[] {"--admission", "fair-cost", "--evict-lower-bands"})) {
+            new String[] {"--admission", "fifo", "--cached-tenant-prefix", "8"})) {
       List<String> args = new ArrayList<>(List.of("bench", "fleet", "--in-process"));
       args.addAll(List.of(bad));
       StringWriter out = new StringWriter();

@@ -307,7 +307,9 @@ public final class AdmissionFleetBench {
             AdmissionConfig.TenantSource.HEADER,
             Map.of(),
             AdmissionConfig.DEFAULTS.defaultDecodeTokens(),
-            Math.max(AdmissionConfig.DEFAULTS.maxTenantLabels(), s.rule().tenants()));
+            Math.max(AdmissionConfig.DEFAULTS.maxTenantLabels(), s.rule().tenants()),
+            TokenRateConfig.OFF,
+            as.maxEvictions());
     return new LiveAdmission(
         queue,
         as.busyRequests(),
