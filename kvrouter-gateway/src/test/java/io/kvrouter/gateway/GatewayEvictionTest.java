@@ -248,6 +248,36 @@ class GatewayEvictionTest {
   }
 
   @Test
+  void aRequestWhoseAnswerHasBegunIsNeverEvicted() throws Exception {
+    Gateway g = gateway(2);
+    RouterModel m = GatewayStubTest.register(g, 1, engine());
+    CompletableFuture<HttpResponse<String>> a = send(g, 1000, "normal");
+    Held ha = next();
+    CompletableFuture<HttpResponse<String>> b = send(g, 2000, "low");
+    Held hb = next();
+    // both answers begin: their first tokens reach the gateway, which relays them to the clients
+    ha.first();
+    hb.first();
+    await(
+        "both first tokens relayed (the router counts no prefill in flight)",
+        () -> m.router().loads().get(0).activePrefillTokens() == 0);
+    CompletableFuture<HttpResponse<String>> h = send(g, 3000, "high");
+    await("h waits", () -> g.admission.queue(m).size() == 1);
+    assertThat(arrivals).as("nothing evicted: h is not on the engine").isEmpty();
+    assertThat(ha.aborted.getCount() + hb.aborted.getCount()).isEqualTo(2);
+    assertThat(evictions(g, "normal", "batch") + evictions(g, "low", "batch")).isZero();
+    hb.end.countDown();
+    answered(b);
+    Held hh = next();
+    assertThat(hh.startsWith(3000)).isTrue();
+    hh.release();
+    ha.end.countDown();
+    answered(h);
+    answered(a);
+    await("every route freed", () -> m.router().inFlight() == 0);
+  }
+
+  @Test
   void withoutTheFlagTheHighRequestWaitsForAPlaceAndNothingIsAborted() throws Exception {
     Gateway g = gateway(0);
     RouterModel m = GatewayStubTest.register(g, 1, engine());
