@@ -245,7 +245,6 @@ final class Admission {
     final long prefillTokens; // what the router counts for it on its rank
     final long sentNanos;
     final long queueWaitNanos; // how long it waited in the gateway before it was sent
-    final int evictions; // how often it was evicted before
     final Thread thread;
     final AtomicInteger phase = new AtomicInteger(SENT);
 
@@ -256,7 +255,6 @@ final class Admission {
         long prefillTokens,
         long sentNanos,
         long queueWaitNanos,
-        int evictions,
         Thread thread) {
       this.band = band;
       this.tenant = tenant;
@@ -264,7 +262,6 @@ final class Admission {
       this.prefillTokens = prefillTokens;
       this.sentNanos = sentNanos;
       this.queueWaitNanos = queueWaitNanos;
-      this.evictions = evictions;
       this.thread = thread;
     }
 
@@ -584,7 +581,6 @@ final class Admission {
               prefillTokens,
               System.nanoTime(),
               queueWaitNanos,
-              evictions,
               Thread.currentThread());
       inFlight.add(f);
       return f;

@@ -1222,6 +1222,7 @@ final class Proxy {
       if (!c.started()) retry = EVICTED; // whatever the attempt saw: it was evicted first
       return retry;
     } catch (RuntimeException e) {
+      c.started(); // no longer evictable (and an eviction's interrupt cleared)
       c.trace.upstreamFailed(e);
       throw e;
     } finally {
