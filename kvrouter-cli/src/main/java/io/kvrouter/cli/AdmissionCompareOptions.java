@@ -138,6 +138,33 @@ final class AdmissionCompareOptions {
               + " (default: 10s).")
   String tenantTokenBurst = "10s";
 
+  @Option(
+      names = "--evict-lower-bands",
+      description =
+          "Admission: when a request waits because every rank is busy, take back the place of one"
+              + " request of a lower band that an engine holds but that has produced no token yet"
+              + " (the lowest band, the one sent last); it is aborted and waits again, its wait"
+              + " bound from its first arrival (docs/routing.md, \"Evicting lower-band work in"
+              + " flight\"). Queue modes only (default: off).")
+  boolean evictLowerBands;
+
+  @Option(
+      names = "--max-evictions",
+      paramLabel = "N",
+      defaultValue = "1",
+      description =
+          "Admission: with --evict-lower-bands, one request is evicted at most N times, then it"
+              + " keeps its place (default: ${DEFAULT-VALUE}).")
+  int maxEvictions;
+
+  /** How often one request may be evicted: 0 without --evict-lower-bands; bad values throw. */
+  int evictions() {
+    if (maxEvictions < 1) {
+      throw new IllegalArgumentException("--max-evictions must be >= 1, got " + maxEvictions);
+    }
+    return evictLowerBands ? maxEvictions : 0;
+  }
+
   /** The token-rate limits, parsed as the gateway parses them (AdmissionOptions). */
   TokenRateConfig tokenRates() {
     TokenRateConfig c =
@@ -209,6 +236,7 @@ final class AdmissionCompareOptions {
         ttftSloMs,
         shareSlack,
         heavyTenantWeight,
-        tokenRates());
+        tokenRates(),
+        evictions());
   }
 }

@@ -133,6 +133,25 @@ final class AdmissionOptions {
               + " dropped and start again full (default: ${DEFAULT-VALUE}).")
   int maxRateTenants = TokenRateConfig.OFF.maxTenants();
 
+  @Option(
+      names = "--evict-lower-bands",
+      description =
+          "Admission: when a request waits because every engine is busy, take back the place of"
+              + " one request of a lower band that an engine holds but that has sent its client"
+              + " nothing yet (the lowest band, the one sent last): it is aborted upstream and waits"
+              + " again at the head of its band, its wait bound from its arrival (docs/gateway.md,"
+              + " \"Evicting lower-band work in flight\") (default: off).")
+  boolean evictLowerBands;
+
+  @Option(
+      names = "--max-evictions",
+      paramLabel = "N",
+      defaultValue = "1",
+      description =
+          "Admission: with --evict-lower-bands, one request is evicted at most N times, then it"
+              + " keeps its place (default: ${DEFAULT-VALUE}).")
+  int maxEvictions;
+
   /** The token-rate limits these flags give. */
   TokenRateConfig tokenRates() {
     return tokenRates(tenantTokenRates, tenantTokenBurst, maxRateTenants);
@@ -179,6 +198,14 @@ final class AdmissionOptions {
         defaultRate, rates, duration("--tenant-token-burst", tenantTokenBurst), maxRateTenants);
   }
 
+  /** How often one request may be evicted: 0 without --evict-lower-bands. */
+  private int evictions() {
+    if (maxEvictions < 1) {
+      throw new IllegalArgumentException("--max-evictions must be >= 1, got " + maxEvictions);
+    }
+    return evictLowerBands ? maxEvictions : 0;
+  }
+
   /** The configuration these flags give. */
   AdmissionConfig config() {
     Map<String, Double> weights = new LinkedHashMap<>();
@@ -208,7 +235,8 @@ final class AdmissionOptions {
           weights,
           defaultDecodeTokens,
           maxTenantLabels,
-          tokenRates());
+          tokenRates(),
+          evictions());
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("admission flags: " + e.getMessage(), e);
     }

@@ -164,6 +164,21 @@ class FleetAdmissionBenchTest {
   }
 
   @Test
+  void withEvictionTheGatewayEvictsOnlyTheNormalBandAndLosesNothing() throws Exception {
+    JsonNode r = run("--evict-lower-bands");
+    assertThat(r.path("nothing_lost").asBoolean()).isTrue();
+    assertThat(r.path("admission").path("max_evictions").asInt()).isEqualTo(1);
+    JsonNode fair = r.path("modes").get(1);
+    checkRun(fair);
+    JsonNode live = r.path("live").path("runs");
+    // fifo has no queue: nothing to evict for; fair-cost evicts (if at all, as the wall clock
+    // has it) only normal-band requests, which the client then sees answered or refused
+    assertThat(live.get(1).path("gateway_evicted_by_band_tenant")).isEmpty();
+    assertThat(keys(live.get(2).path("gateway_evicted_by_band_tenant")))
+        .isSubsetOf(Set.of("normal/t0", "normal/t1"));
+  }
+
+  @Test
   void theGatewayRefusesATenantOverItsTokenRateAndCountsWhatTheClientSaw() throws Exception {
     // t0's bucket holds 1 token: its first request (1,024 prompt tokens) passes and leaves it
     // 1,000+ tokens in debt, which at 1 token per model second (a few per wall second) outlasts

@@ -304,6 +304,80 @@ class SimulateCommandTest {
   }
 
   @Test
+  void admissionEvictsLowerBandsWhenAskedAndSaysSo() throws IOException {
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "300",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--tenants",
+                "2",
+                "--busy-requests",
+                "8",
+                "--high-priority-share",
+                "0.3",
+                "--evict-lower-bands",
+                "--max-evictions",
+                "2",
+                "--json",
+                "--quiet"))
+        .isEqualTo(0);
+    JsonNode j = new ObjectMapper().readTree(out.toString());
+    assertThat(j.get("nothing_lost").asBoolean()).isTrue();
+    assertThat(j.get("admission").get("max_evictions").asInt()).isEqualTo(2);
+    assertThat(j.get("unloaded").has("evictions")).isFalse(); // fifo: no queue, no eviction
+    JsonNode e = j.get("modes").get(0).get("evictions");
+    int high = 0;
+    int normal = 0;
+    for (JsonNode t : e.get("tenants")) {
+      high += t.get("high").asInt();
+      normal += t.get("normal").asInt();
+    }
+    assertThat(high).isZero(); // nothing is below the normal band's waiters to take the high's
+    assertThat(normal).isEqualTo(e.get("total").asInt());
+    assertThat(e.get("answered").asInt() + e.get("refused").asInt())
+        .isEqualTo(e.get("requests").asInt());
+    assertThat(e.get("total").asInt())
+        .isBetween(e.get("requests").asInt(), 2 * e.get("requests").asInt());
+    // without the flag, no evictions object
+    out.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "50",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--json",
+                "--quiet"))
+        .isEqualTo(0);
+    assertThat(new ObjectMapper().readTree(out.toString()).get("modes").get(0).has("evictions"))
+        .isFalse();
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "10",
+                "--evict-lower-bands",
+                "--max-evictions",
+                "0"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("--max-evictions must be >= 1, got 0");
+  }
+
+  @Test
   void admissionRefusesAnUnknownModeAndLoadFactorWithSpeedup() {
     assertThat(run("simulate", "--admission", "lifo", "--requests", "10")).isEqualTo(2);
     assertThat(err.toString()).contains("unknown admission mode 'lifo'");

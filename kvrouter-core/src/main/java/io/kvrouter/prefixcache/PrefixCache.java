@@ -338,6 +338,40 @@ public final class PrefixCache {
   }
 
   /**
+   * Takes back a request whose prefill was abandoned before it produced anything (an engine's abort
+   * of a preempted request): releases its hold like {@link #release}, and when {@code dropStored}
+   * (the caller passes true only when its {@link Admission} stored new blocks), evicts the blocks
+   * it stored that nothing else uses, so no block whose prefill never ran stays cached: the deepest
+   * node it held, when that is now an unlocked leaf (a later request that extended or locked the
+   * blocks keeps them). Publishes {@code Removed} for what it evicted.
+   *
+   * @return the number of blocks evicted; -1 when {@code requestId} was not admitted
+   */
+  public int abort(long requestId, boolean dropStored) {
+    final int node = requests.remove(requestId);
+    if (node < 0) {
+      return -1;
+    }
+    tree.unlock(node);
+    if (!dropStored || node == RadixTree.ROOT) {
+      return 0;
+    }
+    final LongArrayList removed = removedScratch;
+    removed.clear();
+    final int freed = tree.evictLeaf(node, onEvict);
+    if (removed.isEmpty()) {
+      return freed;
+    }
+    if (removedPerBlock) {
+      final long[] gone = removed.toLongArray();
+      for (int i = gone.length - 1; i >= 0; i--) publish(CacheEvent.removed(gone[i]));
+    } else {
+      publish(CacheEvent.removed(removed.toLongArray()));
+    }
+    return freed;
+  }
+
+  /**
    * Evicts least recently used unlocked blocks, whole leaves at a time, until at least {@code
    * blocks} are free again or nothing unlocked is left, and publishes {@code Removed} (one event
    * naming exactly the evicted blocks, or one per block: {@link Builder#removedEventPerBlock}).

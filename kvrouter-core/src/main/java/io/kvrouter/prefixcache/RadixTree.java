@@ -417,6 +417,35 @@ public final class RadixTree<V> {
     return freed;
   }
 
+  /**
+   * Evicts the one leaf {@code node} now, whatever its stamp, when it is an unlocked leaf (not the
+   * root, no children, lock count 0): detached like a leaf {@link #evict} takes, then {@code
+   * onEvict} sees its values in label order. Otherwise changes nothing.
+   *
+   * @return the number of values freed (0 when {@code node} is not an unlocked leaf)
+   */
+  public int evictLeaf(int node, Consumer<V> onEvict) {
+    Objects.requireNonNull(onEvict, "onEvict");
+    checkLive(node);
+    if (node == ROOT || childCount[node] != 0 || lockCount[node] != 0) return 0;
+    final Object[] vs = vals[node];
+    final int p = parent[node];
+    if (inLru[node]) lruRemove(node);
+    unlinkChild(node);
+    size -= vs.length;
+    unlockedValues -= vs.length;
+    release(node);
+    if (p != ROOT && childCount[p] == 0 && lockCount[p] == 0) {
+      lruInsertByStamp(p);
+    }
+    for (Object v : vs) {
+      @SuppressWarnings("unchecked")
+      V value = (V) v;
+      onEvict.accept(value);
+    }
+    return vs.length;
+  }
+
   @Override
   public String toString() {
     return "RadixTree[granule=" + granule + ", nodes=" + nodeCount + ", values=" + size + "]";

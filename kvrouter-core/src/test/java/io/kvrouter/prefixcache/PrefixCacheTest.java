@@ -239,4 +239,53 @@ class PrefixCacheTest {
     assertThatThrownBy(() -> new PrefixCache(null, 4, 4, e -> {}))
         .isInstanceOf(NullPointerException.class);
   }
+
+  @Test
+  void abortEvictsTheBlocksItStoredUnlessAnotherRequestUsesThem() {
+    PrefixCache c = cache(2, 8);
+    BlockHasher h = BlockHasher.of(2);
+    int[] a = {1, 2, 3, 4};
+    c.admit(1, a);
+    c.release(1); // [1 2][3 4] cached, unlocked
+    events.clear();
+    int[] b = {1, 2, 3, 4, 5, 6, 7, 8};
+    assertThat(c.admit(2, b)).isEqualTo(new PrefixCache.Admission(true, 2, 2, 0));
+    events.clear();
+    // b's own two blocks go, with one Removed naming exactly them; a's prefix stays cached
+    assertThat(c.abort(2, true)).isEqualTo(2);
+    long[] seqB = seq(h, b);
+    assertThat(onlyEvent()).isEqualTo(CacheEvent.removed(slice(seqB, 2, 4)));
+    assertThat(c.lookup(b)).isEqualTo(2);
+    assertThat(c.cachedBlocks()).isEqualTo(2);
+    assertThat(c.freeBlocks()).isEqualTo(6);
+    assertThat(c.activeRequests()).isZero();
+    assertThat(c.abort(2, true)).isEqualTo(-1); // once
+    c.checkInvariants();
+
+    // a request that stored nothing (a full hit) evicts nothing when told it stored nothing
+    c.admit(3, a);
+    assertThat(c.abort(3, false)).isZero();
+    assertThat(events).isEmpty();
+    assertThat(c.lookup(a)).isEqualTo(2);
+
+    // blocks another request holds or extends stay
+    c.admit(4, b);
+    c.admit(5, b); // locks b's blocks too
+    events.clear();
+    assertThat(c.abort(4, true)).isZero();
+    assertThat(events).isEmpty();
+    assertThat(c.lookup(b)).isEqualTo(4);
+    c.release(5);
+    c.checkInvariants();
+    PrefixCache d = cache(2, 8);
+    d.admit(1, b); // stores b's four blocks
+    d.admit(2, new int[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}); // one block under them
+    d.release(2);
+    events.clear();
+    assertThat(d.abort(1, true)).isZero();
+    assertThat(events).isEmpty();
+    assertThat(d.lookup(b)).isEqualTo(4);
+    d.checkInvariants();
+    c.checkInvariants();
+  }
 }

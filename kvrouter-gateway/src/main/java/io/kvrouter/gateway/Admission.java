@@ -70,6 +70,20 @@ import org.jspecify.annotations.Nullable;
  * or ended prefill an increment of frees and a read of waiting; the lock is taken only while
  * something waits.
  *
+ * Eviction (AdmissionConfig.maxEvictions > 0; docs/gateway.md "Evicting lower-band work in
+ * flight"): a request of a band below high sent to an engine registers an InFlight in inFlight (a
+ * concurrent set, no lock) until its first bytes (Proxy: the answer's first read, a stream's
+ * first event), when its own thread moves its phase SENT -> STARTED and leaves the set. A request
+ * that enters the fair queue (await, under the lock) picks among the SENT ones of a lower band
+ * (evictFor: lowest band, sent last, evicted fewer than maxEvictions times, waited at most half
+ * its bound, its rank free by the router's busy rule once it leaves) and moves it SENT ->
+ * EVICTING, interrupts its thread (a virtual thread blocked on its upstream socket: the socket
+ * is closed, the engine aborts), then sets EVICTED. The phase's compare-and-set decides which
+ * comes first, the first bytes or the eviction: never both. The evicted request's thread frees
+ * its route as any failed attempt does, waits for EVICTED, clears its interrupt, and waits again
+ * (resume) in evicted[band], which grant serves before the fair queue's requests of that band and
+ * after those of higher bands; its wait bound runs from its arrival plus its time on engines.
+ *
  * No lost wake-up: a request that found every engine busy read frees before it routed; under the
  * lock it increments waiting, then re-reads frees: if a route was freed since, it routes again
  * instead of queuing. freed() increments frees, then reads waiting. Both are sequentially
@@ -215,6 +229,55 @@ final class Admission {
     return priority < 0 ? 0 : priority == 0 ? 1 : 2;
   }
 
+  /**
+   * A request an engine holds that has sent its client nothing yet (eviction on): its thread moves
+   * it SENT -> STARTED at its first bytes, an eviction SENT -> EVICTING -> EVICTED (class notes).
+   */
+  static final class InFlight {
+    static final int SENT = 0;
+    static final int STARTED = 1;
+    static final int EVICTING = 2;
+    static final int EVICTED = 3;
+
+    final int band;
+    final String tenant;
+    final Worker rank;
+    final long prefillTokens; // what the router counts for it on its rank
+    final long sentNanos;
+    final long queueWaitNanos; // how long it waited in the gateway before it was sent
+    final Thread thread;
+    final AtomicInteger phase = new AtomicInteger(SENT);
+
+    InFlight(
+        int band,
+        String tenant,
+        Worker rank,
+        long prefillTokens,
+        long sentNanos,
+        long queueWaitNanos,
+        Thread thread) {
+      this.band = band;
+      this.tenant = tenant;
+      this.rank = rank;
+      this.prefillTokens = prefillTokens;
+      this.sentNanos = sentNanos;
+      this.queueWaitNanos = queueWaitNanos;
+      this.thread = thread;
+    }
+
+    /**
+     * Its own thread, at its first bytes or its attempt's end: true when it started (it is no
+     * longer evictable), false when it was evicted (then its interrupt is cleared, once the
+     * evicting thread has delivered it).
+     */
+    boolean start() {
+      if (phase.compareAndSet(SENT, STARTED) || phase.get() == STARTED) return true;
+      while (phase.get() != EVICTED) Thread.onSpinWait();
+      Thread.interrupted();
+      return false;
+    }
+  }
+
   /** One waiting request; its state is guarded by the lock. */
   static final class Waiter {
     final int band;
@@ -227,6 +290,7 @@ final class Admission {
     @Nullable Worker holder; // the rank it is parked for; null: in the fair queue
     long uncached; // parked: its uncached prefill tokens on the holder
     @Nullable Outcome state; // null while queued or parked
+    boolean resumed; // evicted: waits in ModelQueue.evicted[band], not in the fair queue
 
     private Waiter(
         int band, String tenant, String label, double cost, long arrival, Condition wake) {
@@ -262,6 +326,16 @@ final class Admission {
 
     @GuardedBy("Admission.this.lock")
     private long passes; // releaseUnwaitable's pass counter (Parked.pass)
+
+    // eviction: the requests that may be evicted, and the evicted ones waiting, per band
+    private final Set<InFlight> inFlight = ConcurrentHashMap.newKeySet();
+
+    @GuardedBy("Admission.this.lock")
+    private final List<ArrayDeque<Waiter>> evicted =
+        List.of(new ArrayDeque<>(), new ArrayDeque<>(), new ArrayDeque<>());
+
+    @GuardedBy("Admission.this.lock")
+    private int evictedNow;
 
     /** A queue whose model has room whenever asked (no router): for tests of the protocol. */
     ModelQueue(String model) {
@@ -340,11 +414,11 @@ final class Admission {
       }
     }
 
-    /** Requests waiting now. */
+    /** Requests waiting now (in the fair queue, or evicted and waiting again). */
     int size() {
       lock.lock();
       try {
-        return queue.size();
+        return queue.size() + evictedNow;
       } finally {
         lock.unlock();
       }
@@ -366,7 +440,7 @@ final class Admission {
      */
     @GuardedBy("Admission.this.lock")
     private void grant(String trigger) {
-      if (granting > 0 || (queue.size() == 0 && parkedNow == 0)) return;
+      if (granting > 0 || (queue.size() == 0 && parkedNow == 0 && evictedNow == 0)) return;
       Waiter w = null;
       if (router != null) {
         boolean room = false;
@@ -388,6 +462,7 @@ final class Admission {
         }
         if (!room) return;
       }
+      if (w == null) w = nextEvicted();
       if (w == null) {
         FairQueue.Ticket<Waiter> t = queue.poll();
         if (t == null) return;
@@ -457,8 +532,137 @@ final class Admission {
 
     @GuardedBy("Admission.this.lock")
     private boolean higherBandWaits(int band) {
-      for (int b = 0; b < band; b++) if (queue.size(b) > 0) return true;
+      for (int b = 0; b < band; b++) {
+        if (queue.size(b) > 0 || !evicted.get(b).isEmpty()) return true;
+      }
       return false;
+    }
+
+    /**
+     * Under the lock: the evicted waiter to grant next, taken off its list: the head of the highest
+     * band holding one, unless the fair queue holds a request of a higher band; null: the fair
+     * queue's turn.
+     */
+    @GuardedBy("Admission.this.lock")
+    private @Nullable Waiter nextEvicted() {
+      if (evictedNow == 0) return null;
+      for (int b = 0; b < BANDS; b++) {
+        ArrayDeque<Waiter> d = evicted.get(b);
+        if (d.isEmpty()) continue;
+        if (higherBandWaits(b)) return null;
+        Waiter w = d.pollFirst();
+        evictedNow--;
+        metrics.left(model, w.band, w.tenantLabel, System.nanoTime() - w.arrivalNanos);
+        return w;
+      }
+      return null;
+    }
+
+    /**
+     * A request is sent to an engine with nothing sent to its client yet: it may be evicted until
+     * {@link InFlight#start()}; null when eviction is off, for the high band (nothing is above it),
+     * or once it was evicted maxEvictions times.
+     */
+    @Nullable InFlight sent(
+        int band,
+        String tenant,
+        Worker rank,
+        long prefillTokens,
+        long queueWaitNanos,
+        int evictions) {
+      if (config.maxEvictions() == 0 || band == 0 || evictions >= config.maxEvictions()) {
+        return null;
+      }
+      InFlight f =
+          new InFlight(
+              band,
+              tenant,
+              rank,
+              prefillTokens,
+              System.nanoTime(),
+              queueWaitNanos,
+              Thread.currentThread());
+      inFlight.add(f);
+      return f;
+    }
+
+    /** {@code f} started or ended: no longer evictable (its thread calls it once). */
+    void unsent(InFlight f) {
+      inFlight.remove(f);
+    }
+
+    /**
+     * Under the lock, when a request of band {@code band} entered the queue: takes back the place
+     * of one request of a lower band that an engine holds with nothing sent to its client yet
+     * (class notes, docs/gateway.md "Evicting lower-band work in flight").
+     */
+    @GuardedBy("Admission.this.lock")
+    private void evictFor(int band) {
+      if (config.maxEvictions() == 0 || router == null || inFlight.isEmpty()) return;
+      long halfBound = config.maxQueueTime().toNanos() / 2;
+      List<WorkerLoad> loads = null;
+      InFlight victim = null;
+      for (InFlight f : inFlight) {
+        if (f.band <= band || f.phase.get() != InFlight.SENT || f.queueWaitNanos > halfBound) {
+          continue;
+        }
+        if (victim != null
+            && (f.band < victim.band
+                || (f.band == victim.band && f.sentNanos <= victim.sentNanos))) {
+          continue;
+        }
+        if (loads == null) loads = router.loads();
+        if (freesItsRank(loads, f)) victim = f;
+      }
+      if (victim == null || !victim.phase.compareAndSet(InFlight.SENT, InFlight.EVICTING)) return;
+      inFlight.remove(victim);
+      victim.thread.interrupt(); // its upstream socket closes: the engine aborts the request
+      victim.phase.set(InFlight.EVICTED);
+      String label = metrics.tenantLabel(victim.tenant);
+      metrics.evicted.labelValues(model, BAND_NAMES[victim.band], label).inc();
+    }
+
+    /** Whether the rank of {@code f} has room by the router's busy rule once {@code f} leaves. */
+    private boolean freesItsRank(List<WorkerLoad> loads, InFlight f) {
+      for (int i = 0, n = loads.size(); i < n; i++) {
+        WorkerLoad l = loads.get(i);
+        if (!l.worker().equals(f.rank)) continue;
+        WorkerLoad without =
+            new WorkerLoad(
+                l.worker(),
+                l.activeBlocks(),
+                Math.max(0, l.activePrefillTokens() - f.prefillTokens),
+                Math.max(0, l.requests() - 1));
+        return !rankBusy(router, without);
+      }
+      return false;
+    }
+
+    /**
+     * An evicted request waits again, at the head of its band (it won its place once): returns
+     * GRANTED (route now, then {@link #routed}) or GONE (the client left).
+     *
+     * @param boundFrom its wait bound runs from here: its arrival plus its time on engines
+     * @throws OpenAiError 429 when the wait reached its bound
+     */
+    Outcome resume(int band, String tenant, long boundFrom, Consumer<Waiter> watch) {
+      String label;
+      Waiter w;
+      lock.lock();
+      try {
+        waiting.incrementAndGet();
+        label = metrics.tenantLabel(tenant);
+        w = new Waiter(band, tenant, label, 0, boundFrom, lock.newCondition());
+        w.resumed = true;
+        evicted.get(band).addLast(w);
+        evictedNow++;
+        metrics.depth.labelValues(model, BAND_NAMES[band], label).inc();
+        grant(REQUEST_END); // the route it freed may have room for it already
+      } finally {
+        lock.unlock();
+      }
+      watch.accept(w);
+      return waitGranted(w, label);
     }
 
     /** Under the lock: takes a parked waiter off its holder's FIFO. */
@@ -584,6 +788,7 @@ final class Admission {
                   + " requests wait for it already (--max-queue-depth); retry later");
         }
         metrics.entered(model, band, label);
+        evictFor(band);
       } finally {
         lock.unlock();
       }
@@ -650,6 +855,9 @@ final class Admission {
     private void dequeue(Waiter w) {
       if (w.holder != null) {
         unpark(w);
+      } else if (w.resumed) {
+        if (evicted.get(w.band).remove(w)) evictedNow--;
+        metrics.left(model, w.band, w.tenantLabel, System.nanoTime() - w.arrivalNanos);
       } else {
         queue.cancel(w.ticket);
         metrics.left(model, w.band, w.tenantLabel, System.nanoTime() - w.arrivalNanos);

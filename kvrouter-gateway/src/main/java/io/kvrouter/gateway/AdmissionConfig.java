@@ -26,6 +26,8 @@ import java.util.Objects;
  *     counted under {@code other}
  * @param tokenRates per-tenant token-rate limits (docs/gateway.md, "Token-rate limits"); they apply
  *     whether or not requests ever wait (default {@link TokenRateConfig#OFF})
+ * @param maxEvictions eviction of in-flight lower-band work (docs/gateway.md, "Evicting lower-band
+ *     work in flight"): how many times one request may be evicted; 0: never (the default)
  */
 public record AdmissionConfig(
     int maxQueueDepth,
@@ -35,7 +37,8 @@ public record AdmissionConfig(
     Map<String, Double> tenantWeights,
     int defaultDecodeTokens,
     int maxTenantLabels,
-    TokenRateConfig tokenRates) {
+    TokenRateConfig tokenRates,
+    int maxEvictions) {
 
   /** Where a request's tenant name comes from. */
   public enum TenantSource {
@@ -50,6 +53,28 @@ public record AdmissionConfig(
   /** Queue depth 1024, wait 30 s, strict priority, tenants from the header, 256 decode tokens. */
   public static final AdmissionConfig DEFAULTS =
       new AdmissionConfig(1024, Duration.ofSeconds(30), 0, TenantSource.HEADER, Map.of(), 256, 32);
+
+  /** The settings without eviction of in-flight lower-band work. */
+  public AdmissionConfig(
+      int maxQueueDepth,
+      Duration maxQueueTime,
+      int starvationLimit,
+      TenantSource tenantFrom,
+      Map<String, Double> tenantWeights,
+      int defaultDecodeTokens,
+      int maxTenantLabels,
+      TokenRateConfig tokenRates) {
+    this(
+        maxQueueDepth,
+        maxQueueTime,
+        starvationLimit,
+        tenantFrom,
+        tenantWeights,
+        defaultDecodeTokens,
+        maxTenantLabels,
+        tokenRates,
+        0);
+  }
 
   /** The settings without token-rate limits ({@link TokenRateConfig#OFF}). */
   public AdmissionConfig(
@@ -101,6 +126,10 @@ public record AdmissionConfig(
       throw new IllegalArgumentException("maxTenantLabels must be >= 1, got " + maxTenantLabels);
     }
     Objects.requireNonNull(tokenRates, "tokenRates");
+    if (maxEvictions < 0) {
+      throw new IllegalArgumentException(
+          "maxEvictions must be >= 0 (0: no eviction), got " + maxEvictions);
+    }
   }
 
   /** These settings with {@code rates} as the per-tenant token-rate limits. */
@@ -113,7 +142,25 @@ public record AdmissionConfig(
         tenantWeights,
         defaultDecodeTokens,
         maxTenantLabels,
-        rates);
+        rates,
+        maxEvictions);
+  }
+
+  /**
+   * These settings with eviction of in-flight lower-band work (docs/gateway.md, "Evicting
+   * lower-band work in flight"): one request is evicted at most {@code max} times; 0: off.
+   */
+  public AdmissionConfig withMaxEvictions(int max) {
+    return new AdmissionConfig(
+        maxQueueDepth,
+        maxQueueTime,
+        starvationLimit,
+        tenantFrom,
+        tenantWeights,
+        defaultDecodeTokens,
+        maxTenantLabels,
+        tokenRates,
+        max);
   }
 
   /** Whether requests may wait (a queue depth above 0). */

@@ -165,6 +165,7 @@ final class GatewayMetrics {
     final Counter holderWaits;
     final Counter grants;
     final Counter holderReleases;
+    final Counter evicted;
     private final int maxTenantLabels;
     private final Set<String> tenants = new HashSet<>();
 
@@ -245,6 +246,16 @@ final class GatewayMetrics {
                   + " engine_queue (an engine's own queue drained below --busy-engine-waiting)",
               "model",
               "trigger");
+      evicted =
+          counter(
+              r,
+              "kvrouter_gateway_queue_evictions_total",
+              "Requests an engine held, with nothing sent to their client yet, whose place a"
+                  + " waiting request of a higher band took back (--evict-lower-bands): aborted"
+                  + " upstream and queued again at the head of their band",
+              "model",
+              "band",
+              "tenant");
       cancelled =
           counter(
               r,

@@ -77,6 +77,13 @@ import java.util.logging.Level;
  * closed after the answer, once that answer is committed (HttpPlumbing.closeAfterAnswer: a stream's
  * last chunk is written at its commit, which Helidon skips when a handler throws).
  *
+ * Eviction (--evict-lower-bands; Admission's class notes): a request of a band below high, sent
+ * by forward, registers an Admission.InFlight (c.inFlight) until its first bytes; c.started() at
+ * the first read of a whole answer, the first event of a stream, and at the attempt's end moves it
+ * to STARTED, or finds it evicted (then nothing of that answer reaches the client, the attempt
+ * returns EVICTED after forward's finally freed its route, and run() neither counts it as an
+ * attempt nor against the engine, and waits again: resume).
+ *
  * A model with prefill or decode ranks (RouterModel.Rank.role) is routed by PairRouter instead
  * of KvRouter.route: an Aggregated decision is an attempt like any other (retried the same way);
  * a Disaggregated one is the hand-over (handOver): prefill request, its kv_transfer_params into
@@ -98,6 +105,9 @@ final class Proxy {
 
   /** Why an attempt did not answer the client. */
   record Retry(String reason, int status, byte[] body, String contentType, boolean timeout) {}
+
+  /** The attempt was evicted (Admission.InFlight): it waits again, then routes again. */
+  static final Retry EVICTED = new Retry("evicted", 0, null, null, false);
 
   /** What one request carries through its attempts. */
   private static final class Call {
@@ -162,6 +172,37 @@ final class Proxy {
 
     /** Its trace (RequestTrace.OFF when tracing is off and the client sent no traceparent). */
     RequestTrace trace = RequestTrace.OFF;
+
+    /** Its band and tenant when eviction is on (-1: not known, never evicted). */
+    int band = -1;
+
+    String tenant;
+
+    /** The current attempt while an eviction may take it back (nothing sent to the client). */
+    Admission.InFlight inFlight;
+
+    /** The current attempt was evicted. */
+    boolean evicted;
+
+    /** How often it was evicted, and its time on engines before those evictions. */
+    int evictions;
+
+    long engineNanos;
+
+    /**
+     * The current attempt's first bytes arrived, or it ended: it can no longer be evicted. False
+     * when it was evicted first (then nothing of its answer may reach the client).
+     */
+    boolean started() {
+      Admission.InFlight f = inFlight;
+      if (f == null) return !evicted;
+      inFlight = null;
+      queue.unsent(f);
+      if (f.start()) return true;
+      evicted = true;
+      engineNanos += System.nanoTime() - f.sentNanos;
+      return false;
+    }
 
     /** Frees the current attempt's route; once per route. */
     void release() {
@@ -244,6 +285,10 @@ final class Proxy {
     c.queue = g.admission == null ? null : g.admission.queue(c.model);
     // a bad priority header is refused whether or not the request waits (a lookup, no allocation)
     if (sreq.headers().contains(Gateway.X_PRIORITY)) g.band(sreq, c.req);
+    if (c.queue != null && g.admission.config().maxEvictions() > 0) {
+      c.band = g.band(sreq, c.req);
+      c.tenant = g.tenant(sreq, c.req);
+    }
     if (g.rates != null) limitRate(c, sreq, res);
     try {
       run(c, sreq, res);
@@ -314,6 +359,34 @@ final class Proxy {
               });
     } catch (OpenAiError e) {
       res.header(HeaderNames.RETRY_AFTER, Long.toString(adm.retryAfterSeconds()));
+      throw e;
+    } finally {
+      c.trace.queued(o);
+    }
+    switch (o) {
+      case RETRY -> {}
+      case GRANTED -> c.granted = true;
+      case GONE -> throw new CloseConnectionException("the client left while its request waited");
+    }
+  }
+
+  /**
+   * An evicted request (its route freed by its attempt) waits again at the head of its band
+   * (docs/gateway.md, "Evicting lower-band work in flight"), its wait bound from its arrival plus
+   * its time on engines; returns once granted (then it routes again).
+   *
+   * @throws OpenAiError 429 with Retry-After when the wait reached its bound
+   * @throws CloseConnectionException when the client left while waiting
+   */
+  private void resume(Call c, ServerResponse res) {
+    c.evictions++;
+    c.evicted = false;
+    Admission.Outcome o = null;
+    c.trace.queueStart(c.band, c.tenant);
+    try {
+      o = c.queue.resume(c.band, c.tenant, c.t0 + c.engineNanos, watch(c, res));
+    } catch (OpenAiError e) {
+      res.header(HeaderNames.RETRY_AFTER, Long.toString(g.admission.retryAfterSeconds()));
       throw e;
     } finally {
       c.trace.queued(o);
@@ -672,6 +745,13 @@ final class Proxy {
       if (attempts > 1) g.metrics.retries.labelValues(c.target.baseModel()).inc();
       g.lora.beforeSend(c.target.lora(), url, r.worker().workerId());
       Retry retry = attempt(c, r, url, st, attempts, res);
+      if (retry == EVICTED) {
+        // a request of a higher band took its place: not the engine's failure, not an attempt
+        attempts--;
+        st.releaseProbe();
+        resume(c, res);
+        continue;
+      }
       if (retry == null) return; // (run's finally counts a 500 held before this answer)
       last = retry;
       refusals.failed(st, retry);
@@ -1139,8 +1219,10 @@ final class Proxy {
     Retry retry = null;
     try {
       retry = forward(c, r, url, st, attempt, res);
+      if (!c.started()) retry = EVICTED; // whatever the attempt saw: it was evicted first
       return retry;
     } catch (RuntimeException e) {
+      c.started(); // no longer evictable (and an eviction's interrupt cleared)
       c.trace.upstreamFailed(e);
       throw e;
     } finally {
@@ -1154,6 +1236,17 @@ final class Proxy {
     String engine = Long.toUnsignedString(r.worker().workerId());
     try {
       long ts = System.nanoTime();
+      if (c.band > 0 && c.body == null) {
+        c.evicted = false;
+        c.inFlight =
+            c.queue.sent(
+                c.band,
+                c.tenant,
+                r.worker(),
+                Math.max(0, c.ids.length - r.overlapTokens()),
+                ts - c.t0 - c.engineNanos,
+                c.evictions);
+      }
       HttpClientResponse up;
       try {
         up = send(c, r.worker(), url, c.body != null ? c.body : c.req.upstreamBody());
@@ -1403,6 +1496,7 @@ final class Proxy {
       } catch (IOException | RuntimeException e) {
         return brokenOff(e);
       }
+      if (!c.started()) return EVICTED;
       prefillDone();
       headers();
       if (length >= 0) res.header(HeaderNames.CONTENT_LENGTH, Long.toString(length));
@@ -1500,6 +1594,7 @@ final class Proxy {
       } catch (IOException | RuntimeException e) {
         return brokenOff(e);
       }
+      if (!c.started()) return EVICTED;
       headers();
       OutputStream out;
       try {

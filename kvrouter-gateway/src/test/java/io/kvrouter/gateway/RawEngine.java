@@ -38,6 +38,11 @@ final class RawEngine implements AutoCloseable {
     void write(String head, String body, OutputStream out) throws IOException;
   }
 
+  /** An answer that may also read its connection (to see the gateway close it). */
+  interface AnswerIn {
+    void write(String head, String body, InputStream in, OutputStream out) throws IOException;
+  }
+
   final AtomicLong written = new AtomicLong();
 
   /** The most bytes one answer wrote (its connection's, when several answers ran). */
@@ -56,7 +61,7 @@ final class RawEngine implements AutoCloseable {
   volatile boolean keepAlive;
 
   private final ServerSocket server;
-  private final Answer answer;
+  private final AnswerIn answer;
   private final Predicate<String> handles;
   private final Thread acceptor;
 
@@ -66,6 +71,15 @@ final class RawEngine implements AutoCloseable {
 
   /** An engine whose {@code answer} gets the requests whose head {@code handles} accepts. */
   RawEngine(Answer answer, Predicate<String> handles) throws IOException {
+    this((head, body, in, out) -> answer.write(head, body, out), handles);
+  }
+
+  /** An engine whose {@code answer} also gets the connection's input after the request. */
+  RawEngine(AnswerIn answer) throws IOException {
+    this(answer, head -> head.startsWith("POST /v1/"));
+  }
+
+  private RawEngine(AnswerIn answer, Predicate<String> handles) throws IOException {
     this.answer = answer;
     this.handles = handles;
     server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
@@ -123,7 +137,7 @@ final class RawEngine implements AutoCloseable {
         answered = true;
         writing.incrementAndGet();
         try {
-          answer.write(head, body, out);
+          answer.write(head, body, in, out);
           out.flush();
         } finally {
           largestAnswer.accumulateAndGet(out.count, Math::max);

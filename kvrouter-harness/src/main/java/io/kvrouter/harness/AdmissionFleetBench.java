@@ -206,6 +206,10 @@ public final class AdmissionFleetBench {
         for (Map.Entry<String, Long> e : r.refusedByBandTenant.entrySet()) {
           gr.put(e.getKey(), e.getValue());
         }
+        ObjectNode ev = o.putObject("gateway_evicted_by_band_tenant");
+        for (Map.Entry<String, Long> e : r.evictedByBandTenant.entrySet()) {
+          ev.put(e.getKey(), e.getValue());
+        }
         ObjectNode cr = o.putObject("client_refused_by_band_tenant");
         for (Map.Entry<String, Long> e : clientRefused(jobs.get(i).assignment(), r).entrySet()) {
           cr.put(e.getKey(), e.getValue());
@@ -307,7 +311,9 @@ public final class AdmissionFleetBench {
             AdmissionConfig.TenantSource.HEADER,
             Map.of(),
             AdmissionConfig.DEFAULTS.defaultDecodeTokens(),
-            Math.max(AdmissionConfig.DEFAULTS.maxTenantLabels(), s.rule().tenants()));
+            Math.max(AdmissionConfig.DEFAULTS.maxTenantLabels(), s.rule().tenants()),
+            TokenRateConfig.OFF,
+            as.maxEvictions());
     return new LiveAdmission(
         queue,
         as.busyRequests(),

@@ -128,7 +128,8 @@ final class FleetReads {
   /**
    * The gateways' admission figures (bench fleet --admission): waits, and the queued and refused
    * requests by the band and tenant labels of kvrouter_gateway_queued_total and
-   * kvrouter_gateway_queue_rejections_total, and the rate-limited ones by the tenant label of
+   * kvrouter_gateway_queue_rejections_total, the evicted ones by those of
+   * kvrouter_gateway_queue_evictions_total, and the rate-limited ones by the tenant label of
    * kvrouter_gateway_rate_limited_total.
    */
   void queueFigures(List<String> gateways, PolicyRun run) throws Exception {
@@ -147,6 +148,11 @@ final class FleetReads {
         if (!line.startsWith("kvrouter_gateway_queue_rejections_total{")) continue;
         long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
         if (v > 0) run.refusedByBandTenant.merge(bandTenant(line), v, Long::sum);
+      }
+      for (String line : metrics.split("\n")) {
+        if (!line.startsWith("kvrouter_gateway_queue_evictions_total{")) continue;
+        long v = (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        if (v > 0) run.evictedByBandTenant.merge(bandTenant(line), v, Long::sum);
       }
       for (String line : metrics.split("\n")) {
         if (!line.startsWith("kvrouter_gateway_rate_limited_total{")) continue;

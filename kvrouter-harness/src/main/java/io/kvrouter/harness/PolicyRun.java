@@ -121,6 +121,9 @@ final class PolicyRun {
   Map<String, Long> queuedByBandTenant = new TreeMap<>();
   Map<String, Long> refusedByBandTenant = new TreeMap<>();
 
+  /** bench fleet --admission --evict-lower-bands: evictions by "band/tenant" label. */
+  Map<String, Long> evictedByBandTenant = new TreeMap<>();
+
   /** bench fleet --admission: 429 rate_limit_exceeded by tenant label (the gateway's count). */
   Map<String, Long> rateLimitedByTenant = new TreeMap<>();
 

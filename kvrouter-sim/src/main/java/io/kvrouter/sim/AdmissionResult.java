@@ -29,6 +29,7 @@ import java.util.Arrays;
  * @param speedup the trace's timestamps were divided by this
  * @param rateRefused per tenant, per band (0 high, 1 normal), the 429 rate_limit_exceeded
  * @param wallNanos wall time of the run
+ * @param evictions what eviction of in-flight lower-band work did ({@link Evictions#NONE} when off)
  */
 public record AdmissionResult(
     String label,
@@ -52,7 +53,88 @@ public record AdmissionResult(
     double[] tenantHitRate,
     double speedup,
     int[][] rateRefused,
-    long wallNanos) {
+    long wallNanos,
+    Evictions evictions) {
+
+  /**
+   * What eviction of in-flight lower-band work did in a run.
+   *
+   * @param perTenantBand per tenant, per band (0 high, 1 normal): evictions (a request evicted
+   *     twice counts twice)
+   * @param requests distinct requests evicted at least once
+   * @param answered of those, answered in the end
+   * @param refused of those, refused in the end (429: their wait bound, from their original
+   *     arrival, passed while they waited again)
+   * @param wastedPrefillTokens prefill tokens the engines had computed for the evicted attempts
+   */
+  public record Evictions(
+      int[][] perTenantBand, int requests, int answered, int refused, long wastedPrefillTokens) {
+
+    /** Eviction off. */
+    public static final Evictions NONE = new Evictions(new int[0][], 0, 0, 0, 0);
+
+    /** Evictions in all. */
+    public int total() {
+      int n = 0;
+      for (int[] bands : perTenantBand) for (int x : bands) n += x;
+      return n;
+    }
+
+    /** Tenant {@code t}'s evictions in band {@code band}. */
+    public int of(int t, int band) {
+      return perTenantBand[t][band];
+    }
+  }
+
+  /** Without eviction. */
+  public AdmissionResult(
+      String label,
+      AdmissionSimulation.Mode mode,
+      int sent,
+      int answered,
+      int refusedFull,
+      int refusedTimeout,
+      int engineRejected,
+      int lost,
+      int waited,
+      int[] sentPerTenant,
+      double[] highTtftMs,
+      double[][] tenantTtftMs,
+      double[] servedCost,
+      double[] queueWaitMs,
+      int good,
+      double arrivalSpanSec,
+      double makespanSec,
+      double hitRate,
+      double[] tenantHitRate,
+      double speedup,
+      int[][] rateRefused,
+      long wallNanos) {
+    this(
+        label,
+        mode,
+        sent,
+        answered,
+        refusedFull,
+        refusedTimeout,
+        engineRejected,
+        lost,
+        waited,
+        sentPerTenant,
+        highTtftMs,
+        tenantTtftMs,
+        servedCost,
+        queueWaitMs,
+        good,
+        arrivalSpanSec,
+        makespanSec,
+        hitRate,
+        tenantHitRate,
+        speedup,
+        rateRefused,
+        wallNanos,
+        Evictions.NONE);
+  }
 
   public AdmissionResult {
     highTtftMs = sorted(highTtftMs);

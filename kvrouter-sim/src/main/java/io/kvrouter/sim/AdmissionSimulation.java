@@ -20,10 +20,12 @@ import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Objects;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One run of {@code simulate --admission}: a trace, its tenants and priorities, replayed in
@@ -72,6 +74,25 @@ import java.util.Set;
  * A request the queue refuses gets its charge back; a finished one is settled on prompt - cached +
  * output tokens (the gateway's usage); one the engine rejects (outcome 3) keeps its charge, as an
  * answer without usage does at the gateway (docs/gateway.md, "Token-rate limits").
+ *
+ * Eviction of in-flight lower-band work (Settings.maxEvictions > 0, --evict-lower-bands;
+ * docs/routing.md "Evicting lower-band work in flight"): prefilling holds, in the order they were
+ * sent, the requests sent to an engine that have no first token yet (added in submit, removed at
+ * the first token, an engine rejection or an eviction). When a request enters the queue
+ * (wait), evictFor picks among them one of a lower band (the lowest band, then the one sent
+ * last: sentNanos), evicted fewer than maxEvictions times (evictedTimes), that waited in the
+ * gateway at most half its bound (sentNanos - arrival - engineNanos: the time it spent on
+ * engines before earlier evictions does not count), whose leaving gives its rank room by the
+ * busy rule (the
+ * router's loads less its prompt - routed overlap). evict aborts it on its engine
+ * (MockEngine.abort: slot, blocks it stored and the rest of its prefill freed at once;
+ * wastedPrefillTokens adds what it had computed), frees its route, takes back the cached-tokens
+ * correction its admission made (corrected[i]; the tenant was charged once, at its offer, and
+ * is not charged again) and puts it in evictedWaiting[band]: it already won its place, so it waits
+ * at the head of its band, before the queue's requests of that band and after those of higher
+ * bands (grant, higherBandWaits); an event at arrival + engineNanos + maxWait refuses it (429
+ * queue_timeout) if it still waits: its whole wait in the gateway is bounded by maxWait. Then grant() gives the freed room to the next request. A request's TTFT
+ * still runs from its first arrival.
  *
  * Per request i (its index in the assignment): outcome[i] (0 pending, 1 answered, 2 refused,
  * 3 rejected by the engine: its prompt exceeds a rank's pool, 4 refused by its tenant's token
@@ -124,6 +145,8 @@ public final class AdmissionSimulation {
    *     (--heavy-tenant-weight), > 0
    * @param rates per-tenant token-rate limits (--tenant-token-rate, --tenant-token-burst; the
    *     gateway's TokenRateConfig, its rates per simulated second; tenants t0, t1, ...)
+   * @param maxEvictions eviction of in-flight lower-band work (--evict-lower-bands,
+   *     --max-evictions): how many times one request may be evicted; 0: no eviction (the default)
    */
   public record Settings(
       int busyRequests,
@@ -134,7 +157,32 @@ public final class AdmissionSimulation {
       double ttftSloMs,
       double shareSlack,
       double heavyWeight,
-      TokenRateConfig rates) {
+      TokenRateConfig rates,
+      int maxEvictions) {
+
+    /** No eviction of in-flight work. */
+    public Settings(
+        int busyRequests,
+        long busyPrefillTokens,
+        boolean holderWait,
+        double maxQueueTimeSec,
+        int maxQueueDepth,
+        double ttftSloMs,
+        double shareSlack,
+        double heavyWeight,
+        TokenRateConfig rates) {
+      this(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          shareSlack,
+          heavyWeight,
+          rates,
+          0);
+    }
 
     /** No token-rate limits. */
     public Settings(
@@ -169,7 +217,26 @@ public final class AdmissionSimulation {
           ttftSloMs,
           shareSlack,
           heavyWeight,
-          r);
+          r,
+          maxEvictions);
+    }
+
+    /**
+     * The same limits with eviction of in-flight lower-band work, each request evicted at most
+     * {@code max} times (0: off).
+     */
+    public Settings withEvictions(int max) {
+      return new Settings(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          shareSlack,
+          heavyWeight,
+          rates,
+          max);
     }
 
     /** Every tenant weight 1. */
@@ -249,6 +316,9 @@ public final class AdmissionSimulation {
             "--heavy-tenant-weight must be finite and > 0, got " + heavyWeight);
       }
       Objects.requireNonNull(rates, "rates");
+      if (maxEvictions < 0) {
+        throw new IllegalArgumentException("--max-evictions must be >= 0, got " + maxEvictions);
+      }
     }
   }
 
@@ -296,6 +366,22 @@ public final class AdmissionSimulation {
   private final TokenBucket[] buckets; // per tenant: its token-rate bucket, null: not limited
   private final long[] rateCharged; // per request: all its bucket was charged, 0: none
   private final int[][] rateRefused; // per tenant and band: 429 rate_limit_exceeded
+  // eviction (Settings.maxEvictions > 0): requests sent to an engine that have no first token
+  // yet, in the order they were sent; evictedTimes[i] how often request i was evicted;
+  // sentNanos[i] when it was last sent; corrected[i] the cached-tokens correction its current
+  // admission charged its tenant (taken back when it is evicted); evictedWaiting[b] the evicted
+  // requests of band b waiting to be sent again, in eviction order
+  private final LinkedHashSet<SimRequest> prefilling = new LinkedHashSet<>();
+  private final int[] evictedTimes;
+  private final boolean[] waitedOnce; // counted in waited
+  private final long[] sentNanos;
+  private final long[] engineNanos; // per request: time it spent on engines before evictions
+  private final double[] corrected;
+  private final List<ArrayDeque<SimRequest>> evictedWaiting =
+      List.of(new ArrayDeque<>(), new ArrayDeque<>());
+  private int evictedNow;
+  private final int[][] evictions; // per tenant and band: evictions
+  private long wastedPrefillTokens;
 
   /**
    * A run of {@code a} (its requests, tenants 0..tenants-1 and bands) on a fleet of {@code cfg}
@@ -334,6 +420,12 @@ public final class AdmissionSimulation {
     }
     rateCharged = new long[n];
     rateRefused = new int[tenants][2];
+    evictedTimes = new int[n];
+    waitedOnce = new boolean[n];
+    sentNanos = new long[n];
+    engineNanos = new long[n];
+    corrected = new double[n];
+    evictions = new int[tenants][2];
     index = KvIndexes.concurrentCompressedTree();
     KvRouter.Builder b =
         KvRouter.builder(cfg.blockSize())
@@ -356,6 +448,7 @@ public final class AdmissionSimulation {
         new MockEngine.Listener() {
           @Override
           public void firstToken(SimRequest r) {
+            prefilling.remove(r);
             router.markPrefillCompleted(r.routerId);
             ttftMs[(int) r.id] = r.ttftNanos() / 1e6;
             grant(); // the rank's prefill tokens fell: it may have room again
@@ -385,6 +478,7 @@ public final class AdmissionSimulation {
 
           @Override
           public void rejected(SimRequest r) {
+            prefilling.remove(r);
             router.free(r.routerId);
             outcome[(int) r.id] = ENGINE_REJECTED;
             r.dropTokens();
@@ -446,7 +540,7 @@ public final class AdmissionSimulation {
       submit(r, routed);
       return;
     }
-    if (queue.size() > 0) {
+    if (queue.size() > 0 || evictedNow > 0) {
       // behind the requests that wait: a new request does not pass them
       wait(r, router.overlaps(r.tokens(), RouteOptions.defaults()).maxScore());
       return;
@@ -526,9 +620,16 @@ public final class AdmissionSimulation {
     parkedUncached[i] = uncached;
     parkedNow++;
     parkedEver++;
-    if (chargedUncached[i] == 0) waited++; // parked at arrival: it waits too
+    countWaited(i); // parked at arrival: it waits too
     long deadline = r.arrival + Math.round(s.maxQueueTimeSec() * 1e9);
     loop.at(Math.max(loop.now(), deadline), () -> expireParked(r));
+  }
+
+  /** Counts request {@code i} among those that waited, once. */
+  private void countWaited(int i) {
+    if (waitedOnce[i]) return;
+    waitedOnce[i] = true;
+    waited++;
   }
 
   private void unpark(SimRequest r) {
@@ -556,6 +657,10 @@ public final class AdmissionSimulation {
     }
     r.routedOverlapTokens = routed.overlapTokens();
     r.routedTo = routed.worker();
+    if (s.maxEvictions() > 0) {
+      sentNanos[i] = loop.now();
+      prefilling.add(r);
+    }
     engines[(int) routed.worker().workerId()].submit(r, routed.worker().dpRank());
     correct(r);
   }
@@ -576,9 +681,82 @@ public final class AdmissionSimulation {
       refusedFull++;
       return;
     }
-    waited++;
+    countWaited(i);
     chargedUncached[i] = uncached + 1; // +1: 0 means "did not wait"
     loop.after(Math.round(s.maxQueueTimeSec() * 1e9), this::expire);
+    if (s.maxEvictions() > 0) evictFor(a.band()[i]);
+  }
+
+  /**
+   * Eviction (docs/routing.md, "Evicting lower-band work in flight"): a request of band {@code
+   * band} waits because every rank is busy. Takes back the place of one request of a lower band
+   * that an engine holds but that has produced no token yet: the lowest band below {@code band},
+   * and in it the one sent last (the least work done), among those evicted fewer than maxEvictions
+   * times, that waited in the gateway at most half its bound, and whose leaving gives its rank room
+   * by the busy rule. Its engine aborts it (MockEngine.abort: the slot and the rest of its prefill
+   * are freed at once, what it computed is wasted), the router frees it, and it waits again at the
+   * head of its band, its wait bound still from its first arrival (time on the engine not counted);
+   * then the next request is granted.
+   */
+  private void evictFor(int band) {
+    long maxWait = Math.round(s.maxQueueTimeSec() * 1e9);
+    List<WorkerLoad> loads = null;
+    SimRequest victim = null;
+    for (SimRequest x : prefilling) {
+      int i = (int) x.id;
+      int b = a.band()[i];
+      if (b <= band || evictedTimes[i] >= s.maxEvictions()) continue;
+      // its queue wait so far (time on engines excluded): past half its bound, it would likely
+      // be refused before its turn came again
+      if (sentNanos[i] - x.arrival - engineNanos[i] > maxWait / 2) continue;
+      if (victim != null) {
+        int vb = a.band()[(int) victim.id];
+        if (b < vb || (b == vb && sentNanos[i] < sentNanos[(int) victim.id])) continue;
+      }
+      if (loads == null) loads = router.loads();
+      WorkerLoad l = loads.get(rankIndex(x.routedTo));
+      long prefill = Math.max(0, x.trace.inputLength() - x.routedOverlapTokens);
+      boolean frees =
+          l.requests() - 1 < s.busyRequests()
+              && (s.busyPrefillTokens() < 0
+                  || l.activePrefillTokens() - prefill <= s.busyPrefillTokens());
+      if (frees) victim = x;
+    }
+    if (victim == null) return;
+    evict(victim);
+    grant();
+  }
+
+  private void evict(SimRequest r) {
+    int i = (int) r.id;
+    long wasted = engines[(int) r.routedTo.workerId()].abort(r, r.routedTo.dpRank());
+    if (wasted < 0) {
+      throw new IllegalStateException("request " + r.id + " was not on " + r.routedTo);
+    }
+    prefilling.remove(r);
+    router.free(r.routerId);
+    int t = a.tenant()[i];
+    int b = a.band()[i];
+    evictedTimes[i]++;
+    evictions[t][b]++;
+    engineNanos[i] += loop.now() - sentNanos[i];
+    wastedPrefillTokens += wasted;
+    if (corrected[i] != 0) queue.charge(b, tenantNames[t], -corrected[i]);
+    corrected[i] = 0;
+    countWaited(i);
+    evictedWaiting.get(b).addLast(r);
+    evictedNow++;
+    // the wait bound counts time waiting in the gateway, not on an engine
+    long deadline = r.arrival + engineNanos[i] + Math.round(s.maxQueueTimeSec() * 1e9);
+    loop.at(Math.max(loop.now(), deadline), () -> expireEvicted(r));
+  }
+
+  /** An evicted request still waiting at its wait bound (from its first arrival) is refused. */
+  private void expireEvicted(SimRequest r) {
+    if (!evictedWaiting.get(a.band()[(int) r.id]).remove(r)) return;
+    evictedNow--;
+    refuse(r);
+    refusedTimeout++;
   }
 
   private void expire() {
@@ -655,7 +833,7 @@ public final class AdmissionSimulation {
    */
   private void grant() {
     if (queue == null) return;
-    while (queue.size() > 0 || parkedNow > 0) {
+    while (queue.size() > 0 || parkedNow > 0 || evictedNow > 0) {
       List<WorkerLoad> loads = router.loads();
       boolean room = false;
       boolean sent = false;
@@ -680,9 +858,9 @@ public final class AdmissionSimulation {
         break; // the loads changed
       }
       if (sent) continue;
-      if (!room || queue.size() == 0) return;
-      FairQueue.Ticket<SimRequest> t = queue.poll();
-      SimRequest r = t.item();
+      if (!room || (queue.size() == 0 && evictedNow == 0)) return;
+      SimRequest r = nextEvicted();
+      if (r == null) r = queue.poll().item();
       if (!dispatch(r)) {
         throw new IllegalStateException(
             "a rank has room, yet every rank is busy for request " + r.id);
@@ -691,8 +869,26 @@ public final class AdmissionSimulation {
   }
 
   private boolean higherBandWaits(int band) {
-    for (int b = 0; b < band; b++) if (queue.size(b) > 0) return true;
+    for (int b = 0; b < band; b++) {
+      if (queue.size(b) > 0 || !evictedWaiting.get(b).isEmpty()) return true;
+    }
     return false;
+  }
+
+  /**
+   * The evicted request to send next, removed from its list: the head of the highest band that
+   * holds one, unless the queue holds a request of a higher band; null: the queue's turn.
+   */
+  private @Nullable SimRequest nextEvicted() {
+    if (evictedNow == 0) return null;
+    for (int b = 0; b < evictedWaiting.size(); b++) {
+      if (!evictedWaiting.get(b).isEmpty()) {
+        if (higherBandWaits(b)) return null;
+        evictedNow--;
+        return evictedWaiting.get(b).pollFirst();
+      }
+    }
+    return null;
   }
 
   /**
@@ -705,13 +901,36 @@ public final class AdmissionSimulation {
     int i = (int) r.id;
     if (mode != Mode.FAIR_COST || chargedUncached[i] == 0 || r.admitted < 0) return;
     long actual = Math.max(0, r.trace.inputLength() - r.cachedTokens);
-    queue.charge(a.band()[i], tenantNames[a.tenant()[i]], actual - (chargedUncached[i] - 1));
+    double delta = actual - (chargedUncached[i] - 1);
+    queue.charge(a.band()[i], tenantNames[a.tenant()[i]], delta);
+    corrected[i] = delta;
   }
 
   private int[][] rateRefusedCopy() {
     int[][] c = new int[tenants][];
     for (int t = 0; t < tenants; t++) c[t] = rateRefused[t].clone();
     return c;
+  }
+
+  private AdmissionResult.Evictions evictionsResult() {
+    if (s.maxEvictions() == 0 || queue == null) return AdmissionResult.Evictions.NONE;
+    int requests = 0;
+    int answered = 0;
+    int refused = 0;
+    for (int i = 0; i < evictedTimes.length; i++) {
+      if (evictedTimes[i] == 0) continue;
+      requests++;
+      if (outcome[i] == ANSWERED) answered++;
+      else if (outcome[i] == REFUSED) refused++;
+    }
+    int[][] c = new int[tenants][];
+    for (int t = 0; t < tenants; t++) c[t] = evictions[t].clone();
+    return new AdmissionResult.Evictions(c, requests, answered, refused, wastedPrefillTokens);
+  }
+
+  /** How often request {@code i} was evicted. */
+  int evictedTimes(int i) {
+    return evictedTimes[i];
   }
 
   private AdmissionResult result(long wallNanos) {
@@ -759,7 +978,7 @@ public final class AdmissionSimulation {
         refusedFull,
         refusedTimeout,
         engineRejected,
-        lost + (queue == null ? 0 : queue.size()) + parkedNow + router.inFlight(),
+        lost + (queue == null ? 0 : queue.size()) + parkedNow + evictedNow + router.inFlight(),
         waited,
         sent,
         highTtft,
@@ -773,6 +992,7 @@ public final class AdmissionSimulation {
         tenantHit,
         cfg.speedup(),
         rateRefusedCopy(),
-        wallNanos);
+        wallNanos,
+        evictionsResult());
   }
 }

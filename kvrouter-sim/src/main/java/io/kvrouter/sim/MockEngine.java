@@ -12,6 +12,7 @@ import io.kvrouter.mockengine.HybridKvCache;
 import io.kvrouter.mockengine.TimingModel;
 import io.kvrouter.prefixcache.PrefixCache;
 import java.util.ArrayDeque;
+import java.util.Iterator;
 import java.util.function.Consumer;
 import org.jspecify.annotations.Nullable;
 
@@ -36,7 +37,10 @@ import org.jspecify.annotations.Nullable;
  *                 cachedBlocks * blockSize tokens. Its prefill is queued on the prefill lane.
  *                 When admit fails (the pool is full of blocks locked by running requests) the
  *                 head waits, and the queue behind it, until a release (head-of-line FIFO).
- *   prefill end -> first token (listener.firstToken), decode starts
+ *   prefill end -> first token (listener.firstToken), decode starts; lane holds the admitted
+ *                 requests whose prefill has not ended, in lane order (laneStart/laneEnd on
+ *                 each request); a prefill end is an event that checks the request's laneGen,
+ *                 so abort can void it and move the later prefills up (schedulePrefillEnd)
  *   decode end  -> PrefixCache.release (blocks stay cached, evictable), listener.finished,
  *                 then the queue is tried again.
  * Blocks are stored and published at admission, when the engine schedules the prefill that
@@ -93,6 +97,7 @@ public final class MockEngine {
     final @Nullable HostTier host; // null without a host tier
     private long eventId;
     private final ArrayDeque<SimRequest> waiting = new ArrayDeque<>();
+    private final ArrayDeque<SimRequest> lane = new ArrayDeque<>(); // admitted, prefill not ended
     private int running;
     private long prefillFreeAt;
     private int inFlight;
@@ -212,6 +217,7 @@ public final class MockEngine {
           PrefixCache.Admission a = cache.admit(r.id, r.tokens());
           admitted = a.admitted();
           cachedBlocks = a.cachedBlocks();
+          r.storedBlocks = a.newBlocks() > 0;
         }
         if (!admitted) {
           return; // the pool is full of locked blocks: wait for a release
@@ -234,8 +240,68 @@ public final class MockEngine {
                 + fromHost * (host == null ? 0 : host.transferNanos());
         prefillBusy += end - start;
         prefillFreeAt = end;
-        loop.at(end, () -> prefillDone(r));
+        r.laneStart = start;
+        r.laneEnd = end;
+        lane.addLast(r);
+        schedulePrefillEnd(r);
       }
+    }
+
+    /** The prefill end of {@code r} at r.laneEnd; an earlier schedule of it is void from now. */
+    private void schedulePrefillEnd(SimRequest r) {
+      final int gen = ++r.laneGen;
+      loop.at(
+          r.laneEnd,
+          () -> {
+            if (r.laneGen == gen) prefillDone(r);
+          });
+    }
+
+    /**
+     * Aborts {@code r} on this rank before its first token (see {@link MockEngine#abort}); -1 when
+     * it is not waiting or prefilling here.
+     */
+    private long abort(SimRequest r) {
+      if (r.firstToken >= 0) return -1;
+      if (waiting.remove(r)) {
+        changeInFlight(-1);
+        return 0;
+      }
+      if (!lane.contains(r)) return -1;
+      if (hybrid != null) {
+        throw new UnsupportedOperationException("aborting a request on a hybrid model's rank");
+      }
+      final long now = loop.now();
+      final long shift = r.laneEnd - Math.max(now, r.laneStart);
+      final long uncached = Math.max(0, r.trace.inputLength() - r.cachedTokens);
+      final long length = r.laneEnd - r.laneStart;
+      final long done = Math.max(0, now - r.laneStart);
+      final long wasted = length <= 0 ? 0 : Math.round(uncached * (done / (double) length));
+      r.laneGen++; // its prefill end is void
+      boolean after = false;
+      for (Iterator<SimRequest> it = lane.iterator(); it.hasNext(); ) {
+        SimRequest x = it.next();
+        if (x == r) {
+          it.remove();
+          after = true;
+        } else if (after && shift > 0) {
+          // the lane's later prefills move up by what r would still have taken
+          x.laneStart -= shift;
+          x.laneEnd -= shift;
+          schedulePrefillEnd(x);
+        }
+      }
+      prefillFreeAt -= shift;
+      prefillBusy -= shift;
+      cache.abort(r.id, r.storedBlocks);
+      running--;
+      changeInFlight(-1);
+      r.admitted = -1;
+      r.cachedTokens = 0;
+      r.hostTokens = 0;
+      r.storedBlocks = false;
+      tryAdmit();
+      return wasted;
     }
 
     private long[] hashes(SimRequest r) {
@@ -243,6 +309,7 @@ public final class MockEngine {
     }
 
     private void prefillDone(SimRequest r) {
+      lane.remove(r);
       if (hybrid != null) hybrid.prefillDone(r.id);
       r.firstToken = loop.now();
       listener.firstToken(r);
@@ -428,6 +495,21 @@ public final class MockEngine {
   /** Number of data-parallel ranks. */
   public int dpSize() {
     return ranks.length;
+  }
+
+  /**
+   * Aborts {@code r} on rank {@code dpRank} before its first token, as an engine aborts a request
+   * whose client went away (the gateway's eviction of low-priority work): a request still waiting
+   * leaves the queue; a prefilling one leaves its batch slot, its blocks are released and those it
+   * stored that nothing else uses are evicted (PrefixCache.abort: its prefill is thrown away), and
+   * the rank's prefill lane moves every later prefill up by what its prefill would still have
+   * taken. No listener call is made for it; the rank then admits what waits.
+   *
+   * @return the prefill tokens it had computed (its uncached tokens times the part of its prefill
+   *     time already spent), now wasted; -1 when {@code r} is not waiting or prefilling there
+   */
+  public long abort(SimRequest r, int dpRank) {
+    return ranks[dpRank].abort(r);
   }
 
   /** Hands {@code r} to rank {@code dpRank} now (simulated time). */

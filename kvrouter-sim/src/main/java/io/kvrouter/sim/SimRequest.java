@@ -27,6 +27,10 @@ public final class SimRequest {
   long firstToken = -1;
   long finished = -1;
   boolean rejected;
+  boolean storedBlocks; // its admission stored new blocks (MockEngine.abort evicts them)
+  long laneStart; // its prefill's start and end on its rank's prefill lane (MockEngine)
+  long laneEnd;
+  int laneGen; // a prefill end scheduled under another value is void
   int adapter = -1; // the LoRA adapter it names (LoraSimulation), -1: the base model
   private int @Nullable [] tokens; // null before arrival and after the end
 

@@ -138,4 +138,38 @@ class MockEngineTest {
     assertThat(e.rank(0).loadIntegral(34 * MS) / MS).isEqualTo(62.0);
     assertThat(e.rank(0).prefillBusyNanos()).isEqualTo(14 * MS);
   }
+
+  @Test
+  void abortFreesTheSlotMovesTheLaneUpAndDropsTheBlocksItStored() {
+    MockEngine e = engine(8, 100);
+    SimRequest[] r = new SimRequest[4];
+    for (int i = 1; i <= 3; i++) {
+      r[i] = new SimRequest(i, new TraceRequest(1, 0, 8, 1, new long[] {10 + i}), 0);
+      SimRequest x = r[i];
+      loop.at(0, () -> e.submit(x, 0));
+    }
+    // prefills of 9 ms each on one lane: r1 0..9, r2 9..18, r3 18..27
+    long[] wasted = new long[3];
+    loop.at(
+        4 * MS,
+        () -> {
+          wasted[0] = e.abort(r[2], 0); // not started: nothing computed; r3 moves to 9..18
+          wasted[1] = e.abort(r[1], 0); // 4 of its 9 ms done; r3 moves to 4..13
+          wasted[2] = e.abort(r[1], 0); // once
+        });
+    loop.run();
+    assertThat(wasted).containsExactly(0, Math.round(8 * 4 / 9.0), -1);
+    assertThat(log).containsExactly("3 first 13 ttft 13", "3 done 13 cached 0");
+    assertThat(e.abort(r[3], 0)).isEqualTo(-1); // finished: nothing to abort
+    assertThat(e.rank(0).inFlight()).isZero();
+    // the aborted requests' blocks were stored at admission and are gone again; r3's stay
+    assertThat(e.rank(0).cache.lookup(r[1].tokens())).isZero();
+    assertThat(e.rank(0).cache.lookup(r[2].tokens())).isZero();
+    assertThat(e.rank(0).cache.lookup(r[3].tokens())).isEqualTo(2);
+    assertThat(e.rank(0).cache.cachedBlocks()).isEqualTo(2);
+    long removed = events.stream().filter(x -> x.data() instanceof CacheEvent.Removed).count();
+    assertThat(removed).isEqualTo(2);
+    // the lane's busy time counts only what ran: r1's 4 ms and r3's 9 ms
+    assertThat(e.rank(0).prefillBusyNanos()).isEqualTo(13 * MS);
+  }
 }

@@ -70,7 +70,10 @@ public final class AdmissionReport {
         s.busyRequests(),
         num(s.maxQueueTimeSec()),
         s.maxQueueDepth(),
-        rates(s.rates()),
+        rates(s.rates())
+            + (s.maxEvictions() > 0
+                ? ", --evict-lower-bands --max-evictions " + s.maxEvictions()
+                : ""),
         num(s.ttftSloMs()));
     StringBuilder head =
         new StringBuilder(
@@ -150,6 +153,28 @@ public final class AdmissionReport {
         out.println(line);
       }
     }
+    List<AdmissionResult> evicting = new ArrayList<>(c.runs());
+    evicting.addAll(c.noHeavy());
+    for (AdmissionResult r : evicting) {
+      AdmissionResult.Evictions e = r.evictions();
+      if (e == AdmissionResult.Evictions.NONE) continue;
+      StringBuilder line =
+          new StringBuilder(
+              String.format(
+                  Locale.ROOT,
+                  "%s: evicted %d times (%d requests: %d answered, %d refused), %,d prefill tokens"
+                      + " wasted; per tenant (high/normal):",
+                  r.label(),
+                  e.total(),
+                  e.requests(),
+                  e.answered(),
+                  e.refused(),
+                  e.wastedPrefillTokens()));
+      for (int t = 0; t < rule.tenants(); t++) {
+        line.append(String.format(Locale.ROOT, " t%d %d/%d", t, e.of(t, 0), e.of(t, 1)));
+      }
+      out.println(line);
+    }
     if (!Double.isNaN(c.protectedDemand()[0])) {
       out.printf(
           Locale.ROOT,
@@ -196,6 +221,7 @@ public final class AdmissionReport {
       g.writeNumberField("ttft_slo_ms", s.ttftSloMs());
       g.writeNumberField("share_slack", s.shareSlack());
       g.writeNumberField("heavy_tenant_weight", s.heavyWeight());
+      g.writeNumberField("max_evictions", s.maxEvictions());
       if (s.rates().on()) {
         g.writeObjectFieldStart("tenant_token_rate");
         g.writeNumberField("default", s.rates().defaultRate());
@@ -272,6 +298,25 @@ public final class AdmissionReport {
       field(g, "heavy_raise_of_other_p90", c.heavyRaise(r));
     }
     g.writeNumberField("hit_rate", r.hitRate());
+    AdmissionResult.Evictions e = r.evictions();
+    if (e != AdmissionResult.Evictions.NONE) {
+      g.writeObjectFieldStart("evictions");
+      g.writeNumberField("total", e.total());
+      g.writeNumberField("requests", e.requests());
+      g.writeNumberField("answered", e.answered());
+      g.writeNumberField("refused", e.refused());
+      g.writeNumberField("wasted_prefill_tokens", e.wastedPrefillTokens());
+      g.writeArrayFieldStart("tenants");
+      for (int t = 0; t < e.perTenantBand().length; t++) {
+        g.writeStartObject();
+        g.writeStringField("tenant", "t" + t);
+        g.writeNumberField("high", e.of(t, 0));
+        g.writeNumberField("normal", e.of(t, 1));
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+      g.writeEndObject();
+    }
     g.writeNumberField("arrival_span_s", r.arrivalSpanSec());
     g.writeNumberField("makespan_s", r.makespanSec());
     g.writeNumberField("wall_s", r.wallNanos() / 1e9);
