@@ -89,6 +89,30 @@ final class IndexProbe {
     }
   }
 
+  /** Slots of the packed positional table now. */
+  static int tableCapacity(PackedPositionalIndex index) {
+    index.writeLock.lock();
+    try {
+      return index.table().capacity();
+    } finally {
+      index.writeLock.unlock();
+    }
+  }
+
+  /** Blocks in the packed positional table now (and in its records: the same count). */
+  static int entryCount(PackedPositionalIndex index) {
+    index.writeLock.lock();
+    try {
+      int n = index.table().size();
+      if (index.blocks.size() != n) {
+        throw new AssertionError("table " + n + " but records " + index.blocks.size());
+      }
+      return n;
+    } finally {
+      index.writeLock.unlock();
+    }
+  }
+
   /** Entries in the positional table now. */
   static int entryCount(PositionalIndex index) {
     index.writeLock.lock();
