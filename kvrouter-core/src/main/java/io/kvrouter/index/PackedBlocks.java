@@ -16,31 +16,35 @@ import org.jspecify.annotations.NullUnmarked;
  * Implementation notes
  *
  * Layout, per id (page = id >>> PAGE_SHIFT, slot = id & PAGE_MASK), 28 bytes with no header:
- *   keys[page][2*slot], [2*slot+1]   the block's key: the router's §2 hash of its path (seq) and
- *                                    its local hash, side by side (one cache line for a compare)
- *   holders[page][slot]              sorted holder ids (IndexNode's rules: ~id for detached),
- *                                    copy-on-write, release store / acquire load; shared with the
- *                                    parent's array when equal
- *   links[page][2*slot]              the parent id, NONE at the top, FREED once the id left
- *   links[page][2*slot+1]            the children: NONE, the only child's id, or MANY (the ids
- *                                    are in the side map many, made only for a block with two or
- *                                    more children)
- * Pages are PAGE ids (keys 64 KB, holders 16 KB, links 32 KB): none is humongous for G1, and
- * growth adds a page and copies only the small outer arrays, published with release stores
- * after the page is filled. So an object per block (the 40-byte PositionalEntry: a 12-byte
- * header, parent and children references) becomes 28 bytes.
+ *   records[page][3*slot]      the block's key: the router's §2 hash of its path (seq)
+ *   records[page][3*slot+1]    and its local hash
+ *   records[page][3*slot+2]    its holders' set id (HolderSets) in the high 32 bits, its parent
+ *                              id (NONE at the top, FREED once the id left) in the low 32
+ *   children[page][slot]       NONE, the only child's id, or MANY (the ids are in the side map
+ *                              many, made only for a block with two or more children)
+ * So a reader's probe finds the key and the holders' set id on one cache line (two for a quarter
+ * of the records, which straddle one), and the set itself among the few distinct holder arrays
+ * (HolderSets), which stay in cache. Pages are PAGE ids (records 96 KB, children 16 KB): none is
+ * humongous for G1, and growth adds a page and copies only the small outer arrays, published with
+ * release stores after the page is filled. The 40-byte PositionalEntry (a 12-byte header, holders,
+ * parent and children references) becomes 28 bytes.
  *
- * Ids: handed out in order; an id freed by unlink goes to pending, and pending ids go back into
- * use (free) only through reusable()/startReuse(), which the index brackets with a version bump
- * (SteppedIndex.bumpVersion): a reader whose walk spans a reuse retries, so a walk that keeps its
- * answer never saw an id change blocks (PackedPositionalIndex's notes). A freed id keeps its key
- * and its (empty) holders until it is reused. When the last block goes, every page is dropped
- * (again after a bump) so an emptied index gives its memory back.
+ * Holders follow IndexNode's rules (sorted ids, ~id for a detached worker, copy-on-write); a
+ * change stores the record's third word with a release store after the set it names is
+ * published; readers load it with acquire. Equal arrays share one set, so the parent-sharing of
+ * IndexNode.publish is implied.
+ *
+ * Ids: handed out in order; an id freed by unlink goes to pending, and pending ids (block ids and
+ * set ids both) go back into use only through reusable()/startReuse(), which the index brackets
+ * with a version bump (SteppedIndex.bumpVersion): a reader whose walk spans a reuse retries, so a
+ * walk that keeps its answer never saw an id change what it names (PackedPositionalIndex's
+ * notes). A freed id keeps its key and its empty holders until it is reused. When the last block
+ * goes, every page is dropped (again after a bump) so an emptied index gives its memory back.
  *
  * Readers: keys and holders of ids they found in a table slot (acquire), through the outer arrays
  * loaded with acquire; an id beyond the pages (a walk that overlapped a reset, which the version
  * check then rejects) reads as a block with no key and no holders, never an exception.
- * Writers: the index's writer alone; links and many are writer-only.
+ * Writers: the index's writer alone; children and many are writer-only.
  * </pre>
  */
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
@@ -51,30 +55,26 @@ final class PackedBlocks {
   static final int PAGE_SHIFT = 12;
   static final int PAGE = 1 << PAGE_SHIFT;
   private static final int PAGE_MASK = PAGE - 1;
+  private static final long LOW = 0xFFFF_FFFFL;
 
-  private static final VarHandle KEY_PAGES;
-  private static final VarHandle HOLDER_PAGES;
-  private static final VarHandle KEY = MethodHandles.arrayElementVarHandle(long[].class);
-  private static final VarHandle HOLDERS = MethodHandles.arrayElementVarHandle(int[][].class);
+  private static final VarHandle RECORD_PAGES;
+  private static final VarHandle WORD = MethodHandles.arrayElementVarHandle(long[].class);
 
   static {
     try {
-      MethodHandles.Lookup l = MethodHandles.lookup();
-      KEY_PAGES = l.findVarHandle(PackedBlocks.class, "keyPages", long[][].class);
-      HOLDER_PAGES = l.findVarHandle(PackedBlocks.class, "holderPages", int[][][].class);
+      RECORD_PAGES =
+          MethodHandles.lookup().findVarHandle(PackedBlocks.class, "recordPages", long[][].class);
     } catch (ReflectiveOperationException e) {
       throw new ExceptionInInitializerError(e);
     }
   }
 
-  @SuppressWarnings("unused") // through KEY_PAGES
-  private long[][] keyPages = new long[0][];
+  @SuppressWarnings("unused") // through RECORD_PAGES
+  private long[][] recordPages = new long[0][];
 
-  @SuppressWarnings("unused") // through HOLDER_PAGES
-  private int[][][] holderPages = new int[0][][];
-
-  private int[][] linkPages = new int[0][];
+  private int[][] childPages = new int[0][];
   private final Int2ObjectOpenHashMap<IntOpenHashSet> many = new Int2ObjectOpenHashMap<>();
+  private final HolderSets sets = new HolderSets();
 
   private int next; // ids handed out (the high-water mark)
   private int live;
@@ -92,72 +92,104 @@ final class PackedBlocks {
 
   /** Whether block {@code id} has this key. Safe for lock-free readers. */
   boolean hasKey(int id, long seq, long local) {
-    final long[][] kp = (long[][]) KEY_PAGES.getAcquire(this);
+    final long[][] rp = (long[][]) RECORD_PAGES.getAcquire(this);
     final int p = id >>> PAGE_SHIFT;
-    if (p >= kp.length) return false;
-    final long[] k = kp[p];
-    final int o = (id & PAGE_MASK) << 1;
-    return (long) KEY.getAcquire(k, o) == seq && (long) KEY.getAcquire(k, o + 1) == local;
+    if (p >= rp.length) return false;
+    final long[] r = rp[p];
+    final int o = (id & PAGE_MASK) * 3;
+    return (long) WORD.getAcquire(r, o) == seq && (long) WORD.getAcquire(r, o + 1) == local;
+  }
+
+  /**
+   * Block {@code id}'s holders when its key is (seq, local), else null: one record read. Safe for
+   * lock-free readers.
+   */
+  int[] holdersIfKey(int id, long seq, long local) {
+    final long[][] rp = (long[][]) RECORD_PAGES.getAcquire(this);
+    final int p = id >>> PAGE_SHIFT;
+    if (p >= rp.length) return null;
+    final long[] r = rp[p];
+    final int o = (id & PAGE_MASK) * 3;
+    if ((long) WORD.getAcquire(r, o) != seq || (long) WORD.getAcquire(r, o + 1) != local) {
+      return null;
+    }
+    return sets.get((int) ((long) WORD.getAcquire(r, o + 2) >>> 32));
   }
 
   /** Block {@code id}'s holders (acquire). Safe for lock-free readers. */
   int[] holders(int id) {
-    final int[][][] hp = (int[][][]) HOLDER_PAGES.getAcquire(this);
+    final long[][] rp = (long[][]) RECORD_PAGES.getAcquire(this);
     final int p = id >>> PAGE_SHIFT;
-    if (p >= hp.length) return SortedIds.NONE;
-    return (int[]) HOLDERS.getAcquire(hp[p], id & PAGE_MASK);
+    if (p >= rp.length) return SortedIds.NONE;
+    return sets.get((int) ((long) WORD.getAcquire(rp[p], (id & PAGE_MASK) * 3 + 2) >>> 32));
   }
 
   // ------------------------------------------------------------------ writer side
 
+  private long[] page(int id) {
+    return ((long[][]) RECORD_PAGES.get(this))[id >>> PAGE_SHIFT];
+  }
+
   long seq(int id) {
-    return ((long[][]) KEY_PAGES.get(this))[id >>> PAGE_SHIFT][(id & PAGE_MASK) << 1];
+    return page(id)[(id & PAGE_MASK) * 3];
   }
 
   long local(int id) {
-    return ((long[][]) KEY_PAGES.get(this))[id >>> PAGE_SHIFT][((id & PAGE_MASK) << 1) + 1];
+    return page(id)[(id & PAGE_MASK) * 3 + 1];
   }
 
   int parent(int id) {
-    return linkPages[id >>> PAGE_SHIFT][(id & PAGE_MASK) << 1];
+    return (int) page(id)[(id & PAGE_MASK) * 3 + 2];
+  }
+
+  private int setOf(int id) {
+    return (int) (page(id)[(id & PAGE_MASK) * 3 + 2] >>> 32);
   }
 
   /** Whether {@code id} names a block (not freed; false for any id once every page went). */
   boolean isLinked(int id) {
-    return (id >>> PAGE_SHIFT) < linkPages.length && parent(id) != FREED;
+    return (id >>> PAGE_SHIFT) < childPages.length && parent(id) != FREED;
   }
 
   boolean hasChildren(int id) {
-    return linkPages[id >>> PAGE_SHIFT][((id & PAGE_MASK) << 1) + 1] != NONE;
+    return childPages[id >>> PAGE_SHIFT][id & PAGE_MASK] != NONE;
   }
 
   /** Appends every child of {@code id} to {@code out}. */
   void addChildren(int id, IntArrayList out) {
-    final int c = linkPages[id >>> PAGE_SHIFT][((id & PAGE_MASK) << 1) + 1];
+    final int c = childPages[id >>> PAGE_SHIFT][id & PAGE_MASK];
     if (c >= 0) out.add(c);
     else if (c == MANY) out.addAll(many.get(id));
   }
 
-  /** Publishes {@code a} as {@code id}'s holders, sharing its parent's array when equal. */
+  /** Publishes {@code a} as {@code id}'s holders (the set with its contents). Writer-only. */
   void publishHolders(int id, int[] a) {
-    final int p = parent(id);
-    if (p >= 0 && a.length > 0) {
-      final int[] ph = holders(p);
-      if (ph != a && Arrays.equals(ph, a)) a = ph;
-    }
-    final int[][][] hp = (int[][][]) HOLDER_PAGES.get(this);
-    HOLDERS.setRelease(hp[id >>> PAGE_SHIFT], id & PAGE_MASK, a);
+    final long[] r = page(id);
+    final int o = (id & PAGE_MASK) * 3 + 2;
+    final long w = r[o];
+    final int old = (int) (w >>> 32);
+    final int set = sets.retain(a);
+    WORD.setRelease(r, o, (long) set << 32 | (w & LOW));
+    sets.release(old);
+  }
+
+  /** Distinct holder sets in use, for tests. */
+  int holderSets() {
+    return sets.size();
   }
 
   /** Whether the next allocate may hand out freed ids once the caller bumped the version. */
   boolean reusable() {
-    return free.isEmpty() && pending.size() >= reuseBatch;
+    return free.isEmpty() && pending.size() >= reuseBatch || sets.reusable(reuseBatch);
   }
 
   /** Moves the freed ids into use; the caller bumped the version first. */
   void startReuse() {
-    free.addAll(pending);
-    pending.clear();
+    if (free.isEmpty()) {
+      free.addAll(pending);
+      pending.clear();
+    }
+    sets.startReuse();
   }
 
   /**
@@ -171,37 +203,32 @@ final class PackedBlocks {
       id = free.popInt();
     } else {
       id = next++;
-      if ((id >>> PAGE_SHIFT) == linkPages.length) addPage();
+      if ((id >>> PAGE_SHIFT) == childPages.length) addPage();
     }
-    final long[] k = ((long[][]) KEY_PAGES.get(this))[id >>> PAGE_SHIFT];
-    final int o = (id & PAGE_MASK) << 1;
-    KEY.setRelease(k, o, seq);
-    KEY.setRelease(k, o + 1, local);
-    final int[] l = linkPages[id >>> PAGE_SHIFT];
-    l[o] = parent;
-    l[o + 1] = NONE;
+    final long[] r = page(id);
+    final int o = (id & PAGE_MASK) * 3;
+    WORD.setRelease(r, o, seq);
+    WORD.setRelease(r, o + 1, local);
+    // a freed id's set is the empty one (it was unheld): only the parent changes
+    WORD.setRelease(r, o + 2, (long) HolderSets.EMPTY << 32 | (parent & LOW));
+    childPages[id >>> PAGE_SHIFT][id & PAGE_MASK] = NONE;
     if (parent >= 0) linkChild(parent, id);
     live++;
     return id;
   }
 
   private void addPage() {
-    final int n = linkPages.length;
-    linkPages = Arrays.copyOf(linkPages, n + 1);
-    linkPages[n] = new int[2 * PAGE];
-    final long[][] kp = Arrays.copyOf((long[][]) KEY_PAGES.get(this), n + 1);
-    kp[n] = new long[2 * PAGE];
-    final int[][][] hp = Arrays.copyOf((int[][][]) HOLDER_PAGES.get(this), n + 1);
-    final int[][] h = new int[PAGE][];
-    Arrays.fill(h, SortedIds.NONE);
-    hp[n] = h;
-    KEY_PAGES.setRelease(this, kp);
-    HOLDER_PAGES.setRelease(this, hp);
+    final int n = childPages.length;
+    childPages = Arrays.copyOf(childPages, n + 1);
+    childPages[n] = new int[PAGE];
+    final long[][] rp = Arrays.copyOf((long[][]) RECORD_PAGES.get(this), n + 1);
+    rp[n] = new long[3 * PAGE];
+    RECORD_PAGES.setRelease(this, rp);
   }
 
   private void linkChild(int parent, int child) {
-    final int[] l = linkPages[parent >>> PAGE_SHIFT];
-    final int o = ((parent & PAGE_MASK) << 1) + 1;
+    final int[] l = childPages[parent >>> PAGE_SHIFT];
+    final int o = parent & PAGE_MASK;
     final int c = l[o];
     if (c == NONE) {
       l[o] = child;
@@ -217,8 +244,8 @@ final class PackedBlocks {
   }
 
   private void unlinkChild(int parent, int child) {
-    final int[] l = linkPages[parent >>> PAGE_SHIFT];
-    final int o = ((parent & PAGE_MASK) << 1) + 1;
+    final int[] l = childPages[parent >>> PAGE_SHIFT];
+    final int o = parent & PAGE_MASK;
     final int c = l[o];
     if (c == child) {
       l[o] = NONE;
@@ -239,12 +266,13 @@ final class PackedBlocks {
    */
   boolean free(int id) {
     if (hasChildren(id)) throw new IllegalStateException("freeing a block with children");
-    final int[] l = linkPages[id >>> PAGE_SHIFT];
-    final int o = (id & PAGE_MASK) << 1;
-    final int p = l[o];
+    if (setOf(id) != HolderSets.EMPTY) throw new IllegalStateException("freeing a held block");
+    final int p = parent(id);
     if (p == FREED) throw new IllegalStateException("freeing a freed block");
     if (p >= 0) unlinkChild(p, id);
-    l[o] = FREED;
+    final long[] r = page(id);
+    final int o = (id & PAGE_MASK) * 3 + 2;
+    r[o] = (r[o] & ~LOW) | (FREED & LOW);
     pending.add(id);
     return --live == 0;
   }
@@ -252,9 +280,8 @@ final class PackedBlocks {
   /** Drops every page once no block is left; the caller bumped the version first. */
   void reset() {
     if (live != 0) throw new IllegalStateException("blocks left");
-    linkPages = new int[0][];
-    KEY_PAGES.setRelease(this, new long[0][]);
-    HOLDER_PAGES.setRelease(this, new int[0][][]);
+    childPages = new int[0][];
+    RECORD_PAGES.setRelease(this, new long[0][]);
     many.clear();
     free.clear();
     pending.clear();
@@ -268,6 +295,6 @@ final class PackedBlocks {
 
   /** Pages allocated, for tests. */
   int pages() {
-    return linkPages.length;
+    return childPages.length;
   }
 }

@@ -112,12 +112,9 @@ final class PackedPositionalIndex extends SteppedIndex {
 
   // ------------------------------------------------------------------ reads
 
-  private int lookup(long seq, long local) {
-    return ((PackedTable) TABLE.getAcquire(this)).get(seq, local);
-  }
-
-  private int[] holdersOf(int id) {
-    return id < 0 ? SortedIds.NONE : blocks.holders(id);
+  /** The holders of the block keyed (seq, local); empty when there is none. */
+  private int[] lookup(long seq, long local) {
+    return ((PackedTable) TABLE.getAcquire(this)).holders(seq, local);
   }
 
   @Override
@@ -125,9 +122,7 @@ final class PackedPositionalIndex extends SteppedIndex {
     final int len = localHashes.length;
     if (len == 0) return Scores.EMPTY;
     final long first = localHashes[0];
-    final int e0 = lookup(first, first);
-    if (e0 < 0) return Scores.EMPTY;
-    final int[] holders0 = blocks.holders(e0);
+    final int[] holders0 = lookup(first, first);
     // a first block has no ancestor to miss, so no detached (negative) ids: from is 0
     final int from = IndexNode.connectedFrom(holders0);
     final int m = holders0.length - from;
@@ -146,7 +141,7 @@ final class PackedPositionalIndex extends SteppedIndex {
         final int probe = step > last - cur ? last : cur + step;
         long seq = curSeq;
         for (int p = cur + 1; p <= probe; p++) seq = SequenceHasher.next(seq, localHashes[p]);
-        final int[] h = holdersOf(lookup(seq, localHashes[probe]));
+        final int[] h = lookup(seq, localHashes[probe]);
         final int kept =
             h.length == alive && Arrays.equals(ids, 0, alive, h, 0, alive)
                 ? alive
@@ -190,7 +185,7 @@ final class PackedPositionalIndex extends SteppedIndex {
     final int mid = (lo + hi) >>> 1;
     long seq = loSeq;
     for (int p = lo + 1; p <= mid; p++) seq = SequenceHasher.next(seq, localHashes[p]);
-    final int[] h = holdersOf(lookup(seq, localHashes[mid]));
+    final int[] h = lookup(seq, localHashes[mid]);
     final int k = partition(ids, from, to, h);
     if (k < to) resolve(localHashes, ids, scores, k, to, lo, loSeq, mid);
     if (k > from) resolve(localHashes, ids, scores, from, k, mid, seq, hi);
@@ -223,10 +218,6 @@ final class PackedPositionalIndex extends SteppedIndex {
     final PackedTable t = table();
     int b = t.get(key, local);
     if (b >= 0) return b;
-    if (blocks.reusable()) {
-      bumpVersion(); // walks under way retry before any freed id names another block
-      blocks.startReuse();
-    }
     b = blocks.allocate(key, local, parent);
     final PackedTable grown = t.put(b);
     if (grown != t) TABLE.setRelease(this, grown);
@@ -256,8 +247,21 @@ final class PackedPositionalIndex extends SteppedIndex {
     if (afterHolderChange != null) afterHolderChange.run();
   }
 
+  /**
+   * Lets the ids of blocks and holder sets freed by earlier operations go back into use, once
+   * enough wait: after a version bump, so walks under way retry before any freed id names something
+   * else (class notes). Called before each operation, outside any step.
+   */
+  private void reuseFreedIds() {
+    if (blocks.reusable()) {
+      bumpVersion();
+      blocks.startReuse();
+    }
+  }
+
   @Override
   void applyLocked(RouterEvent event) {
+    reuseFreedIds();
     CacheEvent data = event.data();
     if (data instanceof CacheEvent.Stored s) {
       store(workers.intern(event.worker()), s);
@@ -562,6 +566,7 @@ final class PackedPositionalIndex extends SteppedIndex {
   public void clearWorker(long workerId) {
     lock();
     try {
+      reuseFreedIds();
       for (PackedWorker ws : workers.ranksOf(workerId)) clear(ws);
     } finally {
       unlock();
@@ -572,6 +577,7 @@ final class PackedPositionalIndex extends SteppedIndex {
   public void removeWorker(long workerId) {
     lock();
     try {
+      reuseFreedIds();
       for (PackedWorker ws : workers.ranksOf(workerId)) {
         clear(ws);
         workers.forget(ws);

@@ -115,6 +115,29 @@ final class PackedTable {
   }
 
   /**
+   * The holders of the block with this key, or an empty array when there is none: get and the
+   * block's holders in one record read. Safe for lock-free readers.
+   */
+  int[] holders(long seq, long local) {
+    final int[][] s = slots;
+    final long[] g = tags;
+    final int cap = capacity;
+    final int tag = tag(seq);
+    final PackedBlocks b = blocks;
+    for (int i = home(seq, cap); ; i = i + 1 < cap ? i + 1 : 0) {
+      final int x = tagAt(g, i);
+      if (x == EMPTY) return SortedIds.NONE;
+      if (x == tag) {
+        final int id = acquireAt(s, i);
+        if (id >= 0) {
+          final int[] h = b.holdersIfKey(id, seq, local);
+          if (h != null) return h;
+        }
+      }
+    }
+  }
+
+  /**
    * The first block keyed {@code seq} (any local hash) that {@code names}'s worker names by that
    * key, or -1 (PackedWorker). Writer-only.
    */
