@@ -64,9 +64,9 @@ final class HolderSets {
   /** The holder array of set {@code id} (acquire loads). Safe for lock-free readers. */
   int[] get(int id) {
     final int[][] s = (int[][]) SETS.getAcquire(this);
-    if (id >= s.length) return SortedIds.NONE; // a walk the version check rejects
-    final int[] a = (int[]) SET.getAcquire(s, id);
-    return a == null ? SortedIds.NONE : a;
+    // a record names a set only after its slot was filled (and the array grown), and a slot is
+    // never emptied: no null, no id past the end
+    return (int[]) SET.getAcquire(s, id);
   }
 
   /** The holder array of set {@code id}. Writer-side. */

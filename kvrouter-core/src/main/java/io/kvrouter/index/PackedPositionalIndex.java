@@ -24,29 +24,33 @@ import org.jspecify.annotations.NullUnmarked;
  * Implementation notes
  *
  * Layout: a PackedTable of block ids keyed by (the router's §2 hash of the block's path, its local
- * hash), the blocks' keys, holders and tree links in PackedBlocks (28 bytes a block, no header),
- * per worker rank a PackedWorker (its names other than the blocks' own keys, as PositionalNames).
+ * hash); the blocks' records in PackedBlocks (key, holders' set id and parent in three longs, the
+ * children in an int: 28 bytes a block, no header), the distinct holder arrays in HolderSets; per
+ * worker rank a PackedWorker (its names other than the blocks' own keys, as PositionalNames).
  * Memory on config B of IndexWorkload: 28 bytes a block and the table's 4.5-byte slots at 1/2 to
- * 3/4 full (docs/BENCHMARKS.md, "Issue 37: the positional index on int ids").
+ * 3/4 full, 34.8 to 35.6 bytes per (worker, block) pair against 46.3 to 47.0 for the object layout
+ * (docs/BENCHMARKS.md, "Issue 37: the positional index on int ids").
  *
  * Search: PositionalIndex's (see there): probe every jumpSize-th position, bisect back where
- * workers drop out; a probe is a table lookup (tag, slot id, the id's key) and an acquire load of
- * the id's holders.
+ * workers drop out. A probe is a table lookup (tag, slot id) and one record read: the key and
+ * the holders' set id share a cache line, and the set is one of a few arrays that stay in cache.
  *
  * Writes: BlockIndex's rules (holes, steps, pruning, the newer store winning a hash, aliases),
  * on ids; see there. Every mutation (apply, clearWorker, removeWorker, dump) runs under one
  * ReentrantLock. Readers take no lock: findMatches walks between two acquire loads of the version
- * (SteppedIndex), and every load of a slot, a key or holders in the walk is an acquire load.
+ * (SteppedIndex), and every load of a slot, a record word or a set in the walk is an acquire load.
  *
- * Id reuse: an id freed by pruning is not handed out again until PackedBlocks holds reuseBatch
- * freed ids; then the writer bumps the version (SteppedIndex.bumpVersion) and only after that
- * stores a reused id's key (release). A walk that read an id's old block and might read its new
- * one therefore overlaps the bump and retries; a walk that keeps its answer saw every id it
- * reached name one block throughout. Without the bump a reader could match an old key and then
- * read the holders of the block that took its id (PackedIdReuseTest races exactly that). The
- * same bump precedes dropping every page when the last block goes. Ids freed meanwhile keep their
- * key and their empty holders, as an unlinked PositionalEntry does. A bump costs the walks under
- * way a retry: with the default batch (REUSE_BATCH) one per 1,024 pruned blocks.
+ * Id reuse: the id of a pruned block, and of a holder set no block uses any more, is not handed
+ * out again at once: it waits until reuseBatch ids wait; then, before the next operation and
+ * outside any step, the writer bumps the version (SteppedIndex.bumpVersion) and only then lets
+ * them back into use (a reused id's record is written with release stores after the bump). A
+ * walk that read an id's old meaning and might read its new one therefore overlaps the bump and
+ * retries; a walk that keeps its answer saw every id it reached mean one thing throughout.
+ * Without the bump a reader could match an old key and then read the holders of the block that
+ * took its id (PackedIdReuseLincheckTest finds that interleaving when the bump is left out). The
+ * same bump precedes dropping every page when the last block goes. Freed ids keep their key and
+ * their empty holders meanwhile, as an unlinked PositionalEntry does. A bump costs the walks
+ * under way one retry: with the default batch (REUSE_BATCH), one per 1,024 freed ids.
  *
  * Tests may pass a Runnable that runs after every single holders change (BlockIndex).
  * </pre>
