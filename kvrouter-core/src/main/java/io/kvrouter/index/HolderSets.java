@@ -95,6 +95,12 @@ final class HolderSets {
     return id;
   }
 
+  /** Set {@code id} (in use) with one more user. Writer-only. */
+  int retain(int id) {
+    if (id != EMPTY) refs[id]++;
+    return id;
+  }
+
   /** One user less of set {@code id}; at none, the id waits for reuse. Writer-only. */
   void release(int id) {
     if (id == EMPTY) return;

@@ -168,7 +168,16 @@ final class PackedBlocks {
     final int o = (id & PAGE_MASK) * 3 + 2;
     final long w = r[o];
     final int old = (int) (w >>> 32);
-    final int set = sets.retain(a);
+    // most blocks of a chain have their parent's holders: its set, without hashing the array
+    final int p = (int) w;
+    final int set;
+    if (p >= 0 && a.length > 0) {
+      final int ps = setOf(p);
+      final int[] pa = sets.at(ps);
+      set = pa == a || Arrays.equals(pa, a) ? sets.retain(ps) : sets.retain(a);
+    } else {
+      set = sets.retain(a);
+    }
     WORD.setRelease(r, o, (long) set << 32 | (w & LOW));
     sets.release(old);
   }

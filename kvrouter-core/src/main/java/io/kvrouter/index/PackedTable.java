@@ -190,8 +190,13 @@ final class PackedTable {
 
   private PackedTable rebuilt(int newCapacity) {
     final PackedTable t = new PackedTable(blocks, newCapacity);
+    // first every id and its key: independent loads the CPU overlaps (the records are mostly not
+    // in cache); then the inserts, which touch no record
     final int[][] old = slots;
     final long[] g = tags;
+    final int[] ids = new int[live];
+    final long[] keys = new long[live];
+    int n = 0;
     for (int w = 0; w < g.length; w++) {
       long word = g[w];
       while (word != 0) {
@@ -200,9 +205,11 @@ final class PackedTable {
         word &= ~(0xFL << shift);
         if (tag == TAG_TOMBSTONE) continue;
         final int id = at(old, (w << 4) + (shift >>> 2));
-        t.insert(blocks.seq(id), id);
+        ids[n] = id;
+        keys[n++] = blocks.seq(id);
       }
     }
+    for (int k = 0; k < n; k++) t.insert(keys[k], ids[k]);
     return t;
   }
 
