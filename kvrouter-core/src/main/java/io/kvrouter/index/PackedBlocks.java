@@ -293,7 +293,9 @@ final class PackedBlocks {
     RECORD_PAGES.setRelease(this, new long[0][]);
     many.clear();
     free.clear();
+    free.trim();
     pending.clear();
+    pending.trim();
     next = 0;
   }
 

@@ -43,6 +43,7 @@ final class IndexProbe {
 
   /** Nodes in the structure now (runs for the compressed tree), counted from scratch. */
   static int nodeCount(KvIndex index) {
+    if (index instanceof PackedPositionalIndex p) return entryCount(p);
     return index instanceof CompressedTreeIndex c
         ? c.nodeCount()
         : nodeCount((BlockIndex<?>) index);
@@ -54,11 +55,13 @@ final class IndexProbe {
    */
   static long structureBlocks(KvIndex index) {
     if (index instanceof CompressedTreeIndex c) return c.structureBlocks();
+    if (index instanceof PackedPositionalIndex p) return entryCount(p);
     return nodeCount((BlockIndex<?>) index);
   }
 
   /** References in the bounded index's clock queue (0 when unbounded); a tree kind. */
   static int clockSize(KvIndex index) {
+    if (index instanceof PackedPositionalIndex) return 0; // unbounded
     return index instanceof CompressedTreeIndex c
         ? c.clockSize()
         : clockSize((BlockIndex<?>) index);
