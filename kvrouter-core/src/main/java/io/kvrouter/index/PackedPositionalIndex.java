@@ -28,7 +28,7 @@ import org.jspecify.annotations.NullUnmarked;
  * children in an int: 28 bytes a block, no header), the distinct holder arrays in HolderSets; per
  * worker rank a PackedWorker (its names other than the blocks' own keys, as PositionalNames).
  * Memory on config B of IndexWorkload: 28 bytes a block and the table's 4.5-byte slots at 1/2 to
- * 3/4 full, 34.8 to 35.6 bytes per (worker, block) pair against 46.3 to 47.0 for the object layout
+ * 3/4 full, 35.2 to 35.7 bytes per (worker, block) pair against 46.3 to 47.0 for the object layout
  * (docs/BENCHMARKS.md, "Issue 37: the positional index on int ids").
  *
  * Search: PositionalIndex's (see there): probe every jumpSize-th position, bisect back where
