@@ -105,7 +105,7 @@ public final class KvIndexes {
     if (jumpSize < 1) {
       throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
     }
-    return new PositionalIndex(jumpSize);
+    return new PackedPositionalIndex(jumpSize);
   }
 
   /**
@@ -147,6 +147,7 @@ public final class KvIndexes {
     }
     if (!(concurrentIndex instanceof TreeIndex t && t.isConcurrent()
         || concurrentIndex instanceof PositionalIndex
+        || concurrentIndex instanceof PackedPositionalIndex
         || concurrentIndex instanceof CompressedTreeIndex c && c.isConcurrent())) {
       throw new IllegalArgumentException(
           "threadPool needs a concurrent index (concurrentRadixTree(), concurrentCompressedTree() or"

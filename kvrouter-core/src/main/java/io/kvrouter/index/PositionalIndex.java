@@ -11,7 +11,9 @@ import org.jspecify.annotations.NullUnmarked;
 /**
  * The positional index: one hash table of every cached block keyed by the §2 sequence hash of its
  * path and its local hash, searched by jumping {@code jumpSize} positions ahead and bisecting back
- * only where workers drop out; behind {@link KvIndexes#positional(int)}.
+ * only where workers drop out; behind {@link KvIndexes#positional(int, long)} (the bounded kind).
+ * The unbounded {@link KvIndexes#positional(int)} is {@link PackedPositionalIndex}: the same search
+ * and writer on block records with int ids instead of an entry object per block.
  *
  * <pre>
  * Implementation notes

@@ -176,6 +176,16 @@ abstract class SteppedIndex implements KvIndex {
   }
 
   /**
+   * Advances the version by two without a step: every walk under way retries, and later walks start
+   * after it (PackedPositionalIndex bumps it before ids of removed blocks go back into use).
+   * Writer-only; the writes that follow it are release stores, so a reader that sees one of them
+   * sees the new version.
+   */
+  final void bumpVersion() {
+    VERSION.setRelease(this, (long) VERSION.get(this) + 2);
+  }
+
+  /**
    * After a change inside a step, where the state is valid: once the step holds STEP_CHANGES
    * changes, ends it and begins the next.
    */

@@ -36,20 +36,33 @@ class ClearStepsTest {
   @ParameterizedTest
   @ValueSource(ints = {1, 32})
   void aLargeClearIsManyStepsEachEndingWithAnEvenVersion(int jump) {
+    largeClear(jump, false);
+  }
+
+  /** The same on the unbounded kind's packed index (PackedPositionalIndex). */
+  @ParameterizedTest
+  @ValueSource(ints = {1, 32})
+  void aLargeClearOfThePackedIndexIsManySteps(int jump) {
+    largeClear(jump, true);
+  }
+
+  private void largeClear(int jump, boolean packed) {
     final int blocks = 10_000;
     final Set<Long> versions = new HashSet<>();
     final boolean[] recording = {false};
-    final PositionalIndex[] self = new PositionalIndex[1];
+    final SteppedIndex[] self = new SteppedIndex[1];
     final long[] oddSeen = {0};
-    PositionalIndex index =
-        new PositionalIndex(
-            jump,
-            () -> {
-              if (!recording[0]) return;
-              long v = (long) VERSION.get(self[0]);
-              if ((v & 1) == 1) oddSeen[0]++;
-              versions.add(v);
-            });
+    final Runnable hook =
+        () -> {
+          if (!recording[0]) return;
+          long v = (long) VERSION.get(self[0]);
+          if ((v & 1) == 1) oddSeen[0]++;
+          versions.add(v);
+        };
+    SteppedIndex index =
+        packed
+            ? new PackedPositionalIndex(jump, hook, PackedPositionalIndex.REUSE_BATCH)
+            : new PositionalIndex(jump, hook);
     self[0] = index;
     long[] locals = new long[blocks];
     for (int i = 0; i < blocks; i++) locals[i] = 1L + i;

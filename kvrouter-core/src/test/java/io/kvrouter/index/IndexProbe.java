@@ -43,6 +43,7 @@ final class IndexProbe {
 
   /** Nodes in the structure now (runs for the compressed tree), counted from scratch. */
   static int nodeCount(KvIndex index) {
+    if (index instanceof PackedPositionalIndex p) return entryCount(p);
     return index instanceof CompressedTreeIndex c
         ? c.nodeCount()
         : nodeCount((BlockIndex<?>) index);
@@ -54,11 +55,13 @@ final class IndexProbe {
    */
   static long structureBlocks(KvIndex index) {
     if (index instanceof CompressedTreeIndex c) return c.structureBlocks();
+    if (index instanceof PackedPositionalIndex p) return entryCount(p);
     return nodeCount((BlockIndex<?>) index);
   }
 
   /** References in the bounded index's clock queue (0 when unbounded); a tree kind. */
   static int clockSize(KvIndex index) {
+    if (index instanceof PackedPositionalIndex) return 0; // unbounded
     return index instanceof CompressedTreeIndex c
         ? c.clockSize()
         : clockSize((BlockIndex<?>) index);
@@ -84,6 +87,30 @@ final class IndexProbe {
     index.writeLock.lock();
     try {
       return index.table().capacity();
+    } finally {
+      index.writeLock.unlock();
+    }
+  }
+
+  /** Slots of the packed positional table now. */
+  static int tableCapacity(PackedPositionalIndex index) {
+    index.writeLock.lock();
+    try {
+      return index.table().capacity();
+    } finally {
+      index.writeLock.unlock();
+    }
+  }
+
+  /** Blocks in the packed positional table now (and in its records: the same count). */
+  static int entryCount(PackedPositionalIndex index) {
+    index.writeLock.lock();
+    try {
+      int n = index.table().size();
+      if (index.blocks.size() != n) {
+        throw new AssertionError("table " + n + " but records " + index.blocks.size());
+      }
+      return n;
     } finally {
       index.writeLock.unlock();
     }

@@ -44,7 +44,7 @@ class PositionalConformanceTest extends KvIndexConformanceTest {
   void jumpSizeMustBePositive() {
     assertThatThrownBy(() -> KvIndexes.positional(0)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> KvIndexes.positional(-3)).isInstanceOf(IllegalArgumentException.class);
-    assertThat(((PositionalIndex) KvIndexes.positional(5)).jumpSize()).isEqualTo(5);
+    assertThat(((PackedPositionalIndex) KvIndexes.positional(5)).jumpSize()).isEqualTo(5);
   }
 
   @Test
@@ -197,7 +197,7 @@ class PositionalConformanceTest extends KvIndexConformanceTest {
 
   @Test
   void prunedEntriesLeaveTheTable() {
-    PositionalIndex p = (PositionalIndex) index;
+    PackedPositionalIndex p = (PackedPositionalIndex) index;
     store(w(0), range(1, 100));
     store(w(1), range(1, 50));
     assertThat(IndexProbe.entryCount(p)).isEqualTo(100);
@@ -214,7 +214,7 @@ class PositionalConformanceTest extends KvIndexConformanceTest {
 
   @Test
   void manyBlocksGrowAndShrinkTheTable() {
-    PositionalIndex p = (PositionalIndex) index;
+    PackedPositionalIndex p = (PackedPositionalIndex) index;
     for (int w = 0; w < 8; w++) store(w(w), range(1_000_000L * w, 2_000));
     assertThat(IndexProbe.entryCount(p)).isEqualTo(16_000);
     for (int w = 0; w < 8; w++) {
@@ -228,13 +228,13 @@ class PositionalConformanceTest extends KvIndexConformanceTest {
 
   @Test
   void theTableShrinksBackOnceItsEntriesAreRemoved() {
-    PositionalIndex p = (PositionalIndex) index;
+    PackedPositionalIndex p = (PackedPositionalIndex) index;
     Worker w = w(1);
     for (long l = 1; l <= 5_000; l++) store(w, l);
     assertThat(IndexProbe.tableCapacity(p)).isGreaterThan(5_000 * 4 / 3); // at most 3/4 full
     for (long l = 1; l <= 5_000; l++) remove(w, l);
     assertThat(IndexProbe.entryCount(p)).isZero();
-    assertThat(IndexProbe.tableCapacity(p)).isEqualTo(PositionalTable.MIN_CAPACITY);
+    assertThat(IndexProbe.tableCapacity(p)).isEqualTo(PackedTable.MIN_CAPACITY);
     store(w, 7, 8);
     assertThat(match(7, 8, 9)).containsEntry(w, 2);
   }

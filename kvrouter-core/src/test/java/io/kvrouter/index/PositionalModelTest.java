@@ -76,7 +76,10 @@ class PositionalModelTest {
       this.rnd = new SplittableRandom(seed);
       this.checkSteps = checkSteps;
       this.index =
-          checkSteps ? new PositionalIndex(jump, this::stepped) : KvIndexes.positional(jump);
+          checkSteps
+              // every freed id back into use at once: the most reuse (PackedPositionalIndex)
+              ? new PackedPositionalIndex(jump, this::stepped, 1)
+              : KvIndexes.positional(jump);
       // a few paths that share prefixes and branch at random positions
       paths = new long[6][];
       paths[0] = randomPath(PATH_LENGTH);

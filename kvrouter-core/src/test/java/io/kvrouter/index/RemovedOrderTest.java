@@ -7,6 +7,7 @@ import io.kvrouter.event.CacheEvent;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
+import it.unimi.dsi.fastutil.ints.IntArrayList;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -14,6 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.TreeMap;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -33,8 +35,19 @@ class RemovedOrderTest {
   private static final Worker[] WORKERS = {new Worker(0, 0), new Worker(1, 0), new Worker(2, 0)};
 
   @ParameterizedTest(name = "{0}")
-  @ValueSource(strings = {"tree", "positional", "bounded tree", "bounded positional"})
+  @ValueSource(
+      strings = {"tree", "positional", "packed positional", "bounded tree", "bounded positional"})
   void theOrderOfARemovedEventsBlocksDoesNotMatter(String kind) {
+    if (kind.equals("packed positional")) {
+      // positional(j): ids reused at once (batch 1), so a reordered removal also reuses others
+      for (long seed = 1; seed <= 8; seed++) {
+        run(
+            () -> new PackedPositionalIndex(2, null, 1),
+            seed,
+            i -> packedState((PackedPositionalIndex) i));
+      }
+      return;
+    }
     Supplier<BlockIndex<?>> make =
         switch (kind) {
           case "tree" -> () -> new TreeIndex(true);
@@ -42,12 +55,13 @@ class RemovedOrderTest {
           case "bounded tree" -> () -> new TreeIndex(true, 12);
           default -> () -> new PositionalIndex(3, null, 12);
         };
-    for (long seed = 1; seed <= 8; seed++) run(make, seed);
+    for (long seed = 1; seed <= 8; seed++) run(make, seed, i -> state((BlockIndex<?>) i));
   }
 
-  private static void run(Supplier<BlockIndex<?>> make, long seed) {
-    BlockIndex<?> listed = make.get();
-    BlockIndex<?> reordered = make.get();
+  private static void run(
+      Supplier<? extends KvIndex> make, long seed, Function<KvIndex, String> state) {
+    KvIndex listed = make.get();
+    KvIndex reordered = make.get();
     Random rnd = new Random(seed);
     Map<Worker, List<long[]>> stored = new HashMap<>(); // each worker's stored chains, by names
     long eventId = 0;
@@ -78,9 +92,9 @@ class RemovedOrderTest {
       listed.apply(new RouterEvent(w, eventId, asListed));
       reordered.apply(new RouterEvent(w, eventId, other));
       eventId++;
-      assertThat(state(reordered))
+      assertThat(state.apply(reordered))
           .as("seed %d, step %d: %s against %s", seed, step, other, asListed)
-          .isEqualTo(state(listed));
+          .isEqualTo(state.apply(listed));
     }
   }
 
@@ -155,6 +169,39 @@ class RemovedOrderTest {
         + IndexProbe.clockSize(index)
         + " "
         + index.stats();
+  }
+
+  /** {@link #state} for the packed positional index: the same text from its ids. */
+  private static String packedState(PackedPositionalIndex index) {
+    TreeMap<String, String> out = new TreeMap<>();
+    PackedBlocks blocks = index.blocks;
+    for (PackedWorker ws : index.workers.live()) {
+      IntArrayList named = new IntArrayList();
+      ws.addBlocksTo(named);
+      TreeMap<String, String> byPath = new TreeMap<>();
+      for (int i = 0; i < named.size(); i++) {
+        int b = named.getInt(i);
+        int[] h = blocks.holders(b);
+        String how =
+            SortedIds.contains(h, ws.id)
+                ? "connected"
+                : SortedIds.contains(h, ~ws.id) ? "detached" : "neither";
+        int aliases = ws.aliases == null ? 0 : ws.aliases.get(b);
+        StringBuilder path = new StringBuilder();
+        for (int a = b; a >= 0; a = blocks.parent(a)) path.insert(0, blocks.local(a) + "/");
+        byPath.put(path.toString(), how + "+" + aliases);
+      }
+      out.put(
+          ws.worker.toString(),
+          byPath
+              + " held="
+              + ws.heldBlocks
+              + " detached="
+              + ws.detachedCount
+              + " names="
+              + ws.names());
+    }
+    return out + " nodes=" + IndexProbe.entryCount(index) + " " + index.stats();
   }
 
   private static <N extends IndexNode<N>> String path(BlockIndex<N> index, N n) {
