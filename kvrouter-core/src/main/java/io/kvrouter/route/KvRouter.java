@@ -661,8 +661,10 @@ public final class KvRouter implements AutoCloseable {
     if (peerKey(requestId)) {
       throw new IllegalArgumentException("a request id must not start with U+0001");
     }
-    final long[] local = hasherFor(options).localHashes(tokens);
-    final long[] seq = SequenceHasher.sequenceHashes(local);
+    final BlockHasher blockHasher = hasherFor(options);
+    final long[] local = new long[tokens.length / blockHasher.blockSize()];
+    final long[] seq = new long[local.length];
+    blockHasher.hashes(tokens, local, seq); // local and §2 sequence hashes, in one pass
     // with predicted ranks the index is matched under the lock, after expiring predictions (so an
     // expired prediction is never matched); with events only, here, without it
     final boolean unlocked = !predicting;
