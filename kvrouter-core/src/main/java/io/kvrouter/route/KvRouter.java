@@ -123,6 +123,7 @@ public final class KvRouter implements AutoCloseable {
   private final boolean ownsIndex;
   private final WorkerSelector selector;
   private final double busyBlockFraction;
+  private final boolean busyByBlocks; // busyBlockFraction is finite: a rank may be busy by blocks
   private final long busyPrefillTokens;
   private final int busyRequests; // Integer.MAX_VALUE: never
   private final LongSupplier nanoClock;
@@ -187,6 +188,7 @@ public final class KvRouter implements AutoCloseable {
             : WorkerSelector.costBased(b.overlapWeight, b.pressureWeight, b.temperature, b.seed);
     this.pressure = new EvictionPressure(b.pressureWindow.toNanos(), b.nanoClock.getAsLong());
     this.busyBlockFraction = b.busyBlockFraction;
+    this.busyByBlocks = b.busyBlockFraction != Double.POSITIVE_INFINITY;
     this.busyPrefillTokens = b.busyPrefillTokens;
     this.busyRequests = b.busyRequests;
     this.nanoClock = b.nanoClock;
@@ -776,6 +778,10 @@ public final class KvRouter implements AutoCloseable {
     final TierOverlap @Nullable [] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
+    // x / bs as x × (1 / bs) when bs is a power of two: the same double, since both are exact
+    // scalings by a power of two of the same value, without a division per rank
+    final boolean pow2 = Integer.bitCount(bs) == 1;
+    final double perBlock = 1.0 / bs;
     final int blocks = seq.length;
     // the eviction counts' common decay, once per decision (EvictionPressure: scaled counts)
     final EvictionPressure.@Nullable Epoch epoch = evictions ? pressure.epoch(now) : null;
@@ -810,7 +816,8 @@ public final class KvRouter implements AutoCloseable {
         found += 3;
       }
       final TierOverlap t = tiersCol == null ? null : tiersCol[i];
-      prefillBlocks[k] = (prefill + chargedTokens(isl, ov, t, bs)) / (double) bs;
+      final long charged = prefill + chargedTokens(isl, ov, t, bs);
+      prefillBlocks[k] = pow2 ? charged * perBlock : charged / (double) bs;
       if (tierColumn != null) tierColumn[k] = t;
       // only a rank holding a request with the prompt's root block can hold any of its blocks
       final int fresh = rootCol[i] ? blocks - activeCol[i] : blocks;
@@ -864,7 +871,8 @@ public final class KvRouter implements AutoCloseable {
             relativePressure,
             tierColumn,
             requests,
-            options);
+            options,
+            !evictions);
     // a cost of named terms reports each term's contribution, computed when asked for
     final int chosen = selector.select(cands, costs);
     if (chosen < 0 || chosen >= m) {
@@ -1034,7 +1042,8 @@ public final class KvRouter implements AutoCloseable {
 
   private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill, int requests) {
     if (activePrefill > busyPrefillTokens || requests >= busyRequests) return true;
-    return kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;
+    // at the default fraction, infinite, no count exceeds it: no multiplication per rank
+    return busyByBlocks && kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;
   }
 
   /**
