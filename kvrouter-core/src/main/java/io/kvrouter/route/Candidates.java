@@ -421,18 +421,21 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
       final double w = weights[j];
       final boolean first = j == 0;
       switch (kinds[j]) {
+        // (the first term's loop apart from the others': straight loops the compiler vectorises)
         case PREFILL -> {
           final double[] p = prefill;
-          for (int i = 0; i < n; i++) {
-            final double v = w * p[i];
-            costs[i] = first ? v : costs[i] + v;
+          if (first) {
+            for (int i = 0; i < n; i++) costs[i] = w * p[i];
+          } else {
+            for (int i = 0; i < n; i++) costs[i] = costs[i] + w * p[i];
           }
         }
         case DECODE -> {
           final int[] d = decode;
-          for (int i = 0; i < n; i++) {
-            final double v = w * (double) d[i];
-            costs[i] = first ? v : costs[i] + v;
+          if (first) {
+            for (int i = 0; i < n; i++) costs[i] = w * (double) d[i];
+          } else {
+            for (int i = 0; i < n; i++) costs[i] = costs[i] + w * (double) d[i];
           }
         }
         case PRESSURE -> {

@@ -792,40 +792,75 @@ public final class KvRouter implements AutoCloseable {
     int busy = 0;
     // on the ranks that hold the prompt's root block, its active prefix there (SlotTable.prepare)
     final int[] activeCol = table.activePrefixColumn();
-    for (int i = 0; i < n; i++) {
-      if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
-      allowed++;
-      final long prefill = prefillCol[i];
-      final int active = blocksCol[i];
-      final int inFlight = requestsCol[i];
-      final boolean isBusy = isBusy(capacityCol[i], active, prefill, inFlight);
-      final int k = isBusy ? n - 1 - busy++ : m++;
-      ranks[k] = i;
-      requests[k] = inFlight;
-      final int ov = overlapCol[i];
-      overlap[k] = ov;
-      // a predicted rank's held blocks are known whether or not it matched: a cold prompt's tie
-      // goes to the emptier cache, so new conversations spread over a cold fleet
-      final int cb =
-          anyPredicted && predictedCol[i] ? predictions.size(workerCol[i]) : cachedCol[i];
-      cached[k] = cb;
-      if (triples != null && !isBusy && (ov | cb) != 0) {
-        triples[found] = k;
-        triples[found + 1] = ov;
-        triples[found + 2] = cb;
-        found += 3;
+    // every rank a candidate in its place (none filtered out, none busy) and nothing per rank but
+    // the columns (no prediction, tier or eviction count to read): the same figures, column by
+    // column, in plain passes without a branch per rank (ranks[] is then the identity, unwritten)
+    final boolean plain =
+        allowedIds == null
+            && !anyPredicted
+            && tiersCol == null
+            && epoch == null
+            && !anyBusy(capacityCol, blocksCol, prefillCol, requestsCol, n);
+    if (plain) {
+      allowed = n;
+      m = n;
+      System.arraycopy(requestsCol, 0, requests, 0, n);
+      System.arraycopy(overlapCol, 0, overlap, 0, n);
+      System.arraycopy(cachedCol, 0, cached, 0, n);
+      if (triples != null) {
+        for (int i = 0; i < n; i++) {
+          final int ov = overlapCol[i];
+          final int cb = cachedCol[i];
+          if ((ov | cb) != 0) {
+            triples[found] = i;
+            triples[found + 1] = ov;
+            triples[found + 2] = cb;
+            found += 3;
+          }
+        }
       }
-      final TierOverlap t = tiersCol == null ? null : tiersCol[i];
-      final long charged = prefill + chargedTokens(isl, ov, t, bs);
-      prefillBlocks[k] = pow2 ? charged * perBlock : charged / (double) bs;
-      if (tierColumn != null) tierColumn[k] = t;
-      // only a rank holding a request with the prompt's root block can hold any of its blocks
-      final int fresh = rootCol[i] ? blocks - activeCol[i] : blocks;
-      decode[k] = active + fresh;
-      if (epoch != null) {
-        final double evicted = pressure.read(meterCol[i], epoch, decay, now);
-        evictedSum += evicted;
-        relativePressure[k] = evicted;
+      for (int i = 0; i < n; i++) {
+        final long charged = prefillCol[i] + ActiveSequences.prefillTokens(isl, overlapCol[i], bs);
+        prefillBlocks[i] = pow2 ? charged * perBlock : charged / (double) bs;
+      }
+      // activeCol is 0 wherever rootCol is false (SlotTable.prepare): no branch
+      for (int i = 0; i < n; i++) decode[i] = blocksCol[i] + (blocks - activeCol[i]);
+    } else {
+      for (int i = 0; i < n; i++) {
+        if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
+        allowed++;
+        final long prefill = prefillCol[i];
+        final int active = blocksCol[i];
+        final int inFlight = requestsCol[i];
+        final boolean isBusy = isBusy(capacityCol[i], active, prefill, inFlight);
+        final int k = isBusy ? n - 1 - busy++ : m++;
+        ranks[k] = i;
+        requests[k] = inFlight;
+        final int ov = overlapCol[i];
+        overlap[k] = ov;
+        // a predicted rank's held blocks are known whether or not it matched: a cold prompt's tie
+        // goes to the emptier cache, so new conversations spread over a cold fleet
+        final int cb =
+            anyPredicted && predictedCol[i] ? predictions.size(workerCol[i]) : cachedCol[i];
+        cached[k] = cb;
+        if (triples != null && !isBusy && (ov | cb) != 0) {
+          triples[found] = k;
+          triples[found + 1] = ov;
+          triples[found + 2] = cb;
+          found += 3;
+        }
+        final TierOverlap t = tiersCol == null ? null : tiersCol[i];
+        final long charged = prefill + chargedTokens(isl, ov, t, bs);
+        prefillBlocks[k] = pow2 ? charged * perBlock : charged / (double) bs;
+        if (tierColumn != null) tierColumn[k] = t;
+        // only a rank holding a request with the prompt's root block can hold any of its blocks
+        final int fresh = rootCol[i] ? blocks - activeCol[i] : blocks;
+        decode[k] = active + fresh;
+        if (epoch != null) {
+          final double evicted = pressure.read(meterCol[i], epoch, decay, now);
+          evictedSum += evicted;
+          relativePressure[k] = evicted;
+        }
       }
     }
     // the workers by column index: the table's own column (never written in place) when every rank
@@ -879,7 +914,7 @@ public final class KvRouter implements AutoCloseable {
       throw new IllegalStateException(
           "selector " + selector + " returned " + chosen + " for " + m + " candidates");
     }
-    final Slot target = all[ranks[chosen]];
+    final Slot target = all[plain ? chosen : ranks[chosen]];
     final int targetOverlap = overlap[chosen];
     final TierOverlap targetTiers = tiersCol == null ? null : tiersCol[target.index];
     final long charge = chargedTokens(isl, targetOverlap, targetTiers, blockSize);
@@ -1038,6 +1073,14 @@ public final class KvRouter implements AutoCloseable {
   public boolean isBusy(WorkerLoad l) {
     long kv = busyBlockFraction == Double.POSITIVE_INFINITY ? 0 : Math.max(0, kvBlocks(l.worker()));
     return isBusy(kv, l.activeBlocks(), l.activePrefillTokens(), l.requests());
+  }
+
+  /** Whether any of the first {@code n} ranks of the table's columns is busy. */
+  private boolean anyBusy(long[] capacity, int[] blocks, long[] prefill, int[] requests, int n) {
+    for (int i = 0; i < n; i++) {
+      if (isBusy(capacity[i], blocks[i], prefill[i], requests[i])) return true;
+    }
+    return false;
   }
 
   private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill, int requests) {
