@@ -794,16 +794,21 @@ public final class KvRouter implements AutoCloseable {
     final int[] activeCol = table.activePrefixColumn();
     // every rank a candidate in its place (none filtered out, none busy) and nothing per rank but
     // the columns (no prediction, tier or eviction count to read): the same figures, column by
-    // column, in plain passes without a branch per rank (ranks[] is then the identity, unwritten)
-    final boolean plain =
-        allowedIds == null
-            && !anyPredicted
-            && tiersCol == null
-            && epoch == null
-            && !anyBusy(capacityCol, blocksCol, prefillCol, requestsCol, n);
+    // column, in plain passes without a branch per rank (ranks[] is then the identity, unwritten).
+    // The busy test is folded into the same passes; a busy rank sends the decision to the loop
+    // below, which writes every figure again
+    boolean plain = allowedIds == null && !anyPredicted && tiersCol == null && epoch == null;
+    if (plain) {
+      boolean anyBusy =
+          plainPrefill(prefillCol, overlapCol, requestsCol, prefillBlocks, n, isl, pow2);
+      if (busyByBlocks) anyBusy |= anyBusyByBlocks(capacityCol, blocksCol, n);
+      plain = !anyBusy;
+    }
     if (plain) {
       allowed = n;
       m = n;
+      // activeCol is 0 wherever rootCol is false (SlotTable.prepare): no branch
+      for (int i = 0; i < n; i++) decode[i] = blocksCol[i] + (blocks - activeCol[i]);
       System.arraycopy(requestsCol, 0, requests, 0, n);
       System.arraycopy(overlapCol, 0, overlap, 0, n);
       System.arraycopy(cachedCol, 0, cached, 0, n);
@@ -819,12 +824,6 @@ public final class KvRouter implements AutoCloseable {
           }
         }
       }
-      for (int i = 0; i < n; i++) {
-        final long charged = prefillCol[i] + ActiveSequences.prefillTokens(isl, overlapCol[i], bs);
-        prefillBlocks[i] = pow2 ? charged * perBlock : charged / (double) bs;
-      }
-      // activeCol is 0 wherever rootCol is false (SlotTable.prepare): no branch
-      for (int i = 0; i < n; i++) decode[i] = blocksCol[i] + (blocks - activeCol[i]);
     } else {
       for (int i = 0; i < n; i++) {
         if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
@@ -1075,10 +1074,50 @@ public final class KvRouter implements AutoCloseable {
     return isBusy(kv, l.activeBlocks(), l.activePrefillTokens(), l.requests());
   }
 
-  /** Whether any of the first {@code n} ranks of the table's columns is busy. */
-  private boolean anyBusy(long[] capacity, int[] blocks, long[] prefill, int[] requests, int n) {
+  /**
+   * Writes the first {@code n} ranks' prefill blocks, {@code (prefill + prefillTokens(isl,
+   * overlap)) / blockSize} (as a product by the exact reciprocal when {@code pow2}: the same
+   * double), and returns whether any of them is busy by its prefill tokens or requests (isBusy's
+   * first two tests): one straight pass, the tests without a branch.
+   */
+  @SuppressWarnings("ShortCircuitBoolean") // both sides are plain reads: no branch per rank
+  private boolean plainPrefill(
+      long[] prefillCol,
+      int[] overlapCol,
+      int[] requestsCol,
+      double[] prefillBlocks,
+      int n,
+      int isl,
+      boolean pow2) {
+    final int bs = blockSize;
+    final double perBlock = 1.0 / bs;
+    final long prefillLimit = busyPrefillTokens;
+    final int requestLimit = busyRequests;
+    boolean anyBusy = false;
+    if (pow2) {
+      for (int i = 0; i < n; i++) {
+        final long prefill = prefillCol[i];
+        prefillBlocks[i] =
+            (prefill + ActiveSequences.prefillTokens(isl, overlapCol[i], bs)) * perBlock;
+        anyBusy |= prefill > prefillLimit | requestsCol[i] >= requestLimit;
+      }
+    } else {
+      for (int i = 0; i < n; i++) {
+        final long prefill = prefillCol[i];
+        prefillBlocks[i] =
+            (prefill + ActiveSequences.prefillTokens(isl, overlapCol[i], bs)) / (double) bs;
+        anyBusy |= prefill > prefillLimit | requestsCol[i] >= requestLimit;
+      }
+    }
+    return anyBusy;
+  }
+
+  /**
+   * Whether any of the first {@code n} ranks is busy by the block fraction (isBusy's last test).
+   */
+  private boolean anyBusyByBlocks(long[] capacity, int[] blocks, int n) {
     for (int i = 0; i < n; i++) {
-      if (isBusy(capacity[i], blocks[i], prefill[i], requests[i])) return true;
+      if (capacity[i] > 0 && blocks[i] > busyBlockFraction * capacity[i]) return true;
     }
     return false;
   }
