@@ -12,7 +12,7 @@ import java.util.Arrays;
  * Implementation notes
  *
  * Layout: one int[] of 12-byte slots, the key's low and high halves at 3s and 3s + 1 and its count
- * at 3s + 2, so that a probe reads one cache line (two for the one slot in four that straddles a
+ * at 3s + 2, so that a probe reads one cache line (two for the one slot in eight that straddles a
  * line) where a map with separate key and value arrays reads two (the rank's table is cold at
  * fleet scale: every route adds to one rank and frees from another, out of hundreds), in the 12
  * bytes a slot such a map takes (a held block's heap is bounded: HeldBlocksMemoryTest). A count of
