@@ -156,6 +156,16 @@ public class RouteBenchmark {
     return SequenceHasher.sequenceHashes(local);
   }
 
+  /** {@link #hash} in one pass ({@link BlockHasher#hashes}), as routing hashes a prompt. */
+  @Benchmark
+  public long[] hashes() {
+    int[] tokens = prompts[(int) (next++ & (PROMPTS - 1))];
+    long[] local = new long[tokens.length / BLOCK_SIZE];
+    long[] seq = new long[local.length];
+    hasher.hashes(tokens, local, seq);
+    return seq;
+  }
+
   /** Hashing and {@code findMatches}, as routing sees them, without cost or bookkeeping. */
   @Benchmark
   public OverlapScores overlaps() {

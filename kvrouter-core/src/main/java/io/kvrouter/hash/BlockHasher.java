@@ -27,7 +27,9 @@ import org.jspecify.annotations.Nullable;
  * prompt is copied (in chunks of up to 8,192 tokens, or one block if longer) and each block is hashed in place with hash4j's one-shot XXH3
  * (hashBytesToLong(buf, offset, length)); with them, one block at a time is copied to the start
  * of the buffer and its sorted mm hashes appended after it. The only allocation is the result
- * array.
+ * array. hashes() also chains the sequence hashes in the same loop, block by block: the chain is
+ * one dependent hash after another, and interleaved with the blocks' own hashes (independent of
+ * each other) the processor runs both at once instead of one loop after the other.
  *
  * Scratch pool: 8 slots (each on its own cache line of an AtomicReferenceArray), a thread's slot
  * chosen by its id. A call takes its slot's scratch with getAndSet(null) and puts it back with
@@ -123,6 +125,55 @@ public final class BlockHasher {
     final long[] out = new long[(to - from) / blockSize];
     if (out.length > 0) hashBlocks(tokens, from, out);
     return out;
+  }
+
+  /**
+   * The local hash of every full block of {@code tokens} into {@code local} and the blocks' §2
+   * sequence hashes, with the default chain seed, into {@code seq} (a trailing partial block is
+   * dropped): {@code localHashes(tokens)} and {@link SequenceHasher#sequenceHashes(long[])} of it,
+   * in one pass, so that each link of the chain (a hash that waits for the one before) overlaps
+   * with the next block's hash (which waits for nothing). Both arrays must be {@code tokens.length
+   * / blockSize()} long; nothing else is allocated.
+   *
+   * @throws IllegalArgumentException when an array's length is not the number of full blocks
+   */
+  public void hashes(int[] tokens, long[] local, long[] seq) {
+    if (tokens == null) {
+      throw new IllegalArgumentException("tokens must not be null");
+    }
+    final int blocks = tokens.length / blockSize;
+    if (local.length != blocks || seq.length != blocks) {
+      throw new IllegalArgumentException(
+          "local and seq must hold "
+              + blocks
+              + " blocks, got "
+              + local.length
+              + " and "
+              + seq.length);
+    }
+    if (blocks == 0) return;
+    final int size = blockSize;
+    final Hasher64 h = hasher;
+    final int chunkBlocks = Math.min(blocks, Math.max(1, CHUNK_TOKENS / size));
+    final int slot = slot();
+    final Scratch sc = borrow(slot, chunkBlocks * size);
+    final byte[] buf = sc.bytes;
+    final IntBuffer ints = sc.ints;
+    final int blockBytes = size * 4;
+    long prev = 0;
+    for (int b = 0; b < blocks; ) {
+      final int n = Math.min(chunkBlocks, blocks - b);
+      ints.put(0, tokens, b * size, n * size);
+      for (int k = 0, off = 0; k < n; k++, off += blockBytes) {
+        final int i = b + k;
+        final long l = h.hashBytesToLong(buf, off, blockBytes);
+        local[i] = l;
+        prev = i == 0 ? l : SequenceHasher.next(prev, l);
+        seq[i] = prev;
+      }
+      b += n;
+    }
+    POOL.setRelease(slot, sc);
   }
 
   /**

@@ -1,6 +1,5 @@
 package io.kvrouter.route;
 
-import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -21,8 +20,8 @@ import org.jspecify.annotations.NullUnmarked;
  * charged, deadline). The Requests also form an intrusive doubly linked list in registration
  * order; the expiry is one fixed duration and the clock is monotonic, so that order is deadline
  * order and lazy expiry pops from the head in O(1) per request, freeing unlinks in O(1).
- * blockRefs maps every active sequence hash to the number of (request, position) pairs that hold
- * it, so a block shared by several requests counts once and leaves when the last one is freed;
+ * blockRefs (BlockRefs: key and count side by side, one cache line per probe) maps every active
+ * sequence hash to the number of (request, position) pairs that hold it, so a block shared by several requests counts once and leaves when the last one is freed;
  * activeBlocks() is its size (kept in a field of its own). The owner may have both counts copied
  * into its per-rank columns after every change (mirrorInto), so that the router's loop over every
  * rank reads primitive arrays instead of one object per rank. activePrefillTokens is the sum of the live requests' charges.
@@ -45,13 +44,6 @@ import org.jspecify.annotations.NullUnmarked;
 final class ActiveSequences {
   /** The default time after which a request that was never freed is dropped. */
   static final Duration DEFAULT_EXPIRY = Duration.ofSeconds(300);
-
-  /**
-   * blockRefs' load factor: below fastutil's 0.75 so that its linear-probing clusters stay short,
-   * since every add and free probes once per block and every release removes (a backward shift over
-   * the cluster) once per block no other request holds (docs/BENCHMARKS.md, Routing).
-   */
-  static final float LOAD_FACTOR = 0.5f;
 
   /** Told of every request that leaves, after its blocks and tokens are released. */
   @FunctionalInterface
@@ -84,7 +76,7 @@ final class ActiveSequences {
   private final long expiryNanos;
   private final Listener listener;
   private final HashMap<String, Request> requests = new HashMap<>();
-  private final Long2IntOpenHashMap blockRefs = new Long2IntOpenHashMap(64, LOAD_FACTOR);
+  private final BlockRefs blockRefs = new BlockRefs();
   private long activePrefillTokens;
   private int activeBlocks; // blockRefs.size(), kept here so reading it touches only this object
   private long heldBlocks; // Σ seqHashes.length of the live requests: what their arrays hold
@@ -183,10 +175,10 @@ final class ActiveSequences {
               + requestId
               + "' is already in flight on this worker; free it before reusing the id");
     }
-    final Long2IntOpenHashMap refs = blockRefs;
+    final BlockRefs refs = blockRefs;
     int added = 0;
     for (long h : seqHashes) {
-      if (refs.addTo(h, 1) == 0) added++;
+      if (refs.increment(h)) added++;
     }
     activeBlocks += added;
     heldBlocks += seqHashes.length;
@@ -236,14 +228,10 @@ final class ActiveSequences {
   }
 
   private void release(Request r) {
-    final Long2IntOpenHashMap refs = blockRefs;
+    final BlockRefs refs = blockRefs;
     int gone = 0;
     for (long h : r.seqHashes) {
-      int left = refs.addTo(h, -1) - 1;
-      if (left == 0) {
-        refs.remove(h);
-        gone++;
-      }
+      if (refs.decrement(h)) gone++;
     }
     activeBlocks -= gone;
     heldBlocks -= r.seqHashes.length;
@@ -356,31 +344,31 @@ final class ActiveSequences {
    * hint} not; a wrong one narrows the binary search by what those lookups found.
    */
   int newBlocksOfChain(long[] seqHashes, int hint) {
-    final Long2IntOpenHashMap refs = blockRefs;
+    final BlockRefs refs = blockRefs;
     final int n = seqHashes.length;
     if (n == 0 || activeBlocks == 0) return n;
     // invariant: seqHashes[lo - 1] is active; seqHashes[hi] is not (hi == n: past the end)
     int lo;
     int hi = n;
     if (hint > 1 && hint <= n) {
-      if (refs.containsKey(seqHashes[hint - 1])) {
+      if (refs.contains(seqHashes[hint - 1])) {
         lo = hint; // the root is active too (closure)
         if (lo < n) {
-          if (!refs.containsKey(seqHashes[lo])) return n - lo;
+          if (!refs.contains(seqHashes[lo])) return n - lo;
           lo++;
         }
       } else {
-        if (!refs.containsKey(seqHashes[0])) return n;
+        if (!refs.contains(seqHashes[0])) return n;
         lo = 1;
         hi = hint - 1;
       }
     } else {
-      if (!refs.containsKey(seqHashes[0])) return n;
+      if (!refs.contains(seqHashes[0])) return n;
       lo = 1;
     }
     while (lo < hi) {
       int mid = (lo + hi) >>> 1;
-      if (refs.containsKey(seqHashes[mid])) lo = mid + 1;
+      if (refs.contains(seqHashes[mid])) lo = mid + 1;
       else hi = mid;
     }
     return n - lo;
@@ -409,14 +397,14 @@ final class ActiveSequences {
     // blocks [0, c) are active (they are the earlier chain's, within its active prefix)
     final int n = seqHashes.length;
     if (c >= n) return n;
-    final Long2IntOpenHashMap refs = blockRefs;
-    if (!refs.containsKey(seqHashes[c])) return c;
+    final BlockRefs refs = blockRefs;
+    if (!refs.contains(seqHashes[c])) return c;
     // invariant: seqHashes[lo - 1] is active; seqHashes[hi] is not (hi == n: past the end)
     int lo = c + 1;
     int hi = n;
     while (lo < hi) {
       int mid = (lo + hi) >>> 1;
-      if (refs.containsKey(seqHashes[mid])) lo = mid + 1;
+      if (refs.contains(seqHashes[mid])) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -60,6 +60,9 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   private final int @Nullable [] requests; // null: none known (Candidates.of)
   private final RouteOptions options;
   private Candidate @Nullable [] built; // get(i)'s records, made on first use
+  // every relative pressure is 0 and every other term of every candidate is +0.0 or more (the
+  // router's candidates before any rank evicted): the pressure term adds +0.0, nothing to price
+  private final boolean noPressure;
 
   // the built-in terms' kinds for priceBuiltIn (Scorers notes each weighted term's)
   static final byte SKIP = 0;
@@ -158,6 +161,42 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
       TierOverlap @Nullable [] tiers,
       int @Nullable [] requests,
       RouteOptions options) {
+    this(
+        workers,
+        overlap,
+        cached,
+        sparse,
+        prefill,
+        decode,
+        size,
+        promptBlocks,
+        relativePressure,
+        tiers,
+        requests,
+        options,
+        false);
+  }
+
+  /**
+   * The router's constructor as above; {@code noPressure}: every relative pressure is 0 (no rank
+   * has evicted yet), so that pricing need not add the pressure term, which is +0.0 for every
+   * candidate and changes no cost (every other term of a router's candidate is +0.0 or more).
+   */
+  Candidates(
+      Worker[] workers,
+      int @Nullable [] overlap,
+      int @Nullable [] cached,
+      int[] sparse,
+      double[] prefill,
+      int[] decode,
+      int size,
+      int promptBlocks,
+      double[] relativePressure,
+      TierOverlap @Nullable [] tiers,
+      int @Nullable [] requests,
+      RouteOptions options,
+      boolean noPressure) {
+    this.noPressure = noPressure;
     if ((overlap == null) != (cached == null)) {
       throw new IllegalArgumentException("overlap and cached are both columns or both sparse");
     }
@@ -382,21 +421,30 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
       final double w = weights[j];
       final boolean first = j == 0;
       switch (kinds[j]) {
+        // (the first term's loop apart from the others': straight loops the compiler vectorises)
         case PREFILL -> {
           final double[] p = prefill;
-          for (int i = 0; i < n; i++) {
-            final double v = w * p[i];
-            costs[i] = first ? v : costs[i] + v;
+          if (first) {
+            for (int i = 0; i < n; i++) costs[i] = w * p[i];
+          } else {
+            for (int i = 0; i < n; i++) costs[i] = costs[i] + w * p[i];
           }
         }
         case DECODE -> {
           final int[] d = decode;
-          for (int i = 0; i < n; i++) {
-            final double v = w * (double) d[i];
-            costs[i] = first ? v : costs[i] + v;
+          if (first) {
+            for (int i = 0; i < n; i++) costs[i] = w * (double) d[i];
+          } else {
+            for (int i = 0; i < n; i++) costs[i] = costs[i] + w * (double) d[i];
           }
         }
         case PRESSURE -> {
+          if (noPressure) {
+            // w × newBlocks × 0 is +0.0 for every candidate: x + 0.0 is x for every x that is
+            // not -0.0, and no term of the router's candidates is negative
+            if (first) Arrays.fill(costs, 0, n, 0.0);
+            continue;
+          }
           final int @Nullable [] o = overlap;
           final double[] r = relativePressure;
           final int blocks = promptBlocks;

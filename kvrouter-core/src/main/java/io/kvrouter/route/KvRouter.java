@@ -123,6 +123,7 @@ public final class KvRouter implements AutoCloseable {
   private final boolean ownsIndex;
   private final WorkerSelector selector;
   private final double busyBlockFraction;
+  private final boolean busyByBlocks; // busyBlockFraction is finite: a rank may be busy by blocks
   private final long busyPrefillTokens;
   private final int busyRequests; // Integer.MAX_VALUE: never
   private final LongSupplier nanoClock;
@@ -187,6 +188,7 @@ public final class KvRouter implements AutoCloseable {
             : WorkerSelector.costBased(b.overlapWeight, b.pressureWeight, b.temperature, b.seed);
     this.pressure = new EvictionPressure(b.pressureWindow.toNanos(), b.nanoClock.getAsLong());
     this.busyBlockFraction = b.busyBlockFraction;
+    this.busyByBlocks = b.busyBlockFraction != Double.POSITIVE_INFINITY;
     this.busyPrefillTokens = b.busyPrefillTokens;
     this.busyRequests = b.busyRequests;
     this.nanoClock = b.nanoClock;
@@ -661,8 +663,10 @@ public final class KvRouter implements AutoCloseable {
     if (peerKey(requestId)) {
       throw new IllegalArgumentException("a request id must not start with U+0001");
     }
-    final long[] local = hasherFor(options).localHashes(tokens);
-    final long[] seq = SequenceHasher.sequenceHashes(local);
+    final BlockHasher blockHasher = hasherFor(options);
+    final long[] local = new long[tokens.length / blockHasher.blockSize()];
+    final long[] seq = new long[local.length];
+    blockHasher.hashes(tokens, local, seq); // local and §2 sequence hashes, in one pass
     // with predicted ranks the index is matched under the lock, after expiring predictions (so an
     // expired prediction is never matched); with events only, here, without it
     final boolean unlocked = !predicting;
@@ -774,6 +778,10 @@ public final class KvRouter implements AutoCloseable {
     final TierOverlap @Nullable [] tierColumn = tiersCol != null ? new TierOverlap[n] : null;
     final Set<Long> allowedIds = options.allowedWorkerIds();
     final int bs = blockSize;
+    // x / bs as x × (1 / bs) when bs is a power of two: the same double, since both are exact
+    // scalings by a power of two of the same value, without a division per rank
+    final boolean pow2 = Integer.bitCount(bs) == 1;
+    final double perBlock = 1.0 / bs;
     final int blocks = seq.length;
     // the eviction counts' common decay, once per decision (EvictionPressure: scaled counts)
     final EvictionPressure.@Nullable Epoch epoch = evictions ? pressure.epoch(now) : null;
@@ -784,39 +792,74 @@ public final class KvRouter implements AutoCloseable {
     int busy = 0;
     // on the ranks that hold the prompt's root block, its active prefix there (SlotTable.prepare)
     final int[] activeCol = table.activePrefixColumn();
-    for (int i = 0; i < n; i++) {
-      if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
-      allowed++;
-      final long prefill = prefillCol[i];
-      final int active = blocksCol[i];
-      final int inFlight = requestsCol[i];
-      final boolean isBusy = isBusy(capacityCol[i], active, prefill, inFlight);
-      final int k = isBusy ? n - 1 - busy++ : m++;
-      ranks[k] = i;
-      requests[k] = inFlight;
-      final int ov = overlapCol[i];
-      overlap[k] = ov;
-      // a predicted rank's held blocks are known whether or not it matched: a cold prompt's tie
-      // goes to the emptier cache, so new conversations spread over a cold fleet
-      final int cb =
-          anyPredicted && predictedCol[i] ? predictions.size(workerCol[i]) : cachedCol[i];
-      cached[k] = cb;
-      if (triples != null && !isBusy && (ov | cb) != 0) {
-        triples[found] = k;
-        triples[found + 1] = ov;
-        triples[found + 2] = cb;
-        found += 3;
+    // every rank a candidate in its place (none filtered out, none busy) and nothing per rank but
+    // the columns (no prediction, tier or eviction count to read): the same figures, column by
+    // column, in plain passes without a branch per rank (ranks[] is then the identity, unwritten).
+    // The busy test is folded into the same passes; a busy rank sends the decision to the loop
+    // below, which writes every figure again
+    boolean plain = allowedIds == null && !anyPredicted && tiersCol == null && epoch == null;
+    if (plain) {
+      boolean anyBusy =
+          plainPrefill(prefillCol, overlapCol, requestsCol, prefillBlocks, n, isl, pow2);
+      if (busyByBlocks) anyBusy |= anyBusyByBlocks(capacityCol, blocksCol, n);
+      plain = !anyBusy;
+    }
+    if (plain) {
+      allowed = n;
+      m = n;
+      // activeCol is 0 wherever rootCol is false (SlotTable.prepare): no branch
+      for (int i = 0; i < n; i++) decode[i] = blocksCol[i] + (blocks - activeCol[i]);
+      System.arraycopy(requestsCol, 0, requests, 0, n);
+      System.arraycopy(overlapCol, 0, overlap, 0, n);
+      System.arraycopy(cachedCol, 0, cached, 0, n);
+      if (triples != null) {
+        for (int i = 0; i < n; i++) {
+          final int ov = overlapCol[i];
+          final int cb = cachedCol[i];
+          if ((ov | cb) != 0) {
+            triples[found] = i;
+            triples[found + 1] = ov;
+            triples[found + 2] = cb;
+            found += 3;
+          }
+        }
       }
-      final TierOverlap t = tiersCol == null ? null : tiersCol[i];
-      prefillBlocks[k] = (prefill + chargedTokens(isl, ov, t, bs)) / (double) bs;
-      if (tierColumn != null) tierColumn[k] = t;
-      // only a rank holding a request with the prompt's root block can hold any of its blocks
-      final int fresh = rootCol[i] ? blocks - activeCol[i] : blocks;
-      decode[k] = active + fresh;
-      if (epoch != null) {
-        final double evicted = pressure.read(meterCol[i], epoch, decay, now);
-        evictedSum += evicted;
-        relativePressure[k] = evicted;
+    } else {
+      for (int i = 0; i < n; i++) {
+        if (allowedIds != null && !allowedIds.contains(all[i].boxedWorkerId)) continue;
+        allowed++;
+        final long prefill = prefillCol[i];
+        final int active = blocksCol[i];
+        final int inFlight = requestsCol[i];
+        final boolean isBusy = isBusy(capacityCol[i], active, prefill, inFlight);
+        final int k = isBusy ? n - 1 - busy++ : m++;
+        ranks[k] = i;
+        requests[k] = inFlight;
+        final int ov = overlapCol[i];
+        overlap[k] = ov;
+        // a predicted rank's held blocks are known whether or not it matched: a cold prompt's tie
+        // goes to the emptier cache, so new conversations spread over a cold fleet
+        final int cb =
+            anyPredicted && predictedCol[i] ? predictions.size(workerCol[i]) : cachedCol[i];
+        cached[k] = cb;
+        if (triples != null && !isBusy && (ov | cb) != 0) {
+          triples[found] = k;
+          triples[found + 1] = ov;
+          triples[found + 2] = cb;
+          found += 3;
+        }
+        final TierOverlap t = tiersCol == null ? null : tiersCol[i];
+        final long charged = prefill + chargedTokens(isl, ov, t, bs);
+        prefillBlocks[k] = pow2 ? charged * perBlock : charged / (double) bs;
+        if (tierColumn != null) tierColumn[k] = t;
+        // only a rank holding a request with the prompt's root block can hold any of its blocks
+        final int fresh = rootCol[i] ? blocks - activeCol[i] : blocks;
+        decode[k] = active + fresh;
+        if (epoch != null) {
+          final double evicted = pressure.read(meterCol[i], epoch, decay, now);
+          evictedSum += evicted;
+          relativePressure[k] = evicted;
+        }
       }
     }
     // the workers by column index: the table's own column (never written in place) when every rank
@@ -862,14 +905,15 @@ public final class KvRouter implements AutoCloseable {
             relativePressure,
             tierColumn,
             requests,
-            options);
+            options,
+            !evictions);
     // a cost of named terms reports each term's contribution, computed when asked for
     final int chosen = selector.select(cands, costs);
     if (chosen < 0 || chosen >= m) {
       throw new IllegalStateException(
           "selector " + selector + " returned " + chosen + " for " + m + " candidates");
     }
-    final Slot target = all[ranks[chosen]];
+    final Slot target = all[plain ? chosen : ranks[chosen]];
     final int targetOverlap = overlap[chosen];
     final TierOverlap targetTiers = tiersCol == null ? null : tiersCol[target.index];
     final long charge = chargedTokens(isl, targetOverlap, targetTiers, blockSize);
@@ -1030,9 +1074,58 @@ public final class KvRouter implements AutoCloseable {
     return isBusy(kv, l.activeBlocks(), l.activePrefillTokens(), l.requests());
   }
 
+  /**
+   * Writes the first {@code n} ranks' prefill blocks, {@code (prefill + prefillTokens(isl,
+   * overlap)) / blockSize} (as a product by the exact reciprocal when {@code pow2}: the same
+   * double), and returns whether any of them is busy by its prefill tokens or requests (isBusy's
+   * first two tests): one straight pass, the tests without a branch.
+   */
+  @SuppressWarnings("ShortCircuitBoolean") // both sides are plain reads: no branch per rank
+  private boolean plainPrefill(
+      long[] prefillCol,
+      int[] overlapCol,
+      int[] requestsCol,
+      double[] prefillBlocks,
+      int n,
+      int isl,
+      boolean pow2) {
+    final int bs = blockSize;
+    final double perBlock = 1.0 / bs;
+    final long prefillLimit = busyPrefillTokens;
+    final int requestLimit = busyRequests;
+    boolean anyBusy = false;
+    if (pow2) {
+      for (int i = 0; i < n; i++) {
+        final long prefill = prefillCol[i];
+        prefillBlocks[i] =
+            (prefill + ActiveSequences.prefillTokens(isl, overlapCol[i], bs)) * perBlock;
+        anyBusy |= prefill > prefillLimit | requestsCol[i] >= requestLimit;
+      }
+    } else {
+      for (int i = 0; i < n; i++) {
+        final long prefill = prefillCol[i];
+        prefillBlocks[i] =
+            (prefill + ActiveSequences.prefillTokens(isl, overlapCol[i], bs)) / (double) bs;
+        anyBusy |= prefill > prefillLimit | requestsCol[i] >= requestLimit;
+      }
+    }
+    return anyBusy;
+  }
+
+  /**
+   * Whether any of the first {@code n} ranks is busy by the block fraction (isBusy's last test).
+   */
+  private boolean anyBusyByBlocks(long[] capacity, int[] blocks, int n) {
+    for (int i = 0; i < n; i++) {
+      if (capacity[i] > 0 && blocks[i] > busyBlockFraction * capacity[i]) return true;
+    }
+    return false;
+  }
+
   private boolean isBusy(long kvBlocks, int activeBlocks, long activePrefill, int requests) {
     if (activePrefill > busyPrefillTokens || requests >= busyRequests) return true;
-    return kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;
+    // at the default fraction, infinite, no count exceeds it: no multiplication per rank
+    return busyByBlocks && kvBlocks > 0 && activeBlocks > busyBlockFraction * kvBlocks;
   }
 
   /**

@@ -57,8 +57,10 @@ import org.jspecify.annotations.Nullable;
  * source (fixed per slot), the active blocks, prefill tokens and requests in flight (each
  * ActiveSequences copies its counts there after every change, mirrorInto),
  * and the scratch of one route, written by prepare() and read by the same route(): overlap,
- * cached blocks, whether it holds the prompt's root block, and its tiered overlap (only when
- * prepareTiers ran). So the loop over 256 ranks streams a few contiguous arrays
+ * cached blocks, whether it holds the prompt's root block, its active prefix there (0 elsewhere),
+ * and its tiered overlap (only when prepareTiers ran). prepare() notes the positions it writes
+ * (written) and the next one sets those back to 0: O(matched ranks) instead of filling columns of
+ * every rank. So the loop over 256 ranks streams a few contiguous arrays
  * instead of touching three objects per rank (docs/BENCHMARKS.md, Routing).
  *
  * Threading: not thread-safe; KvRouter calls everything under its lock.
@@ -202,7 +204,13 @@ final class SlotTable {
   private int[] overlapCol = new int[0];
   private int[] cachedCol = new int[0];
   private boolean[] rootCol = new boolean[0];
-  private int[] activeCol = new int[0]; // where rootCol is true: the prompt's active prefix there
+  // where rootCol is true: the prompt's active prefix there; 0 everywhere else
+  private int[] activeCol = new int[0];
+  // the positions where the last prepare() wrote overlapCol, cachedCol or rootCol (each once as a
+  // match and once as a root holder: 2n at most), so that the next one clears those alone; -1: not
+  // known (a prepare that did not finish, or an index that answered for a rank twice), clear all
+  private int[] written = new int[0];
+  private int writtenCount;
   private TierOverlap[] tiersCol = new TierOverlap[0];
   private boolean tiersPrepared; // tiersCol holds this route's tiered overlaps
   private int preparedMatches; // this route's registered ranks the index answered for (prepare)
@@ -275,6 +283,8 @@ final class SlotTable {
     cachedCol = new int[n];
     rootCol = new boolean[n];
     activeCol = new int[n];
+    written = new int[2 * n];
+    writtenCount = 0;
     tiersCol = new TierOverlap[n];
     tiersPrepared = false;
     for (int i = 0; i < n; i++) {
@@ -379,9 +389,24 @@ final class SlotTable {
    */
   void prepare(long now, OverlapScores scores, long[] seq) {
     expire(now);
-    Arrays.fill(overlapCol, 0);
-    Arrays.fill(cachedCol, 0);
-    Arrays.fill(rootCol, false);
+    // the last route's entries back to 0 (every other one is 0 already): O(matched), not O(ranks)
+    final int[] w = written;
+    if (writtenCount < 0) {
+      Arrays.fill(overlapCol, 0);
+      Arrays.fill(cachedCol, 0);
+      Arrays.fill(rootCol, false);
+      Arrays.fill(activeCol, 0);
+    } else {
+      for (int k = 0; k < writtenCount; k++) {
+        final int at = w[k];
+        overlapCol[at] = 0;
+        cachedCol[at] = 0;
+        rootCol[at] = false;
+        activeCol[at] = 0;
+      }
+    }
+    writtenCount = -1; // until this one finishes
+    int dirty = 0;
     tiersPrepared = false;
     int matched = 0;
     for (int i = 0, n = scores.size(); i < n; i++) {
@@ -389,6 +414,8 @@ final class SlotTable {
       if (s != null) {
         overlapCol[s.index] = scores.scoreAt(i);
         cachedCol[s.index] = scores.blockCountAt(i);
+        if (dirty < w.length) w[dirty] = s.index;
+        dirty++;
         matched++;
       }
     }
@@ -406,10 +433,13 @@ final class SlotTable {
       for (int i = 0; i < roots.size; i++) {
         final int at = roots.slots[i].index;
         rootCol[at] = true;
+        if (dirty < w.length) w[dirty] = at;
+        dirty++;
         activeCol[at] = hint = roots.activePrefix(i, seq, hint);
       }
       roots.activeHint = hint;
     }
+    writtenCount = dirty <= w.length ? dirty : -1;
   }
 
   /**
@@ -422,7 +452,7 @@ final class SlotTable {
 
   /**
    * After {@link #prepare}: for each rank of the root column, how many leading blocks of the prompt
-   * it holds (the active prefix, ActiveSequences.newBlocksOfChain); other entries are stale.
+   * it holds (the active prefix, ActiveSequences.newBlocksOfChain); 0 for every other rank.
    */
   int[] activePrefixColumn() {
     return activeCol;
