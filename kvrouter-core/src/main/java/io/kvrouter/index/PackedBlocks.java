@@ -281,6 +281,8 @@ final class PackedBlocks {
     if (p >= 0) unlinkChild(p, id);
     final long[] r = page(id);
     final int o = (id & PAGE_MASK) * 3 + 2;
+    // a plain store, not a release one (class notes): only the parent half changes and the set
+    // half stays EMPTY, so even a torn read gives a reader no holders
     r[o] = (r[o] & ~LOW) | (FREED & LOW);
     pending.add(id);
     return --live == 0;

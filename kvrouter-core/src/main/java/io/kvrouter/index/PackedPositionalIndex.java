@@ -7,6 +7,7 @@ import io.kvrouter.hash.SequenceHasher;
 import it.unimi.dsi.fastutil.ints.Int2IntOpenHashMap;
 import it.unimi.dsi.fastutil.ints.Int2LongOpenHashMap;
 import it.unimi.dsi.fastutil.ints.IntArrayList;
+import it.unimi.dsi.fastutil.ints.IntIterator;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
@@ -50,7 +51,8 @@ import org.jspecify.annotations.NullUnmarked;
  * took its id (PackedIdReuseLincheckTest finds that interleaving when the bump is left out). The
  * same bump precedes dropping every page when the last block goes. Freed ids keep their key and
  * their empty holders meanwhile, as an unlinked PositionalEntry does. A bump costs the walks
- * under way one retry: with the default batch (REUSE_BATCH), one per 1,024 freed ids.
+ * under way one retry: with the default batch (REUSE_BATCH), one per 1,024 freed block ids or
+ * 1,024 freed holder sets, whichever fills first.
  *
  * Tests may pass a Runnable that runs after every single holders change (BlockIndex).
  * </pre>
@@ -612,7 +614,8 @@ final class PackedPositionalIndex extends SteppedIndex {
     final Int2LongOpenHashMap seqOf = new Int2LongOpenHashMap();
     ws.addNamesTo(seqOf);
     final IntArrayList connected = new IntArrayList();
-    for (int b : seqOf.keySet()) {
+    for (IntIterator it = seqOf.keySet().iterator(); it.hasNext(); ) {
+      final int b = it.nextInt();
       if (isHolder(b, id)) connected.add(b);
     }
     long eventId = 0;
@@ -671,6 +674,6 @@ final class PackedPositionalIndex extends SteppedIndex {
 
   @Override
   public String toString() {
-    return "PositionalIndex(jumpSize=" + jumpSize + ")";
+    return "PackedPositionalIndex(jumpSize=" + jumpSize + ")";
   }
 }

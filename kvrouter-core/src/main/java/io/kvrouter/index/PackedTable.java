@@ -28,6 +28,9 @@ import java.lang.invoke.VarHandle;
  * </pre>
  */
 final class PackedTable {
+  /** Ids a rebuild reads ahead (their keys loaded) before it inserts them. */
+  private static final int REBUILD_CHUNK = 4096;
+
   private static final VarHandle SLOT = MethodHandles.arrayElementVarHandle(int[].class);
   private static final VarHandle TAG_WORD = MethodHandles.arrayElementVarHandle(long[].class);
   private static final int EMPTY = 0;
@@ -190,12 +193,13 @@ final class PackedTable {
 
   private PackedTable rebuilt(int newCapacity) {
     final PackedTable t = new PackedTable(blocks, newCapacity);
-    // first every id and its key: independent loads the CPU overlaps (the records are mostly not
-    // in cache); then the inserts, which touch no record
+    // in chunks, first each chunk's ids and keys: independent loads the CPU overlaps (the records
+    // are mostly not in cache); then its inserts, which touch no record. Chunks of REBUILD_CHUNK
+    // keep the scratch small (no humongous array however large the table)
     final int[][] old = slots;
     final long[] g = tags;
-    final int[] ids = new int[live];
-    final long[] keys = new long[live];
+    final int[] ids = new int[Math.max(1, Math.min(live, REBUILD_CHUNK))];
+    final long[] keys = new long[ids.length];
     int n = 0;
     for (int w = 0; w < g.length; w++) {
       long word = g[w];
@@ -207,6 +211,10 @@ final class PackedTable {
         final int id = at(old, (w << 4) + (shift >>> 2));
         ids[n] = id;
         keys[n++] = blocks.seq(id);
+        if (n == ids.length) {
+          for (int k = 0; k < n; k++) t.insert(keys[k], ids[k]);
+          n = 0;
+        }
       }
     }
     for (int k = 0; k < n; k++) t.insert(keys[k], ids[k]);

@@ -4,6 +4,7 @@ import io.kvrouter.event.Worker;
 import it.unimi.dsi.fastutil.ints.Int2IntOpenHashMap;
 import it.unimi.dsi.fastutil.ints.Int2LongOpenHashMap;
 import it.unimi.dsi.fastutil.ints.IntArrayList;
+import it.unimi.dsi.fastutil.ints.IntIterator;
 import it.unimi.dsi.fastutil.ints.IntOpenHashSet;
 import it.unimi.dsi.fastutil.longs.Long2IntMap;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
@@ -113,8 +114,8 @@ final class PackedWorker extends WorkerSlot {
   int names() {
     int n = (others == null ? 0 : others.size()) + heldBlocks;
     if (unnamed != null) {
-      for (int b : unnamed) {
-        if (holds(b)) n--;
+      for (IntIterator it = unnamed.iterator(); it.hasNext(); ) {
+        if (holds(it.nextInt())) n--;
       }
     }
     return n;
