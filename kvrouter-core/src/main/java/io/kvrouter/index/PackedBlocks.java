@@ -40,6 +40,9 @@ import org.jspecify.annotations.NullUnmarked;
  * walk that keeps its answer never saw an id change what it names (PackedPositionalIndex's
  * notes). A freed id keeps its key and its empty holders until it is reused. When the last block
  * goes, every page is dropped (again after a bump) so an emptied index gives its memory back.
+ * Short of that, pages are kept: freed ids are reused last in, first out, with no compaction, so
+ * an index that shrinks from a peak (a large clear that leaves a few blocks) keeps the peak's
+ * pages until it empties or grows again; HolderSets' arrays likewise keep their peak length.
  *
  * Readers: keys and holders of ids they found in a table slot (acquire), through the outer arrays
  * loaded with acquire; an id beyond the pages (a walk that overlapped a reset, which the version
