@@ -411,6 +411,14 @@ public final class Gateway implements AutoCloseable {
   }
 
   /**
+   * One round of health checks of every engine now, on the caller's thread, beside the periodic
+   * rounds (tests drive rounds with it instead of waiting for the interval).
+   */
+  void checkHealthNow() {
+    health.checkAll();
+  }
+
+  /**
    * Whether the engine at {@code baseUrl} answered its last health check (false for a URL never
    * checked, or failing).
    */
