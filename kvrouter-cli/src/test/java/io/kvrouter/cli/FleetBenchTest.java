@@ -140,7 +140,15 @@ class FleetBenchTest {
     System.out.printf(
         "bench fleet (in_process %s): hit rate kv %.3f, round-robin %.3f%n",
         r.path("in_process").asBoolean(), kv, rr);
-    assertThat(kv).as("kv hit rate %.3f vs round-robin %.3f", kv, rr).isGreaterThan(rr + 0.03);
+    // a run the bench judged invalid (a busy machine: requests sent or read late) measured the
+    // machine as much as the policy, routing quality included (RunValidity): kv must still beat
+    // round-robin, by the margin only when both runs were valid
+    boolean valid =
+        policy(r, "kv").path("valid").asBoolean()
+            && policy(r, "round-robin").path("valid").asBoolean();
+    assertThat(kv)
+        .as("kv hit rate %.3f vs round-robin %.3f (runs valid: %s)", kv, rr, valid)
+        .isGreaterThan(valid ? rr + 0.03 : rr);
   }
 
   @Test
