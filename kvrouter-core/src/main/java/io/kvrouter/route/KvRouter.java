@@ -809,10 +809,23 @@ public final class KvRouter implements AutoCloseable {
       m = n;
       // activeCol is 0 wherever rootCol is false (SlotTable.prepare): no branch
       for (int i = 0; i < n; i++) decode[i] = blocksCol[i] + (blocks - activeCol[i]);
-      System.arraycopy(requestsCol, 0, requests, 0, n);
-      System.arraycopy(overlapCol, 0, overlap, 0, n);
-      System.arraycopy(cachedCol, 0, cached, 0, n);
-      if (triples != null) {
+      // the requests column as it is when no term reads it after the choice (the scratch's case):
+      // nothing changes it before the selector returns, and afterwards no one asks (Candidates)
+      if (requests == requestScratch) {
+        requests = requestsCol;
+      } else {
+        System.arraycopy(requestsCol, 0, requests, 0, n);
+      }
+      // with triples the decision reads no overlap or cached column (the chosen rank's overlap is
+      // read from the table's below): no copies; the triples from the few matched ranks' positions
+      // when prepare noted them, else from a scan of every rank
+      if (triples == null) {
+        System.arraycopy(overlapCol, 0, overlap, 0, n);
+        System.arraycopy(cachedCol, 0, cached, 0, n);
+      } else if (matched <= SORTED_TRIPLES_MAX && (found = table.matchedTriples(triples)) >= 0) {
+        // found: the triples' ints
+      } else {
+        found = 0;
         for (int i = 0; i < n; i++) {
           final int ov = overlapCol[i];
           final int cb = cachedCol[i];
@@ -914,7 +927,8 @@ public final class KvRouter implements AutoCloseable {
           "selector " + selector + " returned " + chosen + " for " + m + " candidates");
     }
     final Slot target = all[plain ? chosen : ranks[chosen]];
-    final int targetOverlap = overlap[chosen];
+    // (the plain passes with triples leave the overlap scratch unwritten: the table's column)
+    final int targetOverlap = plain ? overlapCol[chosen] : overlap[chosen];
     final TierOverlap targetTiers = tiersCol == null ? null : tiersCol[target.index];
     final long charge = chargedTokens(isl, targetOverlap, targetTiers, blockSize);
     table.record(requestId, target, seq, charge, now);
@@ -1337,6 +1351,10 @@ public final class KvRouter implements AutoCloseable {
    * in this many matched the prompt: 12 bytes a matched rank instead of 8 a rank.
    */
   static final int SPARSE_RANKS_PER_MATCH = 4;
+
+  // up to this many matched ranks, the plain passes take the triples from the matched ranks'
+  // positions (SlotTable.matchedTriples, an insertion sort) rather than a scan of every rank
+  static final int SORTED_TRIPLES_MAX = 32;
 
   private static final int[] NO_TRIPLES = new int[0];
 

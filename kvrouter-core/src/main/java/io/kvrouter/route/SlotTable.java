@@ -451,6 +451,47 @@ final class SlotTable {
   }
 
   /**
+   * After {@link #prepare}: writes to {@code out} the (position, overlap, cached) triples, in
+   * ascending position, of every rank whose overlap or cached blocks are not 0, from the matched
+   * ranks' positions prepare noted (the first {@link #matchedRanks()} of written), not from a pass
+   * over every rank; returns how many ints it wrote (3 per rank), or -1 when prepare noted no
+   * positions (then the caller scans the columns). The same triples as such a scan: only prepare's
+   * matched loop writes a non-zero overlap or cached count, each at a position it notes. An
+   * insertion sort (the index's answer is usually in worker order already, which is position
+   * order): the caller uses it for a handful of matched ranks.
+   */
+  int matchedTriples(int[] out) {
+    final int matched = preparedMatches;
+    if (writtenCount < matched) return -1; // (writtenCount -1: positions not noted)
+    final int[] w = written;
+    final int[] ov = overlapCol;
+    final int[] cb = cachedCol;
+    int found = 0;
+    for (int k = 0; k < matched; k++) {
+      final int at = w[k];
+      final int o = ov[at];
+      final int c = cb[at];
+      if ((o | c) == 0) continue;
+      int j = found;
+      while (j > 0 && out[j - 3] > at) {
+        out[j] = out[j - 3];
+        out[j + 1] = out[j - 2];
+        out[j + 2] = out[j - 1];
+        j -= 3;
+      }
+      if (j > 0 && out[j - 3] == at) { // noted twice: one triple, as the scan has (undo the shift)
+        System.arraycopy(out, j + 3, out, j, found - j);
+        continue;
+      }
+      out[j] = at;
+      out[j + 1] = o;
+      out[j + 2] = c;
+      found += 3;
+    }
+    return found;
+  }
+
+  /**
    * After {@link #prepare}: for each rank of the root column, how many leading blocks of the prompt
    * it holds (the active prefix, ActiveSequences.newBlocksOfChain); 0 for every other rank.
    */

@@ -35,15 +35,27 @@ class RoutePlainPathTest {
   @Test
   void thePlainPassesDecideAsTheGeneralLoopAndTheFormula() {
     for (int c = 0; c < 80; c++) {
-      runCase(BASE_SEED + c);
+      runCase(BASE_SEED + c, 4, false);
     }
   }
 
-  private static void runCase(long seed) {
+  /**
+   * Prompts cached by many ranks (up to 60 per system prompt, the index's answer in no particular
+   * order) on fleets of 64 to 300: the plain passes take the matched ranks' triples from the
+   * positions prepare noted, sorted, up to KvRouter.SORTED_TRIPLES_MAX of them, and scan past that.
+   */
+  @Test
+  void manyMatchedRanksDecideAsTheGeneralLoopAndTheFormula() {
+    for (int c = 0; c < 40; c++) {
+      runCase(BASE_SEED + 1_000 + c, 61, true);
+    }
+  }
+
+  private static void runCase(long seed, int holders, boolean large) {
     final SplittableRandom r = new SplittableRandom(seed);
     final String what = "seed " + seed;
     final int ranks =
-        switch (r.nextInt(4)) {
+        switch (large ? 3 : r.nextInt(4)) {
           case 0 -> 1 + r.nextInt(4);
           case 1 -> 8 + r.nextInt(24);
           default -> 64 + r.nextInt(237);
@@ -71,7 +83,7 @@ class RoutePlainPathTest {
       prefix[p] = tokens(r, bs * (1 + r.nextInt(8)));
       final long[] local = hasher.localHashes(prefix[p]);
       final long[] seq = SequenceHasher.sequenceHashes(local);
-      for (int k = r.nextInt(4); k > 0; k--) {
+      for (int k = r.nextInt(holders); k > 0; k--) {
         final RouterEvent e =
             new RouterEvent(
                 Worker.of(ids[r.nextInt(ranks)]), eventId++, CacheEvent.storedAtRoot(seq, local));
