@@ -333,22 +333,28 @@ public final class Candidates extends AbstractList<Candidate> implements RandomA
   /**
    * The candidates among [0, size) of the least cost in {@code costs} and, among those, the fewest
    * cached blocks: writes their indices, ascending, to {@code out} (at least size long) and returns
-   * how many. The selector's tie-break, in two passes: the least cost, then the cached blocks of
-   * the candidates at it alone (a cost that is never the least, such as NaN, is never among them).
+   * how many. The selector's tie-break, in one pass: a cost below the least so far starts the ties
+   * afresh, one equal to it is weighed by its cached blocks (a cost that is never the least, such
+   * as NaN, is never among them). The same indices as taking the least cost first and then the
+   * fewest cached blocks among the candidates at it: each candidate at the final least cost is
+   * weighed after the last reset, in ascending order, as that second pass weighs it.
    */
   int leastCostFewestCached(double[] costs, int[] out) {
     final int n = size;
     double best = Double.POSITIVE_INFINITY;
-    for (int i = 0; i < n; i++) {
-      if (costs[i] < best) best = costs[i];
-    }
     int bestCached = Integer.MAX_VALUE;
     int ties = 0;
     final int[] c = cached;
     final int[] sp = sparse;
     int p = 0; // the walk through sparse (when c is null)
     for (int i = 0; i < n; i++) {
-      if (costs[i] != best) continue;
+      final double cost = costs[i];
+      if (!(cost <= best)) continue; // above the least so far, or NaN
+      if (cost < best) {
+        best = cost;
+        bestCached = Integer.MAX_VALUE;
+        ties = 0;
+      }
       final int cb;
       if (c != null) {
         cb = c[i];
