@@ -36,7 +36,9 @@ import org.jspecify.annotations.Nullable;
  *
  * requests: the queue scorer's column. When no weighted term of the router's cost may read it
  * after the choice (Scorers.readsRequests is false), it is the router's scratch array, rewritten
- * by its next decision: the contributions PricedCandidates recomputes later never ask for it.
+ * by its next decision, or its table's requests column itself (the plain passes), changed by this
+ * decision's record: read only before the selector returns, both hold the figures of the moment;
+ * the contributions PricedCandidates recomputes later never ask for it.
  *
  * Threading: the router builds it and calls the selector under its lock; the decision's
  * candidate list keeps reading it afterwards from whatever thread holds the decision. The

@@ -59,8 +59,9 @@ import org.jspecify.annotations.Nullable;
  * and the scratch of one route, written by prepare() and read by the same route(): overlap,
  * cached blocks, whether it holds the prompt's root block, its active prefix there (0 elsewhere),
  * and its tiered overlap (only when prepareTiers ran). prepare() notes the positions it writes
- * (written) and the next one sets those back to 0: O(matched ranks) instead of filling columns of
- * every rank. So the loop over 256 ranks streams a few contiguous arrays
+ * (written: the matched ranks first, then the root holders) and the next one sets those back to
+ * 0: O(matched ranks) instead of filling columns of every rank; route() takes the matched ranks'
+ * (position, overlap, cached) triples from the same list (matchedTriples). So the loop over 256 ranks streams a few contiguous arrays
  * instead of touching three objects per rank (docs/BENCHMARKS.md, Routing).
  *
  * Threading: not thread-safe; KvRouter calls everything under its lock.
