@@ -43,6 +43,9 @@ import org.jspecify.annotations.NullUnmarked;
 final class PackedClockBound {
   private static final int NONE = PackedBlocks.NONE;
 
+  /** Parked ids may be up to 1/2^STALE_SHIFT of the linked blocks (+64) before a compaction. */
+  private static final int STALE_SHIFT = 4;
+
   private final PackedPositionalIndex index;
   private final PackedBlocks blocks;
   private final IndexCounters counters;
@@ -256,10 +259,14 @@ final class PackedClockBound {
     return out;
   }
 
-  /** Whether entries naming freed ids are more than a fifth of the queue (+64): ClockBound's. */
+  /**
+   * Whether entries naming freed (parked) ids are more than 1/2^STALE_SHIFT of the linked blocks
+   * (+64). ClockBound allows a quarter; here a parked id keeps its 28-byte record's place (the
+   * pages keep their high-water mark), so a sixteenth (class notes).
+   */
   private boolean clockOverfull() {
     final long linked = blocks.size();
-    return clock.size() > linked + (linked >> 2) + 64;
+    return clock.size() > linked + (linked >> STALE_SHIFT) + 64;
   }
 
   /** Drops the entries naming freed ids (now reusable), keeping the order of the others. */

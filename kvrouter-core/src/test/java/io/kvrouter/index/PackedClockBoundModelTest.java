@@ -121,7 +121,9 @@ class PackedClockBoundModelTest {
       assertThat(packed.stats()).as("stats at step %d", step).isEqualTo(ref.stats());
       assertThat(IndexProbe.linkedNodes(packed)).isLessThanOrEqualTo(max);
       assertThat(IndexProbe.linkedNodes(packed)).isEqualTo(IndexProbe.nodeCount(ref));
-      assertThat(IndexProbe.clockSize(packed)).isEqualTo(IndexProbe.clockSize(ref));
+      // compacted sooner than the reference (PackedClockBound.STALE_SHIFT): within a sixteenth
+      long linked = IndexProbe.linkedNodes(packed);
+      assertThat((long) IndexProbe.clockSize(packed)).isLessThanOrEqualTo(linked + linked / 16 + 64);
       for (int v = 0; v < WORKERS; v++) {
         Worker x = new Worker(v, 0);
         assertThat(packed.blockCount(x))
