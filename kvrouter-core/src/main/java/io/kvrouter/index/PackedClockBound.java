@@ -15,10 +15,13 @@ import org.jspecify.annotations.NullUnmarked;
  * cascade to the parent of a dropped leaf, the hand ignoring used bits after twice round the
  * queue without a drop), when (makeRoom before a store adds a pair while full, never at the
  * block the chain hangs from; evictToFit after each Stored event), what a drop does (a Removed of
- * that leaf: every name of the pair goes, one holders change), the queue's compaction (more than
- * 1.25 times the linked blocks + 64) and the test hooks (EvictionListener, storeStep). So the
- * packed bounded index evicts exactly the pairs the object-based PositionalIndex evicts, event
- * for event (PackedClockBoundModelTest compares the two).
+ * that leaf: every name of the pair goes, one holders change) and the test hooks
+ * (EvictionListener, storeStep). One difference: the queue is compacted when its entries for
+ * freed ids pass a sixteenth of the linked blocks (+64), not a quarter (below), so it can be
+ * shorter than ClockBound's, and the hand's patience (twice the queue's length) with it. So the
+ * packed bounded index evicts the pairs the object-based PositionalIndex evicts, event for event
+ * (PackedClockBoundModelTest compares the two, with bounds up to 60 pairs, where the +64 keeps the
+ * two compactions alike).
  *
  * Layout: the queue is an IntChunkedQueue of block ids (4 bytes an entry); the used bits and the
  * queued bits are PackedBlocks' (one bit each per id). Readers set used bits; all else here is
@@ -32,8 +35,11 @@ import org.jspecify.annotations.NullUnmarked;
  * that precedes every reuse. So every id the queue holds names either a linked block (the one it
  * named when queued: a linked id is never freed and reused without leaving the queue first) or a
  * freed id that is not reused yet, which the hand drops as ClockBound drops an unlinked node.
- * Parked ids cost their records until then, as ClockBound's stale entries keep their nodes
- * alive; the compaction bounds both (a quarter of the linked blocks + 64). The cascade's block
+ * Parked ids cost their records until then (the pages keep their high-water mark), as
+ * ClockBound's stale entries keep their nodes alive; the compaction bounds them at a sixteenth of
+ * the linked blocks + 64 (a quarter left config B at a quarter bound 50.1 bytes per pair, a
+ * sixteenth 43.5; a compaction is O(queue) and drops at least 1/17 of it, so O(17) per unlink
+ * amortized). The cascade's block
  * id, kept from one eviction to the next, is forgotten when it is not linked before ids go back
  * into use (beforeReuse), and everything is forgotten when the last block goes and the pages are
  * dropped (allFreed).

@@ -17,9 +17,10 @@ import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.NullUnmarked;
 
 /**
- * The unbounded positional index ({@link KvIndexes#positional(int)}) on block records with int ids
- * ({@link PackedBlocks}) instead of an object per block: {@link PositionalIndex}'s search and
- * {@link BlockIndex}'s writer, on ids.
+ * The positional index ({@link KvIndexes#positional(int)}, and bounded {@link
+ * KvIndexes#positional(int, long)}) on block records with int ids ({@link PackedBlocks}) instead of
+ * an object per block: {@link PositionalIndex}'s search and {@link BlockIndex}'s writer, on ids;
+ * the bound is {@link PackedClockBound}, ClockBound's CLOCK on ids.
  *
  * <pre>
  * Implementation notes
@@ -53,6 +54,17 @@ import org.jspecify.annotations.NullUnmarked;
  * their empty holders meanwhile, as an unlinked PositionalEntry does. A bump costs the walks
  * under way one retry: with the default batch (REUSE_BATCH), one per 1,024 freed block ids or
  * 1,024 freed holder sets, whichever fills first.
+ *
+ * Bound (maxBlocks, PackedClockBound): readers set the used bit (PackedBlocks, an atomic OR, no
+ * lock) of each block PositionalIndex's walk marks: the first block when someone holds it, each
+ * probe where an alive worker stays, each bisection probe some worker holds. A bounded walk looks
+ * the id up (PackedTable.get) and then reads its holders, so a probe reads the record twice; the
+ * version check covers an id reused in between as it covers any other. The writer calls the bound
+ * where BlockIndex does (makeRoom before each block of a store while full, evictToFit after a
+ * Stored event, nodeCreated, pruned) and before ids go back into use (beforeReuse) or every page
+ * is dropped (allFreed): the clock queue never names a reused id (PackedClockBound's notes).
+ * Memory on config B: 39.3 bytes per pair with a bound never reached, against 50.8 for the
+ * object layout (docs/BENCHMARKS.md, "Issue 37: the bounded positional kinds on int ids").
  *
  * Tests may pass a Runnable that runs after every single holders change (BlockIndex).
  * </pre>

@@ -123,7 +123,8 @@ class PackedClockBoundModelTest {
       assertThat(IndexProbe.linkedNodes(packed)).isEqualTo(IndexProbe.nodeCount(ref));
       // compacted sooner than the reference (PackedClockBound.STALE_SHIFT): within a sixteenth
       long linked = IndexProbe.linkedNodes(packed);
-      assertThat((long) IndexProbe.clockSize(packed)).isLessThanOrEqualTo(linked + linked / 16 + 64);
+      assertThat((long) IndexProbe.clockSize(packed))
+          .isLessThanOrEqualTo(linked + linked / 16 + 64);
       for (int v = 0; v < WORKERS; v++) {
         Worker x = new Worker(v, 0);
         assertThat(packed.blockCount(x))
