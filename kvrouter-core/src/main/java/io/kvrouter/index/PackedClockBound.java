@@ -18,10 +18,12 @@ import org.jspecify.annotations.NullUnmarked;
  * that leaf: every name of the pair goes, one holders change) and the test hooks
  * (EvictionListener, storeStep). One difference: the queue is compacted when its entries for
  * freed ids pass a sixteenth of the linked blocks (+64), not a quarter (below), so it can be
- * shorter than ClockBound's, and the hand's patience (twice the queue's length) with it. So the
+ * shorter than ClockBound's, and the hand's patience (twice the queue's length) with it. Skipping a
+ * freed id's entry costs no visit, so (no reader marking meanwhile) the two differ only where the hand gives up (it found nothing
+ * to drop within twice its patience) while the queue holds between a sixteenth and a quarter of
+ * the linked blocks + 64 in freed ids: then it stops at another place in the queue. Otherwise the
  * packed bounded index evicts the pairs the object-based PositionalIndex evicts, event for event
- * (PackedClockBoundModelTest compares the two, with bounds up to 60 pairs, where the +64 keeps the
- * two compactions alike).
+ * (PackedClockBoundModelTest compares the two on seeded events, bounds up to 60 pairs).
  *
  * Layout: the queue is an IntChunkedQueue of block ids (4 bytes an entry); the used bits and the
  * queued bits are PackedBlocks' (one bit each per id). Readers set used bits; all else here is

@@ -63,7 +63,7 @@ import org.jspecify.annotations.NullUnmarked;
  * where BlockIndex does (makeRoom before each block of a store while full, evictToFit after a
  * Stored event, nodeCreated, pruned) and before ids go back into use (beforeReuse) or every page
  * is dropped (allFreed): the clock queue never names a reused id (PackedClockBound's notes).
- * Memory on config B: 39.3 bytes per pair with a bound never reached, against 50.8 for the
+ * Memory on config B: 39.4 bytes per pair with a bound never reached, against 50.8 for the
  * object layout (docs/BENCHMARKS.md, "Issue 37: the bounded positional kinds on int ids").
  *
  * Tests may pass a Runnable that runs after every single holders change (BlockIndex).
