@@ -7,7 +7,8 @@ import org.jspecify.annotations.NullUnmarked;
 /**
  * The bound of a bounded index ({@code maxBlocks}): past that many (worker, block) pairs its writer
  * drops pairs, least recently used first, approximated by CLOCK. Writer-only; {@link BlockIndex}
- * calls it where blocks are made, stored and pruned.
+ * calls it where blocks are made, stored and pruned. {@link PackedClockBound} is the same rule on
+ * the block ids of the packed positional index (the positional kinds').
  *
  * <pre>
  * Implementation notes

@@ -118,7 +118,8 @@ public final class KvIndexes {
     if (jumpSize < 1) {
       throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
     }
-    return new PositionalIndex(jumpSize, null, checkMaxBlocks(maxBlocks));
+    return new PackedPositionalIndex(
+        jumpSize, null, PackedPositionalIndex.REUSE_BATCH, checkMaxBlocks(maxBlocks));
   }
 
   private static long checkMaxBlocks(long maxBlocks) {

@@ -48,6 +48,17 @@ import org.jspecify.annotations.NullUnmarked;
  * loaded with acquire; an id beyond the pages (a walk that overlapped a reset, which the version
  * check then rejects) reads as a block with no key and no holders, never an exception.
  * Writers: the index's writer alone; children and many are writer-only.
+ *
+ * Bounded index only (PackedClockBound), two bits per id more, in pages of PAGE bits:
+ *   usedPages[page]    the id's used bit (CLOCK). Readers set it with an atomic OR, only when it
+ *                      is clear (no lock; a mark that lands on an id freed or reused meanwhile
+ *                      only gives some block a second chance); the writer clears it with an
+ *                      atomic AND, and allocate clears it for the block an id now names.
+ *   queuedPages[page]  writer-only: whether the clock queue holds an entry naming the id (at
+ *                      most one). Invariant: an id is in free or pending only while its queued
+ *                      bit is clear, so the queue never names an id that went back into use. An
+ *                      id freed while queued is parked (in neither list, counted in parked) and
+ *                      goes to pending when the bound drops its entry (unqueued).
  * </pre>
  */
 @NullUnmarked // nulls inside the structure: not yet checked by NullAway (docs/static-analysis.md)
@@ -61,12 +72,15 @@ final class PackedBlocks {
   private static final long LOW = 0xFFFF_FFFFL;
 
   private static final VarHandle RECORD_PAGES;
+  private static final VarHandle USED_PAGES;
   private static final VarHandle WORD = MethodHandles.arrayElementVarHandle(long[].class);
 
   static {
     try {
       RECORD_PAGES =
           MethodHandles.lookup().findVarHandle(PackedBlocks.class, "recordPages", long[][].class);
+      USED_PAGES =
+          MethodHandles.lookup().findVarHandle(PackedBlocks.class, "usedPages", long[][].class);
     } catch (ReflectiveOperationException e) {
       throw new ExceptionInInitializerError(e);
     }
@@ -76,6 +90,13 @@ final class PackedBlocks {
   private long[][] recordPages = new long[0][];
 
   private int[][] childPages = new int[0][];
+
+  @SuppressWarnings("unused") // through USED_PAGES; bounded only
+  private long[][] usedPages = new long[0][];
+
+  private long[][] queuedPages = new long[0][]; // bounded only
+  private final boolean bounded;
+  private int parked; // freed while queued: in neither free nor pending
   private final Int2ObjectOpenHashMap<IntOpenHashSet> many = new Int2ObjectOpenHashMap<>();
   private final HolderSets sets = new HolderSets();
 
@@ -85,10 +106,14 @@ final class PackedBlocks {
   private final IntArrayList pending = new IntArrayList();
   private final int reuseBatch;
 
-  /** Freed ids go back into use once {@code reuseBatch} of them wait (one version bump each). */
-  PackedBlocks(int reuseBatch) {
+  /**
+   * Freed ids go back into use once {@code reuseBatch} of them wait (one version bump each); with
+   * used and queued bits when {@code bounded} (class notes).
+   */
+  PackedBlocks(int reuseBatch, boolean bounded) {
     if (reuseBatch < 1) throw new IllegalArgumentException("reuseBatch must be >= 1");
     this.reuseBatch = reuseBatch;
+    this.bounded = bounded;
   }
 
   // ------------------------------------------------------------------ reader side
@@ -127,7 +152,69 @@ final class PackedBlocks {
     return sets.get((int) ((long) WORD.getAcquire(rp[p], (id & PAGE_MASK) * 3 + 2) >>> 32));
   }
 
+  /**
+   * Sets block {@code id}'s used bit when it is clear (bounded only). Safe for lock-free readers:
+   * an atomic OR, no lock; an id beyond the pages is skipped.
+   */
+  void markUsed(int id) {
+    final long[][] up = (long[][]) USED_PAGES.getAcquire(this);
+    final int p = id >>> PAGE_SHIFT;
+    if (p >= up.length) return;
+    final long[] u = up[p];
+    final int w = (id & PAGE_MASK) >>> 6;
+    final long bit = 1L << id;
+    if (((long) WORD.getOpaque(u, w) & bit) == 0) WORD.getAndBitwiseOr(u, w, bit);
+  }
+
   // ------------------------------------------------------------------ writer side
+
+  /** Block {@code id}'s used bit (bounded only). Writer-side. */
+  boolean isUsed(int id) {
+    final long[] u = ((long[][]) USED_PAGES.get(this))[id >>> PAGE_SHIFT];
+    return ((long) WORD.getOpaque(u, (id & PAGE_MASK) >>> 6) & (1L << id)) != 0;
+  }
+
+  /** Clears block {@code id}'s used bit (bounded only). Writer-side; readers may set it at once. */
+  void clearUsed(int id) {
+    final long[] u = ((long[][]) USED_PAGES.get(this))[id >>> PAGE_SHIFT];
+    final int w = (id & PAGE_MASK) >>> 6;
+    final long bit = 1L << id;
+    if (((long) WORD.getOpaque(u, w) & bit) != 0) WORD.getAndBitwiseAnd(u, w, ~bit);
+  }
+
+  /** Whether the clock queue names {@code id} (bounded only). */
+  boolean isQueued(int id) {
+    return (queuedPages[id >>> PAGE_SHIFT][(id & PAGE_MASK) >>> 6] & (1L << id)) != 0;
+  }
+
+  /** The clock queue now names the linked block {@code id} (once). */
+  void queued(int id) {
+    if (parent(id) == FREED) throw new IllegalStateException("queueing a freed id");
+    final long[] q = queuedPages[id >>> PAGE_SHIFT];
+    final int w = (id & PAGE_MASK) >>> 6;
+    if ((q[w] & (1L << id)) != 0) throw new IllegalStateException("queued twice");
+    q[w] |= 1L << id;
+  }
+
+  /**
+   * The clock queue dropped its entry naming {@code id}: a parked (freed) id may now go back into
+   * use, after the next version bump (class notes).
+   */
+  void unqueued(int id) {
+    final long[] q = queuedPages[id >>> PAGE_SHIFT];
+    final int w = (id & PAGE_MASK) >>> 6;
+    if ((q[w] & (1L << id)) == 0) throw new IllegalStateException("not queued");
+    q[w] &= ~(1L << id);
+    if (parent(id) == FREED) {
+      parked--;
+      pending.add(id);
+    }
+  }
+
+  /** Freed ids waiting for the clock queue to drop its entry naming them, for tests. */
+  int parked() {
+    return parked;
+  }
 
   private long[] page(int id) {
     return ((long[][]) RECORD_PAGES.get(this))[id >>> PAGE_SHIFT];
@@ -224,6 +311,7 @@ final class PackedBlocks {
     // a freed id's set is the empty one (it was unheld): only the parent changes
     WORD.setRelease(r, o + 2, (long) HolderSets.EMPTY << 32 | (parent & LOW));
     childPages[id >>> PAGE_SHIFT][id & PAGE_MASK] = NONE;
+    if (bounded) clearUsed(id); // a mark of the id's last block, or a late reader's
     if (parent >= 0) linkChild(parent, id);
     live++;
     return id;
@@ -236,6 +324,13 @@ final class PackedBlocks {
     final long[][] rp = Arrays.copyOf((long[][]) RECORD_PAGES.get(this), n + 1);
     rp[n] = new long[3 * PAGE];
     RECORD_PAGES.setRelease(this, rp);
+    if (bounded) {
+      final long[][] up = Arrays.copyOf((long[][]) USED_PAGES.get(this), n + 1);
+      up[n] = new long[PAGE >>> 6];
+      USED_PAGES.setRelease(this, up);
+      queuedPages = Arrays.copyOf(queuedPages, n + 1);
+      queuedPages[n] = new long[PAGE >>> 6];
+    }
   }
 
   private void linkChild(int parent, int child) {
@@ -287,15 +382,24 @@ final class PackedBlocks {
     // a plain store, not a release one (class notes): only the parent half changes and the set
     // half stays EMPTY, so even a torn read gives a reader no holders
     r[o] = (r[o] & ~LOW) | (FREED & LOW);
-    pending.add(id);
+    if (bounded && isQueued(id)) parked++; // the queue names it: not reusable yet (class notes)
+    else pending.add(id);
     return --live == 0;
   }
 
-  /** Drops every page once no block is left; the caller bumped the version first. */
+  /**
+   * Drops every page once no block is left; the caller bumped the version first and (bounded)
+   * emptied the clock queue.
+   */
   void reset() {
     if (live != 0) throw new IllegalStateException("blocks left");
     childPages = new int[0][];
     RECORD_PAGES.setRelease(this, new long[0][]);
+    if (bounded) {
+      USED_PAGES.setRelease(this, new long[0][]);
+      queuedPages = new long[0][];
+      parked = 0;
+    }
     many.clear();
     free.clear();
     free.trim();
@@ -307,6 +411,11 @@ final class PackedBlocks {
   /** Blocks in use. */
   int size() {
     return live;
+  }
+
+  /** Ids handed out so far (the high-water mark), for tests. */
+  int handedOut() {
+    return next;
   }
 
   /** Pages allocated, for tests. */

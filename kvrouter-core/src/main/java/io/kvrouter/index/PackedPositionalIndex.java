@@ -17,9 +17,10 @@ import java.util.concurrent.locks.ReentrantLock;
 import org.jspecify.annotations.NullUnmarked;
 
 /**
- * The unbounded positional index ({@link KvIndexes#positional(int)}) on block records with int ids
- * ({@link PackedBlocks}) instead of an object per block: {@link PositionalIndex}'s search and
- * {@link BlockIndex}'s writer, on ids.
+ * The positional index ({@link KvIndexes#positional(int)}, and bounded {@link
+ * KvIndexes#positional(int, long)}) on block records with int ids ({@link PackedBlocks}) instead of
+ * an object per block: {@link PositionalIndex}'s search and {@link BlockIndex}'s writer, on ids;
+ * the bound is {@link PackedClockBound}, ClockBound's CLOCK on ids.
  *
  * <pre>
  * Implementation notes
@@ -54,6 +55,17 @@ import org.jspecify.annotations.NullUnmarked;
  * under way one retry: with the default batch (REUSE_BATCH), one per 1,024 freed block ids or
  * 1,024 freed holder sets, whichever fills first.
  *
+ * Bound (maxBlocks, PackedClockBound): readers set the used bit (PackedBlocks, an atomic OR, no
+ * lock) of each block PositionalIndex's walk marks: the first block when someone holds it, each
+ * probe where an alive worker stays, each bisection probe some worker holds. A bounded walk looks
+ * the id up (PackedTable.get) and then reads its holders, so a probe reads the record twice; the
+ * version check covers an id reused in between as it covers any other. The writer calls the bound
+ * where BlockIndex does (makeRoom before each block of a store while full, evictToFit after a
+ * Stored event, nodeCreated, pruned) and before ids go back into use (beforeReuse) or every page
+ * is dropped (allFreed): the clock queue never names a reused id (PackedClockBound's notes).
+ * Memory on config B: 39.4 bytes per pair with a bound never reached, against 50.8 for the
+ * object layout (docs/BENCHMARKS.md, "Issue 37: the bounded positional kinds on int ids").
+ *
  * Tests may pass a Runnable that runs after every single holders change (BlockIndex).
  * </pre>
  */
@@ -81,6 +93,9 @@ final class PackedPositionalIndex extends SteppedIndex {
   final PackedWorkers workers;
   private final Runnable afterHolderChange; // tests only; null otherwise
 
+  /** The CLOCK bound; null when unbounded. */
+  final PackedClockBound bound;
+
   @SuppressWarnings("unused") // through TABLE
   private PackedTable table;
 
@@ -96,14 +111,26 @@ final class PackedPositionalIndex extends SteppedIndex {
    * block's holders; freed ids go back into use {@code reuseBatch} at a time.
    */
   PackedPositionalIndex(int jumpSize, Runnable afterHolderChange, int reuseBatch) {
+    this(jumpSize, afterHolderChange, reuseBatch, Long.MAX_VALUE);
+  }
+
+  /**
+   * An index that holds at most {@code maxBlocks} (worker, block) pairs (PackedClockBound);
+   * Long.MAX_VALUE: unbounded. For tests as the constructor above.
+   */
+  PackedPositionalIndex(int jumpSize, Runnable afterHolderChange, int reuseBatch, long maxBlocks) {
     super(new ReentrantLock());
     if (jumpSize < 1) {
       throw new IllegalArgumentException("jumpSize must be >= 1, got " + jumpSize);
     }
+    if (maxBlocks < 1)
+      throw new IllegalArgumentException("maxBlocks must be >= 1, got " + maxBlocks);
     this.jumpSize = jumpSize;
     this.afterHolderChange = afterHolderChange;
-    this.blocks = new PackedBlocks(reuseBatch);
+    final boolean bounded = maxBlocks != Long.MAX_VALUE;
+    this.blocks = new PackedBlocks(reuseBatch, bounded);
     this.workers = new PackedWorkers(this, counters);
+    this.bound = bounded ? new PackedClockBound(this, counters, maxBlocks) : null;
     TABLE.setRelease(this, new PackedTable(blocks));
   }
 
@@ -123,16 +150,29 @@ final class PackedPositionalIndex extends SteppedIndex {
     return ((PackedTable) TABLE.getAcquire(this)).holders(seq, local);
   }
 
+  /** The id of the block keyed (seq, local), or NONE (bounded walks: they mark it used). */
+  private int probe(long seq, long local) {
+    return ((PackedTable) TABLE.getAcquire(this)).get(seq, local);
+  }
+
+  private int[] holdersOf(int b) {
+    return b < 0 ? SortedIds.NONE : blocks.holders(b);
+  }
+
   @Override
   OverlapScores walk(long[] localHashes, boolean earlyExit) {
     final int len = localHashes.length;
     if (len == 0) return Scores.EMPTY;
     final long first = localHashes[0];
-    final int[] holders0 = lookup(first, first);
+    final boolean mark = bound != null;
+    // bounded: the id too, to set its used bit (PositionalIndex marks the same blocks)
+    final int id0 = mark ? probe(first, first) : NONE;
+    final int[] holders0 = mark ? holdersOf(id0) : lookup(first, first);
     // a first block has no ancestor to miss, so no detached (negative) ids: from is 0
     final int from = IndexNode.connectedFrom(holders0);
     final int m = holders0.length - from;
     if (m == 0) return Scores.EMPTY;
+    if (mark) blocks.markUsed(id0);
     // alive ids in ids[0..alive), sorted; dropped ids after them with their final scores
     final int[] ids = Arrays.copyOfRange(holders0, from, holders0.length);
     final int[] scores = new int[m];
@@ -147,11 +187,13 @@ final class PackedPositionalIndex extends SteppedIndex {
         final int probe = step > last - cur ? last : cur + step;
         long seq = curSeq;
         for (int p = cur + 1; p <= probe; p++) seq = SequenceHasher.next(seq, localHashes[p]);
-        final int[] h = lookup(seq, localHashes[probe]);
+        final int b = mark ? probe(seq, localHashes[probe]) : NONE;
+        final int[] h = mark ? holdersOf(b) : lookup(seq, localHashes[probe]);
         final int kept =
             h.length == alive && Arrays.equals(ids, 0, alive, h, 0, alive)
                 ? alive
                 : partition(ids, 0, alive, h);
+        if (mark && kept > 0) blocks.markUsed(b);
         if (kept < alive) resolve(localHashes, ids, scores, kept, alive, cur, curSeq, probe);
         alive = kept;
         cur = probe;
@@ -191,15 +233,18 @@ final class PackedPositionalIndex extends SteppedIndex {
     final int mid = (lo + hi) >>> 1;
     long seq = loSeq;
     for (int p = lo + 1; p <= mid; p++) seq = SequenceHasher.next(seq, localHashes[p]);
-    final int[] h = lookup(seq, localHashes[mid]);
+    final boolean mark = bound != null;
+    final int b = mark ? probe(seq, localHashes[mid]) : NONE;
+    final int[] h = mark ? holdersOf(b) : lookup(seq, localHashes[mid]);
     final int k = partition(ids, from, to, h);
+    if (mark && k > from) blocks.markUsed(b);
     if (k < to) resolve(localHashes, ids, scores, k, to, lo, loSeq, mid);
     if (k > from) resolve(localHashes, ids, scores, from, k, mid, seq, hi);
   }
 
   // ------------------------------------------------------------------ blocks (writer side)
 
-  private boolean isHolder(int b, int id) {
+  boolean isHolder(int b, int id) {
     return SortedIds.contains(blocks.holders(b), id);
   }
 
@@ -209,6 +254,17 @@ final class PackedPositionalIndex extends SteppedIndex {
 
   private static boolean isDetached(PackedPositionalIndex x, int b, PackedWorker ws) {
     return ws.detachedCount > 0 && x.isDetached(b, ws.id);
+  }
+
+  /** Whether {@code ws} holds {@code b} detached. */
+  boolean isDetachedBy(int b, PackedWorker ws) {
+    return isDetached(this, b, ws);
+  }
+
+  /** The block of {@code local} under {@code parent} (NONE at the top), or NONE. */
+  int findChild(int parent, long local) {
+    final long key = parent < 0 ? local : SequenceHasher.next(blocks.seq(parent), local);
+    return table().get(key, local);
   }
 
   private void setHolders(int b, int[] a) {
@@ -227,6 +283,7 @@ final class PackedPositionalIndex extends SteppedIndex {
     b = blocks.allocate(key, local, parent);
     final PackedTable grown = t.put(b);
     if (grown != t) TABLE.setRelease(this, grown);
+    if (bound != null) bound.nodeCreated(b);
     return b;
   }
 
@@ -238,6 +295,7 @@ final class PackedPositionalIndex extends SteppedIndex {
     if (small != t) TABLE.setRelease(this, small);
     if (blocks.free(b) && blocks.pages() > 1) {
       bumpVersion(); // as for a reuse: no walk under way keeps an answer read from a dropped page
+      if (bound != null) bound.allFreed();
       blocks.reset();
     }
   }
@@ -261,6 +319,7 @@ final class PackedPositionalIndex extends SteppedIndex {
   private void reuseFreedIds() {
     if (blocks.reusable()) {
       bumpVersion();
+      if (bound != null) bound.beforeReuse();
       blocks.startReuse();
     }
   }
@@ -271,6 +330,7 @@ final class PackedPositionalIndex extends SteppedIndex {
     CacheEvent data = event.data();
     if (data instanceof CacheEvent.Stored s) {
       store(workers.intern(event.worker()), s);
+      if (bound != null && bound.over()) bound.evictToFit();
     } else if (data instanceof CacheEvent.Removed r) {
       remove(workers.find(event.worker()), r);
     } else {
@@ -287,12 +347,17 @@ final class PackedPositionalIndex extends SteppedIndex {
         counters.inc(IndexCounters.PARENT_MISSING);
         return;
       }
+      if (bound != null) blocks.markUsed(parent);
     }
     final long[] seqs = s.blockHashes();
     final long[] locals = s.tokensHashes();
     final int id = ws.id;
+    final PackedClockBound bound = this.bound;
     IntArrayList pruneLater = null;
+    if (bound != null) bound.storeBegins();
+    boolean roomLeft = bound != null; // false once the hand found only this chain's to drop
     for (int i = 0; i < seqs.length; i++) {
+      if (roomLeft && bound.full()) roomLeft = bound.makeRoom(ws, parent, locals[i], i);
       final int child = childFor(parent, locals[i]);
       final int previous = ws.put(seqs[i], child);
       if (previous != child) {
@@ -302,8 +367,11 @@ final class PackedPositionalIndex extends SteppedIndex {
           if (pruneLater == null) pruneLater = new IntArrayList();
           pruneLater.add(previous);
         }
+        if (bound != null && !bound.isNew(child)) blocks.markUsed(child); // existed: used
         // asked after release: the parent may just have lost its last name
         hold(ws, child, parent < 0 || isHolder(parent, id));
+      } else if (bound != null) {
+        blocks.markUsed(child); // stored again: used
       }
       parent = child;
     }
@@ -314,7 +382,7 @@ final class PackedPositionalIndex extends SteppedIndex {
   }
 
   /** Whether worker {@code id} holds a child of {@code b} connected. */
-  private boolean holdsChildOf(int id, int b) {
+  boolean holdsChildOf(int id, int b) {
     if (!blocks.hasChildren(b)) return false;
     final IntArrayList children = childScratch;
     children.clear();
@@ -528,7 +596,7 @@ final class PackedPositionalIndex extends SteppedIndex {
   }
 
   /** Frees {@code b} and then its ancestors while they are unheld and lead nowhere. */
-  private void prune(int b) {
+  void prune(int b) {
     while (b >= 0
         && blocks.isLinked(b)
         && blocks.holders(b).length == 0
@@ -537,6 +605,26 @@ final class PackedPositionalIndex extends SteppedIndex {
       unlink(b);
       b = parent;
     }
+    if (bound != null) bound.pruned();
+  }
+
+  /**
+   * The bound dropped {@code ws}'s pair at {@code b} (a connected leaf of its, or detached), whose
+   * names it already removed: ClockBound.dropPair's bookkeeping, one holders change; no pruning.
+   */
+  void evicted(PackedWorker ws, int b) {
+    if (ws.aliases != null) ws.aliases.remove(b);
+    ws.released(b);
+    ws.heldBlocks--;
+    counters.add(IndexCounters.BLOCKS_INDEXED, -1);
+    if (isHolder(b, ws.id)) {
+      setHolders(b, SortedIds.without(blocks.holders(b), ws.id));
+    } else {
+      setHolders(b, SortedIds.without(blocks.holders(b), ~ws.id));
+      ws.detachedCount--;
+    }
+    holdersChanged();
+    counters.inc(IndexCounters.EVICTED_BLOCKS);
   }
 
   /** {@code list} sorted by depth: deepest first, or shallowest first (BlockDump.byDepth). */

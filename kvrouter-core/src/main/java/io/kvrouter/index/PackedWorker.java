@@ -8,6 +8,7 @@ import it.unimi.dsi.fastutil.ints.IntIterator;
 import it.unimi.dsi.fastutil.ints.IntOpenHashSet;
 import it.unimi.dsi.fastutil.longs.Long2IntMap;
 import it.unimi.dsi.fastutil.longs.Long2IntOpenHashMap;
+import it.unimi.dsi.fastutil.longs.LongArrayList;
 import org.jspecify.annotations.NullUnmarked;
 
 /**
@@ -103,6 +104,26 @@ final class PackedWorker extends WorkerSlot {
     final int b = byKey(seq);
     if (b >= 0) unname(b);
     return b;
+  }
+
+  /**
+   * Removes every name of block {@code b} other than its key (a bounded index's eviction drops them
+   * all); returns them, or null when there were none. Scans the other names: none for an engine
+   * that follows §2, which names every block by its key.
+   */
+  LongArrayList removeOtherNamesOf(int b) {
+    if (others == null || others.isEmpty()) return null;
+    LongArrayList out = null;
+    for (Long2IntMap.Entry e : others.long2IntEntrySet()) {
+      if (e.getIntValue() == b) {
+        if (out == null) out = new LongArrayList();
+        out.add(e.getLongKey());
+      }
+    }
+    if (out != null) {
+      for (int i = 0; i < out.size(); i++) others.remove(out.getLong(i));
+    }
+    return out;
   }
 
   /** After the worker stopped holding {@code b}. */

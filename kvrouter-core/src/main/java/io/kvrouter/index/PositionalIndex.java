@@ -11,9 +11,11 @@ import org.jspecify.annotations.NullUnmarked;
 /**
  * The positional index: one hash table of every cached block keyed by the §2 sequence hash of its
  * path and its local hash, searched by jumping {@code jumpSize} positions ahead and bisecting back
- * only where workers drop out; behind {@link KvIndexes#positional(int, long)} (the bounded kind).
- * The unbounded {@link KvIndexes#positional(int)} is {@link PackedPositionalIndex}: the same search
- * and writer on block records with int ids instead of an entry object per block.
+ * only where workers drop out. No factory makes it any more: {@link KvIndexes#positional(int)} and
+ * {@link KvIndexes#positional(int, long)} are {@link PackedPositionalIndex}, the same search,
+ * writer and CLOCK bound on block records with int ids instead of an entry object per block. It
+ * stays as the reference the packed index is tested against (PackedClockBoundModelTest compares
+ * their evictions; PositionalReadCpu their readers) and for tests of BlockIndex's writer.
  *
  * <pre>
  * Implementation notes

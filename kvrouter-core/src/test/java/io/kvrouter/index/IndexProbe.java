@@ -36,6 +36,7 @@ final class IndexProbe {
 
   /** The bounded index's running count of linked nodes (0 when unbounded); a tree kind. */
   static long linkedNodes(KvIndex index) {
+    if (index instanceof PackedPositionalIndex p) return locked(p, () -> p.blocks.size());
     return index instanceof CompressedTreeIndex c
         ? c.linkedNodes()
         : linkedNodes((BlockIndex<?>) index);
@@ -61,7 +62,9 @@ final class IndexProbe {
 
   /** References in the bounded index's clock queue (0 when unbounded); a tree kind. */
   static int clockSize(KvIndex index) {
-    if (index instanceof PackedPositionalIndex) return 0; // unbounded
+    if (index instanceof PackedPositionalIndex p) {
+      return (int) locked(p, () -> p.bound == null ? 0 : p.bound.clockSize());
+    }
     return index instanceof CompressedTreeIndex c
         ? c.clockSize()
         : clockSize((BlockIndex<?>) index);
@@ -73,13 +76,35 @@ final class IndexProbe {
    * the eviction comes after the whole event (always so for the compressed kinds).
    */
   static int storeStep(KvIndex index) {
+    if (index instanceof PackedPositionalIndex p) return p.bound.storeStep;
     return index instanceof BlockIndex<?> b ? b.bound.storeStep : -1;
   }
 
   /** Sets a bounded index's eviction listener (the tests' reference model applies evictions). */
   static void setEvictionListener(KvIndex index, ClockBound.EvictionListener listener) {
-    if (index instanceof CompressedTreeIndex c) c.bound.evictionListener = listener;
+    if (index instanceof PackedPositionalIndex p) p.bound.evictionListener = listener;
+    else if (index instanceof CompressedTreeIndex c) c.bound.evictionListener = listener;
     else ((BlockIndex<?>) index).bound.evictionListener = listener;
+  }
+
+  /** {@code read} under the packed index's writers' lock. */
+  private static long locked(PackedPositionalIndex index, java.util.function.LongSupplier read) {
+    index.writeLock.lock();
+    try {
+      return read.getAsLong();
+    } finally {
+      index.writeLock.unlock();
+    }
+  }
+
+  /** Freed ids of a bounded packed index that wait for the clock queue to drop them. */
+  static int parked(PackedPositionalIndex index) {
+    return (int) locked(index, index.blocks::parked);
+  }
+
+  /** Block ids the packed index handed out so far (its high-water mark). */
+  static int idsHandedOut(PackedPositionalIndex index) {
+    return (int) locked(index, index.blocks::handedOut);
   }
 
   /** Slots of the positional table now. */

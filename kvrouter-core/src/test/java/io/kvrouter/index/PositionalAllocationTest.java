@@ -10,12 +10,14 @@ import io.kvrouter.event.Worker;
 import io.kvrouter.hash.SequenceHasher;
 import java.lang.management.ManagementFactory;
 import java.util.Arrays;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@code findMatches} allocates only its result (DESIGN.md §7): the bytes a call allocates depend
  * on how many workers score, not on how long the query is or how many windows it bisects. Measured
- * with the JDK's per-thread allocation counter; a bound on bytes, not a timing.
+ * with the JDK's per-thread allocation counter; a bound on bytes, not a timing. Bounded too (a
+ * bound never reached): its walk also looks up each probed block's id and sets its used bit.
  */
 class PositionalAllocationTest {
 
@@ -33,10 +35,11 @@ class PositionalAllocationTest {
     return (after - before) / calls;
   }
 
-  @Test
-  void bytesPerCallDoNotGrowWithTheQuery() {
+  @ParameterizedTest(name = "bounded {0}")
+  @ValueSource(booleans = {false, true})
+  void bytesPerCallDoNotGrowWithTheQuery(boolean bounded) {
     assumeThat(ManagementFactory.getThreadMXBean()).isInstanceOf(ThreadMXBean.class);
-    KvIndex index = KvIndexes.positional(32);
+    KvIndex index = bounded ? KvIndexes.positional(32, 1_000_000) : KvIndexes.positional(32);
     long[] chain = new long[4_000];
     for (int i = 0; i < chain.length; i++) chain[i] = 1L + i;
     long[] seqs = SequenceHasher.sequenceHashes(chain);

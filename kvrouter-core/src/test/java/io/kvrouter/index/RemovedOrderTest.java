@@ -36,13 +36,22 @@ class RemovedOrderTest {
 
   @ParameterizedTest(name = "{0}")
   @ValueSource(
-      strings = {"tree", "positional", "packed positional", "bounded tree", "bounded positional"})
+      strings = {
+        "tree",
+        "positional",
+        "packed positional",
+        "bounded tree",
+        "bounded positional",
+        "bounded packed positional"
+      })
   void theOrderOfARemovedEventsBlocksDoesNotMatter(String kind) {
-    if (kind.equals("packed positional")) {
-      // positional(j): ids reused at once (batch 1), so a reordered removal also reuses others
+    if (kind.endsWith("packed positional")) {
+      // positional(j): ids reused at once (batch 1), so a reordered removal also reuses others;
+      // bounded: evictions free ids too, and the clock queue must not name a reused one
+      final long max = kind.startsWith("bounded") ? 12 : Long.MAX_VALUE;
       for (long seed = 1; seed <= 8; seed++) {
         run(
-            () -> new PackedPositionalIndex(2, null, 1),
+            () -> new PackedPositionalIndex(kind.startsWith("bounded") ? 3 : 2, null, 1, max),
             seed,
             i -> packedState((PackedPositionalIndex) i));
       }
@@ -201,7 +210,15 @@ class RemovedOrderTest {
               + " names="
               + ws.names());
     }
-    return out + " nodes=" + IndexProbe.entryCount(index) + " " + index.stats();
+    return out
+        + " nodes="
+        + IndexProbe.entryCount(index)
+        + " linked="
+        + IndexProbe.linkedNodes(index)
+        + " clock="
+        + IndexProbe.clockSize(index)
+        + " "
+        + index.stats();
   }
 
   private static <N extends IndexNode<N>> String path(BlockIndex<N> index, N n) {

@@ -142,8 +142,11 @@ class SoakIT {
       try (KvIndex index = kind.get()) {
         final BlockIndex<?> bi = index instanceof BlockIndex<?> b ? b : null;
         final CompressedTreeIndex ci = index instanceof CompressedTreeIndex c ? c : null;
-        // the packed positional index (positional(j)) has no bound
-        final boolean bounded = bi != null ? bi.bounded : ci != null && ci.bound != null;
+        final PackedPositionalIndex pi = index instanceof PackedPositionalIndex p ? p : null;
+        final boolean bounded =
+            bi != null
+                ? bi.bounded
+                : ci != null ? ci.bound != null : pi != null && pi.bound != null;
         // fill: every worker's FIFO full
         for (int i = 0; i < WORKERS * PATHS_PER_WORKER; i++) step(index, i % WORKERS);
         for (long i = 0; i < STORES || System.nanoTime() - start < nanos / 2; i++) {
