@@ -751,9 +751,17 @@ public final class AdmissionSimulation {
     loop.at(Math.max(loop.now(), deadline), () -> expireEvicted(r));
   }
 
-  /** An evicted request still waiting at its wait bound (from its first arrival) is refused. */
+  /**
+   * An evicted request still waiting at its wait bound (from its first arrival, its time on engines
+   * not counted) is refused. Each eviction schedules this at its own bound; a later eviction moved
+   * the bound on (more time on engines), so an earlier eviction's call that finds the request
+   * waiting again before its current bound does nothing: the later call refuses it, if still
+   * waiting.
+   */
   private void expireEvicted(SimRequest r) {
-    if (!evictedWaiting.get(a.band()[(int) r.id]).remove(r)) return;
+    int i = (int) r.id;
+    if (loop.now() < r.arrival + engineNanos[i] + Math.round(s.maxQueueTimeSec() * 1e9)) return;
+    if (!evictedWaiting.get(a.band()[i]).remove(r)) return;
     evictedNow--;
     refuse(r);
     refusedTimeout++;
