@@ -805,6 +805,9 @@ final class Admission {
           long left = deadline - System.nanoTime();
           if (left <= 0) {
             dequeue(w);
+            // refused: its client's connection closing after the 429 (the watch calls gone) must
+            // not take it off the queue a second time (its depth, the waiting count)
+            w.state = Outcome.GONE;
             metrics.rejected(model, w.band, label, "queue_timeout");
             throw refusal(
                 "queue_timeout",
@@ -841,7 +844,7 @@ final class Admission {
       }
     }
 
-    /** Under the lock: a queued waiter leaves without a place. */
+    /** Under the lock: a queued waiter leaves without a place (once: a refused one has left). */
     @GuardedBy("Admission.this.lock")
     private void leave(Waiter w) {
       if (w.state != null) return;

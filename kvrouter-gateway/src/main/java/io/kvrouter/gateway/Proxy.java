@@ -11,6 +11,7 @@ import io.helidon.webserver.CloseConnectionException;
 import io.helidon.webserver.http.ServerRequest;
 import io.helidon.webserver.http.ServerResponse;
 import io.kvrouter.admission.TokenBucket;
+import io.kvrouter.admission.TokenCost;
 import io.kvrouter.event.Worker;
 import io.kvrouter.index.OverlapScores;
 import io.kvrouter.route.EngineRole;
@@ -341,7 +342,7 @@ final class Proxy {
               .overlaps(c.ids, Gateway.options(c.target, c.req.cacheSalt, null))
               .maxScore();
     }
-    c.predictedUncached = Math.max(0, c.ids.length - (long) overlapBlocks * c.model.blockSize());
+    c.predictedUncached = TokenCost.uncached(c.ids.length, overlapBlocks, c.model.blockSize());
     long decode = c.req.maxTokens >= 0 ? c.req.maxTokens : adm.config().defaultDecodeTokens();
     Admission.Outcome o = null;
     c.trace.queueStart(band, tenant);
@@ -522,7 +523,7 @@ final class Proxy {
             .router()
             .overlaps(c.ids, Gateway.options(c.target, c.req.cacheSalt, null))
             .maxScore();
-    long uncached = Math.max(0, c.ids.length - (long) overlapBlocks * c.model.blockSize());
+    long uncached = TokenCost.uncached(c.ids.length, overlapBlocks, c.model.blockSize());
     long decode =
         c.req.maxTokens >= 0 ? c.req.maxTokens : g.config.admission().defaultDecodeTokens();
     long cost = uncached + decode;
@@ -554,12 +555,13 @@ final class Proxy {
     TokenBucket b = c.rateBucket;
     if (b == null) return;
     c.rateBucket = null;
-    long uncached =
-        usage.promptTokens >= 0 && usage.cachedTokens >= 0
-            ? Math.max(0, usage.promptTokens - usage.cachedTokens)
-            : c.rateUncached;
-    long decode = usage.completionTokens >= 0 ? usage.completionTokens : c.rateDecode;
-    b.adjust(uncached + decode - (c.rateUncached + c.rateDecode));
+    b.adjust(
+        TokenCost.settlement(
+            usage.promptTokens,
+            usage.cachedTokens,
+            usage.completionTokens,
+            c.rateUncached,
+            c.rateDecode));
   }
 
   private int[] tokenize(Call c) {

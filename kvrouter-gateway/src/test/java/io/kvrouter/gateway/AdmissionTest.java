@@ -67,6 +67,35 @@ class AdmissionTest {
     return f;
   }
 
+  /**
+   * A waiter refused at its bound (an arrival 11 minutes ago against a 10-minute bound: refused at
+   * once) whose client's connection then closes (the watch calls gone, as after its 429) leaves the
+   * queue once: its depth and the waiting count are not taken down twice, so the next waiter is
+   * still granted by a freed route.
+   */
+  @Test
+  void aWaiterRefusedAtItsBoundLeavesOnceEvenWhenItsClientGoesAfterwards() throws Exception {
+    Admission.ModelQueue q = queue(4);
+    Admission.Waiter[] seen = new Admission.Waiter[1];
+    long longAgo = System.nanoTime() - Duration.ofMinutes(11).toNanos();
+    assertThatThrownBy(() -> q.await(-1, 1, "t", 10, longAgo, w -> seen[0] = w))
+        .isInstanceOf(OpenAiError.class)
+        .hasMessageContaining("--max-queue-time");
+    q.gone(seen[0]); // the 429 is out and the client's connection closes
+    assertThat(metrics.admission.depth.labelValues("m", "normal", "t").get()).isZero();
+    assertThat(metrics.admission.cancelled.labelValues("m", "normal", "t").get()).isZero();
+    assertThat(metrics.admission.rejections.labelValues("m", "normal", "t", "queue_timeout").get())
+        .isEqualTo(1);
+    assertThat(q.busy()).isFalse();
+
+    Admission.Waiter[] next = new Admission.Waiter[1];
+    CompletableFuture<Admission.Outcome> b = waiter(q, -1, 1, next);
+    await("b queued", () -> q.size() == 1);
+    assertThat(q.busy()).isTrue();
+    q.freed();
+    assertThat(b.get(30, TimeUnit.SECONDS)).isEqualTo(Admission.Outcome.GRANTED);
+  }
+
   @Test
   void aRouteFreedSinceTheRequestRoutedSendsItBackAtOnce() {
     Admission.ModelQueue q = queue(4);

@@ -129,6 +129,10 @@ class GatewayEvictionTest {
   }
 
   private Gateway gateway(int maxEvictions) throws Exception {
+    return gateway(maxEvictions, Duration.ofMinutes(5));
+  }
+
+  private Gateway gateway(int maxEvictions, Duration maxQueueTime) throws Exception {
     Gateway g =
         Gateway.start(
             KvRouterServer.Config.builder()
@@ -140,7 +144,7 @@ class GatewayEvictionTest {
                 .admission(
                     new AdmissionConfig(
                         8,
-                        Duration.ofMinutes(5),
+                        maxQueueTime,
                         0,
                         AdmissionConfig.TenantSource.HEADER,
                         Map.of(),
@@ -245,6 +249,82 @@ class GatewayEvictionTest {
                 .labelValues("tiny", "normal", "batch", "queue_timeout")
                 .get())
         .isZero();
+  }
+
+  /**
+   * An evicted request waits again; when nothing frees a place before its bound (--max-queue-time
+   * from its arrival, its time on the engine not counted) runs out, it is refused with an
+   * OpenAI-shaped 429 and Retry-After, counted once as a timeout of its band and tenant, its route
+   * freed once, and never sent again nor answered twice. The bound is the gateway's own timer: the
+   * test only waits for the answer. (The high request's grant, which b's freed route gives at once,
+   * must come within the same 2 s from its arrival.)
+   */
+  @Test
+  void anEvictedRequestWhoseBoundRunsOutWhileItWaitsAgainIsRefusedOnceWith429() throws Exception {
+    Gateway g = gateway(1, Duration.ofSeconds(2));
+    RouterModel m = GatewayStubTest.register(g, 1, engine());
+
+    CompletableFuture<HttpResponse<String>> a = send(g, 1000, "normal");
+    Held ha = next();
+    CompletableFuture<HttpResponse<String>> b = send(g, 2000, "normal");
+    Held hb = next();
+    assertThat(m.router().inFlight()).isEqualTo(2);
+    CompletableFuture<HttpResponse<String>> h = send(g, 3000, "high");
+    assertThat(hb.aborted.await(60, TimeUnit.SECONDS)).as("b aborted at the engine").isTrue();
+    Held hh = next();
+    assertThat(hh.startsWith(3000)).isTrue();
+
+    // a and h hold the engine until the test releases them: b's bound runs out while it waits
+    HttpResponse<String> rb = b.get(60, TimeUnit.SECONDS);
+    assertThat(rb.statusCode()).isEqualTo(429);
+    assertThat(rb.headers().firstValue("retry-after")).hasValue("2");
+    assertThat(rb.body())
+        .startsWith("{\"error\":")
+        .contains("\"code\":\"queue_timeout\"")
+        .contains("\"type\":\"requests\"")
+        .contains("--max-queue-time")
+        .doesNotContain("data: ");
+    assertThat(h).as("h is not refused: it is on the engine").isNotDone();
+    assertThat(g.admission.queue(m).size()).isZero();
+    assertThat(m.router().inFlight()).as("b's route freed once: a and h").isEqualTo(2);
+    assertThat(evictions(g, "normal", "batch")).isEqualTo(1);
+    assertThat(rejections(g, "normal", "batch", "queue_timeout")).isEqualTo(1);
+    assertThat(rejections(g, "normal", "batch", "queue_full")).isZero();
+    assertThat(rejections(g, "high", "interactive", "queue_timeout")).isZero();
+
+    // nothing of b is left in the queue's counts (b's connection, watched while it waited, closes
+    // after its 429; its end must not take b off the queue a second time): the next request goes
+    // to the engine while it has room, the one after waits, and a freed place is granted to it
+    hh.release();
+    answered(h);
+    CompletableFuture<HttpResponse<String>> d = send(g, 4000, "normal");
+    Held hd = next();
+    assertThat(hd.startsWith(4000)).isTrue();
+    CompletableFuture<HttpResponse<String>> e = send(g, 5000, "normal");
+    await("e waits", () -> g.admission.queue(m).size() == 1);
+    ha.release();
+    answered(a);
+    Held he = next();
+    assertThat(he.startsWith(5000)).as("a's end gives e its place").isTrue();
+    hd.release();
+    he.release();
+    answered(d);
+    answered(e);
+    await("every route freed", () -> m.router().inFlight() == 0);
+    assertThat(g.admission.queue(m).size()).isZero();
+    assertThat(arrivals).as("the engine saw a, b, h, d, e: b was not sent again").isEmpty();
+    synchronized (all) {
+      assertThat(all).hasSize(5);
+    }
+    assertThat(g.metrics.admission.depth.labelValues("tiny", "normal", "batch").get()).isZero();
+    assertThat(g.metrics.admission.cancelled.labelValues("tiny", "normal", "batch").get()).isZero();
+    assertThat(rejections(g, "normal", "batch", "queue_timeout")).isEqualTo(1);
+    assertThat(evictions(g, "normal", "batch")).isEqualTo(1);
+    assertThat(g.metrics.retries.labelValues("tiny").get()).isZero();
+  }
+
+  private static double rejections(Gateway g, String band, String tenant, String reason) {
+    return g.metrics.admission.rejections.labelValues("tiny", band, tenant, reason).get();
   }
 
   @Test

@@ -231,6 +231,26 @@ public final class AdmissionFleetBench {
     } else {
       out.println();
       AdmissionReport.print(c, out, "kvrouter bench fleet --admission", "model");
+      out.println();
+      out.println(
+          s.admission().maxEvictions() > 0
+              ? "Evictions at the gateway (--evict-lower-bands, at most "
+                  + s.admission().maxEvictions()
+                  + " per request; kvrouter_gateway_queue_evictions_total by band/tenant),"
+                  + " beside the high band's TTFT (model s, wall-clock on the machine's cores):"
+              : "Evictions at the gateway: off (--evict-lower-bands not given); the high band's"
+                  + " TTFT (model s, wall-clock on the machine's cores):");
+      for (int i = 0; i < runs.size(); i++) {
+        AdmissionResult r = results.get(i);
+        out.println(
+            "  "
+                + evictionLine(
+                    r.label(),
+                    runs.get(i).evictedByBandTenant,
+                    r.highTtft(50),
+                    r.highTtft(90),
+                    r.highTtft(99)));
+      }
     }
     out.flush();
     int rc = 0;
@@ -266,6 +286,36 @@ public final class AdmissionFleetBench {
     }
     err.flush();
     return rc;
+  }
+
+  /**
+   * One run's line of the text report's evictions: the gateway's evictions by band/tenant (its
+   * kvrouter_gateway_queue_evictions_total, in the map's order) and the high band's TTFT
+   * percentiles, in model seconds ("-" when the band had no answer).
+   */
+  static String evictionLine(
+      String label, Map<String, Long> evicted, double p50Ms, double p90Ms, double p99Ms) {
+    long total = 0;
+    StringBuilder per = new StringBuilder();
+    for (Map.Entry<String, Long> e : evicted.entrySet()) {
+      if (e.getValue() == 0) continue;
+      total += e.getValue();
+      per.append(per.isEmpty() ? " (" : ", ").append(e.getKey()).append(' ').append(e.getValue());
+    }
+    if (!per.isEmpty()) per.append(')');
+    return String.format(
+        Locale.ROOT,
+        "%s: evicted %d%s; high TTFT p50 / p90 / p99 %s / %s / %s s",
+        label,
+        total,
+        per,
+        sec(p50Ms),
+        sec(p90Ms),
+        sec(p99Ms));
+  }
+
+  private static String sec(double ms) {
+    return Double.isNaN(ms) ? "-" : String.format(Locale.ROOT, "%.2f", ms / 1000);
   }
 
   /**

@@ -3,6 +3,7 @@ package io.kvrouter.sim;
 import io.kvrouter.admission.FairQueue;
 import io.kvrouter.admission.HolderWait;
 import io.kvrouter.admission.TokenBucket;
+import io.kvrouter.admission.TokenCost;
 import io.kvrouter.admission.TokenRateConfig;
 import io.kvrouter.event.RouterEvent;
 import io.kvrouter.event.Worker;
@@ -668,7 +669,7 @@ public final class AdmissionSimulation {
   private void wait(SimRequest r, int overlapBlocks) {
     int i = (int) r.id;
     long prompt = r.trace.inputLength();
-    long uncached = Math.max(0, prompt - (long) overlapBlocks * cfg.blockSize());
+    long uncached = TokenCost.uncached(prompt, overlapBlocks, cfg.blockSize());
     double cost =
         mode == Mode.FAIR_COST
             ? uncached + r.trace.outputLength()
@@ -751,9 +752,17 @@ public final class AdmissionSimulation {
     loop.at(Math.max(loop.now(), deadline), () -> expireEvicted(r));
   }
 
-  /** An evicted request still waiting at its wait bound (from its first arrival) is refused. */
+  /**
+   * An evicted request still waiting at its wait bound (from its first arrival, its time on engines
+   * not counted) is refused. Each eviction schedules this at its own bound; a later eviction moved
+   * the bound on (more time on engines), so an earlier eviction's call that finds the request
+   * waiting again before its current bound does nothing: the later call refuses it, if still
+   * waiting.
+   */
   private void expireEvicted(SimRequest r) {
-    if (!evictedWaiting.get(a.band()[(int) r.id]).remove(r)) return;
+    int i = (int) r.id;
+    if (loop.now() < r.arrival + engineNanos[i] + Math.round(s.maxQueueTimeSec() * 1e9)) return;
+    if (!evictedWaiting.get(a.band()[i]).remove(r)) return;
     evictedNow--;
     refuse(r);
     refusedTimeout++;
@@ -783,7 +792,7 @@ public final class AdmissionSimulation {
     TokenBucket b = buckets[a.tenant()[i]];
     if (b == null) return true;
     int overlap = router.overlaps(r.tokens(), RouteOptions.defaults()).maxScore();
-    long uncached = Math.max(0, r.trace.inputLength() - (long) overlap * cfg.blockSize());
+    long uncached = TokenCost.uncached(r.trace.inputLength(), overlap, cfg.blockSize());
     long cost = uncached + r.trace.outputLength();
     if (b.tryTake(cost) > 0) {
       outcome[i] = RATE_LIMITED;
@@ -810,9 +819,10 @@ public final class AdmissionSimulation {
   private void settleRate(SimRequest r) {
     int i = (int) r.id;
     if (rateCharged[i] == 0) return;
-    long actual =
-        Math.max(0L, (long) r.trace.inputLength() - r.cachedTokens) + r.trace.outputLength();
-    buckets[a.tenant()[i]].adjust(actual - rateCharged[i]);
+    long decode = r.trace.outputLength(); // expected and actual: the trace's output length
+    buckets[a.tenant()[i]].adjust(
+        TokenCost.settlement(
+            r.trace.inputLength(), r.cachedTokens, decode, rateCharged[i] - decode, decode));
     rateCharged[i] = 0;
   }
 

@@ -126,6 +126,86 @@ class AdmissionEvictionTest {
     assertThat(r2.answered()).isEqualTo(4);
   }
 
+  /**
+   * The hand-made run with a 0.5-s wait bound: B, evicted at 2 ms after 1 ms on the engine, waits
+   * again at the head of the normal band; no place frees before A's end (1,102.4 ms), so B's bound
+   * runs out at 1 + 500 + 1 = 502 ms (from its arrival, its engine time not counted) and it is
+   * refused there, counted once as a timeout and as an evicted request refused.
+   */
+  @Test
+  void anEvictedRequestWhoseBoundRunsOutWhileItWaitsAgainIsRefusedOnce() {
+    List<TraceRequest> trace = handTrace(1103);
+    AdmissionSimulation sim = handSim(trace, 0.5, 1);
+    AdmissionResult r = sim.run();
+    assertThat(sim.evictedTimes(1)).isEqualTo(1);
+    assertThat(sim.outcome(1)).isEqualTo(AdmissionSimulation.REFUSED);
+    assertThat(r.refusedTimeout()).isEqualTo(1);
+    assertThat(r.refused()).isEqualTo(1);
+    assertThat(r.answered()).isEqualTo(3);
+    assertThat(r.evictions().refused()).isEqualTo(1);
+    assertThat(r.evictions().answered()).isZero();
+    assertThat(r.evictions().of(0, 1)).isEqualTo(1);
+    assertThat(r.nothingLost()).isTrue();
+    // A and H as before; H2 comes at 1,103 ms to a rank holding only H (B was refused, A ended)
+    // and prefills at once, 1,103 .. 1,205.4
+    double[] t = ttfts(sim);
+    assertThat(new double[] {t[0], t[2], t[3]}).containsExactly(102.4, 202.8, 102.4);
+  }
+
+  /**
+   * A request evicted twice is bounded by its arrival plus all its engine time: its first
+   * eviction's bound, which a second eviction pushed later, must not refuse it. A (11 output
+   * tokens) ends at 202.4 ms; B, evicted by H at 2 ms (1 ms on the engine), is sent again then and
+   * evicted by H2 at 210 ms, 5.2 ms into its prefill (52 tokens wasted; 8.6 ms on engines in all).
+   * With a 1.2-s bound its wait ends at 1 + 1,200 + 8.6 = 1,209.6 ms, not 1,202 ms: H's end at
+   * 1,204.8 ms gives it its place, and it prefills 1,204.8 .. 1,307.2 (TTFT 1,306.2 ms).
+   */
+  @Test
+  void aSecondEvictionMovesTheBoundAndTheFirstOnesBoundDoesNotRefuse() {
+    List<TraceRequest> trace =
+        List.of(
+            new TraceRequest(1, 0, 1024, 11, new long[] {1, 2}),
+            new TraceRequest(2, 1, 1024, 101, new long[] {3, 4}),
+            new TraceRequest(3, 2, 1024, 101, new long[] {5, 6}),
+            new TraceRequest(4, 210, 1024, 101, new long[] {7, 8}));
+    AdmissionSimulation sim = handSim(trace, 1.2, 2);
+    AdmissionResult r = sim.run();
+    assertThat(sim.evictedTimes(1)).isEqualTo(2);
+    assertThat(r.evictions().wastedPrefillTokens()).isEqualTo(52);
+    assertThat(sim.outcome(1)).isEqualTo(AdmissionSimulation.ANSWERED);
+    assertThat(r.refused()).isZero();
+    assertThat(r.answered()).isEqualTo(4);
+    assertThat(r.evictions().answered()).isEqualTo(1);
+    assertThat(ttfts(sim)).containsExactly(102.4, 1306.2, 202.8, 102.4);
+    assertThat(r.nothingLost()).isTrue();
+  }
+
+  private static List<TraceRequest> handTrace(long h2Arrival) {
+    return List.of(
+        new TraceRequest(1, 0, 1024, 101, new long[] {1, 2}),
+        new TraceRequest(2, 1, 1024, 101, new long[] {3, 4}),
+        new TraceRequest(3, 2, 1024, 101, new long[] {5, 6}),
+        new TraceRequest(4, h2Arrival, 1024, 101, new long[] {7, 8}));
+  }
+
+  /** handMade's fleet and bands (A, B normal; H, H2 high) on {@code trace}. */
+  private static AdmissionSimulation handSim(
+      List<TraceRequest> trace, double maxQueueTimeSec, int maxEvictions) {
+    TenantRule.Assignment a =
+        new TenantRule.Assignment(trace, new int[] {0, 0, 0, 0}, new int[] {1, 1, 0, 0});
+    SimConfig cfg =
+        SimConfig.builder()
+            .workers(1)
+            .gpuBlocks(4096)
+            .timing(new TimingModel(0, 100, 10, 64))
+            .verifyPrompts(0)
+            .build();
+    AdmissionSimulation.Settings s =
+        new AdmissionSimulation.Settings(2, -1, false, maxQueueTimeSec, 1024, 1000)
+            .withEvictions(maxEvictions);
+    return new AdmissionSimulation(a, 1, cfg, s, Mode.FAIR_COST, "fair-cost");
+  }
+
   private static double[] ttfts(AdmissionSimulation sim) {
     double[] t = new double[4];
     for (int i = 0; i < 4; i++) {
