@@ -206,8 +206,13 @@ class FleetAdmissionBenchTest {
         assertThat(t0.path("answered").asInt()).as(label).isEqualTo(1);
       } else {
         // a request the queue refuses gets its charge back, so the next one may pass the bucket
-        // (and wait in turn): how many the rate refuses depends on the queue's timing
-        assertThat(t0Refused).as(label).isPositive();
+        // (and wait in turn): how many the rate refuses depends on the queue's timing. When none
+        // of t0's requests is among the few the queue takes in (busy machine: the burst's order
+        // shifts), every one of them is refused queue_full and the rate refuses none; so only
+        // the bound is fixed here, and the gateway's own count must equal the client's (below)
+        assertThat(t0Refused)
+            .as(label)
+            .isBetween(0, t0.path("sent").asInt() - t0.path("answered").asInt());
       }
       assertThat(t1.path("rate_refused_high").asInt() + t1.path("rate_refused_normal").asInt())
           .as(label)
