@@ -157,6 +157,17 @@ final class AdmissionCompareOptions {
               + " keeps its place (default: ${DEFAULT-VALUE}).")
   int maxEvictions;
 
+  @Option(
+      names = "--tenant-backlog-factor",
+      paramLabel = "K",
+      defaultValue = "0",
+      description =
+          "Admission: a tenant whose waiting cost in a band exceeds K times the mean of the other"
+              + " waiting tenants' waits behind them (the gateway's flag; docs/routing.md,"
+              + " \"Tenants far over the others' backlog\"); 0: off, else >= 1. Queue modes only"
+              + " (default: ${DEFAULT-VALUE}).")
+  double tenantBacklogFactor;
+
   /** How often one request may be evicted: 0 without --evict-lower-bands; bad values throw. */
   int evictions() {
     if (maxEvictions < 1) {
@@ -237,6 +248,7 @@ final class AdmissionCompareOptions {
         shareSlack,
         heavyTenantWeight,
         tokenRates(),
-        evictions());
+        evictions(),
+        tenantBacklogFactor);
   }
 }

@@ -152,6 +152,18 @@ final class AdmissionOptions {
               + " keeps its place (default: ${DEFAULT-VALUE}).")
   int maxEvictions;
 
+  @Option(
+      names = "--tenant-backlog-factor",
+      paramLabel = "K",
+      defaultValue = "0",
+      description =
+          "Admission: a tenant whose waiting cost in a band exceeds K times the mean of the other"
+              + " waiting tenants' waits behind them, so a tenant that sends far more than the"
+              + " others is served with what they leave (docs/routing.md, \"Tenants far over the"
+              + " others' backlog\"); 0: off, else >= 1; 4 is what docs/SIMULATION.md measured"
+              + " (default: ${DEFAULT-VALUE}).")
+  double tenantBacklogFactor;
+
   /** The token-rate limits these flags give. */
   TokenRateConfig tokenRates() {
     return tokenRates(tenantTokenRates, tenantTokenBurst, maxRateTenants);
@@ -236,7 +248,8 @@ final class AdmissionOptions {
           defaultDecodeTokens,
           maxTenantLabels,
           tokenRates(),
-          evictions());
+          evictions(),
+          tenantBacklogFactor);
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("admission flags: " + e.getMessage(), e);
     }

@@ -39,6 +39,17 @@ import org.jspecify.annotations.Nullable;
  * band, until the others caught up; the cost is charged at dispatch, so a cancelled request costs
  * nothing.
  *
+ * <p>Backlogs ({@link Config#backlogFactor()}). Fair queuing shares what the fleet serves equally
+ * among the tenants that wait; when the fleet serves less than it should (a cold cache under load),
+ * a light tenant's fair share can fall to about what it asks, and its bursts then queue behind a
+ * tenant that sends ten times more. With a backlog factor {@code k >= 1}, a tenant whose waiting
+ * cost in a band (cost / weight of its requests waiting there) exceeds {@code k} times the mean of
+ * the band's other waiting tenants' waits behind them: the band serves, in tag order, the first
+ * tenant within that bound (the tenant with the least backlog always is). So a tenant that keeps a
+ * backlog far above the others' is served only with what they leave, and the others' wait no longer
+ * depends on how much it sends; tenants with comparable backlogs share by tags as before. The heavy
+ * tenant's own requests are bounded by the wait limit, as every request is.
+ *
  * <p>Cost. The caller charges what the engine will do: uncached prefill tokens (the prompt less the
  * router's predicted overlap) plus expected decode tokens. When the engine reports what it really
  * cached, {@link #charge} moves the difference onto the tenant's next tags, so a tenant whose
@@ -54,7 +65,8 @@ import org.jspecify.annotations.Nullable;
  * Implementation notes
  *
  * Data: per band, a map tenant name -> Tenant (an ArrayDeque of live entries in arrival order, the
- * last tag given, the weight, a pending correction) and a TreeSet of the tenants with live entries
+ * last tag given, the weight, a pending correction, its backlog: the sum of its live entries'
+ * cost / weight as offered, 0 when it has none) and a TreeSet of the tenants with live entries
  * ordered by (head entry's tag, head entry's offer number); per band V (a double, the virtual time).
  * An arrival-ordered ArrayDeque of all entries drives expiry; entries leave it lazily (a dispatched
  * or cancelled entry is skipped). passedOver[b] counts dispatches from bands above b while b had
@@ -100,21 +112,41 @@ public final class FairQueue<T> {
       long maxWaitNanos,
       int starvationLimit,
       boolean sharesSpanBands,
-      double shareSlack) {
+      double shareSlack,
+      double backlogFactor) {
 
     /** Shares within each band, strict order between bands (the original queue). */
     public Config(int bands, int maxDepth, long maxWaitNanos, int starvationLimit) {
-      this(bands, maxDepth, maxWaitNanos, starvationLimit, false, 0);
+      this(bands, maxDepth, maxWaitNanos, starvationLimit, false, 0, 0);
     }
 
     /** This configuration with tenant shares spanning the bands, {@code slack} cost units. */
     public Config withSharesSpanningBands(double slack) {
-      return new Config(bands, maxDepth, maxWaitNanos, starvationLimit, true, slack);
+      return new Config(bands, maxDepth, maxWaitNanos, starvationLimit, true, slack, backlogFactor);
+    }
+
+    /**
+     * This configuration with the backlog rule: a tenant whose waiting cost in a band exceeds
+     * {@code factor} times the mean of the band's other waiting tenants' waits behind them (0:
+     * off).
+     */
+    public Config withBacklogFactor(double factor) {
+      return new Config(
+          bands, maxDepth, maxWaitNanos, starvationLimit, sharesSpanBands, shareSlack, factor);
     }
 
     public Config {
       if (!(shareSlack >= 0) || Double.isInfinite(shareSlack)) {
         throw new IllegalArgumentException("shareSlack must be finite and >= 0, got " + shareSlack);
+      }
+      if (!(backlogFactor == 0 || backlogFactor >= 1) || Double.isInfinite(backlogFactor)) {
+        throw new IllegalArgumentException(
+            "backlogFactor must be 0 (off) or finite and >= 1, got " + backlogFactor);
+      }
+      if (backlogFactor > 0 && sharesSpanBands) {
+        throw new IllegalArgumentException(
+            "the backlog rule orders tenants within each band; it cannot be combined with shares"
+                + " that span the bands");
       }
       if (bands < 1) throw new IllegalArgumentException("bands must be >= 1, got " + bands);
       if (maxDepth < 1)
@@ -140,6 +172,7 @@ public final class FairQueue<T> {
     private double tag;
     private double floor; // the band's virtual time when it was offered
     private double charge; // cost + the correction it carried, in cost units
+    private double backlog; // cost / weight when offered: what it adds to its tenant's backlog
     private boolean live = true;
 
     private Ticket(T item, int band, Tenant<T> tenant, double cost, long arrivalNanos, long seq) {
@@ -183,6 +216,7 @@ public final class FairQueue<T> {
     double weight;
     double lastTag;
     double pending; // correction in cost units, applied to the next arrival's tag
+    double backlog; // sum of its live entries' backlog (cost / weight), this band
     final ArrayDeque<Ticket<T>> entries = new ArrayDeque<>();
 
     Tenant(String name, double weight, Account account) {
@@ -328,6 +362,8 @@ public final class FairQueue<T> {
     t.pending = 0;
     t.lastTag = e.tag;
     t.entries.addLast(e);
+    e.backlog = cost / weight;
+    t.backlog += e.backlog;
     b.ready.add(t);
     b.live++;
     size++;
@@ -364,8 +400,9 @@ public final class FairQueue<T> {
     }
     passedOver[chosen] = 0;
     Band band = bands.get(chosen);
-    Tenant<T> t = band.ready.pollFirst();
+    Tenant<T> t = config.backlogFactor() > 0 ? pollWithinBacklog(band) : band.ready.pollFirst();
     Ticket<T> e = t.entries.pollFirst();
+    t.backlog = t.entries.isEmpty() ? 0 : t.backlog - e.backlog;
     if (config.sharesSpanBands()) {
       Account acc = t.account;
       acc.waiting--;
@@ -415,6 +452,7 @@ public final class FairQueue<T> {
       Ticket<T> x = it.next();
       if (x == e) {
         it.remove();
+        t.backlog = t.entries.isEmpty() ? 0 : t.backlog - e.backlog;
         after = true;
         continue;
       }
@@ -483,6 +521,30 @@ public final class FairQueue<T> {
     while (idleDebts.size() > 4 * config.maxDepth()) {
       idleDebts.remove(idleDebts.keySet().iterator().next());
     }
+  }
+
+  /**
+   * The backlog rule: takes out of {@code band.ready} and returns, in tag order, the first tenant
+   * whose backlog is at most backlogFactor times the mean of the other waiting tenants' backlogs.
+   * The tenant with the least backlog always is (the factor is at least 1), so one is found; the
+   * first in tag order stands in only against rounding. O(tenants waiting in the band).
+   */
+  private Tenant<T> pollWithinBacklog(Band band) {
+    final int n = band.ready.size();
+    Tenant<T> pick = null;
+    if (n > 1) {
+      double total = 0;
+      for (Tenant<T> x : band.ready) total += x.backlog;
+      for (Tenant<T> x : band.ready) {
+        if (x.backlog <= config.backlogFactor() * (total - x.backlog) / (n - 1)) {
+          pick = x;
+          break;
+        }
+      }
+    }
+    if (pick == null) pick = band.ready.first();
+    band.ready.remove(pick);
+    return pick;
   }
 
   private static String debtKey(int band, String tenant) {

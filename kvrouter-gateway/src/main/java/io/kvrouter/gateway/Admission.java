@@ -349,10 +349,11 @@ final class Admission {
       this.queue =
           new FairQueue<>(
               new FairQueue.Config(
-                  BANDS,
-                  config.maxQueueDepth(),
-                  config.maxQueueTime().toNanos(),
-                  config.starvationLimit()));
+                      BANDS,
+                      config.maxQueueDepth(),
+                      config.maxQueueTime().toNanos(),
+                      config.starvationLimit())
+                  .withBacklogFactor(config.backlogFactor()));
     }
 
     /** The count of freed routes: read it before routing, pass it to {@link #await}. */

@@ -28,6 +28,9 @@ import java.util.Objects;
  *     whether or not requests ever wait (default {@link TokenRateConfig#OFF})
  * @param maxEvictions eviction of in-flight lower-band work (docs/gateway.md, "Evicting lower-band
  *     work in flight"): how many times one request may be evicted; 0: never (the default)
+ * @param backlogFactor the backlog rule (docs/routing.md, "Tenants far over the others' backlog"):
+ *     a tenant whose waiting cost in a band exceeds this many times the mean of the other waiting
+ *     tenants' waits behind them; 0: off (the default), else >= 1
  */
 public record AdmissionConfig(
     int maxQueueDepth,
@@ -38,7 +41,8 @@ public record AdmissionConfig(
     int defaultDecodeTokens,
     int maxTenantLabels,
     TokenRateConfig tokenRates,
-    int maxEvictions) {
+    int maxEvictions,
+    double backlogFactor) {
 
   /** Where a request's tenant name comes from. */
   public enum TenantSource {
@@ -53,6 +57,30 @@ public record AdmissionConfig(
   /** Queue depth 1024, wait 30 s, strict priority, tenants from the header, 256 decode tokens. */
   public static final AdmissionConfig DEFAULTS =
       new AdmissionConfig(1024, Duration.ofSeconds(30), 0, TenantSource.HEADER, Map.of(), 256, 32);
+
+  /** The settings without the backlog rule. */
+  public AdmissionConfig(
+      int maxQueueDepth,
+      Duration maxQueueTime,
+      int starvationLimit,
+      TenantSource tenantFrom,
+      Map<String, Double> tenantWeights,
+      int defaultDecodeTokens,
+      int maxTenantLabels,
+      TokenRateConfig tokenRates,
+      int maxEvictions) {
+    this(
+        maxQueueDepth,
+        maxQueueTime,
+        starvationLimit,
+        tenantFrom,
+        tenantWeights,
+        defaultDecodeTokens,
+        maxTenantLabels,
+        tokenRates,
+        maxEvictions,
+        0);
+  }
 
   /** The settings without eviction of in-flight lower-band work. */
   public AdmissionConfig(
@@ -130,6 +158,10 @@ public record AdmissionConfig(
       throw new IllegalArgumentException(
           "maxEvictions must be >= 0 (0: no eviction), got " + maxEvictions);
     }
+    if (!(backlogFactor == 0 || backlogFactor >= 1) || Double.isInfinite(backlogFactor)) {
+      throw new IllegalArgumentException(
+          "backlogFactor must be 0 (off) or finite and >= 1, got " + backlogFactor);
+    }
   }
 
   /** These settings with {@code rates} as the per-tenant token-rate limits. */
@@ -143,7 +175,8 @@ public record AdmissionConfig(
         defaultDecodeTokens,
         maxTenantLabels,
         rates,
-        maxEvictions);
+        maxEvictions,
+        backlogFactor);
   }
 
   /**
@@ -160,7 +193,26 @@ public record AdmissionConfig(
         defaultDecodeTokens,
         maxTenantLabels,
         tokenRates,
-        max);
+        max,
+        backlogFactor);
+  }
+
+  /**
+   * These settings with the backlog rule at {@code factor} (docs/routing.md, "Tenants far over the
+   * others' backlog"); 0: off.
+   */
+  public AdmissionConfig withBacklogFactor(double factor) {
+    return new AdmissionConfig(
+        maxQueueDepth,
+        maxQueueTime,
+        starvationLimit,
+        tenantFrom,
+        tenantWeights,
+        defaultDecodeTokens,
+        maxTenantLabels,
+        tokenRates,
+        maxEvictions,
+        factor);
   }
 
   /** Whether requests may wait (a queue depth above 0). */

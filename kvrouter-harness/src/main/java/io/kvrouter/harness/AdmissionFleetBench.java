@@ -363,7 +363,8 @@ public final class AdmissionFleetBench {
             AdmissionConfig.DEFAULTS.defaultDecodeTokens(),
             Math.max(AdmissionConfig.DEFAULTS.maxTenantLabels(), s.rule().tenants()),
             TokenRateConfig.OFF,
-            as.maxEvictions());
+            as.maxEvictions(),
+            as.backlogFactor());
     return new LiveAdmission(
         queue,
         as.busyRequests(),

@@ -148,6 +148,9 @@ public final class AdmissionSimulation {
    *     gateway's TokenRateConfig, its rates per simulated second; tenants t0, t1, ...)
    * @param maxEvictions eviction of in-flight lower-band work (--evict-lower-bands,
    *     --max-evictions): how many times one request may be evicted; 0: no eviction (the default)
+   * @param backlogFactor the backlog rule (FairQueue's backlogFactor, --tenant-backlog-factor): a
+   *     tenant whose waiting cost in a band exceeds this many times the mean of the others' waits
+   *     behind them; 0: off, else >= 1 (shares within each band only)
    */
   public record Settings(
       int busyRequests,
@@ -159,7 +162,34 @@ public final class AdmissionSimulation {
       double shareSlack,
       double heavyWeight,
       TokenRateConfig rates,
-      int maxEvictions) {
+      int maxEvictions,
+      double backlogFactor) {
+
+    /** No backlog rule. */
+    public Settings(
+        int busyRequests,
+        long busyPrefillTokens,
+        boolean holderWait,
+        double maxQueueTimeSec,
+        int maxQueueDepth,
+        double ttftSloMs,
+        double shareSlack,
+        double heavyWeight,
+        TokenRateConfig rates,
+        int maxEvictions) {
+      this(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          shareSlack,
+          heavyWeight,
+          rates,
+          maxEvictions,
+          0);
+    }
 
     /** No eviction of in-flight work. */
     public Settings(
@@ -219,7 +249,8 @@ public final class AdmissionSimulation {
           shareSlack,
           heavyWeight,
           r,
-          maxEvictions);
+          maxEvictions,
+          backlogFactor);
     }
 
     /**
@@ -237,7 +268,24 @@ public final class AdmissionSimulation {
           shareSlack,
           heavyWeight,
           rates,
-          max);
+          max,
+          backlogFactor);
+    }
+
+    /** The same limits with the backlog rule at {@code factor} (0: off). */
+    public Settings withBacklogFactor(double factor) {
+      return new Settings(
+          busyRequests,
+          busyPrefillTokens,
+          holderWait,
+          maxQueueTimeSec,
+          maxQueueDepth,
+          ttftSloMs,
+          shareSlack,
+          heavyWeight,
+          rates,
+          maxEvictions,
+          factor);
     }
 
     /** Every tenant weight 1. */
@@ -319,6 +367,15 @@ public final class AdmissionSimulation {
       Objects.requireNonNull(rates, "rates");
       if (maxEvictions < 0) {
         throw new IllegalArgumentException("--max-evictions must be >= 0, got " + maxEvictions);
+      }
+      if (!(backlogFactor == 0 || backlogFactor >= 1) || Double.isInfinite(backlogFactor)) {
+        throw new IllegalArgumentException(
+            "--tenant-backlog-factor must be 0 (off) or finite and >= 1, got " + backlogFactor);
+      }
+      if (backlogFactor > 0 && shareSlack >= 0) {
+        throw new IllegalArgumentException(
+            "--tenant-backlog-factor orders tenants within each band; it cannot be combined with"
+                + " --share-slack");
       }
     }
   }
@@ -444,6 +501,7 @@ public final class AdmissionSimulation {
     FairQueue.Config qc =
         new FairQueue.Config(2, s.maxQueueDepth(), Math.round(s.maxQueueTimeSec() * 1e9), 0);
     if (s.shareSlack() >= 0) qc = qc.withSharesSpanningBands(s.shareSlack());
+    if (s.backlogFactor() > 0) qc = qc.withBacklogFactor(s.backlogFactor());
     queue = mode == Mode.FIFO ? null : new FairQueue<>(qc);
     MockEngine.Listener listener =
         new MockEngine.Listener() {

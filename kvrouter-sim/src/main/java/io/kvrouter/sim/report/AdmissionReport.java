@@ -73,7 +73,8 @@ public final class AdmissionReport {
         rates(s.rates())
             + (s.maxEvictions() > 0
                 ? ", --evict-lower-bands --max-evictions " + s.maxEvictions()
-                : ""),
+                : "")
+            + (s.backlogFactor() > 0 ? ", --tenant-backlog-factor " + num(s.backlogFactor()) : ""),
         num(s.ttftSloMs()));
     StringBuilder head =
         new StringBuilder(
@@ -222,6 +223,7 @@ public final class AdmissionReport {
       g.writeNumberField("share_slack", s.shareSlack());
       g.writeNumberField("heavy_tenant_weight", s.heavyWeight());
       g.writeNumberField("max_evictions", s.maxEvictions());
+      g.writeNumberField("tenant_backlog_factor", s.backlogFactor());
       if (s.rates().on()) {
         g.writeObjectFieldStart("tenant_token_rate");
         g.writeNumberField("default", s.rates().defaultRate());
