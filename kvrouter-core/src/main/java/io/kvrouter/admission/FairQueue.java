@@ -42,12 +42,14 @@ import org.jspecify.annotations.Nullable;
  * <p>Backlogs ({@link Config#backlogFactor()}). Fair queuing shares what the fleet serves equally
  * among the tenants that wait; when the fleet serves less than it should (a cold cache under load),
  * a light tenant's fair share can fall to about what it asks, and its bursts then queue behind a
- * tenant that sends ten times more. With a backlog factor {@code k >= 1}, a tenant whose waiting
- * cost in a band (cost / weight of its requests waiting there) exceeds {@code k} times the mean of
- * the band's other waiting tenants' waits behind them: the band serves, in tag order, the first
- * tenant within that bound (the tenant with the least backlog always is). So a tenant that keeps a
- * backlog far above the others' is served only with what they leave, and the others' wait no longer
- * depends on how much it sends; tenants with comparable backlogs share by tags as before. The heavy
+ * tenant that sends ten times more. With a backlog factor {@code k >= 1}, a tenant whose backlog
+ * (the cost / weight of its requests waiting, every band) exceeds {@code k} times the mean of the
+ * other waiting tenants' backlogs waits behind them: the queue serves the highest band that holds a
+ * tenant within that bound, and in it the first such tenant in tag order (the tenant with the least
+ * backlog is always within it). So bands stay strict among tenants within the bound, and a tenant
+ * that keeps a backlog far above the others' is served, in every band, only with what they leave:
+ * the others' wait no longer depends on how much it sends, nor can it buy precedence by marking its
+ * excess high priority. Tenants with comparable backlogs share by tags as before. The heavy
  * tenant's own requests are bounded by the wait limit, as every request is.
  *
  * <p>Cost. The caller charges what the engine will do: uncached prefill tokens (the prompt less the
@@ -65,8 +67,7 @@ import org.jspecify.annotations.Nullable;
  * Implementation notes
  *
  * Data: per band, a map tenant name -> Tenant (an ArrayDeque of live entries in arrival order, the
- * last tag given, the weight, a pending correction, its backlog: the sum of its live entries'
- * cost / weight as offered, 0 when it has none) and a TreeSet of the tenants with live entries
+ * last tag given, the weight, a pending correction) and a TreeSet of the tenants with live entries
  * ordered by (head entry's tag, head entry's offer number); per band V (a double, the virtual time).
  * An arrival-ordered ArrayDeque of all entries drives expiry; entries leave it lazily (a dispatched
  * or cancelled entry is skipped). passedOver[b] counts dispatches from bands above b while b had
@@ -84,6 +85,8 @@ import org.jspecify.annotations.Nullable;
  * reclock, which takes the account and its tenants out of the sorted sets and puts them back. An
  * account that stops waiting is dropped; its lead over the least waiting clock is kept in
  * idleDebts under band -1, and added to its clock when it waits again.
+ * backlogFactor > 0: backlogs maps each tenant with requests waiting to {its backlog, its waiting
+ * count}, and backlogTotal is their sum; offer adds, poll and cancel (so expire) take off.
  * Threads: not thread-safe; the gateway holds one lock around each call (every call is O(log n) in
  * the waiting requests, or O(k) in one tenant's waiting requests for a cancel).
  * </pre>
@@ -126,9 +129,9 @@ public final class FairQueue<T> {
     }
 
     /**
-     * This configuration with the backlog rule: a tenant whose waiting cost in a band exceeds
-     * {@code factor} times the mean of the band's other waiting tenants' waits behind them (0:
-     * off).
+     * This configuration with the backlog rule: a tenant whose backlog (waiting cost / weight,
+     * every band) exceeds {@code factor} times the mean of the other waiting tenants' waits behind
+     * them, in every band (0: off).
      */
     public Config withBacklogFactor(double factor) {
       return new Config(
@@ -145,8 +148,8 @@ public final class FairQueue<T> {
       }
       if (backlogFactor > 0 && sharesSpanBands) {
         throw new IllegalArgumentException(
-            "the backlog rule orders tenants within each band; it cannot be combined with shares"
-                + " that span the bands");
+            "the backlog rule works on shares within each band; it cannot be combined with"
+                + " shares that span the bands");
       }
       if (bands < 1) throw new IllegalArgumentException("bands must be >= 1, got " + bands);
       if (maxDepth < 1)
@@ -216,7 +219,6 @@ public final class FairQueue<T> {
     double weight;
     double lastTag;
     double pending; // correction in cost units, applied to the next arrival's tag
-    double backlog; // sum of its live entries' backlog (cost / weight), this band
     final ArrayDeque<Ticket<T>> entries = new ArrayDeque<>();
 
     Tenant(String name, double weight, Account account) {
@@ -274,6 +276,10 @@ public final class FairQueue<T> {
   private final ArrayDeque<Ticket<T>> byArrival = new ArrayDeque<>();
   // idle tenants that carry a correction, oldest first, bounded by 4 × maxDepth
   private final LinkedHashMap<String, Double> idleDebts = new LinkedHashMap<>();
+  // backlogFactor > 0: tenant -> {its backlog (cost / weight waiting, every band), its requests
+  // waiting}, kept only while it has requests waiting (so bounded by the depth); and their sum
+  private final Map<String, double[]> backlogs = new HashMap<>();
+  private double backlogTotal;
   private long offers;
   private int size;
   // sharesSpanBands: the accounts of the tenants with requests waiting, and the same by clock
@@ -363,7 +369,16 @@ public final class FairQueue<T> {
     t.lastTag = e.tag;
     t.entries.addLast(e);
     e.backlog = cost / weight;
-    t.backlog += e.backlog;
+    if (config.backlogFactor() > 0) {
+      double[] bl = backlogs.get(tenant);
+      if (bl == null) {
+        bl = new double[2]; // kept while the tenant has requests waiting: bounded by the depth
+        backlogs.put(tenant, bl);
+      }
+      bl[0] += e.backlog;
+      bl[1]++;
+      backlogTotal += e.backlog;
+    }
     b.ready.add(t);
     b.live++;
     size++;
@@ -380,6 +395,22 @@ public final class FairQueue<T> {
         if (bands.get(b).live > 0 && passedOver[b] >= config.starvationLimit()) {
           chosen = b;
           break;
+        }
+      }
+    }
+    Tenant<T> unbacklogged = null;
+    if (chosen < 0 && config.backlogFactor() > 0) {
+      // the backlog rule: the first band holding a tenant within the bound, the first such tenant
+      // in tag order (the least backlogged tenant is within it; rounding aside, one is found)
+      for (int b = 0; b < bands.size() && unbacklogged == null; b++) {
+        Band x = bands.get(b);
+        if (x.live == 0) continue;
+        for (Tenant<T> y : x.ready) {
+          if (withinBacklog(y.name)) {
+            unbacklogged = y;
+            chosen = b;
+            break;
+          }
         }
       }
     }
@@ -400,9 +431,15 @@ public final class FairQueue<T> {
     }
     passedOver[chosen] = 0;
     Band band = bands.get(chosen);
-    Tenant<T> t = config.backlogFactor() > 0 ? pollWithinBacklog(band) : band.ready.pollFirst();
+    Tenant<T> t;
+    if (unbacklogged != null) {
+      band.ready.remove(unbacklogged);
+      t = unbacklogged;
+    } else {
+      t = band.ready.pollFirst();
+    }
     Ticket<T> e = t.entries.pollFirst();
-    t.backlog = t.entries.isEmpty() ? 0 : t.backlog - e.backlog;
+    if (config.backlogFactor() > 0) unlog(t.name, e);
     if (config.sharesSpanBands()) {
       Account acc = t.account;
       acc.waiting--;
@@ -452,7 +489,7 @@ public final class FairQueue<T> {
       Ticket<T> x = it.next();
       if (x == e) {
         it.remove();
-        t.backlog = t.entries.isEmpty() ? 0 : t.backlog - e.backlog;
+        if (config.backlogFactor() > 0) unlog(t.name, e);
         after = true;
         continue;
       }
@@ -523,28 +560,28 @@ public final class FairQueue<T> {
     }
   }
 
-  /**
-   * The backlog rule: takes out of {@code band.ready} and returns, in tag order, the first tenant
-   * whose backlog is at most backlogFactor times the mean of the other waiting tenants' backlogs.
-   * The tenant with the least backlog always is (the factor is at least 1), so one is found; the
-   * first in tag order stands in only against rounding. O(tenants waiting in the band).
-   */
-  private Tenant<T> pollWithinBacklog(Band band) {
-    final int n = band.ready.size();
-    Tenant<T> pick = null;
-    if (n > 1) {
-      double total = 0;
-      for (Tenant<T> x : band.ready) total += x.backlog;
-      for (Tenant<T> x : band.ready) {
-        if (x.backlog <= config.backlogFactor() * (total - x.backlog) / (n - 1)) {
-          pick = x;
-          break;
-        }
-      }
+  /** backlogFactor > 0: takes a request that leaves the queue off its tenant's backlog. */
+  private void unlog(String tenant, Ticket<T> e) {
+    double[] b = Objects.requireNonNull(backlogs.get(tenant), tenant);
+    if (--b[1] == 0) {
+      backlogs.remove(tenant);
+      backlogTotal -= b[0];
+    } else {
+      b[0] -= e.backlog;
+      backlogTotal -= e.backlog;
     }
-    if (pick == null) pick = band.ready.first();
-    band.ready.remove(pick);
-    return pick;
+    if (backlogs.isEmpty()) backlogTotal = 0; // no drift carried into the next busy spell
+  }
+
+  /**
+   * backlogFactor > 0: whether {@code tenant} (which has requests waiting) is within the bound: its
+   * backlog at most backlogFactor times the mean of the other waiting tenants' backlogs.
+   */
+  private boolean withinBacklog(String tenant) {
+    int n = backlogs.size();
+    if (n <= 1) return true;
+    double own = Objects.requireNonNull(backlogs.get(tenant), tenant)[0];
+    return own <= config.backlogFactor() * (backlogTotal - own) / (n - 1);
   }
 
   private static String debtKey(int band, String tenant) {
