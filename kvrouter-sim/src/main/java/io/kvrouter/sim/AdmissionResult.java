@@ -30,6 +30,8 @@ import java.util.Arrays;
  * @param rateRefused per tenant, per band (0 high, 1 normal), the 429 rate_limit_exceeded
  * @param wallNanos wall time of the run
  * @param evictions what eviction of in-flight lower-band work did ({@link Evictions#NONE} when off)
+ * @param otherHighTtftMs TTFT of answered high-priority requests of every tenant but t0 (any
+ *     order): the high band without the heavy tenant's
  */
 public record AdmissionResult(
     String label,
@@ -54,7 +56,8 @@ public record AdmissionResult(
     double speedup,
     int[][] rateRefused,
     long wallNanos,
-    Evictions evictions) {
+    Evictions evictions,
+    double[] otherHighTtftMs) {
 
   /**
    * What eviction of in-flight lower-band work did in a run.
@@ -84,6 +87,58 @@ public record AdmissionResult(
     public int of(int t, int band) {
       return perTenantBand[t][band];
     }
+  }
+
+  /** Without the high band split by tenant ({@link #otherHighTtftMs()} empty). */
+  public AdmissionResult(
+      String label,
+      AdmissionSimulation.Mode mode,
+      int sent,
+      int answered,
+      int refusedFull,
+      int refusedTimeout,
+      int engineRejected,
+      int lost,
+      int waited,
+      int[] sentPerTenant,
+      double[] highTtftMs,
+      double[][] tenantTtftMs,
+      double[] servedCost,
+      double[] queueWaitMs,
+      int good,
+      double arrivalSpanSec,
+      double makespanSec,
+      double hitRate,
+      double[] tenantHitRate,
+      double speedup,
+      int[][] rateRefused,
+      long wallNanos,
+      Evictions evictions) {
+    this(
+        label,
+        mode,
+        sent,
+        answered,
+        refusedFull,
+        refusedTimeout,
+        engineRejected,
+        lost,
+        waited,
+        sentPerTenant,
+        highTtftMs,
+        tenantTtftMs,
+        servedCost,
+        queueWaitMs,
+        good,
+        arrivalSpanSec,
+        makespanSec,
+        hitRate,
+        tenantHitRate,
+        speedup,
+        rateRefused,
+        wallNanos,
+        evictions,
+        new double[0]);
   }
 
   /** Without eviction. */
@@ -138,6 +193,7 @@ public record AdmissionResult(
 
   public AdmissionResult {
     highTtftMs = sorted(highTtftMs);
+    otherHighTtftMs = sorted(otherHighTtftMs);
     double[][] t = new double[tenantTtftMs.length][];
     for (int i = 0; i < t.length; i++) t[i] = sorted(tenantTtftMs[i]);
     tenantTtftMs = t;
@@ -174,6 +230,13 @@ public record AdmissionResult(
   /** The {@code p}-th percentile (nearest rank) of the high band's TTFT in ms; NaN when none. */
   public double highTtft(double p) {
     return PolicyResult.percentile(highTtftMs, p);
+  }
+
+  /**
+   * The {@code p}-th percentile of the high band's TTFT in ms without t0's requests; NaN when none.
+   */
+  public double otherHighTtft(double p) {
+    return PolicyResult.percentile(otherHighTtftMs, p);
   }
 
   /** The {@code p}-th percentile of tenant {@code t}'s TTFT in ms; NaN when none answered. */

@@ -1020,6 +1020,12 @@ public final class AdmissionSimulation {
       }
     }
     double[] highTtft = new double[high];
+    int otherHigh = 0;
+    for (int i = 0; i < n; i++) {
+      if (outcome[i] == ANSWERED && a.band()[i] == 0 && a.tenant()[i] != 0) otherHigh++;
+    }
+    double[] otherHighTtft = new double[otherHigh];
+    int oh = 0;
     int[] perTenant = new int[tenants];
     for (int i = 0; i < n; i++) if (outcome[i] == ANSWERED) perTenant[a.tenant()[i]]++;
     double[][] tenantTtft = new double[tenants][];
@@ -1029,6 +1035,7 @@ public final class AdmissionSimulation {
     for (int i = 0; i < n; i++) {
       if (outcome[i] != ANSWERED) continue;
       if (a.band()[i] == 0) highTtft[h++] = ttftMs[i];
+      if (a.band()[i] == 0 && a.tenant()[i] != 0) otherHighTtft[oh++] = ttftMs[i];
       int t = a.tenant()[i];
       tenantTtft[t][fill[t]++] = ttftMs[i];
     }
@@ -1061,6 +1068,7 @@ public final class AdmissionSimulation {
         cfg.speedup(),
         rateRefusedCopy(),
         wallNanos,
-        evictionsResult());
+        evictionsResult(),
+        otherHighTtft);
   }
 }

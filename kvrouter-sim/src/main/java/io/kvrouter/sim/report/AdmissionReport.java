@@ -140,6 +140,21 @@ public final class AdmissionReport {
             100 * raise);
       }
     }
+    if (rule.heavyFactor() > 1) {
+      // the high band without the heavy tenant's requests, against the same in the unloaded run
+      double base = c.unloaded().otherHighTtft(90);
+      for (AdmissionResult r : c.runs()) {
+        double p90 = r.otherHighTtft(90);
+        if (Double.isNaN(p90) || Double.isNaN(base)) continue;
+        out.printf(
+            Locale.ROOT,
+            "%s: high priority without t0's requests: p90 %s s, %.2f x unloaded (%s s)%n",
+            r.mode().label,
+            sec(p90),
+            p90 / base,
+            sec(base));
+      }
+    }
     if (c.settings().rates().on()) {
       List<AdmissionResult> limited = new ArrayList<>(c.runs());
       limited.addAll(c.noHeavy());
@@ -279,6 +294,7 @@ public final class AdmissionReport {
     if (r != c.unloaded()) {
       field(g, "high_priority_p90_over_unloaded", c.highP90OverUnloaded(r));
     }
+    field(g, "high_priority_p90_without_t0_ms", r.otherHighTtft(90));
     g.writeArrayFieldStart("tenants");
     for (int t = 0; t < r.sentPerTenant().length; t++) {
       g.writeStartObject();
