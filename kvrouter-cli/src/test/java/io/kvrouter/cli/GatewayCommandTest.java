@@ -134,6 +134,16 @@ class GatewayCommandTest {
     err = new StringWriter();
     assertThat(run(err, "--model", "m", "--tenant-weight", "a=0")).isEqualTo(2);
     assertThat(err.toString()).contains("the weight of tenant 'a' must be finite and > 0");
+
+    GatewayCommand b = new GatewayCommand();
+    new CommandLine(b).parseArgs("--model", "m", "--tenant-backlog-factor", "4");
+    assertThat(b.gatewayConfig().admission())
+        .isEqualTo(AdmissionConfig.DEFAULTS.withBacklogFactor(4));
+    assertThat(AdmissionConfig.DEFAULTS.backlogFactor()).as("off by default").isZero();
+    err = new StringWriter();
+    assertThat(run(err, "--model", "m", "--tenant-backlog-factor", "0.5")).isEqualTo(2);
+    assertThat(err.toString())
+        .contains("backlogFactor must be 0 (off) or finite and >= 1, got 0.5");
   }
 
   @Test

@@ -378,6 +378,82 @@ class SimulateCommandTest {
   }
 
   @Test
+  void admissionTakesTheBacklogFactorAndSaysSo() throws IOException {
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "300",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--tenants",
+                "3",
+                "--heavy-tenant-factor",
+                "10",
+                "--tenant-backlog-factor",
+                "4",
+                "--json",
+                "--quiet"))
+        .isEqualTo(0);
+    JsonNode j = new ObjectMapper().readTree(out.toString());
+    assertThat(j.get("nothing_lost").asBoolean()).isTrue();
+    assertThat(j.get("admission").get("tenant_backlog_factor").asDouble()).isEqualTo(4.0);
+    assertThat(j.get("modes").get(0).has("high_priority_p90_without_t0_ms")).isTrue();
+    out.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "300",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--tenants",
+                "3",
+                "--heavy-tenant-factor",
+                "10",
+                "--tenant-backlog-factor",
+                "4",
+                "--quiet"))
+        .isEqualTo(0);
+    assertThat(out.toString())
+        .contains("--tenant-backlog-factor 4")
+        .contains("fair-cost: high priority without t0's requests: p90 ");
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "10",
+                "--tenant-backlog-factor",
+                "0.5"))
+        .isEqualTo(2);
+    assertThat(err.toString())
+        .contains("--tenant-backlog-factor must be 0 (off) or finite and >= 1, got 0.5");
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "10",
+                "--tenant-backlog-factor",
+                "4",
+                "--share-slack",
+                "0"))
+        .isEqualTo(2);
+    assertThat(err.toString()).contains("cannot be combined with --share-slack");
+  }
+
+  @Test
   void admissionRefusesAnUnknownModeAndLoadFactorWithSpeedup() {
     assertThat(run("simulate", "--admission", "lifo", "--requests", "10")).isEqualTo(2);
     assertThat(err.toString()).contains("unknown admission mode 'lifo'");

@@ -131,6 +131,65 @@ class AdmissionTest {
     assertThat(q.busy()).isFalse();
   }
 
+  /**
+   * With the backlog rule (factor 4), a tenant that keeps five requests waiting (a backlog of 50)
+   * against another's one (10) waits behind it: the freed route goes to the light tenant, though
+   * the heavy tenant's first request came first with the same tag. Without the rule it goes to the
+   * heavy tenant's first request.
+   */
+  @Test
+  void aFreedRouteSkipsATenantFarOverTheOthersBacklogWithTheBacklogRule() throws Exception {
+    for (double factor : new double[] {4, 0}) {
+      Admission a =
+          new Admission(
+              new AdmissionConfig(
+                      16,
+                      Duration.ofMinutes(10),
+                      0,
+                      AdmissionConfig.TenantSource.HEADER,
+                      Map.of(),
+                      16,
+                      4)
+                  .withBacklogFactor(factor),
+              metrics.admission);
+      Admission.ModelQueue q = a.new ModelQueue("m" + (int) factor);
+      List<CompletableFuture<Admission.Outcome>> heavy = new java.util.ArrayList<>();
+      for (int i = 0; i < 5; i++) {
+        heavy.add(waiter(q, q.generation(), 1, "heavy"));
+        int n = i + 1;
+        await("heavy queued", () -> q.size() == n);
+      }
+      CompletableFuture<Admission.Outcome> light = waiter(q, q.generation(), 1, "light");
+      await("light queued", () -> q.size() == 6);
+      q.freed();
+      assertThat(q.size()).isEqualTo(5);
+      if (factor > 0) {
+        assertThat(light.get(30, TimeUnit.SECONDS)).isEqualTo(Admission.Outcome.GRANTED);
+        for (CompletableFuture<Admission.Outcome> h : heavy) assertThat(h).isNotDone();
+      } else {
+        assertThat(heavy.get(0).get(30, TimeUnit.SECONDS)).isEqualTo(Admission.Outcome.GRANTED);
+        assertThat(light).isNotDone();
+      }
+      for (CompletableFuture<Admission.Outcome> h : heavy) h.cancel(true);
+      light.cancel(true);
+    }
+  }
+
+  private static CompletableFuture<Admission.Outcome> waiter(
+      Admission.ModelQueue q, long generation, int band, String tenant) {
+    CompletableFuture<Admission.Outcome> f = new CompletableFuture<>();
+    Thread.ofVirtual()
+        .start(
+            () -> {
+              try {
+                f.complete(q.await(generation, band, tenant, 10, System.nanoTime(), w -> {}));
+              } catch (Throwable e) {
+                f.completeExceptionally(e);
+              }
+            });
+    return f;
+  }
+
   @Test
   void aWaiterWhoseClientLeftLeavesAtOnceAndAFullQueueRefuses() throws Exception {
     Admission.ModelQueue q = queue(1);

@@ -103,6 +103,50 @@ class AdmissionSimulationTest {
   }
 
   @Test
+  void theBacklogRuleServesATenantFarOverTheOthersWithWhatTheyLeaveInEveryBand() {
+    // half the requests are high priority, shares within each band: without the rule the heavy
+    // tenant's high band goes ahead of every normal request of the light tenant, and within a
+    // band the two share equally; with it (factor 4) the heavy tenant, whose backlog is far above
+    // the light one's, is served in every band only when the light tenant has nothing waiting
+    TenantRule rule = new TenantRule(2, 10, 0.5, false, 1);
+    AdmissionSimulation.Settings off =
+        new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, -1);
+    AdmissionSimulation.Settings on = off.withBacklogFactor(4);
+    AdmissionComparison without =
+        AdmissionComparison.run(
+            "synthetic", TRACE, rule, atLoad(2), off, List.of(Mode.FAIR_COST), 2, 1);
+    AdmissionComparison with =
+        AdmissionComparison.run(
+            "synthetic", TRACE, rule, atLoad(2), on, List.of(Mode.FAIR_COST), 2, 1);
+    assertThat(without.nothingLost()).isTrue();
+    assertThat(with.nothingLost()).isTrue();
+    AdmissionResult w = with.of(Mode.FAIR_COST);
+    AdmissionResult o = without.of(Mode.FAIR_COST);
+    assertThat(w.tenantTtft(1, 90))
+        .as(
+            "light tenant's p90 with the rule %s, without %s",
+            w.tenantTtft(1, 90), o.tenantTtft(1, 90))
+        .isLessThan(0.5 * o.tenantTtft(1, 90));
+    assertThat(with.heavyRaise(w))
+        .as("raise with the rule %s, without %s", with.heavyRaise(w), without.heavyRaise(o))
+        .isLessThan(without.heavyRaise(o) / 2);
+    // the light tenant's high-priority requests keep their place
+    assertThat(w.otherHighTtft(90))
+        .as("light high p90 with %s, without %s", w.otherHighTtft(90), o.otherHighTtft(90))
+        .isLessThanOrEqualTo(o.otherHighTtft(90));
+    // the heavy tenant pays: it is served less while the tenants compete
+    assertThat(w.servedCost()[0]).isLessThan(o.servedCost()[0]);
+    assertThatThrownBy(
+            () ->
+                new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, 0)
+                    .withBacklogFactor(4))
+        .hasMessageContaining("cannot be combined with --share-slack");
+    assertThatThrownBy(() -> off.withBacklogFactor(0.5))
+        .hasMessageContaining(
+            "--tenant-backlog-factor must be 0 (off) or finite and >= 1, got 0.5");
+  }
+
+  @Test
   void aSmallHeavyWeightServesTheHeavyTenantWithWhatTheOthersLeave() {
     // half the requests are high priority; one account per tenant across the bands (slack 0):
     // with t0's weight 1 the heavy tenant is served as much as the light one while both wait,
