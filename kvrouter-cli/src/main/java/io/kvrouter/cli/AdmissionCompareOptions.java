@@ -1,10 +1,12 @@
 package io.kvrouter.cli;
 
 import io.kvrouter.admission.TokenRateConfig;
+import io.kvrouter.gateway.AdmissionConfig;
 import io.kvrouter.sim.AdmissionSimulation;
 import io.kvrouter.sim.TenantRule;
 import java.util.ArrayList;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 import picocli.CommandLine.Option;
 
 /**
@@ -160,13 +162,13 @@ final class AdmissionCompareOptions {
   @Option(
       names = "--tenant-backlog-factor",
       paramLabel = "K",
-      defaultValue = "0",
       description =
-          "Admission: a tenant whose waiting cost in a band exceeds K times the mean of the other"
-              + " waiting tenants' waits behind them (the gateway's flag; docs/routing.md,"
-              + " \"Tenants far over the others' backlog\"); 0: off, else >= 1. Queue modes only"
-              + " (default: ${DEFAULT-VALUE}).")
-  double tenantBacklogFactor;
+          "Admission: a tenant with more than K times the mean of the other waiting tenants'"
+              + " requests waiting (each divided by its weight) waits behind them in every band"
+              + " (the gateway's flag; docs/routing.md, \"Tenants far over the others'"
+              + " backlog\"); 0: off, else >= 1. Queue modes only (default: 4; 0 with"
+              + " simulate's --share-slack, which it cannot be combined with).")
+  @Nullable Double tenantBacklogFactor;
 
   /** How often one request may be evicted: 0 without --evict-lower-bands; bad values throw. */
   int evictions() {
@@ -249,6 +251,8 @@ final class AdmissionCompareOptions {
         heavyTenantWeight,
         tokenRates(),
         evictions(),
-        tenantBacklogFactor);
+        tenantBacklogFactor != null
+            ? tenantBacklogFactor
+            : shareSlack >= 0 ? 0 : AdmissionConfig.DEFAULT_BACKLOG_FACTOR);
   }
 }

@@ -155,12 +155,12 @@ final class AdmissionOptions {
   @Option(
       names = "--tenant-backlog-factor",
       paramLabel = "K",
-      defaultValue = "0",
+      defaultValue = "4",
       description =
-          "Admission: a tenant whose waiting cost in a band exceeds K times the mean of the other"
-              + " waiting tenants' waits behind them, so a tenant that sends far more than the"
-              + " others is served with what they leave (docs/routing.md, \"Tenants far over the"
-              + " others' backlog\"); 0: off, else >= 1; 4 is what docs/SIMULATION.md measured"
+          "Admission: a tenant with more than K times the mean of the other waiting tenants'"
+              + " requests waiting (each divided by its weight) waits behind them in every band,"
+              + " so one that sends far more than the others is served with what they leave"
+              + " (docs/routing.md, \"Tenants far over the others' backlog\"); 0: off, else >= 1"
               + " (default: ${DEFAULT-VALUE}).")
   double tenantBacklogFactor;
 

@@ -110,13 +110,14 @@ class GatewayCommandTest {
     assertThat(c.gatewayConfig().admission())
         .isEqualTo(
             new AdmissionConfig(
-                5,
-                Duration.ofMillis(1500),
-                3,
-                AdmissionConfig.TenantSource.USER,
-                Map.of("acme", 2.5, "small", 0.5),
-                64,
-                4));
+                    5,
+                    Duration.ofMillis(1500),
+                    3,
+                    AdmissionConfig.TenantSource.USER,
+                    Map.of("acme", 2.5, "small", 0.5),
+                    64,
+                    4)
+                .withBacklogFactor(AdmissionConfig.DEFAULT_BACKLOG_FACTOR));
     assertThat(c.routing.settings().busyRequests()).isEqualTo(8);
     GatewayCommand d = new GatewayCommand();
     new CommandLine(d).parseArgs("--model", "m");
@@ -139,7 +140,10 @@ class GatewayCommandTest {
     new CommandLine(b).parseArgs("--model", "m", "--tenant-backlog-factor", "4");
     assertThat(b.gatewayConfig().admission())
         .isEqualTo(AdmissionConfig.DEFAULTS.withBacklogFactor(4));
-    assertThat(AdmissionConfig.DEFAULTS.backlogFactor()).as("off by default").isZero();
+    assertThat(AdmissionConfig.DEFAULTS.backlogFactor()).as("on by default").isEqualTo(4);
+    GatewayCommand off = new GatewayCommand();
+    new CommandLine(off).parseArgs("--model", "m", "--tenant-backlog-factor", "0");
+    assertThat(off.gatewayConfig().admission().backlogFactor()).isZero();
     err = new StringWriter();
     assertThat(run(err, "--model", "m", "--tenant-backlog-factor", "0.5")).isEqualTo(2);
     assertThat(err.toString())

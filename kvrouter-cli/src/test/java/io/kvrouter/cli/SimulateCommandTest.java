@@ -451,6 +451,53 @@ class SimulateCommandTest {
                 "0"))
         .isEqualTo(2);
     assertThat(err.toString()).contains("cannot be combined with --share-slack");
+    // the default: 4, or off with --share-slack
+    out.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "50",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--json",
+                "--quiet"))
+        .isEqualTo(0);
+    assertThat(
+            new ObjectMapper()
+                .readTree(out.toString())
+                .get("admission")
+                .get("tenant_backlog_factor")
+                .asDouble())
+        .isEqualTo(4.0);
+    out.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "simulate",
+                "--admission",
+                "fair-cost",
+                "--requests",
+                "50",
+                "--workers",
+                "2",
+                "--load-factor",
+                "2",
+                "--share-slack",
+                "0",
+                "--json",
+                "--quiet"))
+        .isEqualTo(0);
+    assertThat(
+            new ObjectMapper()
+                .readTree(out.toString())
+                .get("admission")
+                .get("tenant_backlog_factor")
+                .asDouble())
+        .isZero();
   }
 
   @Test

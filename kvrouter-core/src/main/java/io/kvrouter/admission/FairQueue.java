@@ -43,14 +43,16 @@ import org.jspecify.annotations.Nullable;
  * among the tenants that wait; when the fleet serves less than it should (a cold cache under load),
  * a light tenant's fair share can fall to about what it asks, and its bursts then queue behind a
  * tenant that sends ten times more. With a backlog factor {@code k >= 1}, a tenant whose backlog
- * (the cost / weight of its requests waiting, every band) exceeds {@code k} times the mean of the
- * other waiting tenants' backlogs waits behind them: the queue serves the highest band that holds a
- * tenant within that bound, and in it the first such tenant in tag order (the tenant with the least
- * backlog is always within it). So bands stay strict among tenants within the bound, and a tenant
- * that keeps a backlog far above the others' is served, in every band, only with what they leave:
- * the others' wait no longer depends on how much it sends, nor can it buy precedence by marking its
- * excess high priority. Tenants with comparable backlogs share by tags as before. The heavy
- * tenant's own requests are bounded by the wait limit, as every request is.
+ * (its requests waiting in every band, divided by its weight) exceeds {@code k} times the mean of
+ * the other waiting tenants' backlogs waits behind them: the queue serves the highest band that
+ * holds a tenant within that bound, and in it the first such tenant in tag order (the tenant with
+ * the least backlog is always within it). So bands stay strict among tenants within the bound, and
+ * a tenant that keeps far more requests waiting than the others is served, in every band, only with
+ * what they leave: the others' wait no longer depends on how much it sends, nor can it buy
+ * precedence by marking its excess high priority. Tenants with comparable backlogs share by tags as
+ * before. Backlogs count requests, not cost: the tags already share cost, and a backlog in cost
+ * would also hold back a tenant whose requests are merely dearer. The heavy tenant's own requests
+ * are bounded by the wait limit, as every request is.
  *
  * <p>Cost. The caller charges what the engine will do: uncached prefill tokens (the prompt less the
  * router's predicted overlap) plus expected decode tokens. When the engine reports what it really
@@ -129,9 +131,9 @@ public final class FairQueue<T> {
     }
 
     /**
-     * This configuration with the backlog rule: a tenant whose backlog (waiting cost / weight,
-     * every band) exceeds {@code factor} times the mean of the other waiting tenants' waits behind
-     * them, in every band (0: off).
+     * This configuration with the backlog rule: a tenant whose backlog (requests waiting in every
+     * band / weight) exceeds {@code factor} times the mean of the other waiting tenants' waits
+     * behind them, in every band (0: off).
      */
     public Config withBacklogFactor(double factor) {
       return new Config(
@@ -175,7 +177,7 @@ public final class FairQueue<T> {
     private double tag;
     private double floor; // the band's virtual time when it was offered
     private double charge; // cost + the correction it carried, in cost units
-    private double backlog; // cost / weight when offered: what it adds to its tenant's backlog
+    private double backlog; // 1 / weight when offered: what it adds to its tenant's backlog
     private boolean live = true;
 
     private Ticket(T item, int band, Tenant<T> tenant, double cost, long arrivalNanos, long seq) {
@@ -276,8 +278,8 @@ public final class FairQueue<T> {
   private final ArrayDeque<Ticket<T>> byArrival = new ArrayDeque<>();
   // idle tenants that carry a correction, oldest first, bounded by 4 × maxDepth
   private final LinkedHashMap<String, Double> idleDebts = new LinkedHashMap<>();
-  // backlogFactor > 0: tenant -> {its backlog (cost / weight waiting, every band), its requests
-  // waiting}, kept only while it has requests waiting (so bounded by the depth); and their sum
+  // backlogFactor > 0: tenant -> {its backlog (requests waiting in every band / weight), its
+  // requests waiting}, kept only while it has requests waiting (so bounded by the depth); the sum
   private final Map<String, double[]> backlogs = new HashMap<>();
   private double backlogTotal;
   private long offers;
@@ -368,7 +370,7 @@ public final class FairQueue<T> {
     t.pending = 0;
     t.lastTag = e.tag;
     t.entries.addLast(e);
-    e.backlog = cost / weight;
+    e.backlog = 1 / weight;
     if (config.backlogFactor() > 0) {
       double[] bl = backlogs.get(tenant);
       if (bl == null) {

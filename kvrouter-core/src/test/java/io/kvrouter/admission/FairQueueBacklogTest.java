@@ -13,10 +13,10 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The backlog rule of {@link FairQueue} ({@link FairQueue.Config#backlogFactor()}): a tenant whose
- * backlog (cost / weight waiting, every band) exceeds the factor times the mean of the other
- * waiting tenants' waits behind them, in every band. Orders are hand-computed from the self-clocked
- * tags; the seeded test checks the rule against the test's own books of what each tenant has
- * waiting.
+ * backlog (requests waiting in every band, divided by its weight) exceeds the factor times the mean
+ * of the other waiting tenants' waits behind them, in every band. Orders are hand-computed from the
+ * self-clocked tags; the seeded test checks the rule against the test's own books of what each
+ * tenant has waiting.
  */
 class FairQueueBacklogTest {
   private static final long SEC = 1_000_000_000L;
@@ -33,7 +33,7 @@ class FairQueueBacklogTest {
     return out;
   }
 
-  /** Five requests of tenant h (cost 100 each) waiting, then two of tenant l. */
+  /** Five requests of tenant h (cost 100 each) waiting, then two of tenant l: backlogs 5 and 2. */
   private static FairQueue<Req> heavyThenLight(double factor) {
     FairQueue<Req> q = queue(factor);
     for (int i = 1; i <= 5; i++) q.offer(new Req("h" + i, 1, "h", 100), 1, "h", 1, 100, 0);
@@ -46,11 +46,11 @@ class FairQueueBacklogTest {
     // tags: h1..h5 = 100..500, l1 = 100, l2 = 200; ties go to the earlier offer.
     // Without the rule: h1, l1, h2, l2, h3, h4, h5.
     assertThat(drain(heavyThenLight(0))).containsExactly("h1", "l1", "h2", "l2", "h3", "h4", "h5");
-    // With factor 2: h waits 500 against l's 200, over 2 x 200 = 400, so l1 leaves first; then
-    // 500 against 100 (over 200): l2; then h alone.
+    // With factor 2: h waits 5 against l's 2, over 2 x 2 = 4, so l1 leaves first; then 5
+    // against 1 (over 2): l2; then h alone.
     assertThat(drain(heavyThenLight(2))).containsExactly("l1", "l2", "h1", "h2", "h3", "h4", "h5");
-    // With factor 4, 500 is within 4 x 200 and the tags decide: h1, l1; then h's 400 against
-    // l's 100 is within 4 x 100 (equal), so the tags go on: h2, l2, ...
+    // With factor 4, 5 is within 4 x 2 and the tags decide: h1, l1; then h's 4 against l's 1 is
+    // within 4 x 1 (equal), so the tags go on: h2, l2, ...
     assertThat(drain(heavyThenLight(4))).containsExactly("h1", "l1", "h2", "l2", "h3", "h4", "h5");
   }
 
@@ -74,17 +74,28 @@ class FairQueueBacklogTest {
 
   @Test
   void backlogsAreWeighed() {
-    // a weighs 10: ten requests of 100 are a backlog of 100, like b's one request of 100 at
-    // weight 1, so the tags decide: a's 10 before b's 100
+    // a weighs 10: its ten requests are a backlog of 1, like b's one request at weight 1, so
+    // the tags decide: a's 100 / 10 before b's 100
     FairQueue<Req> q = queue(2);
     for (int i = 0; i < 10; i++) q.offer(new Req("a" + i, 1, "a", 100), 1, "a", 10, 100, 0);
     q.offer(new Req("b", 1, "b", 100), 1, "b", 1, 100, 0);
     assertThat(q.poll().item().id()).isEqualTo("a0");
-    // at weight 1 the same requests are a backlog of 1000 against 100: b first
+    // at weight 1 the same requests are a backlog of 10 against 1: b first
     FairQueue<Req> r = queue(2);
     for (int i = 0; i < 10; i++) r.offer(new Req("a" + i, 1, "a", 100), 1, "a", 1, 100, 0);
     r.offer(new Req("b", 1, "b", 100), 1, "b", 1, 100, 0);
     assertThat(r.poll().item().id()).isEqualTo("b");
+  }
+
+  @Test
+  void backlogsCountRequestsNotCost() {
+    // h's two requests cost 1000 each, l's two cost 10: backlogs 2 and 2, so the tags decide
+    // (l's 10 and 20 before h's 1000) and nobody is held back for dearer requests
+    FairQueue<Req> q = queue(1);
+    for (int i = 1; i <= 2; i++) q.offer(new Req("h" + i, 0, "h", 1000), 0, "h", 1, 1000, 0);
+    for (int i = 1; i <= 2; i++) q.offer(new Req("l" + i, 1, "l", 10), 1, "l", 1, 10, 0);
+    // h is in the high band: strict, since within the bound
+    assertThat(drain(q)).containsExactly("h1", "h2", "l1", "l2");
   }
 
   @Test
@@ -93,7 +104,7 @@ class FairQueueBacklogTest {
     List<FairQueue.Ticket<Req>> h = new ArrayList<>();
     for (int i = 1; i <= 5; i++) h.add(q.offer(new Req("h" + i, 1, "h", 100), 1, "h", 1, 100, 0));
     q.offer(new Req("l1", 1, "l", 100), 1, "l", 1, 100, 0);
-    // h waits 500 against 100: over; cancelling h3..h5 leaves 200, within 2 x 100
+    // h waits 5 against 1: over; cancelling h3..h5 leaves 2, within 2 x 1
     for (int i = 2; i < 5; i++) assertThat(q.cancel(h.get(i))).isTrue();
     assertThat(drain(q)).containsExactly("h1", "l1", "h2");
 
@@ -104,24 +115,24 @@ class FairQueueBacklogTest {
     e.offer(new Req("l1", 1, "l", 100), 1, "l", 1, 100, 30 * SEC);
     assertThat(e.expire(60 * SEC)).hasSize(5);
     // h6 is tagged again as if h1..h5 had never come (100, like l1, and offered first); its
-    // backlog of 100 is within 2 x 100 only if the expired ones left it (600 would be over)
+    // backlog of 1 is within 2 x 1 only if the expired ones left it (6 would be over)
     assertThat(drain(e)).containsExactly("h6", "l1");
   }
 
   @Test
   void aTenantFarOverTheBoundWaitsInEveryBandAndBandsStayStrictWithinIt() {
-    // h waits 500 in the high band against l's 100 in the normal band: over 2 x 100, so l1 goes
-    // first although its band is lower; then h is alone
+    // h waits 5 in the high band against l's 1 in the normal band: over 2 x 1, so l1 goes first
+    // although its band is lower; then h is alone
     FairQueue<Req> q = queue(2);
     for (int i = 1; i <= 5; i++) q.offer(new Req("h" + i, 0, "h", 100), 0, "h", 1, 100, 0);
     q.offer(new Req("l1", 1, "l", 100), 1, "l", 1, 100, 0);
     assertThat(drain(q)).containsExactly("l1", "h1", "h2", "h3", "h4", "h5");
-    // within the bound (h 200 against l 200) the high band is served first
+    // within the bound (h 2 against l 2) the high band is served first
     FairQueue<Req> r = queue(2);
     for (int i = 1; i <= 2; i++) r.offer(new Req("h" + i, 0, "h", 100), 0, "h", 1, 100, 0);
     for (int i = 1; i <= 2; i++) r.offer(new Req("l" + i, 1, "l", 100), 1, "l", 1, 100, 0);
     assertThat(drain(r)).containsExactly("h1", "h2", "l1", "l2");
-    // a tenant's backlog counts every band: h's 100 high and 400 normal are 500 against l's 100
+    // a tenant's backlog counts every band: h's 1 high and 4 normal are 5 against l's 1
     FairQueue<Req> u = queue(2);
     u.offer(new Req("h1", 0, "h", 100), 0, "h", 1, 100, 0);
     for (int i = 2; i <= 5; i++) u.offer(new Req("h" + i, 1, "h", 100), 1, "h", 1, 100, 0);
@@ -232,10 +243,9 @@ class FairQueueBacklogTest {
     assertThat(demoted).as("dispatches while a tenant was beyond the bound").isPositive();
   }
 
+  /** A tenant's backlog in one band: its requests waiting there, divided by its weight. */
   private static double backlog(List<FairQueue.Ticket<Req>> l, double weight) {
-    double s = 0;
-    for (FairQueue.Ticket<Req> t : l) s += t.item().cost() / weight;
-    return s;
+    return l.size() / weight;
   }
 
   private static void remove(

@@ -29,8 +29,9 @@ import java.util.Objects;
  * @param maxEvictions eviction of in-flight lower-band work (docs/gateway.md, "Evicting lower-band
  *     work in flight"): how many times one request may be evicted; 0: never (the default)
  * @param backlogFactor the backlog rule (docs/routing.md, "Tenants far over the others' backlog"):
- *     a tenant whose waiting cost in a band exceeds this many times the mean of the other waiting
- *     tenants' waits behind them; 0: off (the default), else >= 1
+ *     a tenant with more than this many times the mean of the other waiting tenants' requests
+ *     waiting (each divided by its weight, every band) waits behind them in every band; 0: off,
+ *     else >= 1 ({@link #DEFAULTS}: 4)
  */
 public record AdmissionConfig(
     int maxQueueDepth,
@@ -54,11 +55,18 @@ public record AdmissionConfig(
     USER
   }
 
-  /** Queue depth 1024, wait 30 s, strict priority, tenants from the header, 256 decode tokens. */
-  public static final AdmissionConfig DEFAULTS =
-      new AdmissionConfig(1024, Duration.ofSeconds(30), 0, TenantSource.HEADER, Map.of(), 256, 32);
+  /** The backlog factor of {@link #DEFAULTS} (docs/SIMULATION.md, "sixth pass"). */
+  public static final double DEFAULT_BACKLOG_FACTOR = 4;
 
-  /** The settings without the backlog rule. */
+  /**
+   * Queue depth 1024, wait 30 s, strict priority, tenants from the header, 256 decode tokens, the
+   * backlog rule at {@link #DEFAULT_BACKLOG_FACTOR}.
+   */
+  public static final AdmissionConfig DEFAULTS =
+      new AdmissionConfig(1024, Duration.ofSeconds(30), 0, TenantSource.HEADER, Map.of(), 256, 32)
+          .withBacklogFactor(DEFAULT_BACKLOG_FACTOR);
+
+  /** The settings with the backlog rule off. */
   public AdmissionConfig(
       int maxQueueDepth,
       Duration maxQueueTime,

@@ -149,8 +149,9 @@ public final class AdmissionSimulation {
    * @param maxEvictions eviction of in-flight lower-band work (--evict-lower-bands,
    *     --max-evictions): how many times one request may be evicted; 0: no eviction (the default)
    * @param backlogFactor the backlog rule (FairQueue's backlogFactor, --tenant-backlog-factor): a
-   *     tenant whose waiting cost in a band exceeds this many times the mean of the others' waits
-   *     behind them; 0: off, else >= 1 (shares within each band only)
+   *     tenant with more than this many times the mean of the other waiting tenants' requests
+   *     waiting (each divided by its weight, every band) waits behind them in every band; 0: off,
+   *     else >= 1 (shares within each band only)
    */
   public record Settings(
       int busyRequests,
