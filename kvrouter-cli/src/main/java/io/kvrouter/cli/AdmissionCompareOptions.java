@@ -160,15 +160,16 @@ final class AdmissionCompareOptions {
   int maxEvictions;
 
   @Option(
-      names = "--tenant-backlog-factor",
+      names = "--tenant-excess-factor",
       paramLabel = "K",
       description =
-          "Admission: a tenant with more than K times the mean of the other waiting tenants'"
-              + " requests waiting (each divided by its weight) waits behind them in every band"
-              + " (the gateway's flag; docs/routing.md, \"Tenants far over the others'"
-              + " backlog\"); 0: off, else >= 1. Queue modes only (default: 4; 0 with"
-              + " simulate's --share-slack, which it cannot be combined with).")
-  @Nullable Double tenantBacklogFactor;
+          "Admission: a waiting tenant that sent more than K times the mean of what the other"
+              + " waiting tenants sent (requests per unit of weight over about --max-queue-time)"
+              + " waits behind them in every band (the gateway's flag; docs/routing.md, \"A tenant"
+              + " that sends far more than the others\"); 0: off, else >= 1. Queue modes only"
+              + " (default: 4; 0 with simulate's --share-slack, which it cannot be combined"
+              + " with).")
+  @Nullable Double tenantExcessFactor;
 
   /** How often one request may be evicted: 0 without --evict-lower-bands; bad values throw. */
   int evictions() {
@@ -251,8 +252,8 @@ final class AdmissionCompareOptions {
         heavyTenantWeight,
         tokenRates(),
         evictions(),
-        tenantBacklogFactor != null
-            ? tenantBacklogFactor
-            : shareSlack >= 0 ? 0 : AdmissionConfig.DEFAULT_BACKLOG_FACTOR);
+        tenantExcessFactor != null
+            ? tenantExcessFactor
+            : shareSlack >= 0 ? 0 : AdmissionConfig.DEFAULT_EXCESS_FACTOR);
   }
 }

@@ -153,16 +153,16 @@ final class AdmissionOptions {
   int maxEvictions;
 
   @Option(
-      names = "--tenant-backlog-factor",
+      names = "--tenant-excess-factor",
       paramLabel = "K",
       defaultValue = "4",
       description =
-          "Admission: a tenant with more than K times the mean of the other waiting tenants'"
-              + " requests waiting (each divided by its weight) waits behind them in every band,"
-              + " so one that sends far more than the others is served with what they leave"
-              + " (docs/routing.md, \"Tenants far over the others' backlog\"); 0: off, else >= 1"
-              + " (default: ${DEFAULT-VALUE}).")
-  double tenantBacklogFactor;
+          "Admission: a waiting tenant that sent more than K times the mean of what the other"
+              + " waiting tenants sent (requests per unit of weight over about --max-queue-time)"
+              + " waits behind them in every band, so one that sends far more than the others is"
+              + " served with what they leave (docs/routing.md, \"A tenant that sends far more"
+              + " than the others\"); 0: off, else >= 1 (default: ${DEFAULT-VALUE}).")
+  double tenantExcessFactor;
 
   /** The token-rate limits these flags give. */
   TokenRateConfig tokenRates() {
@@ -249,7 +249,7 @@ final class AdmissionOptions {
           maxTenantLabels,
           tokenRates(),
           evictions(),
-          tenantBacklogFactor);
+          tenantExcessFactor);
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("admission flags: " + e.getMessage(), e);
     }

@@ -117,7 +117,7 @@ class GatewayCommandTest {
                     Map.of("acme", 2.5, "small", 0.5),
                     64,
                     4)
-                .withBacklogFactor(AdmissionConfig.DEFAULT_BACKLOG_FACTOR));
+                .withExcessFactor(AdmissionConfig.DEFAULT_EXCESS_FACTOR));
     assertThat(c.routing.settings().busyRequests()).isEqualTo(8);
     GatewayCommand d = new GatewayCommand();
     new CommandLine(d).parseArgs("--model", "m");
@@ -137,17 +137,16 @@ class GatewayCommandTest {
     assertThat(err.toString()).contains("the weight of tenant 'a' must be finite and > 0");
 
     GatewayCommand b = new GatewayCommand();
-    new CommandLine(b).parseArgs("--model", "m", "--tenant-backlog-factor", "4");
+    new CommandLine(b).parseArgs("--model", "m", "--tenant-excess-factor", "4");
     assertThat(b.gatewayConfig().admission())
-        .isEqualTo(AdmissionConfig.DEFAULTS.withBacklogFactor(4));
-    assertThat(AdmissionConfig.DEFAULTS.backlogFactor()).as("on by default").isEqualTo(4);
+        .isEqualTo(AdmissionConfig.DEFAULTS.withExcessFactor(4));
+    assertThat(AdmissionConfig.DEFAULTS.excessFactor()).as("on by default").isEqualTo(4);
     GatewayCommand off = new GatewayCommand();
-    new CommandLine(off).parseArgs("--model", "m", "--tenant-backlog-factor", "0");
-    assertThat(off.gatewayConfig().admission().backlogFactor()).isZero();
+    new CommandLine(off).parseArgs("--model", "m", "--tenant-excess-factor", "0");
+    assertThat(off.gatewayConfig().admission().excessFactor()).isZero();
     err = new StringWriter();
-    assertThat(run(err, "--model", "m", "--tenant-backlog-factor", "0.5")).isEqualTo(2);
-    assertThat(err.toString())
-        .contains("backlogFactor must be 0 (off) or finite and >= 1, got 0.5");
+    assertThat(run(err, "--model", "m", "--tenant-excess-factor", "0.5")).isEqualTo(2);
+    assertThat(err.toString()).contains("excessFactor must be 0 (off) or finite and >= 1, got 0.5");
   }
 
   @Test

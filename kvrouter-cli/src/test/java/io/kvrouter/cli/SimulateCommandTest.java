@@ -378,7 +378,7 @@ class SimulateCommandTest {
   }
 
   @Test
-  void admissionTakesTheBacklogFactorAndSaysSo() throws IOException {
+  void admissionTakesTheExcessFactorAndSaysSo() throws IOException {
     assertThat(
             run(
                 "simulate",
@@ -394,14 +394,14 @@ class SimulateCommandTest {
                 "3",
                 "--heavy-tenant-factor",
                 "10",
-                "--tenant-backlog-factor",
+                "--tenant-excess-factor",
                 "4",
                 "--json",
                 "--quiet"))
         .isEqualTo(0);
     JsonNode j = new ObjectMapper().readTree(out.toString());
     assertThat(j.get("nothing_lost").asBoolean()).isTrue();
-    assertThat(j.get("admission").get("tenant_backlog_factor").asDouble()).isEqualTo(4.0);
+    assertThat(j.get("admission").get("tenant_excess_factor").asDouble()).isEqualTo(4.0);
     assertThat(j.get("modes").get(0).has("high_priority_p90_without_t0_ms")).isTrue();
     out.getBuffer().setLength(0);
     assertThat(
@@ -419,12 +419,12 @@ class SimulateCommandTest {
                 "3",
                 "--heavy-tenant-factor",
                 "10",
-                "--tenant-backlog-factor",
+                "--tenant-excess-factor",
                 "4",
                 "--quiet"))
         .isEqualTo(0);
     assertThat(out.toString())
-        .contains("--tenant-backlog-factor 4")
+        .contains("--tenant-excess-factor 4")
         .contains("fair-cost: high priority without t0's requests: p90 ");
     assertThat(
             run(
@@ -433,11 +433,11 @@ class SimulateCommandTest {
                 "fair-cost",
                 "--requests",
                 "10",
-                "--tenant-backlog-factor",
+                "--tenant-excess-factor",
                 "0.5"))
         .isEqualTo(2);
     assertThat(err.toString())
-        .contains("--tenant-backlog-factor must be 0 (off) or finite and >= 1, got 0.5");
+        .contains("--tenant-excess-factor must be 0 (off) or finite and >= 1, got 0.5");
     assertThat(
             run(
                 "simulate",
@@ -445,7 +445,7 @@ class SimulateCommandTest {
                 "fair-cost",
                 "--requests",
                 "10",
-                "--tenant-backlog-factor",
+                "--tenant-excess-factor",
                 "4",
                 "--share-slack",
                 "0"))
@@ -471,7 +471,7 @@ class SimulateCommandTest {
             new ObjectMapper()
                 .readTree(out.toString())
                 .get("admission")
-                .get("tenant_backlog_factor")
+                .get("tenant_excess_factor")
                 .asDouble())
         .isEqualTo(4.0);
     out.getBuffer().setLength(0);
@@ -495,7 +495,7 @@ class SimulateCommandTest {
             new ObjectMapper()
                 .readTree(out.toString())
                 .get("admission")
-                .get("tenant_backlog_factor")
+                .get("tenant_excess_factor")
                 .asDouble())
         .isZero();
   }

@@ -39,20 +39,22 @@ import org.jspecify.annotations.Nullable;
  * band, until the others caught up; the cost is charged at dispatch, so a cancelled request costs
  * nothing.
  *
- * <p>Backlogs ({@link Config#backlogFactor()}). Fair queuing shares what the fleet serves equally
- * among the tenants that wait; when the fleet serves less than it should (a cold cache under load),
- * a light tenant's fair share can fall to about what it asks, and its bursts then queue behind a
- * tenant that sends ten times more. With a backlog factor {@code k >= 1}, a tenant whose backlog
- * (its requests waiting in every band, divided by its weight) exceeds {@code k} times the mean of
- * the other waiting tenants' backlogs waits behind them: the queue serves the highest band that
- * holds a tenant within that bound, and in it the first such tenant in tag order (the tenant with
- * the least backlog is always within it). So bands stay strict among tenants within the bound, and
- * a tenant that keeps far more requests waiting than the others is served, in every band, only with
- * what they leave: the others' wait no longer depends on how much it sends, nor can it buy
- * precedence by marking its excess high priority. Tenants with comparable backlogs share by tags as
- * before. Backlogs count requests, not cost: the tags already share cost, and a backlog in cost
- * would also hold back a tenant whose requests are merely dearer. The heavy tenant's own requests
- * are bounded by the wait limit, as every request is.
+ * <p>A tenant that sends far more ({@link Config#excessFactor()}). Fair queuing shares what the
+ * fleet serves equally among the tenants that wait; when the fleet serves less than it should (a
+ * cold cache under load), a light tenant's fair share can fall to about what it asks, and its
+ * bursts then queue behind a tenant that sends ten times more. With an excess factor {@code k >=
+ * 1}, each tenant's offer rate is kept: the requests it offered, divided by its weight, decaying by
+ * e every {@link Config#maxWaitNanos()} (the queue's horizon). A waiting tenant whose rate exceeds
+ * {@code k} times the mean of the other waiting tenants' rates waits behind them: the queue serves
+ * the highest band that holds a tenant within that bound, and in it the first such tenant in tag
+ * order (the tenant with the least rate is always within it). So bands stay strict among tenants
+ * within the bound, and a tenant that sends far more than the others is served, in every band, only
+ * with what they leave: the others' wait no longer depends on how much it sends, nor can it buy
+ * precedence by marking its excess high priority. Tenants that send comparable amounts share by
+ * tags as before. The rule counts what a tenant sends, not what waits nor what it costs: under fair
+ * shares of cost, a tenant whose requests are dearer is served fewer of them and keeps more waiting
+ * without sending more. The heavy tenant's own requests are bounded by the wait limit, as every
+ * request is.
  *
  * <p>Cost. The caller charges what the engine will do: uncached prefill tokens (the prompt less the
  * router's predicted overlap) plus expected decode tokens. When the engine reports what it really
@@ -87,8 +89,13 @@ import org.jspecify.annotations.Nullable;
  * reclock, which takes the account and its tenants out of the sorted sets and puts them back. An
  * account that stops waiting is dropped; its lead over the least waiting clock is kept in
  * idleDebts under band -1, and added to its clock when it waits again.
- * backlogFactor > 0: backlogs maps each tenant with requests waiting to {its backlog, its waiting
- * count}, and backlogTotal is their sum; offer adds, poll and cancel (so expire) take off.
+ * excessFactor > 0: waitingCount maps each tenant with requests waiting (every band) to their
+ * count (offer adds, poll and cancel, so expire, take off; a tenant at 0 leaves); rates maps a
+ * tenant to its offer rate (Rate: a value and the clock it was brought to; offer decays and adds),
+ * access-ordered and bounded by 5 × maxDepth (the least recently offering dropped first: a
+ * dropped tenant's rate counts as 0, as a tenant that sent nothing lately). clock is the latest
+ * nowNanos given to offer or expire; poll brings every waiting tenant's rate to it (Rate.now, a
+ * scratch value) and compares.
  * Threads: not thread-safe; the gateway holds one lock around each call (every call is O(log n) in
  * the waiting requests, or O(k) in one tenant's waiting requests for a cancel).
  * </pre>
@@ -118,7 +125,7 @@ public final class FairQueue<T> {
       int starvationLimit,
       boolean sharesSpanBands,
       double shareSlack,
-      double backlogFactor) {
+      double excessFactor) {
 
     /** Shares within each band, strict order between bands (the original queue). */
     public Config(int bands, int maxDepth, long maxWaitNanos, int starvationLimit) {
@@ -127,15 +134,15 @@ public final class FairQueue<T> {
 
     /** This configuration with tenant shares spanning the bands, {@code slack} cost units. */
     public Config withSharesSpanningBands(double slack) {
-      return new Config(bands, maxDepth, maxWaitNanos, starvationLimit, true, slack, backlogFactor);
+      return new Config(bands, maxDepth, maxWaitNanos, starvationLimit, true, slack, excessFactor);
     }
 
     /**
-     * This configuration with the backlog rule: a tenant whose backlog (requests waiting in every
-     * band / weight) exceeds {@code factor} times the mean of the other waiting tenants' waits
-     * behind them, in every band (0: off).
+     * This configuration with the excess rule: a waiting tenant whose offer rate (requests per unit
+     * of weight, decaying by e every maxWaitNanos) exceeds {@code factor} times the mean of the
+     * other waiting tenants' waits behind them, in every band (0: off).
      */
-    public Config withBacklogFactor(double factor) {
+    public Config withExcessFactor(double factor) {
       return new Config(
           bands, maxDepth, maxWaitNanos, starvationLimit, sharesSpanBands, shareSlack, factor);
     }
@@ -144,13 +151,13 @@ public final class FairQueue<T> {
       if (!(shareSlack >= 0) || Double.isInfinite(shareSlack)) {
         throw new IllegalArgumentException("shareSlack must be finite and >= 0, got " + shareSlack);
       }
-      if (!(backlogFactor == 0 || backlogFactor >= 1) || Double.isInfinite(backlogFactor)) {
+      if (!(excessFactor == 0 || excessFactor >= 1) || Double.isInfinite(excessFactor)) {
         throw new IllegalArgumentException(
-            "backlogFactor must be 0 (off) or finite and >= 1, got " + backlogFactor);
+            "excessFactor must be 0 (off) or finite and >= 1, got " + excessFactor);
       }
-      if (backlogFactor > 0 && sharesSpanBands) {
+      if (excessFactor > 0 && sharesSpanBands) {
         throw new IllegalArgumentException(
-            "the backlog rule works on shares within each band; it cannot be combined with"
+            "the excess rule works on shares within each band; it cannot be combined with"
                 + " shares that span the bands");
       }
       if (bands < 1) throw new IllegalArgumentException("bands must be >= 1, got " + bands);
@@ -177,7 +184,6 @@ public final class FairQueue<T> {
     private double tag;
     private double floor; // the band's virtual time when it was offered
     private double charge; // cost + the correction it carried, in cost units
-    private double backlog; // 1 / weight when offered: what it adds to its tenant's backlog
     private boolean live = true;
 
     private Ticket(T item, int band, Tenant<T> tenant, double cost, long arrivalNanos, long seq) {
@@ -278,10 +284,23 @@ public final class FairQueue<T> {
   private final ArrayDeque<Ticket<T>> byArrival = new ArrayDeque<>();
   // idle tenants that carry a correction, oldest first, bounded by 4 × maxDepth
   private final LinkedHashMap<String, Double> idleDebts = new LinkedHashMap<>();
-  // backlogFactor > 0: tenant -> {its backlog (requests waiting in every band / weight), its
-  // requests waiting}, kept only while it has requests waiting (so bounded by the depth); the sum
-  private final Map<String, double[]> backlogs = new HashMap<>();
-  private double backlogTotal;
+  // excessFactor > 0: the tenants with requests waiting and how many (bounded by the depth); each
+  // tenant's offer rate, least recently offering first, bounded by 5 x maxDepth
+  private final Map<String, int[]> waitingCount = new HashMap<>();
+  private final LinkedHashMap<String, Rate> rates = new LinkedHashMap<>(16, 0.75f, true);
+  private long clock;
+
+  /** A tenant's offer rate: requests / weight, decaying by e every maxWaitNanos. */
+  private static final class Rate {
+    double value; // at `at`
+    long at;
+    double now; // poll's scratch: value brought to the clock
+
+    double at(long nowNanos, long horizon) {
+      return nowNanos <= at ? value : value * Math.exp(-(double) (nowNanos - at) / horizon);
+    }
+  }
+
   private long offers;
   private int size;
   // sharesSpanBands: the accounts of the tenants with requests waiting, and the same by clock
@@ -320,7 +339,7 @@ public final class FairQueue<T> {
 
   /** Tenants kept (with requests waiting or a correction to carry): bounded by the depth. */
   public int tenantsKept() {
-    int n = idleDebts.size();
+    int n = idleDebts.size() + rates.size();
     for (Band b : bands) n += b.tenants.size();
     return n;
   }
@@ -370,17 +389,7 @@ public final class FairQueue<T> {
     t.pending = 0;
     t.lastTag = e.tag;
     t.entries.addLast(e);
-    e.backlog = 1 / weight;
-    if (config.backlogFactor() > 0) {
-      double[] bl = backlogs.get(tenant);
-      if (bl == null) {
-        bl = new double[2]; // kept while the tenant has requests waiting: bounded by the depth
-        backlogs.put(tenant, bl);
-      }
-      bl[0] += e.backlog;
-      bl[1]++;
-      backlogTotal += e.backlog;
-    }
+    if (config.excessFactor() > 0) offered(tenant, weight, nowNanos);
     b.ready.add(t);
     b.live++;
     size++;
@@ -400,16 +409,17 @@ public final class FairQueue<T> {
         }
       }
     }
-    Tenant<T> unbacklogged = null;
-    if (chosen < 0 && config.backlogFactor() > 0) {
-      // the backlog rule: the first band holding a tenant within the bound, the first such tenant
-      // in tag order (the least backlogged tenant is within it; rounding aside, one is found)
-      for (int b = 0; b < bands.size() && unbacklogged == null; b++) {
+    Tenant<T> light = null;
+    if (chosen < 0 && config.excessFactor() > 0 && waitingCount.size() > 1) {
+      // the excess rule: the first band holding a tenant within the bound, the first such tenant
+      // in tag order (the tenant with the least rate is within it; rounding aside, one is found)
+      final double total = bringRatesToClock();
+      for (int b = 0; b < bands.size() && light == null; b++) {
         Band x = bands.get(b);
         if (x.live == 0) continue;
         for (Tenant<T> y : x.ready) {
-          if (withinBacklog(y.name)) {
-            unbacklogged = y;
+          if (withinExcess(y.name, total)) {
+            light = y;
             chosen = b;
             break;
           }
@@ -434,14 +444,14 @@ public final class FairQueue<T> {
     passedOver[chosen] = 0;
     Band band = bands.get(chosen);
     Tenant<T> t;
-    if (unbacklogged != null) {
-      band.ready.remove(unbacklogged);
-      t = unbacklogged;
+    if (light != null) {
+      band.ready.remove(light);
+      t = light;
     } else {
       t = band.ready.pollFirst();
     }
     Ticket<T> e = t.entries.pollFirst();
-    if (config.backlogFactor() > 0) unlog(t.name, e);
+    if (config.excessFactor() > 0) left(t.name);
     if (config.sharesSpanBands()) {
       Account acc = t.account;
       acc.waiting--;
@@ -491,7 +501,7 @@ public final class FairQueue<T> {
       Ticket<T> x = it.next();
       if (x == e) {
         it.remove();
-        if (config.backlogFactor() > 0) unlog(t.name, e);
+        if (config.excessFactor() > 0) left(t.name);
         after = true;
         continue;
       }
@@ -517,6 +527,7 @@ public final class FairQueue<T> {
    * nowNanos}.
    */
   public List<Ticket<T>> expire(long nowNanos) {
+    clock = Math.max(clock, nowNanos);
     List<Ticket<T>> out = new ArrayList<>();
     while (!byArrival.isEmpty()) {
       Ticket<T> e = byArrival.peekFirst();
@@ -562,28 +573,55 @@ public final class FairQueue<T> {
     }
   }
 
-  /** backlogFactor > 0: takes a request that leaves the queue off its tenant's backlog. */
-  private void unlog(String tenant, Ticket<T> e) {
-    double[] b = Objects.requireNonNull(backlogs.get(tenant), tenant);
-    if (--b[1] == 0) {
-      backlogs.remove(tenant);
-      backlogTotal -= b[0];
-    } else {
-      b[0] -= e.backlog;
-      backlogTotal -= e.backlog;
+  /** excessFactor > 0: a request of {@code tenant} (weight {@code weight}) waits from now. */
+  private void offered(String tenant, double weight, long nowNanos) {
+    clock = Math.max(clock, nowNanos);
+    Rate r = rates.get(tenant);
+    if (r == null) {
+      r = new Rate();
+      rates.put(tenant, r); // bounded below: client-chosen names do not grow memory
+      while (rates.size() > 5 * config.maxDepth()) {
+        rates.remove(rates.keySet().iterator().next());
+      }
     }
-    if (backlogs.isEmpty()) backlogTotal = 0; // no drift carried into the next busy spell
+    r.value = r.at(clock, config.maxWaitNanos()) + 1 / weight;
+    r.at = Math.max(r.at, clock);
+    int[] n = waitingCount.get(tenant);
+    if (n == null) {
+      n = new int[1];
+      waitingCount.put(tenant, n);
+    }
+    n[0]++;
+  }
+
+  /** excessFactor > 0: a request of {@code tenant} no longer waits. */
+  private void left(String tenant) {
+    int[] n = Objects.requireNonNull(waitingCount.get(tenant), tenant);
+    if (--n[0] == 0) waitingCount.remove(tenant);
+  }
+
+  /** Brings every waiting tenant's rate to the clock (Rate.now); returns their sum. */
+  private double bringRatesToClock() {
+    double total = 0;
+    for (String name : waitingCount.keySet()) {
+      Rate r = rates.get(name);
+      if (r != null) {
+        r.now = r.at(clock, config.maxWaitNanos());
+        total += r.now;
+      }
+    }
+    return total;
   }
 
   /**
-   * backlogFactor > 0: whether {@code tenant} (which has requests waiting) is within the bound: its
-   * backlog at most backlogFactor times the mean of the other waiting tenants' backlogs.
+   * Whether waiting {@code tenant} is within the bound: its rate at most excessFactor times the
+   * mean of the other waiting tenants' rates ({@code total}: every waiting tenant's, brought to the
+   * clock).
    */
-  private boolean withinBacklog(String tenant) {
-    int n = backlogs.size();
-    if (n <= 1) return true;
-    double own = Objects.requireNonNull(backlogs.get(tenant), tenant)[0];
-    return own <= config.backlogFactor() * (backlogTotal - own) / (n - 1);
+  private boolean withinExcess(String tenant, double total) {
+    Rate r = rates.get(tenant);
+    double own = r == null ? 0 : r.now;
+    return own <= config.excessFactor() * (total - own) / (waitingCount.size() - 1);
   }
 
   private static String debtKey(int band, String tenant) {

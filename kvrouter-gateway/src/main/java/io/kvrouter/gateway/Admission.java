@@ -353,7 +353,7 @@ final class Admission {
                       config.maxQueueDepth(),
                       config.maxQueueTime().toNanos(),
                       config.starvationLimit())
-                  .withBacklogFactor(config.backlogFactor()));
+                  .withExcessFactor(config.excessFactor()));
     }
 
     /** The count of freed routes: read it before routing, pass it to {@link #await}. */

@@ -28,10 +28,10 @@ import java.util.Objects;
  *     whether or not requests ever wait (default {@link TokenRateConfig#OFF})
  * @param maxEvictions eviction of in-flight lower-band work (docs/gateway.md, "Evicting lower-band
  *     work in flight"): how many times one request may be evicted; 0: never (the default)
- * @param backlogFactor the backlog rule (docs/routing.md, "Tenants far over the others' backlog"):
- *     a tenant with more than this many times the mean of the other waiting tenants' requests
- *     waiting (each divided by its weight, every band) waits behind them in every band; 0: off,
- *     else >= 1 ({@link #DEFAULTS}: 4)
+ * @param excessFactor the excess rule (docs/routing.md, "A tenant that sends far more than the
+ *     others"): a waiting tenant that sent more than this many times the mean of what the other
+ *     waiting tenants sent (requests per unit of weight, decaying by e every maxQueueTime) waits
+ *     behind them in every band; 0: off, else >= 1 ({@link #DEFAULTS}: 4)
  */
 public record AdmissionConfig(
     int maxQueueDepth,
@@ -43,7 +43,7 @@ public record AdmissionConfig(
     int maxTenantLabels,
     TokenRateConfig tokenRates,
     int maxEvictions,
-    double backlogFactor) {
+    double excessFactor) {
 
   /** Where a request's tenant name comes from. */
   public enum TenantSource {
@@ -55,18 +55,18 @@ public record AdmissionConfig(
     USER
   }
 
-  /** The backlog factor of {@link #DEFAULTS} (docs/SIMULATION.md, "sixth pass"). */
-  public static final double DEFAULT_BACKLOG_FACTOR = 4;
+  /** The excess factor of {@link #DEFAULTS} (docs/SIMULATION.md, "sixth pass"). */
+  public static final double DEFAULT_EXCESS_FACTOR = 4;
 
   /**
    * Queue depth 1024, wait 30 s, strict priority, tenants from the header, 256 decode tokens, the
-   * backlog rule at {@link #DEFAULT_BACKLOG_FACTOR}.
+   * excess rule at {@link #DEFAULT_EXCESS_FACTOR}.
    */
   public static final AdmissionConfig DEFAULTS =
       new AdmissionConfig(1024, Duration.ofSeconds(30), 0, TenantSource.HEADER, Map.of(), 256, 32)
-          .withBacklogFactor(DEFAULT_BACKLOG_FACTOR);
+          .withExcessFactor(DEFAULT_EXCESS_FACTOR);
 
-  /** The settings with the backlog rule off. */
+  /** The settings with the excess rule off. */
   public AdmissionConfig(
       int maxQueueDepth,
       Duration maxQueueTime,
@@ -166,9 +166,9 @@ public record AdmissionConfig(
       throw new IllegalArgumentException(
           "maxEvictions must be >= 0 (0: no eviction), got " + maxEvictions);
     }
-    if (!(backlogFactor == 0 || backlogFactor >= 1) || Double.isInfinite(backlogFactor)) {
+    if (!(excessFactor == 0 || excessFactor >= 1) || Double.isInfinite(excessFactor)) {
       throw new IllegalArgumentException(
-          "backlogFactor must be 0 (off) or finite and >= 1, got " + backlogFactor);
+          "excessFactor must be 0 (off) or finite and >= 1, got " + excessFactor);
     }
   }
 
@@ -184,7 +184,7 @@ public record AdmissionConfig(
         maxTenantLabels,
         rates,
         maxEvictions,
-        backlogFactor);
+        excessFactor);
   }
 
   /**
@@ -202,14 +202,14 @@ public record AdmissionConfig(
         maxTenantLabels,
         tokenRates,
         max,
-        backlogFactor);
+        excessFactor);
   }
 
   /**
-   * These settings with the backlog rule at {@code factor} (docs/routing.md, "Tenants far over the
-   * others' backlog"); 0: off.
+   * These settings with the excess rule at {@code factor} (docs/routing.md, "A tenant that sends
+   * far more than the others"); 0: off.
    */
-  public AdmissionConfig withBacklogFactor(double factor) {
+  public AdmissionConfig withExcessFactor(double factor) {
     return new AdmissionConfig(
         maxQueueDepth,
         maxQueueTime,

@@ -132,13 +132,12 @@ class AdmissionTest {
   }
 
   /**
-   * With the backlog rule (factor 4), a tenant that keeps five requests waiting (a backlog of 50)
-   * against another's one (10) waits behind it: the freed route goes to the light tenant, though
-   * the heavy tenant's first request came first with the same tag. Without the rule it goes to the
-   * heavy tenant's first request.
+   * With the excess rule (factor 4), a tenant that sent five requests against another's one waits
+   * behind it: the freed route goes to the light tenant, though the heavy tenant's first request
+   * came first with the same tag. Without the rule it goes to the heavy tenant's first request.
    */
   @Test
-  void aFreedRouteSkipsATenantFarOverTheOthersBacklogWithTheBacklogRule() throws Exception {
+  void aFreedRouteSkipsATenantThatSentFarMoreWithTheExcessRule() throws Exception {
     for (double factor : new double[] {4, 0}) {
       Admission a =
           new Admission(
@@ -150,7 +149,7 @@ class AdmissionTest {
                       Map.of(),
                       16,
                       4)
-                  .withBacklogFactor(factor),
+                  .withExcessFactor(factor),
               metrics.admission);
       Admission.ModelQueue q = a.new ModelQueue("m" + (int) factor);
       List<CompletableFuture<Admission.Outcome>> heavy = new java.util.ArrayList<>();

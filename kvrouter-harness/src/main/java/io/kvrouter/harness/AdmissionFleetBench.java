@@ -364,7 +364,7 @@ public final class AdmissionFleetBench {
             Math.max(AdmissionConfig.DEFAULTS.maxTenantLabels(), s.rule().tenants()),
             TokenRateConfig.OFF,
             as.maxEvictions(),
-            as.backlogFactor());
+            as.excessFactor());
     return new LiveAdmission(
         queue,
         as.busyRequests(),

@@ -148,10 +148,10 @@ public final class AdmissionSimulation {
    *     gateway's TokenRateConfig, its rates per simulated second; tenants t0, t1, ...)
    * @param maxEvictions eviction of in-flight lower-band work (--evict-lower-bands,
    *     --max-evictions): how many times one request may be evicted; 0: no eviction (the default)
-   * @param backlogFactor the backlog rule (FairQueue's backlogFactor, --tenant-backlog-factor): a
-   *     tenant with more than this many times the mean of the other waiting tenants' requests
-   *     waiting (each divided by its weight, every band) waits behind them in every band; 0: off,
-   *     else >= 1 (shares within each band only)
+   * @param excessFactor the excess rule (FairQueue's excessFactor, --tenant-excess-factor): a
+   *     waiting tenant that sent more than this many times the mean of what the other waiting
+   *     tenants sent (requests per unit of weight, decaying by e every maxQueueTimeSec) waits
+   *     behind them in every band; 0: off, else >= 1 (shares within each band only)
    */
   public record Settings(
       int busyRequests,
@@ -164,9 +164,9 @@ public final class AdmissionSimulation {
       double heavyWeight,
       TokenRateConfig rates,
       int maxEvictions,
-      double backlogFactor) {
+      double excessFactor) {
 
-    /** No backlog rule. */
+    /** No excess rule. */
     public Settings(
         int busyRequests,
         long busyPrefillTokens,
@@ -251,7 +251,7 @@ public final class AdmissionSimulation {
           heavyWeight,
           r,
           maxEvictions,
-          backlogFactor);
+          excessFactor);
     }
 
     /**
@@ -270,11 +270,11 @@ public final class AdmissionSimulation {
           heavyWeight,
           rates,
           max,
-          backlogFactor);
+          excessFactor);
     }
 
-    /** The same limits with the backlog rule at {@code factor} (0: off). */
-    public Settings withBacklogFactor(double factor) {
+    /** The same limits with the excess rule at {@code factor} (0: off). */
+    public Settings withExcessFactor(double factor) {
       return new Settings(
           busyRequests,
           busyPrefillTokens,
@@ -369,13 +369,13 @@ public final class AdmissionSimulation {
       if (maxEvictions < 0) {
         throw new IllegalArgumentException("--max-evictions must be >= 0, got " + maxEvictions);
       }
-      if (!(backlogFactor == 0 || backlogFactor >= 1) || Double.isInfinite(backlogFactor)) {
+      if (!(excessFactor == 0 || excessFactor >= 1) || Double.isInfinite(excessFactor)) {
         throw new IllegalArgumentException(
-            "--tenant-backlog-factor must be 0 (off) or finite and >= 1, got " + backlogFactor);
+            "--tenant-excess-factor must be 0 (off) or finite and >= 1, got " + excessFactor);
       }
-      if (backlogFactor > 0 && shareSlack >= 0) {
+      if (excessFactor > 0 && shareSlack >= 0) {
         throw new IllegalArgumentException(
-            "--tenant-backlog-factor orders tenants within each band; it cannot be combined with"
+            "--tenant-excess-factor orders tenants within each band; it cannot be combined with"
                 + " --share-slack");
       }
     }
@@ -502,7 +502,7 @@ public final class AdmissionSimulation {
     FairQueue.Config qc =
         new FairQueue.Config(2, s.maxQueueDepth(), Math.round(s.maxQueueTimeSec() * 1e9), 0);
     if (s.shareSlack() >= 0) qc = qc.withSharesSpanningBands(s.shareSlack());
-    if (s.backlogFactor() > 0) qc = qc.withBacklogFactor(s.backlogFactor());
+    if (s.excessFactor() > 0) qc = qc.withExcessFactor(s.excessFactor());
     queue = mode == Mode.FIFO ? null : new FairQueue<>(qc);
     MockEngine.Listener listener =
         new MockEngine.Listener() {

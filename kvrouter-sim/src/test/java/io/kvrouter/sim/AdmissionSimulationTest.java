@@ -103,15 +103,15 @@ class AdmissionSimulationTest {
   }
 
   @Test
-  void theBacklogRuleServesATenantFarOverTheOthersWithWhatTheyLeaveInEveryBand() {
+  void theExcessRuleServesATenantThatSendsFarMoreWithWhatTheOthersLeaveInEveryBand() {
     // half the requests are high priority, shares within each band: without the rule the heavy
     // tenant's high band goes ahead of every normal request of the light tenant, and within a
-    // band the two share equally; with it (factor 4) the heavy tenant, whose backlog is far above
-    // the light one's, is served in every band only when the light tenant has nothing waiting
+    // band the two share equally; with it (factor 4) the heavy tenant, which sends ten times as
+    // much, is served in every band only when the light tenant has nothing waiting
     TenantRule rule = new TenantRule(2, 10, 0.5, false, 1);
     AdmissionSimulation.Settings off =
         new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, -1);
-    AdmissionSimulation.Settings on = off.withBacklogFactor(4);
+    AdmissionSimulation.Settings on = off.withExcessFactor(4);
     AdmissionComparison without =
         AdmissionComparison.run(
             "synthetic", TRACE, rule, atLoad(2), off, List.of(Mode.FAIR_COST), 2, 1);
@@ -139,11 +139,10 @@ class AdmissionSimulationTest {
     assertThatThrownBy(
             () ->
                 new AdmissionSimulation.Settings(8, 4096, true, 10, 1024, 1000, 0)
-                    .withBacklogFactor(4))
+                    .withExcessFactor(4))
         .hasMessageContaining("cannot be combined with --share-slack");
-    assertThatThrownBy(() -> off.withBacklogFactor(0.5))
-        .hasMessageContaining(
-            "--tenant-backlog-factor must be 0 (off) or finite and >= 1, got 0.5");
+    assertThatThrownBy(() -> off.withExcessFactor(0.5))
+        .hasMessageContaining("--tenant-excess-factor must be 0 (off) or finite and >= 1, got 0.5");
   }
 
   @Test

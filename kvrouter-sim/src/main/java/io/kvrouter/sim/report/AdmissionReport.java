@@ -74,7 +74,7 @@ public final class AdmissionReport {
             + (s.maxEvictions() > 0
                 ? ", --evict-lower-bands --max-evictions " + s.maxEvictions()
                 : "")
-            + (s.backlogFactor() > 0 ? ", --tenant-backlog-factor " + num(s.backlogFactor()) : ""),
+            + (s.excessFactor() > 0 ? ", --tenant-excess-factor " + num(s.excessFactor()) : ""),
         num(s.ttftSloMs()));
     StringBuilder head =
         new StringBuilder(
@@ -238,7 +238,7 @@ public final class AdmissionReport {
       g.writeNumberField("share_slack", s.shareSlack());
       g.writeNumberField("heavy_tenant_weight", s.heavyWeight());
       g.writeNumberField("max_evictions", s.maxEvictions());
-      g.writeNumberField("tenant_backlog_factor", s.backlogFactor());
+      g.writeNumberField("tenant_excess_factor", s.excessFactor());
       if (s.rates().on()) {
         g.writeObjectFieldStart("tenant_token_rate");
         g.writeNumberField("default", s.rates().defaultRate());
