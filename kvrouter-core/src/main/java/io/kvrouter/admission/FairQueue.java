@@ -97,7 +97,8 @@ import org.jspecify.annotations.Nullable;
  * nowNanos given to offer or expire; poll brings every waiting tenant's rate to it (Rate.now, a
  * scratch value) and compares.
  * Threads: not thread-safe; the gateway holds one lock around each call (every call is O(log n) in
- * the waiting requests, or O(k) in one tenant's waiting requests for a cancel).
+ * the waiting requests, or O(k) in one tenant's waiting requests for a cancel; with excessFactor,
+ * poll also O(t) in the tenants waiting).
  * </pre>
  *
  * @param <T> what waits (the gateway's pending request)
