@@ -442,6 +442,12 @@ public final class AdmissionFleetBench {
       }
     }
     double[] highTtft = new double[high];
+    int otherHigh = 0;
+    for (int i = 0; i < n; i++) {
+      if (run.requestWhy[i] == null && a.band()[i] == 0 && a.tenant()[i] != 0) otherHigh++;
+    }
+    double[] otherHighTtft = new double[otherHigh];
+    int oh = 0;
     double[][] tenantTtft = new double[tenants][];
     for (int t = 0; t < tenants; t++) tenantTtft[t] = new double[perTenant[t]];
     int h = 0;
@@ -449,6 +455,7 @@ public final class AdmissionFleetBench {
     for (int i = 0; i < n; i++) {
       if (run.requestWhy[i] != null) continue;
       if (a.band()[i] == 0) highTtft[h++] = run.requestTtftMs[i];
+      if (a.band()[i] == 0 && a.tenant()[i] != 0) otherHighTtft[oh++] = run.requestTtftMs[i];
       int t = a.tenant()[i];
       tenantTtft[t][fill[t]++] = run.requestTtftMs[i];
     }
@@ -474,7 +481,9 @@ public final class AdmissionFleetBench {
         tenantHitRate(tenantPrompt, tenantCached),
         speedup,
         rateRefused,
-        Math.round(run.wallSec * 1e9));
+        Math.round(run.wallSec * 1e9),
+        AdmissionResult.Evictions.NONE,
+        otherHighTtft);
   }
 
   /** Each tenant's cached prompt tokens over its prompt tokens, answered requests (0: none). */
