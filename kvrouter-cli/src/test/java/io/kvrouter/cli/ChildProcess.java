@@ -24,8 +24,32 @@ final class ChildProcess implements AutoCloseable {
   private final List<String> lines = new ArrayList<>();
   private final Thread reader;
 
+  /**
+   * {@code env --default-signal=INT,TERM} when this machine's env has it (coreutils 8.31 on): a
+   * shell starts a background job with SIGINT ignored, the child would inherit that, and HotSpot
+   * installs no handler for an ignored SIGINT, so a test run from such a job could not Ctrl-C the
+   * child; env resets both signals to their default before the JVM starts. Empty otherwise.
+   */
+  private static final List<String> DEFAULT_SIGNALS = defaultSignals();
+
+  private static List<String> defaultSignals() {
+    List<String> env = List.of("env", "--default-signal=INT,TERM");
+    try {
+      List<String> probe = new ArrayList<>(env);
+      probe.add("true");
+      Process p = new ProcessBuilder(probe).redirectErrorStream(true).start();
+      p.getInputStream().transferTo(java.io.OutputStream.nullOutputStream());
+      return p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0 ? env : List.of();
+    } catch (IOException e) {
+      return List.of();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return List.of();
+    }
+  }
+
   ChildProcess(List<String> jvmArgs, String... args) throws IOException {
-    List<String> cmd = new ArrayList<>();
+    List<String> cmd = new ArrayList<>(DEFAULT_SIGNALS);
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     cmd.add("-Xmx512m");
     cmd.addAll(jvmArgs);
