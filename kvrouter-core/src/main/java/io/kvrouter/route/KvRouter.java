@@ -822,18 +822,19 @@ public final class KvRouter implements AutoCloseable {
       if (triples == null) {
         System.arraycopy(overlapCol, 0, overlap, 0, n);
         System.arraycopy(cachedCol, 0, cached, 0, n);
-      } else if (matched <= SORTED_TRIPLES_MAX && (found = table.matchedTriples(triples)) >= 0) {
-        // found: the triples' ints
       } else {
-        found = 0;
-        for (int i = 0; i < n; i++) {
-          final int ov = overlapCol[i];
-          final int cb = cachedCol[i];
-          if ((ov | cb) != 0) {
-            triples[found] = i;
-            triples[found + 1] = ov;
-            triples[found + 2] = cb;
-            found += 3;
+        found = matched <= SORTED_TRIPLES_MAX ? table.matchedTriples(triples) : -1;
+        if (found < 0) {
+          found = 0;
+          for (int i = 0; i < n; i++) {
+            final int ov = overlapCol[i];
+            final int cb = cachedCol[i];
+            if ((ov | cb) != 0) {
+              triples[found] = i;
+              triples[found + 1] = ov;
+              triples[found + 2] = cb;
+              found += 3;
+            }
           }
         }
       }

@@ -66,31 +66,7 @@ public record AdmissionConfig(
       new AdmissionConfig(1024, Duration.ofSeconds(30), 0, TenantSource.HEADER, Map.of(), 256, 32)
           .withExcessFactor(DEFAULT_EXCESS_FACTOR);
 
-  /** The settings with the excess rule off. */
-  public AdmissionConfig(
-      int maxQueueDepth,
-      Duration maxQueueTime,
-      int starvationLimit,
-      TenantSource tenantFrom,
-      Map<String, Double> tenantWeights,
-      int defaultDecodeTokens,
-      int maxTenantLabels,
-      TokenRateConfig tokenRates,
-      int maxEvictions) {
-    this(
-        maxQueueDepth,
-        maxQueueTime,
-        starvationLimit,
-        tenantFrom,
-        tenantWeights,
-        defaultDecodeTokens,
-        maxTenantLabels,
-        tokenRates,
-        maxEvictions,
-        0);
-  }
-
-  /** The settings without eviction of in-flight lower-band work. */
+  /** The settings without eviction of in-flight lower-band work, the excess rule off. */
   public AdmissionConfig(
       int maxQueueDepth,
       Duration maxQueueTime,
@@ -109,6 +85,7 @@ public record AdmissionConfig(
         defaultDecodeTokens,
         maxTenantLabels,
         tokenRates,
+        0,
         0);
   }
 

@@ -143,15 +143,15 @@ class GatewayEvictionTest {
                 .model("tiny", GatewayStubTest.tiny())
                 .admission(
                     new AdmissionConfig(
-                        8,
-                        maxQueueTime,
-                        0,
-                        AdmissionConfig.TenantSource.HEADER,
-                        Map.of(),
-                        16,
-                        8,
-                        TokenRateConfig.OFF,
-                        maxEvictions))
+                            8,
+                            maxQueueTime,
+                            0,
+                            AdmissionConfig.TenantSource.HEADER,
+                            Map.of(),
+                            16,
+                            8,
+                            TokenRateConfig.OFF)
+                        .withMaxEvictions(maxEvictions))
                 .build());
     open.add(g);
     return g;

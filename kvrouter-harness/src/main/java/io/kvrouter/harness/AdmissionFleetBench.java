@@ -410,7 +410,6 @@ public final class AdmissionFleetBench {
     int[][] rateRefused = new int[tenants][2];
     int lost = 0;
     int good = 0;
-    int high = 0;
     int[] sent = new int[tenants];
     int[] perTenant = new int[tenants];
     double arrivalSpanSec = prompts.offsetMs(n - 1) / speedup / 1000;
@@ -426,7 +425,6 @@ public final class AdmissionFleetBench {
         perTenant[t]++;
         tenantPrompt[t] += run.requestPromptTokens[i];
         tenantCached[t] += run.requestCachedTokens[i];
-        if (a.band()[i] == 0) high++;
         if (run.requestTtftMs[i] <= s.admission().ttftSloMs()) good++;
         if (run.requestFinishSec[i] <= arrivalSpanSec) {
           servedCost[t] += run.requestServedTokens[i];
@@ -441,21 +439,15 @@ public final class AdmissionFleetBench {
         lost++;
       }
     }
-    double[] highTtft = new double[high];
-    int otherHigh = 0;
-    for (int i = 0; i < n; i++) {
-      if (run.requestWhy[i] == null && a.band()[i] == 0 && a.tenant()[i] != 0) otherHigh++;
-    }
-    double[] otherHighTtft = new double[otherHigh];
-    int oh = 0;
+    double[] highTtft =
+        AdmissionResult.highBandTtftMs(a, run.requestTtftMs, i -> run.requestWhy[i] == null, false);
+    double[] otherHighTtft =
+        AdmissionResult.highBandTtftMs(a, run.requestTtftMs, i -> run.requestWhy[i] == null, true);
     double[][] tenantTtft = new double[tenants][];
     for (int t = 0; t < tenants; t++) tenantTtft[t] = new double[perTenant[t]];
-    int h = 0;
     int[] fill = new int[tenants];
     for (int i = 0; i < n; i++) {
       if (run.requestWhy[i] != null) continue;
-      if (a.band()[i] == 0) highTtft[h++] = run.requestTtftMs[i];
-      if (a.band()[i] == 0 && a.tenant()[i] != 0) otherHighTtft[oh++] = run.requestTtftMs[i];
       int t = a.tenant()[i];
       tenantTtft[t][fill[t]++] = run.requestTtftMs[i];
     }

@@ -1,6 +1,7 @@
 package io.kvrouter.sim;
 
 import java.util.Arrays;
+import java.util.function.IntPredicate;
 
 /**
  * What one {@link AdmissionSimulation} run measured: outcomes, TTFT of the high band and of each
@@ -89,59 +90,7 @@ public record AdmissionResult(
     }
   }
 
-  /** Without the high band split by tenant ({@link #otherHighTtftMs()} empty). */
-  public AdmissionResult(
-      String label,
-      AdmissionSimulation.Mode mode,
-      int sent,
-      int answered,
-      int refusedFull,
-      int refusedTimeout,
-      int engineRejected,
-      int lost,
-      int waited,
-      int[] sentPerTenant,
-      double[] highTtftMs,
-      double[][] tenantTtftMs,
-      double[] servedCost,
-      double[] queueWaitMs,
-      int good,
-      double arrivalSpanSec,
-      double makespanSec,
-      double hitRate,
-      double[] tenantHitRate,
-      double speedup,
-      int[][] rateRefused,
-      long wallNanos,
-      Evictions evictions) {
-    this(
-        label,
-        mode,
-        sent,
-        answered,
-        refusedFull,
-        refusedTimeout,
-        engineRejected,
-        lost,
-        waited,
-        sentPerTenant,
-        highTtftMs,
-        tenantTtftMs,
-        servedCost,
-        queueWaitMs,
-        good,
-        arrivalSpanSec,
-        makespanSec,
-        hitRate,
-        tenantHitRate,
-        speedup,
-        rateRefused,
-        wallNanos,
-        evictions,
-        new double[0]);
-  }
-
-  /** Without eviction. */
+  /** Without eviction, without the high band split by tenant ({@link #otherHighTtftMs()} empty). */
   public AdmissionResult(
       String label,
       AdmissionSimulation.Mode mode,
@@ -188,7 +137,8 @@ public record AdmissionResult(
         speedup,
         rateRefused,
         wallNanos,
-        Evictions.NONE);
+        Evictions.NONE,
+        new double[0]);
   }
 
   public AdmissionResult {
@@ -197,6 +147,27 @@ public record AdmissionResult(
     double[][] t = new double[tenantTtftMs.length][];
     for (int i = 0; i < t.length; i++) t[i] = sorted(tenantTtftMs[i]);
     tenantTtftMs = t;
+  }
+
+  /**
+   * The TTFTs ({@code ttftMs[i]}) of the answered requests of the high band (band 0), of every
+   * tenant or, with {@code withoutT0}, of every tenant but t0: the high band's figures of a run,
+   * from its per-request outcomes (simulate's and bench fleet's alike).
+   */
+  public static double[] highBandTtftMs(
+      TenantRule.Assignment a, double[] ttftMs, IntPredicate answered, boolean withoutT0) {
+    int n = 0;
+    for (int i = 0; i < ttftMs.length; i++) {
+      if (a.band()[i] == 0 && !(withoutT0 && a.tenant()[i] == 0) && answered.test(i)) n++;
+    }
+    double[] out = new double[n];
+    int k = 0;
+    for (int i = 0; i < ttftMs.length; i++) {
+      if (a.band()[i] == 0 && !(withoutT0 && a.tenant()[i] == 0) && answered.test(i)) {
+        out[k++] = ttftMs[i];
+      }
+    }
+    return out;
   }
 
   private static double[] sorted(double[] x) {

@@ -166,33 +166,7 @@ public final class AdmissionSimulation {
       int maxEvictions,
       double excessFactor) {
 
-    /** No excess rule. */
-    public Settings(
-        int busyRequests,
-        long busyPrefillTokens,
-        boolean holderWait,
-        double maxQueueTimeSec,
-        int maxQueueDepth,
-        double ttftSloMs,
-        double shareSlack,
-        double heavyWeight,
-        TokenRateConfig rates,
-        int maxEvictions) {
-      this(
-          busyRequests,
-          busyPrefillTokens,
-          holderWait,
-          maxQueueTimeSec,
-          maxQueueDepth,
-          ttftSloMs,
-          shareSlack,
-          heavyWeight,
-          rates,
-          maxEvictions,
-          0);
-    }
-
-    /** No eviction of in-flight work. */
+    /** No eviction of in-flight work, no excess rule. */
     public Settings(
         int busyRequests,
         long busyPrefillTokens,
@@ -213,6 +187,7 @@ public final class AdmissionSimulation {
           shareSlack,
           heavyWeight,
           rates,
+          0,
           0);
     }
 
@@ -1008,11 +983,9 @@ public final class AdmissionSimulation {
     int engineRejected = 0;
     int lost = 0;
     int good = 0;
-    int high = 0;
     for (int i = 0; i < n; i++) {
       if (outcome[i] == ANSWERED) {
         answered++;
-        if (a.band()[i] == 0) high++;
         if (ttftMs[i] <= s.ttftSloMs()) good++;
       } else if (outcome[i] == ENGINE_REJECTED) {
         engineRejected++;
@@ -1020,23 +993,17 @@ public final class AdmissionSimulation {
         lost++;
       }
     }
-    double[] highTtft = new double[high];
-    int otherHigh = 0;
-    for (int i = 0; i < n; i++) {
-      if (outcome[i] == ANSWERED && a.band()[i] == 0 && a.tenant()[i] != 0) otherHigh++;
-    }
-    double[] otherHighTtft = new double[otherHigh];
-    int oh = 0;
+    double[] highTtft =
+        AdmissionResult.highBandTtftMs(a, ttftMs, i -> outcome[i] == ANSWERED, false);
+    double[] otherHighTtft =
+        AdmissionResult.highBandTtftMs(a, ttftMs, i -> outcome[i] == ANSWERED, true);
     int[] perTenant = new int[tenants];
     for (int i = 0; i < n; i++) if (outcome[i] == ANSWERED) perTenant[a.tenant()[i]]++;
     double[][] tenantTtft = new double[tenants][];
     for (int t = 0; t < tenants; t++) tenantTtft[t] = new double[perTenant[t]];
-    int h = 0;
     int[] fill = new int[tenants];
     for (int i = 0; i < n; i++) {
       if (outcome[i] != ANSWERED) continue;
-      if (a.band()[i] == 0) highTtft[h++] = ttftMs[i];
-      if (a.band()[i] == 0 && a.tenant()[i] != 0) otherHighTtft[oh++] = ttftMs[i];
       int t = a.tenant()[i];
       tenantTtft[t][fill[t]++] = ttftMs[i];
     }
